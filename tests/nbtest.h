@@ -1,0 +1,100 @@
+/* nbtest.h - the few helpers every normblocks test shares: a pass/fail tally with the closing
+   line CI reads ("N passed, N failed"), tolerance comparisons of the form atol + rtol*|ref|,
+   and a seeded random generator. Include after normblocks.h. */
+#ifndef NBTEST_H
+#define NBTEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct nbt_tally { int passed, failed; } nbt_tally;
+static nbt_tally nbt__tally;
+
+/* Record one check. Returns ok so callers can add detail on failure. */
+static inline int nbt_check(int ok, const char* name) {
+    if (ok) nbt__tally.passed++;
+    else {
+        nbt__tally.failed++;
+        printf("FAIL: %s\n", name);
+    }
+    return ok;
+}
+
+/* Compare got[i] with ref[i] (double) under |got - ref| <= atol + rtol*|ref|. Prints the worst
+   element on failure. NaN anywhere fails. */
+static inline int nbt_close(const char* name, const nb_real* got, const double* ref, size_t n,
+                     double atol, double rtol) {
+    size_t i, worst = 0;
+    double worst_excess = -1;
+    int ok = 1;
+    for (i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - ref[i]), lim = atol + rtol * fabs(ref[i]);
+        if ((double)got[i] == ref[i]) continue; /* also equal infinities */
+        if (!(err <= lim)) {
+            ok = 0;
+            if (!(err - lim <= worst_excess)) { worst_excess = err - lim; worst = i; }
+        }
+    }
+    if (!nbt_check(ok, name))
+        printf("  worst at [%zu]: got %.10g ref %.10g (atol %g rtol %g)\n", worst,
+               (double)got[worst], ref[worst], atol, rtol);
+    return ok;
+}
+
+/* Same, for two nb_real arrays. */
+static inline int nbt_close_r(const char* name, const nb_real* got, const nb_real* ref, size_t n,
+                       double atol, double rtol) {
+    double* r = (double*)malloc(n * sizeof(double));
+    size_t i;
+    int ok;
+    for (i = 0; i < n; i++) r[i] = (double)ref[i];
+    ok = nbt_close(name, got, r, n, atol, rtol);
+    free(r);
+    return ok;
+}
+
+static inline int nbt_same_bits(const char* name, const nb_real* a, const nb_real* b, size_t n) {
+    return nbt_check(memcmp(a, b, n * sizeof(nb_real)) == 0, name);
+}
+
+/* Print the closing line and return the process exit code. */
+static inline int nbt_finish(void) {
+    printf("%d passed, %d failed\n", nbt__tally.passed, nbt__tally.failed);
+    return nbt__tally.failed ? 1 : 0;
+}
+
+/* xorshift64* with a Box-Muller normal: deterministic across platforms. */
+typedef struct nbt_rng { uint64_t s; } nbt_rng;
+static inline double nbt_uniform(nbt_rng* r) {
+    r->s ^= r->s >> 12; r->s ^= r->s << 25; r->s ^= r->s >> 27;
+    return (double)((r->s * 2685821657736338717ULL) >> 11) * (1.0 / 9007199254740992.0);
+}
+static inline double nbt_normal(nbt_rng* r) {
+    double u1 = nbt_uniform(r), u2 = nbt_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+}
+static inline void nbt_fill(nbt_rng* r, nb_real* x, size_t n, double mean, double std) {
+    size_t i;
+    for (i = 0; i < n; i++) x[i] = (nb_real)(mean + std * nbt_normal(r));
+}
+static inline nb_real* nbt_alloc(size_t n) {
+    nb_real* p = (nb_real*)calloc(n ? n : 1, sizeof(nb_real));
+    if (!p) { fprintf(stderr, "out of memory\n"); abort(); }
+    return p;
+}
+
+#ifdef NB_DOUBLE
+/* float64 build: finite differences of the library's own forward are accurate to ~1e-10 */
+#define NBT_ATOL 1e-8
+#define NBT_RTOL 1e-6
+#else
+/* float32: a few ulps of the largest term, amplified by the row reductions */
+#define NBT_ATOL 2e-5
+#define NBT_RTOL 2e-4
+#endif
+
+#endif

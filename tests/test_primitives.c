@@ -1,0 +1,302 @@
+/* Primitives against independent references, built three ways (float + BLAS, float64 + BLAS,
+   float + reference GEMM):
+   - forwards against a naive double-precision implementation written here;
+   - backwards against central finite differences of that double reference (loss = sum(dy*y)),
+     so a missing term shows up as an O(1) relative error. In the float64 build the same code
+     is checked to ~1e-8; in float32 to float rounding (NBT_ATOL/NBT_RTOL in nbtest.h);
+   - nb_gemm against nb_gemm_ref and a naive triple loop, every transpose and beta. */
+#define NORMBLOCKS_IMPLEMENTATION
+#include "normblocks.h"
+#include "nbtest.h"
+
+/* ---- double references ---- */
+
+/* mode 0 = RMSNorm, 1 = LayerNorm. Strided rows, segments sharing gain/bias. */
+static void ref_norm(int mode, double* y, const double* x, int ld, const double* gain,
+                     const double* bias, int rows, int width, int seg, double eps) {
+    int r, s, i;
+    for (r = 0; r < rows; r++)
+        for (s = 0; s < width / seg; s++) {
+            const double* xs = x + r * ld + s * seg;
+            double* ys = y + r * ld + s * seg;
+            double mu = 0, v = 0;
+            if (mode == 1) {
+                for (i = 0; i < seg; i++) mu += xs[i];
+                mu /= seg;
+            }
+            for (i = 0; i < seg; i++) v += (xs[i] - mu) * (xs[i] - mu);
+            v /= seg;
+            for (i = 0; i < seg; i++) {
+                ys[i] = (xs[i] - mu) / sqrt(v + eps) * (gain ? gain[i] : 1);
+                if (bias) ys[i] += bias[i];
+            }
+        }
+}
+
+static void ref_softmax(double* p, const double* s, int ld, int rows, int cols, double scale,
+                        int causal) {
+    int i, j;
+    for (i = 0; i < rows; i++) {
+        int n = causal ? i + 1 + cols - rows : cols;
+        double mx = -1e300, sum = 0;
+        if (n > cols) n = cols;
+        for (j = 0; j < cols; j++) p[i * ld + j] = 0;
+        if (n <= 0) continue;
+        for (j = 0; j < n; j++) if (s[i * ld + j] > mx) mx = s[i * ld + j];
+        for (j = 0; j < n; j++) sum += p[i * ld + j] = exp(scale * (s[i * ld + j] - mx));
+        for (j = 0; j < n; j++) p[i * ld + j] /= sum;
+    }
+}
+
+static double dot(const double* a, const double* b, size_t n) {
+    double s = 0;
+    size_t i;
+    for (i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static double* to_d(const nb_real* x, size_t n) {
+    double* d = (double*)malloc(n * sizeof(double));
+    size_t i;
+    for (i = 0; i < n; i++) d[i] = (double)x[i];
+    return d;
+}
+
+/* ---- norm cases ---- */
+
+typedef struct norm_case {
+    const char* name;
+    int mode, rows, width, seg, ld, has_gain, has_bias, accumulate;
+    double eps, xscale, xshift;
+    /* float builds: tolerance multiplier for ill-conditioned inputs. With |mean|/std = 1000 the
+       float mean alone is off by ~ulp(1000) = 6e-5, so xhat is too, whatever the algorithm;
+       a one-pass E[x^2]-E[x]^2 variance would be off by ~3e-2, still far outside. */
+    double float_tol;
+} norm_case;
+
+/* loss(p) = sum(dy * norm(x; gain, bias)) with one of x/gain/bias perturbed */
+typedef struct norm_args { const norm_case* c; int seg; double *x, *gain, *bias, *dy, *y; } norm_args;
+static double norm_loss(const norm_args* a) {
+    const norm_case* c = a->c;
+    ref_norm(c->mode, a->y, a->x, c->ld, a->gain, a->bias, c->rows, c->width, a->seg, c->eps);
+    return dot(a->y, a->dy, (size_t)c->rows * c->ld);
+}
+static void fd_grad(norm_args* a, double* v, size_t n, double* g) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        const double h = 1e-6 * (fabs(v[i]) > 1 ? fabs(v[i]) : 1), keep = v[i];
+        double lp, lm;
+        v[i] = keep + h; lp = norm_loss(a);
+        v[i] = keep - h; lm = norm_loss(a);
+        v[i] = keep;
+        g[i] = (lp - lm) / (2 * h);
+    }
+}
+
+static void run_norm_case(const norm_case* c, nbt_rng* rng) {
+    const int seg = c->seg ? c->seg : c->width, nseg = c->width / seg;
+    const size_t n = (size_t)c->rows * c->ld, ns = (size_t)c->rows * nseg;
+    nb_real *x = nbt_alloc(n), *y = nbt_alloc(n), *dy = nbt_alloc(n), *dx = nbt_alloc(n);
+    nb_real *gain = nbt_alloc(seg), *bias = nbt_alloc(seg), *dgain = nbt_alloc(seg),
+            *dbias = nbt_alloc(seg), *mean = nbt_alloc(ns), *rstd = nbt_alloc(ns);
+    nb_real* scratch = nbt_alloc(nb_norm_scratch_size(NULL, seg));
+    double *xd, *gd, *bd, *dyd, *yref = (double*)calloc(n, sizeof(double)),
+           *gref = (double*)calloc(n, sizeof(double));
+#ifdef NB_DOUBLE
+    const double atol = NBT_ATOL, rtol = NBT_RTOL;
+#else
+    const double atol = NBT_ATOL * (c->float_tol ? c->float_tol : 1),
+                 rtol = NBT_RTOL * (c->float_tol ? c->float_tol : 1);
+#endif
+    nb_ctx ctx;
+    char name[512];
+    nb_result rc;
+    norm_args a;
+    size_t i;
+    int r, j;
+    memset(&ctx, 0, sizeof ctx);
+    nbt_fill(rng, x, n, c->xshift, c->xscale);
+    nbt_fill(rng, dy, n, 0, 1);
+    nbt_fill(rng, gain, seg, 1, 0.5);
+    nbt_fill(rng, bias, seg, 0, 0.5);
+    nbt_fill(rng, dx, n, 0, 1); /* prefill: accumulate must add to it, overwrite must ignore it */
+    xd = to_d(x, n); gd = to_d(gain, seg); bd = to_d(bias, seg); dyd = to_d(dy, n);
+    a.c = c; a.seg = seg; a.x = xd; a.gain = c->has_gain ? gd : NULL; a.bias = c->has_bias ? bd : NULL;
+    a.dy = dyd; a.y = yref;
+
+    /* forward */
+    if (c->mode == 0)
+        rc = nb_rmsnorm_forward(&ctx, y, c->ld, rstd, x, c->ld, c->has_gain ? gain : NULL,
+                                c->rows, c->width, c->seg, (nb_real)c->eps);
+    else
+        rc = nb_layernorm_forward(&ctx, y, c->ld, mean, rstd, x, c->ld,
+                                  c->has_gain ? gain : NULL, c->has_bias ? bias : NULL, c->rows,
+                                  c->width, c->seg, (nb_real)c->eps);
+    snprintf(name, sizeof name, "%s: forward returns NB_OK (%s)", c->name, ctx.err);
+    nbt_check(rc == NB_OK, name);
+    norm_loss(&a);
+    for (r = 0; r < c->rows; r++) /* compare the used columns only; padding is not written */
+        for (j = c->width; j < c->ld; j++) yref[r * c->ld + j] = (double)y[r * c->ld + j];
+    snprintf(name, sizeof name, "%s: forward matches double reference", c->name);
+    nbt_close(name, y, yref, n, atol, rtol);
+
+    /* backward */
+    {
+        nb_real* dx0 = nbt_alloc(n);
+        memcpy(dx0, dx, n * sizeof(nb_real));
+        if (c->mode == 0)
+            rc = nb_rmsnorm_backward(&ctx, dx, c->ld, c->has_gain ? dgain : NULL, dy, c->ld, x,
+                                     c->ld, rstd, c->has_gain ? gain : NULL, c->rows, c->width,
+                                     c->seg, c->accumulate, scratch);
+        else
+            rc = nb_layernorm_backward(&ctx, dx, c->ld, dgain, c->has_bias ? dbias : NULL, dy,
+                                       c->ld, x, c->ld, mean, rstd, c->has_gain ? gain : NULL,
+                                       c->rows, c->width, c->seg, c->accumulate, scratch);
+        snprintf(name, sizeof name, "%s: backward returns NB_OK (%s)", c->name, ctx.err);
+        nbt_check(rc == NB_OK, name);
+        fd_grad(&a, xd, n, gref);
+        for (r = 0; r < c->rows; r++)
+            for (j = 0; j < c->ld; j++) {
+                i = (size_t)r * c->ld + j;
+                if (j >= c->width) gref[i] = (double)dx0[i];      /* padding untouched */
+                else if (c->accumulate) gref[i] += (double)dx0[i]; /* dx += grad */
+            }
+        snprintf(name, sizeof name, "%s: dx matches finite differences", c->name);
+        nbt_close(name, dx, gref, n, atol, rtol);
+        free(dx0);
+    }
+    if (c->has_gain) {
+        fd_grad(&a, gd, seg, gref);
+        snprintf(name, sizeof name, "%s: dgain matches finite differences", c->name);
+        nbt_close(name, dgain, gref, seg, atol, rtol);
+    }
+    if (c->has_bias) {
+        fd_grad(&a, bd, seg, gref);
+        snprintf(name, sizeof name, "%s: dbias matches finite differences", c->name);
+        nbt_close(name, dbias, gref, seg, atol, rtol);
+    }
+    free(x); free(y); free(dy); free(dx); free(gain); free(bias); free(dgain); free(dbias);
+    free(mean); free(rstd); free(scratch); free(xd); free(gd); free(bd); free(dyd); free(yref);
+    free(gref);
+}
+
+/* ---- softmax ---- */
+
+static void run_softmax_case(const char* cname, int rows, int cols, int ld, double scale,
+                             int causal, nbt_rng* rng) {
+    const size_t n = (size_t)rows * ld;
+    nb_real *s = nbt_alloc(n), *p = nbt_alloc(n), *dp = nbt_alloc(n), *ds = nbt_alloc(n),
+            *lse = nbt_alloc(rows);
+    double *sd, *pref = (double*)calloc(n, sizeof(double)), *pt = (double*)calloc(n, sizeof(double)),
+           *gref = (double*)calloc(n, sizeof(double)), *lref = (double*)calloc(rows, sizeof(double));
+    char name[512];
+    nb_ctx ctx;
+    int i, j;
+    memset(&ctx, 0, sizeof ctx);
+    nbt_fill(rng, s, n, 0, 2);
+    nbt_fill(rng, dp, n, 0, 1);
+    sd = to_d(s, n);
+    nbt_check(nb_softmax_forward(&ctx, p, ld, lse, s, ld, rows, cols, (nb_real)scale, causal) ==
+                  NB_OK, "softmax forward NB_OK");
+    ref_softmax(pref, sd, ld, rows, cols, scale, causal);
+    for (i = 0; i < rows; i++) {
+        int nv = causal ? i + 1 + cols - rows : cols;
+        double mx = -1e300, sum = 0;
+        for (j = 0; j < nv && j < cols; j++) if (sd[i * ld + j] > mx) mx = sd[i * ld + j];
+        for (j = 0; j < nv && j < cols; j++) sum += exp(scale * (sd[i * ld + j] - mx));
+        lref[i] = nv > 0 ? scale * mx + log(sum) : -INFINITY;
+        for (j = cols; j < ld; j++) pref[i * ld + j] = (double)p[i * ld + j];
+    }
+    snprintf(name, sizeof name, "%s: softmax forward", cname);
+    nbt_close(name, p, pref, n, NBT_ATOL, NBT_RTOL);
+    snprintf(name, sizeof name, "%s: log-sum-exp", cname);
+    nbt_close(name, lse, lref, rows, NBT_ATOL, NBT_RTOL);
+
+    nbt_check(nb_softmax_backward(&ctx, ds, ld, dp, ld, p, ld, rows, cols, (nb_real)scale,
+                                  causal) == NB_OK, "softmax backward NB_OK");
+    for (i = 0; i < rows; i++)
+        for (j = 0; j < ld; j++) {
+            const size_t k = (size_t)i * ld + j;
+            const double keep = sd[k];
+            double lp = 0, lm = 0;
+            size_t m;
+            if (j >= cols) { gref[k] = (double)ds[k]; continue; }
+            sd[k] = keep + 1e-6; ref_softmax(pt, sd, ld, rows, cols, scale, causal);
+            for (m = 0; m < n; m++) lp += pt[m] * (double)dp[m];
+            sd[k] = keep - 1e-6; ref_softmax(pt, sd, ld, rows, cols, scale, causal);
+            for (m = 0; m < n; m++) lm += pt[m] * (double)dp[m];
+            sd[k] = keep;
+            gref[k] = (lp - lm) / 2e-6;
+        }
+    snprintf(name, sizeof name, "%s: softmax backward matches finite differences", cname);
+    nbt_close(name, ds, gref, n, NBT_ATOL, NBT_RTOL);
+    free(s); free(p); free(dp); free(ds); free(lse); free(sd); free(pref); free(pt); free(gref);
+    free(lref);
+}
+
+/* ---- GEMM ---- */
+
+static void run_gemm_case(int ta, int tb, int M, int N, int K, double alpha, double beta,
+                          nbt_rng* rng) {
+    const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 1;
+    const size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb,
+                 nc = (size_t)M * ldc;
+    nb_real *A = nbt_alloc(na), *B = nbt_alloc(nb), *C1 = nbt_alloc(nc), *C2 = nbt_alloc(nc);
+    double* ref = (double*)calloc(nc, sizeof(double));
+    char name[512];
+    int i, j, k;
+    nbt_fill(rng, A, na, 0, 1);
+    nbt_fill(rng, B, nb, 0, 1);
+    nbt_fill(rng, C1, nc, 0, 1);
+    if (beta == 0) C1[0] = (nb_real)NAN; /* beta = 0 must overwrite, not propagate NaN */
+    memcpy(C2, C1, nc * sizeof(nb_real));
+    for (i = 0; i < M; i++)
+        for (j = 0; j < ldc; j++) {
+            double acc = 0;
+            if (j >= N) { ref[i * ldc + j] = (double)C1[i * ldc + j]; continue; }
+            for (k = 0; k < K; k++)
+                acc += (double)(ta ? A[k * lda + i] : A[i * lda + k]) *
+                       (double)(tb ? B[j * ldb + k] : B[k * ldb + j]);
+            ref[i * ldc + j] = alpha * acc + (beta == 0 ? 0 : beta * (double)C1[i * ldc + j]);
+        }
+    nb_gemm(NULL, ta, tb, M, N, K, (nb_real)alpha, A, lda, B, ldb, (nb_real)beta, C1, ldc);
+    nb_gemm_ref(NULL, ta, tb, M, N, K, (nb_real)alpha, A, lda, B, ldb, (nb_real)beta, C2, ldc);
+    /* K terms of size ~1: float error grows like sqrt(K) ulps of the row magnitude */
+    snprintf(name, sizeof name, "nb_gemm ta=%d tb=%d beta=%g vs double loop", ta, tb, beta);
+    nbt_close(name, C1, ref, nc, NBT_ATOL * 10, NBT_RTOL);
+    snprintf(name, sizeof name, "nb_gemm_ref ta=%d tb=%d beta=%g vs double loop", ta, tb, beta);
+    nbt_close(name, C2, ref, nc, NBT_ATOL * 10, NBT_RTOL);
+    free(A); free(B); free(C1); free(C2); free(ref);
+}
+
+int main(void) {
+    static const norm_case cases[] = {
+        /* name                      mode rows width seg ld gain bias acc  eps   scale shift ftol */
+        {"rms whole row",              0, 7, 16, 0, 16, 1, 0, 0, 1e-5, 1, 0, 0},
+        {"rms no gain",                0, 5, 12, 0, 12, 0, 0, 0, 1e-5, 1, 0, 0},
+        {"rms per-head strided",       0, 6, 24, 8, 40, 1, 0, 0, 1e-6, 1, 0, 0},
+        {"rms accumulate",             0, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0},
+        {"rms large eps small x",      0, 5, 8, 0, 8, 1, 0, 0, 1e-1, 0.2, 0, 0},
+        {"rms big offset",             0, 3, 32, 0, 32, 1, 0, 0, 1e-5, 30, 5, 0},
+        {"ln whole row",               1, 7, 16, 0, 16, 1, 1, 0, 1e-5, 1, 0, 0},
+        {"ln no affine",               1, 5, 12, 0, 12, 0, 0, 0, 1e-5, 1, 0, 0},
+        {"ln per-head strided",        1, 6, 24, 8, 40, 1, 1, 0, 1e-6, 1, 0, 0},
+        {"ln accumulate gain only",    1, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0},
+        {"ln mean far from zero",      1, 4, 16, 0, 16, 1, 1, 0, 1e-5, 1, 1000, 20},
+    };
+    nbt_rng rng = {0x9E3779B97F4A7C15ULL};
+    size_t c;
+    int ta, tb;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) run_norm_case(&cases[c], &rng);
+    run_softmax_case("5x7 full", 5, 7, 7, 0.35, 0, &rng);
+    run_softmax_case("6x6 causal strided", 6, 6, 9, 0.5, 1, &rng);
+    run_softmax_case("3x6 causal bottom-right", 3, 6, 6, 1.0, 1, &rng);
+    run_softmax_case("6x3 causal, first rows empty", 6, 3, 3, 1.0, 1, &rng);
+    for (ta = 0; ta < 2; ta++)
+        for (tb = 0; tb < 2; tb++) {
+            run_gemm_case(ta, tb, 7, 5, 9, 1.0, 0.0, &rng);
+            run_gemm_case(ta, tb, 33, 17, 65, 0.5, 1.0, &rng);
+            run_gemm_case(ta, tb, 4, 6, 3, -1.5, 0.25, &rng);
+        }
+    return nbt_finish();
+}

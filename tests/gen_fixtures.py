@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""Generate the PyTorch reference fixtures for tests/test_fixtures.c.
+
+    /usr/bin/python3 tests/gen_fixtures.py tests/fixtures
+
+Writes <outdir>/primitives.bin. The references are built from plain torch ops and autograd in
+float64 (nothing here knows how normblocks computes anything): for every case,
+loss = sum(out * upstream) with a random upstream gradient, then loss.backward().
+
+File format (little-endian), read by tests/fixture.h:
+    magic "NBFX0001" (8 bytes); uint32 count; count records of
+    uint32 name_len, name bytes (no NUL), uint32 ndim, uint32 dims[ndim], float64 data[prod(dims)]
+Scalar parameters are stored as 1-element tensors (dims = [1]).
+
+Per-case tensors (names are "<case>.<field>"):
+    norms:   x, gain (optional), bias (optional, LayerNorm), dy, y, dx, dgain, dbias,
+             seg (0 = whole row), eps
+    softmax: s, dp, p, lse, ds, scale, causal
+The test takes rows/width (rows/cols) from the dims of x (s).
+"""
+import os
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+SEED = 20240601
+MAGIC = b"NBFX0001"
+
+
+class Writer:
+    def __init__(self):
+        self.records = []
+        self.names = set()
+
+    def add(self, name, t):
+        if not torch.is_tensor(t):
+            t = torch.tensor([float(t)], dtype=torch.float64)
+        t = t.detach().to(torch.float64).contiguous()
+        if t.dim() == 0:
+            t = t.reshape(1)
+        assert 1 <= t.dim() <= 4, name
+        assert len(name.encode()) < 64, name
+        assert name not in self.names, name
+        assert torch.isfinite(t).all(), name
+        self.names.add(name)
+        self.records.append((name, t))
+
+    def write(self, path):
+        out = bytearray(MAGIC)
+        out += struct.pack("<I", len(self.records))
+        for name, t in self.records:
+            nb = name.encode()
+            out += struct.pack("<I", len(nb)) + nb
+            out += struct.pack("<I", t.dim())
+            out += struct.pack("<%dI" % t.dim(), *t.shape)
+            vals = t.flatten().tolist()
+            out += struct.pack("<%dd" % len(vals), *vals)
+        with open(path, "wb") as f:
+            f.write(bytes(out))
+        return len(out)
+
+
+def rand_gain(n):
+    # around 1 +- 0.5
+    return 1.0 + (torch.rand(n) * 2 - 1) * 0.5
+
+
+def rmsnorm_ref(x, gain, seg, eps):
+    rows, width = x.shape
+    xs = x.reshape(rows, width // seg, seg)
+    y = xs * torch.rsqrt(xs.pow(2).mean(-1, keepdim=True) + eps)
+    if gain is not None:
+        y = y * gain
+    return y.reshape(rows, width)
+
+
+def layernorm_ref(x, gain, bias, seg, eps):
+    rows, width = x.shape
+    xs = x.reshape(rows, width // seg, seg)
+    y = F.layer_norm(xs, (seg,), weight=gain, bias=bias, eps=eps)
+    return y.reshape(rows, width)
+
+
+def norm_case(w, name, kind, x, seg, eps, gain=None, bias=None):
+    rows, width = x.shape
+    segn = seg if seg else width
+    x = x.clone().requires_grad_(True)
+    g = gain.clone().requires_grad_(True) if gain is not None else None
+    b = bias.clone().requires_grad_(True) if bias is not None else None
+    if kind == "rms":
+        assert b is None
+        y = rmsnorm_ref(x, g, segn, eps)
+    else:
+        y = layernorm_ref(x, g, b, segn, eps)
+    dy = torch.randn(rows, width)
+    (y * dy).sum().backward()
+    w.add(name + ".x", x)
+    if g is not None:
+        w.add(name + ".gain", g)
+    if b is not None:
+        w.add(name + ".bias", b)
+    w.add(name + ".dy", dy)
+    w.add(name + ".y", y)
+    w.add(name + ".dx", x.grad)
+    if g is not None:
+        w.add(name + ".dgain", g.grad)
+    if b is not None:
+        w.add(name + ".dbias", b.grad)
+    w.add(name + ".seg", seg)
+    w.add(name + ".eps", eps)
+
+
+def softmax_case(w, name, rows, cols, scale, causal):
+    s = (torch.randn(rows, cols) * 2.0).requires_grad_(True)
+    z = scale * s
+    if causal:
+        i = torch.arange(rows).unsqueeze(1)
+        j = torch.arange(cols).unsqueeze(0)
+        masked = j > i + (cols - rows)  # bottom-right aligned
+        z = z.masked_fill(masked, float("-inf"))
+    p = torch.softmax(z, dim=-1)
+    lse = torch.logsumexp(z, dim=-1)
+    dp = torch.randn(rows, cols)
+    (p * dp).sum().backward()
+    w.add(name + ".s", s)
+    w.add(name + ".dp", dp)
+    w.add(name + ".p", p)
+    w.add(name + ".lse", lse)
+    w.add(name + ".ds", s.grad)
+    w.add(name + ".scale", scale)
+    w.add(name + ".causal", 1 if causal else 0)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: gen_fixtures.py OUTDIR")
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    torch.manual_seed(SEED)
+    torch.set_default_dtype(torch.float64)
+    w = Writer()
+
+    # RMSNorm
+    norm_case(w, "rms_row", "rms", torch.randn(6, 16), 0, 1e-5, gain=rand_gain(16))
+    norm_case(w, "rms_seg", "rms", torch.randn(5, 24), 8, 1e-6, gain=rand_gain(8))
+    norm_case(w, "rms_nogain", "rms", torch.randn(4, 12), 0, 1e-5)
+    norm_case(w, "rms_big", "rms", torch.randn(4, 32) * 30 + 5, 16, 1e-5, gain=rand_gain(16))
+
+    # LayerNorm
+    norm_case(w, "ln_row", "ln", torch.randn(6, 16), 0, 1e-5,
+              gain=rand_gain(16), bias=torch.randn(16) * 0.5)
+    norm_case(w, "ln_seg", "ln", torch.randn(5, 24), 8, 1e-5,
+              gain=rand_gain(8), bias=torch.randn(8) * 0.5)
+    # mean far from zero: a one-pass E[x^2] - E[x]^2 variance loses ~all digits in float32
+    norm_case(w, "ln_offset", "ln", torch.randn(4, 32) + 100, 0, 1e-5,
+              gain=rand_gain(32), bias=torch.randn(32) * 0.5)
+    norm_case(w, "ln_plain", "ln", torch.randn(3, 10), 0, 1e-5)
+
+    # Softmax, scale 0.35
+    softmax_case(w, "sm_full", 5, 7, 0.35, False)
+    softmax_case(w, "sm_causal", 6, 6, 0.35, True)
+    softmax_case(w, "sm_causal_rect", 3, 6, 0.35, True)
+
+    path = os.path.join(outdir, "primitives.bin")
+    n = w.write(path)
+    print("wrote %s: %d tensors, %d bytes" % (path, len(w.records), n))
+
+
+if __name__ == "__main__":
+    main()

@@ -32,7 +32,7 @@ int main(void) {
         dy[i] = (float)rand() / RAND_MAX - 0.5f;
     }
     for (i = 0; i < WIDTH; i++) gain[i] = 0.5f + (float)rand() / RAND_MAX;
-    scratch = (float*)malloc(nb_norm_scratch_size(&ctx, WIDTH) * sizeof(float));
+    scratch = (float*)malloc(nb_norm_scratch_size(&ctx, WIDTH, 0) * sizeof(float));
     printf("normblocks %s, %d OpenMP threads, rows %d x width %d\n", NB_VERSION_STRING,
            nb_num_threads(&ctx), ROWS, WIDTH);
     for (layer = 0; layer < 2; layer++) {

@@ -10,7 +10,7 @@ int main() {
         dy(rows * width, 1), gain(width, 2), dgain(width, 0);
     nb_ctx ctx = nb_ctx();
     ctx.num_threads = 2;
-    std::vector<nb_real> scratch(nb_norm_scratch_size(&ctx, width));
+    std::vector<nb_real> scratch(nb_norm_scratch_size(&ctx, width, 0));
     for (int i = 0; i < rows * width; i++) x[i] = (nb_real)(i % 5) - 2;
     nbt_check(nb_rmsnorm_forward(&ctx, y.data(), width, rstd.data(), x.data(), width, gain.data(),
                                  rows, width, 0, 1e-5f) == NB_OK, "C++: forward");

@@ -99,7 +99,7 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
     nb_real *x = nbt_alloc(n), *y = nbt_alloc(n), *dy = nbt_alloc(n), *dx = nbt_alloc(n);
     nb_real *gain = nbt_alloc(seg), *bias = nbt_alloc(seg), *dgain = nbt_alloc(seg),
             *dbias = nbt_alloc(seg), *mean = nbt_alloc(ns), *rstd = nbt_alloc(ns);
-    nb_real* scratch = nbt_alloc(nb_norm_scratch_size(NULL, seg));
+    nb_real* scratch = nbt_alloc(nb_norm_scratch_size(NULL, c->width, c->seg));
     double *xd, *gd, *bd, *dyd, *yref = (double*)calloc(n, sizeof(double)),
            *gref = (double*)calloc(n, sizeof(double));
 #ifdef NB_DOUBLE
@@ -297,6 +297,8 @@ int main(void) {
             run_gemm_case(ta, tb, 7, 5, 9, 1.0, 0.0, &rng);
             run_gemm_case(ta, tb, 33, 17, 65, 0.5, 1.0, &rng);
             run_gemm_case(ta, tb, 4, 6, 3, -1.5, 0.25, &rng);
+            run_gemm_case(ta, tb, 130, 70, 80, 1.0, 1.0, &rng);  /* split over rows */
+            run_gemm_case(ta, tb, 9, 300, 40, 1.0, 0.0, &rng);   /* split over columns */
         }
     return nbt_finish();
 }

@@ -17,7 +17,7 @@ static size_t run_all(int threads, const nb_real* x, const nb_real* dy, const nb
     size_t o = 0;
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = threads;
-    scratch = nbt_alloc(nb_norm_scratch_size(&ctx, SEG));
+    scratch = nbt_alloc(nb_norm_scratch_size(&ctx, W, SEG));
 #define KEEP(a, n) (memcpy(out + o, a, (n) * sizeof(nb_real)), o += (n))
     nb_rmsnorm_forward(&ctx, y, W, rstd, x, W, gain, R, W, SEG, 1e-5f);
     KEEP(y, R * W);

@@ -1103,8 +1103,9 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
                                   const nb__attn_mem* m) {
     const int H = pl->desc.n_heads, dk = pl->head_dim, P = pl->qkv_width, d = pl->desc.d_model;
     const int ntiles = (T + NB__TILE - 1) / NB__TILE, ntasks = B * H * ntiles;
-    const int par = nb_blas_threads() == 1;
+    const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
     int task;
+    (void)par; (void)ctx;
     NB__OMP(parallel for schedule(dynamic, 1) num_threads(nb_num_threads(ctx)) if(par))
     for (task = 0; task < ntasks; task++) {
         const int tile = ntiles - 1 - task / (B * H), bh = task % (B * H);
@@ -1131,8 +1132,9 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
     const int P = pl->qkv_width, d = pl->desc.d_model, g = pl->group;
     const int ntiles = (T + NB__TILE - 1) / NB__TILE, ntasks = B * Hkv;
     const nb_real scale = (nb_real)(1.0 / sqrt((double)dk));
-    const int par = nb_blas_threads() == 1;
+    const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
     int task;
+    (void)par; (void)ctx;
     NB__OMP(parallel for schedule(dynamic, 1) num_threads(nb_num_threads(ctx)) if(par))
     for (task = 0; task < ntasks; task++) {
         const int b = task / Hkv, j = task % Hkv;
@@ -1342,6 +1344,7 @@ static nb_real nb__gelu(int erf_form, nb_real x, nb_real* dgelu) {
 /* out[r] += bias for every row */
 static void nb__add_bias(nb_ctx* ctx, nb_real* y, const nb_real* bias, int rows, int n) {
     int r;
+    (void)ctx;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
     for (r = 0; r < rows; r++) {
         nb_real* yr = y + (size_t)r * n;

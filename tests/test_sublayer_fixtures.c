@@ -19,16 +19,19 @@
    FFN runs the plain and the accum variant. Output buffers, cache and scratch start as NaN
    (scratch is NaN-filled again between forward and backward: it is only temporary), and each
    buffer is followed by a canary that must survive.
-   Tolerances: float32 uses nbtest.h's NBT_ATOL / NBT_RTOL; NB_DOUBLE compares two float64
-   computations that differ only in summation order, so it uses 1e-10 / 1e-9. */
+   Tolerances: float32 uses nbtest.h's NBT_ATOL / NBT_RTOL (the tightest margin, ~2x, is dw_qkv
+   of the per-head LayerNorm case: centring 4 values amplifies float rounding). NB_DOUBLE
+   compares two float64 computations that differ only in summation order (everything passes
+   at 1e-13 / 1e-12), so it uses 1e-11 / 1e-10 instead of nbtest.h's finite-difference
+   tolerances. */
 #define NORMBLOCKS_IMPLEMENTATION
 #include "normblocks.h"
 #include "nbtest.h"
 #include "fixture.h"
 
 #ifdef NB_DOUBLE
-#define FX_ATOL 1e-10
-#define FX_RTOL 1e-9
+#define FX_ATOL 1e-11
+#define FX_RTOL 1e-10
 #else
 #define FX_ATOL NBT_ATOL
 #define FX_RTOL NBT_RTOL

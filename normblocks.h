@@ -319,6 +319,189 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
                                 const nb_real* x, int B, int T, const nb_real* cache,
                                 nb_real* scratch, int accumulate_dx);
 
+/* ---- blocks and stacks -----------------------------------------------------------------------
+   A block is an attention sublayer then an FFN sublayer, each wrapped by a placement:
+       h  = input_norm ? N_in(x) : x
+       r  = residual_from_norm ? h : x            (HybridNorm's "Post" FFN; needs input_norm)
+       f  = output_norm ? N_out(F(h)) : F(h)      (sandwich, OLMo-2 "norm_after")
+       s  = alpha * r + f                         (alpha = residual_scale, DeepNorm)
+       x' = post_norm ? N_post(s) : s             (classic Post-Norm)
+   A stack is L blocks with a per-layer schedule of placements and attention norm sites, an
+   optional input (embedding) norm and final norm, on one residual stream or on SiameseNorm's
+   two. Presets give the papers' variants; any other schedule is a struct away. */
+typedef struct nb_placement {
+    int input_norm;
+    int residual_from_norm;
+    int output_norm;
+    int post_norm;
+    nb_real residual_scale;  /* 0 = 1 */
+} nb_placement;
+
+typedef struct nb_layer_desc {
+    nb_placement attn, ffn;
+    unsigned sites;          /* attention norm sites of this layer (NB_SITE_* mask, 0 = none) */
+} nb_layer_desc;
+
+typedef enum nb_preset {
+    NB_PRESET_DEFAULT = 0,     /* Pre-Norm, or the custom schedule when desc.layers is set */
+    NB_PRESET_PRE,             /* x + F(N(x)); final norm */
+    NB_PRESET_POST,            /* N(x + F(x)); plus the final norm of the Mix-LN code */
+    NB_PRESET_POST_FLAGS,      /* HybridNorm-code Post-Norm: layer 0 no attention input norm,
+                                  all else input norm + residual from norm (SPEC 4.2.3) */
+    NB_PRESET_SANDWICH,        /* x + N_out(F(N_in(x))) (Gemma 3) */
+    NB_PRESET_OLMO2,           /* x + N_out(F(x)), QK norm over the full width, eps 1e-6 */
+    NB_PRESET_DEEPNORM,        /* N(alpha x + F(x)), alpha = (2L)^(1/4) */
+    NB_PRESET_DEEPNORM_MIXLN,  /* the Mix-LN code's DeepNorm: alpha = sqrt(8) */
+    NB_PRESET_HYBRID,          /* HybridNorm = QKV-Post: x + MHA_QKV(x), then h + FFN(h), h = N(y) */
+    NB_PRESET_HYBRID_STAR,     /* HybridNorm*: layer 0 is Pre-Norm with QKV norms */
+    NB_PRESET_FIRST_QKV_PRE,   /* layer 0 QKV-Pre, others HybridNorm */
+    NB_PRESET_EMBEDNORM,       /* HybridNorm with a normalized embedding */
+    NB_PRESET_SITES_POST,      /* "#-Post": no attention input norm, FFN residual from norm */
+    NB_PRESET_SITES_PRE,       /* "#-Pre": no attention input norm, Pre-Norm FFN */
+    NB_PRESET_PRE_SITES_POST,  /* "Pre-#-Post": Pre-Norm attention with # norms, FFN from norm */
+    NB_PRESET_PRE_SITES_PRE,   /* "Pre-#-Pre": Pre-Norm with # norms */
+    NB_PRESET_PRE_POST,        /* Pre-Norm attention, FFN residual from norm */
+    NB_PRESET_POST_PRE,        /* attention residual from norm, Pre-Norm FFN */
+    NB_PRESET_MIXLN,           /* classic Post-Norm in the first floor(alpha L) layers, Pre after */
+    NB_PRESET_SIAMESE,         /* SiameseNorm, practical "hybrid-pre" form (two streams) */
+    NB_PRESET_SIAMESE_POST_PRE,/* SiameseNorm, "Post-Pre" form */
+    NB_PRESET_COUNT
+} nb_preset;
+
+#define NB_SITES_NONE 0x100u /* nb_stack_desc.sites: explicitly none (0 means preset default) */
+
+typedef struct nb_stack_desc {
+    int n_layers, d_model, n_heads, n_kv_heads; /* n_kv_heads 0 = n_heads */
+    int d_ff;                  /* 0 = FFN default */
+    nb_preset preset;
+    unsigned sites;            /* attention norm sites for the whole stack; 0 = preset default
+                                  (QKV for HybridNorm family, none for the others) */
+    const nb_layer_desc* layers; /* optional n_layers custom layers (copied at init) */
+    double mixln_alpha;        /* Mix-LN fraction of Post-Norm layers; 0 = 0.25 */
+    nb_norm_type norm;         /* every norm; LayerNorm block norms carry a bias */
+    nb_real eps;               /* 0 = 1e-5 (1e-6 for OLMO2 and MIXLN presets) */
+    nb_norm_width site_width;  /* 0 = preset default (per head; full width for OLMO2) */
+    nb_ffn_type ffn;
+    int ffn_bias;              /* as nb_ffn_desc.bias */
+    int rope;                  /* 1 = RoPE in attention */
+    nb_real rope_theta;
+    int non_causal;
+    nb_attn_memory memory;
+    int final_norm;            /* 0 = preset default (on), 1 = on, -1 = off */
+    int embed_norm;            /* 0 = preset default (on for EMBEDNORM), 1 = on, -1 = off */
+    int siamese_paper_scale;   /* 1 = c_l = sqrt(l+1) (paper) instead of sqrt(2(l+1)) (code) */
+    int siamese_paper_fusion;  /* 1 = output x_L + N(y_L) (paper) instead of 3-norm fusion (code) */
+    int check_finite;          /* 1 = forward/backward fail with the first non-finite layer named */
+} nb_stack_desc;
+
+typedef enum nb_tensor_kind {
+    NB_TENSOR_QKV = 1, NB_TENSOR_ATTN_OUT, NB_TENSOR_FF_IN, NB_TENSOR_FF_OUT,
+    NB_TENSOR_GAIN, NB_TENSOR_BIAS, NB_TENSOR_SIAMESE_GAMMA
+} nb_tensor_kind;
+
+typedef struct nb_tensor_info {
+    char name[64];             /* PyTorch-style, e.g. "blocks.3.att_proj.weight" */
+    int layer;                 /* -1 for stack-level tensors */
+    nb_tensor_kind kind;
+    int rows, cols;            /* (out, in) for matrices; (n, 1) for vectors */
+    size_t offset, count;      /* in the contiguous parameter (and gradient) buffer */
+    int no_decay;              /* norm gains, biases, SiameseNorm gamma */
+} nb_tensor_info;
+
+typedef struct nb_layer {      /* resolved per-layer plan (read-only) */
+    nb_layer_desc desc;
+    nb_attn_plan attn;
+    size_t param_offset, n_params, cache_offset;
+} nb_layer;
+
+typedef struct nb_stack {
+    nb_stack_desc desc;        /* resolved; desc.layers points at layer descs owned here */
+    nb_layer* layers;          /* n_layers */
+    nb_ffn_plan ffn;
+    int streams;               /* 1, or 2 for SiameseNorm */
+    int max_batch, max_seq, max_threads;
+    size_t n_params, n_cache, n_scratch;
+    nb_tensor_info* tensors;
+    int n_tensors;
+    unsigned char* skip;       /* n_layers flags: 1 = layer is the identity (diagnostics) */
+    void* alloc_user;
+} nb_stack;
+
+/* Resolve and validate the description, lay out parameters and buffers for batches up to
+   (max_batch, max_seq). Allocates the small layer and tensor tables (NB_MALLOC); free them
+   with nb_stack_free. */
+NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
+                              int max_batch, int max_seq);
+NBDEF void nb_stack_free(nb_stack* s);
+NBDEF const char* nb_preset_name(nb_preset p);
+/* Fill desc->preset (and desc->sites) from a name: "pre", "post", "hybrid", "hybrid_star",
+   "mixln", "siamese", ..., the paper's names ("Pre-Norm", "HybridNorm*", "QKV-Post",
+   "Pre-QK-Pre", "KC-Post", "Pre-Post", ...) and "gpt2" (Pre-Norm, LayerNorm, GELU). */
+NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char* name);
+
+/* in: B*T x d (the embedding). out: B*T x d. The cache (n_cache) holds everything backward
+   needs; scratch (n_scratch) is free again after each call. */
+NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
+                                 nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
+                                 nb_real* scratch);
+/* din (B*T x d) is overwritten; grads (n_params) are accumulated. */
+NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
+                                  nb_real* grads, nb_real* din, const nb_real* dout, int B,
+                                  int T, const nb_real* cache, nb_real* scratch);
+
+/* One layer: in/out hold `streams` consecutive B*T x d tensors (x, then y for SiameseNorm).
+   Uses layer l's region of the stack's cache. dout/din likewise; backward takes the same `in`
+   the forward had. */
+NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb_real* params,
+                                 nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
+                                 nb_real* scratch);
+NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const nb_real* params,
+                                  nb_real* grads, nb_real* din, const nb_real* dout,
+                                  const nb_real* in, int B, int T, const nb_real* cache,
+                                  nb_real* scratch);
+
+/* ---- initialization (SPEC 6) ------------------------------------------------------------- */
+typedef enum nb_init_scheme {
+    NB_INIT_DEFAULT = 0,       /* NORMAL */
+    NB_INIT_NORMAL,            /* all matrices N(0, s0^2), s0 = 1/sqrt(2.5 d), truncated at 3 s0 */
+    NB_INIT_DEPTH_SCALED,      /* NORMAL, W_o and W_2 of layer l (1-based) s0/sqrt(2l) */
+    NB_INIT_MEGATRON,          /* NORMAL, W_o and W_2 s0/sqrt(2L) */
+    NB_INIT_MITCHELL,          /* 1/sqrt(d); W_o 1/sqrt(2 d (l+1)); W_2 1/sqrt(2 f (l+1)); 3 sigma */
+    NB_INIT_MIXLN,             /* N(0, 0.02^2), not truncated */
+    NB_INIT_MIXLN_SCALED,      /* MIXLN, W_o and W_2 0.02/sqrt(2L) (Pre-LN layers only for Mix-LN) */
+    NB_INIT_GPT2,              /* N(0, 0.02^2), W_o and W_2 0.02/sqrt(2L) */
+    NB_INIT_DEEPNORM           /* xavier normal; gain beta = (8L)^(-1/4) on V, W_o, FFN (MIXLN
+                                  compat preset: (8L)^(+1/4)); gain 1 on Q, K */
+} nb_init_scheme;
+
+/* Fill params (n_params) from a seed: matrices per scheme, gains 1, biases 0. std0 = 0 uses
+   the scheme's default base standard deviation. Deterministic for a seed, any thread count. */
+NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* params,
+                                     nb_init_scheme scheme, double std0, unsigned long long seed);
+/* The scheme's std for the embedding and an untied LM head, so a model around the stack can
+   initialize them consistently (embedding_std, head_std may be NULL). */
+NBDEF void nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double std0,
+                          double* embedding_std, double* head_std);
+/* Fill x (n values) with N(0, std^2), truncated at cutoff*std when cutoff > 0. */
+NBDEF void nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
+                          unsigned long long seed);
+
+/* ---- diagnostics (SPEC 7) ---------------------------------------------------------------- */
+/* G_l = sqrt(sum of squared gradients of block l); returns the global norm over all of grads.
+   per_layer may be NULL. */
+NBDEF double nb_stack_grad_norms(const nb_stack* s, const nb_real* grads, double* per_layer);
+/* Input of block l for l < L, the final residual state (before the final norm) for l = L:
+   a B*T x d tensor inside the cache after a forward. stream 1 = SiameseNorm's Y stream. */
+NBDEF const nb_real* nb_stack_hidden(const nb_stack* s, const nb_real* cache, int l, int stream,
+                                     int B, int T);
+/* mean over tokens of ||x_l|| for l = 0..L (L+1 values) */
+NBDEF void nb_stack_hidden_norms(const nb_stack* s, const nb_real* cache, int B, int T,
+                                 int stream, double* out);
+/* Mean over tokens of arccos(cos(x_l, x_m))/pi (Mix-LN Eq. 8) for 0 <= l, m <= L, as an
+   (L+1) x (L+1) symmetric matrix; entry (l, l+n) is the paper's d(l, l+n). */
+NBDEF void nb_stack_angular_distance(const nb_stack* s, const nb_real* cache, int B, int T,
+                                     int stream, double* out);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1433,6 +1616,1194 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
     }
     return nb_gemm(ctx, 0, 0, BT, d, W, 1, dh, W, p->w_in, d,           /* dx = dh W_in */
                    accumulate_dx ? 1 : 0, dx, d);
+}
+
+/* ---- blocks and stacks ---------------------------------------------------------------------- */
+
+/* Block norm modules of a layer, in parameter order. A module is a gain (and a bias for
+   LayerNorm) of width d. The SiameseNorm forms reuse the same names for their norms. */
+enum {
+    NB__ATTN_IN, NB__ATTN_OUT, NB__ATTN_POST, NB__FF_IN, NB__FF_OUT, NB__FF_POST,
+    NB__ATTN_Y, NB__ATTN_INPUT, NB__FF_Y, NB__FF_INPUT, NB__NORMS
+};
+static const char* const nb__norm_names[NB__NORMS] = {
+    "attn_norm", "attn_out_norm", "attn_post_norm", "ff_norm", "ff_out_norm", "ff_post_norm",
+    "attn_y_norm", "attn_input_norm", "ff_y_norm", "ff_input_norm"};
+/* stack-level norm modules */
+enum { NB__EMBED, NB__LNF, NB__LNYF, NB__LNFINAL, NB__TOP_NORMS };
+static const char* const nb__top_names[NB__TOP_NORMS] = {"embed_norm", "ln_f", "ln_y_f",
+                                                         "ln_final_f"};
+
+typedef struct nb__norm { nb_real *g, *b; } nb__norm; /* gain, bias (NULL when absent) */
+
+typedef struct nb__lp {          /* one layer's parameters (or gradients) */
+    nb_attn_params attn;
+    nb_ffn_params ffn;
+    nb__norm n[NB__NORMS];
+    nb_real* gamma;              /* SiameseNorm c1 */
+} nb__lp;
+
+typedef struct nb__tp { nb__norm n[NB__TOP_NORMS]; } nb__tp; /* stack-level */
+
+static int nb__siamese(const nb_stack* s) { return s->streams == 2; }
+static int nb__post_pre(const nb_stack* s) {
+    return s->desc.preset == NB_PRESET_SIAMESE_POST_PRE;
+}
+
+/* Which block norms layer l has. */
+static void nb__layer_norms(const nb_stack* s, int l, int on[NB__NORMS]) {
+    const nb_layer_desc* ld = &s->layers[l].desc;
+    memset(on, 0, NB__NORMS * sizeof(int));
+    if (!nb__siamese(s)) {
+        on[NB__ATTN_IN] = ld->attn.input_norm;
+        on[NB__ATTN_OUT] = ld->attn.output_norm;
+        on[NB__ATTN_POST] = ld->attn.post_norm;
+        on[NB__FF_IN] = ld->ffn.input_norm;
+        on[NB__FF_OUT] = ld->ffn.output_norm;
+        on[NB__FF_POST] = ld->ffn.post_norm;
+    } else {
+        on[NB__ATTN_Y] = on[NB__FF_IN] = on[NB__FF_Y] = on[NB__FF_INPUT] = 1;
+        if (nb__post_pre(s)) on[NB__ATTN_IN] = on[NB__ATTN_INPUT] = 1;
+    }
+}
+static void nb__top_norms(const nb_stack* s, int on[NB__TOP_NORMS]) {
+    on[NB__EMBED] = s->desc.embed_norm > 0;
+    on[NB__LNF] = s->desc.final_norm > 0 && !(nb__siamese(s) && s->desc.siamese_paper_fusion);
+    on[NB__LNYF] = nb__siamese(s);
+    on[NB__LNFINAL] = nb__siamese(s) && !s->desc.siamese_paper_fusion;
+}
+
+/* Table writer shared by sizing, binding and naming: appends one tensor and returns its
+   pointer (NULL when sizing with base NULL). */
+typedef struct nb__walk {
+    nb_real* base;
+    size_t off;
+    nb_tensor_info* table;
+    int n;
+} nb__walk;
+
+static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind kind, int rows,
+                        int cols) {
+    nb_real* p = w->base ? w->base + w->off : NULL;
+    if (w->table) {
+        nb_tensor_info* t = &w->table[w->n];
+        if (layer >= 0) snprintf(t->name, sizeof t->name, "blocks.%d.%s", layer, name);
+        else snprintf(t->name, sizeof t->name, "%s", name);
+        t->layer = layer;
+        t->kind = kind;
+        t->rows = rows;
+        t->cols = cols;
+        t->offset = w->off;
+        t->count = (size_t)rows * cols;
+        t->no_decay = kind == NB_TENSOR_GAIN || kind == NB_TENSOR_BIAS ||
+                      kind == NB_TENSOR_SIAMESE_GAMMA;
+    }
+    w->off += (size_t)rows * cols;
+    w->n++;
+    return p;
+}
+
+static void nb__put_norm(nb__walk* w, int layer, const char* name, int d, int bias, nb__norm* m) {
+    char buf[48];
+    snprintf(buf, sizeof buf, "%s.weight", name);
+    m->g = nb__put(w, layer, buf, NB_TENSOR_GAIN, d, 1);
+    m->b = NULL;
+    if (bias) {
+        snprintf(buf, sizeof buf, "%s.bias", name);
+        m->b = nb__put(w, layer, buf, NB_TENSOR_BIAS, d, 1);
+    }
+}
+
+/* Layer l's tensors in their canonical order: attention, FFN, block norms, gamma. */
+static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__lp* lp) {
+    const nb_attn_plan* ap = &s->layers[l].attn;
+    const int d = s->desc.d_model, f = s->ffn.desc.d_ff, ln = s->desc.norm == NB_NORM_LAYER;
+    static const char* const site_names[4] = {"q_norm.weight", "k_norm.weight", "v_norm.weight",
+                                              "c_norm.weight"};
+    nb_real** gains[4];
+    int on[NB__NORMS], k;
+    memset(lp, 0, sizeof *lp);
+    gains[0] = &lp->attn.q_gain; gains[1] = &lp->attn.k_gain;
+    gains[2] = &lp->attn.v_gain; gains[3] = &lp->attn.c_gain;
+    lp->attn.w_qkv = nb__put(w, l, "att_proj.weight", NB_TENSOR_QKV, ap->qkv_width, d);
+    lp->attn.w_o = nb__put(w, l, "attn_out.weight", NB_TENSOR_ATTN_OUT, d, d);
+    for (k = 0; k < 4; k++)
+        if (!ap->desc.no_gain && nb__site_on(ap, k))
+            *gains[k] = nb__put(w, l, site_names[k], NB_TENSOR_GAIN, nb__site_seg(ap, k), 1);
+    lp->ffn.w_in = nb__put(w, l, "ff_proj.weight", NB_TENSOR_FF_IN, s->ffn.in_width, d);
+    if (s->ffn.desc.bias > 0)
+        lp->ffn.b_in = nb__put(w, l, "ff_proj.bias", NB_TENSOR_BIAS, s->ffn.in_width, 1);
+    lp->ffn.w_out = nb__put(w, l, "ff_out.weight", NB_TENSOR_FF_OUT, d, f);
+    if (s->ffn.desc.bias > 0)
+        lp->ffn.b_out = nb__put(w, l, "ff_out.bias", NB_TENSOR_BIAS, d, 1);
+    nb__layer_norms(s, l, on);
+    for (k = 0; k < NB__NORMS; k++)
+        if (on[k]) nb__put_norm(w, l, nb__norm_names[k], d, ln, &lp->n[k]);
+    if (nb__siamese(s) && !nb__post_pre(s))
+        lp->gamma = nb__put(w, l, "c1", NB_TENSOR_SIAMESE_GAMMA, d, 1);
+}
+
+/* The whole parameter buffer: embed norm, layers, final norms. */
+static void nb__walk_all(const nb_stack* s, nb__walk* w, nb__tp* tp) {
+    const int ln = s->desc.norm == NB_NORM_LAYER;
+    nb__lp lp;
+    int on[NB__TOP_NORMS], k, l;
+    nb__top_norms(s, on);
+    memset(tp, 0, sizeof *tp);
+    if (on[NB__EMBED]) nb__put_norm(w, -1, nb__top_names[NB__EMBED], s->desc.d_model, ln, &tp->n[NB__EMBED]);
+    for (l = 0; l < s->desc.n_layers; l++) {
+        if (s->layers) s->layers[l].param_offset = w->off; /* sizing pass fills it */
+        nb__walk_layer(s, l, w, &lp);
+        if (s->layers) s->layers[l].n_params = w->off - s->layers[l].param_offset;
+    }
+    for (k = NB__LNF; k < NB__TOP_NORMS; k++)
+        if (on[k]) nb__put_norm(w, -1, nb__top_names[k], s->desc.d_model, ln, &tp->n[k]);
+}
+
+static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb__lp* lp) {
+    nb__walk w;
+    memset(&w, 0, sizeof w);
+    w.base = (nb_real*)(size_t)base; /* binding read-only params reuses the same walker */
+    w.off = s->layers[l].param_offset;
+    nb__walk_layer(s, l, &w, lp);
+}
+
+static void nb__bind_top(const nb_stack* s, const nb_real* base, nb__tp* tp) {
+    const int ln = s->desc.norm == NB_NORM_LAYER, d = s->desc.d_model;
+    nb__walk w;
+    int on[NB__TOP_NORMS], k;
+    memset(&w, 0, sizeof w);
+    memset(tp, 0, sizeof *tp);
+    w.base = (nb_real*)(size_t)base;
+    nb__top_norms(s, on);
+    if (on[NB__EMBED]) nb__put_norm(&w, -1, "", d, ln, &tp->n[NB__EMBED]);
+    w.off = s->layers[s->desc.n_layers - 1].param_offset + s->layers[s->desc.n_layers - 1].n_params;
+    for (k = NB__LNF; k < NB__TOP_NORMS; k++)
+        if (on[k]) nb__put_norm(&w, -1, "", d, ln, &tp->n[k]);
+}
+
+/* ---- cache layout ---- */
+
+typedef struct nb__lc {           /* one layer's cache */
+    nb_real *h[2], *f[2], *s[2], *mid;      /* generic: per sublayer input-norm output, raw
+                                               branch output, pre-post-norm sum; attn output */
+    nb_real* st[NB__NORMS];                  /* norm statistics: rstd[rows], then mean[rows] */
+    nb_real *acache, *fcache;
+    nb_real *ua, *x1, *y1, *sf, *uf;         /* SiameseNorm hybrid-pre */
+    nb_real *w[2], *v[2], *xm, *ym;          /* SiameseNorm post-pre, per sublayer */
+} nb__lc;
+
+typedef struct nb__sc {           /* stack-level cache and the scratch */
+    nb_real* hidden;              /* (L+1) * streams hidden states of B*T*d */
+    nb_real* e;                   /* copy of the input when the embed norm is on */
+    nb_real* fuse;                /* SiameseNorm N_lnf(x) + N_lnyf(y) */
+    nb_real* st[NB__TOP_NORMS];
+    nb_real* tmp[6];              /* scratch: B*T*d temporaries */
+    nb_real* grad[4];             /* scratch: ping-pong gradients, 2 streams */
+    nb_real* partials;            /* scratch: norm partial sums */
+    nb_real* sub;                 /* scratch: sublayer scratch */
+} nb__sc;
+
+static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* used, nb__lc* c) {
+    const size_t V = (size_t)s->max_batch * s->max_seq * s->desc.d_model;
+    const size_t st = (size_t)s->max_batch * s->max_seq * (s->desc.norm == NB_NORM_LAYER ? 2 : 1);
+    const nb_layer_desc* ld = &s->layers[l].desc;
+    int on[NB__NORMS], k;
+    memset(c, 0, sizeof *c);
+    nb__layer_norms(s, l, on);
+    for (k = 0; k < NB__NORMS; k++)
+        if (on[k]) c->st[k] = nb__take(cache, used, st);
+    c->acache = nb__take(cache, used, s->layers[l].attn.n_cache);
+    c->fcache = nb__take(cache, used, s->ffn.n_cache);
+    if (!nb__siamese(s)) {
+        const nb_placement* pl[2];
+        pl[0] = &ld->attn; pl[1] = &ld->ffn;
+        for (k = 0; k < 2; k++) {
+            if (pl[k]->input_norm) c->h[k] = nb__take(cache, used, V);
+            if (pl[k]->output_norm) c->f[k] = nb__take(cache, used, V);
+            if (pl[k]->post_norm) c->s[k] = nb__take(cache, used, V);
+        }
+        c->mid = nb__take(cache, used, V);
+    } else if (!nb__post_pre(s)) {
+        c->ua = nb__take(cache, used, V);
+        c->x1 = nb__take(cache, used, V);
+        c->y1 = nb__take(cache, used, V);
+        c->sf = nb__take(cache, used, V);
+        c->uf = nb__take(cache, used, V);
+    } else {
+        for (k = 0; k < 2; k++) {
+            c->w[k] = nb__take(cache, used, V);
+            c->v[k] = nb__take(cache, used, V);
+        }
+        c->xm = nb__take(cache, used, V);
+        c->ym = nb__take(cache, used, V);
+    }
+}
+
+/* Stack-level cache (base cache) and scratch; layers' regions follow the stack-level cache. */
+static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch, nb__sc* c,
+                            size_t* cache_used, size_t* scratch_used) {
+    const size_t V = (size_t)s->max_batch * s->max_seq * s->desc.d_model;
+    const size_t st = (size_t)s->max_batch * s->max_seq * (s->desc.norm == NB_NORM_LAYER ? 2 : 1);
+    size_t cu = 0, su = 0, sub = s->ffn.n_scratch;
+    int on[NB__TOP_NORMS], k, l;
+    memset(c, 0, sizeof *c);
+    nb__top_norms(s, on);
+    c->hidden = nb__take(cache, &cu, V * (s->desc.n_layers + 1) * s->streams);
+    if (on[NB__EMBED]) c->e = nb__take(cache, &cu, V);
+    if (on[NB__LNFINAL]) c->fuse = nb__take(cache, &cu, V);
+    for (k = 0; k < NB__TOP_NORMS; k++)
+        if (on[k]) c->st[k] = nb__take(cache, &cu, st);
+    for (k = 0; k < 6; k++) c->tmp[k] = nb__take(scratch, &su, V);
+    for (k = 0; k < 4; k++) c->grad[k] = nb__take(scratch, &su, V);
+    c->partials = nb__take(scratch, &su, (size_t)s->max_threads * 2 * NB__PAD(s->desc.d_model));
+    for (l = 0; l < s->desc.n_layers; l++)
+        if (s->layers[l].attn.n_scratch > sub) sub = s->layers[l].attn.n_scratch;
+    c->sub = nb__take(scratch, &su, sub);
+    *cache_used = cu;
+    *scratch_used = su;
+}
+
+/* hidden state l of stream k: B*T*d values at a fixed stride of the planned maximum */
+static nb_real* nb__hidden(const nb_stack* s, nb_real* hidden, int l, int k) {
+    return hidden + ((size_t)l * s->streams + k) * s->max_batch * s->max_seq * s->desc.d_model;
+}
+
+/* ---- presets ---- */
+
+static const char* const nb__preset_keys[NB_PRESET_COUNT] = {
+    "default", "pre", "post", "post_flags", "sandwich", "olmo2", "deepnorm", "deepnorm_mixln",
+    "hybrid", "hybrid_star", "first_qkv_pre", "embednorm", "sites_post", "sites_pre",
+    "pre_sites_post", "pre_sites_pre", "pre_post", "post_pre", "mixln", "siamese",
+    "siamese_post_pre"};
+
+NBDEF const char* nb_preset_name(nb_preset p) {
+    return (int)p >= 0 && p < NB_PRESET_COUNT ? nb__preset_keys[p] : "unknown";
+}
+
+/* ASCII case-insensitive: 1 when a starts with b (prefix) or equals it */
+static int nb__strmatch(const char* a, const char* b, int prefix) {
+    for (; *a && *b; a++, b++) {
+        int x = *a >= 'A' && *a <= 'Z' ? *a + 32 : *a, y = *b >= 'A' && *b <= 'Z' ? *b + 32 : *b;
+        if (x != y) return 0;
+    }
+    return prefix ? !*b : *a == *b;
+}
+static int nb__streq(const char* a, const char* b) { return nb__strmatch(a, b, 0); }
+
+static unsigned nb__parse_sites(const char* p, size_t n) {
+    static const char* const names[6] = {"QKVC", "QKV", "QKC", "QK", "KV", "KC"};
+    static const unsigned masks[6] = {NB_SITES_QKVC, NB_SITES_QKV, NB_SITE_Q | NB_SITE_K | NB_SITE_C,
+                                      NB_SITE_Q | NB_SITE_K, NB_SITE_K | NB_SITE_V,
+                                      NB_SITE_K | NB_SITE_C};
+    char buf[8];
+    int i;
+    if (n == 0 || n >= sizeof buf) return 0;
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    for (i = 0; i < 6; i++)
+        if (nb__streq(buf, names[i])) return masks[i];
+    return 0;
+}
+
+NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char* name) {
+    static const struct { const char* name; nb_preset p; } aliases[] = {
+        {"Pre-Norm", NB_PRESET_PRE}, {"PreNorm", NB_PRESET_PRE}, {"Post-Norm", NB_PRESET_POST},
+        {"PostNorm", NB_PRESET_POST}, {"HybridNorm", NB_PRESET_HYBRID},
+        {"HybridNorm*", NB_PRESET_HYBRID_STAR}, {"hybrid*", NB_PRESET_HYBRID_STAR},
+        {"Mix-LN", NB_PRESET_MIXLN}, {"SiameseNorm", NB_PRESET_SIAMESE},
+        {"OLMo-2", NB_PRESET_OLMO2}, {"DeepNorm", NB_PRESET_DEEPNORM},
+        {"First-QKV-Pre", NB_PRESET_FIRST_QKV_PRE}, {"EmbedNorm", NB_PRESET_EMBEDNORM},
+        {"Pre-Post", NB_PRESET_PRE_POST}, {"Post-Pre", NB_PRESET_POST_PRE},
+        {"Sandwich", NB_PRESET_SANDWICH}};
+    const char* dash;
+    size_t i, n;
+    NB__CHECK(!desc || !name, NB_ERR_NULL, "nb_preset_from_name: desc and name are required");
+    for (i = 1; i < NB_PRESET_COUNT; i++)
+        if (nb__streq(name, nb__preset_keys[i])) { desc->preset = (nb_preset)i; return NB_OK; }
+    for (i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (nb__streq(name, aliases[i].name)) { desc->preset = aliases[i].p; return NB_OK; }
+    if (nb__streq(name, "gpt2")) {
+        desc->preset = NB_PRESET_PRE;
+        desc->norm = NB_NORM_LAYER;
+        desc->ffn = NB_FFN_GELU_TANH;
+        return NB_OK;
+    }
+    /* the HybridNorm ablation names: "#-Post", "#-Pre", "Pre-#-Post", "Pre-#-Pre" */
+    n = strlen(name);
+    {
+        const int pre = n > 4 && nb__strmatch(name, "pre-", 1);
+        const char* body = pre ? name + 4 : name;
+        unsigned sites;
+        dash = strchr(body, '-');
+        if (dash && (sites = nb__parse_sites(body, (size_t)(dash - body))) != 0) {
+            if (nb__streq(dash + 1, "Post")) {
+                desc->preset = pre ? NB_PRESET_PRE_SITES_POST : NB_PRESET_SITES_POST;
+                desc->sites = sites;
+                return NB_OK;
+            }
+            if (nb__streq(dash + 1, "Pre")) {
+                desc->preset = pre ? NB_PRESET_PRE_SITES_PRE : NB_PRESET_SITES_PRE;
+                desc->sites = sites;
+                return NB_OK;
+            }
+        }
+    }
+    return nb__fail(ctx, NB_ERR_CONFIG,
+                    "nb_preset_from_name: unknown preset \"%s\" (try pre, post, hybrid, "
+                    "hybrid_star, mixln, siamese, sandwich, olmo2, deepnorm, QKV-Post, ...)", name);
+}
+
+static nb_placement nb__pl(int in, int rfn, int out, int post, nb_real alpha) {
+    nb_placement p;
+    p.input_norm = in; p.residual_from_norm = rfn; p.output_norm = out; p.post_norm = post;
+    p.residual_scale = alpha;
+    return p;
+}
+
+/* The schedule of a preset: layer l's placements and sites. */
+static void nb__preset_layer(const nb_stack_desc* d, int l, int n_post, unsigned sites,
+                             nb_layer_desc* ld) {
+    const nb_placement none = nb__pl(0, 0, 0, 0, 1), pre = nb__pl(1, 0, 0, 0, 1),
+                       from_norm = nb__pl(1, 1, 0, 0, 1), post = nb__pl(0, 0, 0, 1, 1);
+    ld->sites = sites;
+    switch (d->preset) {
+    case NB_PRESET_POST: ld->attn = ld->ffn = post; break;
+    case NB_PRESET_POST_FLAGS: ld->attn = l ? from_norm : none; ld->ffn = from_norm; break;
+    case NB_PRESET_SANDWICH: ld->attn = ld->ffn = nb__pl(1, 0, 1, 0, 1); break;
+    case NB_PRESET_OLMO2: ld->attn = ld->ffn = nb__pl(0, 0, 1, 0, 1); break;
+    case NB_PRESET_DEEPNORM:
+        ld->attn = ld->ffn = nb__pl(0, 0, 0, 1, (nb_real)pow(2.0 * d->n_layers, 0.25));
+        break;
+    case NB_PRESET_DEEPNORM_MIXLN:
+        ld->attn = ld->ffn = nb__pl(0, 0, 0, 1, (nb_real)2.8284271247461903);
+        break;
+    case NB_PRESET_HYBRID: case NB_PRESET_EMBEDNORM: case NB_PRESET_SITES_POST:
+    case NB_PRESET_SIAMESE: case NB_PRESET_SIAMESE_POST_PRE:
+        ld->attn = none; ld->ffn = from_norm; break;
+    case NB_PRESET_HYBRID_STAR: ld->attn = l ? none : pre; ld->ffn = l ? from_norm : pre; break;
+    case NB_PRESET_FIRST_QKV_PRE: ld->attn = none; ld->ffn = l ? from_norm : pre; break;
+    case NB_PRESET_SITES_PRE: ld->attn = none; ld->ffn = pre; break;
+    case NB_PRESET_PRE_SITES_POST: case NB_PRESET_PRE_POST: ld->attn = pre; ld->ffn = from_norm; break;
+    case NB_PRESET_POST_PRE: ld->attn = from_norm; ld->ffn = pre; break;
+    case NB_PRESET_MIXLN:
+        ld->attn = ld->ffn = l < n_post ? post : pre;
+        break;
+    default: ld->attn = ld->ffn = pre; break; /* PRE, PRE_SITES_PRE */
+    }
+}
+
+static int nb__preset_has_sites(nb_preset p) {
+    switch (p) {
+    case NB_PRESET_HYBRID: case NB_PRESET_HYBRID_STAR: case NB_PRESET_FIRST_QKV_PRE:
+    case NB_PRESET_EMBEDNORM: case NB_PRESET_SITES_POST: case NB_PRESET_SITES_PRE:
+    case NB_PRESET_PRE_SITES_POST: case NB_PRESET_PRE_SITES_PRE: case NB_PRESET_SIAMESE:
+    case NB_PRESET_SIAMESE_POST_PRE:
+        return 1;
+    default: return 0;
+    }
+}
+
+NBDEF void nb_stack_free(nb_stack* s) {
+    if (!s) return;
+    if (s->layers) NB_FREE(s->layers, s->alloc_user);
+    if (s->tensors) NB_FREE(s->tensors, s->alloc_user);
+    if (s->skip) NB_FREE(s->skip, s->alloc_user);
+    s->layers = NULL; s->tensors = NULL; s->skip = NULL;
+}
+
+NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
+                              int max_batch, int max_seq) {
+    nb_stack_desc d;
+    nb_attn_desc ad;
+    nb_ffn_desc fd;
+    nb__walk w;
+    nb__tp tp;
+    nb__sc sc;
+    nb_result rc;
+    int L, l, n_post = 0;
+    unsigned sites;
+    size_t cu, su;
+    NB__CHECK(!s || !desc, NB_ERR_NULL, "nb_stack_init: stack and desc are required");
+    memset(s, 0, sizeof *s);
+    d = *desc;
+    L = d.n_layers;
+    NB__CHECK(L <= 0 || d.d_model <= 0 || d.n_heads <= 0, NB_ERR_CONFIG,
+              "nb_stack_init: n_layers (%d), d_model (%d) and n_heads (%d) must be > 0", L,
+              d.d_model, d.n_heads);
+    NB__CHECK((int)d.preset < 0 || d.preset >= NB_PRESET_COUNT, NB_ERR_CONFIG,
+              "nb_stack_init: unknown preset %d", (int)d.preset);
+    NB__CHECK(d.layers && d.preset != NB_PRESET_DEFAULT, NB_ERR_CONFIG,
+              "nb_stack_init: give either a preset (%s) or a custom layer schedule, not both",
+              nb_preset_name(d.preset));
+    if (d.preset == NB_PRESET_DEFAULT && !d.layers) d.preset = NB_PRESET_PRE;
+    NB__CHECK(d.sites & ~(NB_SITES_QKVC | NB_SITES_NONE), NB_ERR_CONFIG,
+              "nb_stack_init: sites (0x%x) has unknown bits", d.sites);
+    sites = d.sites == 0 ? (nb__preset_has_sites(d.preset) ? NB_SITES_QKV
+                            : d.preset == NB_PRESET_OLMO2 ? (NB_SITE_Q | NB_SITE_K) : 0)
+                         : d.sites & NB_SITES_QKVC;
+    if (d.mixln_alpha == 0) d.mixln_alpha = 0.25;
+    NB__CHECK(!(d.mixln_alpha >= 0 && d.mixln_alpha <= 1), NB_ERR_CONFIG,
+              "nb_stack_init: mixln_alpha (%g) must be in [0, 1]", d.mixln_alpha);
+    n_post = (int)floor(d.mixln_alpha * L + 1e-9);
+    if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
+    NB__CHECK(d.norm != NB_NORM_RMS && d.norm != NB_NORM_LAYER, NB_ERR_CONFIG,
+              "nb_stack_init: unknown norm type %d", (int)d.norm);
+    if (d.eps == 0)
+        d.eps = (nb_real)(d.preset == NB_PRESET_OLMO2 || d.preset == NB_PRESET_MIXLN ||
+                          d.preset == NB_PRESET_DEEPNORM_MIXLN ? 1e-6 : 1e-5);
+    NB__CHECK(!(d.eps > 0), NB_ERR_CONFIG, "nb_stack_init: eps (%g) must be > 0", (double)d.eps);
+    if (d.site_width == NB_WIDTH_DEFAULT)
+        d.site_width = d.preset == NB_PRESET_OLMO2 ? NB_WIDTH_FULL : NB_WIDTH_PER_HEAD;
+    NB__CHECK(d.final_norm < -1 || d.final_norm > 1 || d.embed_norm < -1 || d.embed_norm > 1,
+              NB_ERR_CONFIG, "nb_stack_init: final_norm and embed_norm must be -1, 0 or 1");
+    if (d.final_norm == 0) d.final_norm = 1;
+    if (d.embed_norm == 0) d.embed_norm = d.preset == NB_PRESET_EMBEDNORM ? 1 : -1;
+    s->streams = d.preset == NB_PRESET_SIAMESE || d.preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;
+    NB__CHECK(s->streams == 2 && d.final_norm < 0, NB_ERR_CONFIG,
+              "nb_stack_init: SiameseNorm needs its output fusion (final_norm cannot be -1)");
+    NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
+              "nb_stack_init: max_batch (%d) and max_seq (%d) must be > 0", max_batch, max_seq);
+
+    /* the FFN plan is shared by every layer */
+    memset(&fd, 0, sizeof fd);
+    fd.d_model = d.d_model; fd.d_ff = d.d_ff; fd.type = d.ffn; fd.bias = d.ffn_bias;
+    rc = nb_ffn_plan_make(ctx, &s->ffn, &fd, max_batch, max_seq);
+    if (rc) return rc;
+    d.d_ff = s->ffn.desc.d_ff;
+    d.ffn = s->ffn.desc.type;
+    d.ffn_bias = s->ffn.desc.bias;
+
+    s->alloc_user = ctx ? ctx->alloc_user : NULL;
+    s->layers = (nb_layer*)NB_MALLOC(sizeof(nb_layer) * (size_t)L, s->alloc_user);
+    s->skip = (unsigned char*)NB_MALLOC((size_t)L, s->alloc_user);
+    if (!s->layers || !s->skip) {
+        nb_stack_free(s);
+        return nb__fail(ctx, NB_ERR_NOMEM, "nb_stack_init: out of memory");
+    }
+    memset(s->layers, 0, sizeof(nb_layer) * (size_t)L);
+    memset(s->skip, 0, (size_t)L);
+    for (l = 0; l < L; l++) {
+        nb_layer_desc* ld = &s->layers[l].desc;
+        if (desc->layers) {
+            nb_placement* pl[2];
+            int k;
+            *ld = desc->layers[l];
+            pl[0] = &ld->attn; pl[1] = &ld->ffn;
+            for (k = 0; k < 2; k++) {
+                if (pl[k]->residual_scale == 0) pl[k]->residual_scale = 1;
+                if (pl[k]->residual_from_norm && !pl[k]->input_norm) {
+                    nb_stack_free(s);
+                    return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: layer %d %s: "
+                                    "residual_from_norm needs input_norm", l, k ? "ffn" : "attn");
+                }
+                if (!(pl[k]->residual_scale > 0) || !isfinite((double)pl[k]->residual_scale)) {
+                    nb_stack_free(s);
+                    return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: layer %d %s: "
+                                    "residual_scale must be finite and > 0", l, k ? "ffn" : "attn");
+                }
+            }
+            if (ld->sites & ~(unsigned)NB_SITES_QKVC) {
+                nb_stack_free(s);
+                return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: layer %d: sites 0x%x has "
+                                "unknown bits", l, ld->sites);
+            }
+        } else {
+            nb__preset_layer(&d, l, n_post, sites, ld);
+        }
+        memset(&ad, 0, sizeof ad);
+        ad.d_model = d.d_model; ad.n_heads = d.n_heads; ad.n_kv_heads = d.n_kv_heads;
+        ad.sites = ld->sites; ad.width = d.site_width; ad.norm = d.norm; ad.eps = d.eps;
+        ad.rope = d.rope; ad.rope_theta = d.rope_theta; ad.non_causal = d.non_causal;
+        ad.memory = d.memory;
+        rc = nb_attn_plan_make(ctx, &s->layers[l].attn, &ad, max_batch, max_seq);
+        if (rc) { nb_stack_free(s); return rc; }
+    }
+    d.n_kv_heads = s->layers[0].attn.desc.n_kv_heads;
+    d.rope_theta = s->layers[0].attn.desc.rope_theta;
+    d.memory = s->layers[0].attn.desc.memory;
+    d.sites = sites;
+    d.layers = NULL;
+    s->desc = d;
+    s->max_batch = max_batch;
+    s->max_seq = max_seq;
+    s->max_threads = nb_num_threads(ctx);
+
+    /* parameters: size, then the named table */
+    memset(&w, 0, sizeof w);
+    nb__walk_all(s, &w, &tp);
+    s->n_params = w.off;
+    s->tensors = (nb_tensor_info*)NB_MALLOC(sizeof(nb_tensor_info) * (size_t)w.n, s->alloc_user);
+    if (!s->tensors) {
+        nb_stack_free(s);
+        return nb__fail(ctx, NB_ERR_NOMEM, "nb_stack_init: out of memory");
+    }
+    memset(s->tensors, 0, sizeof(nb_tensor_info) * (size_t)w.n);
+    s->n_tensors = w.n;
+    memset(&w, 0, sizeof w);
+    w.table = s->tensors;
+    nb__walk_all(s, &w, &tp);
+
+    /* cache: stack-level, then one region per layer */
+    nb__carve_stack(s, NULL, NULL, &sc, &cu, &su);
+    for (l = 0; l < L; l++) {
+        nb__lc lc;
+        s->layers[l].cache_offset = cu;
+        nb__carve_layer(s, l, NULL, &cu, &lc);
+    }
+    s->n_cache = cu;
+    s->n_scratch = su;
+    return NB_OK;
+}
+
+/* ---- forward and backward ---- */
+
+typedef struct nb__run {         /* what every layer function needs for one call */
+    nb_ctx* ctx;
+    const nb_stack* s;
+    int B, T, rows;              /* rows = B*T */
+    size_t n;                    /* rows * d */
+    nb__sc sc;                   /* stack-level cache and scratch */
+} nb__run;
+
+/* Block norm (width d) forward; stats: rstd[rows] then mean[rows] for LayerNorm. */
+static nb_result nb__nf(nb__run* r, const nb__norm* m, nb_real* y, const nb_real* x,
+                        nb_real* st) {
+    const int d = r->s->desc.d_model;
+    if (r->s->desc.norm == NB_NORM_LAYER)
+        return nb_layernorm_forward(r->ctx, y, d, st + r->rows, st, x, d, m->g, m->b, r->rows, d,
+                                    0, r->s->desc.eps);
+    return nb_rmsnorm_forward(r->ctx, y, d, st, x, d, m->g, r->rows, d, 0, r->s->desc.eps);
+}
+
+/* Block norm backward: dx = J^T dy (overwritten, or added when accumulate); grads in gm. */
+static nb_result nb__nb(nb__run* r, const nb__norm* m, const nb__norm* gm, nb_real* dx,
+                        const nb_real* dy, const nb_real* x, const nb_real* st, int accumulate) {
+    const int d = r->s->desc.d_model;
+    if (r->s->desc.norm == NB_NORM_LAYER)
+        return nb_layernorm_backward(r->ctx, dx, d, gm->g, gm->b, dy, d, x, d, st + r->rows, st,
+                                     m->g, r->rows, d, 0, accumulate, r->sc.partials);
+    return nb_rmsnorm_backward(r->ctx, dx, d, gm->g, dy, d, x, d, st, m->g, r->rows, d, 0,
+                               accumulate, r->sc.partials);
+}
+
+static void nb__copy(nb_real* dst, const nb_real* src, size_t n) {
+    if (dst != src) memcpy(dst, src, n * sizeof(nb_real));
+}
+
+/* Sublayer k (0 attention, 1 FFN) of layer l: F(h) into out (B*T x d). */
+static nb_result nb__F(nb__run* r, int l, int k, const nb__lp* p, const nb__lc* c, nb_real* out,
+                       const nb_real* h) {
+    if (k == 0)
+        return nb_attn_forward(r->ctx, &r->s->layers[l].attn, &p->attn, out, h, r->B, r->T,
+                               c->acache, r->sc.sub);
+    return nb_ffn_forward(r->ctx, &r->s->ffn, &p->ffn, out, h, r->B, r->T, c->fcache, r->sc.sub);
+}
+
+/* dh = J_F^T df (overwritten, or added when accumulate) */
+static nb_result nb__Fb(nb__run* r, int l, int k, const nb__lp* p, nb__lp* g, const nb__lc* c,
+                        nb_real* dh, const nb_real* df, const nb_real* h, int accumulate) {
+    if (k == 0)
+        return nb_attn_backward(r->ctx, &r->s->layers[l].attn, &p->attn, &g->attn, dh, df, h,
+                                r->B, r->T, c->acache, r->sc.sub, accumulate);
+    return nb_ffn_backward(r->ctx, &r->s->ffn, &p->ffn, &g->ffn, dh, df, h, r->B, r->T,
+                           c->fcache, r->sc.sub, accumulate);
+}
+
+static nb_result nb__finite(nb__run* r, const nb_real* x, size_t n, const char* what, int l) {
+    size_t i;
+    int bad = 0;
+    if (!r->s->desc.check_finite) return NB_OK;
+    for (i = 0; i < n && !bad; i++) bad = !isfinite((double)x[i]);
+    if (!bad) return NB_OK;
+    return nb__fail(r->ctx, NB_ERR_NONFINITE, "non-finite value in %s of layer %d (%s)", what, l,
+                    nb_preset_name(r->s->desc.preset));
+}
+
+/* Generic sublayer forward: x -> out, see the placement equations at nb_placement. */
+static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, const nb__lc* c,
+                                 nb_real* out, const nb_real* x) {
+    const nb_layer_desc* ld = &r->s->layers[l].desc;
+    const nb_placement* pl = k ? &ld->ffn : &ld->attn;
+    const int nin = k ? NB__FF_IN : NB__ATTN_IN;
+    const nb_real alpha = pl->residual_scale;
+    const nb_real *h = x, *res;
+    nb_real *f, *sum;
+    nb_result rc;
+    size_t i;
+    if (pl->input_norm) {
+        if ((rc = nb__nf(r, &p->n[nin], c->h[k], x, c->st[nin])) != NB_OK) return rc;
+        h = c->h[k];
+    }
+    res = pl->residual_from_norm ? h : x;
+    f = pl->output_norm ? c->f[k] : r->sc.tmp[0];
+    if ((rc = nb__F(r, l, k, p, c, f, h)) != NB_OK) return rc;
+    if ((rc = nb__finite(r, f, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
+    if (pl->output_norm) {
+        if ((rc = nb__nf(r, &p->n[nin + 1], r->sc.tmp[0], f, c->st[nin + 1])) != NB_OK) return rc;
+        f = r->sc.tmp[0];
+    }
+    sum = pl->post_norm ? c->s[k] : out;
+    for (i = 0; i < r->n; i++) sum[i] = alpha * res[i] + f[i];
+    if (pl->post_norm) return nb__nf(r, &p->n[nin + 2], out, sum, c->st[nin + 2]);
+    return NB_OK;
+}
+
+/* Generic sublayer backward: dout -> dx (overwritten; dx != dout).
+   ds = J_post^T dout; df = J_out^T ds; dh = J_F^T df;
+   residual from norm: dx = J_in^T (dh + alpha ds); else dx = alpha ds + J_in^T dh. */
+static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb__lp* g,
+                                  const nb__lc* c, nb_real* dx, const nb_real* dout,
+                                  const nb_real* x) {
+    const nb_layer_desc* ld = &r->s->layers[l].desc;
+    const nb_placement* pl = k ? &ld->ffn : &ld->attn;
+    const int nin = k ? NB__FF_IN : NB__ATTN_IN;
+    const nb_real alpha = pl->residual_scale;
+    const nb_real *ds = dout, *df, *h = pl->input_norm ? c->h[k] : x;
+    nb_real* dh = r->sc.tmp[2];
+    nb_result rc;
+    size_t i;
+    if (pl->post_norm) {
+        if ((rc = nb__nb(r, &p->n[nin + 2], &g->n[nin + 2], r->sc.tmp[0], dout, c->s[k],
+                         c->st[nin + 2], 0)) != NB_OK) return rc;
+        ds = r->sc.tmp[0];
+    }
+    df = ds;
+    if (pl->output_norm) {
+        if ((rc = nb__nb(r, &p->n[nin + 1], &g->n[nin + 1], r->sc.tmp[1], ds, c->f[k],
+                         c->st[nin + 1], 0)) != NB_OK) return rc;
+        df = r->sc.tmp[1];
+    }
+    if (pl->residual_from_norm) {
+        for (i = 0; i < r->n; i++) dh[i] = alpha * ds[i];
+        if ((rc = nb__Fb(r, l, k, p, g, c, dh, df, h, 1)) != NB_OK) return rc;
+        return nb__nb(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], 0);
+    }
+    for (i = 0; i < r->n; i++) dx[i] = alpha * ds[i];
+    if (!pl->input_norm) return nb__Fb(r, l, k, p, g, c, dx, df, x, 1);
+    if ((rc = nb__Fb(r, l, k, p, g, c, dh, df, h, 0)) != NB_OK) return rc;
+    return nb__nb(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], 1);
+}
+
+static nb_real nb__siamese_c(const nb_stack* s, int l) {
+    return (nb_real)(s->desc.siamese_paper_scale ? sqrt(l + 1.0) : sqrt(2.0 * (l + 1)));
+}
+
+/* SiameseNorm hybrid-pre (SPEC 4.10.2):
+   u_a = x*gamma + N_ay(y); A = MHA(u_a); x1 = x + A/c; y1 = y + A;
+   n = N_f(x1); u_f = N_in(n + N_fy(y1)); F = FFN(u_f); y' = y1 + F; x' = n + F/c */
+static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc* c,
+                                nb_real* xo, nb_real* yo, const nb_real* x, const nb_real* y) {
+    const int d = r->s->desc.d_model;
+    const nb_real ic = 1 / nb__siamese_c(r->s, l);
+    nb_real *A = r->sc.tmp[0], *t = r->sc.tmp[1];
+    nb_result rc;
+    size_t i;
+    if ((rc = nb__nf(r, &p->n[NB__ATTN_Y], t, y, c->st[NB__ATTN_Y]))) return rc;
+    for (i = 0; i < r->n; i++) c->ua[i] = x[i] * p->gamma[i % d] + t[i];
+    if ((rc = nb__F(r, l, 0, p, c, A, c->ua))) return rc;
+    if ((rc = nb__finite(r, A, r->n, "the attention output", l))) return rc;
+    for (i = 0; i < r->n; i++) { c->x1[i] = x[i] + A[i] * ic; c->y1[i] = y[i] + A[i]; }
+    if ((rc = nb__nf(r, &p->n[NB__FF_IN], xo, c->x1, c->st[NB__FF_IN]))) return rc; /* n */
+    if ((rc = nb__nf(r, &p->n[NB__FF_Y], t, c->y1, c->st[NB__FF_Y]))) return rc;
+    for (i = 0; i < r->n; i++) c->sf[i] = xo[i] + t[i];
+    if ((rc = nb__nf(r, &p->n[NB__FF_INPUT], c->uf, c->sf, c->st[NB__FF_INPUT]))) return rc;
+    if ((rc = nb__F(r, l, 1, p, c, A, c->uf))) return rc;
+    if ((rc = nb__finite(r, A, r->n, "the FFN output", l))) return rc;
+    for (i = 0; i < r->n; i++) { yo[i] = c->y1[i] + A[i]; xo[i] += A[i] * ic; }
+    return NB_OK;
+}
+
+/* dF = dx'/c + dy'; du_f = J_FFN^T dF; ds = J_in^T du_f; dn = dx' + ds;
+   dy1 = dy' + J_fy^T ds; dx1 = J_f^T dn; dA = dx1/c + dy1; du_a = J_MHA^T dA;
+   dx = dx1 + gamma du_a; dgamma += sum x du_a; dy = dy1 + J_ay^T du_a */
+static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, const nb__lc* c,
+                                 nb_real* dx, nb_real* dy, const nb_real* dxo, const nb_real* dyo,
+                                 const nb_real* x, const nb_real* y) {
+    const int d = r->s->desc.d_model;
+    const nb_real ic = 1 / nb__siamese_c(r->s, l);
+    nb_real **t = r->sc.tmp;
+    nb_result rc;
+    size_t i;
+    int j, row;
+    for (i = 0; i < r->n; i++) t[0][i] = dxo[i] * ic + dyo[i];                     /* dF */
+    if ((rc = nb__Fb(r, l, 1, p, g, c, t[1], t[0], c->uf, 0))) return rc;           /* du_f */
+    if ((rc = nb__nb(r, &p->n[NB__FF_INPUT], &g->n[NB__FF_INPUT], t[2], t[1], c->sf,
+                     c->st[NB__FF_INPUT], 0))) return rc;                            /* ds */
+    for (i = 0; i < r->n; i++) { t[3][i] = dxo[i] + t[2][i]; dy[i] = dyo[i]; }      /* dn */
+    if ((rc = nb__nb(r, &p->n[NB__FF_Y], &g->n[NB__FF_Y], dy, t[2], c->y1, c->st[NB__FF_Y],
+                     1))) return rc;                                                  /* dy1 */
+    if ((rc = nb__nb(r, &p->n[NB__FF_IN], &g->n[NB__FF_IN], dx, t[3], c->x1, c->st[NB__FF_IN],
+                     0))) return rc;                                                  /* dx1 */
+    for (i = 0; i < r->n; i++) t[0][i] = dx[i] * ic + dy[i];                         /* dA */
+    if ((rc = nb__Fb(r, l, 0, p, g, c, t[1], t[0], c->ua, 0))) return rc;           /* du_a */
+    for (row = 0; row < r->rows; row++)
+        for (j = 0; j < d; j++) {
+            const size_t k = (size_t)row * d + j;
+            g->gamma[j] += x[k] * t[1][k];
+            dx[k] += p->gamma[j] * t[1][k];
+        }
+    return nb__nb(r, &p->n[NB__ATTN_Y], &g->n[NB__ATTN_Y], dy, t[1], y, c->st[NB__ATTN_Y], 1);
+}
+
+/* SiameseNorm post-pre (SPEC 4.10.3), sublayer k:
+   u = N_x(x); w = u + N_y(y); v = N_in(w); z = F(v); x' = u + z/c; y' = y + z */
+static nb_result nb__pp_forward(nb__run* r, int l, int k, const nb__lp* p, const nb__lc* c,
+                                nb_real* xo, nb_real* yo, const nb_real* x, const nb_real* y) {
+    const int nx = k ? NB__FF_IN : NB__ATTN_IN, ny = k ? NB__FF_Y : NB__ATTN_Y,
+              nin = k ? NB__FF_INPUT : NB__ATTN_INPUT;
+    const nb_real ic = 1 / nb__siamese_c(r->s, l);
+    nb_real* z = r->sc.tmp[0];
+    nb_result rc;
+    size_t i;
+    if ((rc = nb__nf(r, &p->n[nx], xo, x, c->st[nx]))) return rc;           /* u, kept in xo */
+    if ((rc = nb__nf(r, &p->n[ny], c->w[k], y, c->st[ny]))) return rc;
+    for (i = 0; i < r->n; i++) c->w[k][i] += xo[i];
+    if ((rc = nb__nf(r, &p->n[nin], c->v[k], c->w[k], c->st[nin]))) return rc;
+    if ((rc = nb__F(r, l, k, p, c, z, c->v[k]))) return rc;
+    if ((rc = nb__finite(r, z, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
+    for (i = 0; i < r->n; i++) { xo[i] += z[i] * ic; yo[i] = y[i] + z[i]; }
+    return NB_OK;
+}
+
+/* dz = dx'/c + dy'; dv = J_F^T dz; dw = J_in^T dv; du = dx' + dw;
+   dx = J_x^T du; dy = dy' + J_y^T dw */
+static nb_result nb__pp_backward(nb__run* r, int l, int k, const nb__lp* p, nb__lp* g,
+                                 const nb__lc* c, nb_real* dx, nb_real* dy, const nb_real* dxo,
+                                 const nb_real* dyo, const nb_real* x, const nb_real* y) {
+    const int nx = k ? NB__FF_IN : NB__ATTN_IN, ny = k ? NB__FF_Y : NB__ATTN_Y,
+              nin = k ? NB__FF_INPUT : NB__ATTN_INPUT;
+    const nb_real ic = 1 / nb__siamese_c(r->s, l);
+    nb_real** t = r->sc.tmp;
+    nb_result rc;
+    size_t i;
+    for (i = 0; i < r->n; i++) t[0][i] = dxo[i] * ic + dyo[i];
+    if ((rc = nb__Fb(r, l, k, p, g, c, t[1], t[0], c->v[k], 0))) return rc;
+    if ((rc = nb__nb(r, &p->n[nin], &g->n[nin], t[2], t[1], c->w[k], c->st[nin], 0))) return rc;
+    for (i = 0; i < r->n; i++) { t[3][i] = dxo[i] + t[2][i]; dy[i] = dyo[i]; }
+    if ((rc = nb__nb(r, &p->n[nx], &g->n[nx], dx, t[3], x, c->st[nx], 0))) return rc;
+    return nb__nb(r, &p->n[ny], &g->n[ny], dy, t[2], y, c->st[ny], 1);
+}
+
+static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, int B, int T,
+                               const void* a, const void* b, const void* c, const void* d,
+                               const void* e) {
+    NB__CHECK(!s || !s->layers, NB_ERR_NULL, "%s: an initialized stack is required", fn);
+    NB__CHECK(B <= 0 || T <= 0 || B > s->max_batch || T > s->max_seq, NB_ERR_SHAPE,
+              "%s: B=%d, T=%d must be in [1, %d] x [1, %d] (the stack's maximum)", fn, B, T,
+              s->max_batch, s->max_seq);
+    NB__CHECK(nb_num_threads(ctx) > s->max_threads, NB_ERR_CONFIG,
+              "%s: %d threads requested but the stack sized its scratch for %d", fn,
+              nb_num_threads(ctx), s->max_threads);
+    NB__CHECK(!a || !b || !c || !d || !e, NB_ERR_NULL, "%s: a required buffer is NULL", fn);
+    return NB_OK;
+}
+
+static void nb__run_init(nb__run* r, nb_ctx* ctx, const nb_stack* s, int B, int T,
+                         const nb_real* cache, nb_real* scratch) {
+    size_t cu, su;
+    r->ctx = ctx; r->s = s; r->B = B; r->T = T; r->rows = B * T;
+    r->n = (size_t)B * T * s->desc.d_model;
+    nb__carve_stack(s, (nb_real*)(size_t)cache, scratch, &r->sc, &cu, &su);
+}
+
+static void nb__layer_cache(const nb__run* r, int l, const nb_real* cache, nb__lc* c) {
+    size_t used = r->s->layers[l].cache_offset;
+    nb__carve_layer(r->s, l, (nb_real*)(size_t)cache, &used, c);
+}
+
+/* One layer on run r: streams in -> out (each stream a B*T*d tensor at in[k]). */
+static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real* const out[2],
+                               const nb_real* const in[2], nb_real* cache) {
+    nb__lp p;
+    nb__lc c;
+    nb_result rc;
+    int k;
+    if (r->s->skip[l]) {
+        for (k = 0; k < r->s->streams; k++) nb__copy(out[k], in[k], r->n);
+        return NB_OK;
+    }
+    nb__bind_layer(r->s, l, params, &p);
+    nb__layer_cache(r, l, cache, &c);
+    if (!nb__siamese(r->s)) {
+        if ((rc = nb__sub_forward(r, l, 0, &p, &c, c.mid, in[0]))) return rc;
+        return nb__sub_forward(r, l, 1, &p, &c, out[0], c.mid);
+    }
+    if (!nb__post_pre(r->s)) return nb__hp_forward(r, l, &p, &c, out[0], out[1], in[0], in[1]);
+    if ((rc = nb__pp_forward(r, l, 0, &p, &c, c.xm, c.ym, in[0], in[1]))) return rc;
+    return nb__pp_forward(r, l, 1, &p, &c, out[0], out[1], c.xm, c.ym);
+}
+
+static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real* grads,
+                               nb_real* const din[2], const nb_real* const dout[2],
+                               const nb_real* const in[2], const nb_real* cache) {
+    nb__lp p, g;
+    nb__lc c;
+    nb_result rc;
+    int k;
+    if (r->s->skip[l]) {
+        for (k = 0; k < r->s->streams; k++) nb__copy(din[k], dout[k], r->n);
+        return NB_OK;
+    }
+    nb__bind_layer(r->s, l, params, &p);
+    nb__bind_layer(r->s, l, grads, &g);
+    nb__layer_cache(r, l, cache, &c);
+    if (!nb__siamese(r->s)) {
+        nb_real* dmid = r->sc.tmp[3];
+        if ((rc = nb__sub_backward(r, l, 1, &p, &g, &c, dmid, dout[0], c.mid))) return rc;
+        rc = nb__sub_backward(r, l, 0, &p, &g, &c, din[0], dmid, in[0]);
+    } else if (!nb__post_pre(r->s)) {
+        rc = nb__hp_backward(r, l, &p, &g, &c, din[0], din[1], dout[0], dout[1], in[0], in[1]);
+    } else {
+        if ((rc = nb__pp_backward(r, l, 1, &p, &g, &c, r->sc.tmp[4], r->sc.tmp[5], dout[0],
+                                  dout[1], c.xm, c.ym))) return rc;
+        rc = nb__pp_backward(r, l, 0, &p, &g, &c, din[0], din[1], r->sc.tmp[4], r->sc.tmp[5],
+                             in[0], in[1]);
+    }
+    if (rc) return rc;
+    for (k = 0; k < r->s->streams; k++)
+        if ((rc = nb__finite(r, din[k], r->n, "the input gradient", l))) return rc;
+    return NB_OK;
+}
+
+NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb_real* params,
+                                 nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
+                                 nb_real* scratch) {
+    nb__run r;
+    nb_real* o[2];
+    const nb_real* i[2];
+    nb_result rc = nb__check_run(ctx, "nb_layer_forward", s, B, T, params, out, in, cache,
+                                 scratch);
+    if (rc) return rc;
+    NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
+              "nb_layer_forward: layer %d out of range [0, %d)", l, s->desc.n_layers);
+    nb__run_init(&r, ctx, s, B, T, cache, scratch);
+    o[0] = out; o[1] = out + r.n; i[0] = in; i[1] = in + r.n;
+    return nb__layer_fwd(&r, l, params, o, i, cache);
+}
+
+NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const nb_real* params,
+                                  nb_real* grads, nb_real* din, const nb_real* dout,
+                                  const nb_real* in, int B, int T, const nb_real* cache,
+                                  nb_real* scratch) {
+    nb__run r;
+    nb_real* di[2];
+    const nb_real *d[2], *i[2];
+    nb_result rc = nb__check_run(ctx, "nb_layer_backward", s, B, T, params, grads, din, dout,
+                                 in);
+    if (rc) return rc;
+    NB__CHECK(!cache || !scratch, NB_ERR_NULL, "nb_layer_backward: cache and scratch are required");
+    NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
+              "nb_layer_backward: layer %d out of range [0, %d)", l, s->desc.n_layers);
+    nb__run_init(&r, ctx, s, B, T, cache, scratch);
+    di[0] = din; di[1] = din + r.n; d[0] = dout; d[1] = dout + r.n; i[0] = in; i[1] = in + r.n;
+    return nb__layer_bwd(&r, l, params, grads, di, d, i, cache);
+}
+
+NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
+                                 nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
+                                 nb_real* scratch) {
+    nb__run r;
+    nb__tp tp;
+    nb_result rc = nb__check_run(ctx, "nb_stack_forward", s, B, T, params, out, in, cache,
+                                 scratch);
+    int l, k;
+    if (rc) return rc;
+    nb__run_init(&r, ctx, s, B, T, cache, scratch);
+    nb__bind_top(s, params, &tp);
+    /* x_0 (= y_0 for SiameseNorm) is the input, or its norm */
+    if (tp.n[NB__EMBED].g) {
+        nb__copy(r.sc.e, in, r.n);
+        rc = nb__nf(&r, &tp.n[NB__EMBED], nb__hidden(s, r.sc.hidden, 0, 0), in, r.sc.st[NB__EMBED]);
+        if (rc) return rc;
+    } else {
+        nb__copy(nb__hidden(s, r.sc.hidden, 0, 0), in, r.n);
+    }
+    if (s->streams == 2) nb__copy(nb__hidden(s, r.sc.hidden, 0, 1), nb__hidden(s, r.sc.hidden, 0, 0), r.n);
+    for (l = 0; l < s->desc.n_layers; l++) {
+        nb_real* o[2];
+        const nb_real* i[2];
+        for (k = 0; k < 2; k++) {
+            o[k] = nb__hidden(s, r.sc.hidden, l + 1, k < s->streams ? k : 0);
+            i[k] = nb__hidden(s, r.sc.hidden, l, k < s->streams ? k : 0);
+        }
+        if ((rc = nb__layer_fwd(&r, l, params, o, i, cache))) return rc;
+    }
+    {
+        const int L = s->desc.n_layers;
+        nb_real* xL = nb__hidden(s, r.sc.hidden, L, 0);
+        if (s->streams == 1) {
+            if (tp.n[NB__LNF].g) return nb__nf(&r, &tp.n[NB__LNF], out, xL, r.sc.st[NB__LNF]);
+            nb__copy(out, xL, r.n);
+            return NB_OK;
+        }
+        /* SiameseNorm output: N_final(N_lnf(x_L) + N_lnyf(y_L)) (code) or x_L + N_lnyf(y_L) */
+        if ((rc = nb__nf(&r, &tp.n[NB__LNYF], r.sc.tmp[0], nb__hidden(s, r.sc.hidden, L, 1),
+                         r.sc.st[NB__LNYF]))) return rc;
+        if (s->desc.siamese_paper_fusion) {
+            size_t i;
+            for (i = 0; i < r.n; i++) out[i] = xL[i] + r.sc.tmp[0][i];
+            return NB_OK;
+        }
+        if ((rc = nb__nf(&r, &tp.n[NB__LNF], r.sc.fuse, xL, r.sc.st[NB__LNF]))) return rc;
+        {
+            size_t i;
+            for (i = 0; i < r.n; i++) r.sc.fuse[i] += r.sc.tmp[0][i];
+        }
+        return nb__nf(&r, &tp.n[NB__LNFINAL], out, r.sc.fuse, r.sc.st[NB__LNFINAL]);
+    }
+}
+
+NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
+                                  nb_real* grads, nb_real* din, const nb_real* dout, int B,
+                                  int T, const nb_real* cache, nb_real* scratch) {
+    nb__run r;
+    nb__tp tp, tg;
+    nb_real *cur[2], *nxt[2];
+    nb_result rc = nb__check_run(ctx, "nb_stack_backward", s, B, T, params, grads, din, dout,
+                                 cache);
+    const int L = s ? s->desc.n_layers : 0;
+    int l, k;
+    if (rc) return rc;
+    NB__CHECK(!scratch, NB_ERR_NULL, "nb_stack_backward: scratch is required");
+    nb__run_init(&r, ctx, s, B, T, cache, scratch);
+    nb__bind_top(s, params, &tp);
+    nb__bind_top(s, grads, &tg);
+    cur[0] = r.sc.grad[0]; cur[1] = r.sc.grad[1]; nxt[0] = r.sc.grad[2]; nxt[1] = r.sc.grad[3];
+    {
+        const nb_real* xL = nb__hidden(s, r.sc.hidden, L, 0);
+        if (s->streams == 1) {
+            if (tp.n[NB__LNF].g)
+                rc = nb__nb(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], cur[0], dout, xL, r.sc.st[NB__LNF], 0);
+            else
+                nb__copy(cur[0], dout, r.n);
+        } else {
+            const nb_real* yL = nb__hidden(s, r.sc.hidden, L, 1);
+            const nb_real* da = dout;
+            if (!s->desc.siamese_paper_fusion) {
+                if ((rc = nb__nb(&r, &tp.n[NB__LNFINAL], &tg.n[NB__LNFINAL], r.sc.tmp[0], dout,
+                                 r.sc.fuse, r.sc.st[NB__LNFINAL], 0))) return rc;
+                da = r.sc.tmp[0];
+                if ((rc = nb__nb(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], cur[0], da, xL,
+                                 r.sc.st[NB__LNF], 0))) return rc;
+            } else {
+                nb__copy(cur[0], dout, r.n);
+            }
+            rc = nb__nb(&r, &tp.n[NB__LNYF], &tg.n[NB__LNYF], cur[1], da, yL, r.sc.st[NB__LNYF], 0);
+        }
+        if (rc) return rc;
+    }
+    for (l = L - 1; l >= 0; l--) {
+        const nb_real* i[2];
+        const nb_real* d[2];
+        nb_real* t;
+        for (k = 0; k < 2; k++) {
+            i[k] = nb__hidden(s, r.sc.hidden, l, k < s->streams ? k : 0);
+            d[k] = cur[k];
+        }
+        if ((rc = nb__layer_bwd(&r, l, params, grads, nxt, d, i, cache))) return rc;
+        for (k = 0; k < 2; k++) { t = cur[k]; cur[k] = nxt[k]; nxt[k] = t; }
+    }
+    if (s->streams == 2) { /* both streams start from the input: dE = dx_0 + dy_0 */
+        size_t i;
+        for (i = 0; i < r.n; i++) cur[0][i] += cur[1][i];
+    }
+    if (tp.n[NB__EMBED].g)
+        return nb__nb(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,
+                      r.sc.st[NB__EMBED], 0);
+    nb__copy(din, cur[0], r.n);
+    return NB_OK;
+}
+
+/* ---- initialization ---- */
+
+/* splitmix64: a fixed stream per (seed, tensor), so values do not depend on threads */
+static unsigned long long nb__mix(unsigned long long* s) {
+    unsigned long long z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+static double nb__unif(unsigned long long* s) { /* (0, 1) */
+    return ((double)(nb__mix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+NBDEF void nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
+                          unsigned long long seed) {
+    unsigned long long st = seed;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double z;
+        do { /* Box-Muller, one value per pair; rejection keeps |z| <= cutoff */
+            z = sqrt(-2 * log(nb__unif(&st))) * cos(6.283185307179586 * nb__unif(&st));
+        } while (cutoff > 0 && fabs(z) > cutoff);
+        x[i] = (nb_real)(std * z);
+    }
+}
+
+static double nb__base_std(const nb_stack* s, nb_init_scheme scheme, double std0) {
+    if (std0 > 0) return std0;
+    switch (scheme) {
+    case NB_INIT_MIXLN: case NB_INIT_MIXLN_SCALED: case NB_INIT_GPT2: return 0.02;
+    default: return 1 / sqrt(2.5 * s->desc.d_model);
+    }
+}
+
+NBDEF void nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double std0,
+                          double* embedding_std, double* head_std) {
+    const double s0 = nb__base_std(s, scheme, std0), d = s->desc.d_model;
+    double e = s0, h = s0;
+    switch (scheme) {
+    case NB_INIT_MEGATRON: h = 1 / sqrt(d); break;
+    case NB_INIT_MITCHELL: e = h = 1 / sqrt(d); break;
+    case NB_INIT_MIXLN: case NB_INIT_MIXLN_SCALED: e = sqrt(0.4); break;
+    case NB_INIT_DEEPNORM: e = h = 1 / sqrt(d); break;
+    default: break;
+    }
+    if (embedding_std) *embedding_std = e;
+    if (head_std) *head_std = h;
+}
+
+NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* params,
+                                     nb_init_scheme scheme, double std0, unsigned long long seed) {
+    const int L = s ? s->desc.n_layers : 0;
+    double s0;
+    int t;
+    NB__CHECK(!s || !s->tensors || !params, NB_ERR_NULL,
+              "nb_stack_init_params: stack and params are required");
+    if (scheme == NB_INIT_DEFAULT) scheme = NB_INIT_NORMAL;
+    NB__CHECK((int)scheme < NB_INIT_NORMAL || scheme > NB_INIT_DEEPNORM, NB_ERR_CONFIG,
+              "nb_stack_init_params: unknown scheme %d", (int)scheme);
+    NB__CHECK(std0 < 0 || !isfinite(std0), NB_ERR_VALUE,
+              "nb_stack_init_params: std0 (%g) must be >= 0", std0);
+    s0 = nb__base_std(s, scheme, std0);
+    for (t = 0; t < s->n_tensors; t++) {
+        const nb_tensor_info* ti = &s->tensors[t];
+        const int l = ti->layer, out_proj = ti->kind == NB_TENSOR_ATTN_OUT ||
+                                            ti->kind == NB_TENSOR_FF_OUT;
+        const double d = s->desc.d_model, f = s->desc.d_ff;
+        nb_real* x = params + ti->offset;
+        unsigned long long ts = seed ^ (0xD1B54A32D192ED03ULL * (unsigned long long)(t + 1));
+        double std = s0, cut = 3;
+        size_t i;
+        if (ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_SIAMESE_GAMMA) {
+            for (i = 0; i < ti->count; i++) x[i] = 1;
+            continue;
+        }
+        if (ti->kind == NB_TENSOR_BIAS) {
+            memset(x, 0, ti->count * sizeof(nb_real));
+            continue;
+        }
+        switch (scheme) {
+        case NB_INIT_DEPTH_SCALED: if (out_proj) std = s0 / sqrt(2.0 * (l + 1)); break;
+        case NB_INIT_MEGATRON: if (out_proj) std = s0 / sqrt(2.0 * L); break;
+        case NB_INIT_MITCHELL:
+            std = ti->kind == NB_TENSOR_ATTN_OUT ? 1 / sqrt(2 * d * (l + 1))
+                : ti->kind == NB_TENSOR_FF_OUT ? 1 / sqrt(2 * f * (l + 1)) : 1 / sqrt(d);
+            break;
+        case NB_INIT_MIXLN: cut = 0; break;
+        case NB_INIT_MIXLN_SCALED:
+            cut = 0;
+            /* Mix-LN scales its Pre-LN layers only (scale_post_pre) */
+            if (out_proj && !s->layers[l].desc.attn.post_norm) std = s0 / sqrt(2.0 * L);
+            break;
+        case NB_INIT_GPT2: cut = 0; if (out_proj) std = s0 / sqrt(2.0 * L); break;
+        case NB_INIT_DEEPNORM: {
+            /* xavier normal per projection: std = gain sqrt(2 / (fan_in + fan_out)); gain beta
+               on V, W_o and the FFN, 1 on Q and K */
+            const double beta = s->desc.preset == NB_PRESET_DEEPNORM_MIXLN
+                                    ? pow(8.0 * L, 0.25) : pow(8.0 * L, -0.25);
+            cut = 0;
+            if (ti->kind == NB_TENSOR_QKV) {
+                const nb_attn_plan* ap = &s->layers[l].attn;
+                const int kv = ap->desc.n_kv_heads * ap->head_dim;
+                const int rows[3] = {(int)d, kv, kv};
+                const double gains[3] = {1, 1, beta};
+                int part;
+                for (part = 0; part < 3; part++) {
+                    nb_fill_normal(x, (size_t)rows[part] * (size_t)d,
+                                   gains[part] * sqrt(2 / (d + rows[part])), 0, nb__mix(&ts));
+                    x += (size_t)rows[part] * (size_t)d;
+                }
+                continue;
+            }
+            /* fused SwiGLU ff_proj: each half is its own (f x d) projection */
+            std = beta * sqrt(2.0 / (ti->kind == NB_TENSOR_FF_IN ? d + f
+                                     : ti->kind == NB_TENSOR_FF_OUT ? d + f : 2 * d));
+            break;
+        }
+        default: break;
+        }
+        nb_fill_normal(x, ti->count, std, cut, nb__mix(&ts));
+    }
+    return NB_OK;
+}
+
+/* ---- diagnostics ---- */
+
+NBDEF double nb_stack_grad_norms(const nb_stack* s, const nb_real* grads, double* per_layer) {
+    double total = 0;
+    int t, l;
+    if (per_layer)
+        for (l = 0; l < s->desc.n_layers; l++) per_layer[l] = 0;
+    for (t = 0; t < s->n_tensors; t++) {
+        const nb_tensor_info* ti = &s->tensors[t];
+        double ss = 0;
+        size_t i;
+        for (i = 0; i < ti->count; i++) ss += (double)grads[ti->offset + i] * grads[ti->offset + i];
+        total += ss;
+        if (per_layer && ti->layer >= 0) per_layer[ti->layer] += ss;
+    }
+    if (per_layer)
+        for (l = 0; l < s->desc.n_layers; l++) per_layer[l] = sqrt(per_layer[l]);
+    return sqrt(total);
+}
+
+NBDEF const nb_real* nb_stack_hidden(const nb_stack* s, const nb_real* cache, int l, int stream,
+                                     int B, int T) {
+    (void)B; (void)T;
+    if (!s || !cache || l < 0 || l > s->desc.n_layers || stream < 0 || stream >= s->streams)
+        return NULL;
+    return nb__hidden(s, (nb_real*)(size_t)cache, l, stream); /* hidden states come first */
+}
+
+NBDEF void nb_stack_hidden_norms(const nb_stack* s, const nb_real* cache, int B, int T,
+                                 int stream, double* out) {
+    const int d = s->desc.d_model, rows = B * T;
+    int l, r, i;
+    for (l = 0; l <= s->desc.n_layers; l++) {
+        const nb_real* x = nb_stack_hidden(s, cache, l, stream, B, T);
+        double acc = 0;
+        for (r = 0; r < rows; r++) {
+            double ss = 0;
+            for (i = 0; i < d; i++) ss += (double)x[(size_t)r * d + i] * x[(size_t)r * d + i];
+            acc += sqrt(ss);
+        }
+        out[l] = x ? acc / rows : 0;
+    }
+}
+
+NBDEF void nb_stack_angular_distance(const nb_stack* s, const nb_real* cache, int B, int T,
+                                     int stream, double* out) {
+    const int d = s->desc.d_model, rows = B * T, n = s->desc.n_layers + 1;
+    int a, b, r, i;
+    for (a = 0; a < n; a++)
+        for (b = a; b < n; b++) {
+            const nb_real* x = nb_stack_hidden(s, cache, a, stream, B, T);
+            const nb_real* y = nb_stack_hidden(s, cache, b, stream, B, T);
+            double acc = 0;
+            for (r = 0; r < rows; r++) {
+                double xy = 0, xx = 0, yy = 0, c;
+                for (i = 0; i < d; i++) {
+                    const double u = x[(size_t)r * d + i], v = y[(size_t)r * d + i];
+                    xy += u * v; xx += u * u; yy += v * v;
+                }
+                c = xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 1;
+                c = c > 1 ? 1 : c < -1 ? -1 : c; /* rounding can leave |cos| a hair above 1 */
+                acc += acos(c) / 3.141592653589793;
+            }
+            out[a * n + b] = out[b * n + a] = acc / rows;
+        }
 }
 
 /* ---- elementwise ---------------------------------------------------------------------------- */

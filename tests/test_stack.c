@@ -1,0 +1,487 @@
+/* Blocks and stacks.
+   float64 build: central finite differences of nb_stack_forward against nb_stack_backward for
+   every preset (and options), on small shapes with non-unit gains, biases and GQA/RoPE.
+   Both builds: the exact properties of SPEC §9 (classic Post-Norm = its flag form under the gain
+   mapping; Mix-LN with n_post = 0 = Pre-Norm; HybridNorm* = HybridNorm but layer 0; SiameseNorm
+   degenerate case; zeroed output projections), two stacks side by side, the tensor table, init
+   statistics, diagnostics, skip, non-finite detection and bad configurations. */
+#define NORMBLOCKS_IMPLEMENTATION
+#include "normblocks.h"
+#include "nbtest.h"
+
+typedef struct run {
+    nb_stack s;
+    nb_real *params, *grads, *cache, *scratch, *in, *out, *dout, *din;
+    int B, T;
+    nb_ctx ctx;
+} run;
+
+static nb_stack_desc base_desc(nb_preset preset, int L) {
+    nb_stack_desc d;
+    memset(&d, 0, sizeof d);
+    d.n_layers = L; d.d_model = 8; d.n_heads = 2; d.n_kv_heads = 1; d.d_ff = 12;
+    d.preset = preset; d.rope = 1;
+    return d;
+}
+
+/* init with random weights and non-unit gains/biases (the gains matter: many placement
+   mistakes are invisible at unit gain) */
+static int setup(run* r, const nb_stack_desc* d, int B, int T, nbt_rng* rng, int threads) {
+    const size_t n = (size_t)B * T * d->d_model * 2;
+    int t;
+    memset(r, 0, sizeof *r);
+    r->ctx.num_threads = threads;
+    if (nb_stack_init(&r->ctx, &r->s, d, B, T) != NB_OK) return 0;
+    r->B = B; r->T = T;
+    r->params = nbt_alloc(r->s.n_params); r->grads = nbt_alloc(r->s.n_params);
+    r->cache = nbt_alloc(r->s.n_cache); r->scratch = nbt_alloc(r->s.n_scratch);
+    r->in = nbt_alloc(n); r->out = nbt_alloc(n); r->dout = nbt_alloc(n); r->din = nbt_alloc(n);
+    for (t = 0; t < r->s.n_tensors; t++) {
+        const nb_tensor_info* ti = &r->s.tensors[t];
+        const int gain = ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_SIAMESE_GAMMA;
+        nbt_fill(rng, r->params + ti->offset, ti->count, gain ? 1 : 0, gain ? 0.3 : 0.4);
+    }
+    nbt_fill(rng, r->in, n / 2, 0, 1);
+    nbt_fill(rng, r->dout, n / 2, 0, 1);
+    return 1;
+}
+
+static void teardown(run* r) {
+    nb_stack_free(&r->s);
+    free(r->params); free(r->grads); free(r->cache); free(r->scratch); free(r->in); free(r->out);
+    free(r->dout); free(r->din);
+}
+
+static double loss(run* r) {
+    const size_t n = (size_t)r->B * r->T * r->s.desc.d_model;
+    double s = 0;
+    size_t i;
+    if (nb_stack_forward(&r->ctx, &r->s, r->params, r->out, r->in, r->B, r->T, r->cache,
+                         r->scratch) != NB_OK)
+        return NAN;
+    for (i = 0; i < n; i++) s += (double)r->out[i] * r->dout[i];
+    return s;
+}
+
+static int grads(run* r) {
+    memset(r->grads, 0, r->s.n_params * sizeof(nb_real));
+    loss(r);
+    return nb_stack_backward(&r->ctx, &r->s, r->params, r->grads, r->din, r->dout, r->B, r->T,
+                             r->cache, r->scratch) == NB_OK;
+}
+
+#ifdef NB_DOUBLE
+static void fd_case(const char* what, const nb_stack_desc* d, int B, int T, nbt_rng* rng) {
+    run r;
+    char name[256];
+    const size_t n = (size_t)B * T * d->d_model;
+    double* ref;
+    size_t i;
+    if (!nbt_check(setup(&r, d, B, T, rng, 1), what)) { printf("  %s\n", r.ctx.err); return; }
+    snprintf(name, sizeof name, "%s: backward NB_OK", what);
+    nbt_check(grads(&r), name);
+    ref = (double*)malloc((r.s.n_params + n) * sizeof(double));
+    for (i = 0; i < r.s.n_params + n; i++) {
+        nb_real* v = i < r.s.n_params ? r.params + i : r.in + (i - r.s.n_params);
+        const nb_real keep = *v;
+        double lp, lm;
+        *v = keep + 1e-5; lp = loss(&r);
+        *v = keep - 1e-5; lm = loss(&r);
+        *v = keep;
+        ref[i] = (lp - lm) / 2e-5;
+    }
+    snprintf(name, sizeof name, "%s: every parameter gradient vs finite differences", what);
+    nbt_close(name, r.grads, ref, r.s.n_params, NBT_ATOL, NBT_RTOL);
+    snprintf(name, sizeof name, "%s: input gradient vs finite differences", what);
+    nbt_close(name, r.din, ref + r.s.n_params, n, NBT_ATOL, NBT_RTOL);
+    free(ref);
+    teardown(&r);
+}
+
+static void fd_all(nbt_rng* rng) {
+    static const struct { const char* name; int L; } names[] = {
+        {"pre", 2}, {"post", 2}, {"post_flags", 3}, {"sandwich", 2}, {"olmo2", 2},
+        {"deepnorm", 2}, {"deepnorm_mixln", 1}, {"hybrid", 2}, {"hybrid_star", 2},
+        {"first_qkv_pre", 2}, {"embednorm", 2}, {"QKVC-Post", 1}, {"QK-Pre", 1},
+        {"Pre-KV-Post", 1}, {"Pre-KC-Pre", 1}, {"Pre-QKC-Post", 1}, {"Pre-Post", 1},
+        {"Post-Pre", 2}, {"mixln", 3}, {"siamese", 2}, {"siamese_post_pre", 2}, {"gpt2", 2}};
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, names[i].L);
+        nb_preset_from_name(NULL, &d, names[i].name);
+        if (i % 2) d.n_kv_heads = 2; /* alternate MHA and GQA */
+        if (i % 3 == 0) d.memory = NB_ATTN_MEMORY_LSE;
+        if (!strcmp(names[i].name, "mixln")) d.mixln_alpha = 0.34; /* one Post layer of 3 */
+        fd_case(names[i].name, &d, 2, 3, rng);
+    }
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_SIAMESE, 2);
+        d.siamese_paper_scale = 1; d.siamese_paper_fusion = 1;
+        fd_case("siamese paper forms", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_PRE, 2);
+        d.norm = NB_NORM_LAYER; d.sites = NB_SITES_QKVC; d.ffn = NB_FFN_GELU_ERF; d.final_norm = -1;
+        fd_case("pre LayerNorm QKVC GELU-erf no final norm", &d, 1, 4, rng);
+    }
+    {   /* a custom schedule nobody published: per-layer placements, sites and scales */
+        nb_layer_desc ls[3];
+        nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 3);
+        memset(ls, 0, sizeof ls);
+        ls[0].attn.output_norm = 1; ls[0].ffn.post_norm = 1; ls[0].ffn.residual_scale = 1.5f;
+        ls[1].attn.input_norm = 1; ls[1].attn.residual_from_norm = 1; ls[1].sites = NB_SITE_V;
+        ls[1].ffn.input_norm = 1; ls[1].ffn.output_norm = 1; ls[1].ffn.post_norm = 1;
+        ls[2].sites = NB_SITE_Q | NB_SITE_C; ls[2].attn.residual_scale = 0.5f;
+        d.layers = ls;
+        fd_case("custom schedule", &d, 2, 3, rng);
+    }
+}
+#endif
+
+/* out of two stacks must agree */
+static void same_out(const char* name, run* a, run* b) {
+    nbt_close_r(name, a->out, b->out, (size_t)a->B * a->T * a->s.desc.d_model, NBT_ATOL, NBT_RTOL);
+}
+
+static nb_real* tensor(run* r, const char* name) {
+    int t;
+    for (t = 0; t < r->s.n_tensors; t++)
+        if (!strcmp(r->s.tensors[t].name, name)) return r->params + r->s.tensors[t].offset;
+    return NULL;
+}
+
+/* Classic Post-Norm without a final norm (N_2 of the last layer is the end) equals the
+   HybridNorm-flag form: attn_norm(l+1) plays N_2(l), ff_norm(l) plays N_1(l), ln_f plays the
+   last N_2 (SPEC 4.2.3). */
+static void post_equivalence(nbt_rng* rng) {
+    nb_stack_desc dc = base_desc(NB_PRESET_POST, 3), df = base_desc(NB_PRESET_POST_FLAGS, 3);
+    run c, f;
+    char name[64];
+    int l, t;
+    dc.final_norm = -1;
+    setup(&c, &dc, 2, 5, rng, 2);
+    setup(&f, &df, 2, 5, rng, 2);
+    memcpy(f.in, c.in, (size_t)2 * 5 * 8 * sizeof(nb_real));
+    for (t = 0; t < f.s.n_tensors; t++) { /* the weights: same names in both */
+        const nb_tensor_info* ti = &f.s.tensors[t];
+        if (ti->kind != NB_TENSOR_GAIN) memcpy(f.params + ti->offset, tensor(&c, ti->name),
+                                               ti->count * sizeof(nb_real));
+    }
+    for (l = 0; l < 3; l++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "blocks.%d.ff_norm.weight", l);
+        snprintf(b, sizeof b, "blocks.%d.attn_post_norm.weight", l);
+        memcpy(tensor(&f, a), tensor(&c, b), 8 * sizeof(nb_real));
+        snprintf(b, sizeof b, "blocks.%d.ff_post_norm.weight", l);
+        if (l < 2) snprintf(a, sizeof a, "blocks.%d.attn_norm.weight", l + 1);
+        else snprintf(a, sizeof a, "ln_f.weight");
+        memcpy(tensor(&f, a), tensor(&c, b), 8 * sizeof(nb_real));
+    }
+    loss(&c);
+    loss(&f);
+    snprintf(name, sizeof name, "classic Post-Norm = HybridNorm-flag Post-Norm (gain mapping)");
+    same_out(name, &c, &f);
+    teardown(&c);
+    teardown(&f);
+}
+
+/* Mix-LN with floor(alpha L) = 0 is Pre-Norm; with alpha = 1 it is Post-Norm (same eps). */
+static void mixln_limits(nbt_rng* rng) {
+    nb_stack_desc dm = base_desc(NB_PRESET_MIXLN, 3), dp = base_desc(NB_PRESET_PRE, 3);
+    run m, p;
+    nbt_rng keep = *rng;
+    dm.mixln_alpha = 0.2; /* floor(0.6) = 0 */
+    dp.eps = (nb_real)1e-6;
+    setup(&m, &dm, 2, 4, rng, 2);
+    *rng = keep;
+    setup(&p, &dp, 2, 4, rng, 2);
+    nbt_check(m.s.n_params == p.s.n_params, "Mix-LN(n_post=0) has Pre-Norm's parameters");
+    loss(&m); loss(&p);
+    same_out("Mix-LN with n_post = 0 equals Pre-Norm", &m, &p);
+    teardown(&m); teardown(&p);
+    dm.mixln_alpha = 1; dp = base_desc(NB_PRESET_POST, 3); dp.eps = (nb_real)1e-6;
+    keep = *rng;
+    setup(&m, &dm, 2, 4, rng, 2);
+    *rng = keep;
+    setup(&p, &dp, 2, 4, rng, 2);
+    loss(&m); loss(&p);
+    same_out("Mix-LN with n_post = L equals Post-Norm (double final norm)", &m, &p);
+    teardown(&m); teardown(&p);
+}
+
+/* HybridNorm* differs from HybridNorm only in layer 0: layers >= 1 have the same tensors, and
+   feeding layer 1 the same input gives the same output. */
+static void hybrid_star(nbt_rng* rng) {
+    nb_stack_desc dh = base_desc(NB_PRESET_HYBRID, 3), ds = base_desc(NB_PRESET_HYBRID_STAR, 3);
+    run h, s;
+    int t, same = 1, extra = 0;
+    setup(&h, &dh, 1, 4, rng, 2);
+    setup(&s, &ds, 1, 4, rng, 2);
+    for (t = 0; t < s.s.n_tensors; t++) {
+        const nb_tensor_info* ti = &s.s.tensors[t];
+        nb_real* p = tensor(&h, ti->name);
+        if (ti->layer == 0 && !p) { extra++; continue; }
+        if (p) memcpy(s.params + ti->offset, p, ti->count * sizeof(nb_real));
+        else same = 0;
+    }
+    nbt_check(same && extra == 1 && tensor(&s, "blocks.0.attn_norm.weight"),
+              "HybridNorm* = HybridNorm + layer 0's attention input norm");
+    nbt_check(s.s.layers[0].desc.attn.input_norm && !s.s.layers[0].desc.ffn.residual_from_norm &&
+                  s.s.layers[0].desc.sites == NB_SITES_QKV && !s.s.layers[1].desc.attn.input_norm &&
+                  s.s.layers[1].desc.ffn.residual_from_norm,
+              "HybridNorm* layer 0 is Pre-Norm with QKV norms, layer 1 is HybridNorm");
+    loss(&h); loss(&s);
+    { /* layer 1 applied to the same input gives the same result in both stacks */
+        const size_t n = (size_t)4 * 8;
+        nb_real *o1 = nbt_alloc(n), *o2 = nbt_alloc(n);
+        const nb_real* x1 = nb_stack_hidden(&h.s, h.cache, 1, 0, 1, 4);
+        nb_layer_forward(&h.ctx, &h.s, 1, h.params, o1, x1, 1, 4, h.cache, h.scratch);
+        nb_layer_forward(&s.ctx, &s.s, 1, s.params, o2, x1, 1, 4, s.cache, s.scratch);
+        nbt_close_r("HybridNorm* layer 1 = HybridNorm layer 1", o2, o1, n, NBT_ATOL, NBT_RTOL);
+        free(o1); free(o2);
+    }
+    teardown(&h); teardown(&s);
+}
+
+/* Zeroed output projections: Pre-Norm is the identity; classic Post-Norm returns
+   N_2(N_1(x)); HybridNorm returns N_f(x) (RMS = 1 with unit gains). */
+static void zero_outputs(nbt_rng* rng) {
+    const nb_preset ps[3] = {NB_PRESET_PRE, NB_PRESET_POST, NB_PRESET_HYBRID};
+    int k;
+    for (k = 0; k < 3; k++) {
+        nb_stack_desc d = base_desc(ps[k], 1);
+        run r;
+        const size_t n = (size_t)3 * 8;
+        nb_real* ref = nbt_alloc(n);
+        nb_real rs[3];
+        int t;
+        d.final_norm = -1;
+        setup(&r, &d, 1, 3, rng, 1);
+        for (t = 0; t < r.s.n_tensors; t++) {
+            const nb_tensor_info* ti = &r.s.tensors[t];
+            if (ti->kind == NB_TENSOR_ATTN_OUT || ti->kind == NB_TENSOR_FF_OUT)
+                memset(r.params + ti->offset, 0, ti->count * sizeof(nb_real));
+            if (ti->kind == NB_TENSOR_GAIN && k == 2)
+                for (size_t i = 0; i < ti->count; i++) r.params[ti->offset + i] = 1;
+        }
+        loss(&r);
+        if (k == 0) nbt_close_r("zero W_o, W_2: Pre-Norm block is the identity", r.out, r.in, n,
+                                NBT_ATOL, NBT_RTOL);
+        if (k == 1) {
+            nb_rmsnorm_forward(NULL, ref, 8, rs, r.in, 8, tensor(&r, "blocks.0.attn_post_norm.weight"),
+                               3, 8, 0, r.s.desc.eps);
+            nb_rmsnorm_forward(NULL, ref, 8, rs, ref, 8, tensor(&r, "blocks.0.ff_post_norm.weight"),
+                               3, 8, 0, r.s.desc.eps);
+            nbt_close_r("zero W_o, W_2: Post-Norm block is N_2(N_1(x))", r.out, ref, n, NBT_ATOL,
+                        NBT_RTOL);
+        }
+        if (k == 2) {
+            int row, i;
+            double worst = 0;
+            for (row = 0; row < 3; row++) {
+                double ss = 0;
+                for (i = 0; i < 8; i++) ss += (double)r.out[row * 8 + i] * r.out[row * 8 + i];
+                worst = fmax(worst, fabs(sqrt(ss / 8) - 1));
+            }
+            nbt_check(worst < 1e-4, "zero W_o, W_2: HybridNorm block returns N_f(x), RMS 1");
+        }
+        free(ref);
+        teardown(&r);
+    }
+}
+
+/* SiameseNorm with gamma = 0 and N_f's gain = 0: the X stream reaches no block input, so a
+   layer's Y output does not depend on its X input (SPEC 4.10.4); with gamma = 1 it does. */
+static void siamese_degenerate(nbt_rng* rng) {
+    nb_stack_desc d = base_desc(NB_PRESET_SIAMESE, 2);
+    run a;
+    const size_t n = (size_t)2 * 3 * 8;
+    nb_real *in1 = nbt_alloc(2 * n), *in2 = nbt_alloc(2 * n), *o1 = nbt_alloc(2 * n),
+            *o2 = nbt_alloc(2 * n);
+    int g;
+    setup(&a, &d, 2, 3, rng, 2);
+    nbt_check(a.s.layers[1].attn.desc.sites == NB_SITES_QKV, "SiameseNorm attention has QKV norms");
+    nbt_fill(rng, in1, 2 * n, 0, 1);
+    memcpy(in2, in1, 2 * n * sizeof(nb_real));
+    nbt_fill(rng, in2, n, 0, 1); /* different X, same Y */
+    memset(tensor(&a, "blocks.0.ff_norm.weight"), 0, 8 * sizeof(nb_real));
+    for (g = 1; g >= 0; g--) {
+        size_t i;
+        double diff = 0;
+        nb_real* gamma = tensor(&a, "blocks.0.c1");
+        for (i = 0; i < 8; i++) gamma[i] = (nb_real)g;
+        nb_layer_forward(&a.ctx, &a.s, 0, a.params, o1, in1, 2, 3, a.cache, a.scratch);
+        nb_layer_forward(&a.ctx, &a.s, 0, a.params, o2, in2, 2, 3, a.cache, a.scratch);
+        for (i = 0; i < n; i++) diff = fmax(diff, fabs((double)o1[n + i] - o2[n + i]));
+        if (g) nbt_check(diff > 1e-3, "SiameseNorm gamma = 1: Y output depends on X");
+        else nbt_check(diff == 0, "SiameseNorm gamma = 0, N_f gain = 0: Y output independent of X");
+    }
+    free(in1); free(in2); free(o1); free(o2);
+    teardown(&a);
+}
+
+static void side_by_side_and_threads(nbt_rng* rng) {
+    nb_stack_desc d1 = base_desc(NB_PRESET_HYBRID, 2), d2 = base_desc(NB_PRESET_SIAMESE, 2);
+    run a, b, a2;
+    nbt_rng keep = *rng;
+    setup(&a, &d1, 2, 70, rng, 1);
+    setup(&b, &d2, 2, 70, rng, 2);
+    *rng = keep;
+    setup(&a2, &d1, 2, 70, rng, 2);
+    grads(&a); grads(&b); grads(&a2);
+    nbt_close_r("two stacks side by side; 1 vs 2 threads: out", a2.out, a.out,
+                (size_t)2 * 70 * 8, NBT_ATOL, NBT_RTOL);
+    nbt_close_r("1 vs 2 threads: gradients", a2.grads, a.grads, a.s.n_params, NBT_ATOL, NBT_RTOL);
+    {
+        nb_real* g = nbt_alloc(a2.s.n_params);
+        memcpy(g, a2.grads, a2.s.n_params * sizeof(nb_real));
+        grads(&a2);
+        nbt_same_bits("same thread count twice: identical gradients", a2.grads, g, a2.s.n_params);
+        free(g);
+    }
+    teardown(&a); teardown(&b); teardown(&a2);
+}
+
+static void table_and_init(nbt_rng* rng) {
+    nb_stack_desc d = base_desc(NB_PRESET_HYBRID, 4);
+    run r;
+    size_t covered = 0;
+    int t, ok = 1;
+    double s0 = 1 / sqrt(2.5 * 64), m = 0, v = 0, mx = 0;
+    size_t n = 0;
+    d.d_model = 64; d.n_heads = 4; d.n_kv_heads = 2; d.d_ff = 96;
+    setup(&r, &d, 1, 2, rng, 1);
+    for (t = 0; t < r.s.n_tensors; t++) {
+        ok &= r.s.tensors[t].offset == covered;
+        covered += r.s.tensors[t].count;
+    }
+    nbt_check(ok && covered == r.s.n_params, "tensor table tiles the parameter buffer in order");
+    nbt_check(tensor(&r, "blocks.3.att_proj.weight") && tensor(&r, "blocks.0.q_norm.weight") &&
+                  tensor(&r, "blocks.2.ff_norm.weight") && tensor(&r, "ln_f.weight"),
+              "PyTorch-style names");
+    nb_stack_init_params(NULL, &r.s, r.params, NB_INIT_MEGATRON, 0, 1234);
+    for (t = 0; t < r.s.n_tensors; t++) {
+        const nb_tensor_info* ti = &r.s.tensors[t];
+        size_t i;
+        if (ti->kind != NB_TENSOR_QKV) continue;
+        for (i = 0; i < ti->count; i++) {
+            const double x = r.params[ti->offset + i];
+            m += x; v += x * x; mx = fmax(mx, fabs(x)); n++;
+        }
+    }
+    m /= n; v = sqrt(v / n - m * m);
+    /* the realized std of a 3-sigma truncated normal is 0.9866 sigma; 40k samples: 1% */
+    nbt_check(fabs(m) < 0.02 * s0 && fabs(v / (0.9866 * s0) - 1) < 0.02 && mx <= 3 * s0 * 1.0000001,
+              "normal init: mean 0, std 0.9866 s0, truncated at 3 s0");
+    {
+        const nb_real* wo = tensor(&r, "blocks.1.attn_out.weight");
+        double ss = 0;
+        int i;
+        for (i = 0; i < 64 * 64; i++) ss += (double)wo[i] * wo[i];
+        nbt_check(fabs(sqrt(ss / 4096) / (0.9866 * s0 / sqrt(8.0)) - 1) < 0.05,
+                  "megatron init: W_o std s0/sqrt(2L)");
+        nbt_check(tensor(&r, "blocks.0.q_norm.weight")[3] == 1, "gains initialized to 1");
+    }
+    {
+        nb_real* p2 = nbt_alloc(r.s.n_params);
+        nb_stack_init_params(NULL, &r.s, p2, NB_INIT_MEGATRON, 0, 1234);
+        nbt_same_bits("init is deterministic for a seed", p2, r.params, r.s.n_params);
+        free(p2);
+    }
+    teardown(&r);
+}
+
+static void diagnostics(nbt_rng* rng) {
+    nb_stack_desc d = base_desc(NB_PRESET_PRE, 3);
+    run r;
+    double gl[3], global, ang[16], mag[4], check = 0;
+    int t;
+    setup(&r, &d, 2, 4, rng, 2);
+    grads(&r);
+    global = nb_stack_grad_norms(&r.s, r.grads, gl);
+    for (t = 0; t < r.s.n_tensors; t++) {
+        const nb_tensor_info* ti = &r.s.tensors[t];
+        size_t i;
+        for (i = 0; i < ti->count; i++) check += (double)r.grads[ti->offset + i] * r.grads[ti->offset + i];
+    }
+    nbt_check(fabs(global - sqrt(check)) < 1e-9 * global && gl[0] > 0 && gl[2] > 0,
+              "gradient norms: global = sqrt(sum of squares), per layer > 0");
+    nb_stack_angular_distance(&r.s, r.cache, 2, 4, 0, ang);
+    nb_stack_hidden_norms(&r.s, r.cache, 2, 4, 0, mag);
+    nbt_check(ang[0] == 0 && ang[5] == 0 && ang[1] > 0 && ang[1] <= 1 && ang[1] == ang[4],
+              "angular distance: 0 on the diagonal, symmetric, in (0, 1]");
+    nbt_check(mag[0] > 0 && mag[3] > 0, "hidden-state magnitudes");
+    /* skipping layer 1 makes its output equal its input */
+    r.s.skip[1] = 1;
+    grads(&r);
+    nbt_close_r("skip: layer 1 is the identity", nb_stack_hidden(&r.s, r.cache, 2, 0, 2, 4),
+                nb_stack_hidden(&r.s, r.cache, 1, 0, 2, 4), 64, 0, 0);
+    r.s.skip[1] = 0;
+    /* a NaN weight in layer 2's FFN is reported with its layer */
+    r.s.desc.check_finite = 1;
+    tensor(&r, "blocks.2.ff_out.weight")[5] = (nb_real)NAN;
+    nbt_check(isnan(loss(&r)) && strstr(r.ctx.err, "layer 2") && strstr(r.ctx.err, "FFN"),
+              "non-finite check names layer 2's FFN");
+    teardown(&r);
+}
+
+static void bad_configs(void) {
+    nb_ctx ctx;
+    nb_stack s;
+    nb_stack_desc d = base_desc(NB_PRESET_MIXLN, 3);
+    nb_layer_desc ls[2];
+    memset(&ctx, 0, sizeof ctx);
+    d.mixln_alpha = 1.5;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG && strstr(ctx.err, "mixln_alpha"),
+              "Mix-LN alpha outside [0, 1] rejected");
+    d = base_desc(NB_PRESET_SIAMESE, 2);
+    d.final_norm = -1;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "SiameseNorm without fusion rejected");
+    memset(ls, 0, sizeof ls);
+    ls[1].ffn.residual_from_norm = 1;
+    d = base_desc(NB_PRESET_DEFAULT, 2);
+    d.layers = ls;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG && strstr(ctx.err, "layer 1"),
+              "residual_from_norm without input_norm rejected, layer named");
+    d.preset = NB_PRESET_HYBRID;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "preset and schedule together rejected");
+    d = base_desc(NB_PRESET_PRE, 2);
+    d.n_heads = 3;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "d not divisible by H rejected");
+    d = base_desc((nb_preset)99, 2);
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "unknown preset rejected");
+    d = base_desc(NB_PRESET_PRE, 0);
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "zero layers rejected");
+    nbt_check(nb_preset_from_name(&ctx, &d, "QQ-Post") == NB_ERR_CONFIG &&
+                  strstr(ctx.err, "QQ-Post"), "unknown preset name rejected");
+    nbt_check(nb_preset_from_name(&ctx, &d, "Pre-QKVC-Post") == NB_OK &&
+                  d.preset == NB_PRESET_PRE_SITES_POST && d.sites == NB_SITES_QKVC,
+              "Pre-QKVC-Post parses");
+    nbt_check(nb_preset_from_name(&ctx, &d, "HybridNorm*") == NB_OK &&
+                  d.preset == NB_PRESET_HYBRID_STAR, "HybridNorm* parses");
+    d = base_desc(NB_PRESET_PRE, 2);
+    nb_stack_init(&ctx, &s, &d, 1, 4);
+    {
+        nb_real x[64], o[64];
+        nbt_check(nb_stack_forward(&ctx, &s, x, o, x, 1, 5, x, x) == NB_ERR_SHAPE,
+                  "T beyond the stack's maximum rejected");
+        nbt_check(nb_stack_forward(&ctx, &s, NULL, o, x, 1, 4, x, x) == NB_ERR_NULL,
+                  "NULL params rejected");
+    }
+    nb_stack_free(&s);
+}
+
+int main(void) {
+    nbt_rng rng = {0x5EED};
+#ifdef NB_DOUBLE
+    fd_all(&rng);
+#endif
+    post_equivalence(&rng);
+    mixln_limits(&rng);
+    hybrid_star(&rng);
+    zero_outputs(&rng);
+    siamese_degenerate(&rng);
+    side_by_side_and_threads(&rng);
+    table_and_init(&rng);
+    diagnostics(&rng);
+    bad_configs();
+    return nbt_finish();
+}

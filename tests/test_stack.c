@@ -128,6 +128,7 @@ static void fd_all(nbt_rng* rng) {
         memset(ls, 0, sizeof ls);
         ls[0].attn.output_norm = 1; ls[0].ffn.post_norm = 1; ls[0].ffn.residual_scale = 1.5f;
         ls[1].attn.input_norm = 1; ls[1].attn.residual_from_norm = 1; ls[1].sites = NB_SITE_V;
+        ls[1].attn.residual_scale = 0.7f;
         ls[1].ffn.input_norm = 1; ls[1].ffn.output_norm = 1; ls[1].ffn.post_norm = 1;
         ls[2].sites = NB_SITE_Q | NB_SITE_C; ls[2].attn.residual_scale = 0.5f;
         d.layers = ls;

@@ -2191,6 +2191,21 @@ static void nb__copy(nb_real* dst, const nb_real* src, size_t n) {
     if (dst != src) memcpy(dst, src, n * sizeof(nb_real));
 }
 
+/* out = a x + b y over n values (y may be NULL for b = 0; out may alias x or y) */
+static void nb__lin(const nb__run* r, nb_real* out, nb_real a, const nb_real* x, nb_real b,
+                    const nb_real* y) {
+    const long long n = (long long)r->n;
+    long long i;
+    (void)r;
+    if (y) {
+        NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(r->ctx)) if(n > 32768))
+        for (i = 0; i < n; i++) out[i] = a * x[i] + b * y[i];
+    } else {
+        NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(r->ctx)) if(n > 32768))
+        for (i = 0; i < n; i++) out[i] = a * x[i];
+    }
+}
+
 /* Sublayer k (0 attention, 1 FFN) of layer l: F(h) into out (B*T x d). */
 static nb_result nb__F(nb__run* r, int l, int k, const nb__lp* p, const nb__lc* c, nb_real* out,
                        const nb_real* h) {
@@ -2230,7 +2245,6 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, cons
     const nb_real *h = x, *res;
     nb_real *f, *sum;
     nb_result rc;
-    size_t i;
     if (pl->input_norm) {
         if ((rc = nb__nf(r, &p->n[nin], c->h[k], x, c->st[nin])) != NB_OK) return rc;
         h = c->h[k];
@@ -2244,7 +2258,7 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, cons
         f = r->sc.tmp[0];
     }
     sum = pl->post_norm ? c->s[k] : out;
-    for (i = 0; i < r->n; i++) sum[i] = alpha * res[i] + f[i];
+    nb__lin(r, sum, alpha, res, 1, f);
     if (pl->post_norm) return nb__nf(r, &p->n[nin + 2], out, sum, c->st[nin + 2]);
     return NB_OK;
 }
@@ -2262,7 +2276,6 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb_
     const nb_real *ds = dout, *df, *h = pl->input_norm ? c->h[k] : x;
     nb_real* dh = r->sc.tmp[2];
     nb_result rc;
-    size_t i;
     if (pl->post_norm) {
         if ((rc = nb__nb(r, &p->n[nin + 2], &g->n[nin + 2], r->sc.tmp[0], dout, c->s[k],
                          c->st[nin + 2], 0)) != NB_OK) return rc;
@@ -2275,11 +2288,11 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb_
         df = r->sc.tmp[1];
     }
     if (pl->residual_from_norm) {
-        for (i = 0; i < r->n; i++) dh[i] = alpha * ds[i];
+        nb__lin(r, dh, alpha, ds, 0, NULL);
         if ((rc = nb__Fb(r, l, k, p, g, c, dh, df, h, 1)) != NB_OK) return rc;
         return nb__nb(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], 0);
     }
-    for (i = 0; i < r->n; i++) dx[i] = alpha * ds[i];
+    nb__lin(r, dx, alpha, ds, 0, NULL);
     if (!pl->input_norm) return nb__Fb(r, l, k, p, g, c, dx, df, x, 1);
     if ((rc = nb__Fb(r, l, k, p, g, c, dh, df, h, 0)) != NB_OK) return rc;
     return nb__nb(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], 1);
@@ -2298,19 +2311,28 @@ static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real *A = r->sc.tmp[0], *t = r->sc.tmp[1];
     nb_result rc;
-    size_t i;
     if ((rc = nb__nf(r, &p->n[NB__ATTN_Y], t, y, c->st[NB__ATTN_Y]))) return rc;
-    for (i = 0; i < r->n; i++) c->ua[i] = x[i] * p->gamma[i % d] + t[i];
+    {
+        int row;
+        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx)))
+        for (row = 0; row < r->rows; row++) {
+            const size_t o = (size_t)row * d;
+            int j;
+            for (j = 0; j < d; j++) c->ua[o + j] = x[o + j] * p->gamma[j] + t[o + j];
+        }
+    }
     if ((rc = nb__F(r, l, 0, p, c, A, c->ua))) return rc;
     if ((rc = nb__finite(r, A, r->n, "the attention output", l))) return rc;
-    for (i = 0; i < r->n; i++) { c->x1[i] = x[i] + A[i] * ic; c->y1[i] = y[i] + A[i]; }
+    nb__lin(r, c->x1, 1, x, ic, A);
+    nb__lin(r, c->y1, 1, y, 1, A);
     if ((rc = nb__nf(r, &p->n[NB__FF_IN], xo, c->x1, c->st[NB__FF_IN]))) return rc; /* n */
     if ((rc = nb__nf(r, &p->n[NB__FF_Y], t, c->y1, c->st[NB__FF_Y]))) return rc;
-    for (i = 0; i < r->n; i++) c->sf[i] = xo[i] + t[i];
+    nb__lin(r, c->sf, 1, xo, 1, t);
     if ((rc = nb__nf(r, &p->n[NB__FF_INPUT], c->uf, c->sf, c->st[NB__FF_INPUT]))) return rc;
     if ((rc = nb__F(r, l, 1, p, c, A, c->uf))) return rc;
     if ((rc = nb__finite(r, A, r->n, "the FFN output", l))) return rc;
-    for (i = 0; i < r->n; i++) { yo[i] = c->y1[i] + A[i]; xo[i] += A[i] * ic; }
+    nb__lin(r, yo, 1, c->y1, 1, A);
+    nb__lin(r, xo, 1, xo, ic, A);
     return NB_OK;
 }
 
@@ -2324,25 +2346,30 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real **t = r->sc.tmp;
     nb_result rc;
-    size_t i;
-    int j, row;
-    for (i = 0; i < r->n; i++) t[0][i] = dxo[i] * ic + dyo[i];                     /* dF */
+    int j, j0, row;
+    nb__lin(r, t[0], ic, dxo, 1, dyo);                                              /* dF */
     if ((rc = nb__Fb(r, l, 1, p, g, c, t[1], t[0], c->uf, 0))) return rc;           /* du_f */
     if ((rc = nb__nb(r, &p->n[NB__FF_INPUT], &g->n[NB__FF_INPUT], t[2], t[1], c->sf,
                      c->st[NB__FF_INPUT], 0))) return rc;                            /* ds */
-    for (i = 0; i < r->n; i++) { t[3][i] = dxo[i] + t[2][i]; dy[i] = dyo[i]; }      /* dn */
+    nb__lin(r, t[3], 1, dxo, 1, t[2]);                                             /* dn */
+    nb__copy(dy, dyo, r->n);
     if ((rc = nb__nb(r, &p->n[NB__FF_Y], &g->n[NB__FF_Y], dy, t[2], c->y1, c->st[NB__FF_Y],
                      1))) return rc;                                                  /* dy1 */
     if ((rc = nb__nb(r, &p->n[NB__FF_IN], &g->n[NB__FF_IN], dx, t[3], c->x1, c->st[NB__FF_IN],
                      0))) return rc;                                                  /* dx1 */
-    for (i = 0; i < r->n; i++) t[0][i] = dx[i] * ic + dy[i];                         /* dA */
+    nb__lin(r, t[0], ic, dx, 1, dy);                                                /* dA */
     if ((rc = nb__Fb(r, l, 0, p, g, c, t[1], t[0], c->ua, 0))) return rc;           /* du_a */
-    for (row = 0; row < r->rows; row++)
-        for (j = 0; j < d; j++) {
-            const size_t k = (size_t)row * d + j;
-            g->gamma[j] += x[k] * t[1][k];
-            dx[k] += p->gamma[j] * t[1][k];
-        }
+    /* threads own blocks of 16 columns: dgamma needs no partial sums and stays deterministic */
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx)) private(row, j))
+    for (j0 = 0; j0 < d; j0 += 16) {
+        const int j1 = j0 + 16 < d ? j0 + 16 : d;
+        for (row = 0; row < r->rows; row++)
+            for (j = j0; j < j1; j++) {
+                const size_t k = (size_t)row * d + j;
+                g->gamma[j] += x[k] * t[1][k];
+                dx[k] += p->gamma[j] * t[1][k];
+            }
+    }
     return nb__nb(r, &p->n[NB__ATTN_Y], &g->n[NB__ATTN_Y], dy, t[1], y, c->st[NB__ATTN_Y], 1);
 }
 
@@ -2355,14 +2382,14 @@ static nb_result nb__pp_forward(nb__run* r, int l, int k, const nb__lp* p, const
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real* z = r->sc.tmp[0];
     nb_result rc;
-    size_t i;
     if ((rc = nb__nf(r, &p->n[nx], xo, x, c->st[nx]))) return rc;           /* u, kept in xo */
     if ((rc = nb__nf(r, &p->n[ny], c->w[k], y, c->st[ny]))) return rc;
-    for (i = 0; i < r->n; i++) c->w[k][i] += xo[i];
+    nb__lin(r, c->w[k], 1, c->w[k], 1, xo);
     if ((rc = nb__nf(r, &p->n[nin], c->v[k], c->w[k], c->st[nin]))) return rc;
     if ((rc = nb__F(r, l, k, p, c, z, c->v[k]))) return rc;
     if ((rc = nb__finite(r, z, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
-    for (i = 0; i < r->n; i++) { xo[i] += z[i] * ic; yo[i] = y[i] + z[i]; }
+    nb__lin(r, xo, 1, xo, ic, z);
+    nb__lin(r, yo, 1, y, 1, z);
     return NB_OK;
 }
 
@@ -2376,11 +2403,11 @@ static nb_result nb__pp_backward(nb__run* r, int l, int k, const nb__lp* p, nb__
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real** t = r->sc.tmp;
     nb_result rc;
-    size_t i;
-    for (i = 0; i < r->n; i++) t[0][i] = dxo[i] * ic + dyo[i];
+    nb__lin(r, t[0], ic, dxo, 1, dyo);
     if ((rc = nb__Fb(r, l, k, p, g, c, t[1], t[0], c->v[k], 0))) return rc;
     if ((rc = nb__nb(r, &p->n[nin], &g->n[nin], t[2], t[1], c->w[k], c->st[nin], 0))) return rc;
-    for (i = 0; i < r->n; i++) { t[3][i] = dxo[i] + t[2][i]; dy[i] = dyo[i]; }
+    nb__lin(r, t[3], 1, dxo, 1, t[2]);
+    nb__copy(dy, dyo, r->n);
     if ((rc = nb__nb(r, &p->n[nx], &g->n[nx], dx, t[3], x, c->st[nx], 0))) return rc;
     return nb__nb(r, &p->n[ny], &g->n[ny], dy, t[2], y, c->st[ny], 1);
 }
@@ -2541,14 +2568,12 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
         if ((rc = nb__nf(&r, &tp.n[NB__LNYF], r.sc.tmp[0], nb__hidden(s, r.sc.hidden, L, 1),
                          r.sc.st[NB__LNYF]))) return rc;
         if (s->desc.siamese_paper_fusion) {
-            size_t i;
-            for (i = 0; i < r.n; i++) out[i] = xL[i] + r.sc.tmp[0][i];
+            nb__lin(&r, out, 1, xL, 1, r.sc.tmp[0]);
             return NB_OK;
         }
         if ((rc = nb__nf(&r, &tp.n[NB__LNF], r.sc.fuse, xL, r.sc.st[NB__LNF]))) return rc;
         {
-            size_t i;
-            for (i = 0; i < r.n; i++) r.sc.fuse[i] += r.sc.tmp[0][i];
+            nb__lin(&r, r.sc.fuse, 1, r.sc.fuse, 1, r.sc.tmp[0]);
         }
         return nb__nf(&r, &tp.n[NB__LNFINAL], out, r.sc.fuse, r.sc.st[NB__LNFINAL]);
     }
@@ -2605,8 +2630,7 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         for (k = 0; k < 2; k++) { t = cur[k]; cur[k] = nxt[k]; nxt[k] = t; }
     }
     if (s->streams == 2) { /* both streams start from the input: dE = dx_0 + dy_0 */
-        size_t i;
-        for (i = 0; i < r.n; i++) cur[0][i] += cur[1][i];
+        nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);
     }
     if (tp.n[NB__EMBED].g)
         return nb__nb(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,

@@ -61,12 +61,43 @@
                                scratch) != NB_OK)
            fprintf(stderr, "%s\n", ctx.err);
 
+   STEP BY STEP: a HybridNorm stack (the whole model body between embedding and LM head)
+       nb_stack_desc desc = {0};
+       desc.n_layers = 12; desc.d_model = 768; desc.n_heads = 12; desc.n_kv_heads = 4;
+       desc.rope = 1;
+       nb_preset_from_name(&ctx, &desc, "hybrid_star");      // or desc.preset = NB_PRESET_...
+       nb_stack s;
+       if (nb_stack_init(&ctx, &s, &desc, max_batch, max_seq)) puts(ctx.err);
+       float *params = malloc(s.n_params * 4), *grads = calloc(s.n_params, 4);
+       float *cache = malloc(s.n_cache * 4), *scratch = malloc(s.n_scratch * 4);
+       nb_stack_init_params(&ctx, &s, params, NB_INIT_MEGATRON, 0, seed);
+       nb_stack_forward(&ctx, &s, params, h, emb, B, T, cache, scratch);    // h: B*T x d
+       nb_stack_backward(&ctx, &s, params, grads, demb, dh, B, T, cache, scratch);
+       // s.tensors[0..s.n_tensors): name ("blocks.3.att_proj.weight"), offset, count,
+       // no_decay: the map between the flat buffers and PyTorch names.
+       nb_stack_free(&s);
+     A new variant is a schedule: nb_layer_desc layers[L] (per layer: placement of the attention
+     and FFN sublayers, and attention norm sites), desc.layers = layers, preset left at 0.
+
    PRIMITIVES
      nb_rmsnorm_forward / nb_rmsnorm_backward     y = gain * x / sqrt(mean(x^2) + eps)
      nb_layernorm_forward / nb_layernorm_backward y = gain * (x - mu) / sqrt(var + eps) + bias
      nb_softmax_forward / nb_softmax_backward     p = softmax(scale * s) over rows, causal option
      nb_gemm (BLAS or reference), nb_gemm_ref (always the reference)
      nb_add, nb_axpby                             elementwise helpers
+     nb_rope                                      NeoX rotate-half RoPE (inverse = backward)
+
+   SUBLAYERS AND STACKS ("plan, then compute": a plan validates a description and tells the
+   sizes of the parameter, cache and scratch buffers the caller allocates)
+     nb_attn_plan_make / nb_attn_forward / nb_attn_backward   attention with Q, K, V, C norm
+                                                  sites, GQA, RoPE, two memory modes
+     nb_ffn_plan_make / nb_ffn_forward / nb_ffn_backward      SwiGLU or GELU MLP
+     nb_stack_init / nb_stack_forward / nb_stack_backward     L blocks with a placement
+                                                  schedule (presets: nb_preset_from_name)
+     nb_layer_forward / nb_layer_backward         one layer of a stack
+     nb_stack_init_params, nb_init_io_std         initializers of SPEC 6
+     nb_stack_grad_norms, nb_stack_hidden_norms, nb_stack_angular_distance, nb_stack.skip,
+     nb_stack_desc.check_finite                   the diagnostics the papers plot
 
    DOES NOT
      - allocate inside any kernel; scratch and caches are the caller's (size queries tell how much)

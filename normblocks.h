@@ -632,6 +632,9 @@ NBDEF int nb_num_threads(const nb_ctx* ctx) {
 #endif
 }
 
+/* Below this many values a kernel runs on the calling thread: waking a team costs more. */
+#define NB__PAR_MIN 16384
+
 /* Static partition of n items over nt parts: part t gets [*lo, *hi). */
 static void nb__split(int n, int nt, int t, int* lo, int* hi) {
     int base = n / nt, rem = n % nt;
@@ -672,7 +675,8 @@ NBDEF nb_result nb_rmsnorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rs
     {
         const int nseg = width / seg;
         int r;
-        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
+        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+                if((size_t)rows * width >= NB__PAR_MIN))
         for (r = 0; r < rows; r++) {
             int s, i;
             for (s = 0; s < nseg; s++) {
@@ -727,7 +731,7 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
         const int nseg = width / seg;
         const size_t stride = 2 * NB__PAD(seg);
         int used = 1;
-        NB__OMP(parallel num_threads(nb_num_threads(ctx)))
+        NB__OMP(parallel num_threads(nb_num_threads(ctx)) if((size_t)rows * width >= NB__PAR_MIN))
         {
             const int t = omp_get_thread_num(), n = omp_get_num_threads();
             nb_real* pg = (dgain || dbias) ? scratch + (size_t)t * stride : NULL;
@@ -801,7 +805,8 @@ NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* 
     {
         const int nseg = width / seg;
         int r;
-        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
+        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+                if((size_t)rows * width >= NB__PAR_MIN))
         for (r = 0; r < rows; r++) {
             int s, i;
             for (s = 0; s < nseg; s++) {
@@ -875,7 +880,8 @@ NBDEF nb_result nb_softmax_forward(nb_ctx* ctx, nb_real* p, int ldp, nb_real* ls
     NB__CHECK(!p || !s, NB_ERR_NULL, "nb_softmax_forward: p and s are required");
     {
         int i;
-        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
+        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+                if((size_t)rows * cols >= NB__PAR_MIN))
         for (i = 0; i < rows; i++) {
             const nb_real* si = s + (size_t)i * lds;
             nb_real* pi = p + (size_t)i * ldp;
@@ -906,7 +912,8 @@ NBDEF nb_result nb_softmax_backward(nb_ctx* ctx, nb_real* ds, int ldds, const nb
     NB__CHECK(!ds || !dp || !p, NB_ERR_NULL, "nb_softmax_backward: ds, dp and p are required");
     {
         int i;
-        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
+        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+                if((size_t)rows * cols >= NB__PAR_MIN))
         for (i = 0; i < rows; i++) {
             const nb_real* dpi = dp + (size_t)i * lddp;
             const nb_real* pi = p + (size_t)i * ldp;
@@ -1059,7 +1066,8 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
         const int half = head_dim / 2;
         const double log_theta = log((double)theta), sign = inverse ? -1 : 1;
         int t;
-        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
+        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+                if((size_t)B * T * heads * head_dim >= NB__PAR_MIN))
         for (t = 0; t < T; t++) {
             nb_real c[64], s[64]; /* angles of one position, 64 pairs at a time */
             int i0, i, b, h;
@@ -1559,7 +1567,8 @@ static nb_real nb__gelu(int erf_form, nb_real x, nb_real* dgelu) {
 static void nb__add_bias(nb_ctx* ctx, nb_real* y, const nb_real* bias, int rows, int n) {
     int r;
     (void)ctx;
-    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)rows * n >= NB__PAR_MIN))
     for (r = 0; r < rows; r++) {
         nb_real* yr = y + (size_t)r * n;
         int i;
@@ -1579,7 +1588,8 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
     a = cache + NB__PAD((size_t)BT * W);
     nb_gemm(ctx, 0, 1, BT, W, d, 1, x, d, p->w_in, d, 0, h, W);
     if (p->b_in) nb__add_bias(ctx, h, p->b_in, BT, W);
-    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
         const nb_real* hr = h + (size_t)r * W;
         nb_real* ar = a + (size_t)r * f;
@@ -1619,7 +1629,8 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
         for (r = 0; r < BT; r++) ones[r] = 1;
         nb_gemm(ctx, 1, 0, d, 1, BT, 1, dout, d, ones, 1, 1, g->b_out, 1);
     }
-    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
         const nb_real* hr = h + (size_t)r * W;
         const nb_real* dar = da + (size_t)r * f;
@@ -2229,10 +2240,12 @@ static void nb__lin(const nb__run* r, nb_real* out, nb_real a, const nb_real* x,
     long long i;
     (void)r;
     if (y) {
-        NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(r->ctx)) if(n > 32768))
+        NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(r->ctx))
+                if(n >= NB__PAR_MIN))
         for (i = 0; i < n; i++) out[i] = a * x[i] + b * y[i];
     } else {
-        NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(r->ctx)) if(n > 32768))
+        NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(r->ctx))
+                if(n >= NB__PAR_MIN))
         for (i = 0; i < n; i++) out[i] = a * x[i];
     }
 }
@@ -2345,7 +2358,8 @@ static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc
     if ((rc = nb__nf(r, &p->n[NB__ATTN_Y], t, y, c->st[NB__ATTN_Y]))) return rc;
     {
         int row;
-        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx)))
+        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
+                if(r->n >= NB__PAR_MIN))
         for (row = 0; row < r->rows; row++) {
             const size_t o = (size_t)row * d;
             int j;
@@ -2391,7 +2405,8 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
     nb__lin(r, t[0], ic, dx, 1, dy);                                                /* dA */
     if ((rc = nb__Fb(r, l, 0, p, g, c, t[1], t[0], c->ua, 0))) return rc;           /* du_a */
     /* threads own blocks of 16 columns: dgamma needs no partial sums and stays deterministic */
-    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx)) private(row, j))
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx)) private(row, j)
+            if(r->n >= NB__PAR_MIN))
     for (j0 = 0; j0 < d; j0 += 16) {
         const int j1 = j0 + 16 < d ? j0 + 16 : d;
         for (row = 0; row < r->rows; row++)
@@ -2867,7 +2882,8 @@ NBDEF void nb_add(nb_ctx* ctx, nb_real* out, const nb_real* a, const nb_real* b,
     const long long nn = (long long)n;
     long long i;
     (void)ctx;
-    NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(ctx)))
+    NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(ctx))
+            if(n >= NB__PAR_MIN))
     for (i = 0; i < nn; i++) out[i] = a[i] + b[i];
 }
 
@@ -2877,10 +2893,12 @@ NBDEF void nb_axpby(nb_ctx* ctx, nb_real* y, nb_real alpha, const nb_real* x, nb
     long long i;
     (void)ctx;
     if (beta == 0) {
-        NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(ctx)))
+        NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(ctx))
+                if(n >= NB__PAR_MIN))
         for (i = 0; i < nn; i++) y[i] = alpha * x[i];
     } else {
-        NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(ctx)))
+        NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(ctx))
+                if(n >= NB__PAR_MIN))
         for (i = 0; i < nn; i++) y[i] = alpha * x[i] + beta * y[i];
     }
 }

@@ -410,7 +410,7 @@ typedef struct nb_stack_desc {
     const nb_layer_desc* layers; /* optional n_layers custom layers (copied at init) */
     double mixln_alpha;        /* Mix-LN fraction of Post-Norm layers; 0 = 0.25 */
     nb_norm_type norm;         /* every norm; LayerNorm block norms carry a bias */
-    nb_real eps;               /* 0 = 1e-5 (1e-6 for OLMO2 and MIXLN presets) */
+    nb_real eps;               /* 0 = 1e-5 (1e-6 for OLMO2, MIXLN, DEEPNORM_MIXLN: their code) */
     nb_norm_width site_width;  /* 0 = preset default (per head; full width for OLMO2) */
     nb_ffn_type ffn;
     int ffn_bias;              /* as nb_ffn_desc.bias */

@@ -390,6 +390,62 @@ static void table_and_init(nbt_rng* rng) {
     teardown(&r);
 }
 
+
+/* realized std of a tensor */
+static double tensor_std(run* r, const char* name) {
+    int t;
+    for (t = 0; t < r->s.n_tensors; t++)
+        if (!strcmp(r->s.tensors[t].name, name)) {
+            const nb_real* x = r->params + r->s.tensors[t].offset;
+            double ss = 0;
+            size_t i, n = r->s.tensors[t].count;
+            for (i = 0; i < n; i++) ss += (double)x[i] * x[i];
+            return sqrt(ss / n);
+        }
+    return -1;
+}
+
+/* Every scheme of SPEC 6 against its formula, on the realized std of W_qkv, W_o, W_2 of layers 0
+   and 3 (L = 4, d = 64, f = 96). Truncated at 3 sigma the std is 0.9866 sigma. 4-24k samples:
+   a 5% band catches any wrong factor (the smallest, sqrt(2) between schemes, is 41%). */
+static void init_schemes(nbt_rng* rng) {
+    const double d = 64, f = 96, L = 4, s0 = 1 / sqrt(2.5 * 64), tr = 0.9866;
+    const double beta = pow(8 * L, -0.25);
+    struct { nb_init_scheme k; nb_preset p; double qkv, wo0, wo3, w2_3; } c[] = {
+        {NB_INIT_NORMAL, NB_PRESET_PRE, tr * s0, tr * s0, tr * s0, tr * s0},
+        {NB_INIT_DEPTH_SCALED, NB_PRESET_PRE, tr * s0, tr * s0 / sqrt(2), tr * s0 / sqrt(8), tr * s0 / sqrt(8)},
+        {NB_INIT_MEGATRON, NB_PRESET_PRE, tr * s0, tr * s0 / sqrt(8), tr * s0 / sqrt(8), tr * s0 / sqrt(8)},
+        {NB_INIT_MITCHELL, NB_PRESET_PRE, tr / sqrt(d), tr / sqrt(2 * d), tr / sqrt(8 * d), tr / sqrt(8 * f)},
+        {NB_INIT_MIXLN, NB_PRESET_PRE, 0.02, 0.02, 0.02, 0.02},
+        {NB_INIT_MIXLN_SCALED, NB_PRESET_MIXLN, 0.02, 0.02, 0.02 / sqrt(8), 0.02 / sqrt(8)},
+        {NB_INIT_GPT2, NB_PRESET_PRE, 0.02, 0.02 / sqrt(8), 0.02 / sqrt(8), 0.02 / sqrt(8)},
+        /* W_qkv mixes Q, K (gain 1) and V (gain beta) rows: total variance of the three blocks */
+        {NB_INIT_DEEPNORM, NB_PRESET_DEEPNORM,
+         sqrt((64 * 64 * (2 / 128.0) * 2 + 64 * 64 * beta * beta * (2 / 128.0)) / (3 * 64 * 64)),
+         beta * sqrt(2 / 128.0), beta * sqrt(2 / 128.0), beta * sqrt(2 / (64 + 96.0))}};
+    size_t k;
+    for (k = 0; k < sizeof c / sizeof c[0]; k++) {
+        nb_stack_desc dd = base_desc(c[k].p, 4);
+        run r;
+        char name[256];
+        double got[4];
+        dd.d_model = 64; dd.n_heads = 4; dd.n_kv_heads = 4; dd.d_ff = 96;
+        setup(&r, &dd, 1, 2, rng, 1);
+        nb_stack_init_params(NULL, &r.s, r.params, c[k].k, 0, 99 + k);
+        got[0] = tensor_std(&r, "blocks.0.att_proj.weight");
+        got[1] = tensor_std(&r, "blocks.0.attn_out.weight");
+        got[2] = tensor_std(&r, "blocks.3.attn_out.weight");
+        got[3] = tensor_std(&r, "blocks.3.ff_out.weight");
+        snprintf(name, sizeof name, "init scheme %d: std of W_qkv, W_o(0), W_o(3), W_2(3) = "
+                 "%.4g %.4g %.4g %.4g (want %.4g %.4g %.4g %.4g)", (int)c[k].k, got[0], got[1],
+                 got[2], got[3], c[k].qkv, c[k].wo0, c[k].wo3, c[k].w2_3);
+        nbt_check(fabs(got[0] / c[k].qkv - 1) < 0.05 && fabs(got[1] / c[k].wo0 - 1) < 0.05 &&
+                      fabs(got[2] / c[k].wo3 - 1) < 0.05 && fabs(got[3] / c[k].w2_3 - 1) < 0.05,
+                  name);
+        teardown(&r);
+    }
+}
+
 static void diagnostics(nbt_rng* rng) {
     nb_stack_desc d = base_desc(NB_PRESET_PRE, 3);
     run r;
@@ -482,6 +538,7 @@ int main(void) {
     siamese_degenerate(&rng);
     side_by_side_and_threads(&rng);
     table_and_init(&rng);
+    init_schemes(&rng);
     diagnostics(&rng);
     bad_configs();
     return nbt_finish();

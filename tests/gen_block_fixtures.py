@@ -1,0 +1,884 @@
+#!/usr/bin/python3
+"""Generate the PyTorch reference fixtures for tests/test_block_fixtures.c.
+
+    /usr/bin/python3 tests/gen_block_fixtures.py tests/fixtures
+
+Writes <outdir>/blocks.bin: whole stacks of blocks (SPEC.md sections 4 and 5, with the attention
+of section 2 and the FFN of section 3), one case per preset and depth, written with plain torch
+ops and autograd in float64. Nothing here knows how normblocks computes anything.
+
+Stack semantics. Input E (B*T x d, the embedding), output out (B*T x d) = the final hidden
+state (after the final norm). loss = sum(out * dout) with a random dout; loss.backward() gives
+din (wrt E) and the gradient of every parameter. A block is an attention sublayer then an FFN
+sublayer, each wrapped by a placement (normblocks.h, "blocks and stacks"):
+    h = input_norm ? N_in(x) : x ;  r = residual_from_norm ? h : x
+    f = F(h) ; f = output_norm ? N_out(f) : f ;  s = alpha*r + f ;  x' = post_norm ? N_post(s) : s
+Each preset is a per-layer schedule of placements and attention norm sites (PRESET comments
+below cite SPEC); SiameseNorm's two streams are written out separately (SPEC 4.10.2, 4.10.3).
+Block norms are RMSNorm with a gain (no bias), or LayerNorm with gain and bias (norm = 2).
+
+File format: as tests/gen_sublayer_fixtures.py (read by tests/fixture.h):
+    magic "NBFX0001" (8 bytes); uint32 count; count records of
+    uint32 name_len, name bytes (no NUL), uint32 ndim, uint32 dims[ndim], float64 data[prod(dims)]
+Per case (names "<case>.<field>"):
+    scalars  L, B, T, d, H, Hkv, f, rope, theta, eps, norm (1 RMS, 2 LayerNorm),
+             ffn (1 SwiGLU, 2 GELU tanh), preset (nb_preset value), sites (0 = preset default,
+             else the NB_SITE_* mask, 0x100 = explicitly none), mixln_alpha (0 = unused/default),
+             siamese_paper_scale, siamese_paper_fusion
+    tensors  E (B*T, d), dout, out, din (B*T, d)
+    params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
+             (matrices (out, in), vectors 1-D), and its gradient "<case>.grad.blocks.0...."
+Every preset's eps is the library default for that preset (1e-6 for olmo2, mixln and
+deepnorm_mixln, else 1e-5), so the test can also check the defaults.
+
+Before writing, the reference checks itself: every preset's schedule against a direct
+transcription of the SPEC equations, classic Post-Norm against the HybridNorm-code flags
+(SPEC 4.2.3 gain mapping), Mix-LN with n_post = 0 / L against Pre / Post, HybridNorm* and
+First-QKV-Pre against HybridNorm outside layer 0, SiameseNorm's degenerate case (SPEC 4.10.4)
+and dE = dx_0 + dy_0. Each case draws its data from its own seed (derived from its name); a
+draw is replaced by the next one, deterministically, when its attention is near uniform, its
+activations or gradients are out of range, or float32 torch autograd reaches 0.3 of the C
+test's float tolerance (NBT_ATOL + NBT_RTOL |ref|) somewhere: the fixtures are conditioned
+well enough for a correct float32 library to pass with margin.
+
+The case names are printed; tests/test_block_fixtures.c hard-codes the same list.
+"""
+import math
+import os
+import re
+import struct
+import sys
+import zlib
+
+import torch
+import torch.nn.functional as F
+
+SEED = 20240611
+MAGIC = b"NBFX0001"
+MAX_BYTES = 1_500_000
+
+RMS, LAYER = 1, 2
+SWIGLU, GELU_TANH = 1, 2
+SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8
+QKV = SITE_Q | SITE_K | SITE_V
+QKVC = QKV | SITE_C
+SITES_NONE = 0x100
+PER_HEAD, FULL = 1, 2
+
+# nb_preset in normblocks.h, in enum order (checked against the header when it is there)
+PRESETS = ["DEFAULT", "PRE", "POST", "POST_FLAGS", "SANDWICH", "OLMO2", "DEEPNORM",
+           "DEEPNORM_MIXLN", "HYBRID", "HYBRID_STAR", "FIRST_QKV_PRE", "EMBEDNORM", "SITES_POST",
+           "SITES_PRE", "PRE_SITES_POST", "PRE_SITES_PRE", "PRE_POST", "POST_PRE", "MIXLN",
+           "SIAMESE", "SIAMESE_POST_PRE"]
+PRESET_ID = {n: i for i, n in enumerate(PRESETS)}
+
+# float32 tolerances of the C test (tests/nbtest.h NBT_ATOL / NBT_RTOL); the float32 torch
+# run must stay within F32_MARGIN of them
+F32_ATOL, F32_RTOL, F32_MARGIN = 2e-5, 2e-4, 0.3
+
+
+def check_header_enum():
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "normblocks.h")
+    if not os.path.exists(path):
+        print("note: normblocks.h not found, preset ids not checked against it")
+        return
+    src = open(path).read()
+    m = re.search(r"typedef enum nb_preset \{(.*?)\} nb_preset;", src, re.S)
+    assert m, "enum nb_preset not found in normblocks.h"
+    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+    names = [n.strip().split("=")[0].strip() for n in body.split(",")]
+    names = [n[len("NB_PRESET_"):] for n in names if n.startswith("NB_PRESET_")]
+    assert names[-1] == "COUNT", names
+    assert names[:-1] == PRESETS, "nb_preset order changed: %s" % names
+
+
+class Writer:
+    def __init__(self):
+        self.records = []
+        self.names = set()
+
+    def add(self, name, t):
+        if not torch.is_tensor(t):
+            t = torch.tensor([float(t)], dtype=torch.float64)
+        t = t.detach().to(torch.float64).contiguous()
+        if t.dim() == 0:
+            t = t.reshape(1)
+        assert 1 <= t.dim() <= 4, name
+        assert len(name.encode()) < 64, name
+        assert name not in self.names, name
+        assert torch.isfinite(t).all(), name
+        self.names.add(name)
+        self.records.append((name, t))
+
+    def size(self):
+        n = 12
+        for name, t in self.records:
+            n += 8 + len(name.encode()) + 4 * t.dim() + 8 * t.numel()
+        return n
+
+    def write(self, path):
+        out = bytearray(MAGIC)
+        out += struct.pack("<I", len(self.records))
+        for name, t in self.records:
+            nb = name.encode()
+            out += struct.pack("<I", len(nb)) + nb
+            out += struct.pack("<I", t.dim())
+            out += struct.pack("<%dI" % t.dim(), *t.shape)
+            vals = t.flatten().tolist()
+            out += struct.pack("<%dd" % len(vals), *vals)
+        assert len(out) == self.size()
+        assert len(out) < MAX_BYTES, "%s would be %d bytes" % (path, len(out))
+        with open(path, "wb") as f:
+            f.write(bytes(out))
+        return len(out)
+
+
+# ---- norms, attention (SPEC 1, 2), FFN (SPEC 3) ---------------------------------------------
+
+
+def rms_norm(x, gain, eps):
+    # x * rsqrt(mean(x^2) + eps), then the gain (eps inside the sqrt), OLMo / HF Llama
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y * gain if gain is not None else y
+
+
+def norm_fn(kind, x, gain, bias, eps):
+    if kind == RMS:
+        assert bias is None
+        return rms_norm(x, gain, eps)
+    return F.layer_norm(x, (x.shape[-1],), weight=gain, bias=bias, eps=eps)
+
+
+def rotate_half(x):
+    B, nh, T, hs = x.size()
+    x = x.view(B, nh, T, 2, hs // 2)
+    x1, x2 = x.unbind(dim=-2)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope_sin_cos(T, dk, theta, dtype):
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dk, 2, dtype=torch.float64) / dk))
+    seq = torch.arange(T, dtype=torch.float64)
+    freqs = torch.einsum("i , j -> i j", seq, inv_freq)
+    positions = torch.cat((freqs, freqs), dim=-1)
+    return positions.sin()[None, None].to(dtype), positions.cos()[None, None].to(dtype)
+
+
+def attention(cfg, p, pre, x, sites, width, probs):
+    """MHA_#(x) of SPEC 2.2 (copy of tests/gen_sublayer_fixtures.py attn_forward): fused
+    att_proj Q|K|V, GQA, per-head site norms with one d_k gain (or full width, OLMo-2),
+    RoPE after the norms, causal, scale 1/sqrt(d_k), C norm before W_o."""
+    B, T, d, H, Hkv = cfg["B"], cfg["T"], cfg["d"], cfg["H"], cfg["Hkv"]
+    dk = d // H
+    kind, eps = cfg["norm"], cfg["eps"]
+
+    def snorm(site, t):
+        # site norms: gain only, also for LayerNorm (nb_norm_type: "gain only at attention sites")
+        return norm_fn(kind, t, p[pre + site + "_norm.weight"], None, eps)
+
+    qkv = x @ p[pre + "att_proj.weight"].T
+    q, k, v = qkv.view(B, T, -1).split((d, Hkv * dk, Hkv * dk), dim=-1)
+    if width == FULL:
+        if sites & SITE_Q:
+            q = snorm("q", q)
+        if sites & SITE_K:
+            k = snorm("k", k)
+        if sites & SITE_V:
+            v = snorm("v", v)
+    q = q.reshape(B, T, H, dk)
+    k = k.reshape(B, T, Hkv, dk)
+    v = v.reshape(B, T, Hkv, dk)
+    if width == PER_HEAD:
+        if sites & SITE_Q:
+            q = snorm("q", q)
+        if sites & SITE_K:
+            k = snorm("k", k)
+        if sites & SITE_V:
+            v = snorm("v", v)
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if cfg["rope"]:
+        sin, cos = rope_sin_cos(T, dk, cfg["theta"], x.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+    g = H // Hkv
+    if g > 1:
+        k = k.repeat_interleave(g, dim=1)
+        v = v.repeat_interleave(g, dim=1)
+    s = q @ k.transpose(-2, -1) / math.sqrt(dk)
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    s = s.masked_fill(mask, float("-inf"))
+    pr = torch.softmax(s, dim=-1)
+    probs.append(pr.detach())
+    o = (pr @ v).transpose(1, 2)  # (B, T, H, dk)
+    if sites & SITE_C:
+        o = snorm("c", o if width == PER_HEAD else o.reshape(B, T, d))
+    return o.reshape(B * T, d) @ p[pre + "attn_out.weight"].T
+
+
+def ffn(cfg, p, pre, x):
+    """SwiGLU (first half value u, second half gate z) or GPT-2's GELU-tanh MLP with biases."""
+    h = F.linear(x, p[pre + "ff_proj.weight"], p.get(pre + "ff_proj.bias"))
+    if cfg["ffn"] == SWIGLU:
+        u, z = h.chunk(2, dim=-1)
+        a = F.silu(z) * u
+    else:
+        a = F.gelu(h, approximate="tanh")
+    return F.linear(a, p[pre + "ff_out.weight"], p.get(pre + "ff_out.bias"))
+
+
+# ---- schedules (normblocks.h "blocks and stacks", SPEC 4.0-4.9) ------------------------------
+
+
+def P(inn=0, rfn=0, out=0, post=0, alpha=1.0):
+    return dict(inn=inn, rfn=rfn, out=out, post=post, alpha=alpha)
+
+
+def mixln_n_post(alpha, L):
+    # SPEC 4.8 / D13: n_post = floor(alpha L) in double, with a 1e-9 guard; alpha 0 = 0.25
+    return int(math.floor((alpha if alpha > 0 else 0.25) * L + 1e-9))
+
+
+def schedule(cfg):
+    """Per layer: attn placement, ffn placement, attention sites, site width."""
+    preset, L = cfg["preset"], cfg["L"]
+    user_sites = cfg["sites"]
+
+    def resolve(default):
+        if user_sites == SITES_NONE:
+            return 0
+        return user_sites if user_sites else default
+
+    out = []
+    for l in range(L):
+        width = PER_HEAD
+        hyb_a, hyb_f = P(), P(1, 1)  # HybridNorm: no attention input norm, FFN from norm
+        if preset == "PRE":  # SPEC 4.1
+            a, f, s = P(1), P(1), resolve(0)
+        elif preset == "POST":  # SPEC 4.2.2 (MX `post`; final norm on top)
+            a, f, s = P(post=1), P(post=1), resolve(0)
+        elif preset == "POST_FLAGS":  # SPEC 4.2.3 / 4.0 last row
+            a = P() if l == 0 else P(1, 1)
+            f, s = P(1, 1), resolve(0)
+        elif preset == "SANDWICH":  # SPEC 4.3
+            a, f, s = P(1, out=1), P(1, out=1), resolve(0)
+        elif preset == "OLMO2":  # SPEC 4.4, full-width QK norm
+            a, f, s, width = P(out=1), P(out=1), resolve(SITE_Q | SITE_K), FULL
+        elif preset == "DEEPNORM":  # SPEC 4.9 canonical
+            al = (2.0 * L) ** 0.25
+            a, f, s = P(post=1, alpha=al), P(post=1, alpha=al), resolve(0)
+        elif preset == "DEEPNORM_MIXLN":  # SPEC 4.9 / D15, MX code constant
+            al = math.sqrt(8.0)
+            a, f, s = P(post=1, alpha=al), P(post=1, alpha=al), resolve(0)
+        elif preset in ("HYBRID", "EMBEDNORM"):  # SPEC 4.5, 4.7 EmbedNorm
+            a, f, s = hyb_a, hyb_f, resolve(QKV)
+        elif preset == "HYBRID_STAR":  # SPEC 4.6: layer 0 Pre-Norm keeping the QKV norms
+            a, f = (P(1), P(1)) if l == 0 else (hyb_a, hyb_f)
+            s = resolve(QKV)
+        elif preset == "FIRST_QKV_PRE":  # SPEC 4.7: layer 0 QKV-Pre
+            a, f = (P(), P(1)) if l == 0 else (hyb_a, hyb_f)
+            s = resolve(QKV)
+        elif preset == "SITES_POST":  # #-Post
+            a, f, s = P(), P(1, 1), resolve(QKV)
+        elif preset == "SITES_PRE":  # #-Pre
+            a, f, s = P(), P(1), resolve(QKV)
+        elif preset == "PRE_SITES_POST":  # Pre-#-Post
+            a, f, s = P(1), P(1, 1), resolve(QKV)
+        elif preset == "PRE_SITES_PRE":  # Pre-#-Pre
+            a, f, s = P(1), P(1), resolve(QKV)
+        elif preset == "PRE_POST":  # Eq. 49-50
+            a, f, s = P(1), P(1, 1), resolve(0)
+        elif preset == "POST_PRE":  # Eq. 51-52
+            a, f, s = P(1, 1), P(1), resolve(0)
+        elif preset == "MIXLN":  # SPEC 4.8
+            if l < mixln_n_post(cfg["mixln_alpha"], L):
+                a, f = P(post=1), P(post=1)
+            else:
+                a, f = P(1), P(1)
+            s = resolve(0)
+        else:
+            raise ValueError(preset)
+        out.append(dict(attn=a, ffn=f, sites=s, width=width))
+    return out
+
+
+NORM_NAMES = {"attn": ("attn_norm", "attn_out_norm", "attn_post_norm"),
+              "ffn": ("ff_norm", "ff_out_norm", "ff_post_norm")}
+
+
+# ---- parameters --------------------------------------------------------------------------
+
+
+class Params:
+    """Ordered name -> tensor, created with the shapes the library's tensor table uses."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.p = {}
+
+    def mat(self, name, rows, cols, std):
+        self.p[name] = std * torch.randn(rows, cols)
+
+    def gain(self, name, n):
+        # non-unit gains: a misplaced or swapped norm is invisible at gain 1
+        self.p[name] = 1.0 + 0.3 * torch.randn(n)
+
+    def bias(self, name, n, std=0.2):
+        self.p[name] = std * torch.randn(n)
+
+    def block_norm(self, name):
+        d = self.cfg["d"]
+        self.gain(name + ".weight", d)
+        if self.cfg["norm"] == LAYER:
+            self.bias(name + ".bias", d)
+
+    def attn(self, pre, sites, width):
+        c = self.cfg
+        d, H, Hkv = c["d"], c["H"], c["Hkv"]
+        dk = d // H
+        self.mat(pre + "att_proj.weight", d + 2 * Hkv * dk, d, 1.2 / math.sqrt(d))
+        self.mat(pre + "attn_out.weight", d, d, 1.0 / math.sqrt(d))
+        for site, bit in (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C)):
+            if sites & bit:
+                n = dk if width == PER_HEAD else (d if site in ("q", "c") else Hkv * dk)
+                self.gain(pre + site + "_norm.weight", n)
+
+    def ffn(self, pre):
+        c = self.cfg
+        d, f = c["d"], c["f"]
+        if c["ffn"] == SWIGLU:
+            self.mat(pre + "ff_proj.weight", 2 * f, d, 1.2 / math.sqrt(d))
+            self.mat(pre + "ff_out.weight", d, f, 1.5 / math.sqrt(f))
+        else:
+            self.mat(pre + "ff_proj.weight", f, d, 1.2 / math.sqrt(d))
+            self.bias(pre + "ff_proj.bias", f, 0.5)
+            self.mat(pre + "ff_out.weight", d, f, 1.5 / math.sqrt(f))
+            self.bias(pre + "ff_out.bias", d, 0.5)
+
+
+def make_params(cfg, sched):
+    pm = Params(cfg)
+    if cfg["embed_norm"]:
+        pm.block_norm("embed_norm")
+    for l, lay in enumerate(sched):
+        pre = "blocks.%d." % l
+        pm.attn(pre, lay["sites"], lay["width"])
+        for sub in ("attn", "ffn"):
+            pl = lay[sub]
+            n_in, n_out, n_post = NORM_NAMES[sub]
+            if pl["inn"]:
+                pm.block_norm(pre + n_in)
+            if pl["out"]:
+                pm.block_norm(pre + n_out)
+            if pl["post"]:
+                pm.block_norm(pre + n_post)
+        pm.ffn(pre)
+    pm.block_norm("ln_f")
+    return pm.p
+
+
+def make_siamese_params(cfg):
+    pm = Params(cfg)
+    d = cfg["d"]
+    for l in range(cfg["L"]):
+        pre = "blocks.%d." % l
+        pm.attn(pre, QKV, PER_HEAD)
+        if cfg["preset"] == "SIAMESE":
+            pm.gain(pre + "c1", d)
+            for n in ("attn_y_norm", "ff_norm", "ff_y_norm", "ff_input_norm"):
+                pm.gain(pre + n + ".weight", d)
+        else:
+            for n in ("attn_norm", "attn_y_norm", "attn_input_norm", "ff_norm", "ff_y_norm",
+                      "ff_input_norm"):
+                pm.gain(pre + n + ".weight", d)
+        pm.ffn(pre)
+    if cfg["siamese_paper_fusion"]:
+        pm.gain("ln_y_f.weight", d)
+    else:
+        for n in ("ln_f", "ln_y_f", "ln_final_f"):
+            pm.gain(n + ".weight", d)
+    return pm.p
+
+
+# ---- stack forward: the generic placement engine ---------------------------------------------
+
+
+def bnorm(cfg, p, name, x):
+    return norm_fn(cfg["norm"], x, p[name + ".weight"], p.get(name + ".bias"), cfg["eps"])
+
+
+def sublayer(cfg, p, pre, sub, pl, x, fn):
+    n_in, n_out, n_post = NORM_NAMES[sub]
+    h = bnorm(cfg, p, pre + n_in, x) if pl["inn"] else x
+    r = h if pl["rfn"] else x
+    f = fn(h)
+    if pl["out"]:
+        f = bnorm(cfg, p, pre + n_out, f)
+    s = pl["alpha"] * r + f if pl["alpha"] != 1.0 else r + f
+    return bnorm(cfg, p, pre + n_post, s) if pl["post"] else s
+
+
+def stack_forward(cfg, sched, p, E, probs, final=True, hidden=None):
+    x = bnorm(cfg, p, "embed_norm", E) if cfg["embed_norm"] else E
+    for l, lay in enumerate(sched):
+        pre = "blocks.%d." % l
+        x = sublayer(cfg, p, pre, "attn", lay["attn"], x,
+                     lambda h: attention(cfg, p, pre, h, lay["sites"], lay["width"], probs))
+        x = sublayer(cfg, p, pre, "ffn", lay["ffn"], x, lambda h: ffn(cfg, p, pre, h))
+        if hidden is not None:
+            hidden.append(x.detach())
+    return bnorm(cfg, p, "ln_f", x) if final else x
+
+
+# ---- SiameseNorm (SPEC 4.10.2 hybrid-pre, 4.10.3 post-pre) -----------------------------------
+
+
+def siamese_c(cfg, l):
+    # D1: code c_l = sqrt(2(l+1)), paper option sqrt(l+1); l 0-based
+    return math.sqrt(l + 1.0) if cfg["siamese_paper_scale"] else math.sqrt(2.0 * (l + 1))
+
+
+def rn(cfg, p, name, x):
+    return rms_norm(x, p[name], cfg["eps"])
+
+
+def siamese_forward(cfg, p, E, probs, hidden=None, ystream=None):
+    x, y = E, E  # x_0 = y_0 = E, no embedding norm
+    for l in range(cfg["L"]):
+        pre = "blocks.%d." % l
+        c = siamese_c(cfg, l)
+        if cfg["preset"] == "SIAMESE":
+            u_a = x * p[pre + "c1"] + rn(cfg, p, pre + "attn_y_norm.weight", y)
+            A = attention(cfg, p, pre, u_a, QKV, PER_HEAD, probs)
+            x1 = x + A / c
+            y1 = y + A
+            n = rn(cfg, p, pre + "ff_norm.weight", x1)
+            u_f = rn(cfg, p, pre + "ff_input_norm.weight",
+                     n + rn(cfg, p, pre + "ff_y_norm.weight", y1))
+            Fo = ffn(cfg, p, pre, u_f)
+            y = y1 + Fo
+            x = n + Fo / c
+        else:
+            for sub, nx, ny, nin in (("attn", "attn_norm", "attn_y_norm", "attn_input_norm"),
+                                     ("ffn", "ff_norm", "ff_y_norm", "ff_input_norm")):
+                u = rn(cfg, p, pre + nx + ".weight", x)
+                v = rn(cfg, p, pre + nin + ".weight", u + rn(cfg, p, pre + ny + ".weight", y))
+                z = (attention(cfg, p, pre, v, QKV, PER_HEAD, probs) if sub == "attn"
+                     else ffn(cfg, p, pre, v))
+                x = u + z / c
+                y = y + z
+        if hidden is not None:
+            hidden.append(x.detach())
+            hidden.append(y.detach())
+    if ystream is not None:
+        ystream.append(y)
+    if cfg["siamese_paper_fusion"]:
+        return x + rn(cfg, p, "ln_y_f.weight", y)
+    return rn(cfg, p, "ln_final_f.weight",
+              rn(cfg, p, "ln_f.weight", x) + rn(cfg, p, "ln_y_f.weight", y))
+
+
+def model_forward(cfg, p, E, probs, hidden=None):
+    if cfg["preset"] in ("SIAMESE", "SIAMESE_POST_PRE"):
+        return siamese_forward(cfg, p, E, probs, hidden)
+    return stack_forward(cfg, schedule(cfg), p, E, probs, hidden=hidden)
+
+
+# ---- direct transcriptions of the SPEC equations (self-check of the placement engine) --------
+
+
+def direct_forward(cfg, p, E):
+    """Each preset written out as its SPEC equations, layer by layer."""
+    probs = []
+    L, pr = cfg["L"], cfg["preset"]
+    N = lambda name, t: bnorm(cfg, p, name, t)  # noqa: E731
+
+    def MHA(l, t, sites, width=PER_HEAD):
+        return attention(cfg, p, "blocks.%d." % l, t, sites, width, probs)
+
+    def FFN(l, t):
+        return ffn(cfg, p, "blocks.%d." % l, t)
+
+    def b(l, n):
+        return "blocks.%d.%s" % (l, n)
+
+    def S(default):
+        # the case's sites: explicit mask, 0x100 = none, 0 = the preset's default
+        return 0 if cfg["sites"] == SITES_NONE else (cfg["sites"] or default)
+
+    sites = S(0)
+    X = N("embed_norm", E) if cfg["embed_norm"] else E
+    for l in range(L):
+        if pr == "PRE" or (pr == "MIXLN" and l >= mixln_n_post(cfg["mixln_alpha"], L)):
+            Y = X + MHA(l, N(b(l, "attn_norm"), X), sites)  # 4.1
+            X = Y + FFN(l, N(b(l, "ff_norm"), Y))
+        elif pr in ("POST", "MIXLN"):  # 4.2.1 classic
+            Y = N(b(l, "attn_post_norm"), X + MHA(l, X, sites))
+            X = N(b(l, "ff_post_norm"), Y + FFN(l, Y))
+        elif pr in ("DEEPNORM", "DEEPNORM_MIXLN"):  # 4.9
+            al = (2.0 * L) ** 0.25 if pr == "DEEPNORM" else 2.8284271247461903
+            Y = N(b(l, "attn_post_norm"), al * X + MHA(l, X, sites))
+            X = N(b(l, "ff_post_norm"), al * Y + FFN(l, Y))
+        elif pr == "POST_FLAGS":  # 4.0 with flags {0: A=0}, else A=AR=F=FR=1
+            if l == 0:
+                Y = X + MHA(l, X, sites)
+            else:
+                a = N(b(l, "attn_norm"), X)
+                Y = a + MHA(l, a, sites)
+            n = N(b(l, "ff_norm"), Y)
+            X = n + FFN(l, n)
+        elif pr == "SANDWICH":  # 4.3
+            Y = X + N(b(l, "attn_out_norm"), MHA(l, N(b(l, "attn_norm"), X), sites))
+            X = Y + N(b(l, "ff_out_norm"), FFN(l, N(b(l, "ff_norm"), Y)))
+        elif pr == "OLMO2":  # 4.4
+            Y = X + N(b(l, "attn_out_norm"), MHA(l, X, S(SITE_Q | SITE_K), FULL))
+            X = Y + N(b(l, "ff_out_norm"), FFN(l, Y))
+        elif (pr in ("HYBRID", "EMBEDNORM", "SITES_POST") or
+              (pr in ("HYBRID_STAR", "FIRST_QKV_PRE") and l > 0)):  # 4.5
+            Y = X + MHA(l, X, S(QKV))
+            n = N(b(l, "ff_norm"), Y)
+            X = n + FFN(l, n)
+        elif pr == "HYBRID_STAR":  # 4.6 layer 0
+            Y = X + MHA(l, N(b(l, "attn_norm"), X), S(QKV))
+            X = Y + FFN(l, N(b(l, "ff_norm"), Y))
+        elif pr in ("FIRST_QKV_PRE", "SITES_PRE"):  # 4.7 QKV-Pre / #-Pre
+            Y = X + MHA(l, X, S(QKV))
+            X = Y + FFN(l, N(b(l, "ff_norm"), Y))
+        elif pr in ("PRE_SITES_POST", "PRE_POST"):  # Pre-#-Post (Eq. 45-46, 49-50)
+            Y = X + MHA(l, N(b(l, "attn_norm"), X), S(QKV) if pr == "PRE_SITES_POST" else sites)
+            n = N(b(l, "ff_norm"), Y)
+            X = n + FFN(l, n)
+        elif pr == "PRE_SITES_PRE":  # Eq. 47-48
+            Y = X + MHA(l, N(b(l, "attn_norm"), X), S(QKV))
+            X = Y + FFN(l, N(b(l, "ff_norm"), Y))
+        elif pr == "POST_PRE":  # Eq. 51-52
+            a = N(b(l, "attn_norm"), X)
+            Y = a + MHA(l, a, sites)
+            X = Y + FFN(l, N(b(l, "ff_norm"), Y))
+        else:
+            raise ValueError(pr)
+    return N("ln_f", X)
+
+
+# ---- cases -------------------------------------------------------------------------------
+
+
+def make_cfg(preset, L, d, H, Hkv, f=None, ffn_type=SWIGLU, norm=RMS, rope=1, theta=10000.0,
+             sites=0, mixln_alpha=0.0, paper_scale=0, paper_fusion=0, B=2, T=5):
+    if f is None:
+        f = 3 * d // 2 if ffn_type == SWIGLU else 4 * d
+    # the library defaults: 1e-6 for the OLMo-2 and the Mix-LN code presets (MX's rms_norm_eps,
+    # also for its DeepNorm, SPEC 4.9), else 1e-5
+    eps = 1e-6 if preset in ("OLMO2", "MIXLN", "DEEPNORM_MIXLN") else 1e-5
+    return dict(preset=preset, L=L, B=B, T=T, d=d, H=H, Hkv=Hkv, f=f, ffn=ffn_type, norm=norm,
+                rope=rope, theta=theta, eps=eps, sites=sites, mixln_alpha=mixln_alpha,
+                siamese_paper_scale=paper_scale, siamese_paper_fusion=paper_fusion,
+                embed_norm=1 if preset == "EMBEDNORM" else 0)
+
+
+def to_dtype(p, dtype):
+    return {k: v.detach().to(dtype).requires_grad_(True) for k, v in p.items()}
+
+
+def run(cfg, p, E, dout, dtype=torch.float64):
+    pp = to_dtype(p, dtype)
+    Ed = E.detach().to(dtype).requires_grad_(True)
+    probs, hidden = [], []
+    out = model_forward(cfg, pp, Ed, probs, hidden)
+    (out * dout.to(dtype)).sum().backward()
+    grads = {k: v.grad for k, v in pp.items()}
+    for k, g in grads.items():
+        assert g is not None, "parameter %s does not influence the output" % k
+    return out.detach(), Ed.grad, grads, probs, hidden
+
+
+def f32_margin(ref, got):
+    """max over elements of |got - ref| / (atol + rtol |ref|), for the float32 tolerance."""
+    lim = F32_ATOL + F32_RTOL * ref.abs()
+    return ((got.to(torch.float64) - ref).abs() / lim).max().item()
+
+
+def draw(name, cfg, seed):
+    """Random parameters, E and dout for a case, and the reference results. Returns None
+    (with the reason) when the draw is badly conditioned for a float32 comparison."""
+    torch.manual_seed(seed)
+    d, BT = cfg["d"], cfg["B"] * cfg["T"]
+    siamese = cfg["preset"] in ("SIAMESE", "SIAMESE_POST_PRE")
+    p = make_siamese_params(cfg) if siamese else make_params(cfg, schedule(cfg))
+    E = torch.randn(BT, d)
+    # dout of std 0.5: weight gradients are sums over all B*T tokens and would otherwise reach
+    # O(50), where float32 rounding alone approaches the test's absolute tolerance
+    dout = 0.5 * torch.randn(BT, d)
+    out, din, grads, probs, hidden = run(cfg, p, E, dout)
+
+    # the direct SPEC transcription agrees with the placement engine (a bug if not)
+    if not siamese:
+        dref = direct_forward(cfg, p, E)
+        assert torch.allclose(dref, out, rtol=0, atol=1e-12), name
+
+    # attention is not (nearly) uniform beyond the first token, in every layer
+    for l, pr in enumerate(probs):
+        if not pr[:, :, 1:, :].max() > 0.5:
+            return None, "near-uniform attention in layer %d" % l
+    # activations stay O(1), gradients moderate
+    for t in hidden + [out, din]:
+        r = t.pow(2).mean().sqrt().item()
+        if not 0.05 < r < 30:
+            return None, "activation rms %g" % r
+    gmax = max(g.abs().max().item() for g in grads.values())
+    if gmax > 200:
+        return None, "gradient %g" % gmax
+
+    # float32 autograd stays within the C test's float tolerances, with margin
+    out32, din32, grads32, _, _ = run(cfg, p, E, dout, torch.float32)
+    margins = [(f32_margin(out, out32), "out"), (f32_margin(din, din32), "din")] + \
+        [(f32_margin(grads[k], grads32[k]), "grad." + k) for k in grads]
+    m, worst = max(margins)
+    if m >= F32_MARGIN and not os.environ.get("NB_GEN_NO_F32_CHECK"):
+        return None, "float32 reaches %.2f of the tolerance at %s" % (m, worst)
+    return (p, E, dout, out, din, grads, m, worst), None
+
+
+def add_case(w, name, cfg, report):
+    dk = cfg["d"] // cfg["H"]
+    assert cfg["d"] % cfg["H"] == 0 and cfg["H"] % cfg["Hkv"] == 0 and dk % 2 == 0
+    # per-case seed (adding a case does not change the others); a badly conditioned draw is
+    # replaced by the next seed, deterministically
+    base = SEED + zlib.crc32(name.encode()) % 100000
+    for attempt in range(20):
+        res, why = draw(name, cfg, base + 100003 * attempt)
+        if res:
+            break
+        print("  %s: draw %d rejected: %s" % (name, attempt, why))
+    assert res, "%s: no well-conditioned draw" % name
+    p, E, dout, out, din, grads, m, worst = res
+    d = cfg["d"]
+
+    size0 = w.size()
+    for field in ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", "ffn",
+                  "mixln_alpha", "siamese_paper_scale", "siamese_paper_fusion", "sites"):
+        w.add(name + "." + field, cfg[field])
+    w.add(name + ".preset", PRESET_ID[cfg["preset"]])
+    w.add(name + ".E", E)
+    w.add(name + ".dout", dout)
+    w.add(name + ".out", out)
+    w.add(name + ".din", din)
+    for k in p:
+        w.add(name + "." + k, p[k])
+        w.add(name + ".grad." + k, grads[k])
+    report.append((name, cfg["preset"], cfg["L"], d, cfg["H"], cfg["Hkv"], len(p),
+                   w.size() - size0, m, worst, attempt))
+
+
+# ---- self-checks of the reference (SPEC 4.2.3, 9) ------------------------------------------
+
+
+def self_checks():
+    torch.manual_seed(1)
+    E = torch.randn(10, 16)
+
+    def fwd(cfg, p, final=True):
+        return stack_forward(cfg, schedule(cfg), p, E, [], final=final)
+
+    # SPEC 4.2.3: classic Post-LN (no final norm) == HN flags {0: A=0; else all 1} + ln_f,
+    # with flags ff_norm^l = classic N_1^l, attn_norm^(l+1) = classic N_2^l, ln_f = N_2^(L-1)
+    for L in (1, 3):
+        post = make_cfg("POST", L, 16, 4, 2)
+        pp = make_params(post, schedule(post))
+        flags = make_cfg("POST_FLAGS", L, 16, 4, 2)
+        pf = {}
+        for k, v in pp.items():
+            m = re.match(r"blocks\.(\d+)\.(attn_post_norm|ff_post_norm)\.weight$", k)
+            if not m:
+                if k != "ln_f.weight":
+                    pf[k] = v
+                continue
+            l = int(m.group(1))
+            if m.group(2) == "attn_post_norm":
+                pf["blocks.%d.ff_norm.weight" % l] = v
+            elif l + 1 < L:
+                pf["blocks.%d.attn_norm.weight" % (l + 1)] = v
+            else:
+                pf["ln_f.weight"] = v
+        assert sorted(pf) == sorted(make_params(flags, schedule(flags))), sorted(pf)
+        assert torch.allclose(fwd(post, pp, final=False), fwd(flags, pf), rtol=0, atol=1e-12)
+        # and the post preset's double final norm is ln_f on top of the classic output
+        assert torch.allclose(fwd(post, pp), bnorm(post, pp, "ln_f", fwd(post, pp, final=False)))
+
+    # Mix-LN: n_post = 0 is Pre-Norm, n_post = L is Post-Norm (same names, same parameters)
+    for alpha, other in ((0.25, "PRE"), (1.0, "POST")):
+        mix = make_cfg("MIXLN", 3, 16, 4, 4, mixln_alpha=alpha)
+        ref = make_cfg(other, 3, 16, 4, 4)
+        ref["eps"] = mix["eps"]
+        p = make_params(mix, schedule(mix))
+        assert sorted(p) == sorted(make_params(ref, schedule(ref)))
+        assert torch.allclose(fwd(mix, p), fwd(ref, p), rtol=0, atol=1e-12)
+    assert [mixln_n_post(a, L) for a, L in ((0.34, 3), (0.67, 3), (0.25, 12), (0.25, 24),
+                                           (0.25, 32), (0, 4))] == [1, 2, 3, 6, 8, 1]
+
+    # HybridNorm* and First-QKV-Pre are HybridNorm in layers >= 1: their layers 1.. hold
+    # exactly a HybridNorm stack's parameters and, fed with their layer-0 output, give their
+    # output; their layer 0 differs from HybridNorm's
+    hyb2 = make_cfg("HYBRID", 2, 16, 4, 2)
+    hyb1 = make_cfg("HYBRID", 1, 16, 4, 2)
+    for star in ("HYBRID_STAR", "FIRST_QKV_PRE"):
+        sc = make_cfg(star, 3, 16, 4, 2)
+        ps = make_params(sc, schedule(sc))
+        hs = []
+        out = stack_forward(sc, schedule(sc), ps, E, [], hidden=hs)
+        p2 = {}
+        for k, v in ps.items():
+            m = re.match(r"blocks\.(\d+)\.(.*)$", k)
+            if not m:
+                p2[k] = v
+            elif int(m.group(1)) >= 1:
+                p2["blocks.%d.%s" % (int(m.group(1)) - 1, m.group(2))] = v
+        assert sorted(p2) == sorted(make_params(hyb2, schedule(hyb2))), star
+        assert torch.allclose(out, stack_forward(hyb2, schedule(hyb2), p2, hs[0], []), rtol=0,
+                              atol=1e-12), star
+        l0 = stack_forward(hyb1, schedule(hyb1), ps, E, [], final=False)
+        assert not torch.allclose(hs[0], l0, atol=1e-3), star
+    # first_qkv_pre differs from HybridNorm's layer 0 only in the FFN residual: with FR set,
+    # First-QKV-Pre's layer 0 is HybridNorm's
+    fq = make_cfg("FIRST_QKV_PRE", 1, 16, 4, 2)
+    pq = make_params(fq, schedule(fq))
+    sq = schedule(fq)
+    sq[0]["ffn"] = P(1, 1)
+    h1 = make_cfg("HYBRID", 1, 16, 4, 2)
+    assert torch.allclose(stack_forward(fq, sq, pq, E, []), stack_forward(h1, schedule(h1), pq,
+                                                                          E, []), atol=1e-12)
+
+    # SiameseNorm degenerate case (SPEC 4.10.4): gamma = 0 and N_f gain = 0 make the Y stream a
+    # Pre-Norm network of its own: u_a = N_ay(y), u_f = N_in(N_fy(y1))
+    sc = make_cfg("SIAMESE", 3, 16, 4, 2)
+    ps = make_siamese_params(sc)
+    for l in range(3):
+        ps["blocks.%d.c1" % l] = torch.zeros(16)
+        ps["blocks.%d.ff_norm.weight" % l] = torch.zeros(16)
+    ys = []
+    siamese_forward(sc, ps, E, [], ystream=ys)
+    y = E
+    for l in range(3):
+        pre = "blocks.%d." % l
+        y1 = y + attention(sc, ps, pre, rn(sc, ps, pre + "attn_y_norm.weight", y), QKV,
+                           PER_HEAD, [])
+        y = y1 + ffn(sc, ps, pre, rn(sc, ps, pre + "ff_input_norm.weight",
+                                     rn(sc, ps, pre + "ff_y_norm.weight", y1)))
+    assert torch.allclose(ys[0], y, rtol=0, atol=1e-12)
+    # depth constants: code sqrt(2(l+1)), paper sqrt(l+1) (D1)
+    assert [siamese_c(dict(siamese_paper_scale=0), l) for l in range(3)] == \
+        [math.sqrt(2), 2.0, math.sqrt(6)]
+    assert [siamese_c(dict(siamese_paper_scale=1), l) for l in range(3)] == \
+        [1.0, math.sqrt(2), math.sqrt(3)]
+    # dE = dx_0 + dy_0: E enters both streams (autograd sums the two paths)
+    sc = make_cfg("SIAMESE_POST_PRE", 2, 16, 4, 2)
+    ps = make_siamese_params(sc)
+    Ex = E.clone().requires_grad_(True)
+    Ey = E.clone().requires_grad_(True)
+    Eb = E.clone().requires_grad_(True)
+    dout = torch.randn(10, 16)
+
+    def two_stream(x, y):
+        # siamese_forward with separate stream inputs (x_0 = Ex, y_0 = Ey)
+        for l in range(2):
+            pre, c = "blocks.%d." % l, siamese_c(sc, l)
+            for sub, nx, ny, nin in (("attn", "attn_norm", "attn_y_norm", "attn_input_norm"),
+                                     ("ffn", "ff_norm", "ff_y_norm", "ff_input_norm")):
+                u = rn(sc, ps, pre + nx + ".weight", x)
+                v = rn(sc, ps, pre + nin + ".weight", u + rn(sc, ps, pre + ny + ".weight", y))
+                z = (attention(sc, ps, pre, v, QKV, PER_HEAD, []) if sub == "attn"
+                     else ffn(sc, ps, pre, v))
+                x, y = u + z / c, y + z
+        return rn(sc, ps, "ln_final_f.weight",
+                  rn(sc, ps, "ln_f.weight", x) + rn(sc, ps, "ln_y_f.weight", y))
+    (two_stream(Ex, Ey) * dout).sum().backward()
+    ob = siamese_forward(sc, ps, Eb, [])
+    (ob * dout).sum().backward()
+    assert torch.allclose(two_stream(E, E), ob, rtol=0, atol=1e-12)
+    assert torch.allclose(Eb.grad, Ex.grad + Ey.grad, rtol=0, atol=1e-12)
+    assert Ex.grad.abs().max() > 1e-3 and Ey.grad.abs().max() > 1e-3
+
+    # RoPE after the Q/K norms matters only with non-unit gains (SPEC 9): a gain-free RMSNorm
+    # commutes with RoPE, the fixtures' random gains do not
+    t = torch.randn(1, 2, 5, 4)
+    sin, cos = rope_sin_cos(5, 4, 10000.0, torch.float64)
+    rope = lambda u: u * cos + rotate_half(u) * sin  # noqa: E731
+    g = 1.0 + 0.3 * torch.randn(4)
+    assert torch.allclose(rms_norm(rope(t), None, 1e-5), rope(rms_norm(t, None, 1e-5)))
+    assert not torch.allclose(rms_norm(rope(t), g, 1e-5), rope(rms_norm(t, g, 1e-5)))
+    print("self-checks passed")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: gen_block_fixtures.py OUTDIR")
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    torch.set_default_dtype(torch.float64)
+    check_header_enum()
+    self_checks()
+    w = Writer()
+    report = []
+    # Shapes, B=2, T=5 throughout: the presets' L=1 cases d=16, H=4 (Hkv 4 or 2), f=24 SwiGLU /
+    # 64 GELU; every other case d=8, H=2 (d_k 4, Hkv 2 or 1 = MQA, i.e. a GQA group of 2),
+    # f=12 / 32, so that the file stays under 1.5 MB (MAX_BYTES).
+    big = dict(d=16, H=4)
+    small = dict(d=8, H=2)
+    cases = []
+    presets = [("pre", "PRE", {}), ("post", "POST", {}), ("post_flags", "POST_FLAGS", {}),
+               ("sandwich", "SANDWICH", {}), ("olmo2", "OLMO2", {}),
+               ("deepnorm", "DEEPNORM", {}), ("deepnorm_mixln", "DEEPNORM_MIXLN", {}),
+               ("hybrid", "HYBRID", {}), ("hybrid_star", "HYBRID_STAR", {}),
+               ("first_qkv_pre", "FIRST_QKV_PRE", {}), ("embednorm", "EMBEDNORM", {}),
+               ("mixln", "MIXLN", {}), ("siamese", "SIAMESE", {}),
+               ("siamese_post_pre", "SIAMESE_POST_PRE", {}),
+               ("gpt2", "PRE", dict(norm=LAYER, ffn_type=GELU_TANH, rope=0))]
+    mha_l1 = ("PRE", "HYBRID", "SIAMESE", "POST_FLAGS")  # the other L=1 cases are GQA
+    for i, (n, pr, kw) in enumerate(presets):
+        kw3 = dict(kw)
+        if pr == "MIXLN":
+            # L=1: the default alpha 0.25 gives n_post = 0 (a Pre-Norm layer, eps 1e-6);
+            # L=3: alpha 0.34 gives n_post = 1
+            kw3["mixln_alpha"] = 0.34
+        cases.append((n + "_L1", make_cfg(pr, 1, Hkv=(4 if pr in mha_l1 else 2), **big, **kw)))
+        cases.append((n + "_L3", make_cfg(pr, 3, Hkv=(1 if i % 2 == 0 else 2), **small, **kw3)))
+    # Mix-LN with 2 Post-Norm layers of 3, and with only Post-Norm layers (n_post = L = 1)
+    cases.append(("mixln_a067_L3", make_cfg("MIXLN", 3, Hkv=1, mixln_alpha=0.67, **small)))
+    cases.append(("mixln_a1_L1", make_cfg("MIXLN", 1, Hkv=2, mixln_alpha=1.0, **small)))
+    # SiameseNorm paper options
+    cases.append(("siamese_pscale_L2", make_cfg("SIAMESE", 2, Hkv=2, paper_scale=1, **small)))
+    cases.append(("siamese_pfusion_L2", make_cfg("SIAMESE", 2, Hkv=1, paper_fusion=1, **small)))
+    cases.append(("siamese_pp_paper_L2", make_cfg("SIAMESE_POST_PRE", 2, Hkv=2, paper_scale=1,
+                                                  paper_fusion=1, **small)))
+    # HybridNorm Table-4 ablations: all six site sets at L=1, the six patterns at L=3
+    # (QKV at L=1 is in hybrid_L1 = QKV-Post and first_qkv_pre_L1 = QKV-Pre)
+    abl1 = [("abl_qkvc_pre_L1", "SITES_PRE", QKVC),
+            ("abl_pre_qkc_post_L1", "PRE_SITES_POST", SITE_Q | SITE_K | SITE_C),
+            ("abl_pre_qk_pre_L1", "PRE_SITES_PRE", SITE_Q | SITE_K),
+            ("abl_kv_post_L1", "SITES_POST", SITE_K | SITE_V),
+            ("abl_kc_post_L1", "SITES_POST", SITE_K | SITE_C),
+            ("abl_none_post_L1", "SITES_POST", SITES_NONE)]
+    for i, (n, pr, s) in enumerate(abl1):
+        cases.append((n, make_cfg(pr, 1, Hkv=(2 if i % 2 == 0 else 1), sites=s, **small)))
+    abl3 = [("abl_qkvc_post_L3", "SITES_POST", QKVC),
+            ("abl_kv_pre_L3", "SITES_PRE", SITE_K | SITE_V),
+            ("abl_pre_qk_post_L3", "PRE_SITES_POST", SITE_Q | SITE_K),
+            ("abl_pre_kc_pre_L3", "PRE_SITES_PRE", SITE_K | SITE_C),
+            ("abl_pre_post_L3", "PRE_POST", 0), ("abl_post_pre_L3", "POST_PRE", 0)]
+    for i, (n, pr, s) in enumerate(abl3):
+        cases.append((n, make_cfg(pr, 3, Hkv=(1 if i % 2 == 0 else 2), sites=s, **small)))
+
+    for name, cfg in cases:
+        add_case(w, name, cfg, report)
+
+    for name, pr, L, d, H, Hkv, npar, nbytes, m, worst, k in report:
+        print("  %-20s %-16s L=%d d=%-2d H=%d Hkv=%d %2d params %6d bytes  f32 %.2f (%s)%s" %
+              (name, pr, L, d, H, Hkv, npar, nbytes, m, worst, "" if k == 0 else
+               " [draw %d]" % k))
+    path = os.path.join(outdir, "blocks.bin")
+    n = w.write(path)
+    print("wrote %s: %d cases, %d tensors, %d bytes" % (path, len(report), len(w.records), n))
+
+
+if __name__ == "__main__":
+    main()

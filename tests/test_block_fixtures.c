@@ -1,0 +1,518 @@
+/* test_block_fixtures.c - whole stacks of blocks (every preset) against PyTorch autograd.
+
+   usage: test_block_fixtures FIXTURE_DIR   (reads FIXTURE_DIR/blocks.bin)
+
+   The references come from tests/gen_block_fixtures.py: each preset's stack (SPEC.md sections
+   4 and 5 with the attention of section 2 and the FFN of section 3) written with plain torch
+   ops, float64 autograd on loss = sum(out * dout), parameters named as the library's tensor
+   table names them. Regenerate with
+       /usr/bin/python3 tests/gen_block_fixtures.py tests/fixtures
+   PyTorch is not needed to run this test; a missing fixture file or case is a failure.
+
+   For every case: fill an nb_stack_desc from the stored scalars, nb_stack_init, then check the
+   tensor table against the fixture (the same names, counts, shapes, kinds, layers and no_decay
+   flags, no overlaps, the whole parameter buffer covered), copy the fixture parameters in by
+   name, run nb_stack_forward and nb_stack_backward, and compare out, din and every parameter
+   gradient. Each case runs in four variants:
+     probs   NB_ATTN_MEMORY_PROBS, init for exactly (B, T), gradients zeroed, default threads
+     lse     NB_ATTN_MEMORY_LSE, init for exactly (B, T), gradients zeroed, 3 threads
+     accum   memory default, init for (B + 1, T + 3), gradients pre-filled with known values
+             (backward accumulates), check_finite on, 2 threads
+     name    the description from nb_preset_from_name (the preset's own name, or the paper's
+             name, e.g. "QKVC-Post", "HybridNorm*", "gpt2") plus the shapes, eps left 0 (each
+             fixture's eps is its preset's default), memory PROBS, 1 thread
+   Parameter buffers, outputs, cache and scratch start as NaN (scratch again between forward
+   and backward), and each buffer is followed by a canary that must survive.
+   Tolerances: float32 uses nbtest.h's NBT_ATOL / NBT_RTOL (the generator only keeps draws on
+   which float32 torch autograd stays within 0.3 of them); NB_DOUBLE compares two float64
+   computations that differ only in summation order, so it uses 1e-11 / 1e-10 as
+   test_sublayer_fixtures.c does. */
+#define NORMBLOCKS_IMPLEMENTATION
+#include "normblocks.h"
+#include "nbtest.h"
+#include "fixture.h"
+
+/* -DFX_ATOL=... -DFX_RTOL=... override them (to measure the headroom; never to pass) */
+#ifndef FX_ATOL
+#ifdef NB_DOUBLE
+#define FX_ATOL 1e-11
+#define FX_RTOL 1e-10
+#else
+#define FX_ATOL NBT_ATOL
+#define FX_RTOL NBT_RTOL
+#endif
+#endif
+
+#define CANARY 16
+
+typedef struct block_case {
+    const char* name;
+    const char* preset_name; /* for nb_preset_from_name; NULL = nb_preset_name(preset),
+                                "" = no by-name variant */
+} block_case;
+
+/* Keep in sync with the names printed by tests/gen_block_fixtures.py. */
+static const block_case cases[] = {
+    {"pre_L1", NULL},
+    {"pre_L3", "Pre-Norm"},
+    {"post_L1", NULL},
+    {"post_L3", NULL},
+    {"post_flags_L1", NULL},
+    {"post_flags_L3", NULL},
+    {"sandwich_L1", NULL},
+    {"sandwich_L3", NULL},
+    {"olmo2_L1", NULL},
+    {"olmo2_L3", NULL},
+    {"deepnorm_L1", NULL},
+    {"deepnorm_L3", NULL},
+    {"deepnorm_mixln_L1", NULL},
+    {"deepnorm_mixln_L3", NULL},
+    {"hybrid_L1", NULL},
+    {"hybrid_L3", "HybridNorm"},
+    {"hybrid_star_L1", NULL},
+    {"hybrid_star_L3", "HybridNorm*"},
+    {"first_qkv_pre_L1", NULL},
+    {"first_qkv_pre_L3", NULL},
+    {"embednorm_L1", NULL},
+    {"embednorm_L3", NULL},
+    {"mixln_L1", NULL},
+    {"mixln_L3", NULL},
+    {"siamese_L1", NULL},
+    {"siamese_L3", NULL},
+    {"siamese_post_pre_L1", NULL},
+    {"siamese_post_pre_L3", NULL},
+    {"gpt2_L1", "gpt2"},
+    {"gpt2_L3", "gpt2"},
+    {"mixln_a067_L3", NULL},
+    {"mixln_a1_L1", NULL},
+    {"siamese_pscale_L2", NULL},
+    {"siamese_pfusion_L2", NULL},
+    {"siamese_pp_paper_L2", NULL},
+    {"abl_qkvc_pre_L1", "QKVC-Pre"},
+    {"abl_pre_qkc_post_L1", "Pre-QKC-Post"},
+    {"abl_pre_qk_pre_L1", "Pre-QK-Pre"},
+    {"abl_kv_post_L1", "KV-Post"},
+    {"abl_kc_post_L1", "KC-Post"},
+    {"abl_none_post_L1", ""},
+    {"abl_qkvc_post_L3", "QKVC-Post"},
+    {"abl_kv_pre_L3", "KV-Pre"},
+    {"abl_pre_qk_post_L3", "Pre-QK-Post"},
+    {"abl_pre_kc_pre_L3", "Pre-KC-Pre"},
+    {"abl_pre_post_L3", "Pre-Post"},
+    {"abl_post_pre_L3", "Post-Pre"},
+};
+#define NCASES(a) (sizeof(a) / sizeof((a)[0]))
+
+typedef struct variant {
+    const char* tag;
+    nb_attn_memory memory;
+    int threads;
+    int extra_b, extra_t;  /* init for (B + extra_b, T + extra_t) */
+    int accumulate;        /* gradients pre-filled */
+    int check_finite;
+    int by_name;           /* description from nb_preset_from_name */
+} variant;
+
+static const variant variants[] = {
+    {"probs", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0},
+    {"lse", NB_ATTN_MEMORY_LSE, 3, 0, 0, 0, 0, 0},
+    {"accum", NB_ATTN_MEMORY_DEFAULT, 2, 1, 3, 1, 1, 0},
+    {"name", NB_ATTN_MEMORY_PROBS, 1, 0, 0, 0, 0, 1},
+};
+
+static nbf_file fx;
+
+static int failf(const char* fmt, const char* a, const char* b, const char* c) {
+    char msg[600];
+    snprintf(msg, sizeof msg, fmt, a, b, c);
+    return nbt_check(0, msg);
+}
+
+static const nbf_tensor* get(const char* cs, const char* field, int required) {
+    char name[160];
+    const nbf_tensor* t;
+    snprintf(name, sizeof name, "%s.%s", cs, field);
+    t = nbf_get(&fx, name);
+    if (!t && required) failf("fixture has no tensor '%s'%s%s", name, "", "");
+    return t;
+}
+
+static int get_int(const char* cs, const char* field, int* out) {
+    const nbf_tensor* t = get(cs, field, 1);
+    if (!t) return 0;
+    if (t->n != 1 || t->data[0] != (double)(int)t->data[0])
+        return failf("%s.%s: expected an integer scalar%s", cs, field, "");
+    *out = (int)t->data[0];
+    return 1;
+}
+
+static int get_real(const char* cs, const char* field, double* out) {
+    const nbf_tensor* t = get(cs, field, 1);
+    if (!t) return 0;
+    if (t->n != 1) return failf("%s.%s: expected a scalar%s", cs, field, "");
+    *out = t->data[0];
+    return 1;
+}
+
+static const nbf_tensor* get_act(const char* cs, const char* field, int rows, int cols) {
+    const nbf_tensor* t = get(cs, field, 1);
+    if (!t) return NULL;
+    if (t->ndim == 2 && t->dims[0] == rows && t->dims[1] == cols) return t;
+    failf("%s.%s: unexpected shape%s", cs, field, "");
+    return NULL;
+}
+
+/* Known, non-trivial values for the pre-filled gradients. */
+static double prefill(size_t i) { return 0.5 * sin(0.37 * (double)i + 1.0); }
+
+/* n values plus a canary; the values are NaN (data NULL) or data. */
+static nb_real* buffer(size_t n, const double* data) {
+    nb_real* b = nbt_alloc(n + CANARY);
+    size_t i;
+    for (i = 0; i < n; i++) b[i] = data ? (nb_real)data[i] : (nb_real)NAN;
+    for (i = 0; i < CANARY; i++) b[n + i] = (nb_real)(1000 + i);
+    return b;
+}
+
+static void fill_nan(nb_real* b, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) b[i] = (nb_real)NAN;
+}
+
+static void check_canary(const char* cs, const char* tag, const char* what, const nb_real* b,
+                         size_t n) {
+    char name[300];
+    int ok = 1, i;
+    for (i = 0; i < CANARY; i++) ok &= b[n + i] == (nb_real)(1000 + i);
+    snprintf(name, sizeof name, "%s/%s: %s stays within its advertised size", cs, tag, what);
+    nbt_check(ok, name);
+}
+
+static int check_rc(nb_ctx* ctx, nb_result rc, const char* cs, const char* tag,
+                    const char* fn) {
+    char name[600];
+    snprintf(name, sizeof name, "%s/%s: %s returns NB_OK (%s%s%s)", cs, tag, fn,
+             nb_result_string(rc), rc ? ": " : "", rc ? ctx->err : "");
+    return nbt_check(rc == NB_OK, name);
+}
+
+/* A parameter of the case: a field with a '.' that is not a gradient ("blocks.0.ff_norm.weight",
+   "ln_f.weight"); scalars, E, dout, out and din have no '.'. Returns the parameter name or NULL. */
+static const char* param_field(const char* cs, const nbf_tensor* t) {
+    size_t len = strlen(cs);
+    const char* field;
+    if (strncmp(t->name, cs, len) != 0 || t->name[len] != '.') return NULL;
+    field = t->name + len + 1;
+    if (!strchr(field, '.') || strncmp(field, "grad.", 5) == 0) return NULL;
+    return field;
+}
+
+static int ends_with(const char* s, const char* suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* What the table should say about a parameter, derived from its name. */
+static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, int* no_decay) {
+    const char* last;
+    *layer = -1;
+    if (strncmp(field, "blocks.", 7) == 0) *layer = atoi(field + 7);
+    last = strrchr(field, '.');
+    if (ends_with(field, "att_proj.weight")) *kind = NB_TENSOR_QKV;
+    else if (ends_with(field, "attn_out.weight")) *kind = NB_TENSOR_ATTN_OUT;
+    else if (ends_with(field, "ff_proj.weight")) *kind = NB_TENSOR_FF_IN;
+    else if (ends_with(field, "ff_out.weight")) *kind = NB_TENSOR_FF_OUT;
+    else if (last && strcmp(last, ".bias") == 0) *kind = NB_TENSOR_BIAS;
+    else if (last && strcmp(last, ".c1") == 0) *kind = NB_TENSOR_SIAMESE_GAMMA;
+    else *kind = NB_TENSOR_GAIN;
+    *no_decay = *kind == NB_TENSOR_GAIN || *kind == NB_TENSOR_BIAS ||
+                *kind == NB_TENSOR_SIAMESE_GAMMA;
+}
+
+/* The tensor table against the fixture's parameters. Returns 1 when parameters can be loaded
+   by name (every table entry has a fixture tensor of the same count, no overlaps). */
+static int check_table(const char* cs, const char* tag, const nb_stack* s) {
+    char name[600];
+    unsigned char* covered = (unsigned char*)calloc(s->n_params ? s->n_params : 1, 1);
+    int i, ok = 1, n_fixture = 0, usable = 1;
+    size_t k, n_cov = 0;
+    if (!covered) abort();
+    for (i = 0; i < s->n_tensors; i++) {
+        const nb_tensor_info* ti = &s->tensors[i];
+        const nbf_tensor *t = get(cs, ti->name, 0), *gt;
+        char gfield[160];
+        int layer, no_decay;
+        nb_tensor_kind kind;
+        if (!t) {
+            snprintf(name, sizeof name, "%s/%s: table tensor '%s' (count %lu) is not in the "
+                     "reference", cs, tag, ti->name, (unsigned long)ti->count);
+            nbt_check(0, name);
+            ok = usable = 0;
+            continue;
+        }
+        snprintf(gfield, sizeof gfield, "grad.%s", ti->name);
+        gt = get(cs, gfield, 1);
+        if (!gt || gt->n != t->n) usable = 0;
+        if (ti->count != t->n || ti->offset + ti->count > s->n_params) {
+            snprintf(name, sizeof name, "%s/%s: table tensor '%s': count %lu offset %lu (of %lu)"
+                     ", reference count %lu", cs, tag, ti->name, (unsigned long)ti->count,
+                     (unsigned long)ti->offset, (unsigned long)s->n_params,
+                     (unsigned long)t->n);
+            nbt_check(0, name);
+            ok = usable = 0;
+            continue;
+        }
+        if (t->ndim == 2 ? (ti->rows != t->dims[0] || ti->cols != t->dims[1])
+                         : (ti->rows != (int)t->n || ti->cols != 1)) {
+            snprintf(name, sizeof name, "%s/%s: table tensor '%s' is %d x %d, reference %d x %d",
+                     cs, tag, ti->name, ti->rows, ti->cols, t->dims[0],
+                     t->ndim == 2 ? t->dims[1] : 1);
+            nbt_check(0, name);
+            ok = 0;
+        }
+        expected_info(ti->name, &layer, &kind, &no_decay);
+        if (ti->layer != layer || ti->kind != kind || (ti->no_decay != 0) != no_decay) {
+            snprintf(name, sizeof name, "%s/%s: table tensor '%s': layer %d kind %d no_decay %d"
+                     ", expected %d %d %d", cs, tag, ti->name, ti->layer, (int)ti->kind,
+                     ti->no_decay, layer, (int)kind, no_decay);
+            nbt_check(0, name);
+            ok = 0;
+        }
+        for (k = 0; k < ti->count; k++) {
+            if (covered[ti->offset + k]) {
+                snprintf(name, sizeof name, "%s/%s: table tensor '%s' overlaps another", cs, tag,
+                         ti->name);
+                nbt_check(0, name);
+                ok = usable = 0;
+                break;
+            }
+            covered[ti->offset + k] = 1;
+            n_cov++;
+        }
+    }
+    /* every reference parameter is in the table */
+    for (i = 0; i < fx.count; i++) {
+        const char* field = param_field(cs, &fx.t[i]);
+        int j, found = 0;
+        if (!field) continue;
+        n_fixture++;
+        for (j = 0; j < s->n_tensors && !found; j++) found = strcmp(s->tensors[j].name, field) == 0;
+        if (!found) {
+            snprintf(name, sizeof name, "%s/%s: reference parameter '%s' (count %lu) is not in "
+                     "the table", cs, tag, field, (unsigned long)fx.t[i].n);
+            nbt_check(0, name);
+            ok = usable = 0;
+        }
+    }
+    snprintf(name, sizeof name, "%s/%s: table has the reference's %d tensors (has %d) and covers "
+             "n_params = %lu (covers %lu)", cs, tag, n_fixture, s->n_tensors,
+             (unsigned long)s->n_params, (unsigned long)n_cov);
+    nbt_check(ok && n_fixture == s->n_tensors && n_cov == s->n_params, name);
+    free(covered);
+    return usable;
+}
+
+static void run_case(const block_case* bc, const variant* v) {
+    const char* cs = bc->name;
+    int L, B, T, d, H, Hkv, f, rope, norm, ffn, preset, sites, pscale, pfusion, i;
+    double theta, eps, alpha;
+    const nbf_tensor *E, *dout, *out, *din;
+    nb_stack_desc desc;
+    nb_stack s;
+    nb_ctx ctx;
+    nb_result rc;
+    nb_real *params, *grads, *inb, *outb, *dinb, *doutb, *cache, *scratch;
+    size_t n_act, k;
+    char name[600];
+
+    if (!get_int(cs, "L", &L) || !get_int(cs, "B", &B) || !get_int(cs, "T", &T) ||
+        !get_int(cs, "d", &d) || !get_int(cs, "H", &H) || !get_int(cs, "Hkv", &Hkv) ||
+        !get_int(cs, "f", &f) || !get_int(cs, "rope", &rope) || !get_int(cs, "norm", &norm) ||
+        !get_int(cs, "ffn", &ffn) || !get_int(cs, "preset", &preset) ||
+        !get_int(cs, "sites", &sites) || !get_int(cs, "siamese_paper_scale", &pscale) ||
+        !get_int(cs, "siamese_paper_fusion", &pfusion) || !get_real(cs, "theta", &theta) ||
+        !get_real(cs, "eps", &eps) || !get_real(cs, "mixln_alpha", &alpha))
+        return;
+    if (L <= 0 || B <= 0 || T <= 0 || d <= 0 || H <= 0 || Hkv <= 0 || d % H || H % Hkv ||
+        preset <= 0 || preset >= NB_PRESET_COUNT || norm < 1 || norm > 2 || ffn < 1 || ffn > 2) {
+        failf("%s: inconsistent scalars%s%s", cs, "", "");
+        return;
+    }
+    n_act = (size_t)B * T * d;
+    E = get_act(cs, "E", B * T, d);
+    dout = get_act(cs, "dout", B * T, d);
+    out = get_act(cs, "out", B * T, d);
+    din = get_act(cs, "din", B * T, d);
+    if (!E || !dout || !out || !din) return;
+
+    memset(&desc, 0, sizeof desc);
+    memset(&ctx, 0, sizeof ctx);
+    ctx.num_threads = v->threads;
+    if (v->by_name) {
+        const char* pn = bc->preset_name ? bc->preset_name : nb_preset_name((nb_preset)preset);
+        if (bc->preset_name && !bc->preset_name[0]) return;
+        rc = nb_preset_from_name(&ctx, &desc, pn);
+        snprintf(name, sizeof name, "nb_preset_from_name(\"%s\")", pn ? pn : "(null)");
+        if (!check_rc(&ctx, rc, cs, v->tag, name)) return;
+        /* preset, sites, norm, ffn and eps (0 = the preset's default) come from the name */
+    } else {
+        desc.preset = (nb_preset)preset;
+        desc.sites = (unsigned)sites;
+        desc.norm = norm == 1 ? NB_NORM_RMS : NB_NORM_LAYER;
+        desc.eps = (nb_real)eps;
+        desc.ffn = ffn == 1 ? NB_FFN_SWIGLU : NB_FFN_GELU_TANH;
+    }
+    desc.n_layers = L;
+    desc.d_model = d;
+    desc.n_heads = H;
+    desc.n_kv_heads = Hkv;
+    desc.d_ff = f;
+    desc.mixln_alpha = alpha;
+    desc.rope = rope;
+    desc.rope_theta = (nb_real)theta;
+    desc.siamese_paper_scale = pscale;
+    desc.siamese_paper_fusion = pfusion;
+    desc.memory = v->memory;
+    desc.check_finite = v->check_finite;
+
+    memset(&s, 0, sizeof s);
+    rc = nb_stack_init(&ctx, &s, &desc, B + v->extra_b, T + v->extra_t);
+    if (!check_rc(&ctx, rc, cs, v->tag, "nb_stack_init")) {
+        nb_stack_free(&s);
+        return;
+    }
+    snprintf(name, sizeof name, "%s/%s: stack has %d layers and %d stream(s)", cs, v->tag, L,
+             preset == NB_PRESET_SIAMESE || preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1);
+    nbt_check(s.desc.n_layers == L &&
+                  s.streams == (preset == NB_PRESET_SIAMESE ||
+                                        preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1),
+              name);
+    if (!check_table(cs, v->tag, &s)) {
+        nb_stack_free(&s);
+        return;
+    }
+
+    params = buffer(s.n_params, NULL);
+    grads = buffer(s.n_params, NULL);
+    for (k = 0; k < s.n_params; k++) grads[k] = v->accumulate ? (nb_real)prefill(k) : 0;
+    for (i = 0; i < s.n_tensors; i++) {
+        const nb_tensor_info* ti = &s.tensors[i];
+        const nbf_tensor* t = get(cs, ti->name, 1);
+        for (k = 0; k < ti->count; k++) params[ti->offset + k] = (nb_real)t->data[k];
+    }
+    inb = buffer(n_act, E->data);
+    doutb = buffer(n_act, dout->data);
+    outb = buffer(n_act, NULL);
+    dinb = buffer(n_act, NULL);
+    cache = buffer(s.n_cache, NULL);
+    scratch = buffer(s.n_scratch, NULL);
+
+    rc = nb_stack_forward(&ctx, &s, params, outb, inb, B, T, cache, scratch);
+    if (check_rc(&ctx, rc, cs, v->tag, "nb_stack_forward")) {
+        snprintf(name, sizeof name, "%s/%s: out", cs, v->tag);
+        nbt_close(name, outb, out->data, n_act, FX_ATOL, FX_RTOL);
+        fill_nan(scratch, s.n_scratch);
+        rc = nb_stack_backward(&ctx, &s, params, grads, dinb, doutb, B, T, cache, scratch);
+        if (check_rc(&ctx, rc, cs, v->tag, "nb_stack_backward")) {
+            double* e = (double*)malloc(s.n_params * sizeof(double) + 1);
+            if (!e) abort();
+            snprintf(name, sizeof name, "%s/%s: din", cs, v->tag);
+            nbt_close(name, dinb, din->data, n_act, FX_ATOL, FX_RTOL);
+            for (k = 0; k < s.n_params; k++) e[k] = v->accumulate ? prefill(k) : 0.0;
+            for (i = 0; i < s.n_tensors; i++) {
+                const nb_tensor_info* ti = &s.tensors[i];
+                char gfield[160];
+                const nbf_tensor* g;
+                snprintf(gfield, sizeof gfield, "grad.%s", ti->name);
+                g = get(cs, gfield, 1);
+                for (k = 0; k < ti->count; k++) e[ti->offset + k] += g->data[k];
+                snprintf(name, sizeof name, "%s/%s: grad %s", cs, v->tag, ti->name);
+                nbt_close(name, grads + ti->offset, e + ti->offset, ti->count, FX_ATOL,
+                          FX_RTOL);
+            }
+            free(e);
+            check_canary(cs, v->tag, "gradient buffer", grads, s.n_params);
+            check_canary(cs, v->tag, "din", dinb, n_act);
+        }
+    }
+    check_canary(cs, v->tag, "out", outb, n_act);
+    check_canary(cs, v->tag, "cache", cache, s.n_cache);
+    check_canary(cs, v->tag, "scratch", scratch, s.n_scratch);
+    check_canary(cs, v->tag, "parameter buffer", params, s.n_params);
+    free(params);
+    free(grads);
+    free(inb);
+    free(doutb);
+    free(outb);
+    free(dinb);
+    free(cache);
+    free(scratch);
+    nb_stack_free(&s);
+}
+
+/* Every tensor of the file belongs to one of the known cases (the lists are in sync). */
+static void check_known(void) {
+    int i, unknown = 0;
+    for (i = 0; i < fx.count; i++) {
+        size_t c, len;
+        int found = 0;
+        for (c = 0; c < NCASES(cases) && !found; c++) {
+            len = strlen(cases[c].name);
+            found = strncmp(fx.t[i].name, cases[c].name, len) == 0 && fx.t[i].name[len] == '.';
+        }
+        if (!found) {
+            if (!unknown) printf("  first unknown tensor: %s\n", fx.t[i].name);
+            unknown++;
+        }
+    }
+    nbt_check(unknown == 0, "blocks.bin: every tensor belongs to a case this test knows");
+}
+
+/* The gradient tensors of a case are exactly those of its parameters. */
+static void check_grads_paired(const char* cs) {
+    size_t len = strlen(cs);
+    int i, bad = 0;
+    char name[300];
+    for (i = 0; i < fx.count; i++) {
+        const char* n = fx.t[i].name;
+        char pname[160];
+        if (strncmp(n, cs, len) != 0 || n[len] != '.' || strncmp(n + len + 1, "grad.", 5) != 0)
+            continue;
+        snprintf(pname, sizeof pname, "%s.%s", cs, n + len + 6);
+        if (!nbf_get(&fx, pname)) {
+            if (!bad) printf("  gradient without parameter: %s\n", n);
+            bad++;
+        }
+    }
+    snprintf(name, sizeof name, "%s: every reference gradient has its parameter", cs);
+    nbt_check(bad == 0, name);
+}
+
+int main(int argc, char** argv) {
+    char path[1024], name[1100];
+    size_t c, k;
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s FIXTURE_DIR\n", argv[0]);
+        nbt_check(0, "fixture directory given on the command line");
+        return nbt_finish();
+    }
+    snprintf(path, sizeof path, "%s/blocks.bin", argv[1]);
+    snprintf(name, sizeof name, "load %s", path);
+    if (!nbt_check(nbf_load(&fx, path) == 0, name)) {
+        fprintf(stderr, "test_block_fixtures: cannot run without %s\n", path);
+        return nbt_finish();
+    }
+    check_known();
+    for (c = 0; c < NCASES(cases); c++) {
+        char field[128];
+        snprintf(field, sizeof field, "%s.L", cases[c].name);
+        if (!nbf_get(&fx, field)) {
+            failf("blocks.bin has no case '%s'%s%s", cases[c].name, "", "");
+            continue;
+        }
+        check_grads_paired(cases[c].name);
+        for (k = 0; k < NCASES(variants); k++) run_case(&cases[c], &variants[k]);
+    }
+    nbf_free(&fx);
+    return nbt_finish();
+}

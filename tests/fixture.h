@@ -1,5 +1,6 @@
-/* fixture.h - loader for the reference fixtures written by tests/gen_fixtures.py.
-   Header-only, static functions, C99 and C++.
+/* fixture.h - loader for the reference fixtures written by tests/gen_fixtures.py,
+   tests/gen_sublayer_fixtures.py and tests/gen_block_fixtures.py (through tests/nbfixture.py),
+   and the helpers the fixture tests share. Header-only, static functions, C99 and C++.
 
    Format (little-endian):
        magic "NBFX0001" (8 bytes); uint32 count; then count records of
@@ -9,7 +10,11 @@
    nbf_load reads the whole file and validates every length against the bytes that are really
    there before using it: a missing, truncated or corrupt file gives a message on stderr and -1,
    never a crash or an oversized allocation. Trailing bytes after the last record and duplicate
-   names are treated as corruption too. */
+   names are treated as corruption too.
+
+   The test helpers at the end (the current fixture file nbf_fx, field lookup with shape
+   checks, canaried NaN buffers, comparisons against the references under FX_ATOL / FX_RTOL)
+   are there when nbtest.h (and so normblocks.h) is included before this header. */
 #ifndef NB_FIXTURE_H
 #define NB_FIXTURE_H
 
@@ -210,5 +215,305 @@ static NBF__UNUSED const nbf_tensor* nbf_get(const nbf_file* f, const char* name
         if (strcmp(f->t[i].name, name) == 0) return &f->t[i];
     return NULL;
 }
+
+
+/* ---- helpers of the fixture tests (tests/test_*fixtures.c): need nbtest.h first ------------ */
+#ifdef NBTEST_H
+
+#include <stdarg.h>
+
+/* Tolerances against the float64 references. float32 uses nbtest.h's NBT_ATOL / NBT_RTOL;
+   NB_DOUBLE compares two float64 computations that differ only in summation order, so it uses
+   1e-11 / 1e-10 instead of nbtest.h's finite-difference tolerances. -DFX_ATOL=... -DFX_RTOL=...
+   override them (to measure the headroom; never to pass). */
+#ifndef FX_ATOL
+#ifdef NB_DOUBLE
+#define FX_ATOL 1e-11
+#define FX_RTOL 1e-10
+#else
+#define FX_ATOL NBT_ATOL
+#define FX_RTOL NBT_RTOL
+#endif
+#endif
+
+#define NBF_CANARY 16 /* values after each buffer that must survive */
+#define NBF_NCASES(a) (sizeof(a) / sizeof((a)[0]))
+
+#if defined(__GNUC__)
+#define NBF__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define NBF__PRINTF(f, a)
+#endif
+
+/* The fixture file the test is working on. */
+static NBF__UNUSED nbf_file nbf_fx;
+
+/* A failed check whose name is printf(fmt, ...). Returns 0. */
+static inline NBF__PRINTF(1, 2) int nbf_fail(const char* fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return nbt_check(0, msg);
+}
+
+/* Tensor "<cs>.<field>" of nbf_fx, or NULL (a failed check too when required). */
+static inline const nbf_tensor* nbf_field(const char* cs, const char* field, int required) {
+    char name[256];
+    const nbf_tensor* t;
+    snprintf(name, sizeof name, "%s.%s", cs, field);
+    t = nbf_get(&nbf_fx, name);
+    if (!t && required) nbf_fail("fixture has no tensor '%s'", name);
+    return t;
+}
+
+/* A required scalar; 0 (a failed check) when missing or not a single value. */
+static inline int nbf_real(const char* cs, const char* field, double* out) {
+    const nbf_tensor* t = nbf_field(cs, field, 1);
+    if (!t) return 0;
+    if (t->n != 1) {
+        nbf_fail("%s.%s: expected a scalar", cs, field);
+        return 0;
+    }
+    *out = t->data[0];
+    return 1;
+}
+
+/* A required scalar that holds an integer. */
+static inline int nbf_int(const char* cs, const char* field, int* out) {
+    const nbf_tensor* t = nbf_field(cs, field, 1);
+    if (!t) return 0;
+    if (t->n != 1 || t->data[0] != (double)(int)t->data[0]) {
+        nbf_fail("%s.%s: expected an integer scalar", cs, field);
+        return 0;
+    }
+    *out = (int)t->data[0];
+    return 1;
+}
+
+/* t is exactly rows x cols (cols = 0: a vector of rows values); else a failed check. */
+static inline int nbf_has_shape(const nbf_tensor* t, int rows, int cols) {
+    if (cols ? (t->ndim == 2 && t->dims[0] == rows && t->dims[1] == cols)
+             : (t->ndim == 1 && t->dims[0] == rows))
+        return 1;
+    nbf_fail("%s: unexpected shape", t->name);
+    return 0;
+}
+
+/* A required tensor of exactly rows x cols (cols = 0: a vector of rows values), or NULL. */
+static inline const nbf_tensor* nbf_shaped(const char* cs, const char* field, int rows,
+                                           int cols) {
+    const nbf_tensor* t = nbf_field(cs, field, 1);
+    return t && nbf_has_shape(t, rows, cols) ? t : NULL;
+}
+
+/* tensor_name is a field of case cs ("<cs>.<field>"). */
+static inline int nbf_in_case(const char* tensor_name, const char* cs) {
+    size_t len = strlen(cs);
+    return strncmp(tensor_name, cs, len) == 0 && tensor_name[len] == '.';
+}
+
+/* nbf_fx holds case cs (its tensor "<cs>.<field>"); else a failed check. */
+static inline int nbf_has_case(const char* file, const char* cs, const char* field) {
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", cs, field);
+    if (nbf_get(&nbf_fx, name)) return 1;
+    nbf_fail("%s has no case '%s'", file, cs);
+    return 0;
+}
+
+/* Every tensor of nbf_fx belongs to one of the ncases known cases (the test's list and the
+   generator's are in sync). The cases are an array of elements of `size` bytes, each starting
+   with its name (an array of names, or of structs whose first member is the name). */
+static inline void nbf_check_known(const char* file, const void* cases, size_t ncases,
+                                   size_t size) {
+    int i, unknown = 0;
+    char name[300];
+    for (i = 0; i < nbf_fx.count; i++) {
+        size_t c;
+        int found = 0;
+        for (c = 0; c < ncases && !found; c++)
+            found = nbf_in_case(nbf_fx.t[i].name,
+                                *(const char* const*)((const char*)cases + c * size));
+        if (!found) {
+            if (!unknown) printf("  first unknown tensor: %s\n", nbf_fx.t[i].name);
+            unknown++;
+        }
+    }
+    snprintf(name, sizeof name, "%s: every tensor belongs to a case this test knows", file);
+    nbt_check(unknown == 0, name);
+}
+
+/* main's argument check: 1 with one argument (the fixture directory), else a usage message
+   and a failed check. */
+static inline int nbf_args_ok(int argc, char** argv) {
+    if (argc == 2) return 1;
+    fprintf(stderr, "usage: %s FIXTURE_DIR\n", argv[0]);
+    nbt_check(0, "fixture directory given on the command line");
+    return 0;
+}
+
+/* Load dir/file into nbf_fx (a check "load <path>"); prog names the test in the message
+   when it cannot. */
+static inline int nbf_load_checked(const char* prog, const char* dir, const char* file) {
+    char path[1024], name[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    snprintf(name, sizeof name, "load %s", path);
+    if (!nbt_check(nbf_load(&nbf_fx, path) == 0, name)) {
+        fprintf(stderr, "%s: cannot run without %s\n", prog, path);
+        return 0;
+    }
+    return 1;
+}
+
+/* Known, non-trivial values for the pre-filled gradient outputs. */
+static inline double nbf_prefill(size_t i) { return 0.5 * sin(0.37 * (double)i + 1.0); }
+
+/* The canary after the n values of b. */
+static inline void nbf_set_canary(nb_real* b, size_t n) {
+    int i;
+    for (i = 0; i < NBF_CANARY; i++) b[n + i] = (nb_real)(1000 + i);
+}
+
+static inline int nbf_canary_ok(const nb_real* b, size_t n) {
+    int ok = 1, i;
+    for (i = 0; i < NBF_CANARY; i++) ok &= b[n + i] == (nb_real)(1000 + i);
+    return ok;
+}
+
+/* n values plus a canary; the values are NaN (data NULL) or data. */
+static inline nb_real* nbf_buffer(size_t n, const double* data) {
+    nb_real* b = nbt_alloc(n + NBF_CANARY);
+    size_t i;
+    for (i = 0; i < n; i++) b[i] = data ? (nb_real)data[i] : (nb_real)NAN;
+    nbf_set_canary(b, n);
+    return b;
+}
+
+static inline void nbf_fill_nan(nb_real* b, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) b[i] = (nb_real)NAN;
+}
+
+/* Check "<cs>/<tag>: <what> stays within its advertised size". */
+static inline void nbf_check_canary(const char* cs, const char* tag, const char* what,
+                                    const nb_real* b, size_t n) {
+    char name[300];
+    snprintf(name, sizeof name, "%s/%s: %s stays within its advertised size", cs, tag, what);
+    nbt_check(nbf_canary_ok(b, n), name);
+}
+
+/* Check "<cs>/<tag>: <fn> returns NB_OK", with the error in the name when it does not. */
+static inline int nbf_check_rc(nb_ctx* ctx, nb_result rc, const char* cs, const char* tag,
+                               const char* fn) {
+    char name[600];
+    snprintf(name, sizeof name, "%s/%s: %s returns NB_OK (%s%s%s)", cs, tag, fn,
+             nb_result_string(rc), rc ? ": " : "", rc ? ctx->err : "");
+    return nbt_check(rc == NB_OK, name);
+}
+
+/* Check "<cs>/<tag>: <what>": n values against ref (+ nbf_prefill(i) when add_pre). */
+static inline void nbf_compare(const char* cs, const char* tag, const char* what,
+                               const nb_real* got, const double* ref, size_t n, int add_pre) {
+    double* e = (double*)malloc((n ? n : 1) * sizeof(double));
+    char name[300];
+    size_t i;
+    if (!e) abort();
+    for (i = 0; i < n; i++) e[i] = ref[i] + (add_pre ? nbf_prefill(i) : 0.0);
+    snprintf(name, sizeof name, "%s/%s: %s", cs, tag, what);
+    nbt_close(name, got, e, n, FX_ATOL, FX_RTOL);
+    free(e);
+}
+
+/* The buffers of one forward and backward run of a sublayer or a stack, each followed by a
+   canary: the parameters and their gradients (n_params), the input, upstream gradient,
+   output and input gradient (n_act each), the cache and the scratch. */
+typedef struct nbf_run {
+    size_t n_params, n_act, n_cache, n_scratch;
+    nb_real *params, *grads, *x, *dout, *out, *dx, *cache, *scratch;
+} nbf_run;
+
+/* Parameters NaN (so that unfilled values show), gradients nbf_prefill(i)
+   (accumulate) or 0. */
+static inline void nbf_run_params(nbf_run* r, size_t n_params, int accumulate) {
+    size_t i;
+    r->n_params = n_params;
+    r->params = nbf_buffer(n_params, NULL);
+    r->grads = nbf_buffer(n_params, NULL);
+    for (i = 0; i < n_params; i++) r->grads[i] = accumulate ? (nb_real)nbf_prefill(i) : 0;
+}
+
+/* Input and upstream gradient from the fixture; output NaN; input gradient NaN or
+   nbf_prefill(i) (prefill_dx); cache and scratch NaN. */
+static inline void nbf_run_acts(nbf_run* r, size_t n_act, const double* x, const double* dout,
+                                int prefill_dx, size_t n_cache, size_t n_scratch) {
+    size_t i;
+    r->n_act = n_act;
+    r->n_cache = n_cache;
+    r->n_scratch = n_scratch;
+    r->x = nbf_buffer(n_act, x);
+    r->dout = nbf_buffer(n_act, dout);
+    r->out = nbf_buffer(n_act, NULL);
+    r->dx = nbf_buffer(n_act, NULL);
+    if (prefill_dx)
+        for (i = 0; i < n_act; i++) r->dx[i] = (nb_real)nbf_prefill(i);
+    r->cache = nbf_buffer(n_cache, NULL);
+    r->scratch = nbf_buffer(n_scratch, NULL);
+}
+
+/* The parameters cover the whole buffer once the fixture's values are copied in (no NaN). */
+static inline void nbf_run_check_covered(const nbf_run* r, const char* cs, const char* tag) {
+    char name[300];
+    size_t i;
+    for (i = 0; i < r->n_params; i++)
+        if (r->params[i] != r->params[i]) break;
+    snprintf(name, sizeof name, "%s/%s: bound parameters cover the buffer", cs, tag);
+    nbt_check(i == r->n_params, name);
+}
+
+/* The expected gradient buffer before the references are added: nbf_prefill(i) (accumulate)
+   or 0, i being the offset in the contiguous buffer. free() it. */
+static inline double* nbf_run_expected(const nbf_run* r, int accumulate) {
+    double* e = (double*)malloc(r->n_params * sizeof(double) + 1);
+    size_t i;
+    if (!e) abort();
+    for (i = 0; i < r->n_params; i++) e[i] = accumulate ? nbf_prefill(i) : 0.0;
+    return e;
+}
+
+/* Check the gradient got, at offset off of the gradient buffer, against e + ref (n values);
+   adds ref to e[off..]. */
+static inline void nbf_run_compare_grad(const char* name, const nb_real* got, double* e,
+                                        size_t off, const nbf_tensor* ref, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) e[off + i] += ref->data[i];
+    nbt_close(name, got, e + off, n, FX_ATOL, FX_RTOL);
+}
+
+/* The canaries after a successful backward: gradients and the input gradient dx_what. */
+static inline void nbf_run_check_backward(const nbf_run* r, const char* cs, const char* tag,
+                                          const char* dx_what) {
+    nbf_check_canary(cs, tag, "gradient buffer", r->grads, r->n_params);
+    nbf_check_canary(cs, tag, dx_what, r->dx, r->n_act);
+}
+
+/* The remaining canaries (output, cache, scratch, parameters); frees every buffer. */
+static inline void nbf_run_finish(nbf_run* r, const char* cs, const char* tag) {
+    nbf_check_canary(cs, tag, "out", r->out, r->n_act);
+    nbf_check_canary(cs, tag, "cache", r->cache, r->n_cache);
+    nbf_check_canary(cs, tag, "scratch", r->scratch, r->n_scratch);
+    nbf_check_canary(cs, tag, "parameter buffer", r->params, r->n_params);
+    free(r->params);
+    free(r->grads);
+    free(r->x);
+    free(r->dout);
+    free(r->out);
+    free(r->dx);
+    free(r->cache);
+    free(r->scratch);
+}
+
+#endif /* NBTEST_H */
 
 #endif /* NB_FIXTURE_H */

@@ -17,9 +17,7 @@ Each preset is a per-layer schedule of placements and attention norm sites (PRES
 below cite SPEC); SiameseNorm's two streams are written out separately (SPEC 4.10.2, 4.10.3).
 Block norms are RMSNorm with a gain (no bias), or LayerNorm with gain and bias (norm = 2).
 
-File format: as tests/gen_sublayer_fixtures.py (read by tests/fixture.h):
-    magic "NBFX0001" (8 bytes); uint32 count; count records of
-    uint32 name_len, name bytes (no NUL), uint32 ndim, uint32 dims[ndim], float64 data[prod(dims)]
+File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h.
 Per case (names "<case>.<field>"):
     scalars  L, B, T, d, H, Hkv, f, rope, theta, eps, norm (1 RMS, 2 LayerNorm),
              ffn (1 SwiGLU, 2 GELU tanh), preset (nb_preset value), sites (0 = preset default,
@@ -46,24 +44,22 @@ The case names are printed; tests/test_block_fixtures.c hard-codes the same list
 import math
 import os
 import re
-import struct
-import sys
 import zlib
 
 import torch
 import torch.nn.functional as F
 
+from nbfixture import (FULL, GELU_TANH, LAYER, PER_HEAD, RMS, SITE_C, SITE_K, SITE_Q, SITE_V,
+                       SITES, SWIGLU, Writer, check_norm_rope_order, norm_fn, output_dir,
+                       rand_gain, rms_norm, rope_sin_cos, site_width)
+from nbfixture import attention as mha
+
 SEED = 20240611
-MAGIC = b"NBFX0001"
 MAX_BYTES = 1_500_000
 
-RMS, LAYER = 1, 2
-SWIGLU, GELU_TANH = 1, 2
-SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
 SITES_NONE = 0x100
-PER_HEAD, FULL = 1, 2
 
 # nb_preset in normblocks.h, in enum order (checked against the header when it is there)
 PRESETS = ["DEFAULT", "PRE", "POST", "POST_FLAGS", "SANDWICH", "OLMO2", "DEEPNORM",
@@ -93,127 +89,24 @@ def check_header_enum():
     assert names[:-1] == PRESETS, "nb_preset order changed: %s" % names
 
 
-class Writer:
-    def __init__(self):
-        self.records = []
-        self.names = set()
-
-    def add(self, name, t):
-        if not torch.is_tensor(t):
-            t = torch.tensor([float(t)], dtype=torch.float64)
-        t = t.detach().to(torch.float64).contiguous()
-        if t.dim() == 0:
-            t = t.reshape(1)
-        assert 1 <= t.dim() <= 4, name
-        assert len(name.encode()) < 64, name
-        assert name not in self.names, name
-        assert torch.isfinite(t).all(), name
-        self.names.add(name)
-        self.records.append((name, t))
-
-    def size(self):
-        n = 12
-        for name, t in self.records:
-            n += 8 + len(name.encode()) + 4 * t.dim() + 8 * t.numel()
-        return n
-
-    def write(self, path):
-        out = bytearray(MAGIC)
-        out += struct.pack("<I", len(self.records))
-        for name, t in self.records:
-            nb = name.encode()
-            out += struct.pack("<I", len(nb)) + nb
-            out += struct.pack("<I", t.dim())
-            out += struct.pack("<%dI" % t.dim(), *t.shape)
-            vals = t.flatten().tolist()
-            out += struct.pack("<%dd" % len(vals), *vals)
-        assert len(out) == self.size()
-        assert len(out) < MAX_BYTES, "%s would be %d bytes" % (path, len(out))
-        with open(path, "wb") as f:
-            f.write(bytes(out))
-        return len(out)
-
-
 # ---- norms, attention (SPEC 1, 2), FFN (SPEC 3) ---------------------------------------------
 
 
-def rms_norm(x, gain, eps):
-    # x * rsqrt(mean(x^2) + eps), then the gain (eps inside the sqrt), OLMo / HF Llama
-    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    return y * gain if gain is not None else y
-
-
-def norm_fn(kind, x, gain, bias, eps):
-    if kind == RMS:
-        assert bias is None
-        return rms_norm(x, gain, eps)
-    return F.layer_norm(x, (x.shape[-1],), weight=gain, bias=bias, eps=eps)
-
-
-def rotate_half(x):
-    B, nh, T, hs = x.size()
-    x = x.view(B, nh, T, 2, hs // 2)
-    x1, x2 = x.unbind(dim=-2)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def rope_sin_cos(T, dk, theta, dtype):
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dk, 2, dtype=torch.float64) / dk))
-    seq = torch.arange(T, dtype=torch.float64)
-    freqs = torch.einsum("i , j -> i j", seq, inv_freq)
-    positions = torch.cat((freqs, freqs), dim=-1)
-    return positions.sin()[None, None].to(dtype), positions.cos()[None, None].to(dtype)
-
-
 def attention(cfg, p, pre, x, sites, width, probs):
-    """MHA_#(x) of SPEC 2.2 (copy of tests/gen_sublayer_fixtures.py attn_forward): fused
-    att_proj Q|K|V, GQA, per-head site norms with one d_k gain (or full width, OLMo-2),
-    RoPE after the norms, causal, scale 1/sqrt(d_k), C norm before W_o."""
-    B, T, d, H, Hkv = cfg["B"], cfg["T"], cfg["d"], cfg["H"], cfg["Hkv"]
-    dk = d // H
+    """MHA_#(x) of SPEC 2.2 (nbfixture.attention, as tests/gen_sublayer_fixtures.py), causal,
+    with the weights of the stack's parameters p under the prefix pre; appends the attention
+    probabilities to probs."""
     kind, eps = cfg["norm"], cfg["eps"]
 
     def snorm(site, t):
         # site norms: gain only, also for LayerNorm (nb_norm_type: "gain only at attention sites")
         return norm_fn(kind, t, p[pre + site + "_norm.weight"], None, eps)
 
-    qkv = x @ p[pre + "att_proj.weight"].T
-    q, k, v = qkv.view(B, T, -1).split((d, Hkv * dk, Hkv * dk), dim=-1)
-    if width == FULL:
-        if sites & SITE_Q:
-            q = snorm("q", q)
-        if sites & SITE_K:
-            k = snorm("k", k)
-        if sites & SITE_V:
-            v = snorm("v", v)
-    q = q.reshape(B, T, H, dk)
-    k = k.reshape(B, T, Hkv, dk)
-    v = v.reshape(B, T, Hkv, dk)
-    if width == PER_HEAD:
-        if sites & SITE_Q:
-            q = snorm("q", q)
-        if sites & SITE_K:
-            k = snorm("k", k)
-        if sites & SITE_V:
-            v = snorm("v", v)
-    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    if cfg["rope"]:
-        sin, cos = rope_sin_cos(T, dk, cfg["theta"], x.dtype)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-    g = H // Hkv
-    if g > 1:
-        k = k.repeat_interleave(g, dim=1)
-        v = v.repeat_interleave(g, dim=1)
-    s = q @ k.transpose(-2, -1) / math.sqrt(dk)
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-    s = s.masked_fill(mask, float("-inf"))
-    pr = torch.softmax(s, dim=-1)
+    out, pr = mha(x, p[pre + "att_proj.weight"], p[pre + "attn_out.weight"], cfg["B"], cfg["T"],
+                  cfg["d"], cfg["H"], cfg["Hkv"], sites, width, snorm, cfg["rope"], cfg["theta"],
+                  True)
     probs.append(pr.detach())
-    o = (pr @ v).transpose(1, 2)  # (B, T, H, dk)
-    if sites & SITE_C:
-        o = snorm("c", o if width == PER_HEAD else o.reshape(B, T, d))
-    return o.reshape(B * T, d) @ p[pre + "attn_out.weight"].T
+    return out
 
 
 def ffn(cfg, p, pre, x):
@@ -320,8 +213,7 @@ class Params:
         self.p[name] = std * torch.randn(rows, cols)
 
     def gain(self, name, n):
-        # non-unit gains: a misplaced or swapped norm is invisible at gain 1
-        self.p[name] = 1.0 + 0.3 * torch.randn(n)
+        self.p[name] = rand_gain(n)
 
     def bias(self, name, n, std=0.2):
         self.p[name] = std * torch.randn(n)
@@ -338,10 +230,9 @@ class Params:
         dk = d // H
         self.mat(pre + "att_proj.weight", d + 2 * Hkv * dk, d, 1.2 / math.sqrt(d))
         self.mat(pre + "attn_out.weight", d, d, 1.0 / math.sqrt(d))
-        for site, bit in (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C)):
+        for site, bit in SITES:
             if sites & bit:
-                n = dk if width == PER_HEAD else (d if site in ("q", "c") else Hkv * dk)
-                self.gain(pre + site + "_norm.weight", n)
+                self.gain(pre + site + "_norm.weight", site_width(d, H, Hkv, width, site))
 
     def ffn(self, pre):
         c = self.cfg
@@ -801,23 +692,17 @@ def self_checks():
     # RoPE after the Q/K norms matters only with non-unit gains (SPEC 9): a gain-free RMSNorm
     # commutes with RoPE, the fixtures' random gains do not
     t = torch.randn(1, 2, 5, 4)
-    sin, cos = rope_sin_cos(5, 4, 10000.0, torch.float64)
-    rope = lambda u: u * cos + rotate_half(u) * sin  # noqa: E731
-    g = 1.0 + 0.3 * torch.randn(4)
-    assert torch.allclose(rms_norm(rope(t), None, 1e-5), rope(rms_norm(t, None, 1e-5)))
-    assert not torch.allclose(rms_norm(rope(t), g, 1e-5), rope(rms_norm(t, g, 1e-5)))
+    sin, cos = rope_sin_cos(5, 4, 10000.0)
+    check_norm_rope_order(t, sin, cos, rand_gain(4))
     print("self-checks passed")
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: gen_block_fixtures.py OUTDIR")
-    outdir = sys.argv[1]
-    os.makedirs(outdir, exist_ok=True)
+    outdir = output_dir("gen_block_fixtures.py")
     torch.set_default_dtype(torch.float64)
     check_header_enum()
     self_checks()
-    w = Writer()
+    w = Writer(MAX_BYTES)
     report = []
     # Shapes, B=2, T=5 throughout: the presets' L=1 cases d=16, H=4 (Hkv 4 or 2), f=24 SwiGLU /
     # 64 GELU; every other case d=8, H=2 (d_k 4, Hkv 2 or 1 = MQA, i.e. a GQA group of 2),

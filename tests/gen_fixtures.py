@@ -7,10 +7,8 @@ Writes <outdir>/primitives.bin. The references are built from plain torch ops an
 float64 (nothing here knows how normblocks computes anything): for every case,
 loss = sum(out * upstream) with a random upstream gradient, then loss.backward().
 
-File format (little-endian), read by tests/fixture.h:
-    magic "NBFX0001" (8 bytes); uint32 count; count records of
-    uint32 name_len, name bytes (no NUL), uint32 ndim, uint32 dims[ndim], float64 data[prod(dims)]
-Scalar parameters are stored as 1-element tensors (dims = [1]).
+File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h. Scalar parameters
+are stored as 1-element tensors (dims = [1]).
 
 Per-case tensors (names are "<case>.<field>"):
     norms:   x, gain (optional), bias (optional, LayerNorm), dy, y, dx, dgain, dbias,
@@ -19,68 +17,24 @@ Per-case tensors (names are "<case>.<field>"):
 The test takes rows/width (rows/cols) from the dims of x (s).
 """
 import os
-import struct
-import sys
 
 import torch
-import torch.nn.functional as F
+
+from nbfixture import LAYER, RMS, Writer, norm_fn, output_dir
 
 SEED = 20240601
-MAGIC = b"NBFX0001"
 
 
-class Writer:
-    def __init__(self):
-        self.records = []
-        self.names = set()
-
-    def add(self, name, t):
-        if not torch.is_tensor(t):
-            t = torch.tensor([float(t)], dtype=torch.float64)
-        t = t.detach().to(torch.float64).contiguous()
-        if t.dim() == 0:
-            t = t.reshape(1)
-        assert 1 <= t.dim() <= 4, name
-        assert len(name.encode()) < 64, name
-        assert name not in self.names, name
-        assert torch.isfinite(t).all(), name
-        self.names.add(name)
-        self.records.append((name, t))
-
-    def write(self, path):
-        out = bytearray(MAGIC)
-        out += struct.pack("<I", len(self.records))
-        for name, t in self.records:
-            nb = name.encode()
-            out += struct.pack("<I", len(nb)) + nb
-            out += struct.pack("<I", t.dim())
-            out += struct.pack("<%dI" % t.dim(), *t.shape)
-            vals = t.flatten().tolist()
-            out += struct.pack("<%dd" % len(vals), *vals)
-        with open(path, "wb") as f:
-            f.write(bytes(out))
-        return len(out)
-
-
-def rand_gain(n):
+def uniform_gain(n):
     # around 1 +- 0.5
     return 1.0 + (torch.rand(n) * 2 - 1) * 0.5
 
 
-def rmsnorm_ref(x, gain, seg, eps):
+def seg_norm(kind, x, gain, bias, seg, eps):
+    # RMSNorm / LayerNorm over each segment of seg values of a row
     rows, width = x.shape
     xs = x.reshape(rows, width // seg, seg)
-    y = xs * torch.rsqrt(xs.pow(2).mean(-1, keepdim=True) + eps)
-    if gain is not None:
-        y = y * gain
-    return y.reshape(rows, width)
-
-
-def layernorm_ref(x, gain, bias, seg, eps):
-    rows, width = x.shape
-    xs = x.reshape(rows, width // seg, seg)
-    y = F.layer_norm(xs, (seg,), weight=gain, bias=bias, eps=eps)
-    return y.reshape(rows, width)
+    return norm_fn(kind, xs, gain, bias, eps).reshape(rows, width)
 
 
 def norm_case(w, name, kind, x, seg, eps, gain=None, bias=None):
@@ -89,11 +43,7 @@ def norm_case(w, name, kind, x, seg, eps, gain=None, bias=None):
     x = x.clone().requires_grad_(True)
     g = gain.clone().requires_grad_(True) if gain is not None else None
     b = bias.clone().requires_grad_(True) if bias is not None else None
-    if kind == "rms":
-        assert b is None
-        y = rmsnorm_ref(x, g, segn, eps)
-    else:
-        y = layernorm_ref(x, g, b, segn, eps)
+    y = seg_norm(RMS if kind == "rms" else LAYER, x, g, b, segn, eps)
     dy = torch.randn(rows, width)
     (y * dy).sum().backward()
     w.add(name + ".x", x)
@@ -134,28 +84,25 @@ def softmax_case(w, name, rows, cols, scale, causal):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: gen_fixtures.py OUTDIR")
-    outdir = sys.argv[1]
-    os.makedirs(outdir, exist_ok=True)
+    outdir = output_dir("gen_fixtures.py")
     torch.manual_seed(SEED)
     torch.set_default_dtype(torch.float64)
     w = Writer()
 
     # RMSNorm
-    norm_case(w, "rms_row", "rms", torch.randn(6, 16), 0, 1e-5, gain=rand_gain(16))
-    norm_case(w, "rms_seg", "rms", torch.randn(5, 24), 8, 1e-6, gain=rand_gain(8))
+    norm_case(w, "rms_row", "rms", torch.randn(6, 16), 0, 1e-5, gain=uniform_gain(16))
+    norm_case(w, "rms_seg", "rms", torch.randn(5, 24), 8, 1e-6, gain=uniform_gain(8))
     norm_case(w, "rms_nogain", "rms", torch.randn(4, 12), 0, 1e-5)
-    norm_case(w, "rms_big", "rms", torch.randn(4, 32) * 30 + 5, 16, 1e-5, gain=rand_gain(16))
+    norm_case(w, "rms_big", "rms", torch.randn(4, 32) * 30 + 5, 16, 1e-5, gain=uniform_gain(16))
 
     # LayerNorm
     norm_case(w, "ln_row", "ln", torch.randn(6, 16), 0, 1e-5,
-              gain=rand_gain(16), bias=torch.randn(16) * 0.5)
+              gain=uniform_gain(16), bias=torch.randn(16) * 0.5)
     norm_case(w, "ln_seg", "ln", torch.randn(5, 24), 8, 1e-5,
-              gain=rand_gain(8), bias=torch.randn(8) * 0.5)
+              gain=uniform_gain(8), bias=torch.randn(8) * 0.5)
     # mean far from zero: a one-pass E[x^2] - E[x]^2 variance loses ~all digits in float32
     norm_case(w, "ln_offset", "ln", torch.randn(4, 32) + 100, 0, 1e-5,
-              gain=rand_gain(32), bias=torch.randn(32) * 0.5)
+              gain=uniform_gain(32), bias=torch.randn(32) * 0.5)
     norm_case(w, "ln_plain", "ln", torch.randn(3, 10), 0, 1e-5)
 
     # Softmax, scale 0.35

@@ -9,10 +9,8 @@ sublayers, with plain torch ops and autograd in float64; nothing here knows how 
 computes anything. For every case loss = sum(out * dout) with a random dout, then
 loss.backward() gives dx and the gradient of every parameter.
 
-File format (little-endian), read by tests/fixture.h:
-    magic "NBFX0001" (8 bytes); uint32 count; count records of
-    uint32 name_len, name bytes (no NUL), uint32 ndim, uint32 dims[ndim], float64 data[prod(dims)]
-Scalars are 1-element tensors (dims = [1]). Names are "<case>.<field>".
+File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h. Scalars are
+1-element tensors (dims = [1]). Names are "<case>.<field>".
 
 attention.bin, per case:
     scalars  B, T, d, H, Hkv, sites (Q=1 K=2 V=4 C=8), width (1 per head, 2 full),
@@ -31,172 +29,31 @@ when a case is missing from a file or a file holds a case it does not know.
 """
 import math
 import os
-import struct
-import sys
 
 import torch
 import torch.nn.functional as F
 
+from nbfixture import (FULL, GELU_ERF, GELU_TANH, LAYER, PER_HEAD, RMS, SITE_C, SITE_K, SITE_Q,
+                       SITE_V, SITES, SWIGLU, Writer, apply_rope, attention,
+                       check_norm_rope_order, norm_fn, output_dir, rand_gain, rope_sin_cos,
+                       site_width)
+
 SEED = 20240602
-MAGIC = b"NBFX0001"
 MAX_BYTES = 400 * 1024
-
-SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8
-PER_HEAD, FULL = 1, 2
-RMS, LAYER = 1, 2
-SWIGLU, GELU_TANH, GELU_ERF = 1, 2, 3
-
-
-class Writer:
-    def __init__(self):
-        self.records = []
-        self.names = set()
-
-    def add(self, name, t):
-        if not torch.is_tensor(t):
-            t = torch.tensor([float(t)], dtype=torch.float64)
-        t = t.detach().to(torch.float64).contiguous()
-        if t.dim() == 0:
-            t = t.reshape(1)
-        assert 1 <= t.dim() <= 4, name
-        assert len(name.encode()) < 64, name
-        assert name not in self.names, name
-        assert torch.isfinite(t).all(), name
-        self.names.add(name)
-        self.records.append((name, t))
-
-    def write(self, path):
-        out = bytearray(MAGIC)
-        out += struct.pack("<I", len(self.records))
-        for name, t in self.records:
-            nb = name.encode()
-            out += struct.pack("<I", len(nb)) + nb
-            out += struct.pack("<I", t.dim())
-            out += struct.pack("<%dI" % t.dim(), *t.shape)
-            vals = t.flatten().tolist()
-            out += struct.pack("<%dd" % len(vals), *vals)
-        assert len(out) < MAX_BYTES, "%s would be %d bytes" % (path, len(out))
-        with open(path, "wb") as f:
-            f.write(bytes(out))
-        return len(out)
-
-
-def rand_gain(n):
-    # non-unit gains: a norm/RoPE order mistake is invisible at gain 1
-    return 1.0 + 0.3 * torch.randn(n)
 
 
 # ---- attention (SPEC 2.1-2.3; OLMo / HybridNorm fork structure) ------------------------------
 
 
-class Norm:
-    """RMSNorm or LayerNorm over the last dimension, optional gain, no bias (OLMo style)."""
-
-    def __init__(self, kind, gain, eps):
-        self.kind, self.gain, self.eps = kind, gain, eps
-
-    def __call__(self, x):
-        if self.kind == RMS:
-            # x * rsqrt(mean(x^2) + eps), then the gain (eps inside the sqrt)
-            y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-            return y * self.gain if self.gain is not None else y
-        return F.layer_norm(x, (x.shape[-1],), weight=self.gain, bias=None, eps=self.eps)
-
-
-def rotate_half(x):
-    # NeoX: pairs (i, i + dk/2), not interleaved
-    B, nh, T, hs = x.size()
-    x = x.view(B, nh, T, 2, hs // 2)
-    x1, x2 = x.unbind(dim=-2)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def rope_sin_cos(T, dk, theta):
-    # theta^(-2i/dk), i in [0, dk/2), positions 0..T-1, all float64
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dk, 2, dtype=torch.float64) / dk))
-    seq = torch.arange(T, dtype=torch.float64)
-    freqs = torch.einsum("i , j -> i j", seq, inv_freq)
-    positions = torch.cat((freqs, freqs), dim=-1)  # (T, dk)
-    return positions.sin()[None, None, :, :], positions.cos()[None, None, :, :]
-
-
-def apply_rope(t, sin, cos):
-    # t: (B, heads, T, dk)
-    return t * cos + rotate_half(t) * sin
-
-
 def attn_forward(cfg, x, w_qkv, w_o, gains):
-    B, T, d, H, Hkv = cfg["B"], cfg["T"], cfg["d"], cfg["H"], cfg["Hkv"]
-    dk = d // H
-    sites, width, kind, eps = cfg["sites"], cfg["width"], cfg["norm"], cfg["eps"]
+    """The attention of nbfixture.attention; the site norms have no bias (OLMo style)."""
+    kind, eps = cfg["norm"], cfg["eps"]
 
-    def norm(site):
-        return Norm(kind, gains.get(site), eps)
+    def snorm(site, t):
+        return norm_fn(kind, t, gains.get(site), None, eps)
 
-    qkv = x @ w_qkv.T  # (B*T, d + 2*Hkv*dk), nn.Linear without bias
-    q, k, v = qkv.view(B, T, -1).split((d, Hkv * dk, Hkv * dk), dim=-1)
-
-    if width == FULL:
-        # OLMo-2: norm over the flattened projection row, before the head split
-        if sites & SITE_Q:
-            q = norm("q")(q)
-        if sites & SITE_K:
-            k = norm("k")(k)
-        if sites & SITE_V:
-            v = norm("v")(v)
-
-    q = q.reshape(B, T, H, dk)
-    k = k.reshape(B, T, Hkv, dk)
-    v = v.reshape(B, T, Hkv, dk)
-
-    if width == PER_HEAD:
-        # HybridNorm fork: per-head norms over dk, one gain shared by all heads
-        if sites & SITE_Q:
-            q = norm("q")(q)
-        if sites & SITE_K:
-            k = norm("k")(k)
-        if sites & SITE_V:
-            v = norm("v")(v)
-
-    q = q.transpose(1, 2)  # (B, H, T, dk)
-    k = k.transpose(1, 2)  # (B, Hkv, T, dk)
-    v = v.transpose(1, 2)
-
-    if cfg["rope"]:
-        # after the Q/K norms; V is never rotated
-        sin, cos = rope_sin_cos(T, dk, cfg["theta"])
-        q = apply_rope(q, sin, cos)
-        k = apply_rope(k, sin, cos)
-
-    g = H // Hkv
-    if g > 1:
-        # query head i uses KV head i // g
-        k = k.repeat_interleave(g, dim=1)
-        v = v.repeat_interleave(g, dim=1)
-
-    s = q @ k.transpose(-2, -1) / math.sqrt(dk)
-    if cfg["causal"]:
-        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-        s = s.masked_fill(mask, float("-inf"))
-    p = torch.softmax(s, dim=-1)
-    o = p @ v  # (B, H, T, dk)
-    o = o.transpose(1, 2)  # (B, T, H, dk)
-
-    if sites & SITE_C:
-        if width == PER_HEAD:
-            o = norm("c")(o)  # per head, before the concatenation
-        else:
-            o = norm("c")(o.reshape(B, T, d))
-    c = o.reshape(B * T, d)
-    return c @ w_o.T, p
-
-
-def site_width(cfg, site):
-    d, H, Hkv = cfg["d"], cfg["H"], cfg["Hkv"]
-    dk = d // H
-    if cfg["width"] == PER_HEAD:
-        return dk
-    return d if site in ("q", "c") else Hkv * dk
+    return attention(x, w_qkv, w_o, cfg["B"], cfg["T"], cfg["d"], cfg["H"], cfg["Hkv"],
+                     cfg["sites"], cfg["width"], snorm, cfg["rope"], cfg["theta"], cfg["causal"])
 
 
 def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
@@ -209,9 +66,9 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
     w_qkv = (0.3 * torch.randn(d + 2 * Hkv * dk, d)).requires_grad_(True)
     w_o = (0.3 * torch.randn(d, d)).requires_grad_(True)
     gains = {}
-    for site, bit in (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C)):
+    for site, bit in SITES:
         if sites & bit and not no_gain:
-            gains[site] = rand_gain(site_width(cfg, site)).requires_grad_(True)
+            gains[site] = rand_gain(site_width(d, H, Hkv, width, site)).requires_grad_(True)
     out, p = attn_forward(cfg, x, w_qkv, w_o, gains)
     dout = torch.randn(B * T, d)
     (out * dout).sum().backward()
@@ -308,23 +165,25 @@ def self_checks():
             assert torch.allclose(r[..., p, i], a * math.cos(phi) - b * math.sin(phi))
             assert torch.allclose(r[..., p, i + h], b * math.cos(phi) + a * math.sin(phi))
     # gain-free RMSNorm commutes with RoPE, a non-unit gain does not
-    n1 = Norm(RMS, None, 1e-5)
-    assert torch.allclose(n1(apply_rope(t, sin, cos)), apply_rope(n1(t), sin, cos))
-    ng = Norm(RMS, rand_gain(dk), 1e-5)
-    assert not torch.allclose(ng(apply_rope(t, sin, cos)), apply_rope(ng(t), sin, cos))
+    check_norm_rope_order(t, sin, cos, rand_gain(dk))
+
+
+def write(w, outdir, fname):
+    path = os.path.join(outdir, fname)
+    n = w.write(path)
+    print("wrote %s: %d tensors, %d bytes" % (path, len(w.records), n))
+    for c in w.case_names():
+        print("  " + c)
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: gen_sublayer_fixtures.py OUTDIR")
-    outdir = sys.argv[1]
-    os.makedirs(outdir, exist_ok=True)
+    outdir = output_dir("gen_sublayer_fixtures.py")
     torch.manual_seed(SEED)
     torch.set_default_dtype(torch.float64)
     self_checks()
 
     Q, K, V, C = SITE_Q, SITE_K, SITE_V, SITE_C
-    w = Writer()
+    w = Writer(MAX_BYTES)
     # the seven HybridNorm variants, per head, spread over MHA / GQA / MQA and RoPE on/off
     attn_case(w, "attn_none_mha_rope", 2, 5, 16, 4, 4, 0)
     attn_case(w, "attn_qkvc_gqa_rope", 2, 7, 16, 4, 2, Q | K | V | C)
@@ -345,27 +204,15 @@ def main():
     attn_case(w, "attn_qkv_theta500k", 1, 7, 24, 4, 2, Q | K | V, theta=500000.0)
     # site norms without gain
     attn_case(w, "attn_qkvc_nogain_gqa", 1, 7, 16, 4, 2, Q | K | V | C, no_gain=1)
-    attn_names = sorted({r[0].split(".")[0] for r in w.records},
-                        key=[r[0].split(".")[0] for r in w.records].index)
-    path = os.path.join(outdir, "attention.bin")
-    n = w.write(path)
-    print("wrote %s: %d tensors, %d bytes" % (path, len(w.records), n))
-    for c in attn_names:
-        print("  " + c)
+    write(w, outdir, "attention.bin")
 
-    w = Writer()
+    w = Writer(MAX_BYTES)
     ffn_case(w, "ffn_swiglu", 2, 5, 16, 24, SWIGLU, False)
     ffn_case(w, "ffn_swiglu_bias", 1, 7, 16, 24, SWIGLU, True)
     ffn_case(w, "ffn_gelu_tanh_bias", 2, 5, 16, 32, GELU_TANH, True)
     ffn_case(w, "ffn_gelu_erf_bias", 2, 7, 16, 32, GELU_ERF, True)
     ffn_case(w, "ffn_gelu_tanh_nobias", 1, 7, 16, 32, GELU_TANH, False)
-    ffn_names = sorted({r[0].split(".")[0] for r in w.records},
-                       key=[r[0].split(".")[0] for r in w.records].index)
-    path = os.path.join(outdir, "ffn.bin")
-    n = w.write(path)
-    print("wrote %s: %d tensors, %d bytes" % (path, len(w.records), n))
-    for c in ffn_names:
-        print("  " + c)
+    write(w, outdir, "ffn.bin")
 
 
 if __name__ == "__main__":

@@ -32,19 +32,6 @@
 #include "nbtest.h"
 #include "fixture.h"
 
-/* -DFX_ATOL=... -DFX_RTOL=... override them (to measure the headroom; never to pass) */
-#ifndef FX_ATOL
-#ifdef NB_DOUBLE
-#define FX_ATOL 1e-11
-#define FX_RTOL 1e-10
-#else
-#define FX_ATOL NBT_ATOL
-#define FX_RTOL NBT_RTOL
-#endif
-#endif
-
-#define CANARY 16
-
 typedef struct block_case {
     const char* name;
     const char* preset_name; /* for nb_preset_from_name; NULL = nb_preset_name(preset),
@@ -101,7 +88,6 @@ static const block_case cases[] = {
     {"abl_pre_post_L3", "Pre-Post"},
     {"abl_post_pre_L3", "Post-Pre"},
 };
-#define NCASES(a) (sizeof(a) / sizeof((a)[0]))
 
 typedef struct variant {
     const char* tag;
@@ -120,89 +106,12 @@ static const variant variants[] = {
     {"name", NB_ATTN_MEMORY_PROBS, 1, 0, 0, 0, 0, 1},
 };
 
-static nbf_file fx;
-
-static int failf(const char* fmt, const char* a, const char* b, const char* c) {
-    char msg[600];
-    snprintf(msg, sizeof msg, fmt, a, b, c);
-    return nbt_check(0, msg);
-}
-
-static const nbf_tensor* get(const char* cs, const char* field, int required) {
-    char name[160];
-    const nbf_tensor* t;
-    snprintf(name, sizeof name, "%s.%s", cs, field);
-    t = nbf_get(&fx, name);
-    if (!t && required) failf("fixture has no tensor '%s'%s%s", name, "", "");
-    return t;
-}
-
-static int get_int(const char* cs, const char* field, int* out) {
-    const nbf_tensor* t = get(cs, field, 1);
-    if (!t) return 0;
-    if (t->n != 1 || t->data[0] != (double)(int)t->data[0])
-        return failf("%s.%s: expected an integer scalar%s", cs, field, "");
-    *out = (int)t->data[0];
-    return 1;
-}
-
-static int get_real(const char* cs, const char* field, double* out) {
-    const nbf_tensor* t = get(cs, field, 1);
-    if (!t) return 0;
-    if (t->n != 1) return failf("%s.%s: expected a scalar%s", cs, field, "");
-    *out = t->data[0];
-    return 1;
-}
-
-static const nbf_tensor* get_act(const char* cs, const char* field, int rows, int cols) {
-    const nbf_tensor* t = get(cs, field, 1);
-    if (!t) return NULL;
-    if (t->ndim == 2 && t->dims[0] == rows && t->dims[1] == cols) return t;
-    failf("%s.%s: unexpected shape%s", cs, field, "");
-    return NULL;
-}
-
-/* Known, non-trivial values for the pre-filled gradients. */
-static double prefill(size_t i) { return 0.5 * sin(0.37 * (double)i + 1.0); }
-
-/* n values plus a canary; the values are NaN (data NULL) or data. */
-static nb_real* buffer(size_t n, const double* data) {
-    nb_real* b = nbt_alloc(n + CANARY);
-    size_t i;
-    for (i = 0; i < n; i++) b[i] = data ? (nb_real)data[i] : (nb_real)NAN;
-    for (i = 0; i < CANARY; i++) b[n + i] = (nb_real)(1000 + i);
-    return b;
-}
-
-static void fill_nan(nb_real* b, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) b[i] = (nb_real)NAN;
-}
-
-static void check_canary(const char* cs, const char* tag, const char* what, const nb_real* b,
-                         size_t n) {
-    char name[300];
-    int ok = 1, i;
-    for (i = 0; i < CANARY; i++) ok &= b[n + i] == (nb_real)(1000 + i);
-    snprintf(name, sizeof name, "%s/%s: %s stays within its advertised size", cs, tag, what);
-    nbt_check(ok, name);
-}
-
-static int check_rc(nb_ctx* ctx, nb_result rc, const char* cs, const char* tag,
-                    const char* fn) {
-    char name[600];
-    snprintf(name, sizeof name, "%s/%s: %s returns NB_OK (%s%s%s)", cs, tag, fn,
-             nb_result_string(rc), rc ? ": " : "", rc ? ctx->err : "");
-    return nbt_check(rc == NB_OK, name);
-}
-
 /* A parameter of the case: a field with a '.' that is not a gradient ("blocks.0.ff_norm.weight",
    "ln_f.weight"); scalars, E, dout, out and din have no '.'. Returns the parameter name or NULL. */
 static const char* param_field(const char* cs, const nbf_tensor* t) {
-    size_t len = strlen(cs);
     const char* field;
-    if (strncmp(t->name, cs, len) != 0 || t->name[len] != '.') return NULL;
-    field = t->name + len + 1;
+    if (!nbf_in_case(t->name, cs)) return NULL;
+    field = t->name + strlen(cs) + 1;
     if (!strchr(field, '.') || strncmp(field, "grad.", 5) == 0) return NULL;
     return field;
 }
@@ -239,7 +148,7 @@ static int check_table(const char* cs, const char* tag, const nb_stack* s) {
     if (!covered) abort();
     for (i = 0; i < s->n_tensors; i++) {
         const nb_tensor_info* ti = &s->tensors[i];
-        const nbf_tensor *t = get(cs, ti->name, 0), *gt;
+        const nbf_tensor *t = nbf_field(cs, ti->name, 0), *gt;
         char gfield[160];
         int layer, no_decay;
         nb_tensor_kind kind;
@@ -251,7 +160,7 @@ static int check_table(const char* cs, const char* tag, const nb_stack* s) {
             continue;
         }
         snprintf(gfield, sizeof gfield, "grad.%s", ti->name);
-        gt = get(cs, gfield, 1);
+        gt = nbf_field(cs, gfield, 1);
         if (!gt || gt->n != t->n) usable = 0;
         if (ti->count != t->n || ti->offset + ti->count > s->n_params) {
             snprintf(name, sizeof name, "%s/%s: table tensor '%s': count %lu offset %lu (of %lu)"
@@ -291,15 +200,15 @@ static int check_table(const char* cs, const char* tag, const nb_stack* s) {
         }
     }
     /* every reference parameter is in the table */
-    for (i = 0; i < fx.count; i++) {
-        const char* field = param_field(cs, &fx.t[i]);
+    for (i = 0; i < nbf_fx.count; i++) {
+        const char* field = param_field(cs, &nbf_fx.t[i]);
         int j, found = 0;
         if (!field) continue;
         n_fixture++;
         for (j = 0; j < s->n_tensors && !found; j++) found = strcmp(s->tensors[j].name, field) == 0;
         if (!found) {
             snprintf(name, sizeof name, "%s/%s: reference parameter '%s' (count %lu) is not in "
-                     "the table", cs, tag, field, (unsigned long)fx.t[i].n);
+                     "the table", cs, tag, field, (unsigned long)nbf_fx.t[i].n);
             nbt_check(0, name);
             ok = usable = 0;
         }
@@ -321,28 +230,28 @@ static void run_case(const block_case* bc, const variant* v) {
     nb_stack s;
     nb_ctx ctx;
     nb_result rc;
-    nb_real *params, *grads, *inb, *outb, *dinb, *doutb, *cache, *scratch;
+    nbf_run r;
     size_t n_act, k;
     char name[600];
 
-    if (!get_int(cs, "L", &L) || !get_int(cs, "B", &B) || !get_int(cs, "T", &T) ||
-        !get_int(cs, "d", &d) || !get_int(cs, "H", &H) || !get_int(cs, "Hkv", &Hkv) ||
-        !get_int(cs, "f", &f) || !get_int(cs, "rope", &rope) || !get_int(cs, "norm", &norm) ||
-        !get_int(cs, "ffn", &ffn) || !get_int(cs, "preset", &preset) ||
-        !get_int(cs, "sites", &sites) || !get_int(cs, "siamese_paper_scale", &pscale) ||
-        !get_int(cs, "siamese_paper_fusion", &pfusion) || !get_real(cs, "theta", &theta) ||
-        !get_real(cs, "eps", &eps) || !get_real(cs, "mixln_alpha", &alpha))
+    if (!nbf_int(cs, "L", &L) || !nbf_int(cs, "B", &B) || !nbf_int(cs, "T", &T) ||
+        !nbf_int(cs, "d", &d) || !nbf_int(cs, "H", &H) || !nbf_int(cs, "Hkv", &Hkv) ||
+        !nbf_int(cs, "f", &f) || !nbf_int(cs, "rope", &rope) || !nbf_int(cs, "norm", &norm) ||
+        !nbf_int(cs, "ffn", &ffn) || !nbf_int(cs, "preset", &preset) ||
+        !nbf_int(cs, "sites", &sites) || !nbf_int(cs, "siamese_paper_scale", &pscale) ||
+        !nbf_int(cs, "siamese_paper_fusion", &pfusion) || !nbf_real(cs, "theta", &theta) ||
+        !nbf_real(cs, "eps", &eps) || !nbf_real(cs, "mixln_alpha", &alpha))
         return;
     if (L <= 0 || B <= 0 || T <= 0 || d <= 0 || H <= 0 || Hkv <= 0 || d % H || H % Hkv ||
         preset <= 0 || preset >= NB_PRESET_COUNT || norm < 1 || norm > 2 || ffn < 1 || ffn > 2) {
-        failf("%s: inconsistent scalars%s%s", cs, "", "");
+        nbf_fail("%s: inconsistent scalars", cs);
         return;
     }
     n_act = (size_t)B * T * d;
-    E = get_act(cs, "E", B * T, d);
-    dout = get_act(cs, "dout", B * T, d);
-    out = get_act(cs, "out", B * T, d);
-    din = get_act(cs, "din", B * T, d);
+    E = nbf_shaped(cs, "E", B * T, d);
+    dout = nbf_shaped(cs, "dout", B * T, d);
+    out = nbf_shaped(cs, "out", B * T, d);
+    din = nbf_shaped(cs, "din", B * T, d);
     if (!E || !dout || !out || !din) return;
 
     memset(&desc, 0, sizeof desc);
@@ -353,7 +262,7 @@ static void run_case(const block_case* bc, const variant* v) {
         if (bc->preset_name && !bc->preset_name[0]) return;
         rc = nb_preset_from_name(&ctx, &desc, pn);
         snprintf(name, sizeof name, "nb_preset_from_name(\"%s\")", pn ? pn : "(null)");
-        if (!check_rc(&ctx, rc, cs, v->tag, name)) return;
+        if (!nbf_check_rc(&ctx, rc, cs, v->tag, name)) return;
         /* preset, sites, norm, ffn and eps (0 = the preset's default) come from the name */
     } else {
         desc.preset = (nb_preset)preset;
@@ -377,7 +286,7 @@ static void run_case(const block_case* bc, const variant* v) {
 
     memset(&s, 0, sizeof s);
     rc = nb_stack_init(&ctx, &s, &desc, B + v->extra_b, T + v->extra_t);
-    if (!check_rc(&ctx, rc, cs, v->tag, "nb_stack_init")) {
+    if (!nbf_check_rc(&ctx, rc, cs, v->tag, "nb_stack_init")) {
         nb_stack_free(&s);
         return;
     }
@@ -392,80 +301,39 @@ static void run_case(const block_case* bc, const variant* v) {
         return;
     }
 
-    params = buffer(s.n_params, NULL);
-    grads = buffer(s.n_params, NULL);
-    for (k = 0; k < s.n_params; k++) grads[k] = v->accumulate ? (nb_real)prefill(k) : 0;
+    nbf_run_params(&r, s.n_params, v->accumulate);
     for (i = 0; i < s.n_tensors; i++) {
         const nb_tensor_info* ti = &s.tensors[i];
-        const nbf_tensor* t = get(cs, ti->name, 1);
-        for (k = 0; k < ti->count; k++) params[ti->offset + k] = (nb_real)t->data[k];
+        const nbf_tensor* t = nbf_field(cs, ti->name, 1);
+        for (k = 0; k < ti->count; k++) r.params[ti->offset + k] = (nb_real)t->data[k];
     }
-    inb = buffer(n_act, E->data);
-    doutb = buffer(n_act, dout->data);
-    outb = buffer(n_act, NULL);
-    dinb = buffer(n_act, NULL);
-    cache = buffer(s.n_cache, NULL);
-    scratch = buffer(s.n_scratch, NULL);
+    nbf_run_acts(&r, n_act, E->data, dout->data, 0, s.n_cache, s.n_scratch);
 
-    rc = nb_stack_forward(&ctx, &s, params, outb, inb, B, T, cache, scratch);
-    if (check_rc(&ctx, rc, cs, v->tag, "nb_stack_forward")) {
+    rc = nb_stack_forward(&ctx, &s, r.params, r.out, r.x, B, T, r.cache, r.scratch);
+    if (nbf_check_rc(&ctx, rc, cs, v->tag, "nb_stack_forward")) {
         snprintf(name, sizeof name, "%s/%s: out", cs, v->tag);
-        nbt_close(name, outb, out->data, n_act, FX_ATOL, FX_RTOL);
-        fill_nan(scratch, s.n_scratch);
-        rc = nb_stack_backward(&ctx, &s, params, grads, dinb, doutb, B, T, cache, scratch);
-        if (check_rc(&ctx, rc, cs, v->tag, "nb_stack_backward")) {
-            double* e = (double*)malloc(s.n_params * sizeof(double) + 1);
-            if (!e) abort();
+        nbt_close(name, r.out, out->data, n_act, FX_ATOL, FX_RTOL);
+        nbf_fill_nan(r.scratch, s.n_scratch);
+        rc = nb_stack_backward(&ctx, &s, r.params, r.grads, r.dx, r.dout, B, T, r.cache,
+                               r.scratch);
+        if (nbf_check_rc(&ctx, rc, cs, v->tag, "nb_stack_backward")) {
+            double* e = nbf_run_expected(&r, v->accumulate);
             snprintf(name, sizeof name, "%s/%s: din", cs, v->tag);
-            nbt_close(name, dinb, din->data, n_act, FX_ATOL, FX_RTOL);
-            for (k = 0; k < s.n_params; k++) e[k] = v->accumulate ? prefill(k) : 0.0;
+            nbt_close(name, r.dx, din->data, n_act, FX_ATOL, FX_RTOL);
             for (i = 0; i < s.n_tensors; i++) {
                 const nb_tensor_info* ti = &s.tensors[i];
                 char gfield[160];
-                const nbf_tensor* g;
                 snprintf(gfield, sizeof gfield, "grad.%s", ti->name);
-                g = get(cs, gfield, 1);
-                for (k = 0; k < ti->count; k++) e[ti->offset + k] += g->data[k];
                 snprintf(name, sizeof name, "%s/%s: grad %s", cs, v->tag, ti->name);
-                nbt_close(name, grads + ti->offset, e + ti->offset, ti->count, FX_ATOL,
-                          FX_RTOL);
+                nbf_run_compare_grad(name, r.grads + ti->offset, e, ti->offset,
+                                     nbf_field(cs, gfield, 1), ti->count);
             }
             free(e);
-            check_canary(cs, v->tag, "gradient buffer", grads, s.n_params);
-            check_canary(cs, v->tag, "din", dinb, n_act);
+            nbf_run_check_backward(&r, cs, v->tag, "din");
         }
     }
-    check_canary(cs, v->tag, "out", outb, n_act);
-    check_canary(cs, v->tag, "cache", cache, s.n_cache);
-    check_canary(cs, v->tag, "scratch", scratch, s.n_scratch);
-    check_canary(cs, v->tag, "parameter buffer", params, s.n_params);
-    free(params);
-    free(grads);
-    free(inb);
-    free(doutb);
-    free(outb);
-    free(dinb);
-    free(cache);
-    free(scratch);
+    nbf_run_finish(&r, cs, v->tag);
     nb_stack_free(&s);
-}
-
-/* Every tensor of the file belongs to one of the known cases (the lists are in sync). */
-static void check_known(void) {
-    int i, unknown = 0;
-    for (i = 0; i < fx.count; i++) {
-        size_t c, len;
-        int found = 0;
-        for (c = 0; c < NCASES(cases) && !found; c++) {
-            len = strlen(cases[c].name);
-            found = strncmp(fx.t[i].name, cases[c].name, len) == 0 && fx.t[i].name[len] == '.';
-        }
-        if (!found) {
-            if (!unknown) printf("  first unknown tensor: %s\n", fx.t[i].name);
-            unknown++;
-        }
-    }
-    nbt_check(unknown == 0, "blocks.bin: every tensor belongs to a case this test knows");
 }
 
 /* The gradient tensors of a case are exactly those of its parameters. */
@@ -473,13 +341,12 @@ static void check_grads_paired(const char* cs) {
     size_t len = strlen(cs);
     int i, bad = 0;
     char name[300];
-    for (i = 0; i < fx.count; i++) {
-        const char* n = fx.t[i].name;
+    for (i = 0; i < nbf_fx.count; i++) {
+        const char* n = nbf_fx.t[i].name;
         char pname[160];
-        if (strncmp(n, cs, len) != 0 || n[len] != '.' || strncmp(n + len + 1, "grad.", 5) != 0)
-            continue;
+        if (!nbf_in_case(n, cs) || strncmp(n + len + 1, "grad.", 5) != 0) continue;
         snprintf(pname, sizeof pname, "%s.%s", cs, n + len + 6);
-        if (!nbf_get(&fx, pname)) {
+        if (!nbf_get(&nbf_fx, pname)) {
             if (!bad) printf("  gradient without parameter: %s\n", n);
             bad++;
         }
@@ -489,30 +356,15 @@ static void check_grads_paired(const char* cs) {
 }
 
 int main(int argc, char** argv) {
-    char path[1024], name[1100];
     size_t c, k;
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s FIXTURE_DIR\n", argv[0]);
-        nbt_check(0, "fixture directory given on the command line");
-        return nbt_finish();
-    }
-    snprintf(path, sizeof path, "%s/blocks.bin", argv[1]);
-    snprintf(name, sizeof name, "load %s", path);
-    if (!nbt_check(nbf_load(&fx, path) == 0, name)) {
-        fprintf(stderr, "test_block_fixtures: cannot run without %s\n", path);
-        return nbt_finish();
-    }
-    check_known();
-    for (c = 0; c < NCASES(cases); c++) {
-        char field[128];
-        snprintf(field, sizeof field, "%s.L", cases[c].name);
-        if (!nbf_get(&fx, field)) {
-            failf("blocks.bin has no case '%s'%s%s", cases[c].name, "", "");
-            continue;
-        }
+    if (!nbf_args_ok(argc, argv)) return nbt_finish();
+    if (!nbf_load_checked("test_block_fixtures", argv[1], "blocks.bin")) return nbt_finish();
+    nbf_check_known("blocks.bin", cases, NBF_NCASES(cases), sizeof cases[0]);
+    for (c = 0; c < NBF_NCASES(cases); c++) {
+        if (!nbf_has_case("blocks.bin", cases[c].name, "L")) continue;
         check_grads_paired(cases[c].name);
-        for (k = 0; k < NCASES(variants); k++) run_case(&cases[c], &variants[k]);
+        for (k = 0; k < NBF_NCASES(variants); k++) run_case(&cases[c], &variants[k]);
     }
-    nbf_free(&fx);
+    nbf_free(&nbf_fx);
     return nbt_finish();
 }

@@ -24,16 +24,6 @@
 #include "nbtest.h"
 #include "fixture.h"
 
-#ifdef NB_DOUBLE
-#define FX_ATOL 1e-11
-#define FX_RTOL 1e-10
-#else
-#define FX_ATOL NBT_ATOL
-#define FX_RTOL NBT_RTOL
-#endif
-
-static nbf_file fx;
-
 typedef struct variant {
     const char* tag;
     int pad;        /* ld = width + pad */
@@ -47,38 +37,6 @@ static const variant variants[] = {
     {"strided", 5, 1, 0, 3},
     {"inplace", 0, 0, 1, 2},
 };
-
-static int fail(const char* fmt, const char* a, const char* b) {
-    char msg[256];
-    snprintf(msg, sizeof msg, fmt, a, b);
-    return nbt_check(0, msg);
-}
-
-static const nbf_tensor* get(const char* cs, const char* field, int required) {
-    char name[128];
-    const nbf_tensor* t;
-    snprintf(name, sizeof name, "%s.%s", cs, field);
-    t = nbf_get(&fx, name);
-    if (!t && required) fail("fixture has no tensor '%s'%s", name, "");
-    return t;
-}
-
-static int get_scalar(const char* cs, const char* field, double* out) {
-    const nbf_tensor* t = get(cs, field, 1);
-    if (!t) return 0;
-    if (t->n != 1) return fail("%s.%s: expected a scalar", cs, field);
-    *out = t->data[0];
-    return 1;
-}
-
-/* A 2-D tensor of exactly rows x cols. */
-static int check_2d(const nbf_tensor* t, int rows, int cols) {
-    if (t->ndim == 2 && t->dims[0] == rows && t->dims[1] == cols) return 1;
-    return fail("%s: unexpected shape%s", t->name, "");
-}
-
-/* Known, non-trivial values for the pre-filled gradient outputs. */
-static double prefill(size_t i) { return 0.5 * sin(0.37 * (double)i + 1.0); }
 
 /* rows x width into a buffer with stride ld; padding is NaN. data NULL: all NaN. */
 static nb_real* strided(const double* data, int rows, int width, int ld) {
@@ -94,17 +52,13 @@ static nb_real* strided(const double* data, int rows, int width, int ld) {
 /* Compare the rows x width part of a strided buffer with ref (+ prefill when add_pre). */
 static void compare(const char* cs, const variant* v, const char* what, const nb_real* b,
                     int rows, int width, int ld, const double* ref, int add_pre) {
-    size_t n = (size_t)rows * width, i;
+    size_t n = (size_t)rows * width;
     nb_real* got = nbt_alloc(n);
-    double* exp_ = (double*)malloc(n * sizeof(double));
     char name[160];
     int r, c;
-    if (!exp_) abort();
     for (r = 0; r < rows; r++)
         for (c = 0; c < width; c++) got[(size_t)r * width + c] = b[(size_t)r * ld + c];
-    for (i = 0; i < n; i++) exp_[i] = ref[i] + (add_pre ? prefill(i) : 0.0);
-    snprintf(name, sizeof name, "%s/%s: %s", cs, v->tag, what);
-    nbt_close(name, got, exp_, n, FX_ATOL, FX_RTOL);
+    nbf_compare(cs, v->tag, what, got, ref, n, add_pre);
     if (ld > width) {
         int ok = 1;
         for (r = 0; r < rows; r++)
@@ -113,25 +67,14 @@ static void compare(const char* cs, const variant* v, const char* what, const nb
         nbt_check(ok, name);
     }
     free(got);
-    free(exp_);
 }
-
-static int check_rc(nb_ctx* ctx, nb_result rc, const char* cs, const variant* v,
-                    const char* fn) {
-    char name[400];
-    snprintf(name, sizeof name, "%s/%s: %s returns NB_OK (%s%s%s)", cs, v->tag, fn,
-             nb_result_string(rc), rc ? ": " : "", rc ? ctx->err : "");
-    return nbt_check(rc == NB_OK, name);
-}
-
-#define CANARY 16
 
 static void run_norm(const char* cs, int is_ln, const variant* v) {
-    const nbf_tensor *x = get(cs, "x", 1), *dy = get(cs, "dy", 1), *y = get(cs, "y", 1),
-                     *dx = get(cs, "dx", 1), *gain = get(cs, "gain", 0),
-                     *bias = get(cs, "bias", 0);
-    const nbf_tensor *dgain = gain ? get(cs, "dgain", 1) : NULL,
-                     *dbias = bias ? get(cs, "dbias", 1) : NULL;
+    const nbf_tensor *x = nbf_field(cs, "x", 1), *dy = nbf_field(cs, "dy", 1),
+                     *y = nbf_field(cs, "y", 1), *dx = nbf_field(cs, "dx", 1),
+                     *gain = nbf_field(cs, "gain", 0), *bias = nbf_field(cs, "bias", 0);
+    const nbf_tensor *dgain = gain ? nbf_field(cs, "dgain", 1) : NULL,
+                     *dbias = bias ? nbf_field(cs, "dbias", 1) : NULL;
     double segd, epsd;
     int rows, width, seg, segn, nseg, ld, i;
     nb_ctx ctx;
@@ -142,18 +85,19 @@ static void run_norm(const char* cs, int is_ln, const variant* v) {
     char name[160];
 
     if (!x || !dy || !y || !dx || (gain && !dgain) || (bias && !dbias)) return;
-    if (!get_scalar(cs, "seg", &segd) || !get_scalar(cs, "eps", &epsd)) return;
-    if (x->ndim != 2) { fail("%s.x: expected 2-D%s", cs, ""); return; }
+    if (!nbf_real(cs, "seg", &segd) || !nbf_real(cs, "eps", &epsd)) return;
+    if (x->ndim != 2) { nbf_fail("%s.x: expected 2-D", cs); return; }
     rows = x->dims[0];
     width = x->dims[1];
     seg = (int)segd;
     segn = seg ? seg : width;
-    if (seg < 0 || width % segn) { fail("%s: bad seg%s", cs, ""); return; }
-    if (!check_2d(dy, rows, width) || !check_2d(y, rows, width) || !check_2d(dx, rows, width))
+    if (seg < 0 || width % segn) { nbf_fail("%s: bad seg", cs); return; }
+    if (!nbf_has_shape(dy, rows, width) || !nbf_has_shape(y, rows, width) ||
+        !nbf_has_shape(dx, rows, width))
         return;
     if ((gain && (gain->n != (size_t)segn || dgain->n != (size_t)segn)) ||
         (bias && (bias->n != (size_t)segn || dbias->n != (size_t)segn))) {
-        fail("%s: gain/bias length is not seg%s", cs, "");
+        nbf_fail("%s: gain/bias length is not seg", cs);
         return;
     }
     nseg = width / segn;
@@ -169,14 +113,14 @@ static void run_norm(const char* cs, int is_ln, const variant* v) {
         dxb = strided(NULL, rows, width, ld);
         if (v->accumulate)
             for (i = 0; i < rows * width; i++)
-                dxb[(size_t)(i / width) * ld + i % width] = (nb_real)prefill((size_t)i);
+                dxb[(size_t)(i / width) * ld + i % width] = (nb_real)nbf_prefill((size_t)i);
     }
     if (gain) {
         gb = nbt_alloc(segn);
         dgb = nbt_alloc(segn);
         for (i = 0; i < segn; i++) {
             gb[i] = (nb_real)gain->data[i];
-            dgb[i] = v->accumulate ? (nb_real)prefill((size_t)i) : 0;
+            dgb[i] = v->accumulate ? (nb_real)nbf_prefill((size_t)i) : 0;
         }
     }
     if (bias) {
@@ -184,15 +128,15 @@ static void run_norm(const char* cs, int is_ln, const variant* v) {
         dbb = nbt_alloc(segn);
         for (i = 0; i < segn; i++) {
             bb[i] = (nb_real)bias->data[i];
-            dbb[i] = v->accumulate ? (nb_real)prefill((size_t)i) : 0;
+            dbb[i] = v->accumulate ? (nb_real)nbf_prefill((size_t)i) : 0;
         }
     }
     rstd = nbt_alloc((size_t)rows * nseg);
     mean = nbt_alloc((size_t)rows * nseg);
     /* exactly the advertised size, followed by a canary that must survive */
     nscratch = nb_norm_scratch_size(&ctx, width, seg);
-    scratch = nbt_alloc(nscratch + CANARY);
-    for (i = 0; i < CANARY; i++) scratch[nscratch + i] = (nb_real)(1000 + i);
+    scratch = nbt_alloc(nscratch + NBF_CANARY);
+    nbf_set_canary(scratch, nscratch);
 
     if (is_ln)
         rc = nb_layernorm_forward(&ctx, yb, ld, mean, rstd, v->inplace ? yb : xb, ld, gb, bb,
@@ -200,7 +144,7 @@ static void run_norm(const char* cs, int is_ln, const variant* v) {
     else
         rc = nb_rmsnorm_forward(&ctx, yb, ld, rstd, v->inplace ? yb : xb, ld, gb, rows, width,
                                 seg, (nb_real)epsd);
-    if (check_rc(&ctx, rc, cs, v, is_ln ? "nb_layernorm_forward" : "nb_rmsnorm_forward")) {
+    if (nbf_check_rc(&ctx, rc, cs, v->tag, is_ln ? "nb_layernorm_forward" : "nb_rmsnorm_forward")) {
         compare(cs, v, "y", yb, rows, width, ld, y->data, 0);
         if (is_ln)
             rc = nb_layernorm_backward(&ctx, dxb, ld, dgb, dbb, dyb, ld, xb, ld, mean, rstd, gb,
@@ -208,16 +152,14 @@ static void run_norm(const char* cs, int is_ln, const variant* v) {
         else
             rc = nb_rmsnorm_backward(&ctx, dxb, ld, dgb, dyb, ld, xb, ld, rstd, gb, rows, width,
                                      seg, v->accumulate, scratch);
-        if (check_rc(&ctx, rc, cs, v,
+        if (nbf_check_rc(&ctx, rc, cs, v->tag,
                      is_ln ? "nb_layernorm_backward" : "nb_rmsnorm_backward")) {
-            int ok = 1;
             compare(cs, v, "dx", dxb, rows, width, ld, dx->data, v->accumulate);
             if (gain) compare(cs, v, "dgain", dgb, 1, segn, segn, dgain->data, v->accumulate);
             if (bias) compare(cs, v, "dbias", dbb, 1, segn, segn, dbias->data, v->accumulate);
-            for (i = 0; i < CANARY; i++) ok &= scratch[nscratch + i] == (nb_real)(1000 + i);
             snprintf(name, sizeof name, "%s/%s: scratch stays within nb_norm_scratch_size", cs,
                      v->tag);
-            nbt_check(ok, name);
+            nbt_check(nbf_canary_ok(scratch, nscratch), name);
         }
     }
     free(xb);
@@ -234,8 +176,9 @@ static void run_norm(const char* cs, int is_ln, const variant* v) {
 }
 
 static void run_softmax(const char* cs, const variant* v) {
-    const nbf_tensor *s = get(cs, "s", 1), *dp = get(cs, "dp", 1), *p = get(cs, "p", 1),
-                     *lse = get(cs, "lse", 1), *ds = get(cs, "ds", 1);
+    const nbf_tensor *s = nbf_field(cs, "s", 1), *dp = nbf_field(cs, "dp", 1),
+                     *p = nbf_field(cs, "p", 1), *lse = nbf_field(cs, "lse", 1),
+                     *ds = nbf_field(cs, "ds", 1);
     double scaled, causald;
     int rows, cols, ld;
     nb_ctx ctx;
@@ -243,13 +186,14 @@ static void run_softmax(const char* cs, const variant* v) {
     nb_result rc;
 
     if (!s || !dp || !p || !lse || !ds) return;
-    if (!get_scalar(cs, "scale", &scaled) || !get_scalar(cs, "causal", &causald)) return;
-    if (s->ndim != 2) { fail("%s.s: expected 2-D%s", cs, ""); return; }
+    if (!nbf_real(cs, "scale", &scaled) || !nbf_real(cs, "causal", &causald)) return;
+    if (s->ndim != 2) { nbf_fail("%s.s: expected 2-D", cs); return; }
     rows = s->dims[0];
     cols = s->dims[1];
-    if (!check_2d(dp, rows, cols) || !check_2d(p, rows, cols) || !check_2d(ds, rows, cols))
+    if (!nbf_has_shape(dp, rows, cols) || !nbf_has_shape(p, rows, cols) ||
+        !nbf_has_shape(ds, rows, cols))
         return;
-    if (lse->n != (size_t)rows) { fail("%s.lse: expected rows values%s", cs, ""); return; }
+    if (lse->n != (size_t)rows) { nbf_fail("%s.lse: expected rows values", cs); return; }
     ld = cols + v->pad;
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = v->threads;
@@ -262,12 +206,12 @@ static void run_softmax(const char* cs, const variant* v) {
 
     rc = nb_softmax_forward(&ctx, pb, ld, lseb, sb, ld, rows, cols, (nb_real)scaled,
                             causald != 0);
-    if (check_rc(&ctx, rc, cs, v, "nb_softmax_forward")) {
+    if (nbf_check_rc(&ctx, rc, cs, v->tag, "nb_softmax_forward")) {
         compare(cs, v, "p", pb, rows, cols, ld, p->data, 0);
         compare(cs, v, "lse", lseb, 1, rows, rows, lse->data, 0);
         rc = nb_softmax_backward(&ctx, dsb, ld, dpb, ld, pb, ld, rows, cols, (nb_real)scaled,
                                  causald != 0);
-        if (check_rc(&ctx, rc, cs, v, "nb_softmax_backward"))
+        if (nbf_check_rc(&ctx, rc, cs, v->tag, "nb_softmax_backward"))
             compare(cs, v, "ds", dsb, rows, cols, ld, ds->data, 0);
     }
     free(sb);
@@ -332,7 +276,7 @@ static void test_loader(const char* dir, const char* path) {
     }
     img = (unsigned char*)malloc(size + 1);
     if (!img) abort();
-    ok = nbf__parse(&f, buf, size, path, 0) == 0 && f.count == fx.count;
+    ok = nbf__parse(&f, buf, size, path, 0) == 0 && f.count == nbf_fx.count;
     nbf_free(&f);
     nbt_check(ok, "loader: in-memory parse matches nbf_load");
 
@@ -384,25 +328,21 @@ int main(int argc, char** argv) {
     char path[1024];
     size_t c, k;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s FIXTURE_DIR\n", argv[0]);
-        nbt_check(0, "fixture directory given on the command line");
-        return nbt_finish();
-    }
+    if (!nbf_args_ok(argc, argv)) return nbt_finish();
     snprintf(path, sizeof path, "%s/primitives.bin", argv[1]);
-    if (!nbt_check(nbf_load(&fx, path) == 0, "load primitives.bin")) {
+    if (!nbt_check(nbf_load(&nbf_fx, path) == 0, "load primitives.bin")) {
         fprintf(stderr, "test_fixtures: cannot run without %s\n", path);
         return nbt_finish();
     }
-    for (k = 0; k < sizeof variants / sizeof variants[0]; k++) {
-        for (c = 0; c < sizeof rms_cases / sizeof rms_cases[0]; c++)
+    for (k = 0; k < NBF_NCASES(variants); k++) {
+        for (c = 0; c < NBF_NCASES(rms_cases); c++)
             run_norm(rms_cases[c], 0, &variants[k]);
-        for (c = 0; c < sizeof ln_cases / sizeof ln_cases[0]; c++)
+        for (c = 0; c < NBF_NCASES(ln_cases); c++)
             run_norm(ln_cases[c], 1, &variants[k]);
-        for (c = 0; c < sizeof sm_cases / sizeof sm_cases[0]; c++)
+        for (c = 0; c < NBF_NCASES(sm_cases); c++)
             run_softmax(sm_cases[c], &variants[k]);
     }
     test_loader(argv[1], path);
-    nbf_free(&fx);
+    nbf_free(&nbf_fx);
     return nbt_finish();
 }

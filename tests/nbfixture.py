@@ -1,0 +1,214 @@
+"""nbfixture.py - what the PyTorch fixture generators share: the fixture file writer, the codes
+stored in the fixtures, and the reference norms, RoPE and attention (float64 torch ops,
+nothing that knows how normblocks computes anything).
+
+Imported by tests/gen_fixtures.py, tests/gen_sublayer_fixtures.py and
+tests/gen_block_fixtures.py; run as scripts, they find it through their own directory, which
+Python puts first on sys.path.
+
+File format (little-endian), read by tests/fixture.h:
+    magic "NBFX0001" (8 bytes); uint32 count; count records of
+    uint32 name_len, name bytes (no NUL), uint32 ndim, uint32 dims[ndim], float64 data[prod(dims)]
+Scalars are 1-element tensors (dims = [1]). Names are "<case>.<field>".
+"""
+import math
+import os
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+MAGIC = b"NBFX0001"
+
+# codes stored in the fixtures (and the C tests' mapping of them)
+RMS, LAYER = 1, 2  # norm kind
+SWIGLU, GELU_TANH, GELU_ERF = 1, 2, 3  # FFN type
+SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8  # attention norm sites (NB_SITE_*)
+SITES = (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C))
+PER_HEAD, FULL = 1, 2  # site norm width
+
+
+class Writer:
+    """Collects named float64 tensors and writes them as one NBFX0001 file. max_bytes: the
+    file must stay below it (None: no limit)."""
+
+    def __init__(self, max_bytes=None):
+        self.records = []
+        self.names = set()
+        self.max_bytes = max_bytes
+
+    def add(self, name, t):
+        if not torch.is_tensor(t):
+            t = torch.tensor([float(t)], dtype=torch.float64)
+        t = t.detach().to(torch.float64).contiguous()
+        if t.dim() == 0:
+            t = t.reshape(1)
+        assert 1 <= t.dim() <= 4, name
+        assert len(name.encode()) < 64, name
+        assert name not in self.names, name
+        assert torch.isfinite(t).all(), name
+        self.names.add(name)
+        self.records.append((name, t))
+
+    def size(self):
+        """Bytes the file will have."""
+        n = 12
+        for name, t in self.records:
+            n += 8 + len(name.encode()) + 4 * t.dim() + 8 * t.numel()
+        return n
+
+    def case_names(self):
+        """The "<case>" parts of the names, in the order the cases were added."""
+        cases = []
+        for name, _ in self.records:
+            c = name.split(".")[0]
+            if c not in cases:
+                cases.append(c)
+        return cases
+
+    def write(self, path):
+        out = bytearray(MAGIC)
+        out += struct.pack("<I", len(self.records))
+        for name, t in self.records:
+            nb = name.encode()
+            out += struct.pack("<I", len(nb)) + nb
+            out += struct.pack("<I", t.dim())
+            out += struct.pack("<%dI" % t.dim(), *t.shape)
+            vals = t.flatten().tolist()
+            out += struct.pack("<%dd" % len(vals), *vals)
+        assert len(out) == self.size()
+        if self.max_bytes is not None:
+            assert len(out) < self.max_bytes, "%s would be %d bytes" % (path, len(out))
+        with open(path, "wb") as f:
+            f.write(bytes(out))
+        return len(out)
+
+
+def output_dir(prog):
+    """The OUTDIR argument of a generator (created if missing); exits with a usage message
+    without exactly one argument."""
+    if len(sys.argv) != 2:
+        sys.exit("usage: %s OUTDIR" % prog)
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    return outdir
+
+
+def rand_gain(n):
+    # non-unit gains: a misplaced or swapped norm, or a norm/RoPE order mistake, is invisible
+    # at gain 1
+    return 1.0 + 0.3 * torch.randn(n)
+
+
+# ---- norms (SPEC 1) --------------------------------------------------------------------------
+
+
+def rms_norm(x, gain, eps):
+    # x * rsqrt(mean(x^2) + eps), then the gain (eps inside the sqrt), OLMo / HF Llama
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y * gain if gain is not None else y
+
+
+def norm_fn(kind, x, gain, bias, eps):
+    """RMSNorm (kind RMS, no bias) or LayerNorm over the last dimension."""
+    if kind == RMS:
+        assert bias is None
+        return rms_norm(x, gain, eps)
+    return F.layer_norm(x, (x.shape[-1],), weight=gain, bias=bias, eps=eps)
+
+
+# ---- RoPE (SPEC 2.3) -------------------------------------------------------------------------
+
+
+def rotate_half(x):
+    # NeoX: pairs (i, i + dk/2), not interleaved
+    B, nh, T, hs = x.size()
+    x = x.view(B, nh, T, 2, hs // 2)
+    x1, x2 = x.unbind(dim=-2)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope_sin_cos(T, dk, theta, dtype=torch.float64):
+    # theta^(-2i/dk), i in [0, dk/2), positions 0..T-1, computed in float64; (1, 1, T, dk)
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dk, 2, dtype=torch.float64) / dk))
+    seq = torch.arange(T, dtype=torch.float64)
+    freqs = torch.einsum("i , j -> i j", seq, inv_freq)
+    positions = torch.cat((freqs, freqs), dim=-1)  # (T, dk)
+    return positions.sin()[None, None].to(dtype), positions.cos()[None, None].to(dtype)
+
+
+def apply_rope(t, sin, cos):
+    # t: (B, heads, T, dk)
+    return t * cos + rotate_half(t) * sin
+
+
+def check_norm_rope_order(t, sin, cos, gain):
+    """RoPE after the Q/K norms matters only with non-unit gains (SPEC 9): a gain-free RMSNorm
+    commutes with RoPE, a random gain does not."""
+    assert torch.allclose(rms_norm(apply_rope(t, sin, cos), None, 1e-5),
+                          apply_rope(rms_norm(t, None, 1e-5), sin, cos))
+    assert not torch.allclose(rms_norm(apply_rope(t, sin, cos), gain, 1e-5),
+                              apply_rope(rms_norm(t, gain, 1e-5), sin, cos))
+
+
+# ---- attention (SPEC 2.1-2.3; OLMo / HybridNorm fork structure) ------------------------------
+
+
+def site_width(d, H, Hkv, width, site):
+    """Length of the gain of a site norm: d_k per head, else the flattened projection row."""
+    dk = d // H
+    if width == PER_HEAD:
+        return dk
+    return d if site in ("q", "c") else Hkv * dk
+
+
+def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, causal):
+    """MHA_#(x) of SPEC 2.2: fused Q|K|V projection (nn.Linear without bias), GQA, site norms
+    snorm(site, t) per head with one d_k gain (or full width, OLMo-2, before the head split),
+    RoPE after the norms (V is never rotated), scale 1/sqrt(d_k), C norm before W_o.
+    x (B*T, d). Returns the output (B*T, d) and the attention probabilities (B, H, T, T)."""
+    dk = d // H
+
+    def norm_qkv(q, k, v):
+        if sites & SITE_Q:
+            q = snorm("q", q)
+        if sites & SITE_K:
+            k = snorm("k", k)
+        if sites & SITE_V:
+            v = snorm("v", v)
+        return q, k, v
+
+    qkv = x @ w_qkv.T  # (B*T, d + 2*Hkv*dk)
+    q, k, v = qkv.view(B, T, -1).split((d, Hkv * dk, Hkv * dk), dim=-1)
+    if width == FULL:
+        # OLMo-2: norm over the flattened projection row, before the head split
+        q, k, v = norm_qkv(q, k, v)
+    q = q.reshape(B, T, H, dk)
+    k = k.reshape(B, T, Hkv, dk)
+    v = v.reshape(B, T, Hkv, dk)
+    if width == PER_HEAD:
+        # HybridNorm fork: per-head norms over dk, one gain shared by all heads
+        q, k, v = norm_qkv(q, k, v)
+    q = q.transpose(1, 2)  # (B, H, T, dk)
+    k = k.transpose(1, 2)  # (B, Hkv, T, dk)
+    v = v.transpose(1, 2)
+    if rope:
+        sin, cos = rope_sin_cos(T, dk, theta, x.dtype)
+        q = apply_rope(q, sin, cos)
+        k = apply_rope(k, sin, cos)
+    g = H // Hkv
+    if g > 1:
+        # query head i uses KV head i // g
+        k = k.repeat_interleave(g, dim=1)
+        v = v.repeat_interleave(g, dim=1)
+    s = q @ k.transpose(-2, -1) / math.sqrt(dk)
+    if causal:
+        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        s = s.masked_fill(mask, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    o = (p @ v).transpose(1, 2)  # (B, T, H, dk)
+    if sites & SITE_C:
+        # per head, before the concatenation (or over the whole row at full width)
+        o = snorm("c", o if width == PER_HEAD else o.reshape(B, T, d))
+    return o.reshape(B * T, d) @ w_o.T, p

@@ -576,14 +576,44 @@ static int omp_get_num_threads(void) { return 1; }
 #include <cblas.h>
 #endif
 
+#ifdef __cplusplus
+#define NB__RESTRICT __restrict
+#else
+#define NB__RESTRICT restrict
+#endif
+
 #ifdef NB_DOUBLE
 #define NB__EXP exp
 #define NB__LOG log
 #define NB__SQRT sqrt
 #else
-#define NB__EXP expf
+#define NB__EXP nb__expf
 #define NB__LOG logf
 #define NB__SQRT sqrtf
+/* exp for float that vectorizes inside `omp simd` loops (libm's expf is a call per element):
+   exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2 in two parts, Cephes' degree-6
+   polynomial; within 1.4 ulp of exp over the normal range. Overflow gives +inf and underflow
+   0 through the clamped exponent, so no float compare (which would block vectorization). */
+static inline float nb__expf(float x) {
+    float t = x * 1.44269504088896341f + 12582912.0f, n, r, p;
+    int e;
+    n = t - 12582912.0f; /* round to nearest via the 1.5*2^23 shift */
+    r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    e = (int)n;
+    e = e < -127 ? -127 : e; /* 2^-127 has the bits of 0.0f */
+    e = e > 128 ? 128 : e;   /* 2^128 has the bits of +inf */
+    e = (e + 127) << 23;
+    memcpy(&t, &e, sizeof t);
+    return p * t;
+}
 #endif
 
 #ifdef __cplusplus
@@ -711,6 +741,29 @@ static void nb__reduce_partials(nb_real* out, const nb_real* partials, int nt, s
     }
 }
 
+/* One segment of the norm backward with the gain expression GI (gain[i] or 1) written into the
+   loops, so they carry no branch and vectorize. Uses the locals of nb__norm_backward. */
+#define NB__NORM_BWD_SEG(GI)                                                               \
+    do {                                                                                   \
+        NB__OMP(simd reduction(+:sg, sgx))                                                 \
+        for (i = 0; i < seg; i++) {                                                        \
+            const nb_real g = dys[i] * (GI);                                               \
+            sg += g;                                                                       \
+            sgx += g * (xs[i] - mu) * rs;                                                  \
+        }                                                                                  \
+        mg = mean ? sg / (nb_real)seg : 0;                                                 \
+        mgx = sgx / (nb_real)seg;                                                          \
+        if (accumulate) {                                                                  \
+            NB__OMP(simd)                                                                  \
+            for (i = 0; i < seg; i++)                                                      \
+                dxs[i] += rs * (dys[i] * (GI) - mg - (xs[i] - mu) * rs * mgx);             \
+        } else {                                                                           \
+            NB__OMP(simd)                                                                  \
+            for (i = 0; i < seg; i++)                                                      \
+                dxs[i] = rs * (dys[i] * (GI) - mg - (xs[i] - mu) * rs * mgx);              \
+        }                                                                                  \
+    } while (0)
+
 /* Shared body of both norm backwards. mean == NULL means RMSNorm. For one segment, with
    xhat = (x - mu) * rstd (mu = 0 for RMSNorm) and g = dy * gain:
      RMSNorm   dx = rstd * (g - xhat * mean(g * xhat))
@@ -748,34 +801,17 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
                     nb_real* dxs = dx + (size_t)r * lddx + (size_t)s * seg;
                     const nb_real rs = rstd[k], mu = mean ? mean[k] : 0;
                     nb_real sg = 0, sgx = 0, mg, mgx;
-                    NB__OMP(simd reduction(+:sg, sgx))
-                    for (i = 0; i < seg; i++) {
-                        const nb_real xh = (xs[i] - mu) * rs;
-                        const nb_real g = gain ? dys[i] * gain[i] : dys[i];
-                        sg += g;
-                        sgx += g * xh;
-                    }
-                    mg = mean ? sg / (nb_real)seg : 0;
-                    mgx = sgx / (nb_real)seg;
-                    if (pg) {
-                        for (i = 0; i < seg; i++) {
-                            pg[i] += dys[i] * (xs[i] - mu) * rs;
-                            pb[i] += dys[i];
-                        }
-                    }
-                    if (accumulate) {
+                    if (pg) { /* before dx: dx may overwrite dy */
+                        nb_real* NB__RESTRICT pgr = pg;
+                        nb_real* NB__RESTRICT pbr = pb;
                         NB__OMP(simd)
                         for (i = 0; i < seg; i++) {
-                            const nb_real g = gain ? dys[i] * gain[i] : dys[i];
-                            dxs[i] += rs * (g - mg - (xs[i] - mu) * rs * mgx);
-                        }
-                    } else {
-                        NB__OMP(simd)
-                        for (i = 0; i < seg; i++) {
-                            const nb_real g = gain ? dys[i] * gain[i] : dys[i];
-                            dxs[i] = rs * (g - mg - (xs[i] - mu) * rs * mgx);
+                            pgr[i] += dys[i] * (xs[i] - mu) * rs;
+                            pbr[i] += dys[i];
                         }
                     }
+                    if (gain) NB__NORM_BWD_SEG(gain[i]);
+                    else NB__NORM_BWD_SEG(1);
                 }
             }
         }
@@ -828,12 +864,16 @@ NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* 
                 rs = 1 / NB__SQRT((var > 0 ? var : 0) / (nb_real)seg + eps);
                 mean[(size_t)r * nseg + s] = mu;
                 rstd[(size_t)r * nseg + s] = rs;
+                /* branch-free loops vectorize; the row is in L1 for the second and third */
                 NB__OMP(simd)
-                for (i = 0; i < seg; i++) {
-                    nb_real v = (xs[i] - mu) * rs;
-                    if (gain) v *= gain[i];
-                    if (bias) v += bias[i];
-                    ys[i] = v;
+                for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs;
+                if (gain) {
+                    NB__OMP(simd)
+                    for (i = 0; i < seg; i++) ys[i] *= gain[i];
+                }
+                if (bias) {
+                    NB__OMP(simd)
+                    for (i = 0; i < seg; i++) ys[i] += bias[i];
                 }
             }
         }
@@ -889,6 +929,7 @@ NBDEF nb_result nb_softmax_forward(nb_ctx* ctx, nb_real* p, int ldp, nb_real* ls
             nb_real mx = -INFINITY, sum = 0, inv;
             int j;
             for (j = 0; j < n; j++) mx = si[j] > mx ? si[j] : mx;
+            NB__OMP(simd reduction(+:sum))
             for (j = 0; j < n; j++) {
                 pi[j] = NB__EXP(scale * (si[j] - mx));
                 sum += pi[j];
@@ -1283,6 +1324,7 @@ static nb_real nb__softmax_row(nb_real* s, int n, int cols, nb_real scale) {
     nb_real mx = -INFINITY, sum = 0, inv;
     int j;
     for (j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    NB__OMP(simd reduction(+:sum))
     for (j = 0; j < n; j++) {
         s[j] = NB__EXP(scale * (s[j] - mx));
         sum += s[j];
@@ -1310,6 +1352,7 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb_real* qkv, int T, in
         const int n = pl->desc.non_causal ? ncols : i0 + r + 1;
         if (lse_in) {
             const nb_real l = lse_in[r];
+            NB__OMP(simd)
             for (c = 0; c < n; c++) pr[c] = NB__EXP(scale * pr[c] - l);
             for (c = n; c < ncols; c++) pr[c] = 0;
         } else {
@@ -1543,24 +1586,23 @@ static nb_result nb__ffn_check_call(nb_ctx* ctx, const char* fn, const nb_ffn_pl
     return NB_OK;
 }
 
-static nb_real nb__sigmoid(nb_real z) { return 1 / (1 + NB__EXP(-z)); }
+static inline nb_real nb__sigmoid(nb_real z) { return 1 / (1 + NB__EXP(-z)); }
 
-/* GELU and its derivative. tanh form: 0.5 x (1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715 x^3);
-   erf form: x Phi(x), derivative Phi(x) + x phi(x). */
-static nb_real nb__gelu(int erf_form, nb_real x, nb_real* dgelu) {
-    if (erf_form) {
-        const double cdf = 0.5 * (1 + erf((double)x * 0.7071067811865476));
-        const double pdf = 0.3989422804014327 * exp(-0.5 * (double)x * x);
-        if (dgelu) *dgelu = (nb_real)(cdf + x * pdf);
-        return (nb_real)(x * cdf);
-    } else {
-        const nb_real k = (nb_real)0.7978845608028654, c = (nb_real)0.044715;
-        const nb_real t = (nb_real)tanh((double)(k * (x + c * x * x * x)));
-        if (dgelu)
-            *dgelu = (nb_real)0.5 * (1 + t) +
-                     (nb_real)0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
-        return (nb_real)0.5 * x * (1 + t);
-    }
+/* GELU and its derivative (dgelu may be NULL). tanh form (GPT-2):
+   0.5 x (1 + tanh(u)), u = sqrt(2/pi)(x + 0.044715 x^3), tanh(u) = 1 - 2/(1 + e^2u) so it
+   vectorizes; derivative 0.5(1 + t) + 0.5 x (1 - t^2) du/dx. erf form: x Phi(x), derivative
+   Phi(x) + x phi(x) (libm erf: not vectorized). */
+static inline nb_real nb__gelu_tanh(nb_real x, nb_real* dgelu) {
+    const nb_real k = (nb_real)0.7978845608028654, c = (nb_real)0.044715;
+    const nb_real t = 1 - 2 / (1 + NB__EXP(2 * k * (x + c * x * x * x)));
+    *dgelu = (nb_real)0.5 * (1 + t) + (nb_real)0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
+    return (nb_real)0.5 * x * (1 + t);
+}
+static nb_real nb__gelu_erf(nb_real x, nb_real* dgelu) {
+    const double cdf = 0.5 * (1 + erf((double)x * 0.7071067811865476));
+    const double pdf = 0.3989422804014327 * exp(-0.5 * (double)x * x);
+    *dgelu = (nb_real)(cdf + x * pdf);
+    return (nb_real)(x * cdf);
 }
 
 /* out[r] += bias for every row */
@@ -1594,11 +1636,16 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
         const nb_real* hr = h + (size_t)r * W;
         nb_real* ar = a + (size_t)r * f;
         int i;
-        if (plan->desc.type == NB_FFN_SWIGLU)
+        nb_real dg;
+        if (plan->desc.type == NB_FFN_SWIGLU) {
+            NB__OMP(simd)
             for (i = 0; i < f; i++) ar[i] = hr[f + i] * nb__sigmoid(hr[f + i]) * hr[i];
-        else
-            for (i = 0; i < f; i++)
-                ar[i] = nb__gelu(plan->desc.type == NB_FFN_GELU_ERF, hr[i], NULL);
+        } else if (plan->desc.type == NB_FFN_GELU_TANH) {
+            NB__OMP(simd private(dg))
+            for (i = 0; i < f; i++) ar[i] = nb__gelu_tanh(hr[i], &dg);
+        } else {
+            for (i = 0; i < f; i++) ar[i] = nb__gelu_erf(hr[i], &dg);
+        }
     }
     nb_gemm(ctx, 0, 1, BT, d, f, 1, a, f, p->w_out, f, 0, out, d);
     if (p->b_out) nb__add_bias(ctx, out, p->b_out, BT, d);
@@ -1638,15 +1685,23 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
         int i;
         if (plan->desc.type == NB_FFN_SWIGLU) {
             /* a = silu(z) u: du = da silu(z), dz = da u sig(z)(1 + z(1 - sig(z))) */
+            NB__OMP(simd)
             for (i = 0; i < f; i++) {
                 const nb_real u = hr[i], z = hr[f + i], sg = nb__sigmoid(z);
                 dhr[i] = dar[i] * z * sg;
                 dhr[f + i] = dar[i] * u * sg * (1 + z * (1 - sg));
             }
+        } else if (plan->desc.type == NB_FFN_GELU_TANH) {
+            NB__OMP(simd)
+            for (i = 0; i < f; i++) {
+                nb_real dg;
+                nb__gelu_tanh(hr[i], &dg);
+                dhr[i] = dar[i] * dg;
+            }
         } else {
             for (i = 0; i < f; i++) {
                 nb_real dg;
-                nb__gelu(plan->desc.type == NB_FFN_GELU_ERF, hr[i], &dg);
+                nb__gelu_erf(hr[i], &dg);
                 dhr[i] = dar[i] * dg;
             }
         }

@@ -434,6 +434,7 @@ typedef struct nb_tensor_info {
     char name[64];             /* PyTorch-style, e.g. "blocks.3.att_proj.weight" */
     int layer;                 /* -1 for stack-level tensors */
     nb_tensor_kind kind;
+    int ndim;                  /* 2 for matrices, 1 for vectors (gains, biases, gamma) */
     int rows, cols;            /* (out, in) for matrices; (n, 1) for vectors */
     size_t offset, count;      /* in the contiguous parameter (and gradient) buffer */
     int no_decay;              /* norm gains, biases, SiameseNorm gamma */
@@ -1788,6 +1789,8 @@ static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind
         else snprintf(t->name, sizeof t->name, "%s", name);
         t->layer = layer;
         t->kind = kind;
+        t->ndim = kind == NB_TENSOR_GAIN || kind == NB_TENSOR_BIAS ||
+                  kind == NB_TENSOR_SIAMESE_GAMMA ? 1 : 2;
         t->rows = rows;
         t->cols = cols;
         t->offset = w->off;
@@ -2899,7 +2902,7 @@ NBDEF void nb_stack_hidden_norms(const nb_stack* s, const nb_real* cache, int B,
     for (l = 0; l <= s->desc.n_layers; l++) {
         const nb_real* x = nb_stack_hidden(s, cache, l, stream, B, T);
         double acc = 0;
-        for (r = 0; r < rows; r++) {
+        for (r = 0; x && r < rows; r++) {
             double ss = 0;
             for (i = 0; i < d; i++) ss += (double)x[(size_t)r * d + i] * x[(size_t)r * d + i];
             acc += sqrt(ss);
@@ -2917,7 +2920,7 @@ NBDEF void nb_stack_angular_distance(const nb_stack* s, const nb_real* cache, in
             const nb_real* x = nb_stack_hidden(s, cache, a, stream, B, T);
             const nb_real* y = nb_stack_hidden(s, cache, b, stream, B, T);
             double acc = 0;
-            for (r = 0; r < rows; r++) {
+            for (r = 0; x && y && r < rows; r++) {
                 double xy = 0, xx = 0, yy = 0, c;
                 for (i = 0; i < d; i++) {
                     const double u = x[(size_t)r * d + i], v = y[(size_t)r * d + i];

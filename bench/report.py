@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Turn bench/run.sh's raw RESULT lines into the markdown report (tables, ratios, targets).
+
+usage: report.py RAW                       -> markdown on stdout
+       report.py --update-readme README RAW -> replace the text between the RESULTS markers
+
+Standard library only (runs without PyTorch). A case measured twice (run.sh repeats a case
+when other processes took > 15% of the CPUs) keeps the run with the smaller "others" figure.
+"""
+import sys
+
+BEGIN, END = "<!-- BEGIN RESULTS -->", "<!-- END RESULTS -->"
+NAMES = {"pre": "Pre-Norm", "hybrid": "HybridNorm", "siamese": "SiameseNorm", "gpt2": "GPT-2"}
+
+
+def parse(path):
+    res, meta = [], {}
+    with open(path) as fh:
+        for line in fh:
+            w = line.split()
+            if not w:
+                continue
+            kv = dict(a.split("=", 1) for a in w[1:] if "=" in a)
+            if w[0] == "RESULT":
+                res.append(kv)
+            elif w[0] in ("MACHINE", "ELAPSED", "TORCH_SKIPPED"):
+                meta[w[0]] = kv
+    return res, meta
+
+
+def best(res, kind, **match):
+    """the least contaminated result of `kind` whose fields equal `match` (None if absent)"""
+    c = [r for r in res if r.get("kind") == kind and all(r.get(k) == str(v) for k, v in match.items())]
+    if not c:
+        return None
+    return min(c, key=lambda r: float(r.get("others", 0)) if float(r.get("others", 0)) >= 0 else 9)
+
+
+def f(x, nd=1):
+    return "-" if x is None else ("%.*f" % (nd, x))
+
+
+def ms(r):
+    return None if r is None else float(r["ms"])
+
+
+def yn(ok):
+    return "**met**" if ok else "**MISSED**"
+
+
+def report(res, meta):
+    out = []
+    m = meta.get("MACHINE", {})
+    core = next((r.get("core") for r in res if r.get("core")), "?")
+    out.append("Machine: %s x `%s`, %s GiB RAM; OpenBLAS core `%s` (OPENBLAS_CORETYPE=%s); %s; "
+               "load average at start %s; run took %s s."
+               % (m.get("nproc", "?"), m.get("cpu", "?").replace("_", " "), m.get("mem_gib", "?"),
+                  core, m.get("coretype_env", "?"), m.get("date", "?"), m.get("loadavg", "?"),
+                  meta.get("ELAPSED", {}).get("seconds", "?")))
+    out.append("normblocks.h: git %s, md5 %s." % (m.get("git", "?"), m.get("header_md5", "?")))
+    torch_v = next((r.get("torch") for r in res if r.get("torch")), None)
+    out.append("PyTorch: %s." % (torch_v or "not run"))
+    if "Prescott" in core:
+        out.append("\n**WARNING: OpenBLAS ran its Prescott (SSE3) kernels: figures are 5-6x too slow.**")
+    out.append("")
+    out.append("Env A = `OPENBLAS_NUM_THREADS=1` (normblocks threads everything); env B = "
+               "`OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE`. \"others\" = share of the 2 CPUs "
+               "other processes used during the case (contamination; > 0.15 means noisy).")
+    out.append("")
+
+    # ---- blocks
+    shapes = []
+    for r in res:
+        if r.get("kind") == "block":
+            s = (int(r["B"]), int(r["T"]), int(r["d"]), int(r["H"]))
+            if s not in shapes:
+                shapes.append(s)
+    presets = [p for p in ("pre", "hybrid", "siamese", "gpt2")
+               if any(r.get("kind") == "block" and r.get("preset") == p for r in res)]
+    out.append("### Blocks: forward+backward of a 1-layer stack (env A)")
+    out.append("")
+    out.append("| block | (B,T,d,H) | thr | ms | fwd / bwd ms | GFLOP/s | GB/s | GEMMs alone ms | "
+               "non-GEMM | PyTorch ms | vs PyTorch | RSS MiB (torch) | others |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    over_rows, speed_rows = [], []
+    for s in shapes:
+        for p in presets:
+            for nt in (1, 2):
+                key = dict(preset=p, B=s[0], T=s[1], d=s[2], H=s[3], threads=nt)
+                r = best(res, "block", env="A", **key)
+                if r is None:
+                    continue
+                tA = best(res, "torch_block", env="A", **key)
+                tB = best(res, "torch_block", env="B", **key) if nt > 1 else None
+                tt = [x for x in (tA, tB) if x is not None]
+                tbest = min(tt, key=ms) if tt else None
+                t, g = float(r["ms"]), float(r["gemm_ms"])
+                over = (t - g) / t
+                sp = ms(tbest) / t if tbest else None
+                over_rows.append((p, s, nt, over, t - g))
+                speed_rows.append((p, s, nt, sp))
+                out.append("| %s | %s | %d | %.2f | %.1f / %.1f | %.1f | %.2f | %.2f | %.0f%% | %s%s | %s | %.0f (%s) | %s |"
+                           % (NAMES.get(p, p), ",".join(map(str, s)), nt, t, float(r["fwd_ms"]),
+                              float(r["bwd_ms"]), float(r["gflop"]) / t * 1e3,
+                              float(r["gbytes"]) / t * 1e3, g, 100 * over, f(ms(tbest), 2),
+                              "" if not tbest or nt == 1 else " (%s)" % tbest["env"],
+                              (f(sp, 2) + "x") if sp else "-", float(r["rss_mib"]),
+                              f(float(tbest["rss_mib"]), 0) if tbest else "-",
+                              r.get("others", "?")))
+    out.append("")
+    out.append("GFLOP/s: forward = 2*M*N*K per GEMM with causal attention counted per computed "
+               "64-row tile, backward = 2x forward; the same count for normblocks and PyTorch "
+               "(PyTorch computes the full T x T scores). GB/s: nominal traffic = 4 B x (params "
+               "read twice + grads read and written + cache written and read). \"vs PyTorch\" = "
+               "PyTorch ms / normblocks ms with PyTorch in its faster env. SiameseNorm keeps its "
+               "3-norm output fusion (it cannot be switched off).")
+    out.append("")
+
+    # ---- threading
+    out.append("### Threading: env A vs env B at 2 threads (ms)")
+    out.append("")
+    out.append("| case | normblocks A | normblocks B | faster | PyTorch A | PyTorch B | faster |")
+    out.append("|---|---|---|---|---|---|---|")
+    thr_rows = []
+
+    def faster(a, b):
+        if a is None or b is None:
+            return "-"
+        w = "A" if a <= b else "B"
+        return "%s (%.2fx)" % (w, max(a, b) / min(a, b))
+    for s in shapes:
+        for p in presets:
+            key = dict(preset=p, B=s[0], T=s[1], d=s[2], H=s[3], threads=2)
+            a, b = ms(best(res, "block", env="A", **key)), ms(best(res, "block", env="B", **key))
+            ta, tb = ms(best(res, "torch_block", env="A", **key)), ms(best(res, "torch_block", env="B", **key))
+            if a is None:
+                continue
+            thr_rows.append((a, b))
+            out.append("| %s %s | %s | %s | %s | %s | %s | %s |" % (
+                NAMES.get(p, p), ",".join(map(str, s)), f(a, 2), f(b, 2), faster(a, b), f(ta, 2),
+                f(tb, 2), faster(ta, tb)))
+    norm_sizes = []
+    for r in res:
+        if r.get("kind") == "norm" and (r["N"], r["d"]) not in norm_sizes:
+            norm_sizes.append((r["N"], r["d"]))
+    for (N, d) in norm_sizes:
+        for k in ("rms", "layer"):
+            key = dict(norm=k, N=N, d=d, threads=2)
+            a, b = ms(best(res, "norm", env="A", **key)), ms(best(res, "norm", env="B", **key))
+            ta, tb = ms(best(res, "torch_norm", env="A", **key)), ms(best(res, "torch_norm", env="B", **key))
+            if a is None:
+                continue
+            out.append("| %s %sx%s | %s | %s | %s | %s | %s | %s |" % (
+                "RMSNorm" if k == "rms" else "LayerNorm", N, d, f(a, 3), f(b, 3), faster(a, b),
+                f(ta, 3), f(tb, 3), faster(ta, tb)))
+    for r in res:
+        if r.get("kind") == "attn" and r.get("env") == "B" and r.get("skipped") == "0":
+            a = ms(best(res, "attn", env="A", mode=r["mode"], T=r["T"], threads=r["threads"]))
+            b = ms(best(res, "attn", env="B", mode=r["mode"], T=r["T"], threads=r["threads"]))
+            if r is not best(res, "attn", env="B", mode=r["mode"], T=r["T"], threads=r["threads"]):
+                continue
+            out.append("| attention %s T=%s | %s | %s | %s | - | - | - |" % (
+                r["mode"].upper(), r["T"], f(a, 1), f(b, 1), faster(a, b)))
+    out.append("")
+
+    # ---- norms
+    out.append("### Norms: forward+backward (gain; LayerNorm also bias) vs a STREAM copy of the same size")
+    out.append("")
+    out.append("| norm | N x d | thr | env | ms | fwd / bwd ms | GB/s | copy GB/s | of copy | PyTorch ms | vs PyTorch | others |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    norm_rows = []
+    for (N, d) in norm_sizes:
+        for k in ("rms", "layer"):
+            for nt, env in ((1, "A"), (2, "A"), (2, "B")):
+                key = dict(norm=k, N=N, d=d, threads=nt)
+                r = best(res, "norm", env=env, **key)
+                if r is None:
+                    continue
+                tr = best(res, "torch_norm", env=env, **key)
+                t = float(r["ms"])
+                bw = float(r["gbytes"]) / t * 1e3
+                cbw = float(r["copy_gbytes"]) / float(r["copy_ms"]) * 1e3
+                if env == "A":
+                    norm_rows.append((k, N, d, nt, bw / cbw))
+                out.append("| %s | %sx%s | %d | %s | %.3f | %.3f / %.3f | %.1f | %.1f | %.0f%% | %s | %s | %s |" % (
+                    "RMSNorm" if k == "rms" else "LayerNorm", N, d, nt, env, t, float(r["fwd_ms"]),
+                    float(r["bwd_ms"]), bw, cbw, 100 * bw / cbw, f(ms(tr), 3),
+                    (f(ms(tr) / t, 1) + "x") if tr else "-", r.get("others", "?")))
+    out.append("")
+    out.append("Bytes: forward 2*N*d*4, backward 3*N*d*4 (the minimum); copy 2*N*d*4 per call on "
+               "the norm's own arrays, same threads. PyTorch: composed RMSNorm "
+               "(x * rsqrt(mean(x^2) + eps) * g), native F.layer_norm.")
+    out.append("")
+
+    # ---- attention
+    out.append("### Attention sublayer: forward+backward vs T (B=1, d=1024, H=16, causal, 2 threads, env A)")
+    out.append("")
+    out.append("| T | mode | ms | fwd / bwd ms | GFLOP/s | cache+scratch MiB | peak RSS MiB | LSE / PROBS | others |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    Ts = sorted({int(r["T"]) for r in res if r.get("kind") == "attn"})
+    ratio1024, lse4096 = None, None
+    for T in Ts:
+        rp = best(res, "attn", env="A", mode="probs", T=T)
+        rl = best(res, "attn", env="A", mode="lse", T=T)
+        ratio = None
+        if rp and rl and rp.get("skipped") == "0" and rl.get("skipped") == "0":
+            ratio = float(rl["ms"]) / float(rp["ms"])
+        if T == 1024:
+            ratio1024 = ratio
+        if T == 4096 and rl and rl.get("skipped") == "0":
+            lse4096 = rl
+        for mode, r in (("PROBS", rp), ("LSE", rl)):
+            if r is None:
+                continue
+            if r.get("skipped") == "1":
+                out.append("| %d | %s | skipped: > 8 GiB of probabilities | | | | | | |" % (T, mode))
+                continue
+            t = float(r["ms"])
+            out.append("| %d | %s | %.1f | %.1f / %.1f | %.1f | %.0f | %.0f | %s | %s |" % (
+                T, mode, t, float(r["fwd_ms"]), float(r["bwd_ms"]), float(r["gflop"]) / t * 1e3,
+                float(r["plan_mib"]), float(r["rss_mib"]),
+                (f(ratio, 2) + "x") if (ratio and mode == "LSE") else "", r.get("others", "?")))
+    out.append("")
+
+    # ---- targets
+    out.append("### Targets")
+    out.append("")
+    big = [(p, s, nt, o, extra) for (p, s, nt, o, extra) in over_rows if s in ((8, 256, 512, 8), (2, 1024, 1024, 16))]
+    if big:
+        bad = [x for x in big if x[3] > 0.15]
+        out.append("- Block non-GEMM overhead <= 15%% at (8,256,512,8) and (2,1024,1024,16): %s (%d of %d cases over: %s)"
+                   % (yn(not bad), len(bad), len(big),
+                      ", ".join("%s %s %dT %.0f%%" % (NAMES.get(p, p), ",".join(map(str, s)), nt, 100 * o)
+                                for p, s, nt, o, _ in bad) or "none"))
+    small = [x for x in speed_rows if x[1] == (4, 128, 256, 4) and x[3] is not None]
+    if small:
+        bad = [x for x in small if x[3] < 2]
+        out.append("- >= 2x faster than PyTorch at (4,128,256,4), 1 and 2 threads: %s (%s)"
+                   % (yn(not bad), ", ".join("%s %dT %.2fx" % (NAMES.get(p, p), nt, sp) for p, s, nt, sp in small)))
+    allsp = [x for x in speed_rows if x[3] is not None]
+    if allsp:
+        bad = [x for x in allsp if x[3] < 1]
+        out.append("- Never slower than PyTorch (any shape, 1 and 2 threads): %s (%s)"
+                   % (yn(not bad), ", ".join("%s %s %dT %.2fx" % (NAMES.get(p, p), ",".join(map(str, s)), nt, sp)
+                                              for p, s, nt, sp in bad) or "slowest ratio %.2fx" % min(x[3] for x in allsp)))
+    if norm_rows:
+        bad = [x for x in norm_rows if x[4] < 0.7]
+        out.append("- Norm forward+backward >= 70%% of the copy bandwidth: %s (%s)"
+                   % (yn(not bad), ", ".join("%s %sx%s %dT %.0f%%" % (k, N, d, nt, 100 * q) for k, N, d, nt, q in norm_rows)))
+    if Ts:
+        out.append("- LSE attention within 1.5x of PROBS at T=1024: %s (%s)"
+                   % (yn(ratio1024 is not None and ratio1024 <= 1.5), (f(ratio1024, 2) + "x") if ratio1024 else "not measured"))
+        out.append("- LSE attention runs T=4096: %s%s"
+                   % ("not measured (no T=4096 case in this run)" if 4096 not in Ts else yn(lse4096 is not None), " (%.0f ms, %.0f MiB peak RSS)" % (float(lse4096["ms"]), float(lse4096["rss_mib"])) if lse4096 else ""))
+    if thr_rows:
+        wa = sum(1 for a, b in thr_rows if b is None or a <= b)
+        out.append("- Threading (blocks, 2 threads): env A faster in %d of %d cases." % (wa, len(thr_rows)))
+    return "\n".join(out) + "\n"
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[1] == "--update-readme":
+        readme, raw = argv[2], argv[3]
+        res, meta = parse(raw)
+        text = open(readme).read()
+        i, j = text.find(BEGIN), text.find(END)
+        if i < 0 or j < i:
+            sys.stderr.write("report.py: %s has no %s ... %s markers\n" % (readme, BEGIN, END))
+            return 1
+        text = text[:i + len(BEGIN)] + "\n" + report(res, meta) + text[j:]
+        open(readme, "w").write(text)
+        return 0
+    if len(argv) != 2:
+        sys.stderr.write(__doc__)
+        return 2
+    res, meta = parse(argv[1])
+    sys.stdout.write(report(res, meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

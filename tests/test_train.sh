@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Tests of examples/train.c on a tiny model (quick, also under ASan):
+# learning, checkpoint round trip, bit-identical resume, Ctrl-C, the comparison table, a text
+# corpus, a per-layer schedule, and the error messages for bad input.
+#   bash tests/test_train.sh path/to/train
+# Prints "N passed, N failed" and exits non-zero on any failure.
+set -u
+
+TRAIN="${1:?usage: test_train.sh path/to/train}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/nb_train_test.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK" || exit 1
+
+PASSED=0
+FAILED=0
+pass() { PASSED=$((PASSED + 1)); echo "ok: $1"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL: $1"; }
+
+# tiny model, one thread: bitwise reproducible
+TINY=(--d 32 --layers 2 --heads 2 --seq 24 --batch 4 --threads 1 --log-every 10 --eval-batches 2
+      --warmup 5 --lr 3e-3)
+
+final_field() { # final_field FILE KEY -> the value after KEY on the "final:" line
+  sed -n "s/^final:.* $2 \([^ ]*\).*/\1/p" "$1"
+}
+
+# 1. a short run lowers the (validation) loss
+"$TRAIN" "${TINY[@]}" --steps 0 > init.log 2>&1
+"$TRAIN" "${TINY[@]}" --steps 60 > learn.log 2>&1
+rc=$?
+v0="$(final_field init.log val_loss)"
+v1="$(final_field learn.log val_loss)"
+if [ $rc = 0 ] && [ -n "$v0" ] && [ -n "$v1" ] && awk -v a="$v0" -v b="$v1" 'BEGIN { exit !(b < a - 0.5) }'; then
+  pass "60 steps lower the validation loss ($v0 -> $v1)"
+else
+  fail "60 steps lower the validation loss (rc $rc, '$v0' -> '$v1')"; cat learn.log
+fi
+
+# 2. checkpoint round trip: save, load, save again -> identical bytes
+"$TRAIN" "${TINY[@]}" --steps 20 --save full.safetensors > full.log 2>&1
+rc1=$?
+"$TRAIN" "${TINY[@]}" --steps 20 --resume full.safetensors --save again.safetensors > again.log 2>&1
+rc2=$?
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && cmp -s full.safetensors again.safetensors; then
+  pass "checkpoint round trip is byte-identical"
+else
+  fail "checkpoint round trip (rc $rc1 $rc2)"; cat full.log again.log
+fi
+
+# safetensors layout: 8-byte little-endian header length, then JSON with the PyTorch names
+if head -c 65536 full.safetensors | tail -c +9 | grep -q '"transformer.wte.weight":{"dtype":"F32","shape":\[256,32\]' &&
+   head -c 65536 full.safetensors | grep -q '"lm_head.weight"' &&
+   head -c 65536 full.safetensors | grep -q '"optimizer.v.transformer.blocks.1.ff_out.weight"\|"optimizer.v.transformer.blocks.1' &&
+   head -c 65536 full.safetensors | grep -q '"__metadata__":{[^}]*"step":"20"'; then
+  pass "checkpoint header has the PyTorch-style names, moments and step"
+else
+  fail "checkpoint header"; head -c 600 full.safetensors | tail -c +9; echo
+fi
+
+# 3. resume: 10 steps + checkpoint + 10 more == 20 straight (same final loss, same bytes)
+"$TRAIN" "${TINY[@]}" --steps 20 --stop-after 10 --save half.safetensors > half.log 2>&1
+rc1=$?
+"$TRAIN" "${TINY[@]}" --steps 20 --resume half.safetensors --save resumed.safetensors > resumed.log 2>&1
+rc2=$?
+l_full="$(final_field full.log loss)"
+l_res="$(final_field resumed.log loss)"
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ -n "$l_full" ] && [ "$l_full" = "$l_res" ] &&
+   cmp -s full.safetensors resumed.safetensors; then
+  pass "resume is bit-identical to an uninterrupted run (loss $l_full)"
+else
+  fail "resume (rc $rc1 $rc2, loss '$l_full' vs '$l_res')"; cat half.log resumed.log
+fi
+
+# 4. Ctrl-C stops cleanly and writes a checkpoint
+"$TRAIN" "${TINY[@]}" --steps 1000000 --log-every 1 --save int.safetensors > int.log 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do grep -q "^step" int.log 2>/dev/null && break; sleep 0.1; done
+kill -INT "$pid" 2>/dev/null
+wait "$pid"
+rc=$?
+istep="$(sed -n 's/^interrupted at step \([0-9]*\).*/\1/p' int.log)"
+if [ $rc = 0 ] && [ -n "$istep" ] && [ -s int.safetensors ] &&
+   "$TRAIN" "${TINY[@]}" --steps 1000000 --stop-after $((istep + 1)) --resume int.safetensors > int2.log 2>&1 &&
+   grep -q "resumed from int.safetensors at step $istep" int2.log; then
+  pass "SIGINT stops, saves a checkpoint that loads"
+else
+  fail "SIGINT (rc $rc)"; cat int.log
+fi
+
+# 5. comparison table and plot
+"$TRAIN" "${TINY[@]}" --steps 12 --compare pre,hybrid --out cmp > cmp.log 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "^preset .*final loss .*val loss" cmp.log && grep -q "^pre  " cmp.log &&
+   grep -q "^hybrid  " cmp.log && grep -q "<polyline" cmp/compare.svg && [ -s cmp/compare.csv ]; then
+  pass "--compare pre,hybrid prints the table and writes compare.svg"
+else
+  fail "--compare (rc $rc)"; cat cmp.log
+fi
+
+# 6. diagnostics, a text corpus, a per-layer schedule
+for i in $(seq 1 200); do echo "the quick brown fox $i jumps over the lazy dog"; done > corpus.txt
+"$TRAIN" "${TINY[@]}" --steps 10 --data corpus.txt --schedule post,hybrid --diag diag > text.log 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "^final:" text.log && [ -s diag/layer_grad_norms.csv ] &&
+   [ -s diag/angular_distance.csv ] && [ -s diag/hidden_norms.csv ] &&
+   grep -q "<polyline" diag/loss.svg && grep -q "<polyline" diag/layers.svg; then
+  pass "text corpus + --schedule + --diag"
+else
+  fail "text corpus + --schedule + --diag (rc $rc)"; cat text.log
+fi
+
+# 7. bad input: a clear message and exit status 1 (never a crash)
+expect_error() { # expect_error NAME PATTERN ARGS...
+  local name="$1" pat="$2"
+  shift 2
+  "$TRAIN" "$@" > err.log 2>&1
+  local rc=$?
+  if [ $rc = 1 ] && grep -q "$pat" err.log; then
+    pass "error: $name"
+  else
+    fail "error: $name (rc $rc, want 1 and /$pat/)"; cat err.log
+  fi
+}
+: > empty.txt
+head -c 5 full.safetensors > trunc_len.safetensors
+head -c 3000 full.safetensors > trunc_data.safetensors
+printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a":[1,2,,]}   ' > badjson.safetensors
+sed 's/"transformer.wte.weight"/"transformer.xyz.weight"/' full.safetensors > missing.safetensors
+expect_error "unknown preset" "unknown preset" "${TINY[@]}" --preset nosuchnorm
+expect_error "unknown preset in --compare" "unknown preset" "${TINY[@]}" --compare pre,bogus
+expect_error "invalid shapes" "invalid model" "${TINY[@]}" --heads 3
+expect_error "unknown option" "unknown option" --frobnicate
+expect_error "bad number" "not an integer" --steps ten
+expect_error "missing data file" "cannot open data file" "${TINY[@]}" --data does_not_exist.txt
+expect_error "empty data file" "is empty" "${TINY[@]}" --data empty.txt
+expect_error "truncated checkpoint (header length)" "truncated" "${TINY[@]}" --resume trunc_len.safetensors
+expect_error "truncated checkpoint (data)" "truncated\|bad header length" "${TINY[@]}" --resume trunc_data.safetensors
+expect_error "checkpoint with bad JSON" "not valid JSON" "${TINY[@]}" --resume badjson.safetensors
+expect_error "checkpoint missing a tensor" "tensor transformer.wte.weight is missing" "${TINY[@]}" --resume missing.safetensors
+expect_error "checkpoint from a different config" "different config" "${TINY[@]}" --d 48 --resume full.safetensors
+expect_error "checkpoint from a different preset" "different config" "${TINY[@]}" --preset hybrid --resume full.safetensors
+expect_error "missing checkpoint" "cannot open checkpoint" "${TINY[@]}" --resume nope.safetensors
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]

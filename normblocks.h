@@ -865,16 +865,16 @@ NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* 
                 rs = 1 / NB__SQRT((var > 0 ? var : 0) / (nb_real)seg + eps);
                 mean[(size_t)r * nseg + s] = mu;
                 rstd[(size_t)r * nseg + s] = rs;
-                /* branch-free loops vectorize; the row is in L1 for the second and third */
-                NB__OMP(simd)
-                for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs;
-                if (gain) {
+                /* one branch-free loop per case, so each vectorizes */
+                if (gain && bias) {
                     NB__OMP(simd)
-                    for (i = 0; i < seg; i++) ys[i] *= gain[i];
-                }
-                if (bias) {
+                    for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs * gain[i] + bias[i];
+                } else if (gain) {
                     NB__OMP(simd)
-                    for (i = 0; i < seg; i++) ys[i] += bias[i];
+                    for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs * gain[i];
+                } else {
+                    NB__OMP(simd)
+                    for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs + (bias ? bias[i] : 0);
                 }
             }
         }

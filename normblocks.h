@@ -1278,14 +1278,21 @@ NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_
     }
 }
 
+/* B and T of a call against the maximum a plan (or stack) was sized for */
+static nb_result nb__check_bt(nb_ctx* ctx, const char* fn, int B, int T, int max_batch,
+                              int max_seq) {
+    NB__CHECK(B <= 0 || T <= 0, NB_ERR_SHAPE, "%s: B (%d) and T (%d) must be > 0", fn, B, T);
+    NB__CHECK(B > max_batch || T > max_seq, NB_ERR_SHAPE,
+              "%s: B=%d, T=%d exceed the planned maximum (%d, %d)", fn, B, T, max_batch, max_seq);
+    return NB_OK;
+}
+
 static nb_result nb__attn_check_call(nb_ctx* ctx, const char* fn, const nb_attn_plan* pl,
                                      const nb_attn_params* p, int B, int T, const void* a,
                                      const void* b, const void* cache, const void* scratch) {
+    nb_result rc;
     NB__CHECK(!pl || !p, NB_ERR_NULL, "%s: plan and params are required", fn);
-    NB__CHECK(B <= 0 || T <= 0, NB_ERR_SHAPE, "%s: B (%d) and T (%d) must be > 0", fn, B, T);
-    NB__CHECK(B > pl->max_batch || T > pl->max_seq, NB_ERR_SHAPE,
-              "%s: B=%d, T=%d exceed the plan's maximum (%d, %d)", fn, B, T, pl->max_batch,
-              pl->max_seq);
+    if ((rc = nb__check_bt(ctx, fn, B, T, pl->max_batch, pl->max_seq))) return rc;
     NB__CHECK(nb_num_threads(ctx) > pl->max_threads, NB_ERR_CONFIG,
               "%s: %d threads requested but the plan sized its scratch for %d", fn,
               nb_num_threads(ctx), pl->max_threads);
@@ -1575,11 +1582,9 @@ NBDEF void nb_ffn_params_bind(const nb_ffn_plan* plan, nb_real* base, nb_ffn_par
 static nb_result nb__ffn_check_call(nb_ctx* ctx, const char* fn, const nb_ffn_plan* pl,
                                     const nb_ffn_params* p, int B, int T, const void* a,
                                     const void* b, const void* cache, const void* scratch) {
+    nb_result rc;
     NB__CHECK(!pl || !p, NB_ERR_NULL, "%s: plan and params are required", fn);
-    NB__CHECK(B <= 0 || T <= 0, NB_ERR_SHAPE, "%s: B (%d) and T (%d) must be > 0", fn, B, T);
-    NB__CHECK(B > pl->max_batch || T > pl->max_seq, NB_ERR_SHAPE,
-              "%s: B=%d, T=%d exceed the plan's maximum (%d, %d)", fn, B, T, pl->max_batch,
-              pl->max_seq);
+    if ((rc = nb__check_bt(ctx, fn, B, T, pl->max_batch, pl->max_seq))) return rc;
     NB__CHECK(!a || !b || !cache || !scratch || !p->w_in || !p->w_out, NB_ERR_NULL,
               "%s: inputs, outputs, cache, scratch, w_in and w_out are required", fn);
     NB__CHECK(pl->desc.bias > 0 && (!p->b_in || !p->b_out), NB_ERR_NULL,
@@ -2519,10 +2524,9 @@ static nb_result nb__pp_backward(nb__run* r, int l, int k, const nb__lp* p, nb__
 static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, int B, int T,
                                const void* a, const void* b, const void* c, const void* d,
                                const void* e) {
+    nb_result rc;
     NB__CHECK(!s || !s->layers, NB_ERR_NULL, "%s: an initialized stack is required", fn);
-    NB__CHECK(B <= 0 || T <= 0 || B > s->max_batch || T > s->max_seq, NB_ERR_SHAPE,
-              "%s: B=%d, T=%d must be in [1, %d] x [1, %d] (the stack's maximum)", fn, B, T,
-              s->max_batch, s->max_seq);
+    if ((rc = nb__check_bt(ctx, fn, B, T, s->max_batch, s->max_seq))) return rc;
     NB__CHECK(nb_num_threads(ctx) > s->max_threads, NB_ERR_CONFIG,
               "%s: %d threads requested but the stack sized its scratch for %d", fn,
               nb_num_threads(ctx), s->max_threads);

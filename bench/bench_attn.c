@@ -48,9 +48,9 @@ int main(int argc, char** argv) {
     attn_run r;
     nb_attn_desc desc;
     double t, spread, fwd, bwd, fl, attn_fl = 0, mem_mib, rss0, rss, bytes;
-    double *tt, *tf, *tb, others;
+    double others;
     nbb_load l0;
-    int T, d, H, nt, reps, warm, B, lse, i, i0;
+    int T, d, H, nt, reps, warm, B, lse, i0;
     size_t n;
     if (argc < 7) {
         fprintf(stderr, "usage: %s probs|lse T d H THREADS REPS [WARMUP] [B]\n", argv[0]);
@@ -93,20 +93,11 @@ int main(int argc, char** argv) {
     fl = 3 * (2.0 * B * T * ((double)3 * d * d + (double)d * d) + attn_fl * B * H);
     bytes = 4.0 * (4.0 * r.plan.n_params + 2.0 * r.plan.n_cache);
 
-    tt = (double*)malloc(sizeof(double) * (size_t)reps);
-    tf = (double*)malloc(sizeof(double) * (size_t)reps);
-    tb = (double*)malloc(sizeof(double) * (size_t)reps);
     l0 = nbb_load_now();
-    for (i = 0; i < warm; i++) attn_step(&r);
-    for (i = 0; i < reps; i++) {
-        const double t0 = nbb_now();
-        attn_step(&r);
-        tt[i] = nbb_now() - t0;
-        tf[i] = r.t_fwd; tb[i] = r.t_bwd;
+    {
+        const nbb_fb_times ft = nbb_time_fb(attn_step, &r, &r.t_fwd, &r.t_bwd, warm, reps);
+        t = ft.total; fwd = ft.fwd; bwd = ft.bwd; spread = ft.spread;
     }
-    t = nbb_median(tt, reps);
-    spread = nbb_spread(tt, reps, t);
-    fwd = nbb_median(tf, reps); bwd = nbb_median(tb, reps);
     rss = nbb_maxrss_mib();
     others = nbb_others(l0, nbb_load_now());
     printf("# attention %s (B,T,d,H)=(%d,%d,%d,%d) threads=%d: cache %.1f MiB + scratch %.1f MiB\n",

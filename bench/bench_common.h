@@ -173,4 +173,30 @@ static NBB_UNUSED double nbb_time(nbb_fn fn, void* arg, int warm, int reps, doub
     return med;
 }
 
+/* Time a forward+backward step: fn(arg) runs both and leaves its phase times in *t_fwd and
+   *t_bwd. Medians over reps calls after `warm` warm-up calls, and the spread of the total. */
+typedef struct nbb_fb_times { double total, fwd, bwd, spread; } nbb_fb_times;
+static NBB_UNUSED nbb_fb_times nbb_time_fb(nbb_fn fn, void* arg, const double* t_fwd,
+                                            const double* t_bwd, int warm, int reps) {
+    const size_t n = (size_t)(reps > 0 ? reps : 1);
+    double *tt = (double*)malloc(sizeof(double) * n), *tf = (double*)malloc(sizeof(double) * n),
+           *tb = (double*)malloc(sizeof(double) * n);
+    nbb_fb_times r;
+    int i;
+    for (i = 0; i < warm; i++) fn(arg);
+    for (i = 0; i < reps; i++) {
+        const double t0 = nbb_now();
+        fn(arg);
+        tt[i] = nbb_now() - t0;
+        tf[i] = *t_fwd;
+        tb[i] = *t_bwd;
+    }
+    r.total = nbb_median(tt, reps);
+    r.spread = nbb_spread(tt, reps, r.total);
+    r.fwd = nbb_median(tf, reps);
+    r.bwd = nbb_median(tb, reps);
+    free(tt); free(tf); free(tb);
+    return r;
+}
+
 #endif

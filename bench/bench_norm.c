@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     norm_run r;
     copy_run c;
     double t, tc, spread, spread_c, fwd, bwd, bytes_f, bytes_b, bw, bwc, rss;
-    double *tf, *tb, *tt, others;
+    double others;
     nbb_load l0;
     int nt, reps, warm, i;
     size_t n;
@@ -80,20 +80,11 @@ int main(int argc, char** argv) {
     nb_fill_normal(r.gain, (size_t)r.d, 0.1, 3, 3);
     for (i = 0; i < r.d; i++) r.gain[i] += 1;
 
-    tf = (double*)malloc(sizeof(double) * (size_t)reps);
-    tb = (double*)malloc(sizeof(double) * (size_t)reps);
-    tt = (double*)malloc(sizeof(double) * (size_t)reps);
     l0 = nbb_load_now();
-    for (i = 0; i < warm; i++) norm_step(&r);
-    for (i = 0; i < reps; i++) {
-        const double t0 = nbb_now();
-        norm_step(&r);
-        tt[i] = nbb_now() - t0;
-        tf[i] = r.t_fwd; tb[i] = r.t_bwd;
+    {
+        const nbb_fb_times ft = nbb_time_fb(norm_step, &r, &r.t_fwd, &r.t_bwd, warm, reps);
+        t = ft.total; fwd = ft.fwd; bwd = ft.bwd; spread = ft.spread;
     }
-    t = nbb_median(tt, reps);
-    spread = nbb_spread(tt, reps, t);
-    fwd = nbb_median(tf, reps); bwd = nbb_median(tb, reps);
     rss = nbb_maxrss_mib();
 
     /* the copy reuses the norm's own arrays (same size, same pages) */

@@ -1462,15 +1462,20 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
     nb__attn_carve(pl, B, T, pl->max_threads, cache, scratch, &m);
     /* [Q|K|V] = x W_qkv^T; with site norms the raw projection is kept for their backward */
     nb_gemm(ctx, 0, 1, BT, P, d, 1, x, d, p->w_qkv, d, 0, m.raw ? m.raw : m.qkv, P);
-    if (m.raw) memcpy(m.qkv, m.raw, (size_t)BT * P * sizeof(nb_real));
-    for (site = 0; site < 3; site++)
+    for (site = 0; m.raw && site < 3; site++) {
+        const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
         if (nb__site_on(pl, site)) {
-            const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
             rc = nb__site_norm(ctx, pl, 0, m.qkv + off, P, m.stat[site], m.raw + off, P, NULL,
                                pl->desc.no_gain ? NULL : gains[site], NULL, BT, w,
                                nb__site_seg(pl, site), NULL);
             if (rc) return rc;
+        } else { /* an unnormalized slice is used as projected */
+            int r;
+            for (r = 0; r < BT; r++)
+                memcpy(m.qkv + (size_t)r * P + off, m.raw + (size_t)r * P + off,
+                       (size_t)w * sizeof(nb_real));
         }
+    }
     /* RoPE after the norms; Q and K heads are adjacent in a row, so one call rotates both */
     if (pl->desc.rope)
         nb_rope(ctx, m.qkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,

@@ -118,6 +118,10 @@ static NBB_UNUSED const char* nbb_corename(void) {
 /* The environment every result depends on; warns loudly about OpenBLAS's Prescott fallback.
    NBB_FTZ=1 in the environment sets flush-to-zero / denormals-are-zero on the calling thread
    (a diagnostic: if it changes a timing, denormal floats are costing time). */
+#ifndef NBB_FLAGS
+#define NBB_FLAGS "(unknown flags)"
+#endif
+
 static NBB_UNUSED void nbb_print_env(const char* prog) {
     const char* core = nbb_corename();
 #if defined(__x86_64__) || defined(__i386__)
@@ -130,9 +134,9 @@ static NBB_UNUSED void nbb_print_env(const char* prog) {
     }
 #endif
     printf("# %s: OpenBLAS core=%s nb_blas_threads()=%d OPENBLAS_NUM_THREADS=%s "
-           "OPENBLAS_CORETYPE=%s OMP_WAIT_POLICY=%s\n",
+           "OPENBLAS_CORETYPE=%s OMP_WAIT_POLICY=%s compiled with %s\n",
            prog, core, nb_blas_threads(), nbb_getenv("OPENBLAS_NUM_THREADS"),
-           nbb_getenv("OPENBLAS_CORETYPE"), nbb_getenv("OMP_WAIT_POLICY"));
+           nbb_getenv("OPENBLAS_CORETYPE"), nbb_getenv("OMP_WAIT_POLICY"), NBB_FLAGS);
     if (strstr(core, "Prescott") || strstr(core, "prescott")) {
         fprintf(stderr,
                 "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"

@@ -57,7 +57,8 @@ def report(res, meta):
                % (m.get("nproc", "?"), m.get("cpu", "?").replace("_", " "), m.get("mem_gib", "?"),
                   core, m.get("coretype_env", "?"), m.get("date", "?"), m.get("loadavg", "?"),
                   meta.get("ELAPSED", {}).get("seconds", "?")))
-    out.append("normblocks.h: git %s, md5 %s." % (m.get("git", "?"), m.get("header_md5", "?")))
+    out.append("normblocks.h: git %s, md5 %s; compiled with `%s`."
+               % (m.get("git", "?"), m.get("header_md5", "?"), m.get("cflags", "?").replace("_", " ")))
     torch_v = next((r.get("torch") for r in res if r.get("torch")), None)
     out.append("PyTorch: %s." % (torch_v or "not run"))
     if "Prescott" in core:

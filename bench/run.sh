@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# normblocks benchmarks: builds bench_* (Release, -O2), runs every case in its own process
+# normblocks benchmarks: builds bench_* (Release, -O2 -march=native), runs every case in its own process
 # (so ru_maxrss is per case), runs the PyTorch peers in the same session, and prints the
 # report (tables, ratios, targets met or missed).
 #
@@ -7,6 +7,7 @@
 #   bash bench/run.sh --quick          # smallest shapes only, fewer reps (a smoke test)
 #   bash bench/run.sh --no-torch       # skip the PyTorch peers
 #   bash bench/run.sh --update-readme  # also replace the table in bench/README.md
+#   bash bench/run.sh --portable       # build without -march=native (x86-64 baseline kernels)
 #   bash bench/run.sh --retry          # repeat a case once when other processes took > 15% of
 #                                      # the CPUs during it (the report keeps the cleaner run)
 #
@@ -24,14 +25,15 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${NB_BENCH_BUILD:-/tmp/normblocks-bench-build}
 OUT=${NB_BENCH_OUT:-$BUILD/results}
 PY=${PYTHON:-/usr/bin/python3}
-QUICK=0 TORCH=1 README=0 RETRY=0
+QUICK=0 TORCH=1 README=0 RETRY=0 NATIVE=ON
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
     --no-torch) TORCH=0 ;;
     --update-readme) README=1 ;;
     --retry) RETRY=1 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --portable) NATIVE=OFF ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -53,7 +55,8 @@ unset OMP_WAIT_POLICY OMP_NUM_THREADS OPENBLAS_NUM_THREADS
 
 echo "== building benches in $BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNORMBLOCKS_BUILD_BENCH=ON \
-  -DNORMBLOCKS_BUILD_TESTS=OFF -DNORMBLOCKS_BUILD_EXAMPLES=OFF -DNORMBLOCKS_INSTALL=OFF >/dev/null || exit 1
+  -DNORMBLOCKS_NATIVE=$NATIVE -DNORMBLOCKS_BUILD_TESTS=OFF -DNORMBLOCKS_BUILD_EXAMPLES=OFF \
+  -DNORMBLOCKS_INSTALL=OFF >/dev/null || exit 1
 cmake --build "$BUILD" --target bench_block bench_norm bench_attn -j 2 >/dev/null || {
   cmake --build "$BUILD" --target bench_block bench_norm bench_attn; exit 1; }
 
@@ -63,7 +66,8 @@ LOG="$OUT/log.txt"
 : >"$RAW"; : >"$LOG"
 {
   echo "MACHINE nproc=$(nproc) cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //; s/ /_/g')" \
-       "coretype_env=${OPENBLAS_CORETYPE:-unset} date=$(date -u +%Y-%m-%dT%H:%MZ)" \
+       "coretype_env=${OPENBLAS_CORETYPE:-unset} cflags=$([ $NATIVE = ON ] && echo -O2_-march=native || echo -O2)" \
+       "date=$(date -u +%Y-%m-%dT%H:%MZ)" \
        "loadavg=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,)" \
        "mem_gib=$(awk '/MemTotal/{printf "%.0f", $2/1048576}' /proc/meminfo)" \
        "header_md5=$(md5sum "$ROOT/normblocks.h" | cut -c1-12)" \

@@ -1228,7 +1228,7 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
    function sizes the buffers at plan time (base NULL) and carves them at run time. */
 typedef struct nb__attn_mem {
     nb_real *qkv, *raw, *stat[4], *o, *c, *probs, *lse; /* cache */
-    nb_real *dqkv, *dc, *tiles, *partials;              /* scratch */
+    nb_real *dqkv, *dc, *tiles, *partials, *kv_parts;   /* scratch */
     size_t n_cache, n_scratch;
 } nb__attn_mem;
 
@@ -1251,6 +1251,15 @@ static nb_real* nb__take(nb_real* base, size_t* used, size_t n) {
     nb_real* p = base ? base + *used : NULL;
     *used += NB__PAD(n); /* keep every buffer 64-byte aligned relative to the base */
     return p;
+}
+
+/* The attention backward runs one task per (batch, KV head, part). With fewer (batch, KV head)
+   pairs than threads each pair is split into ceil(threads / pairs) parts that share out its
+   (query head, row tile) items; part 0 accumulates dK/dV in place, the others in their own
+   partial buffers (pairs * (parts - 1) < threads of them), summed in part order afterwards. */
+static int nb__kv_split(const nb_attn_plan* pl, int B, int nt) {
+    const int pairs = B * pl->desc.n_kv_heads;
+    return pairs >= nt ? 1 : (nt + pairs - 1) / pairs;
 }
 
 static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real* cache,
@@ -1279,6 +1288,9 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     m->dc = nb__take(scratch, &su, BT * d);
     m->tiles = nb__take(scratch, &su, (size_t)nt * 2 * NB__TILE * T);
     m->partials = nb__take(scratch, &su, (size_t)nt * 2 * NB__PAD(maxw));
+    /* dK/dV partial sums of the extra parts when B * n_kv_heads < threads (nb__kv_split) */
+    m->kv_parts = nb__take(scratch, &su, (size_t)(pl->desc.n_kv_heads < nt ? nt - 1 : 0) * T * 2 *
+                                             pl->head_dim);
     m->n_cache = cu;
     m->n_scratch = su;
 }
@@ -1463,54 +1475,83 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
     }
 }
 
-/* Tasks (b, KV head j): the g query heads sharing j accumulate into dK_j and dV_j, so they run
-   in one task, in a fixed order. dS = scale * P (dP - rowsum(dP P)) is the gradient of the
-   unscaled scores Q K^T; dQ = dS K, dK += dS^T Q, dV += P^T dO. */
+/* Tasks (b, KV head j, part), see nb__kv_split: the g query heads sharing j accumulate into dK_j
+   and dV_j, so a task walks its share of the (head, tile) items in a fixed order. With
+   dS = scale * P (dP - rowsum(dP P)) the gradient of the unscaled scores Q K^T:
+   dQ = dS K, dK += dS^T Q, dV += P^T dO. */
 static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
                                    const nb__attn_mem* m) {
     const int H = pl->desc.n_heads, Hkv = pl->desc.n_kv_heads, dk = pl->head_dim;
     const int P = pl->qkv_width, d = pl->desc.d_model, g = pl->group;
-    const int ntiles = (T + NB__TILE - 1) / NB__TILE, ntasks = B * Hkv;
+    const int ntiles = (T + NB__TILE - 1) / NB__TILE;
     const nb_real scale = (nb_real)(1.0 / sqrt((double)dk));
     const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
-    int task;
-    (void)par; (void)ctx;
+    const int nparts = nb__kv_split(pl, B, par ? nb_num_threads(ctx) : 1);
+    const int ntasks = B * Hkv * nparts;
+    const size_t part_size = (size_t)T * 2 * dk;
+    int task, row;
     NB__OMP(parallel for schedule(dynamic, 1) num_threads(nb_num_threads(ctx)) if(par))
     for (task = 0; task < ntasks; task++) {
-        const int b = task / Hkv, j = task % Hkv;
+        const int pair = task / nparts, part = task % nparts, b = pair / Hkv, j = pair % Hkv;
         nb_real* ptile = m->tiles + (size_t)omp_get_thread_num() * 2 * NB__TILE * T;
         nb_real* dp = ptile + (size_t)NB__TILE * T;
         const size_t base = (size_t)b * T * P;
-        nb_real* dk_j = m->dqkv + base + d + (size_t)j * dk;
-        nb_real* dv_j = m->dqkv + base + d + (size_t)(Hkv + j) * dk;
         const nb_real* k_j = m->qkv + base + d + (size_t)j * dk;
         const nb_real* v_j = m->qkv + base + d + (size_t)(Hkv + j) * dk;
-        int h, tile, r, c;
-        for (h = j * g; h < (j + 1) * g; h++)
-            for (tile = 0; tile < ntiles; tile++) {
-                const int i0 = tile * NB__TILE, rows = T - i0 < NB__TILE ? T - i0 : NB__TILE;
-                const int ncols = pl->desc.non_causal ? T : i0 + rows;
-                const size_t prow = ((size_t)b * H + h) * T + i0;
-                const nb_real* q = m->qkv + base + (size_t)i0 * P + (size_t)h * dk;
-                nb_real* dq = m->dqkv + base + (size_t)i0 * P + (size_t)h * dk;
-                const nb_real* dout = m->dc + ((size_t)b * T + i0) * d + (size_t)h * dk;
-                const nb_real* p = ptile;
-                if (m->probs) p = m->probs + prow * T;
-                else nb__attn_probs(pl, m->qkv, T, b, h, i0, rows, ncols, ptile, m->lse + prow, NULL);
-                nb__gemm1(0, 1, rows, ncols, dk, 1, dout, d, v_j, P, 0, dp, T);  /* dP = dO V^T */
-                nb__gemm1(1, 0, ncols, dk, rows, 1, p, T, dout, d, 1, dv_j, P);   /* dV += P^T dO */
-                for (r = 0; r < rows; r++) {
-                    const nb_real* pr = p + (size_t)r * T;
-                    nb_real* dpr = dp + (size_t)r * T;
-                    const int n = pl->desc.non_causal ? ncols : i0 + r + 1;
-                    const nb_real dot = nb__dot(dpr, pr, n);
-                    NB__OMP(simd)
-                    for (c = 0; c < n; c++) dpr[c] = scale * pr[c] * (dpr[c] - dot);
-                    for (c = n; c < ncols; c++) dpr[c] = 0;
-                }
-                nb__gemm1(0, 0, rows, dk, ncols, 1, dp, T, k_j, P, 1, dq, P);    /* dQ += dS K */
-                nb__gemm1(1, 0, ncols, dk, rows, 1, dp, T, q, P, 1, dk_j, P);    /* dK += dS^T Q */
+        nb_real* dk_j = m->dqkv + base + d + (size_t)j * dk;
+        int ld = P, item;
+        if (part > 0) { /* rows [dK_j | dV_j] of width 2 dk */
+            dk_j = m->kv_parts + ((size_t)pair * (nparts - 1) + part - 1) * part_size;
+            ld = 2 * dk;
+            memset(dk_j, 0, part_size * sizeof(nb_real));
+        }
+        for (item = part; item < g * ntiles; item += nparts) {
+            const int h = j * g + item / ntiles, tile = item % ntiles;
+            const int i0 = tile * NB__TILE, rows = T - i0 < NB__TILE ? T - i0 : NB__TILE;
+            const int ncols = pl->desc.non_causal ? T : i0 + rows;
+            const size_t prow = ((size_t)b * H + h) * T + i0;
+            const nb_real* q = m->qkv + base + (size_t)i0 * P + (size_t)h * dk;
+            nb_real* dq = m->dqkv + base + (size_t)i0 * P + (size_t)h * dk;
+            nb_real* dv_j = part > 0 ? dk_j + dk : dk_j + (size_t)Hkv * dk;
+            const nb_real* dout = m->dc + ((size_t)b * T + i0) * d + (size_t)h * dk;
+            const nb_real* p = ptile;
+            int r, c;
+            if (m->probs) p = m->probs + prow * T;
+            else nb__attn_probs(pl, m->qkv, T, b, h, i0, rows, ncols, ptile, m->lse + prow, NULL);
+            nb__gemm1(0, 1, rows, ncols, dk, 1, dout, d, v_j, P, 0, dp, T);  /* dP = dO V^T */
+            nb__gemm1(1, 0, ncols, dk, rows, 1, p, T, dout, d, 1, dv_j, ld);  /* dV += P^T dO */
+            for (r = 0; r < rows; r++) {
+                const nb_real* pr = p + (size_t)r * T;
+                nb_real* dpr = dp + (size_t)r * T;
+                const int n = pl->desc.non_causal ? ncols : i0 + r + 1;
+                const nb_real dot = nb__dot(dpr, pr, n);
+                NB__OMP(simd)
+                for (c = 0; c < n; c++) dpr[c] = scale * pr[c] * (dpr[c] - dot);
+                for (c = n; c < ncols; c++) dpr[c] = 0;
             }
+            nb__gemm1(0, 0, rows, dk, ncols, 1, dp, T, k_j, P, 1, dq, P);    /* dQ += dS K */
+            nb__gemm1(1, 0, ncols, dk, rows, 1, dp, T, q, P, 1, dk_j, ld);   /* dK += dS^T Q */
+        }
+    }
+    if (nparts == 1) return;
+    /* add the extra parts' [dK | dV] rows into dqkv, in part order */
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)B * T * Hkv * dk >= NB__PAR_MIN))
+    for (row = 0; row < B * T; row++) {
+        const int b = row / T, t = row % T;
+        int j, part, c;
+        for (j = 0; j < Hkv; j++) {
+            nb_real* dk_j = m->dqkv + (size_t)row * P + d + (size_t)j * dk;
+            nb_real* dv_j = dk_j + (size_t)Hkv * dk;
+            for (part = 1; part < nparts; part++) {
+                const nb_real* src = m->kv_parts + ((size_t)(b * Hkv + j) * (nparts - 1) +
+                                                    part - 1) * part_size + (size_t)t * 2 * dk;
+                for (c = 0; c < dk; c++) {
+                    dk_j[c] += src[c];
+                    dv_j[c] += src[dk + c];
+                }
+            }
+        }
     }
 }
 

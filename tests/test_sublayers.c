@@ -95,14 +95,16 @@ static void fd_compare(const char* name, attn_run* r, nb_ctx* ctx, nb_real* v, c
     free(ref);
 }
 
-static void attn_fd_case(const nb_attn_desc* desc, int B, int T, nbt_rng* rng) {
+/* threads: 1 for thousands of tiny forwards (threads are tested on their own), more for the
+   backward that splits a (batch, KV head) pair over threads when there are fewer pairs */
+static void attn_fd_case(const nb_attn_desc* desc, int B, int T, int threads, nbt_rng* rng) {
     attn_run r;
     nb_ctx ctx;
     char name[256], what[160];
     memset(&ctx, 0, sizeof ctx);
-    ctx.num_threads = 1; /* thousands of tiny forwards; threads are tested on their own */
-    snprintf(what, sizeof what, "attn %s H=%d Hkv=%d rope=%d %s %s %s", sites_name(desc->sites),
-             desc->n_heads, desc->n_kv_heads, desc->rope,
+    ctx.num_threads = threads;
+    snprintf(what, sizeof what, "attn %s B=%d H=%d Hkv=%d threads=%d rope=%d %s %s %s",
+             sites_name(desc->sites), B, desc->n_heads, desc->n_kv_heads, threads, desc->rope,
              desc->width == NB_WIDTH_FULL ? "full" : "per-head",
              desc->norm == NB_NORM_LAYER ? "LN" : "RMS",
              desc->memory == NB_ATTN_MEMORY_LSE ? "lse" : "probs");
@@ -293,15 +295,17 @@ static void rope_norm_commutation(nbt_rng* rng) {
 
 /* PROBS and LSE memory modes, and 1 vs 2 threads, give the same results; T spans several
    row tiles so tiling and causal tile bounds are exercised. */
-static void modes_and_threads_agree(nbt_rng* rng) {
-    nb_attn_desc desc = make_desc(32, 4, 2, NB_SITES_QKVC, 1, NB_WIDTH_PER_HEAD);
-    const int B = 2, T = 150;
+/* PROBS mode on 1 thread vs LSE mode on `threads` (B * Hkv < threads splits the backward's
+   (batch, KV head) tasks into parts with partial dK/dV sums) */
+static void modes_and_threads_agree(int B, int Hkv, int threads, nbt_rng* rng) {
+    nb_attn_desc desc = make_desc(32, 4, Hkv, NB_SITES_QKVC, 1, NB_WIDTH_PER_HEAD);
+    const int T = 150;
     attn_run a, b;
     nb_ctx c1, c2;
     nbt_rng r2;
     int causal;
     memset(&c1, 0, sizeof c1); memset(&c2, 0, sizeof c2);
-    c1.num_threads = 1; c2.num_threads = 2;
+    c1.num_threads = 1; c2.num_threads = threads;
     for (causal = 0; causal < 2; causal++) {
         char name[128];
         desc.non_causal = !causal;
@@ -312,22 +316,24 @@ static void modes_and_threads_agree(nbt_rng* rng) {
         attn_setup(&b, &desc, B, T, &r2, &c2); /* same random stream: same weights and inputs */
         attn_grads(&a, &c1);
         attn_grads(&b, &c2);
-        snprintf(name, sizeof name, "%s: probs/1 thread vs lse/2 threads: out",
-                 causal ? "causal" : "non-causal");
+        snprintf(name, sizeof name, "%s B=%d Hkv=%d: probs/1 thread vs lse/%d threads: out",
+                 causal ? "causal" : "non-causal", B, Hkv, threads);
         nbt_close_r(name, b.out, a.out, (size_t)B * T * 32, NBT_ATOL, NBT_RTOL);
-        snprintf(name, sizeof name, "%s: probs/1 thread vs lse/2 threads: dx",
-                 causal ? "causal" : "non-causal");
+        snprintf(name, sizeof name, "%s B=%d Hkv=%d: probs/1 thread vs lse/%d threads: dx",
+                 causal ? "causal" : "non-causal", B, Hkv, threads);
         nbt_close_r(name, b.dx, a.dx, (size_t)B * T * 32, NBT_ATOL, NBT_RTOL);
-        snprintf(name, sizeof name, "%s: probs/1 thread vs lse/2 threads: parameter gradients",
-                 causal ? "causal" : "non-causal");
+        snprintf(name, sizeof name,
+                 "%s B=%d Hkv=%d: probs/1 thread vs lse/%d threads: parameter gradients",
+                 causal ? "causal" : "non-causal", B, Hkv, threads);
         nbt_close_scaled(name, b.grads, a.grads, a.plan.n_params, NBT_ATOL, NBT_RTOL);
         nbt_check(b.plan.n_cache < a.plan.n_cache, "lse mode caches less than probs mode");
         {   /* rerun with the same threads: bitwise identical */
             nb_real* keep = nbt_alloc(b.plan.n_params);
             memcpy(keep, b.grads, b.plan.n_params * sizeof(nb_real));
             attn_grads(&b, &c2);
-            nbt_same_bits("lse mode, 2 threads, twice: identical gradients", b.grads, keep,
-                          b.plan.n_params);
+            snprintf(name, sizeof name, "lse mode, %d threads, twice: identical gradients",
+                     threads);
+            nbt_same_bits(name, b.grads, keep, b.plan.n_params);
             free(keep);
         }
         attn_free(&a);
@@ -411,17 +417,25 @@ int main(void) {
                                                full ? NB_WIDTH_FULL : NB_WIDTH_PER_HEAD);
                     if (full && !site_sets[s]) continue; /* width is moot without sites */
                     d.memory = (rope + full + gqa) % 2 ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
-                    attn_fd_case(&d, 2, 5, &rng);
+                    attn_fd_case(&d, 2, 5, 1, &rng);
                 }
     {   /* LayerNorm sites, no gains, non-causal, a tile boundary (T > 64) in LSE mode */
         nb_attn_desc d = make_desc(8, 2, 1, NB_SITES_QKVC, 1, NB_WIDTH_PER_HEAD);
         d.norm = NB_NORM_LAYER;
-        attn_fd_case(&d, 1, 5, &rng);
+        attn_fd_case(&d, 1, 5, 1, &rng);
         d.norm = NB_NORM_RMS; d.no_gain = 1; d.non_causal = 1;
-        attn_fd_case(&d, 2, 4, &rng);
+        attn_fd_case(&d, 2, 4, 1, &rng);
         d = make_desc(4, 1, 1, NB_SITE_Q | NB_SITE_K, 1, NB_WIDTH_PER_HEAD);
         d.memory = NB_ATTN_MEMORY_LSE;
-        attn_fd_case(&d, 1, 70, &rng);
+        attn_fd_case(&d, 1, 70, 1, &rng);
+    }
+    {   /* fewer (batch, KV head) pairs than threads: MQA split in 3 parts, GQA in 2 */
+        nb_attn_desc d = make_desc(8, 2, 1, NB_SITES_QKV, 1, NB_WIDTH_PER_HEAD);
+        attn_fd_case(&d, 1, 70, 3, &rng);
+        d.memory = NB_ATTN_MEMORY_LSE;
+        attn_fd_case(&d, 1, 70, 3, &rng);
+        d = make_desc(8, 4, 2, 0, 0, NB_WIDTH_PER_HEAD);
+        attn_fd_case(&d, 1, 66, 3, &rng);
     }
     ffn_fd_case(NB_FFN_SWIGLU, 0, &rng);
     ffn_fd_case(NB_FFN_SWIGLU, 1, &rng);
@@ -438,7 +452,8 @@ int main(void) {
     scale_invariance(0, 0, &rng);
     gqa_equals_repeated_mha(&rng);
     rope_norm_commutation(&rng);
-    modes_and_threads_agree(&rng);
+    modes_and_threads_agree(2, 2, 2, &rng);
+    modes_and_threads_agree(1, 1, 3, &rng); /* MQA, one sequence: 3 parts */
     bad_configs();
     return nbt_finish();
 }

@@ -29,11 +29,16 @@ def parse(path):
 
 
 def best(res, kind, **match):
-    """the least contaminated result of `kind` whose fields equal `match` (None if absent)"""
+    """the least contaminated result of `kind` whose fields equal `match` (None if absent):
+    others <= 0.15 first, then the smallest spread of the repetitions"""
     c = [r for r in res if r.get("kind") == kind and all(r.get(k) == str(v) for k, v in match.items())]
     if not c:
         return None
-    return min(c, key=lambda r: float(r.get("others", 0)) if float(r.get("others", 0)) >= 0 else 9)
+
+    def noise(r):
+        o = float(r.get("others", 0))
+        return (not 0 <= o <= 0.15, float(r.get("spread", 0)))
+    return min(c, key=noise)
 
 
 def f(x, nd=1):

@@ -85,19 +85,21 @@ envA() { env OPENBLAS_NUM_THREADS=1 "$@"; }
 envB() { env OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE "$@"; }
 
 # run ENV PROGRAM ARGS...: one case in its own process; tags its RESULT line with env=;
-# repeats it once when other processes used > 15% of the CPUs meanwhile.
+# repeats it once when other processes used > 15% of the CPUs meanwhile or the repetitions
+# spread by more than 30% of the median (a neighbour the others counter cannot see).
 run() {
   local tag=$1; shift
-  local try out others
+  local try out others spread
   for try in 1 2; do
     out=$("env$tag" "$@" 2>>"$LOG")
     echo "$out" >>"$LOG"
     echo "$out" | grep -v '^RESULT' | sed 's/^/  /'
     echo "$out" | grep '^RESULT' | sed "s/\$/ env=$tag try=$try/" >>"$RAW"
     others=$(echo "$out" | grep '^RESULT' | sed -n 's/.* others=\([0-9.]*\).*/\1/p')
+    spread=$(echo "$out" | grep '^RESULT' | sed -n 's/.* spread=\([0-9.]*\).*/\1/p')
     [ "$RETRY" = 1 ] && [ -n "$others" ] || break
-    awk -v o="$others" 'BEGIN{exit !(o > 0.15)}' || break
-    [ $try = 1 ] && echo "  (other processes took ${others} of the CPUs: repeating)"
+    awk -v o="$others" -v s="${spread:-0}" 'BEGIN{exit !(o > 0.15 || s > 0.3)}' || break
+    [ $try = 1 ] && echo "  (other processes took ${others} of the CPUs, spread ${spread:-?}: repeating)"
   done
 }
 

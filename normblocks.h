@@ -1748,14 +1748,17 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
     h = cache;
     a = cache + NB__PAD((size_t)BT * W);
     nb_gemm(ctx, 0, 1, BT, W, d, 1, x, d, p->w_in, d, 0, h, W);
-    if (p->b_in) nb__add_bias(ctx, h, p->b_in, BT, W);
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
             if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
-        const nb_real* hr = h + (size_t)r * W;
+        nb_real* hr = h + (size_t)r * W;
         nb_real* ar = a + (size_t)r * f;
         int i;
         nb_real dg;
+        if (p->b_in) { /* the bias joins the row while it is in cache for the activation */
+            NB__OMP(simd)
+            for (i = 0; i < W; i++) hr[i] += p->b_in[i];
+        }
         if (plan->desc.type == NB_FFN_SWIGLU) {
             NB__OMP(simd)
             for (i = 0; i < f; i++) ar[i] = hr[f + i] * nb__sigmoid(hr[f + i]) * hr[i];

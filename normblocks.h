@@ -678,10 +678,20 @@ static void nb__split(int n, int nt, int t, int* lo, int* hi) {
 /* Partial sums are padded to a cache line so threads never share one. */
 #define NB__PAD(n) ((((size_t)(n)) + 15) & ~(size_t)15)
 
+/* A thread's partials: dgain sums at 0, dbias sums at nb__part_boff(seg), nb__part_stride(seg)
+   values in all. The dbias block starts half a page (mod 4 KiB) after the dgain block: at a
+   multiple of 4 KiB (seg = 1024 floats) every load of pb[i] waited for the store to pg[i]
+   before it ("4K aliasing"): the LayerNorm backward ran up to 2x slower at d = 1024. */
+static size_t nb__part_boff(int seg) {
+    const size_t page = 4096 / sizeof(nb_real), p = NB__PAD(seg);
+    return p + (page / 2 + page - p % page) % page;
+}
+static size_t nb__part_stride(int seg) { return nb__part_boff(seg) + NB__PAD(seg); }
+
 NBDEF size_t nb_norm_scratch_size(const nb_ctx* ctx, int width, int seg) {
     if (seg <= 0) seg = width;
     if (seg < 1) seg = 1;
-    return (size_t)nb_num_threads(ctx) * 2 * NB__PAD(seg);
+    return (size_t)nb_num_threads(ctx) * nb__part_stride(seg);
 }
 
 static nb_result nb__check_rows(nb_ctx* ctx, const char* fn, int rows, int width, int* seg,
@@ -745,9 +755,11 @@ static nb_real nb__dot(const nb_real* x, const nb_real* y, int n) {
     return (s0 + s1) + (s2 + s3);
 }
 
-/* The two row sums of the norm backward, with g = dy * gain (gain NULL: 1):
-   returns sum g (x - mu) and stores sum g in *sg. */
-#define NB__GSUMS(GI)                                                                        \
+/* First pass of the norm backward over a segment, with g = dy * gain (gain NULL: 1): returns
+   sum g (x - mu), stores sum g in *sg, and adds this row's dgain and dbias terms, dy * xhat and
+   dy, to the thread's partials pg and pb (each may be NULL). The partials are updated here, in
+   the pass that streams the row in from memory, not in the L1-only dx pass: 1.3x faster. */
+#define NB__GSUMS(GI, PART)                                                                  \
     do {                                                                                     \
         NB__OMP(simd reduction(+:s0, s1, s2, s3, t0, t1, t2, t3))                            \
         for (i = 0; i < q; i++) {                                                            \
@@ -757,18 +769,32 @@ static nb_real nb__dot(const nb_real* x, const nb_real* y, int n) {
             s0 += g0; s1 += g1; s2 += g2; s3 += g3;                                          \
             t0 += g0 * (x[i] - mu); t1 += g1 * (x[j] - mu);                                  \
             t2 += g2 * (x[k] - mu); t3 += g3 * (x[l] - mu);                                  \
+            PART(i); PART(j); PART(k); PART(l);                                              \
         }                                                                                    \
-        for (i = tail; i < n; i++) { s0 += dy[i] * GI(i); t0 += dy[i] * GI(i) * (x[i] - mu); } \
+        for (i = tail; i < n; i++) {                                                         \
+            s0 += dy[i] * GI(i); t0 += dy[i] * GI(i) * (x[i] - mu);                          \
+            PART(i);                                                                         \
+        }                                                                                    \
     } while (0)
 #define NB__GAIN(i) gain[i]
 #define NB__ONE(i) 1
+#define NB__PART_NONE(i) (void)0
+#define NB__PART_G(i) pg[i] += dy[i] * (x[i] - mu) * rs
+#define NB__PART_GB(i) pg[i] += dy[i] * (x[i] - mu) * rs, pb[i] += dy[i]
+#define NB__GSUMS_PART(GI)                                                                   \
+    do {                                                                                     \
+        if (pb) NB__GSUMS(GI, NB__PART_GB);                                                  \
+        else if (pg) NB__GSUMS(GI, NB__PART_G);                                              \
+        else NB__GSUMS(GI, NB__PART_NONE);                                                   \
+    } while (0)
 static nb_real nb__gsums(const nb_real* dy, const nb_real* x, const nb_real* gain, nb_real mu,
-                         int n, nb_real* sg) {
+                         nb_real rs, int n, nb_real* sg, nb_real* NB__RESTRICT pg,
+                         nb_real* NB__RESTRICT pb) {
     NB__QUARTERS(n);
     nb_real s0 = 0, s1 = 0, s2 = 0, s3 = 0, t0 = 0, t1 = 0, t2 = 0, t3 = 0;
     int i;
-    if (gain) NB__GSUMS(NB__GAIN);
-    else NB__GSUMS(NB__ONE);
+    if (gain) NB__GSUMS_PART(NB__GAIN);
+    else NB__GSUMS_PART(NB__ONE);
     *sg = (s0 + s1) + (s2 + s3);
     return (t0 + t1) + (t2 + t3);
 }
@@ -789,6 +815,17 @@ static nb_real nb__max(const nb_real* x, int n) {
     return m2 > m0 ? m2 : m0;
 }
 
+/* Ask for a row's cache lines ahead of use (GCC/Clang): a row's second pass reads only L1, so
+   without it the memory system idles while that pass runs. */
+static void nb__prefetch_row(const nb_real* p, int n) {
+#if defined(__GNUC__)
+    int i;
+    for (i = 0; i < n; i += 64 / (int)sizeof(nb_real)) __builtin_prefetch(p + i, 0, 3);
+#else
+    (void)p; (void)n;
+#endif
+}
+
 NBDEF nb_result nb_rmsnorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rstd,
                                    const nb_real* x, int ldx, const nb_real* gain,
                                    int rows, int width, int seg, nb_real eps) {
@@ -802,6 +839,7 @@ NBDEF nb_result nb_rmsnorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rs
                 if((size_t)rows * width >= NB__PAR_MIN))
         for (r = 0; r < rows; r++) {
             int s, i;
+            if (r + 1 < rows) nb__prefetch_row(x + (size_t)(r + 1) * ldx, width);
             for (s = 0; s < nseg; s++) {
                 const nb_real* xs = x + (size_t)r * ldx + (size_t)s * seg;
                 nb_real* ys = y + (size_t)r * ldy + (size_t)s * seg;
@@ -831,29 +869,19 @@ static void nb__reduce_partials(nb_real* out, const nb_real* partials, int nt, s
     }
 }
 
-/* dx of one segment (SET is = or +=) with the gain expression GI (gain[i] or 1) and the
-   partial-gradient update PART (or nothing) written into one loop, so it carries no branch and
-   vectorizes. dy is read before dx is written at each i: dx may overwrite dy. Uses the locals of
-   nb__norm_backward. */
-#define NB__NORM_DX(GI, SET, PART)                                                         \
+/* dx of one segment (SET is = or +=) with the gain expression GI (gain[i] or 1), one branch-free
+   loop per case so each vectorizes. dy is read before dx is written at each i: dx may overwrite
+   dy. Uses the locals of nb__norm_backward. */
+#define NB__NORM_DX(GI, SET)                                                               \
     do {                                                                                   \
         NB__OMP(simd)                                                                      \
-        for (i = 0; i < seg; i++) {                                                        \
-            const nb_real dyi = dys[i], xh = (xs[i] - mu) * rs;                            \
-            PART;                                                                          \
-            dxs[i] SET rs * (dyi * (GI) - mg - xh * mgx);                                  \
-        }                                                                                  \
-    } while (0)
-#define NB__NORM_PART pgr[i] += dyi * xh; pbr[i] += dyi
-#define NB__NORM_DX_SET(GI, PART)                                                          \
-    do {                                                                                   \
-        if (accumulate) NB__NORM_DX(GI, +=, PART);                                         \
-        else NB__NORM_DX(GI, =, PART);                                                     \
+        for (i = 0; i < seg; i++)                                                          \
+            dxs[i] SET rs * (dys[i] * (GI) - mg - (xs[i] - mu) * rs * mgx);                \
     } while (0)
 #define NB__NORM_DX_ALL(GI)                                                                \
     do {                                                                                   \
-        if (pgr) NB__NORM_DX_SET(GI, NB__NORM_PART);                                       \
-        else NB__NORM_DX_SET(GI, (void)0);                                                 \
+        if (accumulate) NB__NORM_DX(GI, +=);                                               \
+        else NB__NORM_DX(GI, =);                                                           \
     } while (0)
 
 /* Shared body of both norm backwards. mean == NULL means RMSNorm. For one segment, with
@@ -874,28 +902,30 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
               "%s: scratch (nb_norm_scratch_size values) is required for dgain/dbias", fn);
     {
         const int nseg = width / seg;
-        const size_t stride = 2 * NB__PAD(seg);
+        const size_t stride = nb__part_stride(seg), boff = nb__part_boff(seg);
         int used = 1;
         NB__OMP(parallel num_threads(nb_num_threads(ctx)) if((size_t)rows * width >= NB__PAR_MIN))
         {
             const int t = omp_get_thread_num(), n = omp_get_num_threads();
             nb_real* pg = (dgain || dbias) ? scratch + (size_t)t * stride : NULL;
-            nb_real* pb = pg ? pg + NB__PAD(seg) : NULL;
+            nb_real* pb = dbias ? pg + boff : NULL; /* no bias sums without dbias */
             int lo, hi, r, s, i;
             if (t == 0) used = n;
             if (pg) memset(pg, 0, stride * sizeof(nb_real));
             nb__split(rows, n, t, &lo, &hi);
             for (r = lo; r < hi; r++) {
+                if (r + 1 < hi) { /* the dx pass below touches no new memory: fetch meanwhile */
+                    nb__prefetch_row(x + (size_t)(r + 1) * ldx, width);
+                    nb__prefetch_row(dy + (size_t)(r + 1) * lddy, width);
+                }
                 for (s = 0; s < nseg; s++) {
                     const size_t k = (size_t)r * nseg + s;
                     const nb_real* xs = x + (size_t)r * ldx + (size_t)s * seg;
                     const nb_real* dys = dy + (size_t)r * lddy + (size_t)s * seg;
                     nb_real* dxs = dx + (size_t)r * lddx + (size_t)s * seg;
                     const nb_real rs = rstd[k], mu = mean ? mean[k] : 0;
-                    nb_real* NB__RESTRICT pgr = pg; /* pg, pb: this thread's own partials */
-                    nb_real* NB__RESTRICT pbr = pb;
                     nb_real sg, mg, mgx;
-                    mgx = nb__gsums(dys, xs, gain, mu, seg, &sg) * rs / (nb_real)seg;
+                    mgx = nb__gsums(dys, xs, gain, mu, rs, seg, &sg, pg, pb) * rs / (nb_real)seg;
                     mg = mean ? sg / (nb_real)seg : 0;
                     if (gain) NB__NORM_DX_ALL(gain[i]);
                     else NB__NORM_DX_ALL(1);
@@ -903,7 +933,7 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
             }
         }
         if (dgain) nb__reduce_partials(dgain, scratch, used, stride, seg);
-        if (dbias) nb__reduce_partials(dbias, scratch + NB__PAD(seg), used, stride, seg);
+        if (dbias) nb__reduce_partials(dbias, scratch + boff, used, stride, seg);
     }
     return NB_OK;
 }
@@ -932,6 +962,7 @@ NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* 
                 if((size_t)rows * width >= NB__PAR_MIN))
         for (r = 0; r < rows; r++) {
             int s, i;
+            if (r + 1 < rows) nb__prefetch_row(x + (size_t)(r + 1) * ldx, width);
             for (s = 0; s < nseg; s++) {
                 const nb_real* xs = x + (size_t)r * ldx + (size_t)s * seg;
                 nb_real* ys = y + (size_t)r * ldy + (size_t)s * seg;
@@ -1287,7 +1318,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     m->dqkv = nb__take(scratch, &su, BT * P);
     m->dc = nb__take(scratch, &su, BT * d);
     m->tiles = nb__take(scratch, &su, (size_t)nt * 2 * NB__TILE * T);
-    m->partials = nb__take(scratch, &su, (size_t)nt * 2 * NB__PAD(maxw));
+    m->partials = nb__take(scratch, &su, (size_t)nt * nb__part_stride(maxw));
     /* dK/dV partial sums of the extra parts when B * n_kv_heads < threads (nb__kv_split) */
     m->kv_parts = nb__take(scratch, &su, (size_t)(pl->desc.n_kv_heads < nt ? nt - 1 : 0) * T * 2 *
                                              pl->head_dim);
@@ -2077,7 +2108,7 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
         if (on[k]) c->st[k] = nb__take(cache, &cu, st);
     for (k = 0; k < 6; k++) c->tmp[k] = nb__take(scratch, &su, V);
     for (k = 0; k < 4; k++) c->grad[k] = nb__take(scratch, &su, V);
-    c->partials = nb__take(scratch, &su, (size_t)s->max_threads * 2 * NB__PAD(s->desc.d_model));
+    c->partials = nb__take(scratch, &su, (size_t)s->max_threads * nb__part_stride(s->desc.d_model));
     for (l = 0; l < s->desc.n_layers; l++)
         if (s->layers[l].attn.n_scratch > sub) sub = s->layers[l].attn.n_scratch;
     c->sub = nb__take(scratch, &su, sub);

@@ -158,6 +158,16 @@ static NBB_UNUSED void nbb_copy(float* dst, const float* src, size_t n, int nt) 
     for (i = 0; i < nn; i++) dst[i] = src[i];
 }
 
+/* STREAM-style add dst = a + b over n floats (three streams), split like nbb_copy */
+static NBB_UNUSED void nbb_add(float* dst, const float* a, const float* b, size_t n, int nt) {
+    long long i, nn = (long long)n;
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for simd schedule(static) num_threads(nt)
+#endif
+    for (i = 0; i < nn; i++) dst[i] = a[i] + b[i];
+}
+
 /* Time fn(arg) reps times after `warm` warm-up calls; returns the median in seconds and
    writes the spread. */
 typedef void (*nbb_fn)(void* arg);

@@ -52,11 +52,19 @@ static void copy_step(void* arg) {
     nbb_copy(c->dst, c->src, c->n, c->nt);
 }
 
+/* the norm's own traffic, streamed: y = x (forward's), dx = x + dy (backward's) */
+static void stream_step(void* arg) {
+    norm_run* r = (norm_run*)arg;
+    const size_t n = (size_t)r->N * r->d;
+    nbb_copy(r->y, r->x, n, r->ctx.num_threads);
+    nbb_add(r->dx, r->x, r->dy, n, r->ctx.num_threads);
+}
+
 int main(int argc, char** argv) {
     norm_run r;
     copy_run c;
     double t, tc, spread, spread_c, fwd, bwd, bytes_f, bytes_b, bw, bwc, rss;
-    double others;
+    double others, ts, spread_s;
     nbb_load l0;
     int nt, reps, warm, i;
     size_t n;
@@ -90,6 +98,7 @@ int main(int argc, char** argv) {
     /* the copy reuses the norm's own arrays (same size, same pages) */
     c.dst = r.y; c.src = r.x; c.n = n; c.nt = nt;
     tc = nbb_time(copy_step, &c, warm, reps * 2 + 1, &spread_c);
+    ts = nbb_time(stream_step, &r, warm, reps, &spread_s);
     others = nbb_others(l0, nbb_load_now());
 
     bytes_f = 2.0 * n * 4; bytes_b = 3.0 * n * 4;
@@ -102,10 +111,13 @@ int main(int argc, char** argv) {
            bytes_b / bwd * 1e-9, 100 * spread, bw, 100 * bw / bwc);
     printf("  copy    %8.3f ms %.1f GB/s (spread %.0f%%); other processes used %.0f%% of the CPUs\n",
            1e3 * tc, bwc, 100 * spread_c, 100 * others);
+    printf("  same traffic streamed (y = x; dx = x + dy) %8.3f ms %.1f GB/s (spread %.0f%%): the norm "
+           "runs at %.0f%% of it\n", 1e3 * ts, (bytes_f + bytes_b) / ts * 1e-9, 100 * spread_s,
+           100 * ts / t);
     printf("RESULT kind=norm norm=%s N=%d d=%d threads=%d reps=%d ms=%.4f fwd_ms=%.4f bwd_ms=%.4f "
-           "gbytes=%.6f copy_ms=%.4f copy_gbytes=%.6f rss_mib=%.1f spread=%.3f others=%.3f core=%s\n",
+           "gbytes=%.6f copy_ms=%.4f copy_gbytes=%.6f stream_ms=%.4f rss_mib=%.1f spread=%.3f others=%.3f core=%s\n",
            r.layer ? "layer" : "rms", r.N, r.d, nt, reps, 1e3 * t, 1e3 * fwd, 1e3 * bwd,
-           (bytes_f + bytes_b) * 1e-9, 1e3 * tc, 2.0 * n * 4 * 1e-9, rss, spread, others,
+           (bytes_f + bytes_b) * 1e-9, 1e3 * tc, 2.0 * n * 4 * 1e-9, 1e3 * ts, rss, spread, others,
            nbb_corename());
     return 0;
 }

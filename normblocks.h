@@ -826,35 +826,72 @@ static void nb__prefetch_row(const nb_real* p, int n) {
 #endif
 }
 
+/* One segment of a norm forward, y = N(x): LayerNorm when mean != NULL (stats to *mean and
+   *rstd), else RMSNorm (bias ignored). y may equal x. */
+static void nb__norm_seg_fwd(nb_real* ys, const nb_real* xs, int seg,
+                             const nb_real* gain, const nb_real* bias, nb_real eps,
+                             nb_real* mean, nb_real* rstd) {
+    nb_real mu = 0, rs;
+    int i;
+    if (mean) {
+        nb_real var, dev;
+        mu = nb__sum(xs, seg) / (nb_real)seg;
+        /* corrected two-pass: the deviations' own sum repairs the rounding of mu, which
+           matters when |mean| >> std (a plain float sum of 100-ish values is off by 1e-5) */
+        var = nb__sumsq(xs, seg, mu, &dev);
+        mu += dev / (nb_real)seg;
+        var -= dev * dev / (nb_real)seg;
+        rs = 1 / NB__SQRT((var > 0 ? var : 0) / (nb_real)seg + eps);
+        *mean = mu;
+    } else {
+        rs = 1 / NB__SQRT(nb__sumsq(xs, seg, 0, NULL) / (nb_real)seg + eps);
+        bias = NULL;
+    }
+    *rstd = rs;
+    /* one branch-free loop per case, so each vectorizes */
+    if (gain && bias) {
+        NB__OMP(simd)
+        for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs * gain[i] + bias[i];
+    } else if (gain) {
+        NB__OMP(simd)
+        for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs * gain[i];
+    } else if (bias) {
+        NB__OMP(simd)
+        for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs + bias[i];
+    } else {
+        NB__OMP(simd)
+        for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs;
+    }
+}
+
+/* Both norm forwards: rows of `width` in segments of `seg`, mean == NULL for RMSNorm. */
+static void nb__norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* mean, nb_real* rstd,
+                             const nb_real* x, int ldx, const nb_real* gain, const nb_real* bias,
+                             int rows, int width, int seg, nb_real eps) {
+    const int nseg = width / seg;
+    int r;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)rows * width >= NB__PAR_MIN))
+    for (r = 0; r < rows; r++) {
+        int s;
+        if (r + 1 < rows) nb__prefetch_row(x + (size_t)(r + 1) * ldx, width);
+        for (s = 0; s < nseg; s++) {
+            const size_t k = (size_t)r * nseg + s;
+            nb__norm_seg_fwd(y + (size_t)r * ldy + (size_t)s * seg, x + (size_t)r * ldx +
+                             (size_t)s * seg, seg, gain, bias, eps, mean ? mean + k : NULL,
+                             rstd + k);
+        }
+    }
+}
+
 NBDEF nb_result nb_rmsnorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rstd,
                                    const nb_real* x, int ldx, const nb_real* gain,
                                    int rows, int width, int seg, nb_real eps) {
     nb_result rc = nb__check_rows(ctx, "nb_rmsnorm_forward", rows, width, &seg, ldx, ldy, eps);
     if (rc) return rc;
     NB__CHECK(!y || !x || !rstd, NB_ERR_NULL, "nb_rmsnorm_forward: y, x and rstd are required");
-    {
-        const int nseg = width / seg;
-        int r;
-        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
-                if((size_t)rows * width >= NB__PAR_MIN))
-        for (r = 0; r < rows; r++) {
-            int s, i;
-            if (r + 1 < rows) nb__prefetch_row(x + (size_t)(r + 1) * ldx, width);
-            for (s = 0; s < nseg; s++) {
-                const nb_real* xs = x + (size_t)r * ldx + (size_t)s * seg;
-                nb_real* ys = y + (size_t)r * ldy + (size_t)s * seg;
-                const nb_real rs = 1 / NB__SQRT(nb__sumsq(xs, seg, 0, NULL) / (nb_real)seg + eps);
-                rstd[(size_t)r * nseg + s] = rs;
-                if (gain) {
-                    NB__OMP(simd)
-                    for (i = 0; i < seg; i++) ys[i] = xs[i] * rs * gain[i];
-                } else {
-                    NB__OMP(simd)
-                    for (i = 0; i < seg; i++) ys[i] = xs[i] * rs;
-                }
-            }
-        }
-    }
+    nb__norm_forward(ctx, y, ldy, NULL, rstd, x, ldx, gain, NULL, rows, width, seg, eps);
     return NB_OK;
 }
 
@@ -871,7 +908,7 @@ static void nb__reduce_partials(nb_real* out, const nb_real* partials, int nt, s
 
 /* dx of one segment (SET is = or +=) with the gain expression GI (gain[i] or 1), one branch-free
    loop per case so each vectorizes. dy is read before dx is written at each i: dx may overwrite
-   dy. Uses the locals of nb__norm_backward. */
+   dy. Uses the locals of nb__norm_seg_bwd. */
 #define NB__NORM_DX(GI, SET)                                                               \
     do {                                                                                   \
         NB__OMP(simd)                                                                      \
@@ -884,11 +921,37 @@ static void nb__reduce_partials(nb_real* out, const nb_real* partials, int nt, s
         else NB__NORM_DX(GI, =);                                                           \
     } while (0)
 
-/* Shared body of both norm backwards. mean == NULL means RMSNorm. For one segment, with
-   xhat = (x - mu) * rstd (mu = 0 for RMSNorm) and g = dy * gain:
+/* One segment of a norm backward; LayerNorm when mean != NULL. With xhat = (x - mu) * rstd
+   (mu = 0 for RMSNorm) and g = dy * gain:
      RMSNorm   dx = rstd * (g - xhat * mean(g * xhat))
      LayerNorm dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-   (the mean(g) term is the gradient through mu). dgain += dy * xhat, dbias += dy. */
+   (the mean(g) term is the gradient through mu); dx overwritten or accumulated. The row's
+   dgain and dbias terms, dy * xhat and dy, go to the partials pg and pb (each may be NULL). */
+static void nb__norm_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs, int seg,
+                             const nb_real* gain, const nb_real* mean, nb_real rs, int accumulate,
+                             nb_real* pg, nb_real* pb) {
+    const nb_real mu = mean ? *mean : 0;
+    nb_real sg, mg, mgx;
+    int i;
+    mgx = nb__gsums(dys, xs, gain, mu, rs, seg, &sg, pg, pb) * rs / (nb_real)seg;
+    mg = mean ? sg / (nb_real)seg : 0;
+    if (gain) NB__NORM_DX_ALL(gain[i]);
+    else NB__NORM_DX_ALL(1);
+}
+
+/* A thread's first partial block of a parallel region: zeroed, with its dbias block (NULL
+   without dbias; the dgain block is NULL when neither gradient is wanted). */
+static nb_real* nb__partials(nb_real* scratch, int t, int seg, int dgain, int dbias,
+                             nb_real** pb) {
+    const size_t stride = nb__part_stride(seg);
+    nb_real* pg = (dgain || dbias) ? scratch + (size_t)t * stride : NULL;
+    *pb = dbias ? pg + nb__part_boff(seg) : NULL;
+    if (pg) memset(pg, 0, stride * sizeof(nb_real));
+    return pg;
+}
+
+/* Shared body of both norm backwards, mean == NULL for RMSNorm. Per-thread partial sums of
+   dgain and dbias, reduced in thread order afterwards: deterministic for a thread count. */
 static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int lddx,
                                    nb_real* dgain, nb_real* dbias, const nb_real* dy, int lddy,
                                    const nb_real* x, int ldx, const nb_real* mean,
@@ -902,38 +965,30 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
               "%s: scratch (nb_norm_scratch_size values) is required for dgain/dbias", fn);
     {
         const int nseg = width / seg;
-        const size_t stride = nb__part_stride(seg), boff = nb__part_boff(seg);
+        const size_t stride = nb__part_stride(seg);
         int used = 1;
         NB__OMP(parallel num_threads(nb_num_threads(ctx)) if((size_t)rows * width >= NB__PAR_MIN))
         {
             const int t = omp_get_thread_num(), n = omp_get_num_threads();
-            nb_real* pg = (dgain || dbias) ? scratch + (size_t)t * stride : NULL;
-            nb_real* pb = dbias ? pg + boff : NULL; /* no bias sums without dbias */
-            int lo, hi, r, s, i;
+            nb_real *pb, *pg = nb__partials(scratch, t, seg, dgain != NULL, dbias != NULL, &pb);
+            int lo, hi, r, s;
             if (t == 0) used = n;
-            if (pg) memset(pg, 0, stride * sizeof(nb_real));
             nb__split(rows, n, t, &lo, &hi);
             for (r = lo; r < hi; r++) {
-                if (r + 1 < hi) { /* the dx pass below touches no new memory: fetch meanwhile */
+                if (r + 1 < hi) { /* the dx pass touches no new memory: fetch meanwhile */
                     nb__prefetch_row(x + (size_t)(r + 1) * ldx, width);
                     nb__prefetch_row(dy + (size_t)(r + 1) * lddy, width);
                 }
                 for (s = 0; s < nseg; s++) {
-                    const size_t k = (size_t)r * nseg + s;
-                    const nb_real* xs = x + (size_t)r * ldx + (size_t)s * seg;
-                    const nb_real* dys = dy + (size_t)r * lddy + (size_t)s * seg;
-                    nb_real* dxs = dx + (size_t)r * lddx + (size_t)s * seg;
-                    const nb_real rs = rstd[k], mu = mean ? mean[k] : 0;
-                    nb_real sg, mg, mgx;
-                    mgx = nb__gsums(dys, xs, gain, mu, rs, seg, &sg, pg, pb) * rs / (nb_real)seg;
-                    mg = mean ? sg / (nb_real)seg : 0;
-                    if (gain) NB__NORM_DX_ALL(gain[i]);
-                    else NB__NORM_DX_ALL(1);
+                    const size_t k = (size_t)r * nseg + s, o = (size_t)s * seg;
+                    nb__norm_seg_bwd(dx + (size_t)r * lddx + o, dy + (size_t)r * lddy + o,
+                                     x + (size_t)r * ldx + o, seg, gain, mean ? mean + k : NULL,
+                                     rstd[k], accumulate, pg, pb);
                 }
             }
         }
         if (dgain) nb__reduce_partials(dgain, scratch, used, stride, seg);
-        if (dbias) nb__reduce_partials(dbias, scratch + boff, used, stride, seg);
+        if (dbias) nb__reduce_partials(dbias, scratch + nb__part_boff(seg), used, stride, seg);
     }
     return NB_OK;
 }
@@ -955,40 +1010,7 @@ NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* 
     if (rc) return rc;
     NB__CHECK(!y || !x || !mean || !rstd, NB_ERR_NULL,
               "nb_layernorm_forward: y, x, mean and rstd are required");
-    {
-        const int nseg = width / seg;
-        int r;
-        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
-                if((size_t)rows * width >= NB__PAR_MIN))
-        for (r = 0; r < rows; r++) {
-            int s, i;
-            if (r + 1 < rows) nb__prefetch_row(x + (size_t)(r + 1) * ldx, width);
-            for (s = 0; s < nseg; s++) {
-                const nb_real* xs = x + (size_t)r * ldx + (size_t)s * seg;
-                nb_real* ys = y + (size_t)r * ldy + (size_t)s * seg;
-                nb_real mu = nb__sum(xs, seg) / (nb_real)seg, var, dev, rs;
-                /* corrected two-pass: the deviations' own sum repairs the rounding of mu, which
-                   matters when |mean| >> std (a plain float sum of 100-ish values is off by 1e-5) */
-                var = nb__sumsq(xs, seg, mu, &dev);
-                mu += dev / (nb_real)seg;
-                var -= dev * dev / (nb_real)seg;
-                rs = 1 / NB__SQRT((var > 0 ? var : 0) / (nb_real)seg + eps);
-                mean[(size_t)r * nseg + s] = mu;
-                rstd[(size_t)r * nseg + s] = rs;
-                /* one branch-free loop per case, so each vectorizes */
-                if (gain && bias) {
-                    NB__OMP(simd)
-                    for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs * gain[i] + bias[i];
-                } else if (gain) {
-                    NB__OMP(simd)
-                    for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs * gain[i];
-                } else {
-                    NB__OMP(simd)
-                    for (i = 0; i < seg; i++) ys[i] = (xs[i] - mu) * rs + (bias ? bias[i] : 0);
-                }
-            }
-        }
-    }
+    nb__norm_forward(ctx, y, ldy, mean, rstd, x, ldx, gain, bias, rows, width, seg, eps);
     return NB_OK;
 }
 

@@ -2074,9 +2074,12 @@ typedef struct nb__sc {           /* stack-level cache and the scratch */
     nb_real* st[NB__TOP_NORMS];
     nb_real* tmp[6];              /* scratch: B*T*d temporaries */
     nb_real* grad[4];             /* scratch: ping-pong gradients, 2 streams */
-    nb_real* partials;            /* scratch: norm partial sums */
+    nb_real* partials;            /* scratch: norm partial sums, NB__SLOTS slots (nb__slot) */
+    nb_real* rowbuf;              /* scratch: two rows of d per thread (nb__rowbuf) */
     nb_real* sub;                 /* scratch: sublayer scratch */
 } nb__sc;
+
+#define NB__SLOTS 3 /* partial-sum sets one fused row loop may fill at once */
 
 static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* used, nb__lc* c) {
     const size_t V = (size_t)s->max_batch * s->max_seq * s->desc.d_model;
@@ -2130,7 +2133,9 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
         if (on[k]) c->st[k] = nb__take(cache, &cu, st);
     for (k = 0; k < 6; k++) c->tmp[k] = nb__take(scratch, &su, V);
     for (k = 0; k < 4; k++) c->grad[k] = nb__take(scratch, &su, V);
-    c->partials = nb__take(scratch, &su, (size_t)s->max_threads * nb__part_stride(s->desc.d_model));
+    c->partials = nb__take(scratch, &su, (size_t)NB__SLOTS * s->max_threads *
+                                             nb__part_stride(s->desc.d_model));
+    c->rowbuf = nb__take(scratch, &su, (size_t)s->max_threads * 2 * NB__PAD(s->desc.d_model));
     for (l = 0; l < s->desc.n_layers; l++)
         if (s->layers[l].attn.n_scratch > sub) sub = s->layers[l].attn.n_scratch;
     c->sub = nb__take(scratch, &su, sub);
@@ -2461,6 +2466,42 @@ static nb_result nb__nb(nb__run* r, const nb__norm* m, const nb__norm* gm, nb_re
                                accumulate, r->sc.partials);
 }
 
+/* The same norms on one row (row-fused loops): y = N(x) for row `row` of the stats. */
+static void nb__nf_row(const nb__run* r, const nb__norm* m, nb_real* y, const nb_real* x,
+                       nb_real* st, int row) {
+    const int layer = r->s->desc.norm == NB_NORM_LAYER;
+    nb__norm_seg_fwd(y, x, r->s->desc.d_model, m->g, m->b, r->s->desc.eps,
+                     layer ? st + r->rows + row : NULL, st + row);
+}
+
+/* dx = J^T dy on one row (added when accumulate); gain and bias terms into pg and pb. */
+static void nb__nb_row(const nb__run* r, const nb__norm* m, nb_real* dx, const nb_real* dy,
+                       const nb_real* x, const nb_real* st, int row, int accumulate, nb_real* pg,
+                       nb_real* pb) {
+    const int layer = r->s->desc.norm == NB_NORM_LAYER;
+    nb__norm_seg_bwd(dx, dy, x, r->s->desc.d_model, m->g, layer ? st + r->rows + row : NULL,
+                     st[row], accumulate, pg, pb);
+}
+
+/* Partial-sum slot k (max_threads blocks of nb__part_stride(d)) and a thread's row buffers. */
+static nb_real* nb__slot(const nb__run* r, int k) {
+    return r->sc.partials + (size_t)k * r->s->max_threads * nb__part_stride(r->s->desc.d_model);
+}
+static nb_real* nb__rowbuf(const nb__run* r, int t) {
+    return r->sc.rowbuf + (size_t)t * 2 * NB__PAD(r->s->desc.d_model);
+}
+/* This thread's zeroed partials of slot k for the gradients of norm gm. */
+static nb_real* nb__slot_part(const nb__run* r, int k, int t, const nb__norm* gm, nb_real** pb) {
+    return nb__partials(nb__slot(r, k), t, r->s->desc.d_model, gm->g != NULL, gm->b != NULL, pb);
+}
+/* Add slot k's partials of `used` threads into the gradients gm, in thread order. */
+static void nb__slot_reduce(const nb__run* r, int k, int used, const nb__norm* gm) {
+    const int d = r->s->desc.d_model;
+    const size_t stride = nb__part_stride(d);
+    if (gm->g) nb__reduce_partials(gm->g, nb__slot(r, k), used, stride, d);
+    if (gm->b) nb__reduce_partials(gm->b, nb__slot(r, k) + nb__part_boff(d), used, stride, d);
+}
+
 static void nb__copy(nb_real* dst, const nb_real* src, size_t n) {
     if (dst != src) memcpy(dst, src, n * sizeof(nb_real));
 }
@@ -2580,32 +2621,45 @@ static nb_real nb__siamese_c(const nb_stack* s, int l) {
 
 /* SiameseNorm hybrid-pre (SPEC 4.10.2):
    u_a = x*gamma + N_ay(y); A = MHA(u_a); x1 = x + A/c; y1 = y + A;
-   n = N_f(x1); u_f = N_in(n + N_fy(y1)); F = FFN(u_f); y' = y1 + F; x' = n + F/c */
+   n = N_f(x1); u_f = N_in(n + N_fy(y1)); F = FFN(u_f); y' = y1 + F; x' = n + F/c
+   The adds and norms between the two sublayers run in one pass over the rows each (a row stays
+   in L1 through its adds and norms): 16 streams of B*T*d values instead of 26. */
 static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc* c,
                                 nb_real* xo, nb_real* yo, const nb_real* x, const nb_real* y) {
     const int d = r->s->desc.d_model;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
-    nb_real *A = r->sc.tmp[0], *t = r->sc.tmp[1];
+    nb_real* A = r->sc.tmp[0];
     nb_result rc;
-    if ((rc = nb__nf(r, &p->n[NB__ATTN_Y], t, y, c->st[NB__ATTN_Y]))) return rc;
-    {
-        int row;
-        NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
-                if(r->n >= NB__PAR_MIN))
-        for (row = 0; row < r->rows; row++) {
-            const size_t o = (size_t)row * d;
-            int j;
-            for (j = 0; j < d; j++) c->ua[o + j] = x[o + j] * p->gamma[j] + t[o + j];
-        }
+    int row;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
+            if(r->n >= NB__PAR_MIN))
+    for (row = 0; row < r->rows; row++) {
+        const size_t o = (size_t)row * d;
+        nb_real* t = nb__rowbuf(r, omp_get_thread_num());
+        int j;
+        nb__nf_row(r, &p->n[NB__ATTN_Y], t, y + o, c->st[NB__ATTN_Y], row);
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) c->ua[o + j] = x[o + j] * p->gamma[j] + t[j];
     }
     if ((rc = nb__F(r, l, 0, p, c, A, c->ua))) return rc;
     if ((rc = nb__finite(r, A, r->n, "the attention output", l))) return rc;
-    nb__lin(r, c->x1, 1, x, ic, A);
-    nb__lin(r, c->y1, 1, y, 1, A);
-    if ((rc = nb__nf(r, &p->n[NB__FF_IN], xo, c->x1, c->st[NB__FF_IN]))) return rc; /* n */
-    if ((rc = nb__nf(r, &p->n[NB__FF_Y], t, c->y1, c->st[NB__FF_Y]))) return rc;
-    nb__lin(r, c->sf, 1, xo, 1, t);
-    if ((rc = nb__nf(r, &p->n[NB__FF_INPUT], c->uf, c->sf, c->st[NB__FF_INPUT]))) return rc;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
+            if(r->n >= NB__PAR_MIN))
+    for (row = 0; row < r->rows; row++) {
+        const size_t o = (size_t)row * d;
+        nb_real* t = nb__rowbuf(r, omp_get_thread_num());
+        int j;
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) {
+            c->x1[o + j] = x[o + j] + ic * A[o + j];
+            c->y1[o + j] = y[o + j] + A[o + j];
+        }
+        nb__nf_row(r, &p->n[NB__FF_IN], xo + o, c->x1 + o, c->st[NB__FF_IN], row); /* n */
+        nb__nf_row(r, &p->n[NB__FF_Y], t, c->y1 + o, c->st[NB__FF_Y], row);
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) c->sf[o + j] = xo[o + j] + t[j];
+        nb__nf_row(r, &p->n[NB__FF_INPUT], c->uf + o, c->sf + o, c->st[NB__FF_INPUT], row);
+    }
     if ((rc = nb__F(r, l, 1, p, c, A, c->uf))) return rc;
     if ((rc = nb__finite(r, A, r->n, "the FFN output", l))) return rc;
     nb__lin(r, yo, 1, c->y1, 1, A);
@@ -2615,40 +2669,74 @@ static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc
 
 /* dF = dx'/c + dy'; du_f = J_FFN^T dF; ds = J_in^T du_f; dn = dx' + ds;
    dy1 = dy' + J_fy^T ds; dx1 = J_f^T dn; dA = dx1/c + dy1; du_a = J_MHA^T dA;
-   dx = dx1 + gamma du_a; dgamma += sum x du_a; dy = dy1 + J_ay^T du_a */
+   dx = dx1 + gamma du_a; dgamma += sum x du_a; dy = dy1 + J_ay^T du_a
+   Between the sublayers, one pass over the rows each, as in the forward; the gain and gamma
+   gradients are per-thread partials reduced in thread order. dx may be dx', dy may be dy'. */
 static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, const nb__lc* c,
                                  nb_real* dx, nb_real* dy, const nb_real* dxo, const nb_real* dyo,
                                  const nb_real* x, const nb_real* y) {
     const int d = r->s->desc.d_model;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
-    nb_real **t = r->sc.tmp;
+    nb_real** t = r->sc.tmp;
+    const nb__norm gamma = {g->gamma, NULL};
     nb_result rc;
-    int j, j0, row;
+    int used = 1;
     nb__lin(r, t[0], ic, dxo, 1, dyo);                                              /* dF */
     if ((rc = nb__Fb(r, l, 1, p, g, c, t[1], t[0], c->uf, 0))) return rc;           /* du_f */
-    if ((rc = nb__nb(r, &p->n[NB__FF_INPUT], &g->n[NB__FF_INPUT], t[2], t[1], c->sf,
-                     c->st[NB__FF_INPUT], 0))) return rc;                            /* ds */
-    nb__lin(r, t[3], 1, dxo, 1, t[2]);                                             /* dn */
-    nb__copy(dy, dyo, r->n);
-    if ((rc = nb__nb(r, &p->n[NB__FF_Y], &g->n[NB__FF_Y], dy, t[2], c->y1, c->st[NB__FF_Y],
-                     1))) return rc;                                                  /* dy1 */
-    if ((rc = nb__nb(r, &p->n[NB__FF_IN], &g->n[NB__FF_IN], dx, t[3], c->x1, c->st[NB__FF_IN],
-                     0))) return rc;                                                  /* dx1 */
-    nb__lin(r, t[0], ic, dx, 1, dy);                                                /* dA */
-    if ((rc = nb__Fb(r, l, 0, p, g, c, t[1], t[0], c->ua, 0))) return rc;           /* du_a */
-    /* threads own blocks of 16 columns: dgamma needs no partial sums and stays deterministic */
-    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx)) private(row, j)
-            if(r->n >= NB__PAR_MIN))
-    for (j0 = 0; j0 < d; j0 += 16) {
-        const int j1 = j0 + 16 < d ? j0 + 16 : d;
-        for (row = 0; row < r->rows; row++)
-            for (j = j0; j < j1; j++) {
-                const size_t k = (size_t)row * d + j;
-                g->gamma[j] += x[k] * t[1][k];
-                dx[k] += p->gamma[j] * t[1][k];
-            }
+    NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
+    {
+        const int th = omp_get_thread_num(), nt = omp_get_num_threads();
+        nb_real *pb_in, *pb_y, *pb_f;
+        nb_real* pg_in = nb__slot_part(r, 0, th, &g->n[NB__FF_INPUT], &pb_in);
+        nb_real* pg_y = nb__slot_part(r, 1, th, &g->n[NB__FF_Y], &pb_y);
+        nb_real* pg_f = nb__slot_part(r, 2, th, &g->n[NB__FF_IN], &pb_f);
+        nb_real *ds = nb__rowbuf(r, th), *dn = ds + NB__PAD(d);
+        int lo, hi, row, j;
+        if (th == 0) used = nt;
+        nb__split(r->rows, nt, th, &lo, &hi);
+        for (row = lo; row < hi; row++) {
+            const size_t o = (size_t)row * d;
+            nb__nb_row(r, &p->n[NB__FF_INPUT], ds, t[1] + o, c->sf + o, c->st[NB__FF_INPUT], row,
+                       0, pg_in, pb_in);
+            NB__OMP(simd)
+            for (j = 0; j < d; j++) dn[j] = dxo[o + j] + ds[j];
+            if (dy != dyo) memcpy(dy + o, dyo + o, (size_t)d * sizeof(nb_real));
+            nb__nb_row(r, &p->n[NB__FF_Y], dy + o, ds, c->y1 + o, c->st[NB__FF_Y], row, 1, pg_y,
+                       pb_y);                                                        /* dy1 */
+            nb__nb_row(r, &p->n[NB__FF_IN], dx + o, dn, c->x1 + o, c->st[NB__FF_IN], row, 0,
+                       pg_f, pb_f);                                                  /* dx1 */
+            NB__OMP(simd)
+            for (j = 0; j < d; j++) t[0][o + j] = ic * dx[o + j] + dy[o + j];     /* dA */
+        }
     }
-    return nb__nb(r, &p->n[NB__ATTN_Y], &g->n[NB__ATTN_Y], dy, t[1], y, c->st[NB__ATTN_Y], 1);
+    nb__slot_reduce(r, 0, used, &g->n[NB__FF_INPUT]);
+    nb__slot_reduce(r, 1, used, &g->n[NB__FF_Y]);
+    nb__slot_reduce(r, 2, used, &g->n[NB__FF_IN]);
+    if ((rc = nb__Fb(r, l, 0, p, g, c, t[1], t[0], c->ua, 0))) return rc;           /* du_a */
+    NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
+    {
+        const int th = omp_get_thread_num(), nt = omp_get_num_threads();
+        nb_real *pb_ay, *unused;
+        nb_real* pg_ay = nb__slot_part(r, 0, th, &g->n[NB__ATTN_Y], &pb_ay);
+        nb_real* NB__RESTRICT pgam = nb__slot_part(r, 1, th, &gamma, &unused);
+        int lo, hi, row, j;
+        if (th == 0) used = nt;
+        nb__split(r->rows, nt, th, &lo, &hi);
+        for (row = lo; row < hi; row++) {
+            const size_t o = (size_t)row * d;
+            const nb_real* du = t[1] + o;
+            NB__OMP(simd)
+            for (j = 0; j < d; j++) {
+                pgam[j] += x[o + j] * du[j];
+                dx[o + j] += p->gamma[j] * du[j];
+            }
+            nb__nb_row(r, &p->n[NB__ATTN_Y], dy + o, du, y + o, c->st[NB__ATTN_Y], row, 1, pg_ay,
+                       pb_ay);
+        }
+    }
+    nb__slot_reduce(r, 0, used, &g->n[NB__ATTN_Y]);
+    nb__slot_reduce(r, 1, used, &gamma);
+    return NB_OK;
 }
 
 /* SiameseNorm post-pre (SPEC 4.10.3), sublayer k:

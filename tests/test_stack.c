@@ -341,6 +341,40 @@ static void side_by_side_and_threads(nbt_rng* rng) {
     teardown(&a); teardown(&b); teardown(&a2);
 }
 
+/* Big enough (B*T*d >= 16K values) that the row loops and norms really run on 2 threads, so
+   the per-thread partial sums of the gains (and SiameseNorm's gamma) and their reduction are
+   exercised: 1 vs 2 threads agree to rounding, 2 threads twice are bitwise identical. */
+static void threads_large(nbt_rng* rng) {
+    static const nb_preset presets[] = {NB_PRESET_SIAMESE, NB_PRESET_HYBRID, NB_PRESET_POST};
+    int i, norm;
+    for (i = 0; i < (int)(sizeof presets / sizeof presets[0]); i++)
+        for (norm = 0; norm < 2; norm++) {
+            nb_stack_desc d = base_desc(presets[i], 2);
+            const int B = 2, T = 64;
+            run a, b;
+            nbt_rng keep = *rng;
+            nb_real* g;
+            char what[96];
+            d.d_model = 128; d.d_ff = 96;
+            if (norm) d.norm = NB_NORM_LAYER;
+            snprintf(what, sizeof what, "%s %s, 1 vs 2 threads", nb_preset_name(presets[i]),
+                     norm ? "LayerNorm" : "RMSNorm");
+            nbt_check(setup(&a, &d, B, T, rng, 1), "threads_large setup");
+            *rng = keep;
+            nbt_check(setup(&b, &d, B, T, rng, 2), "threads_large setup");
+            nbt_check(grads(&a) && grads(&b), "threads_large forward/backward");
+            nbt_close_r(what, b.out, a.out, (size_t)B * T * d.d_model, NBT_ATOL, NBT_RTOL);
+            nbt_close_r(what, b.din, a.din, (size_t)B * T * d.d_model, NBT_ATOL, NBT_RTOL);
+            nbt_close_r(what, b.grads, a.grads, a.s.n_params, NBT_ATOL, NBT_RTOL);
+            g = nbt_alloc(b.s.n_params);
+            memcpy(g, b.grads, b.s.n_params * sizeof(nb_real));
+            grads(&b);
+            nbt_same_bits("2 threads twice: identical gradients", b.grads, g, b.s.n_params);
+            free(g);
+            teardown(&a); teardown(&b);
+        }
+}
+
 static void table_and_init(nbt_rng* rng) {
     nb_stack_desc d = base_desc(NB_PRESET_HYBRID, 4);
     run r;
@@ -537,6 +571,7 @@ int main(void) {
     zero_outputs(&rng);
     siamese_degenerate(&rng);
     side_by_side_and_threads(&rng);
+    threads_large(&rng);
     table_and_init(&rng);
     init_schemes(&rng);
     diagnostics(&rng);

@@ -712,18 +712,6 @@ static nb_result nb__check_rows(nb_ctx* ctx, const char* fn, int rows, int width
    Fixed order, so deterministic. NB__QUARTERS(n) declares q (quarter length) and the tail start. */
 #define NB__QUARTERS(n) const int q = (n) / 4, tail = 4 * q
 
-/* sum of x */
-static nb_real nb__sum(const nb_real* x, int n) {
-    NB__QUARTERS(n);
-    const nb_real *a = x, *b = x + q, *c = x + 2 * q, *d = x + 3 * q;
-    nb_real s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int i;
-    NB__OMP(simd reduction(+:s0, s1, s2, s3))
-    for (i = 0; i < q; i++) { s0 += a[i]; s1 += b[i]; s2 += c[i]; s3 += d[i]; }
-    for (i = tail; i < n; i++) s0 += x[i];
-    return (s0 + s1) + (s2 + s3);
-}
-
 /* sum (x - mu)^2; the sum of the deviations goes to *dev when dev != NULL */
 static nb_real nb__sumsq(const nb_real* x, int n, nb_real mu, nb_real* dev) {
     NB__QUARTERS(n);
@@ -834,13 +822,21 @@ static void nb__norm_seg_fwd(nb_real* ys, const nb_real* xs, int seg,
     nb_real mu = 0, rs;
     int i;
     if (mean) {
-        nb_real var, dev;
-        mu = nb__sum(xs, seg) / (nb_real)seg;
-        /* corrected two-pass: the deviations' own sum repairs the rounding of mu, which
-           matters when |mean| >> std (a plain float sum of 100-ish values is off by 1e-5) */
-        var = nb__sumsq(xs, seg, mu, &dev);
-        mu += dev / (nb_real)seg;
-        var -= dev * dev / (nb_real)seg;
+        /* s1 = sum x and s2 = sum x^2 in the pass that streams the row in. n var = s2 - s1^2/n
+           cancels at most 2 bits while mean^2 <= 3 var (s1^2 <= 0.75 n s2): take it then (a
+           pass fewer; transformer activations have |mean| << std). Otherwise the corrected
+           two-pass from L1: sums of the deviations from the mean, whose own sum repairs the
+           rounding of the mean (a plain float mean of 100-ish values is off by 1e-5). */
+        nb_real s1, s2 = nb__sumsq(xs, seg, 0, &s1), var;
+        mu = s1 / (nb_real)seg;
+        if (s1 * s1 <= (nb_real)0.75 * (nb_real)seg * s2) {
+            var = s2 - s1 * mu;
+        } else {
+            nb_real dev;
+            var = nb__sumsq(xs, seg, mu, &dev);
+            mu += dev / (nb_real)seg;
+            var -= dev * dev / (nb_real)seg;
+        }
         rs = 1 / NB__SQRT((var > 0 ? var : 0) / (nb_real)seg + eps);
         *mean = mu;
     } else {

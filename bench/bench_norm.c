@@ -88,17 +88,33 @@ int main(int argc, char** argv) {
     nb_fill_normal(r.gain, (size_t)r.d, 0.1, 3, 3);
     for (i = 0; i < r.d; i++) r.gain[i] += 1;
 
-    l0 = nbb_load_now();
-    {
-        const nbb_fb_times ft = nbb_time_fb(norm_step, &r, &r.t_fwd, &r.t_bwd, warm, reps);
-        t = ft.total; fwd = ft.fwd; bwd = ft.bwd; spread = ft.spread;
-    }
-    rss = nbb_maxrss_mib();
-
     /* the copy reuses the norm's own arrays (same size, same pages) */
     c.dst = r.y; c.src = r.x; c.n = n; c.nt = nt;
-    tc = nbb_time(copy_step, &c, warm, reps * 2 + 1, &spread_c);
-    ts = nbb_time(stream_step, &r, warm, reps, &spread_s);
+    l0 = nbb_load_now();
+    for (i = 0; i < warm; i++) { norm_step(&r); copy_step(&c); stream_step(&r); }
+    rss = nbb_maxrss_mib();
+    {
+        /* norm, copy and streamed traffic alternate, so their ratios see the same machine */
+        double *tn = (double*)malloc(sizeof(double) * 5 * (size_t)reps), *tf = tn + reps,
+               *tb = tf + reps, *tcs = tb + reps, *tss = tcs + reps, t0;
+        for (i = 0; i < reps; i++) {
+            t0 = nbb_now();
+            norm_step(&r);
+            tn[i] = nbb_now() - t0;
+            tf[i] = r.t_fwd; tb[i] = r.t_bwd;
+            t0 = nbb_now();
+            copy_step(&c);
+            tcs[i] = nbb_now() - t0;
+            t0 = nbb_now();
+            stream_step(&r);
+            tss[i] = nbb_now() - t0;
+        }
+        t = nbb_median(tn, reps); spread = nbb_spread(tn, reps, t);
+        fwd = nbb_median(tf, reps); bwd = nbb_median(tb, reps);
+        tc = nbb_median(tcs, reps); spread_c = nbb_spread(tcs, reps, tc);
+        ts = nbb_median(tss, reps); spread_s = nbb_spread(tss, reps, ts);
+        free(tn);
+    }
     others = nbb_others(l0, nbb_load_now());
 
     bytes_f = 2.0 * n * 4; bytes_b = 3.0 * n * 4;

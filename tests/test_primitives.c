@@ -283,6 +283,8 @@ int main(void) {
         {"ln per-head strided",        1, 6, 24, 8, 40, 1, 1, 0, 1e-6, 1, 0, 0},
         {"ln accumulate gain only",    1, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0},
         {"ln mean far from zero",      1, 4, 16, 0, 16, 1, 1, 0, 1e-5, 1, 1000, 20},
+        /* mean^2 about 3 var: rows on both sides of the one-pass variance limit */
+        {"ln mean at one-pass limit",  1, 24, 64, 0, 64, 1, 1, 0, 1e-5, 1, 1.7, 0},
     };
     nbt_rng rng = {0x9E3779B97F4A7C15ULL};
     size_t c;

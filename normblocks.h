@@ -178,7 +178,8 @@ NBDEF nb_result nb_rmsnorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real*
                                     int rows, int width, int seg, int accumulate,
                                     nb_real* scratch);
 
-/* LayerNorm (two-pass statistics). mean and rstd: rows*(width/seg) each. gain, bias: seg values
+/* LayerNorm. Statistics in one pass (sum x, sum x^2) while mean^2 <= 3 var, where that loses
+   at most 2 bits, else two-pass. mean and rstd: rows*(width/seg) each. gain, bias: seg values
    or NULL. */
 NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* mean,
                                      nb_real* rstd, const nb_real* x, int ldx,

@@ -679,15 +679,10 @@ static void nb__split(int n, int nt, int t, int* lo, int* hi) {
 /* Partial sums are padded to a cache line so threads never share one. */
 #define NB__PAD(n) ((((size_t)(n)) + 15) & ~(size_t)15)
 
-/* A thread's partials: dgain sums at 0, dbias sums at nb__part_boff(seg), nb__part_stride(seg)
-   values in all. The dbias block starts half a page (mod 4 KiB) after the dgain block: at a
-   multiple of 4 KiB (seg = 1024 floats) every load of pb[i] waited for the store to pg[i]
-   before it ("4K aliasing"): the LayerNorm backward ran up to 2x slower at d = 1024. */
-static size_t nb__part_boff(int seg) {
-    const size_t page = 4096 / sizeof(nb_real), p = NB__PAD(seg);
-    return p + (page / 2 + page - p % page) % page;
-}
-static size_t nb__part_stride(int seg) { return nb__part_boff(seg) + NB__PAD(seg); }
+/* A thread's partial sums: dgain's at 0, dbias's at nb__part_boff(seg), nb__part_stride(seg)
+   values in all. */
+static size_t nb__part_boff(int seg) { return NB__PAD(seg); }
+static size_t nb__part_stride(int seg) { return 2 * NB__PAD(seg); }
 
 NBDEF size_t nb_norm_scratch_size(const nb_ctx* ctx, int width, int seg) {
     if (seg <= 0) seg = width;
@@ -960,8 +955,8 @@ static void nb__norm_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs
     else NB__NORM_DX_ALL(1);
 }
 
-/* A thread's first partial block of a parallel region: zeroed, with its dbias block (NULL
-   without dbias; the dgain block is NULL when neither gradient is wanted). */
+/* Thread t's partial sums in scratch, zeroed: returns the dgain block (NULL when neither
+   gradient is wanted) and stores the dbias block in *pb (NULL without dbias). */
 static nb_real* nb__partials(nb_real* scratch, int t, int seg, int dgain, int dbias,
                              nb_real** pb) {
     const size_t stride = nb__part_stride(seg);

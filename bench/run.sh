@@ -10,6 +10,9 @@
 #   bash bench/run.sh --portable       # build without -march=native (x86-64 baseline kernels)
 #   bash bench/run.sh --retry          # repeat a case once when other processes took > 15% of
 #                                      # the CPUs during it (the report keeps the cleaner run)
+#   bash bench/run.sh --append         # add to the results of an earlier run instead of
+#                                      # replacing them: per case the report takes the fastest
+#                                      # clean run (best of N, normblocks and PyTorch alike)
 #
 # Environment: NB_BENCH_BUILD (build dir, default /tmp/normblocks-bench-build),
 # NB_BENCH_OUT (results dir, default $NB_BENCH_BUILD/results), OPENBLAS_CORETYPE (default:
@@ -25,15 +28,16 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${NB_BENCH_BUILD:-/tmp/normblocks-bench-build}
 OUT=${NB_BENCH_OUT:-$BUILD/results}
 PY=${PYTHON:-/usr/bin/python3}
-QUICK=0 TORCH=1 README=0 RETRY=0 NATIVE=ON
+QUICK=0 TORCH=1 README=0 RETRY=0 NATIVE=ON APPEND=0
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
     --no-torch) TORCH=0 ;;
     --update-readme) README=1 ;;
     --retry) RETRY=1 ;;
+    --append) APPEND=1 ;;
     --portable) NATIVE=OFF ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -63,7 +67,7 @@ cmake --build "$BUILD" --target bench_block bench_norm bench_attn -j 2 >/dev/nul
 mkdir -p "$OUT"
 RAW="$OUT/raw.txt"
 LOG="$OUT/log.txt"
-: >"$RAW"; : >"$LOG"
+[ "$APPEND" = 1 ] || { : >"$RAW"; : >"$LOG"; }
 {
   echo "MACHINE nproc=$(nproc) cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //; s/ /_/g')" \
        "coretype_env=${OPENBLAS_CORETYPE:-unset} cflags=$([ $NATIVE = ON ] && echo -O2_-march=native || echo -O2)" \

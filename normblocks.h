@@ -2530,9 +2530,6 @@ static void nb__slot_reduce(const nb__run* r, int k, int used, const nb__norm* g
     if (gm->b) nb__reduce_partials(gm->b, nb__slot(r, k) + nb__part_boff(d), used, stride, d);
 }
 
-static void nb__copy(nb_real* dst, const nb_real* src, size_t n) {
-    if (dst != src) memcpy(dst, src, n * sizeof(nb_real));
-}
 
 /* out = a x + b y over n values (y may be NULL for b = 0; out may alias x or y) */
 static void nb__lin(const nb__run* r, nb_real* out, nb_real a, const nb_real* x, nb_real b,
@@ -2549,6 +2546,11 @@ static void nb__lin(const nb__run* r, nb_real* out, nb_real a, const nb_real* x,
                 if(n >= NB__PAR_MIN))
         for (i = 0; i < n; i++) out[i] = a * x[i];
     }
+}
+
+/* dst = src over B*T*d values, on the team (a memcpy runs on one thread) */
+static void nb__copy(const nb__run* r, nb_real* dst, const nb_real* src) {
+    if (dst != src) nb__lin(r, dst, 1, src, 0, NULL);
 }
 
 /* Sublayer k (0 attention, 1 FFN) of layer l: F(h) into out (B*T x d). */
@@ -2801,7 +2803,7 @@ static nb_result nb__pp_backward(nb__run* r, int l, int k, const nb__lp* p, nb__
     if ((rc = nb__Fb(r, l, k, p, g, c, t[1], t[0], c->v[k], 0))) return rc;
     if ((rc = nb__nb(r, &p->n[nin], &g->n[nin], t[2], t[1], c->w[k], c->st[nin], 0))) return rc;
     nb__lin(r, t[3], 1, dxo, 1, t[2]);
-    nb__copy(dy, dyo, r->n);
+    nb__copy(r, dy, dyo);
     if ((rc = nb__nb(r, &p->n[nx], &g->n[nx], dx, t[3], x, c->st[nx], 0))) return rc;
     return nb__nb(r, &p->n[ny], &g->n[ny], dy, t[2], y, c->st[ny], 1);
 }
@@ -2840,7 +2842,7 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
     nb_result rc;
     int k;
     if (r->s->skip[l]) {
-        for (k = 0; k < r->s->streams; k++) nb__copy(out[k], in[k], r->n);
+        for (k = 0; k < r->s->streams; k++) nb__copy(r, out[k], in[k]);
         return NB_OK;
     }
     nb__bind_layer(r->s, l, params, &p);
@@ -2862,7 +2864,7 @@ static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real
     nb_result rc;
     int k;
     if (r->s->skip[l]) {
-        for (k = 0; k < r->s->streams; k++) nb__copy(din[k], dout[k], r->n);
+        for (k = 0; k < r->s->streams; k++) nb__copy(r, din[k], dout[k]);
         return NB_OK;
     }
     nb__bind_layer(r->s, l, params, &p);
@@ -2920,6 +2922,60 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
     return nb__layer_bwd(&r, l, params, grads, di, d, i, cache);
 }
 
+/* SiameseNorm's output (code form): fuse = N_lnf(x_L) + N_lnyf(y_L); out = N_final(fuse), one
+   pass over the rows. */
+static nb_result nb__siamese_out_fwd(nb__run* r, const nb__tp* tp, nb_real* out, const nb_real* xL,
+                                     const nb_real* yL) {
+    const int d = r->s->desc.d_model;
+    nb_real* fuse = r->sc.fuse;
+    int row;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
+            if(r->n >= NB__PAR_MIN))
+    for (row = 0; row < r->rows; row++) {
+        const size_t o = (size_t)row * d;
+        nb_real* t = nb__rowbuf(r, omp_get_thread_num());
+        int j;
+        nb__nf_row(r, &tp->n[NB__LNYF], t, yL + o, r->sc.st[NB__LNYF], row);
+        nb__nf_row(r, &tp->n[NB__LNF], fuse + o, xL + o, r->sc.st[NB__LNF], row);
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) fuse[o + j] += t[j];
+        nb__nf_row(r, &tp->n[NB__LNFINAL], out + o, fuse + o, r->sc.st[NB__LNFINAL], row);
+    }
+    return NB_OK;
+}
+
+/* its backward: da = J_final^T dout; dx_L = J_lnf^T da; dy_L = J_lnyf^T da */
+static void nb__siamese_out_bwd(nb__run* r, const nb__tp* tp, nb__tp* tg, nb_real* dxL,
+                                nb_real* dyL, const nb_real* dout, const nb_real* xL,
+                                const nb_real* yL) {
+    const int d = r->s->desc.d_model;
+    int used = 1;
+    NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
+    {
+        const int th = omp_get_thread_num(), nt = omp_get_num_threads();
+        nb_real *pb0, *pb1, *pb2;
+        nb_real* pg0 = nb__slot_part(r, 0, th, &tg->n[NB__LNFINAL], &pb0);
+        nb_real* pg1 = nb__slot_part(r, 1, th, &tg->n[NB__LNF], &pb1);
+        nb_real* pg2 = nb__slot_part(r, 2, th, &tg->n[NB__LNYF], &pb2);
+        nb_real* da = nb__rowbuf(r, th);
+        int lo, hi, row;
+        if (th == 0) used = nt;
+        nb__split(r->rows, nt, th, &lo, &hi);
+        for (row = lo; row < hi; row++) {
+            const size_t o = (size_t)row * d;
+            nb__nb_row(r, &tp->n[NB__LNFINAL], da, dout + o, r->sc.fuse + o,
+                       r->sc.st[NB__LNFINAL], row, 0, pg0, pb0);
+            nb__nb_row(r, &tp->n[NB__LNF], dxL + o, da, xL + o, r->sc.st[NB__LNF], row, 0, pg1,
+                       pb1);
+            nb__nb_row(r, &tp->n[NB__LNYF], dyL + o, da, yL + o, r->sc.st[NB__LNYF], row, 0, pg2,
+                       pb2);
+        }
+    }
+    nb__slot_reduce(r, 0, used, &tg->n[NB__LNFINAL]);
+    nb__slot_reduce(r, 1, used, &tg->n[NB__LNF]);
+    nb__slot_reduce(r, 2, used, &tg->n[NB__LNYF]);
+}
+
 NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch) {
@@ -2933,13 +2989,13 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
     nb__bind_top(s, params, &tp);
     /* x_0 (= y_0 for SiameseNorm) is the input, or its norm */
     if (tp.n[NB__EMBED].g) {
-        nb__copy(r.sc.e, in, r.n);
+        nb__copy(&r, r.sc.e, in);
         rc = nb__nf(&r, &tp.n[NB__EMBED], nb__hidden(s, r.sc.hidden, 0, 0), in, r.sc.st[NB__EMBED]);
         if (rc) return rc;
     } else {
-        nb__copy(nb__hidden(s, r.sc.hidden, 0, 0), in, r.n);
+        nb__copy(&r, nb__hidden(s, r.sc.hidden, 0, 0), in);
     }
-    if (s->streams == 2) nb__copy(nb__hidden(s, r.sc.hidden, 0, 1), nb__hidden(s, r.sc.hidden, 0, 0), r.n);
+    if (s->streams == 2) nb__copy(&r, nb__hidden(s, r.sc.hidden, 0, 1), nb__hidden(s, r.sc.hidden, 0, 0));
     for (l = 0; l < s->desc.n_layers; l++) {
         nb_real* o[2];
         const nb_real* i[2];
@@ -2954,21 +3010,17 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
         nb_real* xL = nb__hidden(s, r.sc.hidden, L, 0);
         if (s->streams == 1) {
             if (tp.n[NB__LNF].g) return nb__nf(&r, &tp.n[NB__LNF], out, xL, r.sc.st[NB__LNF]);
-            nb__copy(out, xL, r.n);
+            nb__copy(&r, out, xL);
             return NB_OK;
         }
         /* SiameseNorm output: N_final(N_lnf(x_L) + N_lnyf(y_L)) (code) or x_L + N_lnyf(y_L) */
-        if ((rc = nb__nf(&r, &tp.n[NB__LNYF], r.sc.tmp[0], nb__hidden(s, r.sc.hidden, L, 1),
-                         r.sc.st[NB__LNYF]))) return rc;
         if (s->desc.siamese_paper_fusion) {
+            if ((rc = nb__nf(&r, &tp.n[NB__LNYF], r.sc.tmp[0], nb__hidden(s, r.sc.hidden, L, 1),
+                             r.sc.st[NB__LNYF]))) return rc;
             nb__lin(&r, out, 1, xL, 1, r.sc.tmp[0]);
             return NB_OK;
         }
-        if ((rc = nb__nf(&r, &tp.n[NB__LNF], r.sc.fuse, xL, r.sc.st[NB__LNF]))) return rc;
-        {
-            nb__lin(&r, r.sc.fuse, 1, r.sc.fuse, 1, r.sc.tmp[0]);
-        }
-        return nb__nf(&r, &tp.n[NB__LNFINAL], out, r.sc.fuse, r.sc.st[NB__LNFINAL]);
+        return nb__siamese_out_fwd(&r, &tp, out, xL, nb__hidden(s, r.sc.hidden, L, 1));
     }
 }
 
@@ -2994,20 +3046,17 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
             if (tp.n[NB__LNF].g)
                 rc = nb__nb(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], cur[0], dout, xL, r.sc.st[NB__LNF], 0);
             else
-                nb__copy(cur[0], dout, r.n);
+                nb__copy(&r, cur[0], dout);
         } else {
             const nb_real* yL = nb__hidden(s, r.sc.hidden, L, 1);
             const nb_real* da = dout;
             if (!s->desc.siamese_paper_fusion) {
-                if ((rc = nb__nb(&r, &tp.n[NB__LNFINAL], &tg.n[NB__LNFINAL], r.sc.tmp[0], dout,
-                                 r.sc.fuse, r.sc.st[NB__LNFINAL], 0))) return rc;
-                da = r.sc.tmp[0];
-                if ((rc = nb__nb(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], cur[0], da, xL,
-                                 r.sc.st[NB__LNF], 0))) return rc;
+                nb__siamese_out_bwd(&r, &tp, &tg, cur[0], cur[1], dout, xL, yL);
             } else {
-                nb__copy(cur[0], dout, r.n);
+                nb__copy(&r, cur[0], dout);
+                rc = nb__nb(&r, &tp.n[NB__LNYF], &tg.n[NB__LNYF], cur[1], da, yL,
+                            r.sc.st[NB__LNYF], 0);
             }
-            rc = nb__nb(&r, &tp.n[NB__LNYF], &tg.n[NB__LNYF], cur[1], da, yL, r.sc.st[NB__LNYF], 0);
         }
         if (rc) return rc;
     }
@@ -3022,14 +3071,15 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         if ((rc = nb__layer_bwd(&r, l, params, grads, nxt, d, i, cache))) return rc;
         for (k = 0; k < 2; k++) { t = cur[k]; cur[k] = nxt[k]; nxt[k] = t; }
     }
-    if (s->streams == 2) { /* both streams start from the input: dE = dx_0 + dy_0 */
-        nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);
+    /* both SiameseNorm streams start from the input: dE = dx_0 + dy_0 */
+    if (!tp.n[NB__EMBED].g) {
+        if (s->streams == 2) nb__lin(&r, din, 1, cur[0], 1, cur[1]);
+        else nb__copy(&r, din, cur[0]);
+        return NB_OK;
     }
-    if (tp.n[NB__EMBED].g)
-        return nb__nb(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,
-                      r.sc.st[NB__EMBED], 0);
-    nb__copy(din, cur[0], r.n);
-    return NB_OK;
+    if (s->streams == 2) nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);
+    return nb__nb(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,
+                  r.sc.st[NB__EMBED], 0);
 }
 
 /* ---- initialization ---- */

@@ -168,24 +168,7 @@ static NBB_UNUSED void nbb_add(float* dst, const float* a, const float* b, size_
     for (i = 0; i < nn; i++) dst[i] = a[i] + b[i];
 }
 
-/* Time fn(arg) reps times after `warm` warm-up calls; returns the median in seconds and
-   writes the spread. */
 typedef void (*nbb_fn)(void* arg);
-static NBB_UNUSED double nbb_time(nbb_fn fn, void* arg, int warm, int reps, double* spread) {
-    double* t = (double*)malloc(sizeof(double) * (size_t)(reps > 0 ? reps : 1));
-    double med;
-    int i;
-    for (i = 0; i < warm; i++) fn(arg);
-    for (i = 0; i < reps; i++) {
-        const double t0 = nbb_now();
-        fn(arg);
-        t[i] = nbb_now() - t0;
-    }
-    med = nbb_median(t, reps);
-    if (spread) *spread = nbb_spread(t, reps, med);
-    free(t);
-    return med;
-}
 
 /* Time a forward+backward step: fn(arg) runs both and leaves its phase times in *t_fwd and
    *t_bwd. Medians over reps calls after `warm` warm-up calls, and the spread of the total. */

@@ -2924,8 +2924,8 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
 
 /* SiameseNorm's output (code form): fuse = N_lnf(x_L) + N_lnyf(y_L); out = N_final(fuse), one
    pass over the rows. */
-static nb_result nb__siamese_out_fwd(nb__run* r, const nb__tp* tp, nb_real* out, const nb_real* xL,
-                                     const nb_real* yL) {
+static void nb__siamese_out_fwd(nb__run* r, const nb__tp* tp, nb_real* out, const nb_real* xL,
+                                const nb_real* yL) {
     const int d = r->s->desc.d_model;
     nb_real* fuse = r->sc.fuse;
     int row;
@@ -2941,7 +2941,6 @@ static nb_result nb__siamese_out_fwd(nb__run* r, const nb__tp* tp, nb_real* out,
         for (j = 0; j < d; j++) fuse[o + j] += t[j];
         nb__nf_row(r, &tp->n[NB__LNFINAL], out + o, fuse + o, r->sc.st[NB__LNFINAL], row);
     }
-    return NB_OK;
 }
 
 /* its backward: da = J_final^T dout; dx_L = J_lnf^T da; dy_L = J_lnyf^T da */
@@ -3020,7 +3019,8 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
             nb__lin(&r, out, 1, xL, 1, r.sc.tmp[0]);
             return NB_OK;
         }
-        return nb__siamese_out_fwd(&r, &tp, out, xL, nb__hidden(s, r.sc.hidden, L, 1));
+        nb__siamese_out_fwd(&r, &tp, out, xL, nb__hidden(s, r.sc.hidden, L, 1));
+        return NB_OK;
     }
 }
 

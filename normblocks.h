@@ -2582,7 +2582,8 @@ static nb_result nb__finite(nb__run* r, const nb_real* x, size_t n, const char* 
                     nb_preset_name(r->s->desc.preset));
 }
 
-/* Generic sublayer forward: x -> out, see the placement equations at nb_placement. */
+/* Generic sublayer forward: x -> out, see the placement equations at nb_placement. What follows
+   the branch (its output norm, the residual add, the post norm) is one pass over the rows. */
 static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, const nb__lc* c,
                                  nb_real* out, const nb_real* x) {
     const nb_layer_desc* ld = &r->s->layers[l].desc;
@@ -2590,8 +2591,10 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, cons
     const int nin = k ? NB__FF_IN : NB__ATTN_IN;
     const nb_real alpha = pl->residual_scale;
     const nb_real *h = x, *res;
-    nb_real *f, *sum;
+    const int d = r->s->desc.d_model;
+    nb_real* f;
     nb_result rc;
+    int row;
     if (pl->input_norm) {
         if ((rc = nb__nf(r, &p->n[nin], c->h[k], x, c->st[nin])) != NB_OK) return rc;
         h = c->h[k];
@@ -2600,13 +2603,27 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, cons
     f = pl->output_norm ? c->f[k] : r->sc.tmp[0];
     if ((rc = nb__F(r, l, k, p, c, f, h)) != NB_OK) return rc;
     if ((rc = nb__finite(r, f, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
-    if (pl->output_norm) {
-        if ((rc = nb__nf(r, &p->n[nin + 1], r->sc.tmp[0], f, c->st[nin + 1])) != NB_OK) return rc;
-        f = r->sc.tmp[0];
+    if (!pl->output_norm && !pl->post_norm) {
+        nb__lin(r, out, alpha, res, 1, f);
+        return NB_OK;
     }
-    sum = pl->post_norm ? c->s[k] : out;
-    nb__lin(r, sum, alpha, res, 1, f);
-    if (pl->post_norm) return nb__nf(r, &p->n[nin + 2], out, sum, c->st[nin + 2]);
+    /* output norm, residual add and post norm in one pass over the rows */
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
+            if(r->n >= NB__PAR_MIN))
+    for (row = 0; row < r->rows; row++) {
+        const size_t o = (size_t)row * d;
+        const nb_real* fr = f + o;
+        nb_real* sum = (pl->post_norm ? c->s[k] : out) + o;
+        int j;
+        if (pl->output_norm) {
+            nb_real* t = nb__rowbuf(r, omp_get_thread_num());
+            nb__nf_row(r, &p->n[nin + 1], t, fr, c->st[nin + 1], row);
+            fr = t;
+        }
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) sum[j] = alpha * res[o + j] + fr[j];
+        if (pl->post_norm) nb__nf_row(r, &p->n[nin + 2], out + o, sum, c->st[nin + 2], row);
+    }
     return NB_OK;
 }
 

@@ -343,9 +343,11 @@ static void side_by_side_and_threads(nbt_rng* rng) {
 
 /* Big enough (B*T*d >= 16K values) that the row loops and norms really run on 2 threads, so
    the per-thread partial sums of the gains (and SiameseNorm's gamma) and their reduction are
-   exercised: 1 vs 2 threads agree to rounding, 2 threads twice are bitwise identical. */
+   exercised, and so are the row-fused output norm / residual add / post norm of the generic
+   sublayer: 1 vs 2 threads agree to rounding, 2 threads twice are bitwise identical. */
 static void threads_large(nbt_rng* rng) {
-    static const nb_preset presets[] = {NB_PRESET_SIAMESE, NB_PRESET_HYBRID, NB_PRESET_POST};
+    static const nb_preset presets[] = {NB_PRESET_SIAMESE, NB_PRESET_HYBRID, NB_PRESET_POST,
+                                        NB_PRESET_SANDWICH, NB_PRESET_DEEPNORM};
     int i, norm;
     for (i = 0; i < (int)(sizeof presets / sizeof presets[0]); i++)
         for (norm = 0; norm < 2; norm++) {

@@ -2629,7 +2629,9 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, cons
 
 /* Generic sublayer backward: dout -> dx (overwritten; dx != dout).
    ds = J_post^T dout; df = J_out^T ds; dh = J_F^T df;
-   residual from norm: dx = J_in^T (dh + alpha ds); else dx = alpha ds + J_in^T dh. */
+   residual from norm: dx = J_in^T (dh + alpha ds); else dx = alpha ds + J_in^T dh.
+   ds is only needed per row: with a post norm it lives in a row buffer or in tmp[0] (when it
+   is also df). */
 static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb__lp* g,
                                   const nb__lc* c, nb_real* dx, const nb_real* dout,
                                   const nb_real* x) {
@@ -2637,26 +2639,47 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb_
     const nb_placement* pl = k ? &ld->ffn : &ld->attn;
     const int nin = k ? NB__FF_IN : NB__ATTN_IN;
     const nb_real alpha = pl->residual_scale;
-    const nb_real *ds = dout, *df, *h = pl->input_norm ? c->h[k] : x;
-    nb_real* dh = r->sc.tmp[2];
+    const nb_real *df = dout, *h = pl->input_norm ? c->h[k] : x;
+    nb_real *dh = r->sc.tmp[2], *dres = pl->residual_from_norm ? dh : dx;
     nb_result rc;
-    if (pl->post_norm) {
-        if ((rc = nb__nb(r, &p->n[nin + 2], &g->n[nin + 2], r->sc.tmp[0], dout, c->s[k],
-                         c->st[nin + 2], 0)) != NB_OK) return rc;
-        ds = r->sc.tmp[0];
-    }
-    df = ds;
-    if (pl->output_norm) {
-        if ((rc = nb__nb(r, &p->n[nin + 1], &g->n[nin + 1], r->sc.tmp[1], ds, c->f[k],
-                         c->st[nin + 1], 0)) != NB_OK) return rc;
-        df = r->sc.tmp[1];
+    if (!pl->post_norm && !pl->output_norm) {
+        nb__lin(r, dres, alpha, dout, 0, NULL);
+    } else { /* the post norm's and output norm's backward and dres = alpha ds: one row pass */
+        const int d = r->s->desc.d_model;
+        int used = 1;
+        df = pl->output_norm ? r->sc.tmp[1] : r->sc.tmp[0];
+        NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
+        {
+            const int th = omp_get_thread_num(), nt = omp_get_num_threads();
+            nb_real *pb_post, *pb_out;
+            nb_real* pg_post = nb__slot_part(r, 0, th, &g->n[nin + 2], &pb_post);
+            nb_real* pg_out = nb__slot_part(r, 1, th, &g->n[nin + 1], &pb_out);
+            int lo, hi, row, j;
+            if (th == 0) used = nt;
+            nb__split(r->rows, nt, th, &lo, &hi);
+            for (row = lo; row < hi; row++) {
+                const size_t o = (size_t)row * d;
+                const nb_real* ds = dout + o;
+                if (pl->post_norm) {
+                    nb_real* t = pl->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
+                    nb__nb_row(r, &p->n[nin + 2], t, ds, c->s[k] + o, c->st[nin + 2], row, 0,
+                               pg_post, pb_post);
+                    ds = t;
+                }
+                if (pl->output_norm)
+                    nb__nb_row(r, &p->n[nin + 1], r->sc.tmp[1] + o, ds, c->f[k] + o,
+                               c->st[nin + 1], row, 0, pg_out, pb_out);
+                NB__OMP(simd)
+                for (j = 0; j < d; j++) dres[o + j] = alpha * ds[j];
+            }
+        }
+        if (pl->post_norm) nb__slot_reduce(r, 0, used, &g->n[nin + 2]);
+        if (pl->output_norm) nb__slot_reduce(r, 1, used, &g->n[nin + 1]);
     }
     if (pl->residual_from_norm) {
-        nb__lin(r, dh, alpha, ds, 0, NULL);
         if ((rc = nb__Fb(r, l, k, p, g, c, dh, df, h, 1)) != NB_OK) return rc;
         return nb__nb(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], 0);
     }
-    nb__lin(r, dx, alpha, ds, 0, NULL);
     if (!pl->input_norm) return nb__Fb(r, l, k, p, g, c, dx, df, x, 1);
     if ((rc = nb__Fb(r, l, k, p, g, c, dh, df, h, 0)) != NB_OK) return rc;
     return nb__nb(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], 1);

@@ -2615,6 +2615,10 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, cons
         const nb_real* fr = f + o;
         nb_real* sum = (pl->post_norm ? c->s[k] : out) + o;
         int j;
+        if (row + 1 < r->rows) { /* this row's passes stay in L1: fetch the next meanwhile */
+            nb__prefetch_row(fr + d, d);
+            nb__prefetch_row(res + o + d, d);
+        }
         if (pl->output_norm) {
             nb_real* t = nb__rowbuf(r, omp_get_thread_num());
             nb__nf_row(r, &p->n[nin + 1], t, fr, c->st[nin + 1], row);
@@ -2660,6 +2664,11 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb_
             for (row = lo; row < hi; row++) {
                 const size_t o = (size_t)row * d;
                 const nb_real* ds = dout + o;
+                if (row + 1 < hi) {
+                    nb__prefetch_row(ds + d, d);
+                    if (pl->post_norm) nb__prefetch_row(c->s[k] + o + d, d);
+                    if (pl->output_norm) nb__prefetch_row(c->f[k] + o + d, d);
+                }
                 if (pl->post_norm) {
                     nb_real* t = pl->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
                     nb__nb_row(r, &p->n[nin + 2], t, ds, c->s[k] + o, c->st[nin + 2], row, 0,

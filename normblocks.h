@@ -2716,6 +2716,7 @@ static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc
         const size_t o = (size_t)row * d;
         nb_real* t = nb__rowbuf(r, omp_get_thread_num());
         int j;
+        if (row + 1 < r->rows) { nb__prefetch_row(y + o + d, d); nb__prefetch_row(x + o + d, d); }
         nb__nf_row(r, &p->n[NB__ATTN_Y], t, y + o, c->st[NB__ATTN_Y], row);
         NB__OMP(simd)
         for (j = 0; j < d; j++) c->ua[o + j] = x[o + j] * p->gamma[j] + t[j];
@@ -2728,6 +2729,10 @@ static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc
         const size_t o = (size_t)row * d;
         nb_real* t = nb__rowbuf(r, omp_get_thread_num());
         int j;
+        if (row + 1 < r->rows) {
+            nb__prefetch_row(x + o + d, d); nb__prefetch_row(y + o + d, d);
+            nb__prefetch_row(A + o + d, d);
+        }
         NB__OMP(simd)
         for (j = 0; j < d; j++) {
             c->x1[o + j] = x[o + j] + ic * A[o + j];
@@ -2775,6 +2780,10 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
         nb__split(r->rows, nt, th, &lo, &hi);
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
+            if (row + 1 < hi) {
+                nb__prefetch_row(t[1] + o + d, d); nb__prefetch_row(c->sf + o + d, d);
+                nb__prefetch_row(c->y1 + o + d, d); nb__prefetch_row(c->x1 + o + d, d);
+            }
             nb__nb_row(r, &p->n[NB__FF_INPUT], ds, t[1] + o, c->sf + o, c->st[NB__FF_INPUT], row,
                        0, pg_in, pb_in);
             NB__OMP(simd)
@@ -2804,6 +2813,10 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
             const nb_real* du = t[1] + o;
+            if (row + 1 < hi) {
+                nb__prefetch_row(du + d, d); nb__prefetch_row(x + o + d, d);
+                nb__prefetch_row(y + o + d, d);
+            }
             NB__OMP(simd)
             for (j = 0; j < d; j++) {
                 pgam[j] += x[o + j] * du[j];
@@ -2984,6 +2997,7 @@ static void nb__siamese_out_fwd(nb__run* r, const nb__tp* tp, nb_real* out, cons
         const size_t o = (size_t)row * d;
         nb_real* t = nb__rowbuf(r, omp_get_thread_num());
         int j;
+        if (row + 1 < r->rows) { nb__prefetch_row(yL + o + d, d); nb__prefetch_row(xL + o + d, d); }
         nb__nf_row(r, &tp->n[NB__LNYF], t, yL + o, r->sc.st[NB__LNYF], row);
         nb__nf_row(r, &tp->n[NB__LNF], fuse + o, xL + o, r->sc.st[NB__LNF], row);
         NB__OMP(simd)
@@ -3011,6 +3025,10 @@ static void nb__siamese_out_bwd(nb__run* r, const nb__tp* tp, nb__tp* tg, nb_rea
         nb__split(r->rows, nt, th, &lo, &hi);
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
+            if (row + 1 < hi) {
+                nb__prefetch_row(dout + o + d, d); nb__prefetch_row(r->sc.fuse + o + d, d);
+                nb__prefetch_row(xL + o + d, d); nb__prefetch_row(yL + o + d, d);
+            }
             nb__nb_row(r, &tp->n[NB__LNFINAL], da, dout + o, r->sc.fuse + o,
                        r->sc.st[NB__LNFINAL], row, 0, pg0, pb0);
             nb__nb_row(r, &tp->n[NB__LNF], dxL + o, da, xL + o, r->sc.st[NB__LNF], row, 0, pg1,

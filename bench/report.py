@@ -248,7 +248,7 @@ def report(res, meta):
         bad = [x for x in big if x[3] > 0.15]
         out.append("- Block non-GEMM overhead <= 15%% at (8,256,512,8) and (2,1024,1024,16): %s (%d of %d cases over: %s)"
                    % (yn(not bad), len(bad), len(big),
-                      ", ".join("%s %s %dT %.0f%%" % (NAMES.get(p, p), ",".join(map(str, s)), nt, 100 * o)
+                      ", ".join("%s %s %dT %.1f%%" % (NAMES.get(p, p), ",".join(map(str, s)), nt, 100 * o)
                                 for p, s, nt, o, _ in bad) or "none"))
     small = [x for x in speed_rows if x[1] == (4, 128, 256, 4) and x[3] is not None]
     if small:

@@ -674,6 +674,16 @@ static void nb__split(int n, int nt, int t, int* lo, int* hi) {
     *hi = *lo + base + (t < rem ? 1 : 0);
 }
 
+/* In a parallel region: this thread's share [*lo, *hi) of `rows` (static, as nb__split); thread
+   0 stores the team size in *used, the number of partial-sum blocks to reduce afterwards.
+   Returns the thread number. */
+static int nb__team_rows(int rows, int* used, int* lo, int* hi) {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    if (t == 0) *used = n;
+    nb__split(rows, n, t, lo, hi);
+    return t;
+}
+
 /* ---- normalization -------------------------------------------------------------------------- */
 
 /* Partial sums are padded to a cache line so threads never share one. */
@@ -784,6 +794,13 @@ static nb_real nb__gsums(const nb_real* dy, const nb_real* x, const nb_real* gai
 #define NB__BIAS_ITEMS 4
 typedef struct nb__bias_items { int n; const nb_real* dy[NB__BIAS_ITEMS]; } nb__bias_items;
 
+/* y += x over n values */
+static void nb__add_row(nb_real* NB__RESTRICT y, const nb_real* x, int n) {
+    int i;
+    NB__OMP(simd)
+    for (i = 0; i < n; i++) y[i] += x[i];
+}
+
 static void nb__bias_flush(nb__bias_items* it, int seg, nb_real* NB__RESTRICT pb) {
     int i, k;
     if (it->n == NB__BIAS_ITEMS) {
@@ -791,11 +808,7 @@ static void nb__bias_flush(nb__bias_items* it, int seg, nb_real* NB__RESTRICT pb
         NB__OMP(simd)
         for (i = 0; i < seg; i++) pb[i] += (d0[i] + d1[i]) + (d2[i] + d3[i]);
     } else {
-        for (k = 0; k < it->n; k++) {
-            const nb_real* dy = it->dy[k];
-            NB__OMP(simd)
-            for (i = 0; i < seg; i++) pb[i] += dy[i];
-        }
+        for (k = 0; k < it->n; k++) nb__add_row(pb, it->dy[k], seg);
     }
     it->n = 0;
 }
@@ -985,13 +998,11 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
         int used = 1;
         NB__OMP(parallel num_threads(nb_num_threads(ctx)) if((size_t)rows * width >= NB__PAR_MIN))
         {
-            const int t = omp_get_thread_num(), n = omp_get_num_threads();
+            int lo, hi, r, s;
+            const int t = nb__team_rows(rows, &used, &lo, &hi);
             nb_real *pb, *pg = nb__partials(scratch, t, seg, dgain != NULL, dbias != NULL, &pb);
             nb__bias_items items;
-            int lo, hi, r, s;
             items.n = 0;
-            if (t == 0) used = n;
-            nb__split(rows, n, t, &lo, &hi);
             for (r = lo; r < hi; r++) {
                 if (r + 1 < hi) { /* the dx pass touches no new memory: fetch meanwhile */
                     nb__prefetch_row(x + (size_t)(r + 1) * ldx, width);
@@ -2501,12 +2512,7 @@ static void nb__nb_row(const nb__run* r, const nb__norm* m, nb_real* dx, const n
                        const nb_real* x, const nb_real* st, int row, int accumulate, nb_real* pg,
                        nb_real* pb) {
     const int layer = r->s->desc.norm == NB_NORM_LAYER, d = r->s->desc.d_model;
-    if (pb) {
-        nb__bias_items it;
-        it.n = 0;
-        nb__bias_add(&it, dy, d, pb);
-        nb__bias_flush(&it, d, pb);
-    }
+    if (pb) nb__add_row(pb, dy, d);
     nb__norm_seg_bwd(dx, dy, x, d, m->g, layer ? st + r->rows + row : NULL, st[row], accumulate,
                      pg);
 }
@@ -2529,7 +2535,6 @@ static void nb__slot_reduce(const nb__run* r, int k, int used, const nb__norm* g
     if (gm->g) nb__reduce_partials(gm->g, nb__slot(r, k), used, stride, d);
     if (gm->b) nb__reduce_partials(gm->b, nb__slot(r, k) + nb__part_boff(d), used, stride, d);
 }
-
 
 /* out = a x + b y over n values (y may be NULL for b = 0; out may alias x or y) */
 static void nb__lin(const nb__run* r, nb_real* out, nb_real a, const nb_real* x, nb_real b,
@@ -2654,13 +2659,11 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb_
         df = pl->output_norm ? r->sc.tmp[1] : r->sc.tmp[0];
         NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
         {
-            const int th = omp_get_thread_num(), nt = omp_get_num_threads();
+            int lo, hi, row, j;
+            const int th = nb__team_rows(r->rows, &used, &lo, &hi);
             nb_real *pb_post, *pb_out;
             nb_real* pg_post = nb__slot_part(r, 0, th, &g->n[nin + 2], &pb_post);
             nb_real* pg_out = nb__slot_part(r, 1, th, &g->n[nin + 1], &pb_out);
-            int lo, hi, row, j;
-            if (th == 0) used = nt;
-            nb__split(r->rows, nt, th, &lo, &hi);
             for (row = lo; row < hi; row++) {
                 const size_t o = (size_t)row * d;
                 const nb_real* ds = dout + o;
@@ -2769,15 +2772,13 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
     if ((rc = nb__Fb(r, l, 1, p, g, c, t[1], t[0], c->uf, 0))) return rc;           /* du_f */
     NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
     {
-        const int th = omp_get_thread_num(), nt = omp_get_num_threads();
+        int lo, hi, row, j;
+        const int th = nb__team_rows(r->rows, &used, &lo, &hi);
         nb_real *pb_in, *pb_y, *pb_f;
         nb_real* pg_in = nb__slot_part(r, 0, th, &g->n[NB__FF_INPUT], &pb_in);
         nb_real* pg_y = nb__slot_part(r, 1, th, &g->n[NB__FF_Y], &pb_y);
         nb_real* pg_f = nb__slot_part(r, 2, th, &g->n[NB__FF_IN], &pb_f);
         nb_real *ds = nb__rowbuf(r, th), *dn = ds + NB__PAD(d);
-        int lo, hi, row, j;
-        if (th == 0) used = nt;
-        nb__split(r->rows, nt, th, &lo, &hi);
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
             if (row + 1 < hi) {
@@ -2803,13 +2804,11 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
     if ((rc = nb__Fb(r, l, 0, p, g, c, t[1], t[0], c->ua, 0))) return rc;           /* du_a */
     NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
     {
-        const int th = omp_get_thread_num(), nt = omp_get_num_threads();
+        int lo, hi, row, j;
+        const int th = nb__team_rows(r->rows, &used, &lo, &hi);
         nb_real *pb_ay, *unused;
         nb_real* pg_ay = nb__slot_part(r, 0, th, &g->n[NB__ATTN_Y], &pb_ay);
         nb_real* NB__RESTRICT pgam = nb__slot_part(r, 1, th, &gamma, &unused);
-        int lo, hi, row, j;
-        if (th == 0) used = nt;
-        nb__split(r->rows, nt, th, &lo, &hi);
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
             const nb_real* du = t[1] + o;
@@ -3014,15 +3013,13 @@ static void nb__siamese_out_bwd(nb__run* r, const nb__tp* tp, nb__tp* tg, nb_rea
     int used = 1;
     NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
     {
-        const int th = omp_get_thread_num(), nt = omp_get_num_threads();
+        int lo, hi, row;
+        const int th = nb__team_rows(r->rows, &used, &lo, &hi);
         nb_real *pb0, *pb1, *pb2;
         nb_real* pg0 = nb__slot_part(r, 0, th, &tg->n[NB__LNFINAL], &pb0);
         nb_real* pg1 = nb__slot_part(r, 1, th, &tg->n[NB__LNF], &pb1);
         nb_real* pg2 = nb__slot_part(r, 2, th, &tg->n[NB__LNYF], &pb2);
         nb_real* da = nb__rowbuf(r, th);
-        int lo, hi, row;
-        if (th == 0) used = nt;
-        nb__split(r->rows, nt, th, &lo, &hi);
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
             if (row + 1 < hi) {
@@ -3116,12 +3113,11 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
                 nb__copy(&r, cur[0], dout);
         } else {
             const nb_real* yL = nb__hidden(s, r.sc.hidden, L, 1);
-            const nb_real* da = dout;
             if (!s->desc.siamese_paper_fusion) {
                 nb__siamese_out_bwd(&r, &tp, &tg, cur[0], cur[1], dout, xL, yL);
             } else {
                 nb__copy(&r, cur[0], dout);
-                rc = nb__nb(&r, &tp.n[NB__LNYF], &tg.n[NB__LNYF], cur[1], da, yL,
+                rc = nb__nb(&r, &tp.n[NB__LNYF], &tg.n[NB__LNYF], cur[1], dout, yL,
                             r.sc.st[NB__LNYF], 0);
             }
         }

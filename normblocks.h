@@ -727,7 +727,11 @@ static nb_result nb__check_rows(nb_ctx* ctx, const char* fn, int rows, int width
 #else
 #define NB__VECTOR_BYTES 16
 #endif
-#define NB__LANES (NB__VECTOR_BYTES / (int)sizeof(nb_real))
+#ifdef NB_DOUBLE
+#define NB__LANES (NB__VECTOR_BYTES / 8)
+#else
+#define NB__LANES (NB__VECTOR_BYTES / 4)
+#endif
 #define NB__LANES_FOR(n, ...)                                                                \
     do {                                                                                     \
         const int full_ = (n) - (n) % NB__LANES;                                             \
@@ -739,12 +743,37 @@ static nb_result nb__check_rows(nb_ctx* ctx, const char* fn, int rows, int width
         for (k = 0; k < (n) - full_; k++) { const int j = full_ + k; __VA_ARGS__; }          \
     } while (0)
 
-/* a[0] + ... + a[NB__LANES - 1] as a pairwise tree */
+/* Fold the lanes a[] into a[0] and a[1] by a pairwise tree with OP, one loop per level so that
+   each is a vector operation (a loop over the levels runs scalar, through memory). */
+#define NB__FOLD_LEVEL(a, w, OP)                                                             \
+    do {                                                                                     \
+        int k_;                                                                              \
+        for (k_ = 0; k_ < (w); k_++) a[k_] = OP(a[k_], a[k_ + (w)]);                         \
+    } while (0)
+#if NB__LANES >= 16
+#define NB__FOLD16(a, OP) NB__FOLD_LEVEL(a, 8, OP)
+#else
+#define NB__FOLD16(a, OP) (void)0
+#endif
+#if NB__LANES >= 8
+#define NB__FOLD8(a, OP) NB__FOLD_LEVEL(a, 4, OP)
+#else
+#define NB__FOLD8(a, OP) (void)0
+#endif
+#if NB__LANES >= 4
+#define NB__FOLD4(a, OP) NB__FOLD_LEVEL(a, 2, OP)
+#else
+#define NB__FOLD4(a, OP) (void)0
+#endif
+#define NB__ADD(x, y) ((x) + (y))
+#define NB__MAX(x, y) ((y) > (x) ? (y) : (x))
+
+/* a[0] + ... + a[NB__LANES - 1] */
 static nb_real nb__fold(nb_real* a) {
-    int w, k;
-    for (w = NB__LANES / 2; w > 0; w /= 2)
-        for (k = 0; k < w; k++) a[k] += a[k + w];
-    return a[0];
+    NB__FOLD16(a, NB__ADD);
+    NB__FOLD8(a, NB__ADD);
+    NB__FOLD4(a, NB__ADD);
+    return a[0] + a[1];
 }
 
 /* sum (x - mu)^2; the sum of the deviations goes to *dev when dev != NULL */
@@ -826,12 +855,13 @@ static void nb__bias_add(nb__bias_items* it, const nb_real* dy, int seg, nb_real
 /* max of x (n >= 1) */
 static nb_real nb__max(const nb_real* x, int n) {
     nb_real m[NB__LANES];
-    int w, k;
+    int k;
     for (k = 0; k < NB__LANES; k++) m[k] = x[0];
-    NB__LANES_FOR(n, m[k] = x[j] > m[k] ? x[j] : m[k]);
-    for (w = NB__LANES / 2; w > 0; w /= 2)
-        for (k = 0; k < w; k++) m[k] = m[k + w] > m[k] ? m[k + w] : m[k];
-    return m[0];
+    NB__LANES_FOR(n, m[k] = NB__MAX(m[k], x[j]));
+    NB__FOLD16(m, NB__MAX);
+    NB__FOLD8(m, NB__MAX);
+    NB__FOLD4(m, NB__MAX);
+    return NB__MAX(m[0], m[1]);
 }
 
 /* Ask for a row's cache lines ahead of use (GCC/Clang): a row's second pass reads only L1, so

@@ -477,7 +477,7 @@ NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char
 NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch);
-/* din (B*T x d) is overwritten; grads (n_params) are accumulated. */
+/* din (B*T x d) is overwritten, and may be dout; grads (n_params) are accumulated. */
 NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
                                   nb_real* grads, nb_real* din, const nb_real* dout, int B,
                                   int T, const nb_real* cache, nb_real* scratch);
@@ -963,30 +963,31 @@ static void nb__reduce_partials(nb_real* out, const nb_real* partials, int nt, s
     }
 }
 
-/* dx of one segment (SET is = or +=) with the gain expression GI (gain[i] or 1), one branch-free
-   loop per case so each vectorizes. dy is read before dx is written at each i: dx may overwrite
-   dy. Uses the locals of nb__norm_seg_bwd. */
-#define NB__NORM_DX(GI, SET)                                                               \
+/* dx of one segment, dx = ADD J^T dy (ADD: "alpha * adds[i] +" or nothing), with the gain expression GI (gain[i] or 1), one
+   branch-free loop per case so each vectorizes. dy and add are read before dx is written at
+   each i: dx may overwrite either. Uses the locals of nb__norm_seg_bwd. */
+#define NB__NORM_DX(GI, ADD)                                                               \
     do {                                                                                   \
         NB__OMP(simd)                                                                      \
         for (i = 0; i < seg; i++)                                                          \
-            dxs[i] SET rs * (dys[i] * (GI) - mg - (xs[i] - mu) * rs * mgx);                \
+            dxs[i] = ADD rs * (dys[i] * (GI) - mg - (xs[i] - mu) * rs * mgx);              \
     } while (0)
 #define NB__NORM_DX_ALL(GI)                                                                \
     do {                                                                                   \
-        if (accumulate) NB__NORM_DX(GI, +=);                                               \
-        else NB__NORM_DX(GI, =);                                                           \
+        if (adds) NB__NORM_DX(GI, alpha * adds[i] +);                                      \
+        else NB__NORM_DX(GI, );                                                            \
     } while (0)
 
 /* One segment of a norm backward; LayerNorm when mean != NULL. With xhat = (x - mu) * rstd
    (mu = 0 for RMSNorm) and g = dy * gain:
      RMSNorm   dx = rstd * (g - xhat * mean(g * xhat))
      LayerNorm dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-   (the mean(g) term is the gradient through mu); dx overwritten or accumulated (dx may be dy).
-   The dgain terms dy * xhat go to the partial sums pg (may be NULL); dbias: nb__bias_add. */
+   (the mean(g) term is the gradient through mu), plus alpha * adds when adds != NULL (a
+   residual path, or dx itself to accumulate; dx may be dy or adds). The dgain terms dy * xhat
+   go to the partial sums pg (may be NULL); dbias: nb__bias_add. */
 static void nb__norm_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs, int seg,
-                             const nb_real* gain, const nb_real* mean, nb_real rs, int accumulate,
-                             nb_real* pg) {
+                             const nb_real* gain, const nb_real* mean, nb_real rs,
+                             const nb_real* adds, nb_real alpha, nb_real* pg) {
     const nb_real mu = mean ? *mean : 0;
     nb_real sg, mg, mgx;
     int i;
@@ -1013,7 +1014,7 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
                                    nb_real* dgain, nb_real* dbias, const nb_real* dy, int lddy,
                                    const nb_real* x, int ldx, const nb_real* mean,
                                    const nb_real* rstd, const nb_real* gain, int rows, int width,
-                                   int seg, int accumulate, nb_real* scratch) {
+                                   int seg, const nb_real* add, nb_real alpha, nb_real* scratch) {
     nb_result rc = nb__check_rows(ctx, fn, rows, width, &seg, ldx, lddy, 1);
     if (rc) return rc;
     NB__CHECK(lddx < width, NB_ERR_SHAPE, "%s: lddx (%d) must be >= width (%d)", fn, lddx, width);
@@ -1043,7 +1044,8 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
                     if (pb && dys == dx + (size_t)r * lddx + o) /* dx overwrites dy: add now */
                         nb__bias_flush(&items, seg, pb);
                     nb__norm_seg_bwd(dx + (size_t)r * lddx + o, dys, xs, seg, gain,
-                                     mean ? mean + k : NULL, rstd[k], accumulate, pg);
+                                     mean ? mean + k : NULL, rstd[k],
+                                     add ? add + (size_t)r * lddx + o : NULL, alpha, pg);
                 }
             }
             if (pb) nb__bias_flush(&items, seg, pb);
@@ -1060,7 +1062,8 @@ NBDEF nb_result nb_rmsnorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real*
                                     int rows, int width, int seg, int accumulate,
                                     nb_real* scratch) {
     return nb__norm_backward(ctx, "nb_rmsnorm_backward", dx, lddx, dgain, NULL, dy, lddy, x, ldx,
-                             NULL, rstd, gain, rows, width, seg, accumulate, scratch);
+                             NULL, rstd, gain, rows, width, seg, accumulate ? dx : NULL, 1,
+                             scratch);
 }
 
 NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* mean,
@@ -1083,7 +1086,8 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
                                       nb_real* scratch) {
     NB__CHECK(!mean, NB_ERR_NULL, "nb_layernorm_backward: mean is required");
     return nb__norm_backward(ctx, "nb_layernorm_backward", dx, lddx, dgain, dbias, dy, lddy, x,
-                             ldx, mean, rstd, gain, rows, width, seg, accumulate, scratch);
+                             ldx, mean, rstd, gain, rows, width, seg, accumulate ? dx : NULL, 1,
+                             scratch);
 }
 
 /* ---- softmax -------------------------------------------------------------------------------- */
@@ -2514,15 +2518,21 @@ static nb_result nb__nf(nb__run* r, const nb__norm* m, nb_real* y, const nb_real
     return nb_rmsnorm_forward(r->ctx, y, d, st, x, d, m->g, r->rows, d, 0, r->s->desc.eps);
 }
 
-/* Block norm backward: dx = J^T dy (overwritten, or added when accumulate); grads in gm. */
+/* Block norm backward: dx = alpha add + J^T dy (add may be NULL, or dx); grads in gm. */
+static nb_result nb__nb_add(nb__run* r, const nb__norm* m, const nb__norm* gm, nb_real* dx,
+                            const nb_real* dy, const nb_real* x, const nb_real* st,
+                            const nb_real* add, nb_real alpha) {
+    const int d = r->s->desc.d_model, layer = r->s->desc.norm == NB_NORM_LAYER;
+    return nb__norm_backward(r->ctx, layer ? "nb_layernorm_backward" : "nb_rmsnorm_backward", dx,
+                             d, gm->g, layer ? gm->b : NULL, dy, d, x, d,
+                             layer ? st + r->rows : NULL, st, m->g, r->rows, d, d, add, alpha,
+                             r->sc.partials);
+}
+
+/* dx = J^T dy (overwritten, or added when accumulate); grads in gm. */
 static nb_result nb__nb(nb__run* r, const nb__norm* m, const nb__norm* gm, nb_real* dx,
                         const nb_real* dy, const nb_real* x, const nb_real* st, int accumulate) {
-    const int d = r->s->desc.d_model;
-    if (r->s->desc.norm == NB_NORM_LAYER)
-        return nb_layernorm_backward(r->ctx, dx, d, gm->g, gm->b, dy, d, x, d, st + r->rows, st,
-                                     m->g, r->rows, d, 0, accumulate, r->sc.partials);
-    return nb_rmsnorm_backward(r->ctx, dx, d, gm->g, dy, d, x, d, st, m->g, r->rows, d, 0,
-                               accumulate, r->sc.partials);
+    return nb__nb_add(r, m, gm, dx, dy, x, st, accumulate ? dx : NULL, 1);
 }
 
 /* The same norms on one row (row-fused loops): y = N(x) for row `row` of the stats. */
@@ -2533,14 +2543,14 @@ static void nb__nf_row(const nb__run* r, const nb__norm* m, nb_real* y, const nb
                      layer ? st + r->rows + row : NULL, st + row);
 }
 
-/* dx = J^T dy on one row (added when accumulate); gain and bias terms into pg and pb. */
+/* dx = J^T dy on one row (added to dx when accumulate); gain and bias terms into pg and pb. */
 static void nb__nb_row(const nb__run* r, const nb__norm* m, nb_real* dx, const nb_real* dy,
                        const nb_real* x, const nb_real* st, int row, int accumulate, nb_real* pg,
                        nb_real* pb) {
     const int layer = r->s->desc.norm == NB_NORM_LAYER, d = r->s->desc.d_model;
     if (pb) nb__add_row(pb, dy, d);
-    nb__norm_seg_bwd(dx, dy, x, d, m->g, layer ? st + r->rows + row : NULL, st[row], accumulate,
-                     pg);
+    nb__norm_seg_bwd(dx, dy, x, d, m->g, layer ? st + r->rows + row : NULL, st[row],
+                     accumulate ? dx : NULL, 1, pg);
 }
 
 /* Partial-sum slot k (max_threads blocks of nb__part_stride(d)) and a thread's row buffers. */
@@ -2676,9 +2686,12 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb_
     const nb_real alpha = pl->residual_scale;
     const nb_real *df = dout, *h = pl->input_norm ? c->h[k] : x;
     nb_real *dh = r->sc.tmp[2], *dres = pl->residual_from_norm ? dh : dx;
+    /* Pre-Norm form: the input norm's backward adds alpha dout itself (no copy of dout) */
+    const int direct = !pl->post_norm && !pl->output_norm && pl->input_norm &&
+                       !pl->residual_from_norm;
     nb_result rc;
     if (!pl->post_norm && !pl->output_norm) {
-        nb__lin(r, dres, alpha, dout, 0, NULL);
+        if (!direct) nb__lin(r, dres, alpha, dout, 0, NULL);
     } else { /* the post norm's and output norm's backward and dres = alpha ds: one row pass */
         const int d = r->s->desc.d_model;
         int used = 1;
@@ -2720,6 +2733,7 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb_
     }
     if (!pl->input_norm) return nb__Fb(r, l, k, p, g, c, dx, df, x, 1);
     if ((rc = nb__Fb(r, l, k, p, g, c, dh, df, h, 0)) != NB_OK) return rc;
+    if (direct) return nb__nb_add(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], dout, alpha);
     return nb__nb(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], 1);
 }
 
@@ -3123,19 +3137,23 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
     nb_result rc = nb__check_run(ctx, "nb_stack_backward", s, B, T, params, grads, din, dout,
                                  cache);
     const int L = s ? s->desc.n_layers : 0;
-    int l, k;
+    int l, k, top_is_dout, into_din;
     if (rc) return rc;
     NB__CHECK(!scratch, NB_ERR_NULL, "nb_stack_backward: scratch is required");
     nb__run_init(&r, ctx, s, B, T, cache, scratch);
     nb__bind_top(s, params, &tp);
     nb__bind_top(s, grads, &tg);
     cur[0] = r.sc.grad[0]; cur[1] = r.sc.grad[1]; nxt[0] = r.sc.grad[2]; nxt[1] = r.sc.grad[3];
+    /* Without final and embedding norms the last layer reads dout and the first writes din
+       directly (no copies); din may be dout: a layer reads dout before it writes din. */
+    top_is_dout = s->streams == 1 && !tp.n[NB__LNF].g;
+    into_din = s->streams == 1 && !tp.n[NB__EMBED].g;
     {
         const nb_real* xL = nb__hidden(s, r.sc.hidden, L, 0);
         if (s->streams == 1) {
             if (tp.n[NB__LNF].g)
                 rc = nb__nb(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], cur[0], dout, xL, r.sc.st[NB__LNF], 0);
-            else
+            else if (!top_is_dout)
                 nb__copy(&r, cur[0], dout);
         } else {
             const nb_real* yL = nb__hidden(s, r.sc.hidden, L, 1);
@@ -3152,18 +3170,21 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
     for (l = L - 1; l >= 0; l--) {
         const nb_real* i[2];
         const nb_real* d[2];
-        nb_real* t;
+        nb_real *o[2], *t;
         for (k = 0; k < 2; k++) {
             i[k] = nb__hidden(s, r.sc.hidden, l, k < s->streams ? k : 0);
             d[k] = cur[k];
+            o[k] = nxt[k];
         }
-        if ((rc = nb__layer_bwd(&r, l, params, grads, nxt, d, i, cache))) return rc;
+        if (l == L - 1 && top_is_dout) d[0] = dout;
+        if (l == 0 && into_din) o[0] = din;
+        if ((rc = nb__layer_bwd(&r, l, params, grads, o, d, i, cache))) return rc;
         for (k = 0; k < 2; k++) { t = cur[k]; cur[k] = nxt[k]; nxt[k] = t; }
     }
+    if (into_din) return NB_OK;
     /* both SiameseNorm streams start from the input: dE = dx_0 + dy_0 */
     if (!tp.n[NB__EMBED].g) {
-        if (s->streams == 2) nb__lin(&r, din, 1, cur[0], 1, cur[1]);
-        else nb__copy(&r, din, cur[0]);
+        nb__lin(&r, din, 1, cur[0], 1, cur[1]);
         return NB_OK;
     }
     if (s->streams == 2) nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);

@@ -133,6 +133,13 @@ static void fd_all(nbt_rng* rng) {
         ls[2].sites = NB_SITE_Q | NB_SITE_C; ls[2].attn.residual_scale = 0.5f;
         d.layers = ls;
         fd_case("custom schedule", &d, 2, 3, rng);
+        /* Pre-Norm sublayers with residual scales: alpha x + F(N(x)) */
+        memset(ls, 0, sizeof ls);
+        ls[0].attn.input_norm = 1; ls[0].attn.residual_scale = 0.6f;
+        ls[0].ffn.input_norm = 1; ls[0].ffn.residual_scale = 1.3f;
+        ls[1] = ls[0]; ls[1].attn.residual_scale = 1;
+        d.n_layers = 2;
+        fd_case("Pre-Norm with residual scales", &d, 2, 3, rng);
     }
 }
 #endif
@@ -377,6 +384,39 @@ static void threads_large(nbt_rng* rng) {
         }
 }
 
+/* Without final and embedding norms the stack backward reads dout and writes din directly:
+   din == dout (in place) must give the gradients of separate buffers, with one layer (which
+   reads dout and writes din) and two, and with the final norm on. */
+static void in_place_backward(nbt_rng* rng) {
+    static const struct { const char* name; int L, final_norm; } cases[] = {
+        {"pre", 1, -1}, {"pre", 2, -1}, {"post", 1, -1}, {"gpt2", 2, 0}, {"siamese", 1, 0}};
+    int i;
+    for (i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, cases[i].L);
+        const size_t n = (size_t)2 * 3 * d.d_model;
+        run r;
+        nb_real *din, *g;
+        char what[96];
+        nb_preset_from_name(NULL, &d, cases[i].name);
+        d.final_norm = cases[i].final_norm;
+        snprintf(what, sizeof what, "%s L=%d final norm %d: backward in place (din == dout)",
+                 cases[i].name, cases[i].L, cases[i].final_norm);
+        nbt_check(setup(&r, &d, 2, 3, rng, 1) && grads(&r), "in_place setup");
+        din = nbt_alloc(n);
+        g = nbt_alloc(r.s.n_params);
+        memcpy(din, r.din, n * sizeof(nb_real));
+        memcpy(g, r.grads, r.s.n_params * sizeof(nb_real));
+        memset(r.grads, 0, r.s.n_params * sizeof(nb_real));
+        memcpy(r.din, r.dout, n * sizeof(nb_real));
+        nbt_check(nb_stack_backward(&r.ctx, &r.s, r.params, r.grads, r.din, r.din, r.B, r.T,
+                                    r.cache, r.scratch) == NB_OK, what);
+        nbt_same_bits(what, r.din, din, n);
+        nbt_same_bits(what, r.grads, g, r.s.n_params);
+        free(din); free(g);
+        teardown(&r);
+    }
+}
+
 static void table_and_init(nbt_rng* rng) {
     nb_stack_desc d = base_desc(NB_PRESET_HYBRID, 4);
     run r;
@@ -574,6 +614,7 @@ int main(void) {
     siamese_degenerate(&rng);
     side_by_side_and_threads(&rng);
     threads_large(&rng);
+    in_place_backward(&rng);
     table_and_init(&rng);
     init_schemes(&rng);
     diagnostics(&rng);

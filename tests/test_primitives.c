@@ -182,8 +182,11 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
 
 /* ---- softmax ---- */
 
+/* spike != 0: one logit per row, at a column moving by 5 from row to row (every reduction
+   lane and the tail), is set to spike: softmax is shift-invariant, so a max that misses it is
+   only visible through exp overflowing */
 static void run_softmax_case(const char* cname, int rows, int cols, int ld, double scale,
-                             int causal, nbt_rng* rng) {
+                             int causal, double spike, nbt_rng* rng) {
     const size_t n = (size_t)rows * ld;
     nb_real *s = nbt_alloc(n), *p = nbt_alloc(n), *dp = nbt_alloc(n), *ds = nbt_alloc(n),
             *lse = nbt_alloc(rows);
@@ -195,6 +198,10 @@ static void run_softmax_case(const char* cname, int rows, int cols, int ld, doub
     memset(&ctx, 0, sizeof ctx);
     nbt_fill(rng, s, n, 0, 2);
     nbt_fill(rng, dp, n, 0, 1);
+    for (i = 0; spike != 0 && i < rows; i++) {
+        const int nv = causal ? i + 1 + cols - rows : cols;
+        if (nv > 0) s[(size_t)i * ld + (size_t)(5 * i) % (nv < cols ? nv : cols)] = (nb_real)spike;
+    }
     sd = to_d(s, n);
     nbt_check(nb_softmax_forward(&ctx, p, ld, lse, s, ld, rows, cols, (nb_real)scale, causal) ==
                   NB_OK, "softmax forward NB_OK");
@@ -290,10 +297,15 @@ int main(void) {
     size_t c;
     int ta, tb;
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) run_norm_case(&cases[c], &rng);
-    run_softmax_case("5x7 full", 5, 7, 7, 0.35, 0, &rng);
-    run_softmax_case("6x6 causal strided", 6, 6, 9, 0.5, 1, &rng);
-    run_softmax_case("3x6 causal bottom-right", 3, 6, 6, 1.0, 1, &rng);
-    run_softmax_case("6x3 causal, first rows empty", 6, 3, 3, 1.0, 1, &rng);
+    run_softmax_case("5x7 full", 5, 7, 7, 0.35, 0, 0, &rng);
+    run_softmax_case("6x6 causal strided", 6, 6, 9, 0.5, 1, 0, &rng);
+    run_softmax_case("3x6 causal bottom-right", 3, 6, 6, 1.0, 1, 0, &rng);
+    run_softmax_case("6x3 causal, first rows empty", 6, 3, 3, 1.0, 1, 0, &rng);
+    /* rows longer than the reduction lanes (up to 16), with tails */
+    run_softmax_case("4x40 full", 4, 40, 40, 0.35, 0, 0, &rng);
+    run_softmax_case("20x37 causal strided", 20, 37, 41, 0.5, 1, 0, &rng);
+    run_softmax_case("16x40 spiked", 16, 40, 40, 2.0, 0, 60, &rng);
+    run_softmax_case("24x30 causal spiked", 24, 30, 30, 2.0, 1, 60, &rng);
     for (ta = 0; ta < 2; ta++)
         for (tb = 0; tb < 2; tb++) {
             run_gemm_case(ta, tb, 7, 5, 9, 1.0, 0.0, &rng);

@@ -963,9 +963,10 @@ static void nb__reduce_partials(nb_real* out, const nb_real* partials, int nt, s
     }
 }
 
-/* dx of one segment, dx = ADD J^T dy (ADD: "alpha * adds[i] +" or nothing), with the gain expression GI (gain[i] or 1), one
-   branch-free loop per case so each vectorizes. dy and add are read before dx is written at
-   each i: dx may overwrite either. Uses the locals of nb__norm_seg_bwd. */
+/* dx of one segment, dx = ADD J^T dy (ADD: "alpha * adds[i] +" or nothing) with the gain
+   expression GI (gain[i] or 1), one branch-free loop per case so each vectorizes. dy and adds
+   are read before dx is written at each i: dx may overwrite either. Uses the locals of
+   nb__norm_seg_bwd. */
 #define NB__NORM_DX(GI, ADD)                                                               \
     do {                                                                                   \
         NB__OMP(simd)                                                                      \

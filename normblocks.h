@@ -2544,14 +2544,14 @@ static void nb__nf_row(const nb__run* r, const nb__norm* m, nb_real* y, const nb
                      layer ? st + r->rows + row : NULL, st + row);
 }
 
-/* dx = J^T dy on one row (added to dx when accumulate); gain and bias terms into pg and pb. */
+/* dx = add + J^T dy on one row (add NULL: nothing; it may be dx); gain and bias terms into pg
+   and pb. */
 static void nb__nb_row(const nb__run* r, const nb__norm* m, nb_real* dx, const nb_real* dy,
-                       const nb_real* x, const nb_real* st, int row, int accumulate, nb_real* pg,
-                       nb_real* pb) {
+                       const nb_real* x, const nb_real* st, int row, const nb_real* add,
+                       nb_real* pg, nb_real* pb) {
     const int layer = r->s->desc.norm == NB_NORM_LAYER, d = r->s->desc.d_model;
     if (pb) nb__add_row(pb, dy, d);
-    nb__norm_seg_bwd(dx, dy, x, d, m->g, layer ? st + r->rows + row : NULL, st[row],
-                     accumulate ? dx : NULL, 1, pg);
+    nb__norm_seg_bwd(dx, dy, x, d, m->g, layer ? st + r->rows + row : NULL, st[row], add, 1, pg);
 }
 
 /* Partial-sum slot k (max_threads blocks of nb__part_stride(d)) and a thread's row buffers. */
@@ -2714,13 +2714,13 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb_
                 }
                 if (pl->post_norm) {
                     nb_real* t = pl->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
-                    nb__nb_row(r, &p->n[nin + 2], t, ds, c->s[k] + o, c->st[nin + 2], row, 0,
+                    nb__nb_row(r, &p->n[nin + 2], t, ds, c->s[k] + o, c->st[nin + 2], row, NULL,
                                pg_post, pb_post);
                     ds = t;
                 }
                 if (pl->output_norm)
                     nb__nb_row(r, &p->n[nin + 1], r->sc.tmp[1] + o, ds, c->f[k] + o,
-                               c->st[nin + 1], row, 0, pg_out, pb_out);
+                               c->st[nin + 1], row, NULL, pg_out, pb_out);
                 NB__OMP(simd)
                 for (j = 0; j < d; j++) dres[o + j] = alpha * ds[j];
             }
@@ -2827,13 +2827,12 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
                 nb__prefetch_row(c->y1 + o + d, d); nb__prefetch_row(c->x1 + o + d, d);
             }
             nb__nb_row(r, &p->n[NB__FF_INPUT], ds, t[1] + o, c->sf + o, c->st[NB__FF_INPUT], row,
-                       0, pg_in, pb_in);
+                       NULL, pg_in, pb_in);
             NB__OMP(simd)
             for (j = 0; j < d; j++) dn[j] = dxo[o + j] + ds[j];
-            if (dy != dyo) memcpy(dy + o, dyo + o, (size_t)d * sizeof(nb_real));
-            nb__nb_row(r, &p->n[NB__FF_Y], dy + o, ds, c->y1 + o, c->st[NB__FF_Y], row, 1, pg_y,
-                       pb_y);                                                        /* dy1 */
-            nb__nb_row(r, &p->n[NB__FF_IN], dx + o, dn, c->x1 + o, c->st[NB__FF_IN], row, 0,
+            nb__nb_row(r, &p->n[NB__FF_Y], dy + o, ds, c->y1 + o, c->st[NB__FF_Y], row, dyo + o,
+                       pg_y, pb_y);                                                  /* dy1 */
+            nb__nb_row(r, &p->n[NB__FF_IN], dx + o, dn, c->x1 + o, c->st[NB__FF_IN], row, NULL,
                        pg_f, pb_f);                                                  /* dx1 */
             NB__OMP(simd)
             for (j = 0; j < d; j++) t[0][o + j] = ic * dx[o + j] + dy[o + j];     /* dA */
@@ -2862,8 +2861,8 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
                 pgam[j] += x[o + j] * du[j];
                 dx[o + j] += p->gamma[j] * du[j];
             }
-            nb__nb_row(r, &p->n[NB__ATTN_Y], dy + o, du, y + o, c->st[NB__ATTN_Y], row, 1, pg_ay,
-                       pb_ay);
+            nb__nb_row(r, &p->n[NB__ATTN_Y], dy + o, du, y + o, c->st[NB__ATTN_Y], row, dy + o,
+                       pg_ay, pb_ay);
         }
     }
     nb__slot_reduce(r, 0, used, &g->n[NB__ATTN_Y]);
@@ -2905,9 +2904,8 @@ static nb_result nb__pp_backward(nb__run* r, int l, int k, const nb__lp* p, nb__
     if ((rc = nb__Fb(r, l, k, p, g, c, t[1], t[0], c->v[k], 0))) return rc;
     if ((rc = nb__nb(r, &p->n[nin], &g->n[nin], t[2], t[1], c->w[k], c->st[nin], 0))) return rc;
     nb__lin(r, t[3], 1, dxo, 1, t[2]);
-    nb__copy(r, dy, dyo);
     if ((rc = nb__nb(r, &p->n[nx], &g->n[nx], dx, t[3], x, c->st[nx], 0))) return rc;
-    return nb__nb(r, &p->n[ny], &g->n[ny], dy, t[2], y, c->st[ny], 1);
+    return nb__nb_add(r, &p->n[ny], &g->n[ny], dy, t[2], y, c->st[ny], dyo, 1);  /* dy may be dyo */
 }
 
 static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, int B, int T,
@@ -3068,11 +3066,11 @@ static void nb__siamese_out_bwd(nb__run* r, const nb__tp* tp, nb__tp* tg, nb_rea
                 nb__prefetch_row(xL + o + d, d); nb__prefetch_row(yL + o + d, d);
             }
             nb__nb_row(r, &tp->n[NB__LNFINAL], da, dout + o, r->sc.fuse + o,
-                       r->sc.st[NB__LNFINAL], row, 0, pg0, pb0);
-            nb__nb_row(r, &tp->n[NB__LNF], dxL + o, da, xL + o, r->sc.st[NB__LNF], row, 0, pg1,
+                       r->sc.st[NB__LNFINAL], row, NULL, pg0, pb0);
+            nb__nb_row(r, &tp->n[NB__LNF], dxL + o, da, xL + o, r->sc.st[NB__LNF], row, NULL, pg1,
                        pb1);
-            nb__nb_row(r, &tp->n[NB__LNYF], dyL + o, da, yL + o, r->sc.st[NB__LNYF], row, 0, pg2,
-                       pb2);
+            nb__nb_row(r, &tp->n[NB__LNYF], dyL + o, da, yL + o, r->sc.st[NB__LNYF], row, NULL,
+                       pg2, pb2);
         }
     }
     nb__slot_reduce(r, 0, used, &tg->n[NB__LNFINAL]);

@@ -152,6 +152,14 @@ typedef struct nb_ctx {
     void (*log)(void* user, nb_result code, const char* message); /* optional error sink */
     void* log_user;
     void* alloc_user;  /* passed to NB_MALLOC/NB_FREE by convenience allocators */
+    /* Optional: nb_stack_backward calls this each time a contiguous range of the gradient
+       buffer is final for the call (nothing later in the call writes it), in backward order:
+       the final norms (layer -1), layers L-1 down to 0, the embedding norm (layer -1). Empty
+       ranges are skipped. Called from the calling thread between parallel regions, so a
+       trainer can start reducing those gradients (MPI buckets, as PyTorch DDP does) while the
+       backward goes on. The ranges tile [0, n_params) exactly once per call. */
+    void (*grads_ready)(void* user, int layer, size_t offset, size_t count);
+    void* grads_ready_user;
     char err[256];     /* message of the last failure of a call made with this context */
 } nb_ctx;
 
@@ -3127,6 +3135,15 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
     }
 }
 
+/* End of the last layer's parameters: the final norms follow. */
+static size_t nb__layers_end(const nb_stack* s) {
+    const nb_layer* last = &s->layers[s->desc.n_layers - 1];
+    return last->param_offset + last->n_params;
+}
+static void nb__grads_ready(nb_ctx* ctx, int layer, size_t offset, size_t count) {
+    if (ctx && ctx->grads_ready && count) ctx->grads_ready(ctx->grads_ready_user, layer, offset, count);
+}
+
 NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
                                   nb_real* grads, nb_real* din, const nb_real* dout, int B,
                                   int T, const nb_real* cache, nb_real* scratch) {
@@ -3166,6 +3183,7 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         }
         if (rc) return rc;
     }
+    nb__grads_ready(ctx, -1, nb__layers_end(s), s->n_params - nb__layers_end(s));
     for (l = L - 1; l >= 0; l--) {
         const nb_real* i[2];
         const nb_real* d[2];
@@ -3178,6 +3196,7 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         if (l == L - 1 && top_is_dout) d[0] = dout;
         if (l == 0 && into_din) o[0] = din;
         if ((rc = nb__layer_bwd(&r, l, params, grads, o, d, i, cache))) return rc;
+        nb__grads_ready(ctx, l, s->layers[l].param_offset, s->layers[l].n_params);
         for (k = 0; k < 2; k++) { t = cur[k]; cur[k] = nxt[k]; nxt[k] = t; }
     }
     if (into_din) return NB_OK;
@@ -3187,8 +3206,10 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         return NB_OK;
     }
     if (s->streams == 2) nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);
-    return nb__nb(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,
-                  r.sc.st[NB__EMBED], 0);
+    rc = nb__nb(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e, r.sc.st[NB__EMBED],
+                0);
+    if (!rc) nb__grads_ready(ctx, -1, 0, s->layers[0].param_offset);
+    return rc;
 }
 
 /* ---- initialization ---- */

@@ -417,6 +417,61 @@ static void in_place_backward(nbt_rng* rng) {
     }
 }
 
+/* The grads_ready hook: the ranges tile [0, n_params) once, in descending order, and each
+   range already holds its final values when reported (a trainer reduces it right away). */
+typedef struct ready_log {
+    const run* r;
+    nb_real* snap;            /* the gradient values seen at report time */
+    unsigned char* seen;
+    size_t last_end;
+    int calls, order_ok, overlap;
+} ready_log;
+
+static void on_ready(void* user, int layer, size_t offset, size_t count) {
+    ready_log* g = (ready_log*)user;
+    size_t i;
+    (void)layer;
+    g->calls++;
+    if (offset + count != g->last_end) g->order_ok = 0; /* contiguous, top down */
+    g->last_end = offset;
+    for (i = offset; i < offset + count; i++) {
+        g->overlap |= g->seen[i];
+        g->seen[i] = 1;
+        g->snap[i] = g->r->grads[i];
+    }
+}
+
+static void grads_ready_hook(nbt_rng* rng) {
+    static const char* const names[] = {"pre", "post", "embednorm", "siamese", "siamese_post_pre", "gpt2"};
+    int i;
+    for (i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
+        nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 3);
+        run r;
+        ready_log g;
+        size_t k, missing = 0;
+        char what[96];
+        nb_preset_from_name(NULL, &d, names[i]);
+        nbt_check(setup(&r, &d, 2, 3, rng, 1), "grads_ready setup");
+        memset(&g, 0, sizeof g);
+        g.r = &r;
+        g.snap = nbt_alloc(r.s.n_params);
+        g.seen = (unsigned char*)calloc(r.s.n_params, 1);
+        g.last_end = r.s.n_params;
+        g.order_ok = 1;
+        r.ctx.grads_ready = on_ready;
+        r.ctx.grads_ready_user = &g;
+        nbt_check(grads(&r), "grads_ready backward");
+        for (k = 0; k < r.s.n_params; k++) missing += !g.seen[k];
+        snprintf(what, sizeof what, "%s: grads_ready ranges tile the buffer top down (%d calls)",
+                 names[i], g.calls);
+        nbt_check(g.order_ok && !g.overlap && !missing && g.last_end == 0 && g.calls >= 3, what);
+        snprintf(what, sizeof what, "%s: gradients are final when reported", names[i]);
+        nbt_same_bits(what, g.snap, r.grads, r.s.n_params);
+        free(g.snap); free(g.seen);
+        teardown(&r);
+    }
+}
+
 static void table_and_init(nbt_rng* rng) {
     nb_stack_desc d = base_desc(NB_PRESET_HYBRID, 4);
     run r;
@@ -615,6 +670,7 @@ int main(void) {
     side_by_side_and_threads(&rng);
     threads_large(&rng);
     in_place_backward(&rng);
+    grads_ready_hook(&rng);
     table_and_init(&rng);
     init_schemes(&rng);
     diagnostics(&rng);

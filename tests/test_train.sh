@@ -17,8 +17,9 @@ pass() { PASSED=$((PASSED + 1)); echo "ok: $1"; }
 fail() { FAILED=$((FAILED + 1)); echo "FAIL: $1"; }
 
 # tiny model, one thread: bitwise reproducible
-TINY=(--d 32 --layers 2 --heads 2 --seq 24 --batch 4 --threads 1 --log-every 10 --eval-batches 2
-      --warmup 5 --lr 3e-3)
+ANY_DEPTH=(--d 32 --heads 2 --seq 24 --batch 4 --threads 1 --log-every 10 --eval-batches 2
+           --warmup 5 --lr 3e-3)
+TINY=("${ANY_DEPTH[@]}" --layers 2)
 
 final_field() { # final_field FILE KEY -> the value after KEY on the "final:" line
   sed -n "s/^final:.* $2 \([^ ]*\).*/\1/p" "$1"
@@ -99,7 +100,7 @@ fi
 
 # 6. diagnostics, a text corpus, a per-layer schedule
 for i in $(seq 1 200); do echo "the quick brown fox $i jumps over the lazy dog"; done > corpus.txt
-"$TRAIN" "${TINY[@]}" --steps 10 --data corpus.txt --schedule post,hybrid --diag diag > text.log 2>&1
+"$TRAIN" "${ANY_DEPTH[@]}" --steps 10 --data corpus.txt --schedule post,hybrid --diag diag > text.log 2>&1
 rc=$?
 if [ $rc = 0 ] && grep -q "^final:" text.log && [ -s diag/layer_grad_norms.csv ] &&
    [ -s diag/angular_distance.csv ] && [ -s diag/hidden_norms.csv ] &&
@@ -136,10 +137,55 @@ expect_error "empty data file" "is empty" "${TINY[@]}" --data empty.txt
 expect_error "truncated checkpoint (header length)" "truncated" "${TINY[@]}" --resume trunc_len.safetensors
 expect_error "truncated checkpoint (data)" "truncated\|bad header length" "${TINY[@]}" --resume trunc_data.safetensors
 expect_error "checkpoint with bad JSON" "not valid JSON" "${TINY[@]}" --resume badjson.safetensors
-expect_error "checkpoint missing a tensor" "tensor transformer.wte.weight is missing" "${TINY[@]}" --resume missing.safetensors
+expect_error "checkpoint missing a tensor" "tensor transformer.wte.weight is missing" "${TINY[@]}" --steps 20 --resume missing.safetensors
 expect_error "checkpoint from a different config" "different config" "${TINY[@]}" --d 48 --resume full.safetensors
 expect_error "checkpoint from a different preset" "different config" "${TINY[@]}" --preset hybrid --resume full.safetensors
 expect_error "missing checkpoint" "cannot open checkpoint" "${TINY[@]}" --resume nope.safetensors
+
+# 8. hostile input to the loader and the run configuration: each names what is wrong
+cp full.safetensors tail.safetensors; printf 'JUNK' >> tail.safetensors
+sed 's/"optimizer.m.lm_head.weight"/"optimizer.v.lm_head.weight"/' full.safetensors > dup.safetensors
+sed 's/"adam_step":"20"/"adam_step":"2x"/' full.safetensors > junkstep.safetensors
+sed 's/"adam_step":"20"/"adam_step":"-2"/' full.safetensors > negstep.safetensors
+sed 's/"adam_step":"20"/"adam_step":"99"/' full.safetensors > bigstep.safetensors
+cp full.safetensors nan.safetensors
+sz=$(stat -c %s nan.safetensors)
+printf '\xff\xff\xff\x7f' | dd of=nan.safetensors bs=1 seek=$((sz - 8)) conv=notrunc 2>/dev/null
+R20=("${TINY[@]}" --steps 20)
+expect_error "checkpoint with trailing bytes" "tensors end at byte" "${R20[@]}" --resume tail.safetensors
+expect_error "checkpoint with a duplicate key" "appears twice" "${R20[@]}" --resume dup.safetensors
+expect_error "checkpoint with junk adam_step" "adam_step" "${R20[@]}" --resume junkstep.safetensors
+expect_error "checkpoint with negative adam_step" "adam_step" "${R20[@]}" --resume negstep.safetensors
+expect_error "checkpoint with adam_step > step" "adam_step" "${R20[@]}" --resume bigstep.safetensors
+expect_error "checkpoint with a NaN" "optimizer.v.lm_head.weight holds a non-finite" "${R20[@]}" --resume nan.safetensors
+expect_error "resume with another --lr" "allow-change lr" "${R20[@]}" --lr 1e-2 --resume full.safetensors
+expect_error "resume with another --steps" "allow-change steps" "${TINY[@]}" --steps 40 --resume full.safetensors
+expect_error "resume with another --seed" "allow-change seed" "${R20[@]}" --seed 7 --resume full.safetensors
+expect_error "resume with other data" "allow-change data" "${R20[@]}" --data corpus.txt --resume full.safetensors
+if "$TRAIN" "${TINY[@]}" --steps 24 --resume full.safetensors --allow-change steps > allow.log 2>&1 &&
+   grep -q "steps changes from 20 (checkpoint) to 24" allow.log && grep -q "^final: step 24" allow.log; then
+  pass "--allow-change steps continues a run with a longer schedule"
+else
+  fail "--allow-change steps"; cat allow.log
+fi
+mkdir -p adir
+expect_error "--data on a directory" "not a regular file" "${TINY[@]}" --data adir
+expect_error "unwritable --save before training" "cannot write checkpoint" "${TINY[@]}" --save /nonexistent/dir/x.safetensors
+if grep -q "^step" err.log; then fail "unwritable --save is reported before training"; fi
+expect_error "unwritable --diag" "cannot create directory" "${TINY[@]}" --diag /nonexistent/dir/d
+expect_error "--out without --compare" "add --compare" "${TINY[@]}" --out o
+expect_error "--save-every without --save" "needs --save" "${TINY[@]}" --save-every 5
+expect_error "--layers with --schedule" "drop --layers" "${TINY[@]}" --schedule pre,post
+expect_error "--zero on one process" "mpirun" "${TINY[@]}" --zero
+
+# 9. big batches (more rows than the old 64-entry accuracy table), per-step CSV
+if "$TRAIN" --d 16 --layers 1 --heads 2 --seq 16 --batch 80 --threads 1 --steps 2 --eval-batches 1 \
+     --digits 2 --csv steps.csv > big.log 2>&1 && grep -q "answer accuracy" big.log &&
+   [ "$(wc -l < steps.csv)" = 3 ] && head -1 steps.csv | grep -q "^step,loss,grad_norm,lr$"; then
+  pass "--batch 80 and --csv (one line per step)"
+else
+  fail "--batch 80 / --csv"; cat big.log
+fi
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

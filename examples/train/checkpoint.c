@@ -1,0 +1,401 @@
+/* checkpoint.c: one safetensors file per run, whatever the rank count: parameters under their
+   PyTorch-style names, Adam moments as optimizer.m.<name> / optimizer.v.<name>, and in
+   __metadata__ the step, the optimizer step and the run's configuration (model, optimizer,
+   schedule, data identity, seed). Rank 0 writes and reads the file; with ZeRO-1 the moment
+   shards are gathered to it before a save and scattered after a load, so a run saved on N ranks
+   resumes on M. The loader checks the whole layout and names what is wrong. */
+#define _POSIX_C_SOURCE 200809L
+#include "train.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Keys a checkpoint must match. arch: the model itself (a mismatch cannot load); run: how it
+   is trained (a change is refused unless --allow-change names the key). */
+typedef struct meta_key { const char* key; int arch; } meta_key;
+static const meta_key k_keys[] = {
+    {"preset", 1}, {"schedule", 1}, {"n_layers", 1}, {"d_model", 1}, {"n_heads", 1},
+    {"n_kv_heads", 1}, {"d_ff", 1}, {"ffn", 1}, {"norm", 1}, {"rope", 1}, {"vocab_size", 1},
+    {"steps", 0}, {"lr", 0}, {"warmup", 0}, {"min_lr", 0}, {"wd", 0}, {"beta1", 0},
+    {"beta2", 0}, {"adam_eps", 0}, {"clip", 0}, {"seed", 0}, {"batch", 0}, {"seq", 0},
+    {"init", 0}, {"data", 0}, {"data_bytes", 0}, {"data_hash", 0}};
+
+static void config_meta(const config* c, const dataset* ds, const model* m, cJSON* meta) {
+    char buf[64];
+#define PUTS(k, v) cJSON_AddStringToObject(meta, k, v)
+#define PUTI(k, v) (snprintf(buf, sizeof buf, "%lld", (long long)(v)), PUTS(k, buf))
+#define PUTD(k, v) (snprintf(buf, sizeof buf, "%.17g", (double)(v)), PUTS(k, buf))
+    PUTS("preset", c->schedule[0] ? "custom" : c->preset);
+    PUTS("schedule", c->schedule);
+    PUTI("n_layers", m->s.desc.n_layers);
+    PUTI("d_model", m->s.desc.d_model);
+    PUTI("n_heads", m->s.desc.n_heads);
+    PUTI("n_kv_heads", m->s.desc.n_kv_heads);
+    PUTI("d_ff", m->s.desc.d_ff);
+    PUTS("ffn", c->ffn);
+    PUTS("norm", c->norm);
+    PUTI("rope", c->rope);
+    PUTI("vocab_size", VOCAB);
+    PUTI("steps", c->steps);
+    PUTD("lr", c->lr);
+    PUTI("warmup", c->warmup);
+    PUTD("min_lr", c->min_lr_frac);
+    PUTD("wd", c->wd);
+    PUTD("beta1", c->beta1);
+    PUTD("beta2", c->beta2);
+    PUTD("adam_eps", c->adam_eps);
+    PUTD("clip", c->clip);
+    snprintf(buf, sizeof buf, "%llu", c->seed);
+    PUTS("seed", buf);
+    PUTI("batch", c->batch);
+    PUTI("seq", c->seq);
+    PUTS("init", c->init);
+    if (ds->text) PUTS("data", "file");
+    else {
+        snprintf(buf, sizeof buf, "addition:%d%s", c->digits, c->reverse ? ":reverse" : "");
+        PUTS("data", buf);
+    }
+    PUTI("data_bytes", ds->text ? (long long)ds->n : 0);
+    snprintf(buf, sizeof buf, "%016llx", ds->hash);
+    PUTS("data_hash", buf);
+#undef PUTS
+#undef PUTI
+#undef PUTD
+}
+
+static void put_le64(unsigned char* b, unsigned long long v) {
+    int i;
+    for (i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+
+static const char* pass_prefix(int pass) {
+    return pass == 0 ? "" : pass == 1 ? "optimizer.m." : "optimizer.v.";
+}
+
+/* rank 0: the file from the full buffers p, mom1, mom2 */
+static int write_file(const char* path, const config* c, const dataset* ds, const model* m,
+                      int step, const nb_real* const base[3]) {
+    const int nt = model_tensors(m, NULL);
+    ck_tensor* tab = (ck_tensor*)xcalloc((size_t)nt, sizeof(ck_tensor));
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
+    char buf[160], *json = NULL, tmp[4096];
+    size_t off = 0, hlen, pad;
+    unsigned char le[8];
+    FILE* f = NULL;
+    int pass, t, rc = 1;
+    model_tensors(m, tab);
+    cJSON_AddItemToObject(root, "__metadata__", meta);
+    cJSON_AddStringToObject(meta, "format", "pt");
+    cJSON_AddStringToObject(meta, "producer", "normblocks " NB_VERSION_STRING " examples/train");
+    snprintf(buf, sizeof buf, "%d", step);
+    cJSON_AddStringToObject(meta, "step", buf);
+    snprintf(buf, sizeof buf, "%lld", m->adam_t);
+    cJSON_AddStringToObject(meta, "adam_step", buf);
+    config_meta(c, ds, m, meta);
+    for (pass = 0; pass < 3; pass++)
+        for (t = 0; t < nt; t++) {
+            cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
+            const size_t bytes = tensor_count(&tab[t]) * 4;
+            snprintf(buf, sizeof buf, "%s%s", pass_prefix(pass), tab[t].name);
+            cJSON_AddStringToObject(e, "dtype", "F32");
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber(tab[t].rows));
+            if (tab[t].cols) cJSON_AddItemToArray(shape, cJSON_CreateNumber(tab[t].cols));
+            cJSON_AddItemToObject(e, "shape", shape);
+            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + bytes)));
+            cJSON_AddItemToObject(e, "data_offsets", offs);
+            cJSON_AddItemToObject(root, buf, e);
+            off += bytes;
+        }
+    json = cJSON_PrintUnformatted(root);
+    if (!json) { fail("checkpoint: cannot build the JSON header"); goto done; }
+    hlen = strlen(json);
+    pad = (8 - hlen % 8) % 8; /* data starts 8-byte aligned; spaces are valid JSON padding */
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = fopen(tmp, "wb");
+    if (!f) { fail("cannot write checkpoint %s: %s", tmp, strerror(errno)); goto done; }
+    put_le64(le, hlen + pad);
+    fwrite(le, 1, 8, f);
+    fwrite(json, 1, hlen, f);
+    for (; pad; pad--) fputc(' ', f);
+    for (pass = 0; pass < 3; pass++)
+        for (t = 0; t < nt; t++) fwrite(base[pass] + tab[t].off, 4, tensor_count(&tab[t]), f);
+    if (ferror(f) | fclose(f)) {
+        f = NULL;
+        fail("writing checkpoint %s failed", tmp);
+        remove(tmp);
+        goto done;
+    }
+    f = NULL;
+    /* the previous checkpoint stays until the new one is complete */
+    if (rename(tmp, path) != 0) { fail("cannot rename %s to %s: %s", tmp, path, strerror(errno)); goto done; }
+    rc = 0;
+done:
+    if (f) fclose(f);
+    free(json);
+    cJSON_Delete(root);
+    free(tab);
+    return rc;
+}
+
+int save_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int step) {
+    const int sharded = m->n_upd < m->n;
+    nb_real *m1 = m->m, *m2 = m->v;
+    int rc = 0;
+    if (sharded) { /* collective: every rank sends its moment shards to rank 0 */
+        m1 = g_rank == 0 ? (nb_real*)xcalloc(m->n, sizeof(nb_real)) : NULL;
+        m2 = g_rank == 0 ? (nb_real*)xcalloc(m->n, sizeof(nb_real)) : NULL;
+        dist_gather_shards(m->dist, m1, m->m);
+        dist_gather_shards(m->dist, m2, m->v);
+    }
+    if (g_rank == 0) {
+        const nb_real* base[3];
+        base[0] = m->p; base[1] = m1; base[2] = m2;
+        rc = write_file(path, c, ds, m, step, base);
+    }
+    if (sharded) { free(m1); free(m2); }
+    return dist_agree(rc);
+}
+
+static const char* meta_str(const cJSON* meta, const char* key) {
+    const cJSON* v = cJSON_GetObjectItemCaseSensitive(meta, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* strict decimal integer in [lo, hi] */
+static int meta_int(const cJSON* meta, const char* key, long long lo, long long hi, long long* out) {
+    const char* s = meta_str(meta, key);
+    char* end;
+    long long v;
+    if (!s) return 1;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return 1;
+    *out = v;
+    return 0;
+}
+
+static int listed(const char* list, const char* key) {
+    const size_t k = strlen(key);
+    const char* p = list;
+    while (p && *p) {
+        const char* e = strchr(p, ',');
+        const size_t n = e ? (size_t)(e - p) : strlen(p);
+        if ((n == k && !strncmp(p, key, k)) || (n == 3 && !strncmp(p, "all", 3))) return 1;
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+typedef struct span { double a, b; const char* name; } span;
+static int span_cmp(const void* x, const void* y) {
+    const double a = ((const span*)x)->a, b = ((const span*)y)->a;
+    return a < b ? -1 : a > b;
+}
+
+/* rank 0: read and check the file, fill the full buffers base[3], *step and *adam_t */
+static int read_file(const char* path, const config* c, const dataset* ds, const model* m,
+                     nb_real* const base[3], int* step, long long* adam_t) {
+    FILE* f = fopen(path, "rb");
+    unsigned char le[8];
+    unsigned long long hlen = 0;
+    long fsz;
+    char* hdr = NULL;
+    unsigned char* data = NULL;
+    size_t dsz;
+    cJSON *root = NULL, *want = cJSON_CreateObject();
+    const cJSON *meta, *e;
+    ck_tensor* tab = NULL;
+    span* spans = NULL;
+    int nt, ns = 0, pass, t, i, rc = 1;
+    long long v;
+    if (!f) { fail("cannot open checkpoint %s: %s", path, strerror(errno)); goto done; }
+    if (fseek(f, 0, SEEK_END) != 0 || (fsz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fail("cannot read checkpoint %s (not a regular file?)", path); goto done;
+    }
+    if (fsz < 8 || fread(le, 1, 8, f) != 8) {
+        fail("checkpoint %s is truncated (%ld bytes, no header length)", path, fsz); goto done;
+    }
+    for (i = 7; i >= 0; i--) hlen = hlen << 8 | le[i];
+    if (hlen < 2 || hlen > (unsigned long long)(fsz - 8) || hlen > 100000000ULL) {
+        fail("checkpoint %s: bad header length %llu (file has %ld bytes); truncated or not a "
+             "safetensors file", path, hlen, fsz);
+        goto done;
+    }
+    hdr = (char*)xcalloc((size_t)hlen + 1, 1);
+    dsz = (size_t)fsz - 8 - (size_t)hlen;
+    data = (unsigned char*)xcalloc(dsz, 1);
+    if (fread(hdr, 1, (size_t)hlen, f) != (size_t)hlen || fread(data, 1, dsz, f) != dsz) {
+        fail("cannot read checkpoint %s", path); goto done;
+    }
+    root = cJSON_ParseWithLength(hdr, (size_t)hlen);
+    if (!cJSON_IsObject(root)) { fail("checkpoint %s: the header is not valid JSON", path); goto done; }
+    meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    if (!cJSON_IsObject(meta)) { fail("checkpoint %s: no __metadata__ (not written by train?)", path); goto done; }
+
+    /* the configuration: the model must match; run settings only with --allow-change */
+    config_meta(c, ds, m, want);
+    for (i = 0; i < (int)(sizeof k_keys / sizeof k_keys[0]); i++) {
+        const char* key = k_keys[i].key;
+        const char *have = meta_str(meta, key), *need = meta_str(want, key);
+        if (!have) {
+            if (!k_keys[i].arch && listed(c->allow_change, key)) continue;
+            fail("checkpoint %s: metadata has no \"%s\" (written by an older train? --allow-change %s)",
+                 path, key, k_keys[i].arch ? "is not possible for model keys" : key);
+            goto done;
+        }
+        if (!strcmp(have, need)) continue;
+        if (k_keys[i].arch) {
+            fail("checkpoint %s is from a different config: %s is \"%s\" in the checkpoint, "
+                 "\"%s\" here (pass the same model flags)", path, key, have, need);
+            goto done;
+        }
+        if (!listed(c->allow_change, key)) {
+            fail("checkpoint %s was trained with %s = %s; this run has %s. Resuming would change "
+                 "the run (e.g. jump the learning-rate schedule): pass the same flags, or "
+                 "--allow-change %s if the change is intended", path, key, have, need, key);
+            goto done;
+        }
+        say("note: %s changes from %s (checkpoint) to %s (--allow-change)\n", key, have, need);
+    }
+    if (meta_int(meta, "step", 0, 100000000, &v)) { fail("checkpoint %s: step is missing or not an integer in [0, 1e8]", path); goto done; }
+    *step = (int)v;
+    if (meta_int(meta, "adam_step", 0, v, adam_t)) {
+        fail("checkpoint %s: adam_step is missing or not an integer in [0, step %d]", path, *step); goto done;
+    }
+
+    /* the layout: unique names, F32, integer shapes, offsets that tile the data exactly */
+    spans = (span*)xcalloc((size_t)cJSON_GetArraySize(root) + 1, sizeof(span));
+    cJSON_ArrayForEach(e, root) {
+        const cJSON *dt, *shape, *offs, *x, *o;
+        double count = 1;
+        if (!strcmp(e->string, "__metadata__")) continue;
+        for (i = 0; i < ns; i++)
+            if (!strcmp(spans[i].name, e->string)) { fail("checkpoint %s: tensor %s appears twice", path, e->string); goto done; }
+        dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+        if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "F32")) {
+            fail("checkpoint %s: tensor %s is not F32", path, e->string); goto done;
+        }
+        shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+        if (!cJSON_IsArray(shape)) { fail("checkpoint %s: tensor %s has no shape", path, e->string); goto done; }
+        cJSON_ArrayForEach(x, shape) {
+            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != floor(x->valuedouble) || x->valuedouble > 1e12) {
+                fail("checkpoint %s: tensor %s has a bad shape", path, e->string); goto done;
+            }
+            count *= x->valuedouble;
+        }
+        offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+        if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2) { fail("checkpoint %s: tensor %s has bad data_offsets", path, e->string); goto done; }
+        for (i = 0; i < 2; i++) {
+            o = cJSON_GetArrayItem(offs, i);
+            if (!cJSON_IsNumber(o) || o->valuedouble < 0 || o->valuedouble != floor(o->valuedouble)) {
+                fail("checkpoint %s: tensor %s has bad data_offsets", path, e->string); goto done;
+            }
+        }
+        spans[ns].a = cJSON_GetArrayItem(offs, 0)->valuedouble;
+        spans[ns].b = cJSON_GetArrayItem(offs, 1)->valuedouble;
+        spans[ns].name = e->string;
+        if (!(spans[ns].b >= spans[ns].a && spans[ns].b <= (double)dsz)) {
+            fail("checkpoint %s: tensor %s has data_offsets [%.0f, %.0f] outside the %zu data "
+                 "bytes (truncated file?)", path, e->string, spans[ns].a, spans[ns].b, dsz);
+            goto done;
+        }
+        if (spans[ns].b - spans[ns].a != count * 4) {
+            fail("checkpoint %s: tensor %s has %.0f data bytes for %.0f values", path, e->string,
+                 spans[ns].b - spans[ns].a, count);
+            goto done;
+        }
+        ns++;
+    }
+    qsort(spans, (size_t)ns, sizeof(span), span_cmp);
+    for (i = 0; i < ns; i++) {
+        const double prev = i ? spans[i - 1].b : 0;
+        if (spans[i].a != prev) {
+            fail("checkpoint %s: tensor %s starts at byte %.0f, expected %.0f (%s)", path,
+                 spans[i].name, spans[i].a, prev, spans[i].a < prev ? "overlaps the previous tensor" : "gap");
+            goto done;
+        }
+    }
+    if ((ns ? spans[ns - 1].b : 0) != (double)dsz) {
+        fail("checkpoint %s: the tensors end at byte %.0f of %zu data bytes (bad header length "
+             "or trailing bytes)", path, ns ? spans[ns - 1].b : 0, dsz);
+        goto done;
+    }
+
+    /* the model's tensors, by name, with their shapes; finite values */
+    nt = model_tensors(m, NULL);
+    if (ns != 3 * nt) {
+        fail("checkpoint %s has %d tensors, this model %d (parameters and two Adam moments)", path, ns, 3 * nt);
+        goto done;
+    }
+    tab = (ck_tensor*)xcalloc((size_t)nt, sizeof(ck_tensor));
+    model_tensors(m, tab);
+    for (pass = 0; pass < 3; pass++) {
+        for (t = 0; t < nt; t++) {
+            char name[160];
+            const cJSON* shape;
+            const size_t cnt = tensor_count(&tab[t]);
+            const int dims = tab[t].cols ? 2 : 1, want_dims[2] = {tab[t].rows, tab[t].cols};
+            nb_real* dst = base[pass] + tab[t].off;
+            int ok, k;
+            size_t j;
+            snprintf(name, sizeof name, "%s%s", pass_prefix(pass), tab[t].name);
+            e = cJSON_GetObjectItemCaseSensitive(root, name);
+            if (!cJSON_IsObject(e)) { fail("checkpoint %s: tensor %s is missing", path, name); goto done; }
+            shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+            ok = cJSON_GetArraySize(shape) == dims;
+            for (k = 0; ok && k < dims; k++) ok = cJSON_GetArrayItem(shape, k)->valuedouble == want_dims[k];
+            if (!ok) {
+                char* got = cJSON_PrintUnformatted(shape);
+                if (dims == 2) fail("checkpoint %s: tensor %s has shape %s, expected [%d,%d]", path, name, got ? got : "?", tab[t].rows, tab[t].cols);
+                else fail("checkpoint %s: tensor %s has shape %s, expected [%d]", path, name, got ? got : "?", tab[t].rows);
+                free(got);
+                goto done;
+            }
+            memcpy(dst, data + (size_t)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "data_offsets"), 0)->valuedouble, cnt * 4);
+            for (j = 0; j < cnt; j++)
+                if (!isfinite(dst[j]) || (pass == 2 && dst[j] < 0)) {
+                    fail("checkpoint %s: tensor %s holds %s at index %zu: a bad checkpoint, not "
+                         "one to resume", path, name, pass == 2 && isfinite(dst[j]) ? "a negative second moment" : "a non-finite value", j);
+                    goto done;
+                }
+        }
+    }
+    rc = 0;
+done:
+    if (f) fclose(f);
+    free(hdr);
+    free(data);
+    free(tab);
+    free(spans);
+    cJSON_Delete(root);
+    cJSON_Delete(want);
+    return rc;
+}
+
+int load_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int* step) {
+    const int sharded = m->n_upd < m->n;
+    nb_real* base[3];
+    long long st[2] = {0, 0};
+    int rc = 0, s = 0;
+    base[0] = m->p;
+    base[1] = sharded && g_rank == 0 ? (nb_real*)xcalloc(m->n, sizeof(nb_real)) : m->m;
+    base[2] = sharded && g_rank == 0 ? (nb_real*)xcalloc(m->n, sizeof(nb_real)) : m->v;
+    if (g_rank == 0) {
+        rc = read_file(path, c, ds, m, base, &s, &st[1]);
+        st[0] = s;
+    }
+    if (!dist_agree(rc)) {
+        dist_bcast(st, sizeof st);
+        dist_bcast(m->p, m->n * sizeof(nb_real));
+        dist_scatter_shards(m->dist, m->m, base[1]);
+        dist_scatter_shards(m->dist, m->v, base[2]);
+        *step = (int)st[0];
+        m->adam_t = st[1];
+    } else rc = 1;
+    if (sharded && g_rank == 0) { free(base[1]); free(base[2]); }
+    return rc;
+}

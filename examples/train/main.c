@@ -1,0 +1,144 @@
+/* train: a byte-level language model around a normblocks stack, trained with AdamW.
+
+   Model   token embedding (256 x d) -> normblocks stack (any preset or per-layer schedule,
+           with the stack's own final norm) -> untied head (256 x d) -> mean cross-entropy.
+   Data    default: a synthetic task made here, multi-digit addition written as text
+           ("123+45=168\n"); the loss counts only the answer bytes (digits and the closing
+           newline), and pairs (a, b) with hash(a, b) % 10 == 0 are held out for validation.
+           --data FILE: any file as a byte-level corpus, the last --val-frac held out.
+   Output  one line per interval (loss, validation loss, gradient norm, tokens/s, ETA);
+           checkpoints in safetensors format (PyTorch-style names, Adam moments as
+           optimizer.m.<name> / optimizer.v.<name>, step and run configuration in
+           __metadata__); --diag DIR: per-layer CSVs and SVG plots; --compare a,b,c: one run per
+           preset, a table and an SVG with all loss curves.
+   Ranks   train_mpi (built when CMake finds MPI) runs data-parallel under mpirun: --batch is
+           the global batch, each rank computes its rows, gradients are summed over the ranks
+           while the backward runs; --zero shards the AdamW moments (ZeRO-1).
+
+   Build and run (from the repository root):
+       cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2 && ./build/train
+       mpirun -np 2 ./build/train_mpi --threads 1
+   normblocks does the threading (--threads N): run with OPENBLAS_NUM_THREADS=1, and on recent
+   Xeons with OPENBLAS_CORETYPE=SkylakeX (or Haswell), see the README. */
+#define _POSIX_C_SOURCE 200809L
+#include "train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef NB_NO_BLAS
+#include <cblas.h> /* OpenBLAS's defines OPENBLAS_SEQUENTIAL and openblas_get_corename */
+#endif
+
+static void on_signal(int sig) { (void)sig; g_stop = 1; }
+
+/* Every output path is checked before training starts, so a typo does not cost the run. */
+static int check_outputs(const config* c) {
+    char tmp[4200];
+    FILE* f;
+    if (c->save) {
+        snprintf(tmp, sizeof tmp, "%s.tmp", c->save);
+        if (!(f = fopen(tmp, "wb"))) return fail("cannot write checkpoint %s: %s", tmp, strerror(errno));
+        fclose(f);
+        remove(tmp);
+    }
+    if (c->csv) {
+        if (!(f = fopen(c->csv, "a"))) return fail("cannot write %s: %s", c->csv, strerror(errno));
+        fclose(f);
+    }
+    if (c->diag && make_dir(c->diag)) return 1;
+    if (c->out && make_dir(c->out)) return 1;
+    return 0;
+}
+
+static void print_setup(const config* c, const dataset* ds, double unigram) {
+    say("normblocks %s trainer%s\n", NB_VERSION_STRING,
+        g_ranks > 1 ? "" : dist_have_mpi() ? " (MPI build, 1 rank)" : "");
+    if (g_ranks > 1) say("MPI: %d ranks, data parallel\n", g_ranks);
+#ifdef OPENBLAS_SEQUENTIAL
+    {
+        const char* core = openblas_get_corename();
+        say("BLAS: OpenBLAS, core %s, %d BLAS thread(s)\n", core ? core : "?", nb_blas_threads());
+        if (core && !strcmp(core, "Prescott"))
+            say("warning: OpenBLAS picked its slow generic SSE3 kernels (Prescott); on AVX-512 CPUs "
+                "export OPENBLAS_CORETYPE=SkylakeX (AVX2: Haswell) before running\n");
+    }
+#else
+    say("BLAS: %s\n", nb_blas_threads() ? "cblas" : "none");
+#endif
+    if (nb_blas_threads() > 1)
+        say("note: BLAS runs %d threads of its own; run with OPENBLAS_NUM_THREADS=1 (normblocks "
+            "does the threading, --threads N)\n", nb_blas_threads());
+    if (ds->text)
+        say("data: %s, %zu bytes (%zu train, %zu held out)\n", c->data, ds->n, ds->n_train,
+            ds->n - ds->n_train);
+    else
+        say("data: synthetic %d-digit addition (\"123+45=168\"%s), loss on answer bytes, "
+            "10%% of pairs held out\n", c->digits, c->reverse ? ", answers reversed" : "");
+    say("unigram entropy baseline: %.4f nats/token (loss of predicting the byte frequencies)\n",
+        unigram);
+    fflush(stdout);
+}
+
+static int report(const history* h, const dataset* ds, double unigram) {
+    if (h->diverged_at >= 0) {
+        say("training diverged at step %d\n", h->diverged_at);
+        return 1;
+    }
+    say("final: step %d loss %.9g val_loss %.9g (unigram %.4f)", h->steps_done, h->final_loss,
+        h->final_val, unigram);
+    if (!ds->text && isfinite(h->accuracy)) say(" answer accuracy %.1f%%", 100 * h->accuracy);
+    say("\n");
+    if (h->train_seconds > 0)
+        say("throughput: %.0f tok/s over the training steps (%.2f ms/step); communication not "
+            "hidden: %.1f%% of the step\n", h->tokens / h->train_seconds,
+            1000 * h->train_seconds / (h->n_steps ? h->n_steps : 1),
+            100 * h->comm_seconds / h->train_seconds);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    config c;
+    dataset ds;
+    history h;
+    double unigram;
+    int help = 0, rc;
+    if (dist_init(&argc, &argv)) return 1;
+    signal(SIGINT, on_signal);  /* the handlers only set g_stop; the loop saves and stops */
+    signal(SIGTERM, on_signal); /* mpirun passes Ctrl-C on to the ranks as SIGTERM */
+    g_same_everywhere = 1;      /* setup: every rank checks the same things */
+    config_defaults(&c);
+    rc = parse_args(argc, argv, &c, &help);
+    if (!rc && help) {
+        if (g_rank == 0) usage();
+        dist_finalize();
+        return 0;
+    }
+    if (!rc) { /* validate the model before touching data, so shape errors come first */
+        model probe;
+        rc = model_init(&probe, &c);
+        model_free(&probe);
+    }
+    if (!rc && g_rank == 0) rc = check_outputs(&c);
+    if (dist_agree(rc) || load_data(&c, &ds)) {
+        dist_finalize();
+        return 1;
+    }
+    g_same_everywhere = 0;
+    unigram = unigram_entropy(&ds, c.seq);
+    print_setup(&c, &ds, unigram);
+    if (c.compare) {
+        rc = run_compare(&c, &ds, unigram);
+    } else {
+        rc = train_run(&c, &ds, unigram, &h, 0);
+        if (!rc) rc = report(&h, &ds, unigram);
+        history_free(&h);
+    }
+    free(ds.bytes);
+    fflush(stdout);
+    dist_finalize();
+    return rc;
+}

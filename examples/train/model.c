@@ -1,0 +1,265 @@
+/* model.c: token embedding (256 x d) -> normblocks stack (any preset or schedule, with its
+   final norm) -> untied head (256 x d) -> mean cross-entropy over the masked targets; forward,
+   backward with the gradient reduction over the ranks started as each range is final;
+   evaluation and exact-match accuracy, both global over the ranks. */
+#define NORMBLOCKS_IMPLEMENTATION
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void model_free(model* m) {
+    nb_stack_free(&m->s);
+    dist_destroy(m->dist);
+    free(m->p); free(m->g); free(m->m); free(m->v); free(m->decay);
+    free(m->x); free(m->h); free(m->dh); free(m->dx); free(m->logits);
+    free(m->cache); free(m->scratch); free(m->row_loss); free(m->tok); free(m->mask);
+    memset(m, 0, sizeof *m);
+}
+
+/* the stack reports finished gradient ranges; in the flat buffer they sit after wte */
+static void on_grads_ready(void* user, int layer, size_t offset, size_t count) {
+    model* m = (model*)user;
+    (void)layer;
+    dist_grads_ready(m->dist, m->off_stack + offset, count);
+}
+
+int model_init(model* m, const config* c) {
+    nb_stack_desc d;
+    nb_init_scheme scheme = NB_INIT_NORMAL;
+    double estd, hstd;
+    size_t bt, i;
+    int t;
+    memset(m, 0, sizeof *m);
+    m->ctx.num_threads = c->threads;
+    if (init_scheme(c->init, &scheme)) return 1;
+    if (make_desc(c, &d, m->layers)) return 1;
+    /* this rank's rows of the global batch: [b0, b1) */
+    m->B_global = c->batch;
+    m->b0 = (int)((long long)c->batch * g_rank / g_ranks);
+    m->B = (int)((long long)c->batch * (g_rank + 1) / g_ranks) - m->b0;
+    if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->seq) != NB_OK)
+        return fail("invalid model: %s", m->ctx.err);
+    m->d = c->d_model; m->T = c->seq;
+    bt = (size_t)m->B * m->T;
+    m->off_stack = (size_t)VOCAB * m->d;
+    m->off_head = m->off_stack + m->s.n_params;
+    m->n = m->off_head + (size_t)VOCAB * m->d;
+    m->dist = dist_create(m->n, c->zero, (size_t)c->bucket_kb * 1024 / sizeof(nb_real));
+    if (!m->dist) return fail("cannot set up the gradient reduction for %zu parameters", m->n);
+    dist_update_range(m->dist, &m->upd_lo, &i);
+    m->n_upd = i - m->upd_lo;
+    m->ctx.grads_ready = on_grads_ready;
+    m->ctx.grads_ready_user = m;
+    m->p = (nb_real*)xcalloc(m->n, sizeof(nb_real));
+    m->g = (nb_real*)xcalloc(m->n, sizeof(nb_real));
+    m->m = (nb_real*)xcalloc(m->n_upd, sizeof(nb_real));
+    m->v = (nb_real*)xcalloc(m->n_upd, sizeof(nb_real));
+    m->decay = (unsigned char*)xcalloc(m->n, 1);
+    m->x = (nb_real*)xcalloc(bt * m->d, sizeof(nb_real));
+    m->h = (nb_real*)xcalloc(bt * m->d, sizeof(nb_real));
+    m->dh = (nb_real*)xcalloc(bt * m->d, sizeof(nb_real));
+    m->dx = (nb_real*)xcalloc(bt * m->d, sizeof(nb_real));
+    m->logits = (nb_real*)xcalloc(bt * VOCAB, sizeof(nb_real));
+    m->cache = (nb_real*)xcalloc(m->s.n_cache, sizeof(nb_real));
+    m->scratch = (nb_real*)xcalloc(m->s.n_scratch, sizeof(nb_real));
+    m->row_loss = (double*)xcalloc(bt, sizeof(double));
+    m->tok = (int*)xcalloc((size_t)m->B * (m->T + 1), sizeof(int));
+    m->mask = (unsigned char*)xcalloc(bt, 1);
+    /* weight decay: embedding and head yes; stack tensors per the table's no_decay */
+    for (i = 0; i < m->off_stack; i++) m->decay[i] = 1;
+    for (i = m->off_head; i < m->n; i++) m->decay[i] = 1;
+    for (t = 0; t < m->s.n_tensors; t++) {
+        const nb_tensor_info* ti = &m->s.tensors[t];
+        memset(m->decay + m->off_stack + ti->offset, ti->no_decay ? 0 : 1, ti->count);
+    }
+    /* init: the stack per scheme; embedding and head with the scheme's io std, derived seeds.
+       Every rank computes the same values from the seed. */
+    if (nb_stack_init_params(&m->ctx, &m->s, m->p + m->off_stack, scheme, 0, c->seed) != NB_OK)
+        return fail("init: %s", m->ctx.err);
+    nb_init_io_std(&m->s, scheme, 0, &estd, &hstd);
+    nb_fill_normal(m->p, m->off_stack, estd, 3, c->seed ^ 0x57E0000000000001ULL);
+    nb_fill_normal(m->p + m->off_head, (size_t)VOCAB * m->d, hstd, 3, c->seed ^ 0x4EAD000000000002ULL);
+    return 0;
+}
+
+/* The checkpoint's parameter tensors in buffer order. Returns the count; table may be NULL. */
+int model_tensors(const model* m, ck_tensor* table) {
+    int t, n = 0;
+    if (table) {
+        snprintf(table[n].name, sizeof table[n].name, "transformer.wte.weight");
+        table[n].off = 0; table[n].rows = VOCAB; table[n].cols = m->d;
+    }
+    n++;
+    for (t = 0; t < m->s.n_tensors; t++, n++) {
+        const nb_tensor_info* ti = &m->s.tensors[t];
+        if (!table) continue;
+        snprintf(table[n].name, sizeof table[n].name, "transformer.%s", ti->name);
+        table[n].off = m->off_stack + ti->offset;
+        table[n].rows = ti->rows;
+        table[n].cols = ti->ndim == 1 ? 0 : ti->cols;
+    }
+    if (table) {
+        snprintf(table[n].name, sizeof table[n].name, "lm_head.weight");
+        table[n].off = m->off_head; table[n].rows = VOCAB; table[n].cols = m->d;
+    }
+    return n + 1;
+}
+
+size_t tensor_count(const ck_tensor* t) { return (size_t)t->rows * (size_t)(t->cols ? t->cols : 1); }
+
+int model_step(model* m, int train, double* count, double* out) {
+    const int B = m->B, T = m->T, d = m->d, nt = nb_num_threads(&m->ctx);
+    const long long bt = (long long)B * T;
+    const nb_real* wte = m->p;
+    const nb_real* head = m->p + m->off_head;
+    double sums[3] = {0, 0, 0}, inv;   /* loss sum, target count, stop request: over all ranks */
+    long long r;
+    TR_OMP(omp parallel for schedule(static) num_threads(nt))
+    for (r = 0; r < bt; r++) {
+        const int tk = m->tok[(r / T) * (T + 1) + r % T];
+        memcpy(m->x + r * d, wte + (size_t)tk * d, (size_t)d * sizeof(nb_real));
+    }
+    if (nb_stack_forward(&m->ctx, &m->s, m->p + m->off_stack, m->h, m->x, B, T, m->cache,
+                         m->scratch) != NB_OK)
+        return fail("forward: %s", m->ctx.err);
+    if (nb_gemm(&m->ctx, 0, 1, (int)bt, VOCAB, d, 1, m->h, d, head, d, 0, m->logits, VOCAB))
+        return fail("head: %s", m->ctx.err);
+    /* per row: loss = lse(z) - z[target]; with train, z becomes softmax(z) - onehot (the
+       1/count of the mean is applied by the head GEMMs, once the global count is known) */
+    TR_OMP(omp parallel for schedule(static) num_threads(nt))
+    for (r = 0; r < bt; r++) {
+        nb_real* z = m->logits + r * VOCAB;
+        const int target = m->tok[(r / T) * (T + 1) + r % T + 1];
+        double mx = z[0], se = 0;
+        int k;
+        if (!m->mask[r]) {
+            m->row_loss[r] = 0;
+            if (train) memset(z, 0, VOCAB * sizeof(nb_real));
+            continue;
+        }
+        for (k = 1; k < VOCAB; k++) if (z[k] > mx) mx = z[k];
+        for (k = 0; k < VOCAB; k++) se += exp((double)z[k] - mx);
+        m->row_loss[r] = mx + log(se) - (double)z[target];
+        if (train) {
+            for (k = 0; k < VOCAB; k++) z[k] = (nb_real)(exp((double)z[k] - mx) / se);
+            z[target] -= 1;
+        }
+    }
+    for (r = 0; r < bt; r++) {
+        sums[0] += m->row_loss[r];
+        sums[1] += m->mask[r] ? 1 : 0;
+    }
+    sums[2] = g_stop ? 1 : 0;
+    if (g_ranks > 1) {
+        const double t0 = now_s();
+        dist_sum(sums, 3);
+        m->t_comm += now_s() - t0;
+    }
+    m->stop = sums[2] > 0; /* one rank's Ctrl-C stops every rank after the same step */
+    *count = sums[1];
+    *out = sums[1] > 0 ? sums[0] / sums[1] : 0;
+    if (!train) return 0;
+    /* backward: head, stack, embedding; each range of the gradient buffer goes to the
+       reduction as soon as it is final (head first, wte last: descending offsets) */
+    inv = sums[1] > 0 ? 1.0 / sums[1] : 0;
+    dist_grads_begin(m->dist, m->g);
+    if (nb_gemm(&m->ctx, 1, 0, VOCAB, d, (int)bt, (nb_real)inv, m->logits, VOCAB, m->h, d, 0,
+                m->g + m->off_head, d) ||
+        nb_gemm(&m->ctx, 0, 0, (int)bt, d, VOCAB, (nb_real)inv, m->logits, VOCAB, head, d, 0, m->dh, d))
+        return fail("head backward: %s", m->ctx.err);
+    dist_grads_ready(m->dist, m->off_head, m->n - m->off_head);
+    memset(m->g + m->off_stack, 0, m->s.n_params * sizeof(nb_real));
+    if (nb_stack_backward(&m->ctx, &m->s, m->p + m->off_stack, m->g + m->off_stack, m->dx, m->dh,
+                          B, T, m->cache, m->scratch) != NB_OK)
+        return fail("backward: %s", m->ctx.err);
+    memset(m->g, 0, m->off_stack * sizeof(nb_real));
+    for (r = 0; r < bt; r++) { /* serial scatter-add: a fixed order, bitwise reproducible */
+        const int tk = m->tok[(r / T) * (T + 1) + r % T];
+        nb_real* gw = m->g + (size_t)tk * d;
+        const nb_real* dx = m->dx + r * d;
+        int k;
+        for (k = 0; k < d; k++) gw[k] += dx[k];
+    }
+    dist_grads_ready(m->dist, 0, m->off_stack);
+    return 0;
+}
+
+double evaluate(model* m, const dataset* ds, int n_batches) {
+    double tot = 0, cnt = 0, c, l;
+    int k;
+    for (k = 0; k < n_batches; k++) {
+        val_batch(ds, k, n_batches, m->B_global, m->b0, m->B, m->T, m->tok, m->mask);
+        if (model_step(m, 0, &c, &l)) return NAN;
+        tot += l * c;
+        cnt += c;
+    }
+    return cnt > 0 ? tot / cnt : 0;
+}
+
+/* Exact-match accuracy of greedy answers on n held-out addition problems: problems are drawn
+   in global batches; each rank answers its rows, the counts are summed. */
+double answer_accuracy(model* m, const dataset* ds, int n) {
+    const int B = m->B, T = m->T, G = m->B_global;
+    char (*want)[32] = (char (*)[32])xcalloc((size_t)B, 32);
+    char (*got)[32] = (char (*)[32])xcalloc((size_t)B, 32);
+    int* pos = (int*)xcalloc((size_t)B, sizeof(int));
+    int* len = (int*)xcalloc((size_t)B, sizeof(int));
+    int* alive = (int*)xcalloc((size_t)B, sizeof(int));
+    unsigned long long st = hash3(ds->seed, 0xACC, 1);
+    double right = 0, acc = NAN;
+    int done = 0, b, k, t;
+    while (done < n) {
+        const int ng = G < n - done ? G : n - done;    /* problems in this global batch */
+        for (b = 0; b < G; b++) {                       /* every rank draws the whole batch */
+            char q[64], a[32];
+            unsigned long long sum;
+            const int lb = b - m->b0, mine = lb >= 0 && lb < B;
+            int lq;
+            if (b >= ng) { if (mine) alive[lb] = 0; continue; }
+            lq = add_problem(ds, &st, 1, q, &sum);
+            add_answer(ds, sum, a);
+            if (!mine) continue;
+            {
+                int* tr = m->tok + (size_t)lb * (T + 1);
+                for (t = 0; t <= T; t++) tr[t] = t < lq ? (unsigned char)q[t] : '\n';
+            }
+            memcpy(want[lb], a, sizeof a);
+            len[lb] = 0; pos[lb] = lq - 1; alive[lb] = 1;
+        }
+        for (b = 0; b < B; b++) {
+            if (m->b0 + b >= ng) {
+                alive[b] = 0;
+                for (t = 0; t <= T; t++) m->tok[(size_t)b * (T + 1) + t] = '\n';
+            }
+        }
+        memset(m->mask, 0, (size_t)B * T);
+        for (k = 0; k < ds->digits + 2; k++) {
+            double c, l;
+            if (model_step(m, 0, &c, &l)) goto done; /* every rank takes the same steps */
+            for (b = 0; b < B; b++) {
+                const nb_real* z;
+                int best = 0, v;
+                if (!alive[b]) continue;
+                z = m->logits + ((size_t)b * T + (size_t)pos[b]) * VOCAB;
+                for (v = 1; v < VOCAB; v++) if (z[v] > z[best]) best = v;
+                got[b][len[b]++] = (char)best;
+                m->tok[(size_t)b * (T + 1) + (size_t)pos[b] + 1] = best;
+                pos[b]++;
+                if (best == '\n' || len[b] >= 30 || pos[b] >= T - 1) alive[b] = 0;
+            }
+        }
+        for (b = 0; b < B; b++) {
+            if (m->b0 + b >= ng) continue;
+            got[b][len[b]] = 0;
+            right += !strcmp(got[b], want[b]);
+        }
+        done += ng;
+    }
+    dist_sum(&right, 1);
+    acc = right / n;
+done:
+    free(want); free(got); free(pos); free(len); free(alive);
+    return acc;
+}

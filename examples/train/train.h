@@ -1,0 +1,206 @@
+/* train: a byte-level language model around a normblocks stack, trained with AdamW, on one
+   process or data-parallel over MPI ranks. The program is small files with one job each:
+
+     main.c        the command: setup, one run or a comparison, the final report
+     cli.c         options, --help, the stack description they make
+     data.c        the addition task and byte corpora, batches as pure functions of the seed
+     model.c       embedding -> stack -> head -> cross-entropy, forward and backward; evaluation
+     optim.c       learning-rate schedule, gradient norm, AdamW over this rank's part
+     run.c         the training loop of one run
+     checkpoint.c  safetensors save and load (one file whatever the rank count)
+     plot.c        CSV and SVG output (--diag, --compare)
+     dist.c        MPI: gradient buckets reduced during the backward, ZeRO-1, collectives;
+                   a single-process stand-in when built without MPI
+     util.c        messages, hashing, small helpers
+
+   The model buffer is one flat array [wte | stack | head]; gradients share its layout, so data
+   parallelism is one reduction over that array (in buckets, as the backward produces them). */
+#ifndef TRAIN_H
+#define TRAIN_H
+
+#include "normblocks.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef _OPENMP
+#define TR_OMP(x) _Pragma(#x)
+#else
+#define TR_OMP(x)
+#endif
+
+/* checkpoints store F32: the trainer is built for float nb_real */
+typedef char tr_nb_real_is_float[sizeof(nb_real) == 4 ? 1 : -1];
+
+enum { VOCAB = 256, MAX_LAYERS = 64, MAX_COMPARE = 16 };
+
+/* ---- util.c ---- */
+extern volatile int g_stop;       /* set by SIGINT/SIGTERM; the loop saves and stops */
+extern int g_rank, g_ranks;       /* this process in the job (0 of 1 without MPI) */
+extern int g_same_everywhere;     /* 1 while every rank checks the same thing: rank 0 reports */
+int fail(const char* fmt, ...);   /* prints "train: error: ..." (with the rank when > 1), returns 1 */
+void say(const char* fmt, ...);   /* stdout, rank 0 only */
+double now_s(void);
+unsigned long long mix64(unsigned long long* s);
+unsigned long long hash3(unsigned long long a, unsigned long long b, unsigned long long c);
+unsigned long long rnd_below(unsigned long long* s, unsigned long long n);
+void* xcalloc(size_t n, size_t size); /* aborts the job with a message when memory runs out */
+int make_dir(const char* dir);
+FILE* open_in(const char* dir, const char* name, char* path, size_t n);
+void fmt_time(double s, char* buf, size_t n);
+unsigned long long fnv1a(const void* data, size_t n, unsigned long long h);
+
+/* ---- cli.c ---- */
+typedef struct config {
+    /* model */
+    char preset[64];          /* preset name, or "custom" with schedule */
+    char schedule[512];       /* --schedule: comma-separated layer kinds */
+    int d_model, n_layers, n_heads, n_kv_heads, d_ff, rope;
+    char ffn[16], norm[16], init[24];
+    /* training */
+    int batch, seq, steps, warmup, threads, log_every, eval_batches, save_every, stop_after;
+    double lr, min_lr_frac, wd, beta1, beta2, adam_eps, clip;
+    unsigned long long seed;
+    int zero;                 /* --zero: ZeRO-1 optimizer-state sharding over the ranks */
+    int bucket_kb;            /* gradient bucket size for the reduction during backward */
+    /* data */
+    const char* data;         /* NULL: the addition task */
+    int digits, reverse;
+    double val_frac;
+    /* files */
+    const char* save;         /* checkpoint written at the end (and on Ctrl-C) */
+    const char* resume;
+    const char* diag;
+    const char* compare;
+    const char* out;
+    const char* csv;          /* per-step loss, gradient norm, lr */
+    const char* allow_change; /* run settings a --resume may change (comma list, or "all") */
+    int quiet;
+} config;
+
+void config_defaults(config* c);
+void usage(void);
+int parse_args(int argc, char** argv, config* c, int* help);
+int init_scheme(const char* name, nb_init_scheme* out);
+int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers);
+
+/* ---- data.c ---- */
+typedef struct dataset {
+    int text;                      /* 1: byte corpus, 0: addition */
+    unsigned char* bytes;          /* corpus */
+    size_t n, n_train;             /* corpus size, train split [0, n_train), val after */
+    int digits, reverse;
+    unsigned long long seed;
+    unsigned long long hash;       /* identity of the data (corpus bytes, or task settings) */
+} dataset;
+
+int load_data(const config* c, dataset* ds);   /* rank 0 reads, every rank gets the bytes */
+/* Rows [b0, b0 + nb) of the global batch of `step` (tok: nb x (T+1), mask: nb x T): a pure
+   function of (seed, step, row), so ranks draw disjoint shares and a resumed run the same data. */
+void train_batch(const dataset* ds, int step, int b0, int nb, int T, int* tok, unsigned char* mask);
+/* Rows [b0, b0 + nb) of validation batch k of n_batches (global batch B). */
+void val_batch(const dataset* ds, int k, int n_batches, int B, int b0, int nb, int T, int* tok,
+               unsigned char* mask);
+int add_problem(const dataset* ds, unsigned long long* st, int val, char* buf, unsigned long long* sum);
+int add_answer(const dataset* ds, unsigned long long sum, char* buf);
+double unigram_entropy(const dataset* ds, int T);
+
+/* ---- dist.c ---- */
+typedef struct dist dist;          /* opaque: holds MPI state when built with MPI */
+int dist_init(int* argc, char*** argv);         /* sets g_rank, g_ranks */
+void dist_finalize(void);
+void dist_abort(int code);                      /* ends every rank of the job */
+int dist_have_mpi(void);
+/* Every rank's rc in, the largest out: ranks leave a phase that can fail together. */
+int dist_agree(int rc);
+void dist_sum(double* x, int n);                /* allreduce SUM, in place, blocking */
+void dist_bcast(void* buf, size_t bytes);       /* from rank 0 */
+
+/* Gradient reduction over the flat buffer g (n values). Plain data parallelism: every rank
+   ends with the sum of all ranks' g. ZeRO-1: each rank ends with the sum over its shard only
+   (in dist_shard_grads). Ranges are reported as the backward finishes them (descending,
+   contiguous); buckets of bucket_values start reducing at once. */
+dist* dist_create(size_t n, int zero, size_t bucket_values);
+void dist_destroy(dist* d);
+void dist_shard(const dist* d, int rank, size_t* lo, size_t* hi); /* shard bounds, aligned */
+void dist_update_range(const dist* d, size_t* lo, size_t* hi);    /* what this rank updates */
+void dist_grads_begin(dist* d, nb_real* g);
+void dist_grads_ready(dist* d, size_t off, size_t count);
+nb_real* dist_grads_finish(dist* d);  /* waits; returns the reduced gradients of the update range */
+void dist_params_gather(dist* d, nb_real* p);   /* ZeRO: every rank's updated shard to all */
+/* ZeRO: gather shard-sized arrays (len = update range) into full (n) on rank 0, or scatter
+   full (n, on rank 0) to every rank's shard. Plain: bcast full from rank 0 / nothing. */
+void dist_gather_shards(dist* d, nb_real* full, const nb_real* shard);
+void dist_scatter_shards(dist* d, nb_real* shard, const nb_real* full);
+double dist_wait_seconds(dist* d);    /* time blocked in gradient/parameter collectives, reset */
+
+/* ---- model.c ---- */
+typedef struct model {
+    nb_ctx ctx;
+    nb_stack s;
+    nb_layer_desc layers[MAX_LAYERS];
+    int d, B, T;                       /* B: this rank's rows of the global batch */
+    int B_global, b0;                  /* global batch, first row of this rank */
+    size_t n, off_stack, off_head;     /* params: [wte | stack | head] */
+    size_t upd_lo, n_upd;              /* the part of the buffer this rank updates */
+    nb_real *p, *g;                    /* parameters and gradients (n) */
+    nb_real *m, *v;                    /* Adam moments of the update range (n_upd) */
+    unsigned char* decay;              /* per parameter (n): 1 = weight decay applies */
+    nb_real *x, *h, *dh, *dx, *logits, *cache, *scratch;
+    double* row_loss;
+    int* tok;
+    unsigned char* mask;
+    long long adam_t;                  /* optimizer steps taken */
+    dist* dist;
+    double t_comm;                     /* seconds blocked in the loss allreduce */
+    int stop;                          /* a stop request, agreed by every rank at the last step */
+} model;
+
+/* checkpoint tensor table: name, offset, rows, cols (cols 0 = a 1-D tensor) */
+typedef struct ck_tensor { char name[96]; size_t off; int rows, cols; } ck_tensor;
+
+int model_init(model* m, const config* c);
+void model_free(model* m);
+int model_tensors(const model* m, ck_tensor* table);
+size_t tensor_count(const ck_tensor* t);
+/* Forward on m->tok/mask. *loss = global mean over the masked targets, *count their number.
+   train: backward, gradients reduced over the ranks (dist), ready for the optimizer. */
+int model_step(model* m, int train, double* count, double* loss);
+double evaluate(model* m, const dataset* ds, int n_batches);
+double answer_accuracy(model* m, const dataset* ds, int n);
+
+/* ---- optim.c ---- */
+double lr_at(const config* c, int step);
+double grad_norm(model* m, const nb_real* gu);          /* global, identical on every rank */
+void layer_grad_norms(model* m, const nb_real* gu, double* per_layer);
+void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscale);
+
+/* ---- checkpoint.c ---- */
+int save_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int step);
+int load_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int* step);
+
+/* ---- run.c ---- */
+typedef struct history {       /* what a run records for tables and plots */
+    int n_steps;               /* per-step train loss */
+    double *step_x, *loss, *step_gnorm, *step_lr;
+    int n_eval;                /* per interval */
+    double *eval_x, *val, *gnorm;
+    int n_diag;                /* per-layer snapshots (with --diag) */
+    double *diag_x, *grad_l, *hid_l, *ang_l;   /* n_diag x L, x (L+1), x L */
+    double final_loss, final_val, accuracy;
+    int diverged_at;           /* -1 = no */
+    int interrupted, steps_done;
+    double train_seconds, comm_seconds, tokens;  /* training steps only (no evaluation) */
+} history;
+
+void history_free(history* h);
+int train_run(const config* c, const dataset* ds, double unigram, history* h, int compare);
+int run_compare(const config* base, const dataset* ds, double unigram);
+
+/* ---- plot.c ---- */
+int write_diag(const config* c, const model* m, const history* h, double unigram);
+int write_steps_csv(const char* path, const history* h);
+int write_compare(const char* dir, const char* const* names, const history* hs, int n,
+                  double unigram, int steps, int text);
+
+#endif

@@ -1,0 +1,101 @@
+/* util.c: messages, hashing and small helpers shared by the trainer's files. */
+#define _POSIX_C_SOURCE 200809L
+#include "train.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+volatile int g_stop = 0;
+int g_rank = 0, g_ranks = 1, g_same_everywhere = 0;
+
+int fail(const char* fmt, ...) {
+    va_list ap;
+    if (g_same_everywhere && g_rank != 0) return 1; /* every rank fails alike: say it once */
+    if (g_ranks > 1 && !g_same_everywhere) fprintf(stderr, "train: rank %d: error: ", g_rank);
+    else fprintf(stderr, "train: error: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    fflush(stderr);
+    return 1;
+}
+
+void say(const char* fmt, ...) {
+    va_list ap;
+    if (g_rank != 0) return;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+}
+
+double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+unsigned long long mix64(unsigned long long* s) { /* splitmix64 */
+    unsigned long long z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+unsigned long long hash3(unsigned long long a, unsigned long long b, unsigned long long c) {
+    unsigned long long s = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL) * 0xD1B54A32D192ED03ULL
+                           ^ (c + 0x8CB92BA72F3D8DD7ULL) * 0xA24BAED4963EE407ULL;
+    mix64(&s);
+    return mix64(&s);
+}
+
+unsigned long long rnd_below(unsigned long long* s, unsigned long long n) {
+    return n ? mix64(s) % n : 0;
+}
+
+unsigned long long fnv1a(const void* data, size_t n, unsigned long long h) {
+    const unsigned char* p = (const unsigned char*)data;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ULL;
+    return h;
+}
+
+void* xcalloc(size_t n, size_t size) {
+    void* p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        g_same_everywhere = 0; /* this rank's own failure */
+        fail("out of memory (%zu x %zu bytes)", n, size);
+        dist_abort(1); /* nothing sensible can continue without memory */
+    }
+    return p;
+}
+
+int make_dir(const char* dir) {
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return 0;
+        return fail("%s exists and is not a directory", dir);
+    }
+    if (mkdir(dir, 0777) != 0) return fail("cannot create directory %s: %s", dir, strerror(errno));
+    return 0;
+}
+
+FILE* open_in(const char* dir, const char* name, char* path, size_t n) {
+    FILE* f;
+    snprintf(path, n, "%s/%s", dir, name);
+    f = fopen(path, "w");
+    if (!f) fail("cannot write %s: %s", path, strerror(errno));
+    return f;
+}
+
+void fmt_time(double s, char* buf, size_t n) {
+    const long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, n, "%lds", t);
+}

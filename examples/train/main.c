@@ -107,8 +107,15 @@ int main(int argc, char** argv) {
     double unigram;
     int help = 0, rc;
     if (dist_init(&argc, &argv)) return 1;
-    signal(SIGINT, on_signal);  /* the handlers only set g_stop; the loop saves and stops */
-    signal(SIGTERM, on_signal); /* mpirun passes Ctrl-C on to the ranks as SIGTERM */
+    {   /* the handler only sets g_stop; the loop saves and stops. mpirun passes Ctrl-C on as
+           SIGTERM. No SA_RESTART: a write blocked on a full pipe returns, so the save runs. */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     g_same_everywhere = 1;      /* setup: every rank checks the same things */
     config_defaults(&c);
     rc = parse_args(argc, argv, &c, &help);

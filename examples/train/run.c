@@ -145,8 +145,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
                                                                               : evaluate(&m, ds, c->eval_batches);
     if (!compare && !c->quiet)
         say("done: %d steps in %.1f s\n", step - start, now_s() - t0);
-    if (!ds->text && h->diverged_at < 0) h->accuracy = answer_accuracy(&m, ds, compare ? 128 : 256);
-    if (!compare) {
+    if (!compare) { /* save first: under mpirun, Ctrl-C leaves about a second before SIGKILL */
         const char* path = c->save;
         if (h->interrupted && !path) path = "train.safetensors";
         if (h->interrupted) say("interrupted at step %d\n", step);
@@ -154,6 +153,10 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
             if (save_checkpoint(path, c, ds, &m, step)) goto done;
             say("checkpoint: %s (step %d)\n", path, step);
         }
+    }
+    if (!ds->text && h->diverged_at < 0 && !h->interrupted)
+        h->accuracy = answer_accuracy(&m, ds, compare ? 128 : 256);
+    if (!compare) {
         if (c->csv && g_rank == 0 && write_steps_csv(c->csv, h)) goto done;
         if (c->diag && g_rank == 0) {
             if (write_diag(c, &m, h, unigram)) goto done;

@@ -3,6 +3,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,14 @@ int fail(const char* fmt, ...) {
 void say(const char* fmt, ...) {
     va_list ap;
     if (g_rank != 0) return;
+    if (g_stop && g_ranks > 1) {
+        /* After Ctrl-C, mpirun may stop reading our output while it gives the ranks a second
+           before SIGKILL: a full pipe must not keep rank 0 from saving. */
+        struct pollfd pf;
+        pf.fd = fileno(stdout);
+        pf.events = POLLOUT;
+        if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLOUT)) return;
+    }
     va_start(ap, fmt);
     vprintf(fmt, ap);
     va_end(ap);

@@ -6,7 +6,7 @@
 # Prints "N passed, N failed" and exits non-zero on any failure.
 set -u
 
-TRAIN="${1:?usage: test_train.sh path/to/train}"
+TRAIN="$(realpath "${1:?usage: test_train.sh path/to/train}")"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/nb_train_test.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1

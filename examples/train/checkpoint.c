@@ -196,15 +196,12 @@ static int span_cmp(const void* x, const void* y) {
     return a < b ? -1 : a > b;
 }
 
-/* rank 0: read and check the file, fill the full buffers base[3], *step and *adam_t */
-static int read_file(const char* path, const config* c, const dataset* ds, const model* m,
-                     nb_real* const base[3], int* step, long long* adam_t) {
-    FILE* f = fopen(path, "rb");
-    unsigned char le[8];
+int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, const config* c,
+                     const dataset* ds, const model* m, nb_real* const base[3], int* step,
+                     long long* adam_t) {
     unsigned long long hlen = 0;
-    long fsz;
     char* hdr = NULL;
-    unsigned char* data = NULL;
+    const unsigned char* data;
     size_t dsz;
     cJSON *root = NULL, *want = cJSON_CreateObject();
     const cJSON *meta, *e;
@@ -212,25 +209,17 @@ static int read_file(const char* path, const config* c, const dataset* ds, const
     span* spans = NULL;
     int nt, ns = 0, pass, t, i, rc = 1;
     long long v;
-    if (!f) { fail("cannot open checkpoint %s: %s", path, strerror(errno)); goto done; }
-    if (fseek(f, 0, SEEK_END) != 0 || (fsz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fail("cannot read checkpoint %s (not a regular file?)", path); goto done;
-    }
-    if (fsz < 8 || fread(le, 1, 8, f) != 8) {
-        fail("checkpoint %s is truncated (%ld bytes, no header length)", path, fsz); goto done;
-    }
-    for (i = 7; i >= 0; i--) hlen = hlen << 8 | le[i];
-    if (hlen < 2 || hlen > (unsigned long long)(fsz - 8) || hlen > 100000000ULL) {
-        fail("checkpoint %s: bad header length %llu (file has %ld bytes); truncated or not a "
-             "safetensors file", path, hlen, fsz);
+    if (size < 8) { fail("checkpoint %s is truncated (%zu bytes, no header length)", path, size); goto done; }
+    for (i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+    if (hlen < 2 || hlen > (unsigned long long)(size - 8) || hlen > 100000000ULL) {
+        fail("checkpoint %s: bad header length %llu (file has %zu bytes); truncated or not a "
+             "safetensors file", path, hlen, size);
         goto done;
     }
     hdr = (char*)xcalloc((size_t)hlen + 1, 1);
-    dsz = (size_t)fsz - 8 - (size_t)hlen;
-    data = (unsigned char*)xcalloc(dsz, 1);
-    if (fread(hdr, 1, (size_t)hlen, f) != (size_t)hlen || fread(data, 1, dsz, f) != dsz) {
-        fail("cannot read checkpoint %s", path); goto done;
-    }
+    memcpy(hdr, buf + 8, (size_t)hlen);
+    data = buf + 8 + hlen;
+    dsz = size - 8 - (size_t)hlen;
     root = cJSON_ParseWithLength(hdr, (size_t)hlen);
     if (!cJSON_IsObject(root)) { fail("checkpoint %s: the header is not valid JSON", path); goto done; }
     meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
@@ -366,13 +355,35 @@ static int read_file(const char* path, const config* c, const dataset* ds, const
     }
     rc = 0;
 done:
-    if (f) fclose(f);
     free(hdr);
-    free(data);
     free(tab);
     free(spans);
     cJSON_Delete(root);
     cJSON_Delete(want);
+    return rc;
+}
+
+/* rank 0: read the file and parse it into the full buffers base[3], *step and *adam_t */
+static int read_file(const char* path, const config* c, const dataset* ds, const model* m,
+                     nb_real* const base[3], int* step, long long* adam_t) {
+    FILE* f = fopen(path, "rb");
+    unsigned char* buf;
+    long sz;
+    int rc;
+    if (!f) return fail("cannot open checkpoint %s: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return fail("cannot read checkpoint %s (not a regular file?)", path);
+    }
+    buf = (unsigned char*)xcalloc((size_t)sz, 1);
+    if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
+        fclose(f);
+        free(buf);
+        return fail("cannot read checkpoint %s", path);
+    }
+    fclose(f);
+    rc = checkpoint_parse(path, buf, (size_t)sz, c, ds, m, base, step, adam_t);
+    free(buf);
     return rc;
 }
 

@@ -178,6 +178,11 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
 /* ---- checkpoint.c ---- */
 int save_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int step);
 int load_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int* step);
+/* The loader's checks on a checkpoint in memory (the fuzz harness calls it directly): fills
+   base[0..2] (parameters, first and second moments, each m->n values), *step, *adam_t. */
+int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, const config* c,
+                     const dataset* ds, const model* m, nb_real* const base[3], int* step,
+                     long long* adam_t);
 
 /* ---- run.c ---- */
 typedef struct history {       /* what a run records for tables and plots */

@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""PyTorch peer of the C trainer's whole training step (examples/train, preset pre).
+
+Mirrors examples/train/model.c + optim.c with normblocks' Pre-Norm preset, float32 on CPU:
+byte embedding (256 x d) -> L blocks -> final RMSNorm -> untied head (256 x d) -> mean
+cross-entropy over every target (the benchmark's full mask); a block is
+    y = x + MHA(RMSNorm(x)) ;  x' = y + SwiGLU(RMSNorm(y))
+RMSNorm with a gain, eps 1e-5 inside the sqrt; MHA with a fused Q|K|V projection, NeoX
+rotate-half RoPE (theta 10000) on q and k, causal, scale 1/sqrt(d_k), output projection;
+SwiGLU W_in (2f x d, value half then gate half), a = silu(z) * u, f = 8d/3 rounded up to 64.
+No biases. Init as the trainer's --init normal: N(0, 1/(2.5 d)) truncated at 3 std, gains 1.
+The step is what a PyTorch 1.13 user writes for speed on CPU: nn.Linear, baddbmm + additive
+causal mask + softmax (1.13 has no scaled_dot_product_attention), a composed RMSNorm (1.13 has
+none), F.cross_entropy, clip_grad_norm_(1.0) every step, AdamW(lr 3e-3, betas (0.9, 0.95),
+eps 1e-8, wd 0.1; no decay for the gains, foreach), zero_grad(set_to_none=True). The C
+trainer's warmup/cosine lr schedule is left out (a scalar per step). Token batches are drawn
+before timing; each step is timed with perf_counter over zero_grad, forward, loss, backward,
+clip and optimizer step; tok/s comes from the median step.
+
+  OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/bench_train_torch.py \
+      --d 64 --layers 16 --heads 4 --seq 64 --batch 8 --threads 1 --steps 20 --warmup 3
+  /usr/bin/python3 bench/bench_train_torch.py --check   # the parameter counts ./build/train prints
+(OPENBLAS_CORETYPE matters: Debian's OpenBLAS, which torch uses, picks slow kernels without it
+on some CPUs. Its pthread pool adds threads to torch's OpenMP ones: with --threads 2 use
+OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE, or =2 with PASSIVE, as bench/run.sh's envs;
+spinning OpenMP threads on a shared 2-core machine can cost 3-5x.) The last line is
+machine-readable:
+  torch_train d=.. L=.. H=.. T=.. B=.. threads=.. tok_s=.. ms_step=.. median_of=.. params=..
+"""
+import argparse
+import ctypes
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+VOCAB, EPS = 256, 1e-5
+# parameter counts printed by the C trainer ("model: pre, ... N parameters") for (d, L, H)
+C_PARAMS = {(32, 2, 2): 49312, (64, 16, 4): 886848, (512, 4, 8): 13111808}
+
+
+def cpu_now():
+    """(wall s, busy CPU s of the whole machine, this process's CPU s), to see other load"""
+    with open("/proc/stat") as fh:
+        v = [int(a) for a in fh.readline().split()[1:9]]
+    t = os.times()
+    busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+    return time.perf_counter(), busy, t.user + t.system
+
+
+def openblas_core():
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        return lib.openblas_get_corename().decode()
+    except (OSError, AttributeError):
+        return "unknown"
+
+
+def rms_norm(x, g):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * g
+
+
+def rotate_half(x):  # NeoX: pairs (i, i + dk/2)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Block(nn.Module):
+    def __init__(self, d, H):
+        super().__init__()
+        self.H, self.f = H, (8 * d // 3 + 63) // 64 * 64
+        self.attn_norm = nn.Parameter(torch.ones(d))
+        self.qkv = nn.Linear(d, 3 * d, bias=False)      # rows q, then k, then v
+        self.attn_out = nn.Linear(d, d, bias=False)
+        self.ff_norm = nn.Parameter(torch.ones(d))
+        self.ff_in = nn.Linear(d, 2 * self.f, bias=False)  # value u, then gate z
+        self.ff_out = nn.Linear(self.f, d, bias=False)
+
+    def attention(self, x, cos, sin, mask):
+        B, T, d = x.shape
+        H, dk = self.H, d // self.H
+        q, k, v = self.qkv(x).view(B, T, 3, H, dk).unbind(2)   # (B, T, H, dk) each
+        q = q * cos + rotate_half(q) * sin                      # cos, sin: (T, 1, dk)
+        k = k * cos + rotate_half(k) * sin
+        q, k, v = (t.transpose(1, 2).reshape(B * H, T, dk) for t in (q, k, v))
+        att = torch.baddbmm(mask, q, k.transpose(1, 2), alpha=1.0 / math.sqrt(dk)).softmax(-1)
+        y = torch.bmm(att, v).view(B, H, T, dk).transpose(1, 2).reshape(B, T, d)
+        return self.attn_out(y)
+
+    def forward(self, x, cos, sin, mask):
+        y = x + self.attention(rms_norm(x, self.attn_norm), cos, sin, mask)
+        u, z = self.ff_in(rms_norm(y, self.ff_norm)).split(self.f, dim=-1)
+        return y + self.ff_out(F.silu(z) * u)
+
+
+class Model(nn.Module):
+    def __init__(self, d, L, H, T, theta=10000.0):
+        super().__init__()
+        self.wte = nn.Embedding(VOCAB, d)
+        self.blocks = nn.ModuleList(Block(d, H) for _ in range(L))
+        self.ln_f = nn.Parameter(torch.ones(d))
+        self.head = nn.Linear(d, VOCAB, bias=False)
+        std = 1 / math.sqrt(2.5 * d)  # the trainer's --init normal, embedding and head included
+        for p in self.parameters():
+            if p.dim() == 2:
+                nn.init.trunc_normal_(p, std=std, a=-3 * std, b=3 * std)
+        dk = d // H
+        inv = 1.0 / theta ** (torch.arange(0, dk, 2, dtype=torch.float64) / dk)
+        ang = torch.outer(torch.arange(T, dtype=torch.float64), inv).repeat(1, 2)[:, None, :]
+        self.register_buffer("cos", ang.cos().float())
+        self.register_buffer("sin", ang.sin().float())
+        self.register_buffer("mask", torch.full((T, T), float("-inf")).triu(1))
+
+    def forward(self, tok, tgt):
+        x = self.wte(tok)
+        for blk in self.blocks:
+            x = blk(x, self.cos, self.sin, self.mask)
+        logits = self.head(rms_norm(x, self.ln_f))
+        return F.cross_entropy(logits.view(-1, VOCAB), tgt.reshape(-1))
+
+
+def make_optimizer(model):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=3e-3, betas=(0.9, 0.95), eps=1e-8, foreach=True)
+
+
+def check():
+    """Parameter counts equal the C trainer's; the initial loss is near ln(256)."""
+    for (d, L, H), want in C_PARAMS.items():
+        torch.manual_seed(0)
+        m = Model(d, L, H, 32)
+        n = sum(p.numel() for p in m.parameters())
+        tok = torch.randint(0, VOCAB, (4, 33))
+        with torch.no_grad():
+            loss = m(tok[:, :-1], tok[:, 1:]).item()       # the trainer's normal init
+            m.head.weight.mul_(0.01)
+            small = m(tok[:, :-1], tok[:, 1:]).item()      # small head: ~uniform predictions
+        print("check d=%d L=%d H=%d: %d parameters (C trainer %d), initial loss %.4f, "
+              "small-head %.4f (ln 256 = %.4f)" % (d, L, H, n, want, loss, small, math.log(VOCAB)))
+        assert n == want, (n, want)
+        assert abs(loss - math.log(VOCAB)) < 0.5 and abs(small - math.log(VOCAB)) < 0.01
+    print("check ok")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    for k, v in (("d", 64), ("layers", 16), ("heads", 4), ("seq", 64), ("batch", 8),
+                 ("threads", 1), ("steps", 20), ("warmup", 3)):
+        ap.add_argument("--" + k, type=int, default=v)
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    torch.set_num_threads(a.threads)
+    if a.check:
+        return check()
+    torch.manual_seed(1337)
+    B, T = a.batch, a.seq
+    model = Model(a.d, a.layers, a.heads, T)
+    opt = make_optimizer(model)
+    n_params = sum(p.numel() for p in model.parameters())
+    data = torch.randint(0, VOCAB, (a.warmup + a.steps, B, T + 1))
+    times, losses = [], []
+    c0 = cpu_now()
+    for i in range(a.warmup + a.steps):
+        tok, tgt = data[i, :, :-1], data[i, :, 1:]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model(tok, tgt)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        dt = time.perf_counter() - t0
+        losses.append(loss.item())
+        if i >= a.warmup:
+            times.append(dt)
+    c1 = cpu_now()
+    others = max(0.0, (c1[1] - c0[1]) - (c1[2] - c0[2])) / ((c1[0] - c0[0]) * os.cpu_count())
+    med = statistics.median(times)
+    print("# torch %s, %d threads, OpenBLAS %s, OPENBLAS_NUM_THREADS=%s OMP_WAIT_POLICY=%s"
+          % (torch.__version__, torch.get_num_threads(), openblas_core(),
+             os.environ.get("OPENBLAS_NUM_THREADS", "(unset)"),
+             os.environ.get("OMP_WAIT_POLICY", "(unset)")))
+    print("# %d parameters; loss %.4f -> %.4f; step ms median %.3f min %.3f max %.3f; other "
+          "processes used %.0f%% of the CPUs" % (n_params, losses[0], losses[-1], 1e3 * med,
+                                                  1e3 * min(times), 1e3 * max(times), 100 * others))
+    print("torch_train d=%d L=%d H=%d T=%d B=%d threads=%d tok_s=%.1f ms_step=%.3f median_of=%d "
+          "params=%d" % (a.d, a.layers, a.heads, T, B, a.threads, B * T / med, 1e3 * med,
+                         len(times), n_params))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

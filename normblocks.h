@@ -27,8 +27,9 @@
      NB_STATIC           make every function static (private to the including file).
      NB_MALLOC/NB_FREE   override the allocator (both or neither). They receive the user pointer
                          of nb_ctx.alloc_user:  NB_MALLOC(size, user), NB_FREE(ptr, user).
-     NB_ASSERT(x)        override assert() (used for internal invariants only; bad input is
-                         reported through return codes, never through asserts).
+     NB_ASSERT(x)        override assert() (used for internal invariants only: carved buffers
+                         within their planned sizes, thread shares within the scratch; bad input
+                         is reported through return codes, never through asserts).
 
    CONVENTIONS
      - Matrices are row-major. A linear layer stores W as (out, in), like PyTorch nn.Linear,
@@ -40,14 +41,28 @@
        the whole row. With width = H*d_k and seg = d_k this is a per-head norm.
      - Outputs come first in argument lists (llm.c), then inputs, then shapes.
      - Every function that can fail returns nb_result; NB_OK is 0. The reason is written into
-       ctx->err (if ctx is not NULL) and passed to ctx->log (if set). nb_result_string() names the
-       code. Invalid input never crashes and never writes outputs.
+       ctx->err (if ctx is not NULL) and passed to ctx->log (if set), naming the function and the
+       argument or field. nb_result_string() names the code. Invalid input never crashes and
+       never writes outputs.
+     - What is checked: every pointer argument (NULL), every shape, stride and count (including
+       sizes that would overflow int or size_t: such a plan or stack is refused), every float
+       hyperparameter (finite and in range), the thread count against what a scratch was sized
+       for, and that a backward reads a cache written by a complete forward of the same plan or
+       stack with the same B and T (a small header at the start of each cache).
+       What is trusted, as C cannot check it: that a buffer has the number of values the
+       documentation or plan gives for it (n_params, n_cache, n_scratch, nb_norm_scratch_size,
+       rows*ld...), that plans and stacks come from their _make/_init functions and are not
+       modified afterwards (nb_stack.skip and desc.check_finite excepted), that a custom layer
+       array has n_layers entries, and that buffers that are not documented as aliasable do not
+       overlap. Values inside the tensors (NaN, Inf) are data, not errors, unless
+       nb_stack_desc.check_finite asks.
      - Backward functions ACCUMULATE parameter gradients (dgain, dbias): zero them once per step.
        Input gradients (dx) are overwritten, or accumulated when `accumulate` is non-zero.
      - Threads: ctx->num_threads (0 = omp_get_max_threads()) sets the OpenMP team of every
        kernel through a num_threads clause; normblocks never calls omp_set_num_threads. Rows are
        split statically and per-thread partial sums are reduced in thread order, so results are
        bitwise reproducible for a fixed thread count. Different thread counts agree to rounding.
+       Teams are at most NB_MAX_THREADS: a larger num_threads is clamped.
 
    STEP BY STEP: RMSNorm forward and backward on a (rows x width) matrix
        nb_ctx ctx = {0};                       // all zero = defaults
@@ -147,8 +162,13 @@ typedef enum nb_result {
 
 /* Execution context. Zero-initialise it; every zero field means "default". A context is not
    shared between threads that call normblocks concurrently (err is written on failure). */
+/* Upper bound of a team (larger ctx->num_threads are clamped: an absurd request must not make
+   the OpenMP runtime abort on thread creation). */
+#define NB_MAX_THREADS 1024
+
 typedef struct nb_ctx {
-    int num_threads;   /* OpenMP threads per kernel; 0 = omp_get_max_threads() */
+    int num_threads;   /* OpenMP threads per kernel; 0 = omp_get_max_threads(); clamped to
+                          [1, NB_MAX_THREADS] */
     void (*log)(void* user, nb_result code, const char* message); /* optional error sink */
     void* log_user;
     void* alloc_user;  /* passed to NB_MALLOC/NB_FREE by convenience allocators */
@@ -168,18 +188,25 @@ NBDEF int nb_num_threads(const nb_ctx* ctx);   /* the team size kernels will use
 
 /* ---- normalization ------------------------------------------------------------------------ */
 /* nb_real values of scratch the norm backward needs for per-thread partial gain/bias sums,
-   for rows of `width` in segments of `seg` (0 = width). Needed only with dgain or dbias. */
+   for rows of `width` in segments of `seg` (0 = width). Needed only with dgain or dbias. The
+   size does not depend on the thread count: it holds NB_NORM_MAX_TEAM threads' sums, and the
+   backward's team is clamped to that (so a scratch sized under one ctx stays valid under any
+   other). ctx is unused. Trusted: the scratch passed to a backward has at least this many values
+   for that call's width and seg. Returns 0 when width <= 0 or seg does not divide width. */
+#define NB_NORM_MAX_TEAM 64
 NBDEF size_t nb_norm_scratch_size(const nb_ctx* ctx, int width, int seg);
 
 /* RMSNorm. x, y: rows x width with strides ldx, ldy (y may equal x if ldy == ldx, but backward
-   needs x). rstd[r*(width/seg) + s] = 1/sqrt(mean(x_seg^2) + eps). gain: seg values or NULL. */
+   needs x). rstd[r*(width/seg) + s] = 1/sqrt(mean(x_seg^2) + eps). gain: seg values or NULL.
+   eps: finite and > 0. Trusted: x, y hold (rows-1)*ld + width values, rstd rows*(width/seg). */
 NBDEF nb_result nb_rmsnorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rstd,
                                    const nb_real* x, int ldx, const nb_real* gain,
                                    int rows, int width, int seg, nb_real eps);
 /* dx = (1/r)(g - xhat*mean(g*xhat)) with g = dy*gain, xhat = x*rstd; dgain += sum dy*xhat.
    dx is overwritten (accumulate = 0) or added to (accumulate != 0); dx may equal dy when
    accumulate = 0. dgain may be NULL to skip it; scratch: nb_norm_scratch_size(ctx, width, seg)
-   values, needed when dgain is not NULL. */
+   values, needed when dgain is not NULL. Trusted: the sizes of dx, dy, x (rows with their
+   strides), rstd (rows*(width/seg)), gain and dgain (seg) and scratch. */
 NBDEF nb_result nb_rmsnorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
                                     const nb_real* dy, int lddy, const nb_real* x, int ldx,
                                     const nb_real* rstd, const nb_real* gain,
@@ -204,7 +231,8 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
 /* ---- softmax ------------------------------------------------------------------------------ */
 /* p = softmax(scale * s) per row of `cols`. causal: row i sees columns j <= i + (cols - rows)
    (bottom-right aligned, the usual mask when rows == cols); masked entries of p are set to 0.
-   lse (optional, rows values): log-sum-exp of the scaled, masked row. p may equal s. */
+   lse (optional, rows values): log-sum-exp of the scaled, masked row. p may equal s.
+   scale: finite and > 0. Trusted: p, s hold (rows-1)*ld + cols values. */
 NBDEF nb_result nb_softmax_forward(nb_ctx* ctx, nb_real* p, int ldp, nb_real* lse,
                                    const nb_real* s, int lds, int rows, int cols,
                                    nb_real scale, int causal);
@@ -218,7 +246,7 @@ NBDEF nb_result nb_softmax_backward(nb_ctx* ctx, nb_real* ds, int ldds, const nb
    beta = 0 overwrites C (NaNs in C do not propagate). nb_gemm uses BLAS unless NB_NO_BLAS;
    nb_gemm_ref is the portable reference (OpenMP over rows of C when not already in a parallel
    region). Both are safe to call from inside an OpenMP region only with a single-threaded
-   BLAS. */
+   BLAS. Trusted: A, B, C hold (rows-1)*ld + cols values of op's shapes. */
 NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                         nb_real alpha, const nb_real* A, int lda, const nb_real* B, int ldb,
                         nb_real beta, nb_real* C, int ldc);
@@ -232,15 +260,18 @@ NBDEF nb_result nb_gemm_ref(nb_ctx* ctx, int transa, int transb, int M, int N, i
 NBDEF int nb_blas_threads(void);
 
 /* ---- elementwise --------------------------------------------------------------------------- */
-NBDEF void nb_add(nb_ctx* ctx, nb_real* out, const nb_real* a, const nb_real* b, size_t n);
-/* y = alpha * x + beta * y (beta = 0 overwrites y) */
-NBDEF void nb_axpby(nb_ctx* ctx, nb_real* y, nb_real alpha, const nb_real* x, nb_real beta,
-                    size_t n);
+/* out = a + b over n values (out may be a or b). Trusted: each holds n values. n = 0 is a no-op
+   (then NULL pointers are allowed). */
+NBDEF nb_result nb_add(nb_ctx* ctx, nb_real* out, const nb_real* a, const nb_real* b, size_t n);
+/* y = alpha * x + beta * y (beta = 0 overwrites y). Trusted: x and y hold n values. */
+NBDEF nb_result nb_axpby(nb_ctx* ctx, nb_real* y, nb_real alpha, const nb_real* x, nb_real beta,
+                         size_t n);
 
 /* ---- RoPE ---------------------------------------------------------------------------------- */
 /* NeoX rotate-half RoPE, in place, on B*T token rows (row r has position r % T) of `heads`
    head vectors of head_dim at stride ldx. Pair (i, i + head_dim/2) rotates by
-   phi = pos * theta^(-2i/head_dim). inverse != 0 rotates by -phi: that is the backward. */
+   phi = pos * theta^(-2i/head_dim). inverse != 0 rotates by -phi: that is the backward.
+   theta: finite and > 1. Trusted: x holds (B*T-1)*ldx + heads*head_dim values. */
 NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int heads, int head_dim,
                         nb_real theta, int inverse);
 
@@ -279,9 +310,9 @@ typedef struct nb_attn_desc {
     nb_norm_width width;    /* norm width at the sites */
     nb_norm_type norm;      /* norm type at the sites */
     int no_gain;            /* 1 = the site norms have no gain */
-    nb_real eps;            /* 0 = 1e-5 */
+    nb_real eps;            /* 0 = 1e-5; else finite and > 0 */
     int rope;               /* 1 = apply RoPE to Q and K after their norms */
-    nb_real rope_theta;     /* 0 = 10000 */
+    nb_real rope_theta;     /* 0 = 10000; else finite and > 1 */
     int non_causal;         /* 1 = no causal mask */
     nb_attn_memory memory;
 } nb_attn_desc;
@@ -293,7 +324,9 @@ typedef struct nb_attn_params {
 } nb_attn_params;
 
 /* A plan: the validated, resolved description for batches of at most max_batch sequences of
-   at most max_seq tokens, and the sizes (in nb_real values) of what the caller allocates. */
+   at most max_seq tokens, and the sizes (in nb_real values) of what the caller allocates.
+   A plan is refused when max_batch*max_seq, a width or the attention task count would not fit
+   an int, or a size would not fit size_t (the error names the quantity). */
 typedef struct nb_attn_plan {
     nb_attn_desc desc;      /* every default resolved */
     int max_batch, max_seq;
@@ -307,14 +340,17 @@ typedef struct nb_attn_plan {
 NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn_desc* desc,
                                   int max_batch, int max_seq);
 /* Point p's members into a contiguous buffer of plan->n_params values (w_qkv, w_o, then the
-   gains of the enabled sites in Q, K, V, C order); absent gains are NULL. */
+   gains of the enabled sites in Q, K, V, C order); absent gains are NULL. With plan or p NULL
+   nothing is done; with base NULL every member is NULL (a forward then reports it). */
 NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_params* p);
 /* out: B*T x d. x: B*T x d (kept by the caller for backward). */
 NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                                 nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                                 nb_real* scratch);
 /* dx (B*T x d) is overwritten, or accumulated when accumulate_dx != 0; every member of g is
-   accumulated. cache must be untouched since the forward with the same x, B, T. */
+   accumulated (g's gains are required where p's are). cache must be untouched since the forward
+   with the same x, B, T: a cache not written by a successful forward of an equal plan with the
+   same B and T is refused (NB_ERR_CONFIG). Trusted: x is the forward's x. */
 NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                                  nb_attn_params* g, nb_real* dx, const nb_real* dout,
                                  const nb_real* x, int B, int T, const nb_real* cache,
@@ -349,11 +385,13 @@ typedef struct nb_ffn_plan {
 
 NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_desc* desc,
                                  int max_batch, int max_seq);
-/* order: w_in, b_in, w_out, b_out */
+/* order: w_in, b_in, w_out, b_out; NULL arguments as nb_attn_params_bind */
 NBDEF void nb_ffn_params_bind(const nb_ffn_plan* plan, nb_real* base, nb_ffn_params* p);
 NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
                                nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                                nb_real* scratch);
+/* As nb_attn_backward: a cache not written by a successful forward of an equal plan with the
+   same B and T is refused. */
 NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
                                 nb_ffn_params* g, nb_real* dx, const nb_real* dout,
                                 const nb_real* x, int B, int T, const nb_real* cache,
@@ -417,14 +455,15 @@ typedef struct nb_stack_desc {
     unsigned sites;            /* attention norm sites for the whole stack; 0 = preset default
                                   (QKV for HybridNorm family, none for the others) */
     const nb_layer_desc* layers; /* optional n_layers custom layers (copied at init) */
-    double mixln_alpha;        /* Mix-LN fraction of Post-Norm layers; 0 = 0.25 */
+    double mixln_alpha;        /* Mix-LN fraction of Post-Norm layers; 0 = 0.25; in [0, 1] */
     nb_norm_type norm;         /* every norm; LayerNorm block norms carry a bias */
-    nb_real eps;               /* 0 = 1e-5 (1e-6 for OLMO2, MIXLN, DEEPNORM_MIXLN: their code) */
+    nb_real eps;               /* 0 = 1e-5 (1e-6 for OLMO2, MIXLN, DEEPNORM_MIXLN: their code);
+                                  else finite and > 0 */
     nb_norm_width site_width;  /* 0 = preset default (per head; full width for OLMO2) */
     nb_ffn_type ffn;
     int ffn_bias;              /* as nb_ffn_desc.bias */
     int rope;                  /* 1 = RoPE in attention */
-    nb_real rope_theta;
+    nb_real rope_theta;        /* 0 = 10000; else finite and > 1 */
     int non_causal;
     nb_attn_memory memory;
     int final_norm;            /* 0 = preset default (on), 1 = on, -1 = off */
@@ -470,7 +509,8 @@ typedef struct nb_stack {
 
 /* Resolve and validate the description, lay out parameters and buffers for batches up to
    (max_batch, max_seq). Allocates the small layer and tensor tables (NB_MALLOC); free them
-   with nb_stack_free. */
+   with nb_stack_free. On failure *s is left empty (nb_stack_free on it is harmless). Trusted:
+   desc->layers, when set, has n_layers entries. */
 NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
                               int max_batch, int max_seq);
 NBDEF void nb_stack_free(nb_stack* s);
@@ -481,18 +521,22 @@ NBDEF const char* nb_preset_name(nb_preset p);
 NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char* name);
 
 /* in: B*T x d (the embedding). out: B*T x d. The cache (n_cache) holds everything backward
-   needs; scratch (n_scratch) is free again after each call. */
+   needs; scratch (n_scratch) is free again after each call. The scratch is sized for the
+   thread count at init: more threads at a call is an error. */
 NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch);
-/* din (B*T x d) is overwritten, and may be dout; grads (n_params) are accumulated. */
+/* din (B*T x d) is overwritten, and may be dout; grads (n_params) are accumulated. The cache
+   must hold a successful nb_stack_forward of this stack (the same init) with the same B and T,
+   else NB_ERR_CONFIG before anything is written. */
 NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
                                   nb_real* grads, nb_real* din, const nb_real* dout, int B,
                                   int T, const nb_real* cache, nb_real* scratch);
 
 /* One layer: in/out hold `streams` consecutive B*T x d tensors (x, then y for SiameseNorm).
    Uses layer l's region of the stack's cache. dout/din likewise; backward takes the same `in`
-   the forward had. */
+   the forward had, and refuses a region not written by a forward of an equal layer with the
+   same B and T. */
 NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb_real* params,
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch);
@@ -520,28 +564,34 @@ typedef enum nb_init_scheme {
 NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* params,
                                      nb_init_scheme scheme, double std0, unsigned long long seed);
 /* The scheme's std for the embedding and an untied LM head, so a model around the stack can
-   initialize them consistently (embedding_std, head_std may be NULL). */
-NBDEF void nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double std0,
-                          double* embedding_std, double* head_std);
-/* Fill x (n values) with N(0, std^2), truncated at cutoff*std when cutoff > 0. */
-NBDEF void nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
-                          unsigned long long seed);
+   initialize them consistently (embedding_std, head_std may be NULL). NB_ERR_NULL without s,
+   NB_ERR_VALUE for an unknown scheme or std0 negative or not finite (outputs untouched). */
+NBDEF nb_result nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double std0,
+                               double* embedding_std, double* head_std);
+/* Fill x (n values) with N(0, std^2), truncated at cutoff*std when cutoff > 0. std: finite and
+   >= 0; cutoff: <= 0 (none) or >= 0.5 (a narrower cut would take thousands of draws a value).
+   NB_ERR_NULL (x NULL, n > 0) or NB_ERR_VALUE, x untouched. Trusted: x holds n values. */
+NBDEF nb_result nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
+                               unsigned long long seed);
 
 /* ---- diagnostics (SPEC 7) ---------------------------------------------------------------- */
-/* G_l = sqrt(sum of squared gradients of block l); returns the global norm over all of grads.
-   per_layer may be NULL. */
+/* These take no context: a failure is the return code alone, outputs untouched. The cache
+   ones need a cache holding a successful nb_stack_forward of s with this B and T. */
+/* G_l = sqrt(sum of squared gradients of block l); returns the global norm over all of grads
+   (NaN when s or grads is NULL). per_layer (n_layers values) may be NULL. */
 NBDEF double nb_stack_grad_norms(const nb_stack* s, const nb_real* grads, double* per_layer);
 /* Input of block l for l < L, the final residual state (before the final norm) for l = L:
-   a B*T x d tensor inside the cache after a forward. stream 1 = SiameseNorm's Y stream. */
+   a B*T x d tensor inside the cache after a forward. stream 1 = SiameseNorm's Y stream.
+   NULL for a NULL argument, l or stream out of range, or a cache without that forward. */
 NBDEF const nb_real* nb_stack_hidden(const nb_stack* s, const nb_real* cache, int l, int stream,
                                      int B, int T);
-/* mean over tokens of ||x_l|| for l = 0..L (L+1 values) */
-NBDEF void nb_stack_hidden_norms(const nb_stack* s, const nb_real* cache, int B, int T,
-                                 int stream, double* out);
+/* mean over tokens of ||x_l|| for l = 0..L (out: L+1 values) */
+NBDEF nb_result nb_stack_hidden_norms(const nb_stack* s, const nb_real* cache, int B, int T,
+                                      int stream, double* out);
 /* Mean over tokens of arccos(cos(x_l, x_m))/pi (Mix-LN Eq. 8) for 0 <= l, m <= L, as an
    (L+1) x (L+1) symmetric matrix; entry (l, l+n) is the paper's d(l, l+n). */
-NBDEF void nb_stack_angular_distance(const nb_stack* s, const nb_real* cache, int B, int T,
-                                     int stream, double* out);
+NBDEF nb_result nb_stack_angular_distance(const nb_stack* s, const nb_real* cache, int B, int T,
+                                          int stream, double* out);
 
 #ifdef __cplusplus
 }
@@ -603,10 +653,15 @@ static int omp_get_num_threads(void) { return 1; }
 /* exp for float that vectorizes inside `omp simd` loops (libm's expf is a call per element):
    exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2 in two parts, Cephes' degree-6
    polynomial; within 1.4 ulp of exp over the normal range. Overflow gives +inf and underflow
-   0 through the clamped exponent, so no float compare (which would block vectorization). */
+   0 through the clamped exponent. The clamps are selects (min/max, vectorized); each is written
+   so that NaN keeps x NaN (the result is NaN) but turns the exponent into a bound before the
+   int conversion, which would be undefined for NaN and for |n| >= 2^31. */
 static inline float nb__expf(float x) {
-    float t = x * 1.44269504088896341f + 12582912.0f, n, r, p;
+    float t, n, r, p, ne;
     int e;
+    x = x > 100.0f ? 100.0f : x;   /* beyond +-100 the exponent clamps decide alone; keeps r */
+    x = x < -100.0f ? -100.0f : x; /* small, so p stays finite (no inf * 0) */
+    t = x * 1.44269504088896341f + 12582912.0f;
     n = t - 12582912.0f; /* round to nearest via the 1.5*2^23 shift */
     r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
@@ -617,10 +672,9 @@ static inline float nb__expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    e = (int)n;
-    e = e < -127 ? -127 : e; /* 2^-127 has the bits of 0.0f */
-    e = e > 128 ? 128 : e;   /* 2^128 has the bits of +inf */
-    e = (e + 127) << 23;
+    ne = n > -127.0f ? n : -127.0f; /* 2^-127 has the bits of 0.0f; NaN lands here */
+    ne = ne < 128.0f ? ne : 128.0f; /* 2^128 has the bits of +inf */
+    e = ((int)ne + 127) << 23;
     memcpy(&t, &e, sizeof t);
     return p * t;
 }
@@ -664,13 +718,26 @@ static nb_result nb__fail(nb_ctx* ctx, nb_result code, const char* fmt, ...) {
     do { if (cond) return nb__fail(ctx, code, __VA_ARGS__); } while (0)
 
 NBDEF int nb_num_threads(const nb_ctx* ctx) {
-    if (ctx && ctx->num_threads > 0) return ctx->num_threads;
+    int n = 1;
+    if (ctx && ctx->num_threads > 0) n = ctx->num_threads;
 #ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
+    else n = omp_get_max_threads();
 #endif
+    return n < 1 ? 1 : n > NB_MAX_THREADS ? NB_MAX_THREADS : n;
 }
+
+/* Checked size arithmetic: a result that does not fit saturates to SIZE_MAX and stays there
+   through later products and sums (a saturated factor times 0 is truly 0), so a size is
+   computed as plainly as before and checked once at the end (nb__too_big). */
+static size_t nb__mulz(size_t a, size_t b) {
+    return b != 0 && a > (size_t)-1 / b ? (size_t)-1 : a * b;
+}
+static size_t nb__addz(size_t a, size_t b) { return a > (size_t)-1 - b ? (size_t)-1 : a + b; }
+/* A count of values whose bytes would not fit size_t (SIZE_MAX included: saturated). */
+static int nb__too_big(size_t n) { return n >= (size_t)-1 / sizeof(nb_real); }
+/* a * b as long long (ints: cannot overflow) */
+static long long nb__mulll(int a, int b) { return (long long)a * b; }
+#define NB__INT_MAX 2147483647LL
 
 /* Below this many values a kernel runs on the calling thread: waking a team costs more. */
 #define NB__PAR_MIN 16384
@@ -694,18 +761,20 @@ static int nb__team_rows(int rows, int* used, int* lo, int* hi) {
 
 /* ---- normalization -------------------------------------------------------------------------- */
 
-/* Partial sums are padded to a cache line so threads never share one. */
-#define NB__PAD(n) ((((size_t)(n)) + 15) & ~(size_t)15)
+/* Partial sums are padded to a cache line so threads never share one. Saturates like nb__addz. */
+#define NB__PAD(n) nb__pad((size_t)(n))
+static size_t nb__pad(size_t n) { return n > (size_t)-1 - 15 ? (size_t)-1 : (n + 15) & ~(size_t)15; }
 
 /* A thread's partial sums: dgain's at 0, dbias's at nb__part_boff(seg), nb__part_stride(seg)
    values in all. */
 static size_t nb__part_boff(int seg) { return NB__PAD(seg); }
-static size_t nb__part_stride(int seg) { return 2 * NB__PAD(seg); }
+static size_t nb__part_stride(int seg) { return nb__mulz(2, NB__PAD(seg)); }
 
 NBDEF size_t nb_norm_scratch_size(const nb_ctx* ctx, int width, int seg) {
-    if (seg <= 0) seg = width;
-    if (seg < 1) seg = 1;
-    return (size_t)nb_num_threads(ctx) * nb__part_stride(seg);
+    (void)ctx;
+    if (seg == 0) seg = width;
+    if (width <= 0 || seg <= 0 || width % seg) return 0;
+    return nb__mulz(NB_NORM_MAX_TEAM, nb__part_stride(seg));
 }
 
 static nb_result nb__check_rows(nb_ctx* ctx, const char* fn, int rows, int width, int* seg,
@@ -717,7 +786,8 @@ static nb_result nb__check_rows(nb_ctx* ctx, const char* fn, int rows, int width
               "%s: seg (%d) must divide width (%d)", fn, *seg, width);
     NB__CHECK(lda < width || ldb < width, NB_ERR_SHAPE,
               "%s: strides (%d, %d) must be >= width (%d)", fn, lda, ldb, width);
-    NB__CHECK(!(eps > 0), NB_ERR_VALUE, "%s: eps (%g) must be > 0", fn, (double)eps);
+    NB__CHECK(!(eps > 0) || !isfinite((double)eps), NB_ERR_VALUE,
+              "%s: eps (%g) must be finite and > 0", fn, (double)eps);
     return NB_OK;
 }
 
@@ -1011,6 +1081,7 @@ static void nb__norm_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs
 static nb_real* nb__partials(nb_real* scratch, int t, int seg, int dgain, int dbias,
                              nb_real** pb) {
     const size_t stride = nb__part_stride(seg);
+    NB_ASSERT(t >= 0 && t < NB_MAX_THREADS);
     nb_real* pg = (dgain || dbias) ? scratch + (size_t)t * stride : NULL;
     *pb = dbias ? pg + nb__part_boff(seg) : NULL;
     if (pg) memset(pg, 0, stride * sizeof(nb_real));
@@ -1018,12 +1089,15 @@ static nb_real* nb__partials(nb_real* scratch, int t, int seg, int dgain, int db
 }
 
 /* Shared body of both norm backwards, mean == NULL for RMSNorm. Per-thread partial sums of
-   dgain and dbias, reduced in thread order afterwards: deterministic for a thread count. */
+   dgain and dbias, reduced in thread order afterwards: deterministic for a thread count. The
+   scratch holds `teams` threads' partial sums; the team is clamped to that, so no thread count
+   can write past it. */
 static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int lddx,
                                    nb_real* dgain, nb_real* dbias, const nb_real* dy, int lddy,
                                    const nb_real* x, int ldx, const nb_real* mean,
                                    const nb_real* rstd, const nb_real* gain, int rows, int width,
-                                   int seg, const nb_real* add, nb_real alpha, nb_real* scratch) {
+                                   int seg, const nb_real* add, nb_real alpha, nb_real* scratch,
+                                   int teams) {
     nb_result rc = nb__check_rows(ctx, fn, rows, width, &seg, ldx, lddy, 1);
     if (rc) return rc;
     NB__CHECK(lddx < width, NB_ERR_SHAPE, "%s: lddx (%d) must be >= width (%d)", fn, lddx, width);
@@ -1031,10 +1105,12 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
     NB__CHECK((dgain || dbias) && !scratch, NB_ERR_NULL,
               "%s: scratch (nb_norm_scratch_size values) is required for dgain/dbias", fn);
     {
-        const int nseg = width / seg;
+        const int nseg = width / seg, nt = nb_num_threads(ctx);
         const size_t stride = nb__part_stride(seg);
         int used = 1;
-        NB__OMP(parallel num_threads(nb_num_threads(ctx)) if((size_t)rows * width >= NB__PAR_MIN))
+        (void)nt; (void)teams;
+        NB__OMP(parallel num_threads(nt < teams ? nt : teams)
+                if((size_t)rows * width >= NB__PAR_MIN))
         {
             int lo, hi, r, s;
             const int t = nb__team_rows(rows, &used, &lo, &hi);
@@ -1072,7 +1148,7 @@ NBDEF nb_result nb_rmsnorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real*
                                     nb_real* scratch) {
     return nb__norm_backward(ctx, "nb_rmsnorm_backward", dx, lddx, dgain, NULL, dy, lddy, x, ldx,
                              NULL, rstd, gain, rows, width, seg, accumulate ? dx : NULL, 1,
-                             scratch);
+                             scratch, NB_NORM_MAX_TEAM);
 }
 
 NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* mean,
@@ -1096,7 +1172,7 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
     NB__CHECK(!mean, NB_ERR_NULL, "nb_layernorm_backward: mean is required");
     return nb__norm_backward(ctx, "nb_layernorm_backward", dx, lddx, dgain, dbias, dy, lddy, x,
                              ldx, mean, rstd, gain, rows, width, seg, accumulate ? dx : NULL, 1,
-                             scratch);
+                             scratch, NB_NORM_MAX_TEAM);
 }
 
 /* ---- softmax -------------------------------------------------------------------------------- */
@@ -1244,8 +1320,11 @@ static void nb__gemm1(int transa, int transb, int M, int N, int K, nb_real alpha
 #ifdef NB_NO_BLAS
     nb_ctx one;
     memset(&one, 0, sizeof one);
+    nb_result rc;
     one.num_threads = 1;
-    nb_gemm_ref(&one, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    rc = nb_gemm_ref(&one, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    NB_ASSERT(rc == NB_OK); /* callers pass shapes their plan validated */
+    (void)rc;
 #elif defined(NB_DOUBLE)
     cblas_dgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
                 transb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -1308,8 +1387,8 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
               "nb_rope: B, T, heads, head_dim (%d, %d, %d, %d) must be > 0", B, T, heads,
               head_dim);
     NB__CHECK(head_dim % 2, NB_ERR_SHAPE, "nb_rope: head_dim (%d) must be even", head_dim);
-    NB__CHECK(ldx < heads * head_dim, NB_ERR_SHAPE, "nb_rope: ldx (%d) < heads*head_dim (%d)",
-              ldx, heads * head_dim);
+    NB__CHECK(ldx < nb__mulll(heads, head_dim), NB_ERR_SHAPE,
+              "nb_rope: ldx (%d) < heads*head_dim (%lld)", ldx, nb__mulll(heads, head_dim));
     NB__CHECK(!(theta > 1) || !isfinite((double)theta), NB_ERR_VALUE,
               "nb_rope: theta (%g) must be finite and > 1", (double)theta);
     NB__CHECK(!x, NB_ERR_NULL, "nb_rope: x is required");
@@ -1352,7 +1431,7 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
 /* Where everything lives in the caller's cache and scratch for a given (B, T). The same
    function sizes the buffers at plan time (base NULL) and carves them at run time. */
 typedef struct nb__attn_mem {
-    nb_real *qkv, *raw, *stat[4], *o, *c, *probs, *lse; /* cache */
+    nb_real *hdr, *qkv, *raw, *stat[4], *o, *c, *probs, *lse; /* cache */
     nb_real *dqkv, *dc, *tiles, *partials, *kv_parts;   /* scratch */
     size_t n_cache, n_scratch;
 } nb__attn_mem;
@@ -1374,8 +1453,41 @@ static int nb__site_offset(const nb_attn_plan* pl, int site) {
 
 static nb_real* nb__take(nb_real* base, size_t* used, size_t n) {
     nb_real* p = base ? base + *used : NULL;
-    *used += NB__PAD(n); /* keep every buffer 64-byte aligned relative to the base */
+    *used = nb__addz(*used, NB__PAD(n)); /* keep every buffer 64-byte aligned to the base */
     return p;
+}
+
+/* ---- cache headers ----
+   The first NB__HDR values of every cache (attention, FFN, stack) say what wrote it: a forward
+   clears the header first and writes it last, and a backward (or a diagnostic) reads the cache
+   only when the header names its plan or stack and its B and T. A cache of another plan or
+   stack, of another (B, T), of a failed forward, or never written is then an error, not a read
+   of a different layout. */
+typedef struct nb__hdr { unsigned long long magic, id; int B, T; } nb__hdr;
+#define NB__HDR ((size_t)16) /* values: 64 bytes of float, so the buffers after stay aligned */
+typedef char nb__hdr_fits[sizeof(nb__hdr) <= NB__HDR * sizeof(float) ? 1 : -1];
+enum { NB__MAGIC_ATTN = 0x41, NB__MAGIC_FFN = 0x46, NB__MAGIC_STACK = 0x53 };
+
+/* hash combine (unsigned wrap-around is intended) */
+static unsigned long long nb__hash(unsigned long long h, unsigned long long v) {
+    return h ^ (v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2));
+}
+static unsigned long long nb__hashd(unsigned long long h, double v) {
+    unsigned long long u = 0;
+    memcpy(&u, &v, sizeof u < sizeof v ? sizeof u : sizeof v);
+    return nb__hash(h, u);
+}
+static void nb__hdr_put(nb_real* at, int magic, unsigned long long id, int B, int T) {
+    nb__hdr h;
+    memset(&h, 0, sizeof h);
+    h.magic = magic ? 0x6E62000000000000ULL + (unsigned)magic * 16 + sizeof(nb_real) : 0;
+    h.id = id; h.B = B; h.T = T;
+    memcpy(at, &h, sizeof h);
+}
+static int nb__hdr_ok(const nb_real* at, int magic, unsigned long long id, int B, int T) {
+    nb_real want[NB__HDR];
+    nb__hdr_put(want, magic, id, B, T);
+    return memcmp(at, want, sizeof(nb__hdr)) == 0;
 }
 
 /* The attention backward runs one task per (batch, KV head, part). With fewer (batch, KV head)
@@ -1389,42 +1501,62 @@ static int nb__kv_split(const nb_attn_plan* pl, int B, int nt) {
 
 static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real* cache,
                            nb_real* scratch, nb__attn_mem* m) {
-    const size_t BT = (size_t)B * T, P = (size_t)pl->qkv_width, d = (size_t)pl->desc.d_model;
+    const size_t BT = nb__mulz((size_t)B, (size_t)T), P = (size_t)pl->qkv_width;
+    const size_t d = (size_t)pl->desc.d_model, BH = nb__mulz((size_t)B, (size_t)pl->desc.n_heads);
     const int layer = pl->desc.norm == NB_NORM_LAYER;
     size_t cu = 0, su = 0;
     int site, maxw = 1;
     memset(m, 0, sizeof *m);
-    m->qkv = nb__take(cache, &cu, BT * P);
-    if (pl->desc.sites & NB_SITES_QKV) m->raw = nb__take(cache, &cu, BT * P);
+    m->hdr = nb__take(cache, &cu, NB__HDR);
+    m->qkv = nb__take(cache, &cu, nb__mulz(BT, P));
+    if (pl->desc.sites & NB_SITES_QKV) m->raw = nb__take(cache, &cu, nb__mulz(BT, P));
     for (site = 0; site < 4; site++)
         if (nb__site_on(pl, site)) {
             const int seg = nb__site_seg(pl, site);
-            m->stat[site] = nb__take(cache, &cu, (layer ? 2 : 1) * BT *
-                                     (size_t)(nb__site_heads(pl, site) * pl->head_dim / seg));
+            m->stat[site] = nb__take(cache, &cu, nb__mulz(nb__mulz(layer ? 2 : 1, BT),
+                                     (size_t)(nb__site_heads(pl, site) * pl->head_dim / seg)));
             if (seg > maxw) maxw = seg;
         }
-    m->o = nb__take(cache, &cu, BT * d);
-    m->c = nb__site_on(pl, 3) ? nb__take(cache, &cu, BT * d) : m->o;
+    m->o = nb__take(cache, &cu, nb__mulz(BT, d));
+    m->c = nb__site_on(pl, 3) ? nb__take(cache, &cu, nb__mulz(BT, d)) : m->o;
     if (pl->desc.memory == NB_ATTN_MEMORY_PROBS)
-        m->probs = nb__take(cache, &cu, (size_t)B * pl->desc.n_heads * T * T);
+        m->probs = nb__take(cache, &cu, nb__mulz(nb__mulz(BH, (size_t)T), (size_t)T));
     else
-        m->lse = nb__take(cache, &cu, (size_t)B * pl->desc.n_heads * T);
-    m->dqkv = nb__take(scratch, &su, BT * P);
-    m->dc = nb__take(scratch, &su, BT * d);
-    m->tiles = nb__take(scratch, &su, (size_t)nt * 2 * NB__TILE * T);
-    m->partials = nb__take(scratch, &su, (size_t)nt * nb__part_stride(maxw));
+        m->lse = nb__take(cache, &cu, nb__mulz(BH, (size_t)T));
+    m->dqkv = nb__take(scratch, &su, nb__mulz(BT, P));
+    m->dc = nb__take(scratch, &su, nb__mulz(BT, d));
+    m->tiles = nb__take(scratch, &su, nb__mulz((size_t)nt * 2 * NB__TILE, (size_t)T));
+    m->partials = nb__take(scratch, &su, nb__mulz((size_t)nt, nb__part_stride(maxw)));
     /* dK/dV partial sums of the extra parts when B * n_kv_heads < threads (nb__kv_split) */
-    m->kv_parts = nb__take(scratch, &su, (size_t)(pl->desc.n_kv_heads < nt ? nt - 1 : 0) * T * 2 *
-                                             pl->head_dim);
+    m->kv_parts = nb__take(scratch, &su, nb__mulz((size_t)(pl->desc.n_kv_heads < nt ? nt - 1 : 0),
+                                                  nb__mulz((size_t)T, 2 * (size_t)pl->head_dim)));
     m->n_cache = cu;
     m->n_scratch = su;
+}
+
+/* What a cache depends on: the resolved description and the planned maximum (an equal plan
+   made again, or a copy, is the same plan). */
+static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
+    const nb_attn_desc* d = &pl->desc;
+    unsigned long long h = 0x617474ULL;
+    h = nb__hash(h, (unsigned)d->d_model); h = nb__hash(h, (unsigned)d->n_heads);
+    h = nb__hash(h, (unsigned)d->n_kv_heads); h = nb__hash(h, d->sites);
+    h = nb__hash(h, (unsigned)d->width); h = nb__hash(h, (unsigned)d->norm);
+    h = nb__hash(h, (unsigned)d->no_gain); h = nb__hash(h, (unsigned)d->rope);
+    h = nb__hash(h, (unsigned)d->non_causal); h = nb__hash(h, (unsigned)d->memory);
+    h = nb__hashd(h, (double)d->eps); h = nb__hashd(h, (double)d->rope_theta);
+    h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
+    return nb__hash(h, pl->n_cache);
 }
 
 NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn_desc* desc,
                                   int max_batch, int max_seq) {
     nb_attn_desc d;
+    nb_attn_plan pl;
     nb__attn_mem m;
-    int site, nparams;
+    int site;
+    long long qkv_width;
+    size_t nparams;
     NB__CHECK(!plan || !desc, NB_ERR_NULL, "nb_attn_plan_make: plan and desc are required");
     d = *desc;
     if (d.n_kv_heads == 0) d.n_kv_heads = d.n_heads;
@@ -1450,41 +1582,68 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: unknown norm width %d", (int)d.width);
     NB__CHECK(d.norm != NB_NORM_RMS && d.norm != NB_NORM_LAYER, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm type %d", (int)d.norm);
-    NB__CHECK(!(d.eps > 0), NB_ERR_CONFIG, "nb_attn_plan_make: eps (%g) must be > 0",
-              (double)d.eps);
-    NB__CHECK(d.rope && !(d.rope_theta > 1), NB_ERR_CONFIG,
-              "nb_attn_plan_make: rope_theta (%g) must be > 1", (double)d.rope_theta);
+    NB__CHECK(!(d.eps > 0) || !isfinite((double)d.eps), NB_ERR_CONFIG,
+              "nb_attn_plan_make: eps (%g) must be finite and > 0", (double)d.eps);
+    NB__CHECK(!(d.rope_theta > 1) || !isfinite((double)d.rope_theta), NB_ERR_CONFIG,
+              "nb_attn_plan_make: rope_theta (%g) must be finite and > 1", (double)d.rope_theta);
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_attn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
               max_seq);
+    /* every row count, width and task count is an int inside the kernels (and for BLAS) */
+    qkv_width = d.d_model + 2 * nb__mulll(d.n_kv_heads, d.d_model / d.n_heads);
+    NB__CHECK(qkv_width > NB__INT_MAX, NB_ERR_SHAPE,
+              "nb_attn_plan_make: qkv_width = d_model + 2*n_kv_heads*head_dim (%lld) overflows "
+              "int", qkv_width);
+    NB__CHECK(nb__mulll(max_batch, max_seq) > NB__INT_MAX, NB_ERR_SHAPE,
+              "nb_attn_plan_make: max_batch*max_seq (%lld) overflows int",
+              nb__mulll(max_batch, max_seq));
+    NB__CHECK(nb__mulll(max_batch, d.n_heads) > NB__INT_MAX / ((max_seq + NB__TILE - 1) / NB__TILE),
+              NB_ERR_SHAPE, "nb_attn_plan_make: max_batch*n_heads*ceil(max_seq/%d) (attention "
+              "tasks, %d*%d*%d) overflows int", NB__TILE, max_batch, d.n_heads,
+              (max_seq + NB__TILE - 1) / NB__TILE);
     if (d.memory == NB_ATTN_MEMORY_DEFAULT)
         d.memory = (double)max_batch * d.n_heads * max_seq * max_seq <= 64.0 * 1024 * 1024
                        ? NB_ATTN_MEMORY_PROBS : NB_ATTN_MEMORY_LSE;
     NB__CHECK(d.memory != NB_ATTN_MEMORY_PROBS && d.memory != NB_ATTN_MEMORY_LSE, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown memory mode %d", (int)d.memory);
-    memset(plan, 0, sizeof *plan);
-    plan->desc = d;
-    plan->max_batch = max_batch;
-    plan->max_seq = max_seq;
-    plan->max_threads = nb_num_threads(ctx);
-    plan->head_dim = d.d_model / d.n_heads;
-    plan->qkv_width = d.d_model + 2 * d.n_kv_heads * plan->head_dim;
-    plan->group = d.n_heads / d.n_kv_heads;
-    nparams = plan->qkv_width * d.d_model + d.d_model * d.d_model;
+    memset(&pl, 0, sizeof pl); /* built aside: *plan is untouched on failure */
+    pl.desc = d;
+    pl.max_batch = max_batch;
+    pl.max_seq = max_seq;
+    pl.max_threads = nb_num_threads(ctx);
+    pl.head_dim = d.d_model / d.n_heads;
+    pl.qkv_width = (int)qkv_width;
+    pl.group = d.n_heads / d.n_kv_heads;
+    nparams = nb__mulz((size_t)qkv_width, (size_t)d.d_model);
+    NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
+              "nb_attn_plan_make: d_model*qkv_width (%d*%lld) overflows size_t", d.d_model,
+              qkv_width);
+    nparams = nb__addz(nparams, nb__mulz((size_t)d.d_model, (size_t)d.d_model));
     if (!d.no_gain)
         for (site = 0; site < 4; site++)
-            if (nb__site_on(plan, site)) nparams += nb__site_seg(plan, site);
-    plan->n_params = (size_t)nparams;
-    nb__attn_carve(plan, max_batch, max_seq, plan->max_threads, NULL, NULL, &m);
-    plan->n_cache = m.n_cache;
-    plan->n_scratch = m.n_scratch;
+            if (nb__site_on(&pl, site)) nparams = nb__addz(nparams, (size_t)nb__site_seg(&pl, site));
+    NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
+              "nb_attn_plan_make: n_params (d_model %d) overflows size_t", d.d_model);
+    nb__attn_carve(&pl, max_batch, max_seq, pl.max_threads, NULL, NULL, &m);
+    NB__CHECK(nb__too_big(m.n_cache), NB_ERR_SHAPE,
+              "nb_attn_plan_make: n_cache (max_batch %d, max_seq %d, n_heads %d, qkv_width %lld) "
+              "overflows size_t", max_batch, max_seq, d.n_heads, qkv_width);
+    NB__CHECK(nb__too_big(m.n_scratch), NB_ERR_SHAPE,
+              "nb_attn_plan_make: n_scratch (max_batch %d, max_seq %d, qkv_width %lld, %d "
+              "threads) overflows size_t", max_batch, max_seq, qkv_width, pl.max_threads);
+    pl.n_params = nparams;
+    pl.n_cache = m.n_cache;
+    pl.n_scratch = m.n_scratch;
+    *plan = pl;
     return NB_OK;
 }
 
 NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_params* p) {
-    const int d = plan->desc.d_model;
     nb_real** gains[4];
-    int site;
+    int d, site;
+    if (!plan || !p) return;
+    if (!base) { memset(p, 0, sizeof *p); return; }
+    d = plan->desc.d_model;
     gains[0] = &p->q_gain; gains[1] = &p->k_gain; gains[2] = &p->v_gain; gains[3] = &p->c_gain;
     p->w_qkv = base;
     base += (size_t)plan->qkv_width * d;
@@ -1534,16 +1693,15 @@ static nb_result nb__site_norm(nb_ctx* ctx, const nb_attn_plan* pl, int backward
                                const nb_real* dy, const nb_real* gain, nb_real* dgain,
                                int rows, int width, int seg, nb_real* partials) {
     const size_t nstat = (size_t)rows * (width / seg);
-    if (pl->desc.norm == NB_NORM_LAYER) {
-        if (backward)
-            return nb_layernorm_backward(ctx, y, ldy, dgain, NULL, dy, ldy, x, ldx, stats + nstat,
-                                         stats, gain, rows, width, seg, 0, partials);
+    const int layer = pl->desc.norm == NB_NORM_LAYER;
+    if (backward) /* partials hold the plan's max_threads teams */
+        return nb__norm_backward(ctx, layer ? "nb_layernorm_backward" : "nb_rmsnorm_backward", y,
+                                 ldy, dgain, NULL, dy, ldy, x, ldx, layer ? stats + nstat : NULL,
+                                 stats, gain, rows, width, seg, NULL, 1, partials,
+                                 pl->max_threads);
+    if (layer)
         return nb_layernorm_forward(ctx, y, ldy, stats + nstat, stats, x, ldx, gain, NULL, rows,
                                     width, seg, pl->desc.eps);
-    }
-    if (backward)
-        return nb_rmsnorm_backward(ctx, y, ldy, dgain, dy, ldy, x, ldx, stats, gain, rows, width,
-                                   seg, 0, partials);
     return nb_rmsnorm_forward(ctx, y, ldy, stats, x, ldx, gain, rows, width, seg, pl->desc.eps);
 }
 
@@ -1693,8 +1851,11 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
     gains[0] = p->q_gain; gains[1] = p->k_gain; gains[2] = p->v_gain; gains[3] = p->c_gain;
     nb__attn_carve(pl, B, T, pl->max_threads, cache, scratch, &m);
+    NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
+    nb__hdr_put(m.hdr, 0, 0, 0, 0); /* not a complete forward until the end */
     /* [Q|K|V] = x W_qkv^T; with site norms the raw projection is kept for their backward */
-    nb_gemm(ctx, 0, 1, BT, P, d, 1, x, d, p->w_qkv, d, 0, m.raw ? m.raw : m.qkv, P);
+    rc = nb_gemm(ctx, 0, 1, BT, P, d, 1, x, d, p->w_qkv, d, 0, m.raw ? m.raw : m.qkv, P);
+    if (rc) return rc;
     for (site = 0; m.raw && site < 3; site++) {
         const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
         if (nb__site_on(pl, site)) {
@@ -1710,9 +1871,10 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
         }
     }
     /* RoPE after the norms; Q and K heads are adjacent in a row, so one call rotates both */
-    if (pl->desc.rope)
-        nb_rope(ctx, m.qkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
-                pl->desc.rope_theta, 0);
+    if (pl->desc.rope &&
+        (rc = nb_rope(ctx, m.qkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
+                      pl->desc.rope_theta, 0)))
+        return rc;
     nb__attn_core_forward(ctx, pl, B, T, &m);
     if (nb__site_on(pl, 3)) {
         rc = nb__site_norm(ctx, pl, 0, m.c, d, m.stat[3], m.o, d, NULL,
@@ -1720,7 +1882,18 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
                            NULL);
         if (rc) return rc;
     }
-    return nb_gemm(ctx, 0, 1, BT, d, d, 1, m.c, d, p->w_o, d, 0, out, d);
+    if ((rc = nb_gemm(ctx, 0, 1, BT, d, d, 1, m.c, d, p->w_o, d, 0, out, d))) return rc;
+    nb__hdr_put(m.hdr, NB__MAGIC_ATTN, nb__attn_id(pl), B, T);
+    return NB_OK;
+}
+
+/* The cache of a complete forward of this plan with (B, T) (cache not NULL). */
+static nb_result nb__attn_cache_ok(nb_ctx* ctx, const char* fn, const nb_attn_plan* pl,
+                                   const nb_real* cache, int B, int T) {
+    NB__CHECK(!nb__hdr_ok(cache, NB__MAGIC_ATTN, nb__attn_id(pl), B, T), NB_ERR_CONFIG,
+              "%s: the attention cache does not hold a forward of this plan with B=%d, T=%d",
+              fn, B, T);
+    return NB_OK;
 }
 
 NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
@@ -1737,13 +1910,22 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
     if (rc) return rc;
     NB__CHECK(!g || !g->w_qkv || !g->w_o || !x, NB_ERR_NULL,
               "nb_attn_backward: gradients (w_qkv, w_o) and x are required");
+    NB__CHECK(!pl->desc.no_gain && ((nb__site_on(pl, 0) && !g->q_gain) ||
+                                    (nb__site_on(pl, 1) && !g->k_gain) ||
+                                    (nb__site_on(pl, 2) && !g->v_gain) ||
+                                    (nb__site_on(pl, 3) && !g->c_gain)),
+              NB_ERR_NULL, "nb_attn_backward: a normalized site has no gain gradient pointer");
+    if ((rc = nb__attn_cache_ok(ctx, "nb_attn_backward", pl, cache, B, T))) return rc;
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
     gains[0] = p->q_gain; gains[1] = p->k_gain; gains[2] = p->v_gain; gains[3] = p->c_gain;
     dgains[0] = g->q_gain; dgains[1] = g->k_gain; dgains[2] = g->v_gain; dgains[3] = g->c_gain;
     /* the cache is only read; carving needs a non-const base */
     nb__attn_carve(pl, B, T, pl->max_threads, (nb_real*)(size_t)cache, scratch, &m);
-    nb_gemm(ctx, 0, 0, BT, d, d, 1, dout, d, p->w_o, d, 0, m.dc, d);     /* dC = dout W_o */
-    nb_gemm(ctx, 1, 0, d, d, BT, 1, dout, d, m.c, d, 1, g->w_o, d);      /* dW_o += dout^T C */
+    NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
+    if ((rc = nb_gemm(ctx, 0, 0, BT, d, d, 1, dout, d, p->w_o, d, 0, m.dc, d))) /* dC = dout W_o */
+        return rc;
+    if ((rc = nb_gemm(ctx, 1, 0, d, d, BT, 1, dout, d, m.c, d, 1, g->w_o, d))) /* dW_o += dout^T C */
+        return rc;
     if (nb__site_on(pl, 3)) {                                             /* dO = Nc'(dC), in place */
         rc = nb__site_norm(ctx, pl, 1, m.dc, d, m.stat[3], m.o, d, m.dc,
                            pl->desc.no_gain ? NULL : gains[3], pl->desc.no_gain ? NULL : dgains[3],
@@ -1752,9 +1934,10 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
     }
     memset(m.dqkv, 0, (size_t)BT * P * sizeof(nb_real));
     nb__attn_core_backward(ctx, pl, B, T, &m);
-    if (pl->desc.rope) /* the transpose of a rotation is the inverse rotation */
-        nb_rope(ctx, m.dqkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
-                pl->desc.rope_theta, 1);
+    if (pl->desc.rope && /* the transpose of a rotation is the inverse rotation */
+        (rc = nb_rope(ctx, m.dqkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
+                      pl->desc.rope_theta, 1)))
+        return rc;
     for (site = 0; site < 3; site++)
         if (nb__site_on(pl, site)) {
             const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
@@ -1764,7 +1947,8 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
                                nb__site_seg(pl, site), m.partials);
             if (rc) return rc;
         }
-    nb_gemm(ctx, 1, 0, P, d, BT, 1, m.dqkv, P, x, d, 1, g->w_qkv, d);    /* dW_qkv += dQKV^T x */
+    if ((rc = nb_gemm(ctx, 1, 0, P, d, BT, 1, m.dqkv, P, x, d, 1, g->w_qkv, d))) /* dW_qkv */
+        return rc;
     return nb_gemm(ctx, 0, 0, BT, d, P, 1, m.dqkv, P, p->w_qkv, d,        /* dx = dQKV W_qkv */
                    accumulate_dx ? 1 : 0, dx, d);
 }
@@ -1774,8 +1958,9 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
 NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_desc* desc,
                                  int max_batch, int max_seq) {
     nb_ffn_desc d;
+    nb_ffn_plan pl;
     size_t BT;
-    int f;
+    long long f, w;
     NB__CHECK(!plan || !desc, NB_ERR_NULL, "nb_ffn_plan_make: plan and desc are required");
     d = *desc;
     if (d.type == NB_FFN_DEFAULT) d.type = NB_FFN_SWIGLU;
@@ -1788,26 +1973,56 @@ NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_de
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_ffn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
               max_seq);
-    if (d.d_ff == 0)
-        d.d_ff = d.type == NB_FFN_SWIGLU ? (8 * d.d_model / 3 + 63) / 64 * 64 : 4 * d.d_model;
+    f = d.d_ff ? d.d_ff
+        : d.type == NB_FFN_SWIGLU ? (8LL * d.d_model / 3 + 63) / 64 * 64 : 4LL * d.d_model;
+    w = d.type == NB_FFN_SWIGLU ? 2 * f : f;
+    /* widths and the row count are ints inside the kernels (and for BLAS) */
+    NB__CHECK(w > NB__INT_MAX, NB_ERR_SHAPE,
+              "nb_ffn_plan_make: d_ff (%lld%s) overflows int", w,
+              d.type == NB_FFN_SWIGLU ? ", doubled for SwiGLU's w_in" : "");
+    NB__CHECK(nb__mulll(max_batch, max_seq) > NB__INT_MAX, NB_ERR_SHAPE,
+              "nb_ffn_plan_make: max_batch*max_seq (%lld) overflows int",
+              nb__mulll(max_batch, max_seq));
+    d.d_ff = (int)f;
     if (d.bias == 0) d.bias = d.type == NB_FFN_SWIGLU ? -1 : 1;
-    f = d.d_ff;
-    memset(plan, 0, sizeof *plan);
-    plan->desc = d;
-    plan->max_batch = max_batch;
-    plan->max_seq = max_seq;
-    plan->in_width = d.type == NB_FFN_SWIGLU ? 2 * f : f;
-    plan->n_params = (size_t)plan->in_width * d.d_model + (size_t)d.d_model * f +
-                     (d.bias > 0 ? (size_t)plan->in_width + d.d_model : 0);
-    BT = (size_t)max_batch * max_seq;
-    plan->n_cache = NB__PAD(BT * plan->in_width) + NB__PAD(BT * f);        /* h, a */
-    plan->n_scratch = NB__PAD(BT * plan->in_width) + NB__PAD(BT * f) + NB__PAD(BT); /* dh, da, ones */
+    memset(&pl, 0, sizeof pl); /* built aside: *plan is untouched on failure */
+    pl.desc = d;
+    pl.max_batch = max_batch;
+    pl.max_seq = max_seq;
+    pl.in_width = (int)w;
+    pl.n_params = nb__addz(nb__addz(nb__mulz((size_t)w, (size_t)d.d_model),
+                                    nb__mulz((size_t)d.d_model, (size_t)f)),
+                           d.bias > 0 ? (size_t)w + (size_t)d.d_model : 0);
+    NB__CHECK(nb__too_big(pl.n_params), NB_ERR_SHAPE,
+              "nb_ffn_plan_make: n_params = (in_width + d_ff)*d_model (%lld, %d) overflows size_t",
+              w + f, d.d_model);
+    BT = (size_t)max_batch * (size_t)max_seq;
+    pl.n_cache = nb__addz(nb__addz(NB__HDR, NB__PAD(nb__mulz(BT, (size_t)w))),   /* header, h, a */
+                          NB__PAD(nb__mulz(BT, (size_t)f)));
+    pl.n_scratch = nb__addz(nb__addz(NB__PAD(nb__mulz(BT, (size_t)w)),        /* dh, da, ones */
+                                     NB__PAD(nb__mulz(BT, (size_t)f))), NB__PAD(BT));
+    NB__CHECK(nb__too_big(pl.n_cache) || nb__too_big(pl.n_scratch), NB_ERR_SHAPE,
+              "nb_ffn_plan_make: n_cache and n_scratch = max_batch*max_seq*(in_width + d_ff) "
+              "(%d*%d*%lld) overflow size_t", max_batch, max_seq, w + f);
+    *plan = pl;
     (void)ctx;
     return NB_OK;
 }
 
+/* what an FFN cache depends on (see nb__attn_id) */
+static unsigned long long nb__ffn_id(const nb_ffn_plan* pl) {
+    unsigned long long h = 0x66666EULL;
+    h = nb__hash(h, (unsigned)pl->desc.d_model); h = nb__hash(h, (unsigned)pl->desc.d_ff);
+    h = nb__hash(h, (unsigned)pl->desc.type); h = nb__hash(h, (unsigned)pl->desc.bias);
+    h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
+    return nb__hash(h, pl->n_cache);
+}
+
 NBDEF void nb_ffn_params_bind(const nb_ffn_plan* plan, nb_real* base, nb_ffn_params* p) {
-    const int d = plan->desc.d_model, f = plan->desc.d_ff, bias = plan->desc.bias > 0;
+    int d, f, bias;
+    if (!plan || !p) return;
+    if (!base) { memset(p, 0, sizeof *p); return; }
+    d = plan->desc.d_model; f = plan->desc.d_ff; bias = plan->desc.bias > 0;
     p->w_in = base;
     base += (size_t)plan->in_width * d;
     p->b_in = bias ? base : NULL;
@@ -1870,9 +2085,10 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
     nb_real *h, *a;
     if (rc) return rc;
     d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
-    h = cache;
-    a = cache + NB__PAD((size_t)BT * W);
-    nb_gemm(ctx, 0, 1, BT, W, d, 1, x, d, p->w_in, d, 0, h, W);
+    nb__hdr_put(cache, 0, 0, 0, 0); /* not a complete forward until the end */
+    h = cache + NB__HDR;
+    a = h + NB__PAD((size_t)BT * W);
+    if ((rc = nb_gemm(ctx, 0, 1, BT, W, d, 1, x, d, p->w_in, d, 0, h, W))) return rc;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
             if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
@@ -1894,8 +2110,16 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
             for (i = 0; i < f; i++) ar[i] = nb__gelu_erf(hr[i], &dg);
         }
     }
-    nb_gemm(ctx, 0, 1, BT, d, f, 1, a, f, p->w_out, f, 0, out, d);
+    if ((rc = nb_gemm(ctx, 0, 1, BT, d, f, 1, a, f, p->w_out, f, 0, out, d))) return rc;
     if (p->b_out) nb__add_bias(ctx, out, p->b_out, BT, d);
+    nb__hdr_put(cache, NB__MAGIC_FFN, nb__ffn_id(plan), B, T);
+    return NB_OK;
+}
+
+static nb_result nb__ffn_cache_ok(nb_ctx* ctx, const char* fn, const nb_ffn_plan* pl,
+                                  const nb_real* cache, int B, int T) {
+    NB__CHECK(!nb__hdr_ok(cache, NB__MAGIC_FFN, nb__ffn_id(pl), B, T), NB_ERR_CONFIG,
+              "%s: the FFN cache does not hold a forward of this plan with B=%d, T=%d", fn, B, T);
     return NB_OK;
 }
 
@@ -1911,17 +2135,20 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
     if (rc) return rc;
     NB__CHECK(!g || !g->w_in || !g->w_out || !x || (plan->desc.bias > 0 && (!g->b_in || !g->b_out)),
               NB_ERR_NULL, "nb_ffn_backward: gradients and x are required");
+    if ((rc = nb__ffn_cache_ok(ctx, "nb_ffn_backward", plan, cache, B, T))) return rc;
     d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
-    h = cache;
-    a = cache + NB__PAD((size_t)BT * W);
+    h = cache + NB__HDR;
+    a = h + NB__PAD((size_t)BT * W);
     dh = scratch;
     da = scratch + NB__PAD((size_t)BT * W);
     ones = da + NB__PAD((size_t)BT * f);
-    nb_gemm(ctx, 0, 0, BT, f, d, 1, dout, d, p->w_out, f, 0, da, f);   /* da = dout W_out */
-    nb_gemm(ctx, 1, 0, d, f, BT, 1, dout, d, a, f, 1, g->w_out, f);    /* dW_out += dout^T a */
+    if ((rc = nb_gemm(ctx, 0, 0, BT, f, d, 1, dout, d, p->w_out, f, 0, da, f))) /* da = dout W_out */
+        return rc;
+    if ((rc = nb_gemm(ctx, 1, 0, d, f, BT, 1, dout, d, a, f, 1, g->w_out, f))) /* dW_out += dout^T a */
+        return rc;
     if (g->b_out) {                     /* column sums as a GEMM with ones: deterministic, fast */
         for (r = 0; r < BT; r++) ones[r] = 1;
-        nb_gemm(ctx, 1, 0, d, 1, BT, 1, dout, d, ones, 1, 1, g->b_out, 1);
+        if ((rc = nb_gemm(ctx, 1, 0, d, 1, BT, 1, dout, d, ones, 1, 1, g->b_out, 1))) return rc;
     }
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
             if((size_t)BT * f >= NB__PAR_MIN))
@@ -1953,10 +2180,11 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
             }
         }
     }
-    nb_gemm(ctx, 1, 0, W, d, BT, 1, dh, W, x, d, 1, g->w_in, d);       /* dW_in += dh^T x */
+    if ((rc = nb_gemm(ctx, 1, 0, W, d, BT, 1, dh, W, x, d, 1, g->w_in, d))) /* dW_in += dh^T x */
+        return rc;
     if (g->b_in) {
         for (r = 0; r < BT; r++) ones[r] = 1;
-        nb_gemm(ctx, 1, 0, W, 1, BT, 1, dh, W, ones, 1, 1, g->b_in, 1);
+        if ((rc = nb_gemm(ctx, 1, 0, W, 1, BT, 1, dh, W, ones, 1, 1, g->b_in, 1))) return rc;
     }
     return nb_gemm(ctx, 0, 0, BT, d, W, 1, dh, W, p->w_in, d,           /* dx = dh W_in */
                    accumulate_dx ? 1 : 0, dx, d);
@@ -2044,7 +2272,7 @@ static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind
         t->no_decay = kind == NB_TENSOR_GAIN || kind == NB_TENSOR_BIAS ||
                       kind == NB_TENSOR_SIAMESE_GAMMA;
     }
-    w->off += (size_t)rows * cols;
+    w->off = nb__addz(w->off, nb__mulz((size_t)rows, (size_t)cols)); /* checked by the init */
     w->n++;
     return p;
 }
@@ -2140,6 +2368,7 @@ typedef struct nb__lc {           /* one layer's cache */
 } nb__lc;
 
 typedef struct nb__sc {           /* stack-level cache and the scratch */
+    nb_real* hdr;                 /* nb__hdr of the last complete forward */
     nb_real* hidden;              /* (L+1) * streams hidden states of B*T*d */
     nb_real* e;                   /* copy of the input when the embed norm is on */
     nb_real* fuse;                /* SiameseNorm N_lnf(x) + N_lnyf(y) */
@@ -2153,8 +2382,13 @@ typedef struct nb__sc {           /* stack-level cache and the scratch */
 
 #define NB__SLOTS 3 /* partial-sum sets one fused row loop may fill at once */
 
+/* rows*d of the planned maximum (max_batch*max_seq fits an int: checked by the FFN plan) */
+static size_t nb__stack_V(const nb_stack* s) {
+    return nb__mulz((size_t)s->max_batch * (size_t)s->max_seq, (size_t)s->desc.d_model);
+}
+
 static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* used, nb__lc* c) {
-    const size_t V = (size_t)s->max_batch * s->max_seq * s->desc.d_model;
+    const size_t V = nb__stack_V(s);
     const size_t st = (size_t)s->max_batch * s->max_seq * (s->desc.norm == NB_NORM_LAYER ? 2 : 1);
     const nb_layer_desc* ld = &s->layers[l].desc;
     int on[NB__NORMS], k;
@@ -2192,22 +2426,25 @@ static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* us
 /* Stack-level cache (base cache) and scratch; layers' regions follow the stack-level cache. */
 static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch, nb__sc* c,
                             size_t* cache_used, size_t* scratch_used) {
-    const size_t V = (size_t)s->max_batch * s->max_seq * s->desc.d_model;
+    const size_t V = nb__stack_V(s);
     const size_t st = (size_t)s->max_batch * s->max_seq * (s->desc.norm == NB_NORM_LAYER ? 2 : 1);
     size_t cu = 0, su = 0, sub = s->ffn.n_scratch;
     int on[NB__TOP_NORMS], k, l;
     memset(c, 0, sizeof *c);
     nb__top_norms(s, on);
-    c->hidden = nb__take(cache, &cu, V * (s->desc.n_layers + 1) * s->streams);
+    c->hdr = nb__take(cache, &cu, NB__HDR);
+    c->hidden = nb__take(cache, &cu, nb__mulz(nb__mulz(V, (size_t)s->desc.n_layers + 1),
+                                               (size_t)s->streams));
     if (on[NB__EMBED]) c->e = nb__take(cache, &cu, V);
     if (on[NB__LNFINAL]) c->fuse = nb__take(cache, &cu, V);
     for (k = 0; k < NB__TOP_NORMS; k++)
         if (on[k]) c->st[k] = nb__take(cache, &cu, st);
     for (k = 0; k < 6; k++) c->tmp[k] = nb__take(scratch, &su, V);
     for (k = 0; k < 4; k++) c->grad[k] = nb__take(scratch, &su, V);
-    c->partials = nb__take(scratch, &su, (size_t)NB__SLOTS * s->max_threads *
-                                             nb__part_stride(s->desc.d_model));
-    c->rowbuf = nb__take(scratch, &su, (size_t)s->max_threads * 2 * NB__PAD(s->desc.d_model));
+    c->partials = nb__take(scratch, &su, nb__mulz((size_t)NB__SLOTS * s->max_threads,
+                                                  nb__part_stride(s->desc.d_model)));
+    c->rowbuf = nb__take(scratch, &su, nb__mulz((size_t)s->max_threads * 2,
+                                                NB__PAD(s->desc.d_model)));
     for (l = 0; l < s->desc.n_layers; l++)
         if (s->layers[l].attn.n_scratch > sub) sub = s->layers[l].attn.n_scratch;
     c->sub = nb__take(scratch, &su, sub);
@@ -2217,7 +2454,14 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
 
 /* hidden state l of stream k: B*T*d values at a fixed stride of the planned maximum */
 static nb_real* nb__hidden(const nb_stack* s, nb_real* hidden, int l, int k) {
-    return hidden + ((size_t)l * s->streams + k) * s->max_batch * s->max_seq * s->desc.d_model;
+    return hidden + ((size_t)l * s->streams + k) * nb__stack_V(s);
+}
+
+/* what a stack cache belongs to: this init (the layer table is its own allocation, so copies
+   of the struct share it) and its layout */
+static unsigned long long nb__stack_id(const nb_stack* s) {
+    unsigned long long h = nb__hash(0x737461ULL, (unsigned long long)(size_t)s->layers);
+    return nb__hash(nb__hash(h, s->n_params), s->n_cache);
 }
 
 /* ---- presets ---- */
@@ -2363,6 +2607,31 @@ NBDEF void nb_stack_free(nb_stack* s) {
     s->layers = NULL; s->tensors = NULL; s->skip = NULL;
 }
 
+/* A custom layer's placements and sites, checked before anything is allocated. */
+static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
+    const nb_placement* pl[2];
+    int k;
+    pl[0] = &ld->attn; pl[1] = &ld->ffn;
+    for (k = 0; k < 2; k++) {
+        const char* which = k ? "ffn" : "attn";
+        NB__CHECK(pl[k]->residual_from_norm && !pl[k]->input_norm, NB_ERR_CONFIG,
+                  "nb_stack_init: layer %d %s: residual_from_norm needs input_norm "
+                  "(layers[%d].%s)", l, which, l, which);
+        NB__CHECK(pl[k]->residual_scale != 0 && (!(pl[k]->residual_scale > 0) ||
+                                                 !isfinite((double)pl[k]->residual_scale)),
+                  NB_ERR_CONFIG, "nb_stack_init: layer %d %s: residual_scale (%g) must be "
+                  "finite and > 0", l, which, (double)pl[k]->residual_scale);
+    }
+    NB__CHECK(ld->sites & ~(unsigned)NB_SITES_QKVC, NB_ERR_CONFIG,
+              "nb_stack_init: layer %d: sites (0x%x) has unknown bits", l, ld->sites);
+    return NB_OK;
+}
+
+/* Most tensors one layer can have (2 attention matrices, 4 site gains, FFN weights and biases,
+   10 norms with gain and bias, gamma) and the stack adds (4 norms): bounds n_tensors. */
+#define NB__LAYER_TENSORS 31
+#define NB__TOP_TENSORS 8
+
 NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
                               int max_batch, int max_seq) {
     nb_stack_desc d;
@@ -2382,6 +2651,8 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     NB__CHECK(L <= 0 || d.d_model <= 0 || d.n_heads <= 0, NB_ERR_CONFIG,
               "nb_stack_init: n_layers (%d), d_model (%d) and n_heads (%d) must be > 0", L,
               d.d_model, d.n_heads);
+    NB__CHECK(L > (int)((NB__INT_MAX - NB__TOP_TENSORS) / NB__LAYER_TENSORS), NB_ERR_CONFIG,
+              "nb_stack_init: n_layers (%d) overflows int in the tensor table (n_tensors)", L);
     NB__CHECK((int)d.preset < 0 || d.preset >= NB_PRESET_COUNT, NB_ERR_CONFIG,
               "nb_stack_init: unknown preset %d", (int)d.preset);
     NB__CHECK(d.layers && d.preset != NB_PRESET_DEFAULT, NB_ERR_CONFIG,
@@ -2403,7 +2674,8 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     if (d.eps == 0)
         d.eps = (nb_real)(d.preset == NB_PRESET_OLMO2 || d.preset == NB_PRESET_MIXLN ||
                           d.preset == NB_PRESET_DEEPNORM_MIXLN ? 1e-6 : 1e-5);
-    NB__CHECK(!(d.eps > 0), NB_ERR_CONFIG, "nb_stack_init: eps (%g) must be > 0", (double)d.eps);
+    NB__CHECK(!(d.eps > 0) || !isfinite((double)d.eps), NB_ERR_CONFIG,
+              "nb_stack_init: eps (%g) must be finite and > 0", (double)d.eps);
     if (d.site_width == NB_WIDTH_DEFAULT)
         d.site_width = d.preset == NB_PRESET_OLMO2 ? NB_WIDTH_FULL : NB_WIDTH_PER_HEAD;
     NB__CHECK(d.final_norm < -1 || d.final_norm > 1 || d.embed_norm < -1 || d.embed_norm > 1,
@@ -2415,6 +2687,9 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               "nb_stack_init: SiameseNorm needs its output fusion (final_norm cannot be -1)");
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_stack_init: max_batch (%d) and max_seq (%d) must be > 0", max_batch, max_seq);
+    if (desc->layers)
+        for (l = 0; l < L; l++)
+            if ((rc = nb__check_layer(ctx, &desc->layers[l], l))) return rc;
 
     /* the FFN plan is shared by every layer */
     memset(&fd, 0, sizeof fd);
@@ -2437,28 +2712,9 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     for (l = 0; l < L; l++) {
         nb_layer_desc* ld = &s->layers[l].desc;
         if (desc->layers) {
-            nb_placement* pl[2];
-            int k;
             *ld = desc->layers[l];
-            pl[0] = &ld->attn; pl[1] = &ld->ffn;
-            for (k = 0; k < 2; k++) {
-                if (pl[k]->residual_scale == 0) pl[k]->residual_scale = 1;
-                if (pl[k]->residual_from_norm && !pl[k]->input_norm) {
-                    nb_stack_free(s);
-                    return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: layer %d %s: "
-                                    "residual_from_norm needs input_norm", l, k ? "ffn" : "attn");
-                }
-                if (!(pl[k]->residual_scale > 0) || !isfinite((double)pl[k]->residual_scale)) {
-                    nb_stack_free(s);
-                    return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: layer %d %s: "
-                                    "residual_scale must be finite and > 0", l, k ? "ffn" : "attn");
-                }
-            }
-            if (ld->sites & ~(unsigned)NB_SITES_QKVC) {
-                nb_stack_free(s);
-                return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: layer %d: sites 0x%x has "
-                                "unknown bits", l, ld->sites);
-            }
+            if (ld->attn.residual_scale == 0) ld->attn.residual_scale = 1;
+            if (ld->ffn.residual_scale == 0) ld->ffn.residual_scale = 1;
         } else {
             nb__preset_layer(&d, l, n_post, sites, ld);
         }
@@ -2483,7 +2739,13 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     /* parameters: size, then the named table */
     memset(&w, 0, sizeof w);
     nb__walk_all(s, &w, &tp);
+    NB_ASSERT(w.n <= NB__LAYER_TENSORS * L + NB__TOP_TENSORS);
     s->n_params = w.off;
+    if (nb__too_big(s->n_params)) {
+        nb_stack_free(s);
+        return nb__fail(ctx, NB_ERR_SHAPE, "nb_stack_init: n_params (n_layers %d, d_model %d, "
+                        "d_ff %d) overflows size_t", L, d.d_model, d.d_ff);
+    }
     s->tensors = (nb_tensor_info*)NB_MALLOC(sizeof(nb_tensor_info) * (size_t)w.n, s->alloc_user);
     if (!s->tensors) {
         nb_stack_free(s);
@@ -2501,6 +2763,13 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
         nb__lc lc;
         s->layers[l].cache_offset = cu;
         nb__carve_layer(s, l, NULL, &cu, &lc);
+    }
+    if (nb__too_big(cu) || nb__too_big(su)) {
+        nb_stack_free(s);
+        return nb__fail(ctx, NB_ERR_SHAPE, "nb_stack_init: %s (n_layers %d * max_batch %d * "
+                        "max_seq %d * d_model %d ...) overflows size_t",
+                        nb__too_big(cu) ? "n_cache" : "n_scratch", L, max_batch, max_seq,
+                        d.d_model);
     }
     s->n_cache = cu;
     s->n_scratch = su;
@@ -2535,7 +2804,7 @@ static nb_result nb__nb_add(nb__run* r, const nb__norm* m, const nb__norm* gm, n
     return nb__norm_backward(r->ctx, layer ? "nb_layernorm_backward" : "nb_rmsnorm_backward", dx,
                              d, gm->g, layer ? gm->b : NULL, dy, d, x, d,
                              layer ? st + r->rows : NULL, st, m->g, r->rows, d, d, add, alpha,
-                             r->sc.partials);
+                             r->sc.partials, r->s->max_threads);
 }
 
 /* dx = J^T dy (overwritten, or added when accumulate); grads in gm. */
@@ -2929,12 +3198,25 @@ static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, i
     return NB_OK;
 }
 
+/* The sublayer caches of layer l hold a forward with (B, T) (skipped layers need none). */
+static nb_result nb__layer_cache_ok(nb_ctx* ctx, const char* fn, const nb_stack* s, int l,
+                                    const nb_real* cache, int B, int T) {
+    nb__lc c;
+    size_t used = s->layers[l].cache_offset;
+    nb_result rc;
+    if (s->skip[l]) return NB_OK;
+    nb__carve_layer(s, l, (nb_real*)(size_t)cache, &used, &c);
+    if ((rc = nb__attn_cache_ok(ctx, fn, &s->layers[l].attn, c.acache, B, T))) return rc;
+    return nb__ffn_cache_ok(ctx, fn, &s->ffn, c.fcache, B, T);
+}
+
 static void nb__run_init(nb__run* r, nb_ctx* ctx, const nb_stack* s, int B, int T,
                          const nb_real* cache, nb_real* scratch) {
     size_t cu, su;
     r->ctx = ctx; r->s = s; r->B = B; r->T = T; r->rows = B * T;
     r->n = (size_t)B * T * s->desc.d_model;
     nb__carve_stack(s, (nb_real*)(size_t)cache, scratch, &r->sc, &cu, &su);
+    NB_ASSERT(cu <= s->n_cache && su <= s->n_scratch);
 }
 
 static void nb__layer_cache(const nb__run* r, int l, const nb_real* cache, nb__lc* c) {
@@ -3025,6 +3307,8 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
     NB__CHECK(!cache || !scratch, NB_ERR_NULL, "nb_layer_backward: cache and scratch are required");
     NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
               "nb_layer_backward: layer %d out of range [0, %d)", l, s->desc.n_layers);
+    /* both sublayers' caches before anything is written (the FFN runs first) */
+    if ((rc = nb__layer_cache_ok(ctx, "nb_layer_backward", s, l, cache, B, T))) return rc;
     nb__run_init(&r, ctx, s, B, T, cache, scratch);
     di[0] = din; di[1] = din + r.n; d[0] = dout; d[1] = dout + r.n; i[0] = in; i[1] = in + r.n;
     return nb__layer_bwd(&r, l, params, grads, di, d, i, cache);
@@ -3086,16 +3370,14 @@ static void nb__siamese_out_bwd(nb__run* r, const nb__tp* tp, nb__tp* tg, nb_rea
     nb__slot_reduce(r, 2, used, &tg->n[NB__LNYF]);
 }
 
-NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
-                                 nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
-                                 nb_real* scratch) {
-    nb__run r;
+/* nb_stack_forward after its checks: the layers on the run r */
+static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
+                               const nb_real* in, nb_real* cache) {
+    nb__run r = *rp;
+    const nb_stack* s = r.s;
     nb__tp tp;
-    nb_result rc = nb__check_run(ctx, "nb_stack_forward", s, B, T, params, out, in, cache,
-                                 scratch);
+    nb_result rc;
     int l, k;
-    if (rc) return rc;
-    nb__run_init(&r, ctx, s, B, T, cache, scratch);
     nb__bind_top(s, params, &tp);
     /* x_0 (= y_0 for SiameseNorm) is the input, or its norm */
     if (tp.n[NB__EMBED].g) {
@@ -3135,6 +3417,20 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
     }
 }
 
+NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
+                                 nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
+                                 nb_real* scratch) {
+    nb__run r;
+    nb_result rc = nb__check_run(ctx, "nb_stack_forward", s, B, T, params, out, in, cache,
+                                 scratch);
+    if (rc) return rc;
+    nb__run_init(&r, ctx, s, B, T, cache, scratch);
+    nb__hdr_put(r.sc.hdr, 0, 0, 0, 0); /* not a complete forward until the end */
+    rc = nb__stack_fwd(&r, params, out, in, cache);
+    if (!rc) nb__hdr_put(r.sc.hdr, NB__MAGIC_STACK, nb__stack_id(s), B, T);
+    return rc;
+}
+
 /* End of the last layer's parameters: the final norms follow. */
 static size_t nb__layers_end(const nb_stack* s) {
     const nb_layer* last = &s->layers[s->desc.n_layers - 1];
@@ -3157,6 +3453,12 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
     if (rc) return rc;
     NB__CHECK(!scratch, NB_ERR_NULL, "nb_stack_backward: scratch is required");
     nb__run_init(&r, ctx, s, B, T, cache, scratch);
+    /* every cache this call reads, before anything is written */
+    NB__CHECK(!nb__hdr_ok(r.sc.hdr, NB__MAGIC_STACK, nb__stack_id(s), B, T), NB_ERR_CONFIG,
+              "nb_stack_backward: the cache does not hold a forward of this stack with B=%d, T=%d",
+              B, T);
+    for (l = 0; l < L; l++)
+        if ((rc = nb__layer_cache_ok(ctx, "nb_stack_backward", s, l, cache, B, T))) return rc;
     nb__bind_top(s, params, &tp);
     nb__bind_top(s, grads, &tg);
     cur[0] = r.sc.grad[0]; cur[1] = r.sc.grad[1]; nxt[0] = r.sc.grad[2]; nxt[1] = r.sc.grad[3];
@@ -3225,10 +3527,13 @@ static double nb__unif(unsigned long long* s) { /* (0, 1) */
     return ((double)(nb__mix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
-NBDEF void nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
-                          unsigned long long seed) {
+NBDEF nb_result nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
+                               unsigned long long seed) {
     unsigned long long st = seed;
     size_t i;
+    if (n && !x) return NB_ERR_NULL;
+    if (!(std >= 0) || !isfinite(std) || cutoff != cutoff || (cutoff > 0 && cutoff < 0.5))
+        return NB_ERR_VALUE;
     for (i = 0; i < n; i++) {
         double z;
         do { /* Box-Muller, one value per pair; rejection keeps |z| <= cutoff */
@@ -3236,6 +3541,7 @@ NBDEF void nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
         } while (cutoff > 0 && fabs(z) > cutoff);
         x[i] = (nb_real)(std * z);
     }
+    return NB_OK;
 }
 
 static double nb__base_std(const nb_stack* s, nb_init_scheme scheme, double std0) {
@@ -3246,10 +3552,14 @@ static double nb__base_std(const nb_stack* s, nb_init_scheme scheme, double std0
     }
 }
 
-NBDEF void nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double std0,
-                          double* embedding_std, double* head_std) {
-    const double s0 = nb__base_std(s, scheme, std0), d = s->desc.d_model;
-    double e = s0, h = s0;
+NBDEF nb_result nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double std0,
+                               double* embedding_std, double* head_std) {
+    double s0, d, e, h;
+    if (!s) return NB_ERR_NULL;
+    if ((int)scheme < NB_INIT_DEFAULT || scheme > NB_INIT_DEEPNORM || !(std0 >= 0) ||
+        !isfinite(std0))
+        return NB_ERR_VALUE;
+    s0 = nb__base_std(s, scheme, std0); d = s->desc.d_model; e = s0; h = s0;
     switch (scheme) {
     case NB_INIT_MEGATRON: h = 1 / sqrt(d); break;
     case NB_INIT_MITCHELL: e = h = 1 / sqrt(d); break;
@@ -3259,6 +3569,7 @@ NBDEF void nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double std0,
     }
     if (embedding_std) *embedding_std = e;
     if (head_std) *head_std = h;
+    return NB_OK;
 }
 
 NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* params,
@@ -3271,8 +3582,8 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
     if (scheme == NB_INIT_DEFAULT) scheme = NB_INIT_NORMAL;
     NB__CHECK((int)scheme < NB_INIT_NORMAL || scheme > NB_INIT_DEEPNORM, NB_ERR_CONFIG,
               "nb_stack_init_params: unknown scheme %d", (int)scheme);
-    NB__CHECK(std0 < 0 || !isfinite(std0), NB_ERR_VALUE,
-              "nb_stack_init_params: std0 (%g) must be >= 0", std0);
+    NB__CHECK(!(std0 >= 0) || !isfinite(std0), NB_ERR_VALUE,
+              "nb_stack_init_params: std0 (%g) must be finite and >= 0", std0);
     s0 = nb__base_std(s, scheme, std0);
     for (t = 0; t < s->n_tensors; t++) {
         const nb_tensor_info* ti = &s->tensors[t];
@@ -3318,8 +3629,9 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
                 const double gains[3] = {1, 1, beta};
                 int part;
                 for (part = 0; part < 3; part++) {
-                    nb_fill_normal(x, (size_t)rows[part] * (size_t)d,
-                                   gains[part] * sqrt(2 / (d + rows[part])), 0, nb__mix(&ts));
+                    /* cannot fail: x is not NULL, the std finite, no cutoff */
+                    (void)nb_fill_normal(x, (size_t)rows[part] * (size_t)d,
+                                         gains[part] * sqrt(2 / (d + rows[part])), 0, nb__mix(&ts));
                     x += (size_t)rows[part] * (size_t)d;
                 }
                 continue;
@@ -3331,7 +3643,7 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
         }
         default: break;
         }
-        nb_fill_normal(x, ti->count, std, cut, nb__mix(&ts));
+        (void)nb_fill_normal(x, ti->count, std, cut, nb__mix(&ts)); /* cannot fail, as above */
     }
     return NB_OK;
 }
@@ -3341,6 +3653,7 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
 NBDEF double nb_stack_grad_norms(const nb_stack* s, const nb_real* grads, double* per_layer) {
     double total = 0;
     int t, l;
+    if (!s || !s->tensors || !grads) return NAN;
     if (per_layer)
         for (l = 0; l < s->desc.n_layers; l++) per_layer[l] = 0;
     for (t = 0; t < s->n_tensors; t++) {
@@ -3356,40 +3669,53 @@ NBDEF double nb_stack_grad_norms(const nb_stack* s, const nb_real* grads, double
     return sqrt(total);
 }
 
-NBDEF const nb_real* nb_stack_hidden(const nb_stack* s, const nb_real* cache, int l, int stream,
-                                     int B, int T) {
-    (void)B; (void)T;
-    if (!s || !cache || l < 0 || l > s->desc.n_layers || stream < 0 || stream >= s->streams)
-        return NULL;
-    return nb__hidden(s, (nb_real*)(size_t)cache, l, stream); /* hidden states come first */
+/* The diagnostics' common checks: the cache holds a forward of s with (B, T). */
+static nb_result nb__diag_check(const nb_stack* s, const nb_real* cache, int B, int T,
+                                int stream, const void* out) {
+    if (!s || !s->layers || !cache || !out) return NB_ERR_NULL;
+    if (stream < 0 || stream >= s->streams) return NB_ERR_VALUE;
+    if (!nb__hdr_ok(cache, NB__MAGIC_STACK, nb__stack_id(s), B, T)) return NB_ERR_CONFIG;
+    return NB_OK;
 }
 
-NBDEF void nb_stack_hidden_norms(const nb_stack* s, const nb_real* cache, int B, int T,
-                                 int stream, double* out) {
-    const int d = s->desc.d_model, rows = B * T;
-    int l, r, i;
+NBDEF const nb_real* nb_stack_hidden(const nb_stack* s, const nb_real* cache, int l, int stream,
+                                     int B, int T) {
+    if (nb__diag_check(s, cache, B, T, stream, cache) || l < 0 || l > s->desc.n_layers)
+        return NULL;
+    return nb__hidden(s, (nb_real*)(size_t)cache + NB__HDR, l, stream); /* after the header */
+}
+
+NBDEF nb_result nb_stack_hidden_norms(const nb_stack* s, const nb_real* cache, int B, int T,
+                                      int stream, double* out) {
+    const nb_result rc = nb__diag_check(s, cache, B, T, stream, out);
+    int l, r, i, d, rows;
+    if (rc) return rc;
+    d = s->desc.d_model; rows = B * T;
     for (l = 0; l <= s->desc.n_layers; l++) {
         const nb_real* x = nb_stack_hidden(s, cache, l, stream, B, T);
         double acc = 0;
-        for (r = 0; x && r < rows; r++) {
+        for (r = 0; r < rows; r++) {
             double ss = 0;
             for (i = 0; i < d; i++) ss += (double)x[(size_t)r * d + i] * x[(size_t)r * d + i];
             acc += sqrt(ss);
         }
-        out[l] = x ? acc / rows : 0;
+        out[l] = acc / rows;
     }
+    return NB_OK;
 }
 
-NBDEF void nb_stack_angular_distance(const nb_stack* s, const nb_real* cache, int B, int T,
-                                     int stream, double* out) {
-    const int d = s->desc.d_model, rows = B * T, n = s->desc.n_layers + 1;
-    int a, b, r, i;
+NBDEF nb_result nb_stack_angular_distance(const nb_stack* s, const nb_real* cache, int B, int T,
+                                          int stream, double* out) {
+    const nb_result rc = nb__diag_check(s, cache, B, T, stream, out);
+    int a, b, r, i, d, rows, n;
+    if (rc) return rc;
+    d = s->desc.d_model; rows = B * T; n = s->desc.n_layers + 1;
     for (a = 0; a < n; a++)
         for (b = a; b < n; b++) {
             const nb_real* x = nb_stack_hidden(s, cache, a, stream, B, T);
             const nb_real* y = nb_stack_hidden(s, cache, b, stream, B, T);
             double acc = 0;
-            for (r = 0; x && y && r < rows; r++) {
+            for (r = 0; r < rows; r++) {
                 double xy = 0, xx = 0, yy = 0, c;
                 for (i = 0; i < d; i++) {
                     const double u = x[(size_t)r * d + i], v = y[(size_t)r * d + i];
@@ -3399,26 +3725,32 @@ NBDEF void nb_stack_angular_distance(const nb_stack* s, const nb_real* cache, in
                 c = c > 1 ? 1 : c < -1 ? -1 : c; /* rounding can leave |cos| a hair above 1 */
                 acc += acos(c) / 3.141592653589793;
             }
-            out[a * n + b] = out[b * n + a] = acc / rows;
+            out[(size_t)a * n + b] = out[(size_t)b * n + a] = acc / rows;
         }
+    return NB_OK;
 }
 
 /* ---- elementwise ---------------------------------------------------------------------------- */
 
-NBDEF void nb_add(nb_ctx* ctx, nb_real* out, const nb_real* a, const nb_real* b, size_t n) {
+NBDEF nb_result nb_add(nb_ctx* ctx, nb_real* out, const nb_real* a, const nb_real* b, size_t n) {
     const long long nn = (long long)n;
     long long i;
-    (void)ctx;
+    if (n == 0) return NB_OK;
+    NB__CHECK(!out || !a || !b, NB_ERR_NULL, "nb_add: out, a and b are required");
+    NB__CHECK(nn < 0, NB_ERR_SHAPE, "nb_add: n (%zu) overflows long long", n);
     NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(ctx))
             if(n >= NB__PAR_MIN))
     for (i = 0; i < nn; i++) out[i] = a[i] + b[i];
+    return NB_OK;
 }
 
-NBDEF void nb_axpby(nb_ctx* ctx, nb_real* y, nb_real alpha, const nb_real* x, nb_real beta,
-                    size_t n) {
+NBDEF nb_result nb_axpby(nb_ctx* ctx, nb_real* y, nb_real alpha, const nb_real* x, nb_real beta,
+                         size_t n) {
     const long long nn = (long long)n;
     long long i;
-    (void)ctx;
+    if (n == 0) return NB_OK;
+    NB__CHECK(!y || !x, NB_ERR_NULL, "nb_axpby: x and y are required");
+    NB__CHECK(nn < 0, NB_ERR_SHAPE, "nb_axpby: n (%zu) overflows long long", n);
     if (beta == 0) {
         NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(ctx))
                 if(n >= NB__PAR_MIN))
@@ -3428,6 +3760,7 @@ NBDEF void nb_axpby(nb_ctx* ctx, nb_real* y, nb_real alpha, const nb_real* x, nb
                 if(n >= NB__PAR_MIN))
         for (i = 0; i < nn; i++) y[i] = alpha * x[i] + beta * y[i];
     }
+    return NB_OK;
 }
 
 #ifdef __cplusplus

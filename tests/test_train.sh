@@ -178,7 +178,33 @@ expect_error "--save-every without --save" "needs --save" "${TINY[@]}" --save-ev
 expect_error "--layers with --schedule" "drop --layers" "${TINY[@]}" --schedule pre,post
 expect_error "--zero on one process" "mpirun" "${TINY[@]}" --zero
 
-# 9. big batches (more rows than the old 64-entry accuracy table), per-step CSV
+# 9. --check-finite: injected faults are named (layer, sublayer) and the last good checkpoint stays
+FT=("${ANY_DEPTH[@]}" --layers 3 --steps 40 --check-finite --save-every 10)
+"$TRAIN" "${ANY_DEPTH[@]}" --layers 3 --steps 40 --stop-after 20 --save good20.st > good20.log 2>&1
+for spec in "nan@25:1:attn:act|non-finite value in the attention output of layer 1" \
+            "inf@25:2:ffn:act|non-finite value in the FFN output of layer 2" \
+            "nan@25:1:attn:grad|non-finite gradient in blocks.1.attn_out.weight (layer 1, attention" \
+            "inf@23:0:ffn:grad|non-finite gradient in blocks.0.ff_out.weight (layer 0, FFN"; do
+  inj="${spec%%|*}" want="${spec#*|}"
+  "$TRAIN" "${FT[@]}" --inject "$inj" --save fault.st > fault.log 2>&1
+  rc=$?
+  if [ $rc = 1 ] && grep -qF "$want" fault.log && grep -q "without saving" fault.log &&
+     cmp -s fault.st good20.st; then
+    pass "--inject $inj: named, stopped, step-20 checkpoint kept"
+  else
+    fail "--inject $inj (rc $rc)"; cat fault.log
+  fi
+done
+if "$TRAIN" "${ANY_DEPTH[@]}" --layers 3 --steps 40 --check-finite --csv cf.csv > cf.log 2>&1 &&
+   "$TRAIN" "${ANY_DEPTH[@]}" --layers 3 --steps 40 --csv nocf.csv > nocf.log 2>&1 && cmp -s cf.csv nocf.csv; then
+  pass "--check-finite on a healthy run: no false alarm, same numbers"
+else
+  fail "--check-finite on a healthy run"; cat cf.log
+fi
+expect_error "--inject without --check-finite" "add it" "${TINY[@]}" --inject nan@2:0:attn:act
+expect_error "--inject with a bad spec" "KIND@STEP" "${TINY[@]}" --check-finite --inject nan@2:0:mlp:act
+
+# 10. big batches (more rows than the old 64-entry accuracy table), per-step CSV
 if "$TRAIN" --d 16 --layers 1 --heads 2 --seq 16 --batch 80 --threads 1 --steps 2 --eval-batches 1 \
      --digits 2 --csv steps.csv > big.log 2>&1 && grep -q "answer accuracy" big.log &&
    [ "$(wc -l < steps.csv)" = 3 ] && head -1 steps.csv | grep -q "^step,loss,grad_norm,lr$"; then

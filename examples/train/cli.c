@@ -29,6 +29,21 @@ static int parse_double(const char* s, double lo, double hi, double* out, const 
     return 0;
 }
 
+/* KIND@STEP:LAYER:SUB:WHERE, e.g. nan@25:1:attn:act or inf@40:0:ffn:grad */
+static int parse_inject(const char* v, config* c) {
+    char kind[8], sub[8], where[8];
+    int n = 0;
+    if (sscanf(v, "%7[a-z]@%d:%d:%7[a-z]:%7[a-z]%n", kind, &c->inj_step, &c->inj_layer, sub, where, &n) != 5 ||
+        v[n] || (strcmp(kind, "nan") && strcmp(kind, "inf")) || (strcmp(sub, "attn") && strcmp(sub, "ffn")) ||
+        (strcmp(where, "act") && strcmp(where, "grad")) || c->inj_step < 1 || c->inj_layer < 0)
+        return fail("--inject: \"%s\" is not KIND@STEP:LAYER:SUB:WHERE (KIND nan or inf, STEP >= 1, "
+                    "SUB attn or ffn, WHERE act or grad; e.g. nan@25:1:attn:act)", v);
+    c->inj_kind = strcmp(kind, "nan") ? 2 : 1;
+    c->inj_ffn = !strcmp(sub, "ffn");
+    c->inj_grad = !strcmp(where, "grad");
+    return 0;
+}
+
 void config_defaults(config* c) {
     memset(c, 0, sizeof *c);
     snprintf(c->preset, sizeof c->preset, "pre");
@@ -65,6 +80,11 @@ void usage(void) {
 "  --log-every N [50]  --eval-batches N [4]  --csv FILE  per-step loss, gradient norm, lr\n"
 "data parallel (run under mpirun; --batch stays the global batch, split over the ranks)\n"
 "  --zero             ZeRO-1: shard the AdamW moments over the ranks (memory 1/ranks)\n"
+"reliability\n"
+"  --check-finite     stop at the first NaN/Inf, naming the layer and sublayer (activations:\n"
+"                     the library's check; gradients: each layer's as the backward finishes it)\n"
+"  --inject K@S:L:SUB:W  fault injection to test that: K nan|inf at step S into layer L's\n"
+"                     SUB attn|ffn, W act (its output projection weight) or grad (its gradient)\n"
 "  --bucket-kb N      gradient bucket reduced while the backward goes on [256]\n"
 "data\n"
 "  (default)          synthetic addition, loss on answer digits; --digits N [3], --reverse\n"
@@ -98,6 +118,8 @@ int parse_args(int argc, char** argv, config* c, int* help) {
         else if (!strcmp(a, "--reverse")) { c->reverse = 1; used = 0; }
         else if (!strcmp(a, "--quiet")) { c->quiet = 1; used = 0; }
         else if (!strcmp(a, "--zero")) { c->zero = 1; used = 0; }
+        else if (!strcmp(a, "--check-finite")) { c->check_finite = 1; used = 0; }
+        else if (!strcmp(a, "--inject")) { NEEDV; rc = parse_inject(v, c); }
         else if (!strcmp(a, "--preset")) {
             NEEDV;
             if (strlen(v) >= sizeof c->preset) return fail("--preset: name too long");
@@ -167,6 +189,9 @@ int parse_args(int argc, char** argv, config* c, int* help) {
     if (c->save_every && !c->save) return fail("--save-every needs --save FILE");
     if (c->allow_change && !c->resume) return fail("--allow-change applies to --resume; add --resume FILE or drop it");
     if (layers_set && c->schedule[0]) return fail("--schedule sets the number of layers; drop --layers");
+    if (c->inj_kind && !c->check_finite) return fail("--inject tests --check-finite: add it");
+    if (c->inj_kind && c->inj_layer >= (c->schedule[0] ? MAX_LAYERS : c->n_layers))
+        return fail("--inject: layer %d does not exist", c->inj_layer);
     if (c->zero && g_ranks < 2) return fail("--zero shards the optimizer over MPI ranks: run under mpirun with 2 or more ranks");
     if (c->batch < g_ranks) return fail("--batch %d is smaller than the %d ranks (each rank needs at least one row)", c->batch, g_ranks);
     return 0;
@@ -234,6 +259,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->n_kv_heads = c->n_kv_heads;
     d->d_ff = c->d_ff;
     d->rope = c->rope;
+    d->check_finite = c->check_finite;
     if (!strcmp(c->ffn, "gelu")) d->ffn = NB_FFN_GELU_TANH;
     else if (d->ffn == NB_FFN_DEFAULT) d->ffn = NB_FFN_SWIGLU;
     if (!strcmp(c->norm, "layer")) d->norm = NB_NORM_LAYER;

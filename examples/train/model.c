@@ -18,10 +18,50 @@ void model_free(model* m) {
     memset(m, 0, sizeof *m);
 }
 
+/* The stack tensor of layer l's output projection of a sublayer (fault injection). */
+static const nb_tensor_info* out_proj(const model* m, int l, int ffn) {
+    char name[64];
+    int t;
+    snprintf(name, sizeof name, "blocks.%d.%s.weight", l, ffn ? "ff_out" : "attn_out");
+    for (t = 0; t < m->s.n_tensors; t++)
+        if (!strcmp(m->s.tensors[t].name, name)) return &m->s.tensors[t];
+    return NULL;
+}
+
+static nb_real fault_value(const config* c) { return c->inj_kind == 1 ? (nb_real)NAN : (nb_real)INFINITY; }
+
+/* --check-finite on the gradients of [offset, offset + count) of the stack: name the first
+   non-finite one's tensor (the first found, top down, is where it appeared: the backward
+   carries it only to the layers below) */
+static void check_grads(model* m, int layer, size_t offset, size_t count) {
+    const nb_real* g = m->g + m->off_stack;
+    size_t i;
+    int t;
+    if (m->bad_grad[0]) return;
+    for (i = offset; i < offset + count; i++)
+        if (!isfinite(g[i])) break;
+    if (i == offset + count) return;
+    for (t = 0; t < m->s.n_tensors; t++) {
+        const nb_tensor_info* ti = &m->s.tensors[t];
+        if (i >= ti->offset && i < ti->offset + ti->count) {
+            snprintf(m->bad_grad, sizeof m->bad_grad, "non-finite gradient in %s (layer %d, %s)",
+                     ti->name, layer, ti->kind == NB_TENSOR_QKV || ti->kind == NB_TENSOR_ATTN_OUT ?
+                     "attention sublayer" : ti->kind == NB_TENSOR_FF_IN || ti->kind == NB_TENSOR_FF_OUT ?
+                     "FFN sublayer" : "norm parameters");
+            return;
+        }
+    }
+}
+
 /* the stack reports finished gradient ranges; in the flat buffer they sit after wte */
 static void on_grads_ready(void* user, int layer, size_t offset, size_t count) {
     model* m = (model*)user;
-    (void)layer;
+    const config* c = m->cfg;
+    if (c->inj_kind && c->inj_grad && m->step + 1 == c->inj_step && layer == c->inj_layer) {
+        const nb_tensor_info* t = out_proj(m, layer, c->inj_ffn);
+        if (t) m->g[m->off_stack + t->offset] = fault_value(c);
+    }
+    if (c->check_finite) check_grads(m, layer, offset, count);
     dist_grads_ready(m->dist, m->off_stack + offset, count);
 }
 
@@ -32,6 +72,7 @@ int model_init(model* m, const config* c) {
     size_t bt, i;
     int t;
     memset(m, 0, sizeof *m);
+    m->cfg = c;
     m->ctx.num_threads = c->threads;
     if (init_scheme(c->init, &scheme)) return 1;
     if (make_desc(c, &d, m->layers)) return 1;
@@ -115,7 +156,12 @@ int model_step(model* m, int train, double* count, double* out) {
     const nb_real* wte = m->p;
     const nb_real* head = m->p + m->off_head;
     double sums[3] = {0, 0, 0}, inv;   /* loss sum, target count, stop request: over all ranks */
+    const config* c = m->cfg;
     long long r;
+    if (train && c->inj_kind && !c->inj_grad && m->step + 1 == c->inj_step) {
+        const nb_tensor_info* t = out_proj(m, c->inj_layer, c->inj_ffn);
+        if (t) m->p[m->off_stack + t->offset] = fault_value(c); /* the sublayer's output goes non-finite */
+    }
     TR_OMP(omp parallel for schedule(static) num_threads(nt))
     for (r = 0; r < bt; r++) {
         const int tk = m->tok[(r / T) * (T + 1) + r % T];
@@ -123,7 +169,7 @@ int model_step(model* m, int train, double* count, double* out) {
     }
     if (nb_stack_forward(&m->ctx, &m->s, m->p + m->off_stack, m->h, m->x, B, T, m->cache,
                          m->scratch) != NB_OK)
-        return fail("forward: %s", m->ctx.err);
+        return train ? fail("forward, step %d: %s", m->step + 1, m->ctx.err) : fail("forward: %s", m->ctx.err);
     if (nb_gemm(&m->ctx, 0, 1, (int)bt, VOCAB, d, 1, m->h, d, head, d, 0, m->logits, VOCAB))
         return fail("head: %s", m->ctx.err);
     /* per row: loss = lse(z) - z[target]; with train, z becomes softmax(z) - onehot (the
@@ -171,9 +217,11 @@ int model_step(model* m, int train, double* count, double* out) {
         return fail("head backward: %s", m->ctx.err);
     dist_grads_ready(m->dist, m->off_head, m->n - m->off_head);
     memset(m->g + m->off_stack, 0, m->s.n_params * sizeof(nb_real));
+    m->bad_grad[0] = 0;
     if (nb_stack_backward(&m->ctx, &m->s, m->p + m->off_stack, m->g + m->off_stack, m->dx, m->dh,
                           B, T, m->cache, m->scratch) != NB_OK)
         return fail("backward: %s", m->ctx.err);
+    if (m->bad_grad[0]) return fail("backward, step %d: %s", m->step + 1, m->bad_grad);
     memset(m->g, 0, m->off_stack * sizeof(nb_real));
     for (r = 0; r < bt; r++) { /* serial scatter-add: a fixed order, bitwise reproducible */
         const int tk = m->tok[(r / T) * (T + 1) + r % T];

@@ -83,7 +83,9 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         const nb_real* gu;
         int log_now;
         train_batch(ds, step, m.b0, m.B, m.T, m.tok, m.mask);
+        m.step = step;
         if (model_step(&m, 1, &cnt, &loss)) {
+            say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);
             if (g_ranks > 1) dist_abort(1); /* the other ranks wait in a collective */
             goto done;
         }

@@ -62,6 +62,11 @@ typedef struct config {
     double lr, min_lr_frac, wd, beta1, beta2, adam_eps, clip;
     unsigned long long seed;
     int zero;                 /* --zero: ZeRO-1 optimizer-state sharding over the ranks */
+    int check_finite;         /* --check-finite: stop at the first non-finite activation or
+                                 gradient, naming its layer and sublayer */
+    /* --inject KIND@STEP:LAYER:SUB:WHERE (fault injection, for testing the checks) */
+    int inj_kind;             /* 0 none, 1 NaN, 2 Inf */
+    int inj_step, inj_layer, inj_ffn, inj_grad;
     int bucket_kb;            /* gradient bucket size for the reduction during backward */
     /* data */
     const char* data;         /* NULL: the addition task */
@@ -154,6 +159,9 @@ typedef struct model {
     dist* dist;
     double t_comm;                     /* seconds blocked in the loss allreduce */
     int stop;                          /* a stop request, agreed by every rank at the last step */
+    const config* cfg;
+    int step;                          /* the training step being computed (fault injection) */
+    char bad_grad[160];                /* the first non-finite gradient seen (--check-finite) */
 } model;
 
 /* checkpoint tensor table: name, offset, rows, cols (cols 0 = a 1-D tensor) */

@@ -16,7 +16,7 @@ void history_free(history* h) {
 
 /* Per-layer diagnostics of this step, before the update: gradient norms of the reduced
    gradients, hidden-state magnitude and angular distance as means over every rank's tokens. */
-static void record_diag(model* m, history* h, const nb_real* gu, int step) {
+static int record_diag(model* m, history* h, const nb_real* gu, int step) {
     const int L = m->s.desc.n_layers, k = h->n_diag++;
     const double tokens = (double)m->B * m->T, all = (double)m->B_global * m->T;
     double* ang = (double*)xcalloc((size_t)(L + 1) * (L + 1), sizeof(double));
@@ -25,14 +25,18 @@ static void record_diag(model* m, history* h, const nb_real* gu, int step) {
     int l;
     h->diag_x[k] = step + 1;
     layer_grad_norms(m, gu, h->grad_l + (size_t)k * L);
-    nb_stack_hidden_norms(&m->s, m->cache, m->B, m->T, 0, hid);
-    nb_stack_angular_distance(&m->s, m->cache, m->B, m->T, 0, ang);
+    if (nb_stack_hidden_norms(&m->s, m->cache, m->B, m->T, 0, hid) ||
+        nb_stack_angular_distance(&m->s, m->cache, m->B, m->T, 0, ang)) {
+        free(ang);
+        return fail("diagnostics: the stack's cache does not hold this step's forward");
+    }
     for (l = 0; l < L; l++) adj[l] = ang[l * (L + 1) + l + 1];
     for (l = 0; l <= L; l++) hid[l] *= tokens / all;
     for (l = 0; l < L; l++) adj[l] *= tokens / all;
     dist_sum(hid, L + 1);
     dist_sum(adj, L);
     free(ang);
+    return 0;
 }
 
 int train_run(const config* c, const dataset* ds, double unigram, history* h, int compare) {
@@ -107,7 +111,10 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         if (log_now && cap_diag && h->n_diag < cap_diag) {
             /* before the update and the validation forward: this step's gradients (unclipped)
                and the hidden states of its forward, still in the cache */
-            record_diag(&m, h, gu, step);
+            if (record_diag(&m, h, gu, step)) {
+                if (g_ranks > 1) dist_abort(1);
+                goto done;
+            }
         }
         scale = c->clip > 0 && gnorm > c->clip ? c->clip / gnorm : 1;
         adamw(&m, c, gu, lr, scale);

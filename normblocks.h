@@ -717,6 +717,19 @@ static nb_result nb__fail(nb_ctx* ctx, nb_result code, const char* fmt, ...) {
 #define NB__CHECK(cond, code, ...) \
     do { if (cond) return nb__fail(ctx, code, __VA_ARGS__); } while (0)
 
+/* NB_ERR_NULL naming the first NULL of n pointers; names: their names, space-separated. */
+static nb_result nb__need(nb_ctx* ctx, const char* fn, const char* names, int n,
+                          const void* const* ptrs) {
+    int k;
+    for (k = 0; k < n; k++, names = strchr(names, ' ') + 1) {
+        const char* end = strchr(names, ' ');
+        NB__CHECK(!ptrs[k], NB_ERR_NULL, "%s: %.*s is required (NULL)", fn,
+                  (int)(end ? (size_t)(end - names) : strlen(names)), names);
+        if (!end) break;
+    }
+    return NB_OK;
+}
+
 NBDEF int nb_num_threads(const nb_ctx* ctx) {
     int n = 1;
     if (ctx && ctx->num_threads > 0) n = ctx->num_threads;
@@ -1667,17 +1680,23 @@ static nb_result nb__check_bt(nb_ctx* ctx, const char* fn, int B, int T, int max
     return NB_OK;
 }
 
+/* names: of a, b, cache, scratch (space-separated) */
 static nb_result nb__attn_check_call(nb_ctx* ctx, const char* fn, const nb_attn_plan* pl,
-                                     const nb_attn_params* p, int B, int T, const void* a,
-                                     const void* b, const void* cache, const void* scratch) {
+                                     const nb_attn_params* p, int B, int T, const char* names,
+                                     const void* a, const void* b, const void* cache,
+                                     const void* scratch) {
     nb_result rc;
-    NB__CHECK(!pl || !p, NB_ERR_NULL, "%s: plan and params are required", fn);
+    const void* ptrs[6];
+    NB__CHECK(!pl || !p, NB_ERR_NULL, "%s: plan and params are required (%s is NULL)", fn,
+              pl ? "params" : "plan");
     if ((rc = nb__check_bt(ctx, fn, B, T, pl->max_batch, pl->max_seq))) return rc;
     NB__CHECK(nb_num_threads(ctx) > pl->max_threads, NB_ERR_CONFIG,
               "%s: %d threads requested but the plan sized its scratch for %d", fn,
               nb_num_threads(ctx), pl->max_threads);
-    NB__CHECK(!a || !b || !cache || !scratch || !p->w_qkv || !p->w_o, NB_ERR_NULL,
-              "%s: inputs, outputs, cache, scratch, w_qkv and w_o are required", fn);
+    ptrs[0] = a; ptrs[1] = b; ptrs[2] = cache; ptrs[3] = scratch; ptrs[4] = p->w_qkv;
+    ptrs[5] = p->w_o;
+    if ((rc = nb__need(ctx, fn, names, 4, ptrs))) return rc;
+    if ((rc = nb__need(ctx, fn, "params.w_qkv params.w_o", 2, ptrs + 4))) return rc;
     NB__CHECK(!pl->desc.no_gain && ((nb__site_on(pl, 0) && !p->q_gain) ||
                                     (nb__site_on(pl, 1) && !p->k_gain) ||
                                     (nb__site_on(pl, 2) && !p->v_gain) ||
@@ -1843,7 +1862,8 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
                                 nb_real* scratch) {
     const nb_attn_plan* pl = plan;
     nb__attn_mem m;
-    nb_result rc = nb__attn_check_call(ctx, "nb_attn_forward", plan, p, B, T, out, x, cache,
+    nb_result rc = nb__attn_check_call(ctx, "nb_attn_forward", plan, p, B, T,
+                                       "out x cache scratch", out, x, cache,
                                        scratch);
     const nb_real* gains[4];
     int site, d, P, BT;
@@ -1902,14 +1922,16 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
                                  nb_real* scratch, int accumulate_dx) {
     const nb_attn_plan* pl = plan;
     nb__attn_mem m;
-    nb_result rc = nb__attn_check_call(ctx, "nb_attn_backward", plan, p, B, T, dx, dout, cache,
+    nb_result rc = nb__attn_check_call(ctx, "nb_attn_backward", plan, p, B, T,
+                                       "dx dout cache scratch", dx, dout, cache,
                                        scratch);
     const nb_real* gains[4];
     nb_real* dgains[4];
     int site, d, P, BT;
     if (rc) return rc;
     NB__CHECK(!g || !g->w_qkv || !g->w_o || !x, NB_ERR_NULL,
-              "nb_attn_backward: gradients (w_qkv, w_o) and x are required");
+              "nb_attn_backward: %s is required (NULL)",
+              !g ? "g" : !g->w_qkv ? "g.w_qkv" : !g->w_o ? "g.w_o" : "x");
     NB__CHECK(!pl->desc.no_gain && ((nb__site_on(pl, 0) && !g->q_gain) ||
                                     (nb__site_on(pl, 1) && !g->k_gain) ||
                                     (nb__site_on(pl, 2) && !g->v_gain) ||
@@ -2033,13 +2055,18 @@ NBDEF void nb_ffn_params_bind(const nb_ffn_plan* plan, nb_real* base, nb_ffn_par
 }
 
 static nb_result nb__ffn_check_call(nb_ctx* ctx, const char* fn, const nb_ffn_plan* pl,
-                                    const nb_ffn_params* p, int B, int T, const void* a,
-                                    const void* b, const void* cache, const void* scratch) {
+                                    const nb_ffn_params* p, int B, int T, const char* names,
+                                    const void* a, const void* b, const void* cache,
+                                    const void* scratch) {
     nb_result rc;
-    NB__CHECK(!pl || !p, NB_ERR_NULL, "%s: plan and params are required", fn);
+    const void* ptrs[6];
+    NB__CHECK(!pl || !p, NB_ERR_NULL, "%s: plan and params are required (%s is NULL)", fn,
+              pl ? "params" : "plan");
     if ((rc = nb__check_bt(ctx, fn, B, T, pl->max_batch, pl->max_seq))) return rc;
-    NB__CHECK(!a || !b || !cache || !scratch || !p->w_in || !p->w_out, NB_ERR_NULL,
-              "%s: inputs, outputs, cache, scratch, w_in and w_out are required", fn);
+    ptrs[0] = a; ptrs[1] = b; ptrs[2] = cache; ptrs[3] = scratch; ptrs[4] = p->w_in;
+    ptrs[5] = p->w_out;
+    if ((rc = nb__need(ctx, fn, names, 4, ptrs))) return rc;
+    if ((rc = nb__need(ctx, fn, "params.w_in params.w_out", 2, ptrs + 4))) return rc;
     NB__CHECK(pl->desc.bias > 0 && (!p->b_in || !p->b_out), NB_ERR_NULL,
               "%s: the plan has biases but b_in or b_out is NULL", fn);
     return NB_OK;
@@ -2080,7 +2107,8 @@ static void nb__add_bias(nb_ctx* ctx, nb_real* y, const nb_real* bias, int rows,
 NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
                                nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                                nb_real* scratch) {
-    nb_result rc = nb__ffn_check_call(ctx, "nb_ffn_forward", plan, p, B, T, out, x, cache, scratch);
+    nb_result rc = nb__ffn_check_call(ctx, "nb_ffn_forward", plan, p, B, T, "out x cache scratch",
+                                      out, x, cache, scratch);
     int d, f, W, BT, r;
     nb_real *h, *a;
     if (rc) return rc;
@@ -2127,14 +2155,16 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
                                 nb_ffn_params* g, nb_real* dx, const nb_real* dout,
                                 const nb_real* x, int B, int T, const nb_real* cache,
                                 nb_real* scratch, int accumulate_dx) {
-    nb_result rc = nb__ffn_check_call(ctx, "nb_ffn_backward", plan, p, B, T, dx, dout, cache,
+    nb_result rc = nb__ffn_check_call(ctx, "nb_ffn_backward", plan, p, B, T,
+                                      "dx dout cache scratch", dx, dout, cache,
                                       scratch);
     int d, f, W, BT, r;
     const nb_real *h, *a;
     nb_real *dh, *da, *ones;
     if (rc) return rc;
     NB__CHECK(!g || !g->w_in || !g->w_out || !x || (plan->desc.bias > 0 && (!g->b_in || !g->b_out)),
-              NB_ERR_NULL, "nb_ffn_backward: gradients and x are required");
+              NB_ERR_NULL, "nb_ffn_backward: %s is required (NULL)",
+              !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !x ? "x" : "g.b_in/g.b_out");
     if ((rc = nb__ffn_cache_ok(ctx, "nb_ffn_backward", plan, cache, B, T))) return rc;
     d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
     h = cache + NB__HDR;
@@ -2644,7 +2674,8 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     int L, l, n_post = 0;
     unsigned sites;
     size_t cu, su;
-    NB__CHECK(!s || !desc, NB_ERR_NULL, "nb_stack_init: stack and desc are required");
+    NB__CHECK(!s || !desc, NB_ERR_NULL, "nb_stack_init: s and desc are required (%s is NULL)",
+              s ? "desc" : "s");
     memset(s, 0, sizeof *s);
     d = *desc;
     L = d.n_layers;
@@ -3185,17 +3216,19 @@ static nb_result nb__pp_backward(nb__run* r, int l, int k, const nb__lp* p, nb__
     return nb__nb_add(r, &p->n[ny], &g->n[ny], dy, t[2], y, c->st[ny], dyo, 1);  /* dy may be dyo */
 }
 
+/* names: of a..e, space-separated */
 static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, int B, int T,
-                               const void* a, const void* b, const void* c, const void* d,
-                               const void* e) {
+                               const char* names, const void* a, const void* b, const void* c,
+                               const void* d, const void* e) {
     nb_result rc;
-    NB__CHECK(!s || !s->layers, NB_ERR_NULL, "%s: an initialized stack is required", fn);
+    const void* ptrs[5];
+    NB__CHECK(!s || !s->layers, NB_ERR_NULL, "%s: an initialized stack s is required", fn);
     if ((rc = nb__check_bt(ctx, fn, B, T, s->max_batch, s->max_seq))) return rc;
     NB__CHECK(nb_num_threads(ctx) > s->max_threads, NB_ERR_CONFIG,
               "%s: %d threads requested but the stack sized its scratch for %d", fn,
               nb_num_threads(ctx), s->max_threads);
-    NB__CHECK(!a || !b || !c || !d || !e, NB_ERR_NULL, "%s: a required buffer is NULL", fn);
-    return NB_OK;
+    ptrs[0] = a; ptrs[1] = b; ptrs[2] = c; ptrs[3] = d; ptrs[4] = e;
+    return nb__need(ctx, fn, names, 5, ptrs);
 }
 
 /* The sublayer caches of layer l hold a forward with (B, T) (skipped layers need none). */
@@ -3284,7 +3317,8 @@ NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb
     nb__run r;
     nb_real* o[2];
     const nb_real* i[2];
-    nb_result rc = nb__check_run(ctx, "nb_layer_forward", s, B, T, params, out, in, cache,
+    nb_result rc = nb__check_run(ctx, "nb_layer_forward", s, B, T,
+                                 "params out in cache scratch", params, out, in, cache,
                                  scratch);
     if (rc) return rc;
     NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
@@ -3301,7 +3335,8 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
     nb__run r;
     nb_real* di[2];
     const nb_real *d[2], *i[2];
-    nb_result rc = nb__check_run(ctx, "nb_layer_backward", s, B, T, params, grads, din, dout,
+    nb_result rc = nb__check_run(ctx, "nb_layer_backward", s, B, T,
+                                 "params grads din dout in", params, grads, din, dout,
                                  in);
     if (rc) return rc;
     NB__CHECK(!cache || !scratch, NB_ERR_NULL, "nb_layer_backward: cache and scratch are required");
@@ -3421,7 +3456,8 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch) {
     nb__run r;
-    nb_result rc = nb__check_run(ctx, "nb_stack_forward", s, B, T, params, out, in, cache,
+    nb_result rc = nb__check_run(ctx, "nb_stack_forward", s, B, T,
+                                 "params out in cache scratch", params, out, in, cache,
                                  scratch);
     if (rc) return rc;
     nb__run_init(&r, ctx, s, B, T, cache, scratch);
@@ -3446,7 +3482,8 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
     nb__run r;
     nb__tp tp, tg;
     nb_real *cur[2], *nxt[2];
-    nb_result rc = nb__check_run(ctx, "nb_stack_backward", s, B, T, params, grads, din, dout,
+    nb_result rc = nb__check_run(ctx, "nb_stack_backward", s, B, T,
+                                 "params grads din dout cache", params, grads, din, dout,
                                  cache);
     const int L = s ? s->desc.n_layers : 0;
     int l, k, top_is_dout, into_din;
@@ -3578,7 +3615,8 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
     double s0;
     int t;
     NB__CHECK(!s || !s->tensors || !params, NB_ERR_NULL,
-              "nb_stack_init_params: stack and params are required");
+              "nb_stack_init_params: an initialized stack s and params are required (%s is NULL)",
+              params ? "s" : "params");
     if (scheme == NB_INIT_DEFAULT) scheme = NB_INIT_NORMAL;
     NB__CHECK((int)scheme < NB_INIT_NORMAL || scheme > NB_INIT_DEEPNORM, NB_ERR_CONFIG,
               "nb_stack_init_params: unknown scheme %d", (int)scheme);
@@ -3750,6 +3788,8 @@ NBDEF nb_result nb_axpby(nb_ctx* ctx, nb_real* y, nb_real alpha, const nb_real* 
     long long i;
     if (n == 0) return NB_OK;
     NB__CHECK(!y || !x, NB_ERR_NULL, "nb_axpby: x and y are required");
+    NB__CHECK(!isfinite((double)alpha) || !isfinite((double)beta), NB_ERR_VALUE,
+              "nb_axpby: alpha (%g) and beta (%g) must be finite", (double)alpha, (double)beta);
     NB__CHECK(nn < 0, NB_ERR_SHAPE, "nb_axpby: n (%zu) overflows long long", n);
     if (beta == 0) {
         NB__OMP(parallel for simd schedule(static) num_threads(nb_num_threads(ctx))

@@ -1440,6 +1440,8 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
 /* ---- attention sublayer --------------------------------------------------------------------- */
 
 #define NB__TILE 64 /* query rows per attention task */
+/* row tiles of T (T + NB__TILE - 1 would overflow for T near INT_MAX) */
+static int nb__tiles(int T) { return T / NB__TILE + (T % NB__TILE != 0); }
 
 /* Where everything lives in the caller's cache and scratch for a given (B, T). The same
    function sizes the buffers at plan time (base NULL) and carves them at run time. */
@@ -1610,10 +1612,10 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     NB__CHECK(nb__mulll(max_batch, max_seq) > NB__INT_MAX, NB_ERR_SHAPE,
               "nb_attn_plan_make: max_batch*max_seq (%lld) overflows int",
               nb__mulll(max_batch, max_seq));
-    NB__CHECK(nb__mulll(max_batch, d.n_heads) > NB__INT_MAX / ((max_seq + NB__TILE - 1) / NB__TILE),
+    NB__CHECK(nb__mulll(max_batch, d.n_heads) > NB__INT_MAX / (nb__tiles(max_seq)),
               NB_ERR_SHAPE, "nb_attn_plan_make: max_batch*n_heads*ceil(max_seq/%d) (attention "
               "tasks, %d*%d*%d) overflows int", NB__TILE, max_batch, d.n_heads,
-              (max_seq + NB__TILE - 1) / NB__TILE);
+              nb__tiles(max_seq));
     if (d.memory == NB_ATTN_MEMORY_DEFAULT)
         d.memory = (double)max_batch * d.n_heads * max_seq * max_seq <= 64.0 * 1024 * 1024
                        ? NB_ATTN_MEMORY_PROBS : NB_ATTN_MEMORY_LSE;
@@ -1756,7 +1758,7 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb_real* qkv, int T, in
 static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
                                   const nb__attn_mem* m) {
     const int H = pl->desc.n_heads, dk = pl->head_dim, P = pl->qkv_width, d = pl->desc.d_model;
-    const int ntiles = (T + NB__TILE - 1) / NB__TILE, ntasks = B * H * ntiles;
+    const int ntiles = nb__tiles(T), ntasks = B * H * ntiles;
     const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
     int task;
     (void)par; (void)ctx;
@@ -1785,7 +1787,7 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
                                    const nb__attn_mem* m) {
     const int H = pl->desc.n_heads, Hkv = pl->desc.n_kv_heads, dk = pl->head_dim;
     const int P = pl->qkv_width, d = pl->desc.d_model, g = pl->group;
-    const int ntiles = (T + NB__TILE - 1) / NB__TILE;
+    const int ntiles = nb__tiles(T);
     const nb_real scale = (nb_real)(1.0 / sqrt((double)dk));
     const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
     const int nparts = nb__kv_split(pl, B, par ? nb_num_threads(ctx) : 1);

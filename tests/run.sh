@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build and test normblocks: the normal Release configuration, then an
-# AddressSanitizer/UBSan Debug configuration. Run from anywhere:
+# AddressSanitizer/UBSan Debug configuration, then (when clang with libFuzzer is installed) the
+# libFuzzer harnesses of tests/fuzz for NB_FUZZ_SECONDS each (default 30). Run from anywhere:
 #   bash tests/run.sh
 set -euo pipefail
 
@@ -24,3 +25,23 @@ echo "=== normblocks: sanitizer (ASan+UBSan) build + tests ==="
 cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DNB_SANITIZE=ON
 cmake --build build-san -j"${JOBS}"
 ctest --test-dir build-san --output-on-failure
+
+echo "=== normblocks: libFuzzer harnesses (clang) ==="
+# Detected here, so that a machine without clang still passes: the drivers of the same
+# harnesses ran above in both builds.
+fuzz_ok=0
+if command -v clang >/dev/null 2>&1; then
+  probe="$(mktemp -d)"
+  printf '#include <stdint.h>\n#include <stddef.h>\nint LLVMFuzzerTestOneInput(const uint8_t* d, size_t n) { (void)d; (void)n; return 0; }\n' > "$probe/p.c"
+  if clang -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" >/dev/null 2>&1; then fuzz_ok=1; fi
+  rm -rf "$probe"
+fi
+if [ "$fuzz_ok" = 1 ]; then
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNB_FUZZ=ON \
+    -DNB_FUZZ_SECONDS="${NB_FUZZ_SECONDS:-30}" -DNORMBLOCKS_BUILD_EXAMPLES=OFF \
+    -DNORMBLOCKS_BUILD_BENCH=OFF -DNORMBLOCKS_INSTALL=OFF -DNB_USE_BLAS=OFF
+  cmake --build build-fuzz -j"${JOBS}"
+  ctest --test-dir build-fuzz --output-on-failure
+else
+  echo "clang/libFuzzer not found: fuzzing skipped"
+fi

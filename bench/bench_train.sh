@@ -31,6 +31,11 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
   if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then export OPENBLAS_CORETYPE=SkylakeX
   elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then export OPENBLAS_CORETYPE=Haswell; fi
 fi
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null && [ "$OPENBLAS_CORETYPE" != SkylakeX ] &&
+   [ "$OPENBLAS_CORETYPE" != Cooperlake ] && [ "$OPENBLAS_CORETYPE" != SapphireRapids ]; then
+  echo "note: this CPU has AVX-512 but OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (set in the environment):"
+  echo "      OpenBLAS's SkylakeX kernels are usually faster on it; unset it or set SkylakeX"
+fi
 export OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none

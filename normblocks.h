@@ -2498,14 +2498,71 @@ static unsigned long long nb__stack_id(const nb_stack* s) {
 
 /* ---- presets ---- */
 
-static const char* const nb__preset_keys[NB_PRESET_COUNT] = {
-    "default", "pre", "post", "post_flags", "sandwich", "olmo2", "deepnorm", "deepnorm_mixln",
-    "hybrid", "hybrid_star", "first_qkv_pre", "embednorm", "sites_post", "sites_pre",
-    "pre_sites_post", "pre_sites_pre", "pre_post", "post_pre", "mixln", "siamese",
-    "siamese_post_pre"};
+/* Every preset is one row, in enum order (the size is checked at compile time, the order at
+   nb_stack_init). A layer's placements are two codes, attention then FFN:
+     n  none: x + F(x)                         p  pre: x + F(N(x))
+     r  residual from the norm: h + F(h), h = N(x) (HybridNorm's FFN)
+     P  post: N(x + F(x))                      s  sandwich: x + N_out(F(N_in(x)))
+     o  output norm only: x + N_out(F(x))      (OLMo-2's "norm after")
+     d  DeepNorm: N(alpha x + F(x)), alpha = (2L)^(1/4)
+     m  the Mix-LN code's DeepNorm: alpha = sqrt(8) (its hard-coded constant)
+   `first` applies to the first n_first layers (-1: floor(mixln_alpha L), Mix-LN's Post-Norm
+   layers), `rest` to the others. Two-stream (SiameseNorm) stacks have fixed sublayers and no
+   per-layer placements ("--"). */
+typedef struct nb__preset_row {
+    nb_preset id;
+    const char* key;      /* nb_preset_name; nb_preset_from_name accepts it and the aliases */
+    const char* aliases;  /* '|'-separated, case-insensitive */
+    const char* first;
+    int n_first;
+    const char* rest;
+    unsigned sites;       /* default attention norm sites */
+    nb_norm_width width;  /* default width of the site norms */
+    double eps;           /* default eps of every norm */
+    int embed_norm;       /* default: 1 normalized embedding, -1 none */
+    int streams;          /* 2 = SiameseNorm */
+} nb__preset_row;
+
+#define NB__QK (NB_SITE_Q | NB_SITE_K)
+static const nb__preset_row nb__presets[] = {
+    {NB_PRESET_DEFAULT, "default", "", "", 0, "pp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+    {NB_PRESET_PRE, "pre", "Pre-Norm|PreNorm", "", 0, "pp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+    {NB_PRESET_POST, "post", "Post-Norm|PostNorm", "", 0, "PP", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+    {NB_PRESET_POST_FLAGS, "post_flags", "", "nr", 1, "rr", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+    {NB_PRESET_SANDWICH, "sandwich", "Sandwich", "", 0, "ss", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+    {NB_PRESET_OLMO2, "olmo2", "OLMo-2", "", 0, "oo", NB__QK, NB_WIDTH_FULL, 1e-6, -1, 1},
+    {NB_PRESET_DEEPNORM, "deepnorm", "DeepNorm", "", 0, "dd", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+    {NB_PRESET_DEEPNORM_MIXLN, "deepnorm_mixln", "", "", 0, "mm", 0, NB_WIDTH_PER_HEAD, 1e-6, -1, 1},
+    {NB_PRESET_HYBRID, "hybrid", "HybridNorm", "", 0, "nr", NB_SITES_QKV, NB_WIDTH_PER_HEAD, 1e-5,
+     -1, 1},
+    {NB_PRESET_HYBRID_STAR, "hybrid_star", "HybridNorm*|hybrid*", "pp", 1, "nr", NB_SITES_QKV,
+     NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+    {NB_PRESET_FIRST_QKV_PRE, "first_qkv_pre", "First-QKV-Pre", "np", 1, "nr", NB_SITES_QKV,
+     NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+    {NB_PRESET_EMBEDNORM, "embednorm", "EmbedNorm", "", 0, "nr", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
+     1e-5, 1, 1},
+    {NB_PRESET_SITES_POST, "sites_post", "", "", 0, "nr", NB_SITES_QKV, NB_WIDTH_PER_HEAD, 1e-5,
+     -1, 1},
+    {NB_PRESET_SITES_PRE, "sites_pre", "", "", 0, "np", NB_SITES_QKV, NB_WIDTH_PER_HEAD, 1e-5, -1,
+     1},
+    {NB_PRESET_PRE_SITES_POST, "pre_sites_post", "", "", 0, "pr", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
+     1e-5, -1, 1},
+    {NB_PRESET_PRE_SITES_PRE, "pre_sites_pre", "", "", 0, "pp", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
+     1e-5, -1, 1},
+    {NB_PRESET_PRE_POST, "pre_post", "Pre-Post", "", 0, "pr", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+    {NB_PRESET_POST_PRE, "post_pre", "Post-Pre", "", 0, "rp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+    {NB_PRESET_MIXLN, "mixln", "Mix-LN", "PP", -1, "pp", 0, NB_WIDTH_PER_HEAD, 1e-6, -1, 1},
+    {NB_PRESET_SIAMESE, "siamese", "SiameseNorm", "", 0, "--", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
+     1e-5, -1, 2},
+    {NB_PRESET_SIAMESE_POST_PRE, "siamese_post_pre", "", "", 0, "--", NB_SITES_QKV,
+     NB_WIDTH_PER_HEAD, 1e-5, -1, 2},
+};
+#undef NB__QK
+typedef char nb__presets_one_row_each[sizeof nb__presets / sizeof nb__presets[0] ==
+                                      NB_PRESET_COUNT ? 1 : -1];
 
 NBDEF const char* nb_preset_name(nb_preset p) {
-    return (int)p >= 0 && p < NB_PRESET_COUNT ? nb__preset_keys[p] : "unknown";
+    return (int)p >= 0 && p < NB_PRESET_COUNT ? nb__presets[p].key : "unknown";
 }
 
 /* ASCII case-insensitive: 1 when a starts with b (prefix) or equals it */
@@ -2533,23 +2590,34 @@ static unsigned nb__parse_sites(const char* p, size_t n) {
     return 0;
 }
 
+/* 1 when name is one of the '|'-separated names of list (ASCII case-insensitive) */
+static int nb__in_list(const char* name, const char* list) {
+    while (*list) {
+        const char* end = strchr(list, '|');
+        const size_t n = end ? (size_t)(end - list) : strlen(list);
+        size_t i = 0;
+        while (i < n && name[i]) {
+            int x = name[i], y = list[i];
+            if (x >= 'A' && x <= 'Z') x += 32;
+            if (y >= 'A' && y <= 'Z') y += 32;
+            if (x != y) break;
+            i++;
+        }
+        if (i == n && !name[n]) return 1;
+        list += n + (end != NULL);
+    }
+    return 0;
+}
+
 NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char* name) {
-    static const struct { const char* name; nb_preset p; } aliases[] = {
-        {"Pre-Norm", NB_PRESET_PRE}, {"PreNorm", NB_PRESET_PRE}, {"Post-Norm", NB_PRESET_POST},
-        {"PostNorm", NB_PRESET_POST}, {"HybridNorm", NB_PRESET_HYBRID},
-        {"HybridNorm*", NB_PRESET_HYBRID_STAR}, {"hybrid*", NB_PRESET_HYBRID_STAR},
-        {"Mix-LN", NB_PRESET_MIXLN}, {"SiameseNorm", NB_PRESET_SIAMESE},
-        {"OLMo-2", NB_PRESET_OLMO2}, {"DeepNorm", NB_PRESET_DEEPNORM},
-        {"First-QKV-Pre", NB_PRESET_FIRST_QKV_PRE}, {"EmbedNorm", NB_PRESET_EMBEDNORM},
-        {"Pre-Post", NB_PRESET_PRE_POST}, {"Post-Pre", NB_PRESET_POST_PRE},
-        {"Sandwich", NB_PRESET_SANDWICH}};
     const char* dash;
     size_t i, n;
     NB__CHECK(!desc || !name, NB_ERR_NULL, "nb_preset_from_name: desc and name are required");
     for (i = 1; i < NB_PRESET_COUNT; i++)
-        if (nb__streq(name, nb__preset_keys[i])) { desc->preset = (nb_preset)i; return NB_OK; }
-    for (i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-        if (nb__streq(name, aliases[i].name)) { desc->preset = aliases[i].p; return NB_OK; }
+        if (nb__streq(name, nb__presets[i].key) || nb__in_list(name, nb__presets[i].aliases)) {
+            desc->preset = (nb_preset)i;
+            return NB_OK;
+        }
     if (nb__streq(name, "gpt2")) {
         desc->preset = NB_PRESET_PRE;
         desc->norm = NB_NORM_LAYER;
@@ -2581,54 +2649,33 @@ NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char
                     "hybrid_star, mixln, siamese, sandwich, olmo2, deepnorm, QKV-Post, ...)", name);
 }
 
-static nb_placement nb__pl(int in, int rfn, int out, int post, nb_real alpha) {
+/* The placement of a code of the preset table (see nb__presets). */
+static nb_placement nb__place_code(char code, int n_layers) {
     nb_placement p;
-    p.input_norm = in; p.residual_from_norm = rfn; p.output_norm = out; p.post_norm = post;
-    p.residual_scale = alpha;
+    memset(&p, 0, sizeof p);
+    p.residual_scale = 1;
+    switch (code) {
+    case 'p': p.input_norm = 1; break;
+    case 'r': p.input_norm = p.residual_from_norm = 1; break;
+    case 'P': p.post_norm = 1; break;
+    case 's': p.input_norm = p.output_norm = 1; break;
+    case 'o': p.output_norm = 1; break;
+    case 'd': p.post_norm = 1; p.residual_scale = (nb_real)pow(2.0 * n_layers, 0.25); break;
+    case 'm': p.post_norm = 1; p.residual_scale = (nb_real)2.8284271247461903; break;
+    default: break; /* 'n', and '-' of the two-stream presets (nothing reads them) */
+    }
     return p;
 }
 
-/* The schedule of a preset: layer l's placements and sites. */
+/* Layer l of a preset: its placements (the table's rule) and sites. */
 static void nb__preset_layer(const nb_stack_desc* d, int l, int n_post, unsigned sites,
                              nb_layer_desc* ld) {
-    const nb_placement none = nb__pl(0, 0, 0, 0, 1), pre = nb__pl(1, 0, 0, 0, 1),
-                       from_norm = nb__pl(1, 1, 0, 0, 1), post = nb__pl(0, 0, 0, 1, 1);
+    const nb__preset_row* row = &nb__presets[d->preset];
+    const int n_first = row->n_first < 0 ? n_post : row->n_first;
+    const char* codes = l < n_first ? row->first : row->rest;
+    ld->attn = nb__place_code(codes[0], d->n_layers);
+    ld->ffn = nb__place_code(codes[1], d->n_layers);
     ld->sites = sites;
-    switch (d->preset) {
-    case NB_PRESET_POST: ld->attn = ld->ffn = post; break;
-    case NB_PRESET_POST_FLAGS: ld->attn = l ? from_norm : none; ld->ffn = from_norm; break;
-    case NB_PRESET_SANDWICH: ld->attn = ld->ffn = nb__pl(1, 0, 1, 0, 1); break;
-    case NB_PRESET_OLMO2: ld->attn = ld->ffn = nb__pl(0, 0, 1, 0, 1); break;
-    case NB_PRESET_DEEPNORM:
-        ld->attn = ld->ffn = nb__pl(0, 0, 0, 1, (nb_real)pow(2.0 * d->n_layers, 0.25));
-        break;
-    case NB_PRESET_DEEPNORM_MIXLN:
-        ld->attn = ld->ffn = nb__pl(0, 0, 0, 1, (nb_real)2.8284271247461903);
-        break;
-    case NB_PRESET_HYBRID: case NB_PRESET_EMBEDNORM: case NB_PRESET_SITES_POST:
-    case NB_PRESET_SIAMESE: case NB_PRESET_SIAMESE_POST_PRE:
-        ld->attn = none; ld->ffn = from_norm; break;
-    case NB_PRESET_HYBRID_STAR: ld->attn = l ? none : pre; ld->ffn = l ? from_norm : pre; break;
-    case NB_PRESET_FIRST_QKV_PRE: ld->attn = none; ld->ffn = l ? from_norm : pre; break;
-    case NB_PRESET_SITES_PRE: ld->attn = none; ld->ffn = pre; break;
-    case NB_PRESET_PRE_SITES_POST: case NB_PRESET_PRE_POST: ld->attn = pre; ld->ffn = from_norm; break;
-    case NB_PRESET_POST_PRE: ld->attn = from_norm; ld->ffn = pre; break;
-    case NB_PRESET_MIXLN:
-        ld->attn = ld->ffn = l < n_post ? post : pre;
-        break;
-    default: ld->attn = ld->ffn = pre; break; /* PRE, PRE_SITES_PRE */
-    }
-}
-
-static int nb__preset_has_sites(nb_preset p) {
-    switch (p) {
-    case NB_PRESET_HYBRID: case NB_PRESET_HYBRID_STAR: case NB_PRESET_FIRST_QKV_PRE:
-    case NB_PRESET_EMBEDNORM: case NB_PRESET_SITES_POST: case NB_PRESET_SITES_PRE:
-    case NB_PRESET_PRE_SITES_POST: case NB_PRESET_PRE_SITES_PRE: case NB_PRESET_SIAMESE:
-    case NB_PRESET_SIAMESE_POST_PRE:
-        return 1;
-    default: return 0;
-    }
 }
 
 NBDEF void nb_stack_free(nb_stack* s) {
@@ -2692,11 +2739,10 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               "nb_stack_init: give either a preset (%s) or a custom layer schedule, not both",
               nb_preset_name(d.preset));
     if (d.preset == NB_PRESET_DEFAULT && !d.layers) d.preset = NB_PRESET_PRE;
+    NB_ASSERT(nb__presets[d.preset].id == d.preset); /* the table is in enum order */
     NB__CHECK(d.sites & ~(NB_SITES_QKVC | NB_SITES_NONE), NB_ERR_CONFIG,
               "nb_stack_init: sites (0x%x) has unknown bits", d.sites);
-    sites = d.sites == 0 ? (nb__preset_has_sites(d.preset) ? NB_SITES_QKV
-                            : d.preset == NB_PRESET_OLMO2 ? (NB_SITE_Q | NB_SITE_K) : 0)
-                         : d.sites & NB_SITES_QKVC;
+    sites = d.sites == 0 ? nb__presets[d.preset].sites : d.sites & NB_SITES_QKVC;
     if (d.mixln_alpha == 0) d.mixln_alpha = 0.25;
     NB__CHECK(!(d.mixln_alpha >= 0 && d.mixln_alpha <= 1), NB_ERR_CONFIG,
               "nb_stack_init: mixln_alpha (%g) must be in [0, 1]", d.mixln_alpha);
@@ -2704,18 +2750,15 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
     NB__CHECK(d.norm != NB_NORM_RMS && d.norm != NB_NORM_LAYER, NB_ERR_CONFIG,
               "nb_stack_init: unknown norm type %d", (int)d.norm);
-    if (d.eps == 0)
-        d.eps = (nb_real)(d.preset == NB_PRESET_OLMO2 || d.preset == NB_PRESET_MIXLN ||
-                          d.preset == NB_PRESET_DEEPNORM_MIXLN ? 1e-6 : 1e-5);
+    if (d.eps == 0) d.eps = (nb_real)nb__presets[d.preset].eps;
     NB__CHECK(!(d.eps > 0) || !isfinite((double)d.eps), NB_ERR_CONFIG,
               "nb_stack_init: eps (%g) must be finite and > 0", (double)d.eps);
-    if (d.site_width == NB_WIDTH_DEFAULT)
-        d.site_width = d.preset == NB_PRESET_OLMO2 ? NB_WIDTH_FULL : NB_WIDTH_PER_HEAD;
+    if (d.site_width == NB_WIDTH_DEFAULT) d.site_width = nb__presets[d.preset].width;
     NB__CHECK(d.final_norm < -1 || d.final_norm > 1 || d.embed_norm < -1 || d.embed_norm > 1,
               NB_ERR_CONFIG, "nb_stack_init: final_norm and embed_norm must be -1, 0 or 1");
     if (d.final_norm == 0) d.final_norm = 1;
-    if (d.embed_norm == 0) d.embed_norm = d.preset == NB_PRESET_EMBEDNORM ? 1 : -1;
-    s->streams = d.preset == NB_PRESET_SIAMESE || d.preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;
+    if (d.embed_norm == 0) d.embed_norm = nb__presets[d.preset].embed_norm;
+    s->streams = nb__presets[d.preset].streams;
     NB__CHECK(s->streams == 2 && d.final_norm < 0, NB_ERR_CONFIG,
               "nb_stack_init: SiameseNorm needs its output fusion (final_norm cannot be -1)");
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,

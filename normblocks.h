@@ -2240,14 +2240,14 @@ static const char* const nb__top_names[NB__TOP_NORMS] = {"embed_norm", "ln_f", "
 
 typedef struct nb__norm { nb_real *g, *b; } nb__norm; /* gain, bias (NULL when absent) */
 
-typedef struct nb__lp {          /* one layer's parameters (or gradients) */
+typedef struct nb__layer_tensors { /* one layer's parameters (or gradients) */
     nb_attn_params attn;
     nb_ffn_params ffn;
     nb__norm n[NB__NORMS];
     nb_real* gamma;              /* SiameseNorm c1 */
-} nb__lp;
+} nb__layer_tensors;
 
-typedef struct nb__tp { nb__norm n[NB__TOP_NORMS]; } nb__tp; /* stack-level */
+typedef struct nb__top_tensors { nb__norm n[NB__TOP_NORMS]; } nb__top_tensors; /* stack-level */
 
 static int nb__siamese(const nb_stack* s) { return s->streams == 2; }
 static int nb__post_pre(const nb_stack* s) {
@@ -2321,7 +2321,7 @@ static void nb__put_norm(nb__walk* w, int layer, const char* name, int d, int bi
 }
 
 /* Layer l's tensors in their canonical order: attention, FFN, block norms, gamma. */
-static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__lp* lp) {
+static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tensors* lp) {
     const nb_attn_plan* ap = &s->layers[l].attn;
     const int d = s->desc.d_model, f = s->ffn.desc.d_ff, ln = s->desc.norm == NB_NORM_LAYER;
     static const char* const site_names[4] = {"q_norm.weight", "k_norm.weight", "v_norm.weight",
@@ -2350,9 +2350,9 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__lp* lp) {
 }
 
 /* The whole parameter buffer: embed norm, layers, final norms. */
-static void nb__walk_all(const nb_stack* s, nb__walk* w, nb__tp* tp) {
+static void nb__walk_all(const nb_stack* s, nb__walk* w, nb__top_tensors* tp) {
     const int ln = s->desc.norm == NB_NORM_LAYER;
-    nb__lp lp;
+    nb__layer_tensors lp;
     int on[NB__TOP_NORMS], k, l;
     nb__top_norms(s, on);
     memset(tp, 0, sizeof *tp);
@@ -2366,7 +2366,7 @@ static void nb__walk_all(const nb_stack* s, nb__walk* w, nb__tp* tp) {
         if (on[k]) nb__put_norm(w, -1, nb__top_names[k], s->desc.d_model, ln, &tp->n[k]);
 }
 
-static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb__lp* lp) {
+static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb__layer_tensors* lp) {
     nb__walk w;
     memset(&w, 0, sizeof w);
     w.base = (nb_real*)(size_t)base; /* binding read-only params reuses the same walker */
@@ -2374,7 +2374,7 @@ static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb__lp
     nb__walk_layer(s, l, &w, lp);
 }
 
-static void nb__bind_top(const nb_stack* s, const nb_real* base, nb__tp* tp) {
+static void nb__bind_top(const nb_stack* s, const nb_real* base, nb__top_tensors* tp) {
     const int ln = s->desc.norm == NB_NORM_LAYER, d = s->desc.d_model;
     nb__walk w;
     int on[NB__TOP_NORMS], k;
@@ -2390,16 +2390,16 @@ static void nb__bind_top(const nb_stack* s, const nb_real* base, nb__tp* tp) {
 
 /* ---- cache layout ---- */
 
-typedef struct nb__lc {           /* one layer's cache */
+typedef struct nb__layer_mem {    /* one layer's cache */
     nb_real *h[2], *f[2], *s[2], *mid;      /* generic: per sublayer input-norm output, raw
                                                branch output, pre-post-norm sum; attn output */
     nb_real* st[NB__NORMS];                  /* norm statistics: rstd[rows], then mean[rows] */
     nb_real *acache, *fcache;
     nb_real *ua, *x1, *y1, *sf, *uf;         /* SiameseNorm hybrid-pre */
     nb_real *w[2], *v[2], *xm, *ym;          /* SiameseNorm post-pre, per sublayer */
-} nb__lc;
+} nb__layer_mem;
 
-typedef struct nb__sc {           /* stack-level cache and the scratch */
+typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
     nb_real* hdr;                 /* nb__hdr of the last complete forward */
     nb_real* hidden;              /* (L+1) * streams hidden states of B*T*d */
     nb_real* e;                   /* copy of the input when the embed norm is on */
@@ -2410,7 +2410,7 @@ typedef struct nb__sc {           /* stack-level cache and the scratch */
     nb_real* partials;            /* scratch: norm partial sums, NB__SLOTS slots (nb__slot) */
     nb_real* rowbuf;              /* scratch: two rows of d per thread (nb__rowbuf) */
     nb_real* sub;                 /* scratch: sublayer scratch */
-} nb__sc;
+} nb__stack_mem;
 
 #define NB__SLOTS 3 /* partial-sum sets one fused row loop may fill at once */
 
@@ -2419,7 +2419,8 @@ static size_t nb__stack_V(const nb_stack* s) {
     return nb__mulz((size_t)s->max_batch * (size_t)s->max_seq, (size_t)s->desc.d_model);
 }
 
-static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* used, nb__lc* c) {
+static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* used,
+                            nb__layer_mem* c) {
     const size_t V = nb__stack_V(s);
     const size_t st = (size_t)s->max_batch * s->max_seq * (s->desc.norm == NB_NORM_LAYER ? 2 : 1);
     const nb_layer_desc* ld = &s->layers[l].desc;
@@ -2456,7 +2457,7 @@ static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* us
 }
 
 /* Stack-level cache (base cache) and scratch; layers' regions follow the stack-level cache. */
-static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch, nb__sc* c,
+static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch, nb__stack_mem* c,
                             size_t* cache_used, size_t* scratch_used) {
     const size_t V = nb__stack_V(s);
     const size_t st = (size_t)s->max_batch * s->max_seq * (s->desc.norm == NB_NORM_LAYER ? 2 : 1);
@@ -2717,8 +2718,8 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     nb_attn_desc ad;
     nb_ffn_desc fd;
     nb__walk w;
-    nb__tp tp;
-    nb__sc sc;
+    nb__top_tensors tp;
+    nb__stack_mem sc;
     nb_result rc;
     int L, l, n_post = 0;
     unsigned sites;
@@ -2836,7 +2837,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     /* cache: stack-level, then one region per layer */
     nb__carve_stack(s, NULL, NULL, &sc, &cu, &su);
     for (l = 0; l < L; l++) {
-        nb__lc lc;
+        nb__layer_mem lc;
         s->layers[l].cache_offset = cu;
         nb__carve_layer(s, l, NULL, &cu, &lc);
     }
@@ -2859,12 +2860,12 @@ typedef struct nb__run {         /* what every layer function needs for one call
     const nb_stack* s;
     int B, T, rows;              /* rows = B*T */
     size_t n;                    /* rows * d */
-    nb__sc sc;                   /* stack-level cache and scratch */
+    nb__stack_mem sc;            /* stack-level cache and scratch */
 } nb__run;
 
 /* Block norm (width d) forward; stats: rstd[rows] then mean[rows] for LayerNorm. */
-static nb_result nb__nf(nb__run* r, const nb__norm* m, nb_real* y, const nb_real* x,
-                        nb_real* st) {
+static nb_result nb__block_norm_fwd(nb__run* r, const nb__norm* m, nb_real* y, const nb_real* x,
+                                    nb_real* st) {
     const int d = r->s->desc.d_model;
     if (r->s->desc.norm == NB_NORM_LAYER)
         return nb_layernorm_forward(r->ctx, y, d, st + r->rows, st, x, d, m->g, m->b, r->rows, d,
@@ -2873,9 +2874,9 @@ static nb_result nb__nf(nb__run* r, const nb__norm* m, nb_real* y, const nb_real
 }
 
 /* Block norm backward: dx = alpha add + J^T dy (add may be NULL, or dx); grads in gm. */
-static nb_result nb__nb_add(nb__run* r, const nb__norm* m, const nb__norm* gm, nb_real* dx,
-                            const nb_real* dy, const nb_real* x, const nb_real* st,
-                            const nb_real* add, nb_real alpha) {
+static nb_result nb__block_norm_bwd_add(nb__run* r, const nb__norm* m, const nb__norm* gm,
+                                        nb_real* dx, const nb_real* dy, const nb_real* x,
+                                        const nb_real* st, const nb_real* add, nb_real alpha) {
     const int d = r->s->desc.d_model, layer = r->s->desc.norm == NB_NORM_LAYER;
     return nb__norm_backward(r->ctx, layer ? "nb_layernorm_backward" : "nb_rmsnorm_backward", dx,
                              d, gm->g, layer ? gm->b : NULL, dy, d, x, d,
@@ -2884,14 +2885,15 @@ static nb_result nb__nb_add(nb__run* r, const nb__norm* m, const nb__norm* gm, n
 }
 
 /* dx = J^T dy (overwritten, or added when accumulate); grads in gm. */
-static nb_result nb__nb(nb__run* r, const nb__norm* m, const nb__norm* gm, nb_real* dx,
-                        const nb_real* dy, const nb_real* x, const nb_real* st, int accumulate) {
-    return nb__nb_add(r, m, gm, dx, dy, x, st, accumulate ? dx : NULL, 1);
+static nb_result nb__block_norm_bwd(nb__run* r, const nb__norm* m, const nb__norm* gm, nb_real* dx,
+                                    const nb_real* dy, const nb_real* x, const nb_real* st,
+                                    int accumulate) {
+    return nb__block_norm_bwd_add(r, m, gm, dx, dy, x, st, accumulate ? dx : NULL, 1);
 }
 
 /* The same norms on one row (row-fused loops): y = N(x) for row `row` of the stats. */
-static void nb__nf_row(const nb__run* r, const nb__norm* m, nb_real* y, const nb_real* x,
-                       nb_real* st, int row) {
+static void nb__block_norm_fwd_row(const nb__run* r, const nb__norm* m, nb_real* y,
+                                   const nb_real* x, nb_real* st, int row) {
     const int layer = r->s->desc.norm == NB_NORM_LAYER;
     nb__norm_seg_fwd(y, x, r->s->desc.d_model, m->g, m->b, r->s->desc.eps,
                      layer ? st + r->rows + row : NULL, st + row);
@@ -2899,9 +2901,9 @@ static void nb__nf_row(const nb__run* r, const nb__norm* m, nb_real* y, const nb
 
 /* dx = add + J^T dy on one row (add NULL: nothing; it may be dx); gain and bias terms into pg
    and pb. */
-static void nb__nb_row(const nb__run* r, const nb__norm* m, nb_real* dx, const nb_real* dy,
-                       const nb_real* x, const nb_real* st, int row, const nb_real* add,
-                       nb_real* pg, nb_real* pb) {
+static void nb__block_norm_bwd_row(const nb__run* r, const nb__norm* m, nb_real* dx,
+                                   const nb_real* dy, const nb_real* x, const nb_real* st, int row,
+                                   const nb_real* add, nb_real* pg, nb_real* pb) {
     const int layer = r->s->desc.norm == NB_NORM_LAYER, d = r->s->desc.d_model;
     if (pb) nb__add_row(pb, dy, d);
     nb__norm_seg_bwd(dx, dy, x, d, m->g, layer ? st + r->rows + row : NULL, st[row], add, 1, pg);
@@ -2949,8 +2951,8 @@ static void nb__copy(const nb__run* r, nb_real* dst, const nb_real* src) {
 }
 
 /* Sublayer k (0 attention, 1 FFN) of layer l: F(h) into out (B*T x d). */
-static nb_result nb__F(nb__run* r, int l, int k, const nb__lp* p, const nb__lc* c, nb_real* out,
-                       const nb_real* h) {
+static nb_result nb__branch_fwd(nb__run* r, int l, int k, const nb__layer_tensors* p,
+                                const nb__layer_mem* c, nb_real* out, const nb_real* h) {
     if (k == 0)
         return nb_attn_forward(r->ctx, &r->s->layers[l].attn, &p->attn, out, h, r->B, r->T,
                                c->acache, r->sc.sub);
@@ -2958,8 +2960,9 @@ static nb_result nb__F(nb__run* r, int l, int k, const nb__lp* p, const nb__lc* 
 }
 
 /* dh = J_F^T df (overwritten, or added when accumulate) */
-static nb_result nb__Fb(nb__run* r, int l, int k, const nb__lp* p, nb__lp* g, const nb__lc* c,
-                        nb_real* dh, const nb_real* df, const nb_real* h, int accumulate) {
+static nb_result nb__branch_bwd(nb__run* r, int l, int k, const nb__layer_tensors* p,
+                                nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dh,
+                                const nb_real* df, const nb_real* h, int accumulate) {
     if (k == 0)
         return nb_attn_backward(r->ctx, &r->s->layers[l].attn, &p->attn, &g->attn, dh, df, h,
                                 r->B, r->T, c->acache, r->sc.sub, accumulate);
@@ -2979,26 +2982,27 @@ static nb_result nb__finite(nb__run* r, const nb_real* x, size_t n, const char* 
 
 /* Generic sublayer forward: x -> out, see the placement equations at nb_placement. What follows
    the branch (its output norm, the residual add, the post norm) is one pass over the rows. */
-static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, const nb__lc* c,
-                                 nb_real* out, const nb_real* x) {
+static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tensors* p,
+                                 const nb__layer_mem* c, nb_real* out, const nb_real* x) {
     const nb_layer_desc* ld = &r->s->layers[l].desc;
-    const nb_placement* pl = k ? &ld->ffn : &ld->attn;
-    const int nin = k ? NB__FF_IN : NB__ATTN_IN;
-    const nb_real alpha = pl->residual_scale;
+    const nb_placement* place = k ? &ld->ffn : &ld->attn;
+    const int n_in = k ? NB__FF_IN : NB__ATTN_IN, n_out = k ? NB__FF_OUT : NB__ATTN_OUT,
+              n_post = k ? NB__FF_POST : NB__ATTN_POST;
+    const nb_real alpha = place->residual_scale;
     const nb_real *h = x, *res;
     const int d = r->s->desc.d_model;
     nb_real* f;
     nb_result rc;
     int row;
-    if (pl->input_norm) {
-        if ((rc = nb__nf(r, &p->n[nin], c->h[k], x, c->st[nin])) != NB_OK) return rc;
+    if (place->input_norm) {
+        if ((rc = nb__block_norm_fwd(r, &p->n[n_in], c->h[k], x, c->st[n_in])) != NB_OK) return rc;
         h = c->h[k];
     }
-    res = pl->residual_from_norm ? h : x;
-    f = pl->output_norm ? c->f[k] : r->sc.tmp[0];
-    if ((rc = nb__F(r, l, k, p, c, f, h)) != NB_OK) return rc;
+    res = place->residual_from_norm ? h : x;
+    f = place->output_norm ? c->f[k] : r->sc.tmp[0];
+    if ((rc = nb__branch_fwd(r, l, k, p, c, f, h)) != NB_OK) return rc;
     if ((rc = nb__finite(r, f, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
-    if (!pl->output_norm && !pl->post_norm) {
+    if (!place->output_norm && !place->post_norm) {
         nb__lin(r, out, alpha, res, 1, f);
         return NB_OK;
     }
@@ -3008,20 +3012,21 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, cons
     for (row = 0; row < r->rows; row++) {
         const size_t o = (size_t)row * d;
         const nb_real* fr = f + o;
-        nb_real* sum = (pl->post_norm ? c->s[k] : out) + o;
+        nb_real* sum = (place->post_norm ? c->s[k] : out) + o;
         int j;
         if (row + 1 < r->rows) { /* this row's passes stay in L1: fetch the next meanwhile */
             nb__prefetch_row(fr + d, d);
             nb__prefetch_row(res + o + d, d);
         }
-        if (pl->output_norm) {
+        if (place->output_norm) {
             nb_real* t = nb__rowbuf(r, omp_get_thread_num());
-            nb__nf_row(r, &p->n[nin + 1], t, fr, c->st[nin + 1], row);
+            nb__block_norm_fwd_row(r, &p->n[n_out], t, fr, c->st[n_out], row);
             fr = t;
         }
         NB__OMP(simd)
         for (j = 0; j < d; j++) sum[j] = alpha * res[o + j] + fr[j];
-        if (pl->post_norm) nb__nf_row(r, &p->n[nin + 2], out + o, sum, c->st[nin + 2], row);
+        if (place->post_norm)
+            nb__block_norm_fwd_row(r, &p->n[n_post], out + o, sum, c->st[n_post], row);
     }
     return NB_OK;
 }
@@ -3031,64 +3036,66 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__lp* p, cons
    residual from norm: dx = J_in^T (dh + alpha ds); else dx = alpha ds + J_in^T dh.
    ds is only needed per row: with a post norm it lives in a row buffer or in tmp[0] (when it
    is also df). */
-static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__lp* p, nb__lp* g,
-                                  const nb__lc* c, nb_real* dx, const nb_real* dout,
-                                  const nb_real* x) {
+static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tensors* p,
+                                  nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dx,
+                                  const nb_real* dout, const nb_real* x) {
     const nb_layer_desc* ld = &r->s->layers[l].desc;
-    const nb_placement* pl = k ? &ld->ffn : &ld->attn;
-    const int nin = k ? NB__FF_IN : NB__ATTN_IN;
-    const nb_real alpha = pl->residual_scale;
-    const nb_real *df = dout, *h = pl->input_norm ? c->h[k] : x;
-    nb_real *dh = r->sc.tmp[2], *dres = pl->residual_from_norm ? dh : dx;
+    const nb_placement* place = k ? &ld->ffn : &ld->attn;
+    const int n_in = k ? NB__FF_IN : NB__ATTN_IN, n_out = k ? NB__FF_OUT : NB__ATTN_OUT,
+              n_post = k ? NB__FF_POST : NB__ATTN_POST;
+    const nb_real alpha = place->residual_scale;
+    const nb_real *df = dout, *h = place->input_norm ? c->h[k] : x;
+    nb_real *dh = r->sc.tmp[2], *dres = place->residual_from_norm ? dh : dx;
     /* Pre-Norm form: the input norm's backward adds alpha dout itself (no copy of dout) */
-    const int direct = !pl->post_norm && !pl->output_norm && pl->input_norm &&
-                       !pl->residual_from_norm;
+    const int direct = !place->post_norm && !place->output_norm && place->input_norm &&
+                       !place->residual_from_norm;
     nb_result rc;
-    if (!pl->post_norm && !pl->output_norm) {
+    if (!place->post_norm && !place->output_norm) {
         if (!direct) nb__lin(r, dres, alpha, dout, 0, NULL);
     } else { /* the post norm's and output norm's backward and dres = alpha ds: one row pass */
         const int d = r->s->desc.d_model;
         int used = 1;
-        df = pl->output_norm ? r->sc.tmp[1] : r->sc.tmp[0];
+        df = place->output_norm ? r->sc.tmp[1] : r->sc.tmp[0];
         NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
         {
             int lo, hi, row, j;
             const int th = nb__team_rows(r->rows, &used, &lo, &hi);
             nb_real *pb_post, *pb_out;
-            nb_real* pg_post = nb__slot_part(r, 0, th, &g->n[nin + 2], &pb_post);
-            nb_real* pg_out = nb__slot_part(r, 1, th, &g->n[nin + 1], &pb_out);
+            nb_real* pg_post = nb__slot_part(r, 0, th, &g->n[n_post], &pb_post);
+            nb_real* pg_out = nb__slot_part(r, 1, th, &g->n[n_out], &pb_out);
             for (row = lo; row < hi; row++) {
                 const size_t o = (size_t)row * d;
                 const nb_real* ds = dout + o;
                 if (row + 1 < hi) {
                     nb__prefetch_row(ds + d, d);
-                    if (pl->post_norm) nb__prefetch_row(c->s[k] + o + d, d);
-                    if (pl->output_norm) nb__prefetch_row(c->f[k] + o + d, d);
+                    if (place->post_norm) nb__prefetch_row(c->s[k] + o + d, d);
+                    if (place->output_norm) nb__prefetch_row(c->f[k] + o + d, d);
                 }
-                if (pl->post_norm) {
-                    nb_real* t = pl->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
-                    nb__nb_row(r, &p->n[nin + 2], t, ds, c->s[k] + o, c->st[nin + 2], row, NULL,
-                               pg_post, pb_post);
+                if (place->post_norm) {
+                    nb_real* t = place->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
+                    nb__block_norm_bwd_row(r, &p->n[n_post], t, ds, c->s[k] + o, c->st[n_post], row,
+                                           NULL, pg_post, pb_post);
                     ds = t;
                 }
-                if (pl->output_norm)
-                    nb__nb_row(r, &p->n[nin + 1], r->sc.tmp[1] + o, ds, c->f[k] + o,
-                               c->st[nin + 1], row, NULL, pg_out, pb_out);
+                if (place->output_norm)
+                    nb__block_norm_bwd_row(r, &p->n[n_out], r->sc.tmp[1] + o, ds, c->f[k] + o,
+                                           c->st[n_out], row, NULL, pg_out, pb_out);
                 NB__OMP(simd)
                 for (j = 0; j < d; j++) dres[o + j] = alpha * ds[j];
             }
         }
-        if (pl->post_norm) nb__slot_reduce(r, 0, used, &g->n[nin + 2]);
-        if (pl->output_norm) nb__slot_reduce(r, 1, used, &g->n[nin + 1]);
+        if (place->post_norm) nb__slot_reduce(r, 0, used, &g->n[n_post]);
+        if (place->output_norm) nb__slot_reduce(r, 1, used, &g->n[n_out]);
     }
-    if (pl->residual_from_norm) {
-        if ((rc = nb__Fb(r, l, k, p, g, c, dh, df, h, 1)) != NB_OK) return rc;
-        return nb__nb(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], 0);
+    if (place->residual_from_norm) {
+        if ((rc = nb__branch_bwd(r, l, k, p, g, c, dh, df, h, 1)) != NB_OK) return rc;
+        return nb__block_norm_bwd(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in], 0);
     }
-    if (!pl->input_norm) return nb__Fb(r, l, k, p, g, c, dx, df, x, 1);
-    if ((rc = nb__Fb(r, l, k, p, g, c, dh, df, h, 0)) != NB_OK) return rc;
-    if (direct) return nb__nb_add(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], dout, alpha);
-    return nb__nb(r, &p->n[nin], &g->n[nin], dx, dh, x, c->st[nin], 1);
+    if (!place->input_norm) return nb__branch_bwd(r, l, k, p, g, c, dx, df, x, 1);
+    if ((rc = nb__branch_bwd(r, l, k, p, g, c, dh, df, h, 0)) != NB_OK) return rc;
+    if (direct) return nb__block_norm_bwd_add(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in],
+                                              dout, alpha);
+    return nb__block_norm_bwd(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in], 1);
 }
 
 static nb_real nb__siamese_c(const nb_stack* s, int l) {
@@ -3100,8 +3107,9 @@ static nb_real nb__siamese_c(const nb_stack* s, int l) {
    n = N_f(x1); u_f = N_in(n + N_fy(y1)); F = FFN(u_f); y' = y1 + F; x' = n + F/c
    The adds and norms between the two sublayers run in one pass over the rows each (a row stays
    in L1 through its adds and norms): 16 streams of B*T*d values instead of 26. */
-static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc* c,
-                                nb_real* xo, nb_real* yo, const nb_real* x, const nb_real* y) {
+static nb_result nb__siamese_hp_forward(nb__run* r, int l, const nb__layer_tensors* p,
+                                        const nb__layer_mem* c, nb_real* xo, nb_real* yo,
+                                        const nb_real* x, const nb_real* y) {
     const int d = r->s->desc.d_model;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real* A = r->sc.tmp[0];
@@ -3114,11 +3122,11 @@ static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc
         nb_real* t = nb__rowbuf(r, omp_get_thread_num());
         int j;
         if (row + 1 < r->rows) { nb__prefetch_row(y + o + d, d); nb__prefetch_row(x + o + d, d); }
-        nb__nf_row(r, &p->n[NB__ATTN_Y], t, y + o, c->st[NB__ATTN_Y], row);
+        nb__block_norm_fwd_row(r, &p->n[NB__ATTN_Y], t, y + o, c->st[NB__ATTN_Y], row);
         NB__OMP(simd)
         for (j = 0; j < d; j++) c->ua[o + j] = x[o + j] * p->gamma[j] + t[j];
     }
-    if ((rc = nb__F(r, l, 0, p, c, A, c->ua))) return rc;
+    if ((rc = nb__branch_fwd(r, l, 0, p, c, A, c->ua))) return rc;
     if ((rc = nb__finite(r, A, r->n, "the attention output", l))) return rc;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
             if(r->n >= NB__PAR_MIN))
@@ -3135,13 +3143,15 @@ static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc
             c->x1[o + j] = x[o + j] + ic * A[o + j];
             c->y1[o + j] = y[o + j] + A[o + j];
         }
-        nb__nf_row(r, &p->n[NB__FF_IN], xo + o, c->x1 + o, c->st[NB__FF_IN], row); /* n */
-        nb__nf_row(r, &p->n[NB__FF_Y], t, c->y1 + o, c->st[NB__FF_Y], row);
+        /* n */
+        nb__block_norm_fwd_row(r, &p->n[NB__FF_IN], xo + o, c->x1 + o, c->st[NB__FF_IN], row);
+        nb__block_norm_fwd_row(r, &p->n[NB__FF_Y], t, c->y1 + o, c->st[NB__FF_Y], row);
         NB__OMP(simd)
         for (j = 0; j < d; j++) c->sf[o + j] = xo[o + j] + t[j];
-        nb__nf_row(r, &p->n[NB__FF_INPUT], c->uf + o, c->sf + o, c->st[NB__FF_INPUT], row);
+        nb__block_norm_fwd_row(r, &p->n[NB__FF_INPUT], c->uf + o, c->sf + o, c->st[NB__FF_INPUT],
+                               row);
     }
-    if ((rc = nb__F(r, l, 1, p, c, A, c->uf))) return rc;
+    if ((rc = nb__branch_fwd(r, l, 1, p, c, A, c->uf))) return rc;
     if ((rc = nb__finite(r, A, r->n, "the FFN output", l))) return rc;
     nb__lin(r, yo, 1, c->y1, 1, A);
     nb__lin(r, xo, 1, xo, ic, A);
@@ -3153,9 +3163,10 @@ static nb_result nb__hp_forward(nb__run* r, int l, const nb__lp* p, const nb__lc
    dx = dx1 + gamma du_a; dgamma += sum x du_a; dy = dy1 + J_ay^T du_a
    Between the sublayers, one pass over the rows each, as in the forward; the gain and gamma
    gradients are per-thread partials reduced in thread order. dx may be dx', dy may be dy'. */
-static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, const nb__lc* c,
-                                 nb_real* dx, nb_real* dy, const nb_real* dxo, const nb_real* dyo,
-                                 const nb_real* x, const nb_real* y) {
+static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tensors* p,
+                                         nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dx,
+                                         nb_real* dy, const nb_real* dxo, const nb_real* dyo,
+                                         const nb_real* x, const nb_real* y) {
     const int d = r->s->desc.d_model;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real** t = r->sc.tmp;
@@ -3163,7 +3174,7 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
     nb_result rc;
     int used = 1;
     nb__lin(r, t[0], ic, dxo, 1, dyo);                                              /* dF */
-    if ((rc = nb__Fb(r, l, 1, p, g, c, t[1], t[0], c->uf, 0))) return rc;           /* du_f */
+    if ((rc = nb__branch_bwd(r, l, 1, p, g, c, t[1], t[0], c->uf, 0))) return rc; /* du_f */
     NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
     {
         int lo, hi, row, j;
@@ -3179,14 +3190,14 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
                 nb__prefetch_row(t[1] + o + d, d); nb__prefetch_row(c->sf + o + d, d);
                 nb__prefetch_row(c->y1 + o + d, d); nb__prefetch_row(c->x1 + o + d, d);
             }
-            nb__nb_row(r, &p->n[NB__FF_INPUT], ds, t[1] + o, c->sf + o, c->st[NB__FF_INPUT], row,
-                       NULL, pg_in, pb_in);
+            nb__block_norm_bwd_row(r, &p->n[NB__FF_INPUT], ds, t[1] + o, c->sf + o,
+                                   c->st[NB__FF_INPUT], row, NULL, pg_in, pb_in);
             NB__OMP(simd)
             for (j = 0; j < d; j++) dn[j] = dxo[o + j] + ds[j];
-            nb__nb_row(r, &p->n[NB__FF_Y], dy + o, ds, c->y1 + o, c->st[NB__FF_Y], row, dyo + o,
-                       pg_y, pb_y);                                                  /* dy1 */
-            nb__nb_row(r, &p->n[NB__FF_IN], dx + o, dn, c->x1 + o, c->st[NB__FF_IN], row, NULL,
-                       pg_f, pb_f);                                                  /* dx1 */
+            nb__block_norm_bwd_row(r, &p->n[NB__FF_Y], dy + o, ds, c->y1 + o, c->st[NB__FF_Y], row,
+                                   dyo + o, pg_y, pb_y); /* dy1 */
+            nb__block_norm_bwd_row(r, &p->n[NB__FF_IN], dx + o, dn, c->x1 + o, c->st[NB__FF_IN],
+                                   row, NULL, pg_f, pb_f); /* dx1 */
             NB__OMP(simd)
             for (j = 0; j < d; j++) t[0][o + j] = ic * dx[o + j] + dy[o + j];     /* dA */
         }
@@ -3194,7 +3205,7 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
     nb__slot_reduce(r, 0, used, &g->n[NB__FF_INPUT]);
     nb__slot_reduce(r, 1, used, &g->n[NB__FF_Y]);
     nb__slot_reduce(r, 2, used, &g->n[NB__FF_IN]);
-    if ((rc = nb__Fb(r, l, 0, p, g, c, t[1], t[0], c->ua, 0))) return rc;           /* du_a */
+    if ((rc = nb__branch_bwd(r, l, 0, p, g, c, t[1], t[0], c->ua, 0))) return rc; /* du_a */
     NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
     {
         int lo, hi, row, j;
@@ -3214,8 +3225,8 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
                 pgam[j] += x[o + j] * du[j];
                 dx[o + j] += p->gamma[j] * du[j];
             }
-            nb__nb_row(r, &p->n[NB__ATTN_Y], dy + o, du, y + o, c->st[NB__ATTN_Y], row, dy + o,
-                       pg_ay, pb_ay);
+            nb__block_norm_bwd_row(r, &p->n[NB__ATTN_Y], dy + o, du, y + o, c->st[NB__ATTN_Y], row,
+                                   dy + o, pg_ay, pb_ay);
         }
     }
     nb__slot_reduce(r, 0, used, &g->n[NB__ATTN_Y]);
@@ -3225,18 +3236,19 @@ static nb_result nb__hp_backward(nb__run* r, int l, const nb__lp* p, nb__lp* g, 
 
 /* SiameseNorm post-pre (SPEC 4.10.3), sublayer k:
    u = N_x(x); w = u + N_y(y); v = N_in(w); z = F(v); x' = u + z/c; y' = y + z */
-static nb_result nb__pp_forward(nb__run* r, int l, int k, const nb__lp* p, const nb__lc* c,
-                                nb_real* xo, nb_real* yo, const nb_real* x, const nb_real* y) {
+static nb_result nb__siamese_pp_forward(nb__run* r, int l, int k, const nb__layer_tensors* p,
+                                        const nb__layer_mem* c, nb_real* xo, nb_real* yo,
+                                        const nb_real* x, const nb_real* y) {
     const int nx = k ? NB__FF_IN : NB__ATTN_IN, ny = k ? NB__FF_Y : NB__ATTN_Y,
-              nin = k ? NB__FF_INPUT : NB__ATTN_INPUT;
+              n_input = k ? NB__FF_INPUT : NB__ATTN_INPUT;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real* z = r->sc.tmp[0];
     nb_result rc;
-    if ((rc = nb__nf(r, &p->n[nx], xo, x, c->st[nx]))) return rc;           /* u, kept in xo */
-    if ((rc = nb__nf(r, &p->n[ny], c->w[k], y, c->st[ny]))) return rc;
+    if ((rc = nb__block_norm_fwd(r, &p->n[nx], xo, x, c->st[nx]))) return rc; /* u, kept in xo */
+    if ((rc = nb__block_norm_fwd(r, &p->n[ny], c->w[k], y, c->st[ny]))) return rc;
     nb__lin(r, c->w[k], 1, c->w[k], 1, xo);
-    if ((rc = nb__nf(r, &p->n[nin], c->v[k], c->w[k], c->st[nin]))) return rc;
-    if ((rc = nb__F(r, l, k, p, c, z, c->v[k]))) return rc;
+    if ((rc = nb__block_norm_fwd(r, &p->n[n_input], c->v[k], c->w[k], c->st[n_input]))) return rc;
+    if ((rc = nb__branch_fwd(r, l, k, p, c, z, c->v[k]))) return rc;
     if ((rc = nb__finite(r, z, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
     nb__lin(r, xo, 1, xo, ic, z);
     nb__lin(r, yo, 1, y, 1, z);
@@ -3245,20 +3257,23 @@ static nb_result nb__pp_forward(nb__run* r, int l, int k, const nb__lp* p, const
 
 /* dz = dx'/c + dy'; dv = J_F^T dz; dw = J_in^T dv; du = dx' + dw;
    dx = J_x^T du; dy = dy' + J_y^T dw */
-static nb_result nb__pp_backward(nb__run* r, int l, int k, const nb__lp* p, nb__lp* g,
-                                 const nb__lc* c, nb_real* dx, nb_real* dy, const nb_real* dxo,
-                                 const nb_real* dyo, const nb_real* x, const nb_real* y) {
+static nb_result nb__siamese_pp_backward(nb__run* r, int l, int k, const nb__layer_tensors* p,
+                                         nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dx,
+                                         nb_real* dy, const nb_real* dxo, const nb_real* dyo,
+                                         const nb_real* x, const nb_real* y) {
     const int nx = k ? NB__FF_IN : NB__ATTN_IN, ny = k ? NB__FF_Y : NB__ATTN_Y,
-              nin = k ? NB__FF_INPUT : NB__ATTN_INPUT;
+              n_input = k ? NB__FF_INPUT : NB__ATTN_INPUT;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real** t = r->sc.tmp;
     nb_result rc;
     nb__lin(r, t[0], ic, dxo, 1, dyo);
-    if ((rc = nb__Fb(r, l, k, p, g, c, t[1], t[0], c->v[k], 0))) return rc;
-    if ((rc = nb__nb(r, &p->n[nin], &g->n[nin], t[2], t[1], c->w[k], c->st[nin], 0))) return rc;
+    if ((rc = nb__branch_bwd(r, l, k, p, g, c, t[1], t[0], c->v[k], 0))) return rc;
+    if ((rc = nb__block_norm_bwd(r, &p->n[n_input], &g->n[n_input], t[2], t[1], c->w[k],
+                                 c->st[n_input], 0))) return rc;
     nb__lin(r, t[3], 1, dxo, 1, t[2]);
-    if ((rc = nb__nb(r, &p->n[nx], &g->n[nx], dx, t[3], x, c->st[nx], 0))) return rc;
-    return nb__nb_add(r, &p->n[ny], &g->n[ny], dy, t[2], y, c->st[ny], dyo, 1);  /* dy may be dyo */
+    if ((rc = nb__block_norm_bwd(r, &p->n[nx], &g->n[nx], dx, t[3], x, c->st[nx], 0))) return rc;
+    /* dy may be dyo */
+    return nb__block_norm_bwd_add(r, &p->n[ny], &g->n[ny], dy, t[2], y, c->st[ny], dyo, 1);
 }
 
 /* names: of a..e, space-separated */
@@ -3279,7 +3294,7 @@ static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, i
 /* The sublayer caches of layer l hold a forward with (B, T) (skipped layers need none). */
 static nb_result nb__layer_cache_ok(nb_ctx* ctx, const char* fn, const nb_stack* s, int l,
                                     const nb_real* cache, int B, int T) {
-    nb__lc c;
+    nb__layer_mem c;
     size_t used = s->layers[l].cache_offset;
     nb_result rc;
     if (s->skip[l]) return NB_OK;
@@ -3297,7 +3312,7 @@ static void nb__run_init(nb__run* r, nb_ctx* ctx, const nb_stack* s, int B, int 
     NB_ASSERT(cu <= s->n_cache && su <= s->n_scratch);
 }
 
-static void nb__layer_cache(const nb__run* r, int l, const nb_real* cache, nb__lc* c) {
+static void nb__layer_cache(const nb__run* r, int l, const nb_real* cache, nb__layer_mem* c) {
     size_t used = r->s->layers[l].cache_offset;
     nb__carve_layer(r->s, l, (nb_real*)(size_t)cache, &used, c);
 }
@@ -3305,8 +3320,8 @@ static void nb__layer_cache(const nb__run* r, int l, const nb_real* cache, nb__l
 /* One layer on run r: streams in -> out (each stream a B*T*d tensor at in[k]). */
 static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real* const out[2],
                                const nb_real* const in[2], nb_real* cache) {
-    nb__lp p;
-    nb__lc c;
+    nb__layer_tensors p;
+    nb__layer_mem c;
     nb_result rc;
     int k;
     if (r->s->skip[l]) {
@@ -3319,16 +3334,17 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
         if ((rc = nb__sub_forward(r, l, 0, &p, &c, c.mid, in[0]))) return rc;
         return nb__sub_forward(r, l, 1, &p, &c, out[0], c.mid);
     }
-    if (!nb__post_pre(r->s)) return nb__hp_forward(r, l, &p, &c, out[0], out[1], in[0], in[1]);
-    if ((rc = nb__pp_forward(r, l, 0, &p, &c, c.xm, c.ym, in[0], in[1]))) return rc;
-    return nb__pp_forward(r, l, 1, &p, &c, out[0], out[1], c.xm, c.ym);
+    if (!nb__post_pre(r->s))
+        return nb__siamese_hp_forward(r, l, &p, &c, out[0], out[1], in[0], in[1]);
+    if ((rc = nb__siamese_pp_forward(r, l, 0, &p, &c, c.xm, c.ym, in[0], in[1]))) return rc;
+    return nb__siamese_pp_forward(r, l, 1, &p, &c, out[0], out[1], c.xm, c.ym);
 }
 
 static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real* grads,
                                nb_real* const din[2], const nb_real* const dout[2],
                                const nb_real* const in[2], const nb_real* cache) {
-    nb__lp p, g;
-    nb__lc c;
+    nb__layer_tensors p, g;
+    nb__layer_mem c;
     nb_result rc;
     int k;
     if (r->s->skip[l]) {
@@ -3343,12 +3359,13 @@ static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real
         if ((rc = nb__sub_backward(r, l, 1, &p, &g, &c, dmid, dout[0], c.mid))) return rc;
         rc = nb__sub_backward(r, l, 0, &p, &g, &c, din[0], dmid, in[0]);
     } else if (!nb__post_pre(r->s)) {
-        rc = nb__hp_backward(r, l, &p, &g, &c, din[0], din[1], dout[0], dout[1], in[0], in[1]);
+        rc = nb__siamese_hp_backward(r, l, &p, &g, &c, din[0], din[1], dout[0], dout[1], in[0],
+                                     in[1]);
     } else {
-        if ((rc = nb__pp_backward(r, l, 1, &p, &g, &c, r->sc.tmp[4], r->sc.tmp[5], dout[0],
-                                  dout[1], c.xm, c.ym))) return rc;
-        rc = nb__pp_backward(r, l, 0, &p, &g, &c, din[0], din[1], r->sc.tmp[4], r->sc.tmp[5],
-                             in[0], in[1]);
+        if ((rc = nb__siamese_pp_backward(r, l, 1, &p, &g, &c, r->sc.tmp[4], r->sc.tmp[5], dout[0],
+                                          dout[1], c.xm, c.ym))) return rc;
+        rc = nb__siamese_pp_backward(r, l, 0, &p, &g, &c, din[0], din[1], r->sc.tmp[4],
+                                     r->sc.tmp[5], in[0], in[1]);
     }
     if (rc) return rc;
     for (k = 0; k < r->s->streams; k++)
@@ -3396,8 +3413,8 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
 
 /* SiameseNorm's output (code form): fuse = N_lnf(x_L) + N_lnyf(y_L); out = N_final(fuse), one
    pass over the rows. */
-static void nb__siamese_out_fwd(nb__run* r, const nb__tp* tp, nb_real* out, const nb_real* xL,
-                                const nb_real* yL) {
+static void nb__siamese_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out,
+                                const nb_real* xL, const nb_real* yL) {
     const int d = r->s->desc.d_model;
     nb_real* fuse = r->sc.fuse;
     int row;
@@ -3408,17 +3425,18 @@ static void nb__siamese_out_fwd(nb__run* r, const nb__tp* tp, nb_real* out, cons
         nb_real* t = nb__rowbuf(r, omp_get_thread_num());
         int j;
         if (row + 1 < r->rows) { nb__prefetch_row(yL + o + d, d); nb__prefetch_row(xL + o + d, d); }
-        nb__nf_row(r, &tp->n[NB__LNYF], t, yL + o, r->sc.st[NB__LNYF], row);
-        nb__nf_row(r, &tp->n[NB__LNF], fuse + o, xL + o, r->sc.st[NB__LNF], row);
+        nb__block_norm_fwd_row(r, &tp->n[NB__LNYF], t, yL + o, r->sc.st[NB__LNYF], row);
+        nb__block_norm_fwd_row(r, &tp->n[NB__LNF], fuse + o, xL + o, r->sc.st[NB__LNF], row);
         NB__OMP(simd)
         for (j = 0; j < d; j++) fuse[o + j] += t[j];
-        nb__nf_row(r, &tp->n[NB__LNFINAL], out + o, fuse + o, r->sc.st[NB__LNFINAL], row);
+        nb__block_norm_fwd_row(r, &tp->n[NB__LNFINAL], out + o, fuse + o, r->sc.st[NB__LNFINAL],
+                               row);
     }
 }
 
 /* its backward: da = J_final^T dout; dx_L = J_lnf^T da; dy_L = J_lnyf^T da */
-static void nb__siamese_out_bwd(nb__run* r, const nb__tp* tp, nb__tp* tg, nb_real* dxL,
-                                nb_real* dyL, const nb_real* dout, const nb_real* xL,
+static void nb__siamese_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
+                                nb_real* dxL, nb_real* dyL, const nb_real* dout, const nb_real* xL,
                                 const nb_real* yL) {
     const int d = r->s->desc.d_model;
     int used = 1;
@@ -3437,12 +3455,12 @@ static void nb__siamese_out_bwd(nb__run* r, const nb__tp* tp, nb__tp* tg, nb_rea
                 nb__prefetch_row(dout + o + d, d); nb__prefetch_row(r->sc.fuse + o + d, d);
                 nb__prefetch_row(xL + o + d, d); nb__prefetch_row(yL + o + d, d);
             }
-            nb__nb_row(r, &tp->n[NB__LNFINAL], da, dout + o, r->sc.fuse + o,
-                       r->sc.st[NB__LNFINAL], row, NULL, pg0, pb0);
-            nb__nb_row(r, &tp->n[NB__LNF], dxL + o, da, xL + o, r->sc.st[NB__LNF], row, NULL, pg1,
-                       pb1);
-            nb__nb_row(r, &tp->n[NB__LNYF], dyL + o, da, yL + o, r->sc.st[NB__LNYF], row, NULL,
-                       pg2, pb2);
+            nb__block_norm_bwd_row(r, &tp->n[NB__LNFINAL], da, dout + o, r->sc.fuse + o,
+                                   r->sc.st[NB__LNFINAL], row, NULL, pg0, pb0);
+            nb__block_norm_bwd_row(r, &tp->n[NB__LNF], dxL + o, da, xL + o, r->sc.st[NB__LNF], row,
+                                   NULL, pg1, pb1);
+            nb__block_norm_bwd_row(r, &tp->n[NB__LNYF], dyL + o, da, yL + o, r->sc.st[NB__LNYF],
+                                   row, NULL, pg2, pb2);
         }
     }
     nb__slot_reduce(r, 0, used, &tg->n[NB__LNFINAL]);
@@ -3455,14 +3473,15 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
                                const nb_real* in, nb_real* cache) {
     nb__run r = *rp;
     const nb_stack* s = r.s;
-    nb__tp tp;
+    nb__top_tensors tp;
     nb_result rc;
     int l, k;
     nb__bind_top(s, params, &tp);
     /* x_0 (= y_0 for SiameseNorm) is the input, or its norm */
     if (tp.n[NB__EMBED].g) {
         nb__copy(&r, r.sc.e, in);
-        rc = nb__nf(&r, &tp.n[NB__EMBED], nb__hidden(s, r.sc.hidden, 0, 0), in, r.sc.st[NB__EMBED]);
+        rc = nb__block_norm_fwd(&r, &tp.n[NB__EMBED], nb__hidden(s, r.sc.hidden, 0, 0), in,
+                                r.sc.st[NB__EMBED]);
         if (rc) return rc;
     } else {
         nb__copy(&r, nb__hidden(s, r.sc.hidden, 0, 0), in);
@@ -3481,14 +3500,16 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
         const int L = s->desc.n_layers;
         nb_real* xL = nb__hidden(s, r.sc.hidden, L, 0);
         if (s->streams == 1) {
-            if (tp.n[NB__LNF].g) return nb__nf(&r, &tp.n[NB__LNF], out, xL, r.sc.st[NB__LNF]);
+            if (tp.n[NB__LNF].g)
+                return nb__block_norm_fwd(&r, &tp.n[NB__LNF], out, xL, r.sc.st[NB__LNF]);
             nb__copy(&r, out, xL);
             return NB_OK;
         }
         /* SiameseNorm output: N_final(N_lnf(x_L) + N_lnyf(y_L)) (code) or x_L + N_lnyf(y_L) */
         if (s->desc.siamese_paper_fusion) {
-            if ((rc = nb__nf(&r, &tp.n[NB__LNYF], r.sc.tmp[0], nb__hidden(s, r.sc.hidden, L, 1),
-                             r.sc.st[NB__LNYF]))) return rc;
+            if ((rc = nb__block_norm_fwd(&r, &tp.n[NB__LNYF], r.sc.tmp[0],
+                                         nb__hidden(s, r.sc.hidden, L, 1), r.sc.st[NB__LNYF])))
+                return rc;
             nb__lin(&r, out, 1, xL, 1, r.sc.tmp[0]);
             return NB_OK;
         }
@@ -3525,7 +3546,7 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
                                   nb_real* grads, nb_real* din, const nb_real* dout, int B,
                                   int T, const nb_real* cache, nb_real* scratch) {
     nb__run r;
-    nb__tp tp, tg;
+    nb__top_tensors tp, tg;
     nb_real *cur[2], *nxt[2];
     nb_result rc = nb__check_run(ctx, "nb_stack_backward", s, B, T,
                                  "params grads din dout cache", params, grads, din, dout,
@@ -3552,7 +3573,8 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         const nb_real* xL = nb__hidden(s, r.sc.hidden, L, 0);
         if (s->streams == 1) {
             if (tp.n[NB__LNF].g)
-                rc = nb__nb(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], cur[0], dout, xL, r.sc.st[NB__LNF], 0);
+                rc = nb__block_norm_bwd(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], cur[0], dout, xL,
+                                        r.sc.st[NB__LNF], 0);
             else if (!top_is_dout)
                 nb__copy(&r, cur[0], dout);
         } else {
@@ -3561,8 +3583,8 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
                 nb__siamese_out_bwd(&r, &tp, &tg, cur[0], cur[1], dout, xL, yL);
             } else {
                 nb__copy(&r, cur[0], dout);
-                rc = nb__nb(&r, &tp.n[NB__LNYF], &tg.n[NB__LNYF], cur[1], dout, yL,
-                            r.sc.st[NB__LNYF], 0);
+                rc = nb__block_norm_bwd(&r, &tp.n[NB__LNYF], &tg.n[NB__LNYF], cur[1], dout, yL,
+                                        r.sc.st[NB__LNYF], 0);
             }
         }
         if (rc) return rc;
@@ -3590,8 +3612,8 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         return NB_OK;
     }
     if (s->streams == 2) nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);
-    rc = nb__nb(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e, r.sc.st[NB__EMBED],
-                0);
+    rc = nb__block_norm_bwd(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,
+                            r.sc.st[NB__EMBED], 0);
     if (!rc) nb__grads_ready(ctx, -1, 0, s->layers[0].param_offset);
     return rc;
 }

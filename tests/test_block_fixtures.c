@@ -9,7 +9,8 @@
        /usr/bin/python3 tests/gen_block_fixtures.py tests/fixtures
    PyTorch is not needed to run this test; a missing fixture file or case is a failure.
 
-   For every case: fill an nb_stack_desc from the stored scalars, nb_stack_init, then check the
+   For every case: fill an nb_stack_desc from the stored scalars and the preset's key (the
+   fixture names the preset, never its enum value), nb_stack_init, then check the
    tensor table against the fixture (the same names, counts, shapes, kinds, layers and no_decay
    flags, no overlaps, the whole parameter buffer covered), copy the fixture parameters in by
    name, run nb_stack_forward and nb_stack_backward, and compare out, din and every parameter
@@ -34,7 +35,7 @@
 
 typedef struct block_case {
     const char* name;
-    const char* preset_name; /* for nb_preset_from_name; NULL = nb_preset_name(preset),
+    const char* preset_name; /* for nb_preset_from_name; NULL = the fixture's preset key,
                                 "" = no by-name variant */
 } block_case;
 
@@ -221,9 +222,29 @@ static int check_table(const char* cs, const char* tag, const nb_stack* s) {
     return usable;
 }
 
+/* The preset a fixture names by its key (stored as character codes); 0 when unknown. */
+static int fixture_preset(const char* cs, nb_preset* out, char* key, size_t key_size) {
+    const nbf_tensor* t = nbf_field(cs, "preset_key", 1);
+    size_t i;
+    int p;
+    if (!t) return 0;
+    for (i = 0; i < t->n && i + 1 < key_size; i++) {
+        if (!(t->data[i] >= 'a' && t->data[i] <= 'z') && t->data[i] != '_' &&
+            !(t->data[i] >= '0' && t->data[i] <= '9')) break;
+        key[i] = (char)t->data[i];
+    }
+    key[i] = 0;
+    for (p = 1; p < NB_PRESET_COUNT && i == t->n; p++)
+        if (!strcmp(key, nb_preset_name((nb_preset)p))) { *out = (nb_preset)p; return 1; }
+    nbf_fail("%s.preset_key: \"%s\" is not a preset of this normblocks.h", cs, key);
+    return 0;
+}
+
 static void run_case(const block_case* bc, const variant* v) {
     const char* cs = bc->name;
-    int L, B, T, d, H, Hkv, f, rope, norm, ffn, preset, sites, pscale, pfusion, i;
+    int L, B, T, d, H, Hkv, f, rope, norm, ffn, sites, pscale, pfusion, i;
+    nb_preset preset;
+    char key[64];
     double theta, eps, alpha;
     const nbf_tensor *E, *dout, *out, *din;
     nb_stack_desc desc;
@@ -237,13 +258,13 @@ static void run_case(const block_case* bc, const variant* v) {
     if (!nbf_int(cs, "L", &L) || !nbf_int(cs, "B", &B) || !nbf_int(cs, "T", &T) ||
         !nbf_int(cs, "d", &d) || !nbf_int(cs, "H", &H) || !nbf_int(cs, "Hkv", &Hkv) ||
         !nbf_int(cs, "f", &f) || !nbf_int(cs, "rope", &rope) || !nbf_int(cs, "norm", &norm) ||
-        !nbf_int(cs, "ffn", &ffn) || !nbf_int(cs, "preset", &preset) ||
+        !nbf_int(cs, "ffn", &ffn) || !fixture_preset(cs, &preset, key, sizeof key) ||
         !nbf_int(cs, "sites", &sites) || !nbf_int(cs, "siamese_paper_scale", &pscale) ||
         !nbf_int(cs, "siamese_paper_fusion", &pfusion) || !nbf_real(cs, "theta", &theta) ||
         !nbf_real(cs, "eps", &eps) || !nbf_real(cs, "mixln_alpha", &alpha))
         return;
     if (L <= 0 || B <= 0 || T <= 0 || d <= 0 || H <= 0 || Hkv <= 0 || d % H || H % Hkv ||
-        preset <= 0 || preset >= NB_PRESET_COUNT || norm < 1 || norm > 2 || ffn < 1 || ffn > 2) {
+        norm < 1 || norm > 2 || ffn < 1 || ffn > 2) {
         nbf_fail("%s: inconsistent scalars", cs);
         return;
     }
@@ -258,14 +279,14 @@ static void run_case(const block_case* bc, const variant* v) {
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = v->threads;
     if (v->by_name) {
-        const char* pn = bc->preset_name ? bc->preset_name : nb_preset_name((nb_preset)preset);
+        const char* pn = bc->preset_name ? bc->preset_name : key;
         if (bc->preset_name && !bc->preset_name[0]) return;
         rc = nb_preset_from_name(&ctx, &desc, pn);
         snprintf(name, sizeof name, "nb_preset_from_name(\"%s\")", pn ? pn : "(null)");
         if (!nbf_check_rc(&ctx, rc, cs, v->tag, name)) return;
         /* preset, sites, norm, ffn and eps (0 = the preset's default) come from the name */
     } else {
-        desc.preset = (nb_preset)preset;
+        desc.preset = preset;
         desc.sites = (unsigned)sites;
         desc.norm = norm == 1 ? NB_NORM_RMS : NB_NORM_LAYER;
         desc.eps = (nb_real)eps;

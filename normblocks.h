@@ -1188,6 +1188,54 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
                              scratch, NB_NORM_MAX_TEAM);
 }
 
+/* ---- norm kinds ----
+   What differs between the kinds of norm, in one place: the statistics each normalized segment
+   keeps for the backward (rstd; LayerNorm also the mean, stored after the rstd block of the same
+   buffer), whether block norms carry a bias (site norms never do), and the forward and backward
+   every plan and stack calls through nb__kind_forward / nb__kind_backward. The row kernels
+   nb__norm_seg_fwd / _bwd serve both kinds (mean == NULL is RMSNorm); a kind with other
+   statistics or parameters adds its row kernels and its case there. */
+typedef struct nb__norm_kind {
+    int stats;      /* values per normalized segment */
+    int block_bias; /* block norms (width d) have a bias */
+    const char *fwd, *bwd; /* the public functions of the kind, for messages */
+} nb__norm_kind;
+static const nb__norm_kind nb__norm_kinds[] = {
+    {1, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"}, /* NB_NORM_DEFAULT = RMSNorm */
+    {1, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"},
+    {2, 1, "nb_layernorm_forward", "nb_layernorm_backward"}};
+typedef char nb__norm_kinds_one_row_each[sizeof nb__norm_kinds / sizeof nb__norm_kinds[0] ==
+                                         NB_NORM_LAYER + 1 ? 1 : -1];
+
+/* The mean block of statistics st (nstat segments), NULL for kinds without one. */
+static nb_real* nb__kind_mean(nb_norm_type kind, const nb_real* st, size_t nstat) {
+    return nb__norm_kinds[kind].stats > 1 ? (nb_real*)(size_t)(st + nstat) : NULL;
+}
+
+/* y = N(x) with the statistics into st (nstat = rows * width / seg segments). */
+static nb_result nb__kind_forward(nb_ctx* ctx, nb_norm_type kind, nb_real* y, int ldy,
+                                  nb_real* st, size_t nstat, const nb_real* x, int ldx,
+                                  const nb_real* gain, const nb_real* bias, int rows, int width,
+                                  int seg, nb_real eps) {
+    nb_result rc = nb__check_rows(ctx, nb__norm_kinds[kind].fwd, rows, width, &seg, ldx, ldy, eps);
+    if (rc) return rc;
+    nb__norm_forward(ctx, y, ldy, nb__kind_mean(kind, st, nstat), st, x, ldx, gain, bias, rows,
+                     width, seg, eps);
+    return NB_OK;
+}
+
+/* dx = alpha add + J^T dy (add may be NULL, or dx); gain and bias gradients added. */
+static nb_result nb__kind_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, int lddx,
+                                   nb_real* dgain, nb_real* dbias, const nb_real* dy, int lddy,
+                                   const nb_real* x, int ldx, const nb_real* st, size_t nstat,
+                                   const nb_real* gain, int rows, int width, int seg,
+                                   const nb_real* add, nb_real alpha, nb_real* partials,
+                                   int teams) {
+    return nb__norm_backward(ctx, nb__norm_kinds[kind].bwd, dx, lddx, dgain, dbias, dy, lddy, x,
+                             ldx, nb__kind_mean(kind, st, nstat), st, gain, rows, width, seg, add,
+                             alpha, partials, teams);
+}
+
 /* ---- softmax -------------------------------------------------------------------------------- */
 
 static nb_result nb__check_softmax(nb_ctx* ctx, const char* fn, int rows, int cols, int lda,
@@ -1518,7 +1566,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
                            nb_real* scratch, nb__attn_mem* m) {
     const size_t BT = nb__mulz((size_t)B, (size_t)T), P = (size_t)pl->qkv_width;
     const size_t d = (size_t)pl->desc.d_model, BH = nb__mulz((size_t)B, (size_t)pl->desc.n_heads);
-    const int layer = pl->desc.norm == NB_NORM_LAYER;
+    const int stats = nb__norm_kinds[pl->desc.norm].stats;
     size_t cu = 0, su = 0;
     int site, maxw = 1;
     memset(m, 0, sizeof *m);
@@ -1528,7 +1576,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     for (site = 0; site < 4; site++)
         if (nb__site_on(pl, site)) {
             const int seg = nb__site_seg(pl, site);
-            m->stat[site] = nb__take(cache, &cu, nb__mulz(nb__mulz(layer ? 2 : 1, BT),
+            m->stat[site] = nb__take(cache, &cu, nb__mulz(nb__mulz((size_t)stats, BT),
                                      (size_t)(nb__site_heads(pl, site) * pl->head_dim / seg)));
             if (seg > maxw) maxw = seg;
         }
@@ -1595,7 +1643,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: sites (0x%x) has bits other than NB_SITE_Q|K|V|C", d.sites);
     NB__CHECK(d.width != NB_WIDTH_PER_HEAD && d.width != NB_WIDTH_FULL, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm width %d", (int)d.width);
-    NB__CHECK(d.norm != NB_NORM_RMS && d.norm != NB_NORM_LAYER, NB_ERR_CONFIG,
+    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_LAYER, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm type %d", (int)d.norm);
     NB__CHECK(!(d.eps > 0) || !isfinite((double)d.eps), NB_ERR_CONFIG,
               "nb_attn_plan_make: eps (%g) must be finite and > 0", (double)d.eps);
@@ -1714,16 +1762,12 @@ static nb_result nb__site_norm(nb_ctx* ctx, const nb_attn_plan* pl, int backward
                                const nb_real* dy, const nb_real* gain, nb_real* dgain,
                                int rows, int width, int seg, nb_real* partials) {
     const size_t nstat = (size_t)rows * (width / seg);
-    const int layer = pl->desc.norm == NB_NORM_LAYER;
     if (backward) /* partials hold the plan's max_threads teams */
-        return nb__norm_backward(ctx, layer ? "nb_layernorm_backward" : "nb_rmsnorm_backward", y,
-                                 ldy, dgain, NULL, dy, ldy, x, ldx, layer ? stats + nstat : NULL,
-                                 stats, gain, rows, width, seg, NULL, 1, partials,
+        return nb__kind_backward(ctx, pl->desc.norm, y, ldy, dgain, NULL, dy, ldy, x, ldx, stats,
+                                 nstat, gain, rows, width, seg, NULL, 1, partials,
                                  pl->max_threads);
-    if (layer)
-        return nb_layernorm_forward(ctx, y, ldy, stats + nstat, stats, x, ldx, gain, NULL, rows,
-                                    width, seg, pl->desc.eps);
-    return nb_rmsnorm_forward(ctx, y, ldy, stats, x, ldx, gain, rows, width, seg, pl->desc.eps);
+    return nb__kind_forward(ctx, pl->desc.norm, y, ldy, stats, nstat, x, ldx, gain, NULL, rows,
+                            width, seg, pl->desc.eps);
 }
 
 /* Scores of query rows [i0, i0+rows) of head h against keys [0, ncols) into p (ld T), then
@@ -2323,7 +2367,8 @@ static void nb__put_norm(nb__walk* w, int layer, const char* name, int d, int bi
 /* Layer l's tensors in their canonical order: attention, FFN, block norms, gamma. */
 static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tensors* lp) {
     const nb_attn_plan* ap = &s->layers[l].attn;
-    const int d = s->desc.d_model, f = s->ffn.desc.d_ff, ln = s->desc.norm == NB_NORM_LAYER;
+    const int d = s->desc.d_model, f = s->ffn.desc.d_ff;
+    const int ln = nb__norm_kinds[s->desc.norm].block_bias;
     static const char* const site_names[4] = {"q_norm.weight", "k_norm.weight", "v_norm.weight",
                                               "c_norm.weight"};
     nb_real** gains[4];
@@ -2351,7 +2396,7 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
 
 /* The whole parameter buffer: embed norm, layers, final norms. */
 static void nb__walk_all(const nb_stack* s, nb__walk* w, nb__top_tensors* tp) {
-    const int ln = s->desc.norm == NB_NORM_LAYER;
+    const int ln = nb__norm_kinds[s->desc.norm].block_bias;
     nb__layer_tensors lp;
     int on[NB__TOP_NORMS], k, l;
     nb__top_norms(s, on);
@@ -2375,7 +2420,7 @@ static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb__la
 }
 
 static void nb__bind_top(const nb_stack* s, const nb_real* base, nb__top_tensors* tp) {
-    const int ln = s->desc.norm == NB_NORM_LAYER, d = s->desc.d_model;
+    const int ln = nb__norm_kinds[s->desc.norm].block_bias, d = s->desc.d_model;
     nb__walk w;
     int on[NB__TOP_NORMS], k;
     memset(&w, 0, sizeof w);
@@ -2422,7 +2467,7 @@ static size_t nb__stack_V(const nb_stack* s) {
 static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* used,
                             nb__layer_mem* c) {
     const size_t V = nb__stack_V(s);
-    const size_t st = (size_t)s->max_batch * s->max_seq * (s->desc.norm == NB_NORM_LAYER ? 2 : 1);
+    const size_t st = (size_t)s->max_batch * s->max_seq * nb__norm_kinds[s->desc.norm].stats;
     const nb_layer_desc* ld = &s->layers[l].desc;
     int on[NB__NORMS], k;
     memset(c, 0, sizeof *c);
@@ -2460,7 +2505,7 @@ static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* us
 static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch, nb__stack_mem* c,
                             size_t* cache_used, size_t* scratch_used) {
     const size_t V = nb__stack_V(s);
-    const size_t st = (size_t)s->max_batch * s->max_seq * (s->desc.norm == NB_NORM_LAYER ? 2 : 1);
+    const size_t st = (size_t)s->max_batch * s->max_seq * nb__norm_kinds[s->desc.norm].stats;
     size_t cu = 0, su = 0, sub = s->ffn.n_scratch;
     int on[NB__TOP_NORMS], k, l;
     memset(c, 0, sizeof *c);
@@ -2749,7 +2794,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               "nb_stack_init: mixln_alpha (%g) must be in [0, 1]", d.mixln_alpha);
     n_post = (int)floor(d.mixln_alpha * L + 1e-9);
     if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
-    NB__CHECK(d.norm != NB_NORM_RMS && d.norm != NB_NORM_LAYER, NB_ERR_CONFIG,
+    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_LAYER, NB_ERR_CONFIG,
               "nb_stack_init: unknown norm type %d", (int)d.norm);
     if (d.eps == 0) d.eps = (nb_real)nb__presets[d.preset].eps;
     NB__CHECK(!(d.eps > 0) || !isfinite((double)d.eps), NB_ERR_CONFIG,
@@ -2867,21 +2912,18 @@ typedef struct nb__run {         /* what every layer function needs for one call
 static nb_result nb__block_norm_fwd(nb__run* r, const nb__norm* m, nb_real* y, const nb_real* x,
                                     nb_real* st) {
     const int d = r->s->desc.d_model;
-    if (r->s->desc.norm == NB_NORM_LAYER)
-        return nb_layernorm_forward(r->ctx, y, d, st + r->rows, st, x, d, m->g, m->b, r->rows, d,
-                                    0, r->s->desc.eps);
-    return nb_rmsnorm_forward(r->ctx, y, d, st, x, d, m->g, r->rows, d, 0, r->s->desc.eps);
+    return nb__kind_forward(r->ctx, r->s->desc.norm, y, d, st, (size_t)r->rows, x, d, m->g, m->b,
+                            r->rows, d, d, r->s->desc.eps);
 }
 
 /* Block norm backward: dx = alpha add + J^T dy (add may be NULL, or dx); grads in gm. */
 static nb_result nb__block_norm_bwd_add(nb__run* r, const nb__norm* m, const nb__norm* gm,
                                         nb_real* dx, const nb_real* dy, const nb_real* x,
                                         const nb_real* st, const nb_real* add, nb_real alpha) {
-    const int d = r->s->desc.d_model, layer = r->s->desc.norm == NB_NORM_LAYER;
-    return nb__norm_backward(r->ctx, layer ? "nb_layernorm_backward" : "nb_rmsnorm_backward", dx,
-                             d, gm->g, layer ? gm->b : NULL, dy, d, x, d,
-                             layer ? st + r->rows : NULL, st, m->g, r->rows, d, d, add, alpha,
-                             r->sc.partials, r->s->max_threads);
+    const int d = r->s->desc.d_model;
+    return nb__kind_backward(r->ctx, r->s->desc.norm, dx, d, gm->g, gm->b, dy, d, x, d, st,
+                             (size_t)r->rows, m->g, r->rows, d, d, add, alpha, r->sc.partials,
+                             r->s->max_threads);
 }
 
 /* dx = J^T dy (overwritten, or added when accumulate); grads in gm. */
@@ -2894,9 +2936,8 @@ static nb_result nb__block_norm_bwd(nb__run* r, const nb__norm* m, const nb__nor
 /* The same norms on one row (row-fused loops): y = N(x) for row `row` of the stats. */
 static void nb__block_norm_fwd_row(const nb__run* r, const nb__norm* m, nb_real* y,
                                    const nb_real* x, nb_real* st, int row) {
-    const int layer = r->s->desc.norm == NB_NORM_LAYER;
     nb__norm_seg_fwd(y, x, r->s->desc.d_model, m->g, m->b, r->s->desc.eps,
-                     layer ? st + r->rows + row : NULL, st + row);
+                     nb__kind_mean(r->s->desc.norm, st + row, (size_t)r->rows), st + row);
 }
 
 /* dx = add + J^T dy on one row (add NULL: nothing; it may be dx); gain and bias terms into pg
@@ -2904,9 +2945,10 @@ static void nb__block_norm_fwd_row(const nb__run* r, const nb__norm* m, nb_real*
 static void nb__block_norm_bwd_row(const nb__run* r, const nb__norm* m, nb_real* dx,
                                    const nb_real* dy, const nb_real* x, const nb_real* st, int row,
                                    const nb_real* add, nb_real* pg, nb_real* pb) {
-    const int layer = r->s->desc.norm == NB_NORM_LAYER, d = r->s->desc.d_model;
+    const int d = r->s->desc.d_model;
     if (pb) nb__add_row(pb, dy, d);
-    nb__norm_seg_bwd(dx, dy, x, d, m->g, layer ? st + r->rows + row : NULL, st[row], add, 1, pg);
+    nb__norm_seg_bwd(dx, dy, x, d, m->g, nb__kind_mean(r->s->desc.norm, st + row, (size_t)r->rows),
+                     st[row], add, 1, pg);
 }
 
 /* Partial-sum slot k (max_threads blocks of nb__part_stride(d)) and a thread's row buffers. */

@@ -83,8 +83,9 @@
        nb_preset_from_name(&ctx, &desc, "hybrid_star");      // or desc.preset = NB_PRESET_...
        nb_stack s;
        if (nb_stack_init(&ctx, &s, &desc, max_batch, max_seq)) puts(ctx.err);
-       float *params = malloc(s.n_params * 4), *grads = calloc(s.n_params, 4);
-       float *cache = malloc(s.n_cache * 4), *scratch = malloc(s.n_scratch * 4);
+       const size_t z = sizeof(nb_real);                   // float, or double with NB_DOUBLE
+       nb_real *params = malloc(s.n_params * z), *grads = calloc(s.n_params, z);
+       nb_real *cache = malloc(s.n_cache * z), *scratch = malloc(s.n_scratch * z);
        nb_stack_init_params(&ctx, &s, params, NB_INIT_MEGATRON, 0, seed);
        nb_stack_forward(&ctx, &s, params, h, emb, B, T, cache, scratch);    // h: B*T x d
        nb_stack_backward(&ctx, &s, params, grads, demb, dh, B, T, cache, scratch);
@@ -110,7 +111,7 @@
      nb_stack_init / nb_stack_forward / nb_stack_backward     L blocks with a placement
                                                   schedule (presets: nb_preset_from_name)
      nb_layer_forward / nb_layer_backward         one layer of a stack
-     nb_stack_init_params, nb_init_io_std         initializers of SPEC 6
+     nb_stack_init_params, nb_init_io_std         the initializers of the papers' code
      nb_stack_grad_norms, nb_stack_hidden_norms, nb_stack_angular_distance, nb_stack.skip,
      nb_stack_desc.check_finite                   the diagnostics the papers plot
 
@@ -425,7 +426,11 @@ typedef enum nb_preset {
     NB_PRESET_PRE,             /* x + F(N(x)); final norm */
     NB_PRESET_POST,            /* N(x + F(x)); plus the final norm of the Mix-LN code */
     NB_PRESET_POST_FLAGS,      /* HybridNorm-code Post-Norm: layer 0 no attention input norm,
-                                  all else input norm + residual from norm (SPEC 4.2.3) */
+                                  all else input norm + residual from norm. With a = N_a(x);
+                                  y = a + MHA(a); b = N_f(y); x' = b + F(b), N_f of layer l is
+                                  classic Post-Norm's first norm and N_a of layer l+1 (ln_f
+                                  after the last) its second: the same function as POST
+                                  without its final norm when the gains are mapped so */
     NB_PRESET_SANDWICH,        /* x + N_out(F(N_in(x))) (Gemma 3) */
     NB_PRESET_OLMO2,           /* x + N_out(F(x)), QK norm over the full width, eps 1e-6 */
     NB_PRESET_DEEPNORM,        /* N(alpha x + F(x)), alpha = (2L)^(1/4) */
@@ -545,7 +550,7 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
                                   const nb_real* in, int B, int T, const nb_real* cache,
                                   nb_real* scratch);
 
-/* ---- initialization (SPEC 6) ------------------------------------------------------------- */
+/* ---- initialization: the schemes of the papers' code ------------------------------------- */
 typedef enum nb_init_scheme {
     NB_INIT_DEFAULT = 0,       /* NORMAL */
     NB_INIT_NORMAL,            /* all matrices N(0, s0^2), s0 = 1/sqrt(2.5 d), truncated at 3 s0 */
@@ -574,7 +579,7 @@ NBDEF nb_result nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double 
 NBDEF nb_result nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
                                unsigned long long seed);
 
-/* ---- diagnostics (SPEC 7) ---------------------------------------------------------------- */
+/* ---- diagnostics: what the papers plot ---------------------------------------------------- */
 /* These take no context: a failure is the return code alone, outputs untouched. The cache
    ones need a cache holding a successful nb_stack_forward of s with this B and T. */
 /* G_l = sqrt(sum of squared gradients of block l); returns the global norm over all of grads
@@ -3144,7 +3149,7 @@ static nb_real nb__siamese_c(const nb_stack* s, int l) {
     return (nb_real)(s->desc.siamese_paper_scale ? sqrt(l + 1.0) : sqrt(2.0 * (l + 1)));
 }
 
-/* SiameseNorm hybrid-pre (SPEC 4.10.2):
+/* SiameseNorm hybrid-pre (the official code's form):
    u_a = x*gamma + N_ay(y); A = MHA(u_a); x1 = x + A/c; y1 = y + A;
    n = N_f(x1); u_f = N_in(n + N_fy(y1)); F = FFN(u_f); y' = y1 + F; x' = n + F/c
    The adds and norms between the two sublayers run in one pass over the rows each (a row stays
@@ -3276,7 +3281,7 @@ static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tens
     return NB_OK;
 }
 
-/* SiameseNorm post-pre (SPEC 4.10.3), sublayer k:
+/* SiameseNorm post-pre (the DeiT code's form), sublayer k:
    u = N_x(x); w = u + N_y(y); v = N_in(w); z = F(v); x' = u + z/c; y' = y + z */
 static nb_result nb__siamese_pp_forward(nb__run* r, int l, int k, const nb__layer_tensors* p,
                                         const nb__layer_mem* c, nb_real* xo, nb_real* yo,

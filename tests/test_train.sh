@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Tests of examples/train.c on a tiny model (quick, also under ASan):
+# Tests of examples/train on a tiny model (quick, also under ASan):
 # learning, checkpoint round trip, bit-identical resume, Ctrl-C, the comparison table, a text
-# corpus, a per-layer schedule, and the error messages for bad input.
+# corpus, a per-layer schedule, the error messages for bad input, --check-finite, --load
+# (--eval reproduces the saving run, --sample determinism and top-k), a seeds x lrs sweep with
+# a diverging lr, each preset's paper init, SiameseNorm diagnostics of both streams.
 #   bash tests/test_train.sh path/to/train
 # Prints "N passed, N failed" and exits non-zero on any failure.
 set -u
@@ -91,9 +93,10 @@ fi
 # 5. comparison table and plot
 "$TRAIN" "${TINY[@]}" --steps 12 --compare pre,hybrid --out cmp > cmp.log 2>&1
 rc=$?
-if [ $rc = 0 ] && grep -q "^preset .*final loss .*val loss" cmp.log && grep -q "^pre  " cmp.log &&
-   grep -q "^hybrid  " cmp.log && grep -q "<polyline" cmp/compare.svg && [ -s cmp/compare.csv ]; then
-  pass "--compare pre,hybrid prints the table and writes compare.svg"
+if [ $rc = 0 ] && grep -q "^preset .* lr .* seeds .* val loss" cmp.log && grep -q "^pre  " cmp.log &&
+   grep -q "^hybrid  " cmp.log && grep -q "<polyline" cmp/compare.svg && [ -s cmp/summary.csv ] &&
+   [ "$(grep -c "^cmp/compare.svg\|  cmp/compare.svg " cmp.log)" = 1 ]; then
+  pass "--compare pre,hybrid prints the table and writes compare.svg (path printed once)"
 else
   fail "--compare (rc $rc)"; cat cmp.log
 fi
@@ -212,6 +215,134 @@ if "$TRAIN" --d 16 --layers 1 --heads 2 --seq 16 --batch 80 --threads 1 --steps 
 else
   fail "--batch 80 / --csv"; cat big.log
 fi
+
+# 11. --load: --eval reproduces the training run's numbers without training; --sample
+EV=(--d 32 --heads 2 --seq 24 --batch 4 --threads 1 --eval-batches 2 --layers 2)
+"$TRAIN" "${EV[@]}" --log-every 10 --warmup 5 --steps 100 --eval-problems 40 --save ev.st > ev_train.log 2>&1
+"$TRAIN" --load ev.st --eval --threads 1 > ev.log 2>&1
+rc=$?
+vt="$(final_field ev_train.log val_loss)"
+ve="$(sed -n 's/^eval: .* val_loss \([^ ]*\) on .*/\1/p' ev.log)"
+at="$(sed -n 's/^final:.* answer accuracy \([^ ]*\) (exact match on 40 .*/\1/p' ev_train.log)"
+ae="$(sed -n 's/^eval: answer accuracy \([^ ]*\) (exact match on 40 .*/\1/p' ev.log)"
+if [ $rc = 0 ] && [ -n "$vt" ] && [ "$vt" = "$ve" ] && [ -n "$at" ] && [ "$at" = "$ae" ] &&
+   ! grep -qi "nan\|^step" ev.log; then
+  pass "--load --eval reproduces the saving run's val_loss ($vt) and accuracy ($at on 40 problems)"
+else
+  fail "--load --eval (rc $rc, val '$vt' vs '$ve', accuracy '$at' vs '$ae')"; cat ev_train.log ev.log
+fi
+sample_text() { # sample_text LOG -> the sampled text (the lines after "sample ...:", no check)
+  sed -n '/^sample (/,$p' "$1" | tail -n +2 | grep -v "^check: "
+}
+"$TRAIN" "${ANY_DEPTH[@]}" --steps 20 --data corpus.txt --save text.st > text_train.log 2>&1
+S=(--load text.st --sample "the quick" --sample-len 40 --threads 1)
+"$TRAIN" "${S[@]}" --temperature 1.5 --sample-seed 1 > s1.log 2>&1
+"$TRAIN" "${S[@]}" --temperature 1.5 --sample-seed 1 > s1b.log 2>&1
+"$TRAIN" "${S[@]}" --temperature 1.5 --sample-seed 2 > s2.log 2>&1
+t1="$(sample_text s1.log)" t1b="$(sample_text s1b.log)" t2="$(sample_text s2.log)"
+if [ -n "$t1" ] && [ "$t1" = "$t1b" ] && [ "$t1" != "$t2" ] && [ "${#t1}" -ge 49 ]; then
+  pass "--sample is deterministic for a seed, and another seed draws another text"
+else
+  fail "--sample determinism ('$t1' / '$t1b' / '$t2')"; cat s1.log s2.log
+fi
+"$TRAIN" "${S[@]}" --temperature 0 > g0.log 2>&1
+"$TRAIN" "${S[@]}" --top-k 1 --temperature 5 --sample-seed 3 > g3.log 2>&1
+"$TRAIN" "${S[@]}" --top-k 1 --temperature 5 --sample-seed 4 > g4.log 2>&1
+g0="$(sample_text g0.log)"
+if [ -n "$g0" ] && [ "$g0" = "$(sample_text g3.log)" ] && [ "$g0" = "$(sample_text g4.log)" ]; then
+  pass "--top-k 1 is greedy whatever the temperature and seed"
+else
+  fail "--top-k 1 ('$g0' / '$(sample_text g3.log)' / '$(sample_text g4.log)')"; cat g0.log g3.log
+fi
+# greedy sampling continues a held-out problem as the accuracy pass (its own argmax loop) did
+first="$(sed -n 's/^held-out problems[^:]*: *\([0-9+=]*\) .*/\1/p' ev.log)"
+q="${first%%=*}="
+"$TRAIN" --load ev.st --sample "$q" --temperature 0 --threads 1 > gq.log 2>&1
+if [ -n "$first" ] && [ "$(sample_text gq.log)" = "$first" ] && grep -q "^check: .*held-out pair" gq.log; then
+  pass "greedy --sample of a held-out problem = the accuracy pass's answer ($first)"
+else
+  fail "greedy --sample vs the accuracy pass ('$first')"; cat gq.log
+fi
+expect_error "--eval of a file-trained checkpoint without --data" "needs it" --load text.st --eval
+
+# 12. a sweep: 2 presets x 2 seeds x 2 learning rates, one of which diverges
+SWB=(--d 32 --heads 2 --seq 24 --batch 4 --log-every 10 --eval-batches 2 --warmup 5 --layers 2
+     --steps 100 --eval-problems 20)
+"$TRAIN" "${SWB[@]}" --compare pre,hybrid --seeds 1,2 --lrs 3e-3,10 --out sw > sw.log 2>&1
+rc=$?
+rows="$(tail -n +2 sw/runs.csv | cut -d, -f1-3 | sort -u | tr '\n' ' ')"
+if [ $rc = 0 ] && [ "$rows" = "hybrid,0.003,1 hybrid,0.003,2 hybrid,10,1 hybrid,10,2 pre,0.003,1 pre,0.003,2 pre,10,1 pre,10,2 " ] &&
+   [ "$(awk -F, '$2 == 10 && $5 == "diverged"' sw/runs.csv | wc -l)" = 4 ] &&
+   [ "$(awk -F, '$2 == 0.003 && $5 == "ok"' sw/runs.csv | wc -l)" = 4 ] &&
+   grep -q "^pre  *10  *2  .*2 diverged" sw.log && grep -q "^hybrid  *0.003  *2  .* +- .*2 ok" sw.log &&
+   grep -q "^  pre  *0.003" sw.log && grep -q "^  hybrid  *0.003" sw.log &&
+   [ "$(wc -l < sw/summary.csv)" = 5 ] && grep -q "<polyline" sw/compare.svg && grep -q "<circle" sw/lr_sweep.svg &&
+   [ "$(grep -c ',0.003,1,100,' sw/curves.csv)" = 2 ]; then
+  pass "sweep: runs.csv has every (preset, lr, seed), lr 10 marked diverged, largest stable lr 0.003"
+else
+  fail "sweep (rc $rc, rows '$rows')"; cat sw.log sw/runs.csv
+fi
+"$TRAIN" "${SWB[@]}" --preset hybrid --seed 2 --lr 0.003 --threads 1 --quiet --csv alone.csv > alone.log 2>&1
+if cmp -s alone.csv sw/runs/hybrid_lr0.003_seed2.csv; then
+  pass "a sweep's run is bitwise the run alone (per-step CSV)"
+else
+  fail "a sweep's run vs the run alone"; diff alone.csv sw/runs/hybrid_lr0.003_seed2.csv | head
+fi
+
+# 13. each preset's paper init, printed; --init overrides; the model line's eps and decay groups
+for spec in "pre|normal (the preset" "hybrid|megatron (the preset" "hybrid_star|megatron" \
+            "mixln|mixln (the preset" "post|mixln (" "siamese|mitchell (" "deepnorm|deepnorm (" \
+            "gpt2|gpt2 (" "olmo2|normal std 0.02 ("; do
+  p="${spec%%|*}" want="${spec#*|}"
+  "$TRAIN" "${TINY[@]}" --preset "$p" --steps 0 > pi.log 2>&1
+  if grep -qF "init: $want" pi.log; then pass "--preset $p: init $want"; else fail "--preset $p init (want '$want')"; cat pi.log; fi
+done
+"$TRAIN" "${TINY[@]}" --preset hybrid --init mitchell --steps 0 > pi.log 2>&1
+if grep -q "^init: mitchell (--init)" pi.log && grep -q "rmsnorm eps 1e-05" pi.log &&
+   grep -q "^weight decay 0.1 on .*; none on [0-9]* (norm gains; --wd-norms on" pi.log; then
+  pass "--init overrides the preset's; eps and weight-decay groups printed"
+else
+  fail "--init override / model lines"; cat pi.log
+fi
+"$TRAIN" "${TINY[@]}" --preset siamese --wd-norms on --steps 0 > wd.log 2>&1
+if grep -q "^weight decay 0.1 on .*norm gains, SiameseNorm gamma" wd.log && ! grep -q "none on" wd.log; then
+  pass "--wd-norms on decays norm gains and SiameseNorm gamma"
+else
+  fail "--wd-norms on"; cat wd.log
+fi
+
+# 14. --diag covers both SiameseNorm streams
+"$TRAIN" "${TINY[@]}" --preset siamese --steps 10 --diag sdiag > sdiag.log 2>&1
+if head -1 sdiag/hidden_norms.csv | grep -q ",x2,y0,y1,y2$" &&
+   head -1 sdiag/angular_distance.csv | grep -q ",d1_2,yd0_1,yd1_2$" &&
+   grep -q "stream y" sdiag/layers.svg && [ "$(head -1 sdiag/loss.csv)" = "step,loss,grad_norm,lr" ]; then
+  pass "--diag: both SiameseNorm streams (hidden norms, angular distance), per-step loss.csv"
+else
+  fail "--diag SiameseNorm streams"; cat sdiag.log; head -1 sdiag/*.csv
+fi
+
+# 15. bad new flags: a clear message
+expect_error "--sample without --load" "add --load" "${TINY[@]}" --sample "1+1="
+expect_error "--load without --eval or --sample" "add --eval" --load ev.st
+expect_error "--load with a training flag" "no effect on --load" --load ev.st --eval --steps 5
+expect_error "--temperature without --sample" "apply to --sample" --load ev.st --eval --temperature 0.5
+expect_error "--top-k out of range" "not an integer in \[0, 256\]" --load ev.st --sample 1 --top-k 300
+expect_error "negative --temperature" "not a number in" --load ev.st --sample 1 --temperature -1
+expect_error "empty --sample prompt" "non-empty prompt" --load ev.st --sample ""
+expect_error "--seeds with a repeat" "appears twice" "${TINY[@]}" --compare pre --seeds 1,1
+expect_error "--lrs of 0" "must be > 0" "${TINY[@]}" --compare pre --lrs 0,1e-3
+expect_error "--lrs not a number" "not a number" --compare pre --lrs 1e-3,fast
+expect_error "--lrs with --lr" "drop --lr" "${TINY[@]}" --compare pre --lrs 1e-3
+expect_error "--seeds with --seed" "drop --seed" --compare pre --seeds 1,2 --seed 3
+expect_error "--compare with --preset" "drop --preset" --compare pre,post --preset hybrid
+expect_error "--jobs without a sweep" "applies to sweeps" --jobs 2
+expect_error "--jobs 0" "not an integer in" --compare pre --jobs 0
+expect_error "--collapse-margin without a sweep" "applies to sweeps" --collapse-margin 0.2
+expect_error "a sweep with --save" "are for one run" --compare pre --save x.st
+expect_error "--format unknown" "unknown format" --format roman
+expect_error "--wd-norms bad value" "on or off" --wd-norms maybe
+expect_error "--eval-problems with --data" "counts addition problems" --data corpus.txt --eval-problems 5
+expect_error "--load of a missing file" "cannot open checkpoint" --load nope.st --eval
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

@@ -14,14 +14,18 @@
 #include <string.h>
 
 /* Keys a checkpoint must match. arch: the model itself (a mismatch cannot load); run: how it
-   is trained (a change is refused unless --allow-change names the key). */
-typedef struct meta_key { const char* key; int arch; } meta_key;
+   is trained (a change is refused unless --allow-change names the key; --load, which does not
+   train, ignores them). legacy: the value of a key added later, in checkpoints without it. */
+typedef struct meta_key { const char* key; int arch; const char* legacy; } meta_key;
 static const meta_key k_keys[] = {
-    {"preset", 1}, {"schedule", 1}, {"n_layers", 1}, {"d_model", 1}, {"n_heads", 1},
-    {"n_kv_heads", 1}, {"d_ff", 1}, {"ffn", 1}, {"norm", 1}, {"rope", 1}, {"vocab_size", 1},
-    {"steps", 0}, {"lr", 0}, {"warmup", 0}, {"min_lr", 0}, {"wd", 0}, {"beta1", 0},
-    {"beta2", 0}, {"adam_eps", 0}, {"clip", 0}, {"seed", 0}, {"batch", 0}, {"seq", 0},
-    {"init", 0}, {"data", 0}, {"data_bytes", 0}, {"data_hash", 0}};
+    {"preset", 1, NULL}, {"schedule", 1, NULL}, {"n_layers", 1, NULL}, {"d_model", 1, NULL},
+    {"n_heads", 1, NULL}, {"n_kv_heads", 1, NULL}, {"d_ff", 1, NULL}, {"ffn", 1, NULL},
+    {"norm", 1, NULL}, {"rope", 1, NULL}, {"vocab_size", 1, NULL},
+    {"steps", 0, NULL}, {"lr", 0, NULL}, {"warmup", 0, NULL}, {"min_lr", 0, NULL},
+    {"wd", 0, NULL}, {"wd_norms", 0, "0"}, {"beta1", 0, NULL}, {"beta2", 0, NULL},
+    {"adam_eps", 0, NULL}, {"clip", 0, NULL}, {"seed", 0, NULL}, {"batch", 0, NULL},
+    {"seq", 0, NULL}, {"init", 0, NULL}, {"data", 0, NULL}, {"data_bytes", 0, NULL},
+    {"data_hash", 0, NULL}};
 
 static void config_meta(const config* c, const dataset* ds, const model* m, cJSON* meta) {
     char buf[64];
@@ -44,6 +48,7 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTI("warmup", c->warmup);
     PUTD("min_lr", c->min_lr_frac);
     PUTD("wd", c->wd);
+    PUTI("wd_norms", c->wd_norms);
     PUTD("beta1", c->beta1);
     PUTD("beta2", c->beta2);
     PUTD("adam_eps", c->adam_eps);
@@ -52,10 +57,17 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTS("seed", buf);
     PUTI("batch", c->batch);
     PUTI("seq", c->seq);
-    PUTS("init", c->init);
+    PUTI("eval_batches", c->eval_batches);   /* not checked: what --load evaluates with */
+    PUTI("eval_problems", c->eval_problems);
+    if (m->init_std0 > 0) {
+        snprintf(buf, sizeof buf, "%s:%g", init_scheme_name(m->init), m->init_std0);
+        PUTS("init", buf);
+    } else PUTS("init", init_scheme_name(m->init));
     if (ds->text) PUTS("data", "file");
     else {
-        snprintf(buf, sizeof buf, "addition:%d%s", c->digits, c->reverse ? ":reverse" : "");
+        /* plain and reversed keep the names older checkpoints have */
+        snprintf(buf, sizeof buf, "addition:%d%s%s", c->digits, c->format == FMT_PLAIN ? "" : ":",
+                 c->format == FMT_PLAIN ? "" : c->format == FMT_REVERSED ? "reverse" : format_name(c->format));
         PUTS("data", buf);
     }
     PUTI("data_bytes", ds->text ? (long long)ds->n : 0);
@@ -230,6 +242,8 @@ int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, co
     for (i = 0; i < (int)(sizeof k_keys / sizeof k_keys[0]); i++) {
         const char* key = k_keys[i].key;
         const char *have = meta_str(meta, key), *need = meta_str(want, key);
+        if (!have) have = k_keys[i].legacy;
+        if (!k_keys[i].arch && c->load) continue;
         if (!have) {
             if (!k_keys[i].arch && listed(c->allow_change, key)) continue;
             fail("checkpoint %s: metadata has no \"%s\" (written by an older train? --allow-change %s)",
@@ -248,7 +262,7 @@ int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, co
                  "--allow-change %s if the change is intended", path, key, have, need, key);
             goto done;
         }
-        say("note: %s changes from %s (checkpoint) to %s (--allow-change)\n", key, have, need);
+        say("note: %s changes from %s (checkpoint) to %s\n", key, have, need);
     }
     if (meta_int(meta, "step", 0, 100000000, &v)) { fail("checkpoint %s: step is missing or not an integer in [0, 1e8]", path); goto done; }
     *step = (int)v;
@@ -409,4 +423,112 @@ int load_checkpoint(const char* path, const config* c, const dataset* ds, model*
     } else rc = 1;
     if (sharded && g_rank == 0) { free(base[1]); free(base[2]); }
     return rc;
+}
+
+/* rank 0: the JSON header of a checkpoint (NUL-terminated, caller frees), or NULL */
+static char* read_header(const char* path) {
+    FILE* f = fopen(path, "rb");
+    unsigned char le[8];
+    unsigned long long hlen = 0;
+    char* hdr;
+    int i;
+    if (!f) { fail("cannot open checkpoint %s: %s", path, strerror(errno)); return NULL; }
+    if (fread(le, 1, 8, f) != 8) { fclose(f); fail("checkpoint %s is truncated (no header length)", path); return NULL; }
+    for (i = 7; i >= 0; i--) hlen = hlen << 8 | le[i];
+    if (hlen < 2 || hlen > 100000000ULL) {
+        fclose(f);
+        fail("checkpoint %s: bad header length %llu; not a safetensors file", path, hlen);
+        return NULL;
+    }
+    hdr = (char*)xcalloc((size_t)hlen + 1, 1);
+    if (fread(hdr, 1, (size_t)hlen, f) != (size_t)hlen) {
+        fclose(f);
+        free(hdr);
+        fail("checkpoint %s is truncated (header)", path);
+        return NULL;
+    }
+    fclose(f);
+    return hdr;
+}
+
+/* string metadata value into an int field, or an error naming the key */
+static int meta_to_int(const cJSON* meta, const char* path, const char* key, long long lo,
+                       long long hi, int* out) {
+    long long v;
+    if (meta_int(meta, key, lo, hi, &v))
+        return fail("checkpoint %s: metadata \"%s\" is missing or out of range", path, key);
+    *out = (int)v;
+    return 0;
+}
+
+static int meta_to_str(const cJSON* meta, const char* path, const char* key, char* out, size_t n) {
+    const char* v = meta_str(meta, key);
+    if (!v || strlen(v) >= n) return fail("checkpoint %s: metadata \"%s\" is missing or too long", path, key);
+    snprintf(out, n, "%s", v);
+    return 0;
+}
+
+/* "addition:D", "addition:D:reverse", "addition:D:FORMAT" or "file" */
+static int meta_data(const cJSON* meta, const char* path, config* c) {
+    const char* v = meta_str(meta, "data");
+    char fmt[32] = "";
+    int digits = 0, n = 0;
+    if (v && !strcmp(v, "file")) { c->load_text = 1; return 0; }
+    if (!v || sscanf(v, "addition:%d%n", &digits, &n) != 1 || digits < 1 || digits > 9 ||
+        (v[n] && (v[n] != ':' || strlen(v + n + 1) >= sizeof fmt)))
+        return fail("checkpoint %s: metadata \"data\" is missing or not one train writes", path);
+    c->digits = digits;
+    c->format = FMT_PLAIN;
+    if (!v[n]) return 0;
+    snprintf(fmt, sizeof fmt, "%s", v + n + 1);
+    if (!strcmp(fmt, "reverse")) { c->format = FMT_REVERSED; return 0; }
+    return format_from_name(fmt, &c->format);
+}
+
+static int apply_meta(const cJSON* meta, const char* path, config* c) {
+    long long seed;
+    int rope = 1;
+    if (meta_to_str(meta, path, "preset", c->preset, sizeof c->preset) ||
+        meta_to_str(meta, path, "schedule", c->schedule, sizeof c->schedule) ||
+        meta_to_int(meta, path, "n_layers", 1, MAX_LAYERS, &c->n_layers) ||
+        meta_to_int(meta, path, "d_model", 1, 1 << 16, &c->d_model) ||
+        meta_to_int(meta, path, "n_heads", 1, 1 << 12, &c->n_heads) ||
+        meta_to_int(meta, path, "n_kv_heads", 0, 1 << 12, &c->n_kv_heads) ||
+        meta_to_int(meta, path, "d_ff", 0, 1 << 18, &c->d_ff) ||
+        meta_to_str(meta, path, "ffn", c->ffn, sizeof c->ffn) ||
+        meta_to_str(meta, path, "norm", c->norm, sizeof c->norm) ||
+        meta_to_int(meta, path, "rope", 0, 1, &rope) ||
+        meta_to_int(meta, path, "batch", 1, 1 << 16, &c->batch) ||
+        meta_to_int(meta, path, "seq", 2, 1 << 16, &c->seq) || meta_data(meta, path, c))
+        return 1;
+    c->rope = rope;
+    if (meta_int(meta, "seed", 0, 9007199254740992LL, &seed))
+        return fail("checkpoint %s: metadata \"seed\" is missing or out of range", path);
+    c->seed = (unsigned long long)seed;
+    /* written since --load exists; older checkpoints keep the defaults */
+    if (meta_str(meta, "eval_batches") && meta_to_int(meta, path, "eval_batches", 1, 100000, &c->eval_batches)) return 1;
+    if (meta_str(meta, "eval_problems") && meta_to_int(meta, path, "eval_problems", 1, 1000000, &c->eval_problems)) return 1;
+    if (!strcmp(c->preset, "custom")) snprintf(c->preset, sizeof c->preset, "pre");
+    else c->schedule[0] = 0;
+    return 0;
+}
+
+int load_config(const char* path, config* c) {
+    char* hdr = NULL;
+    unsigned long long len = 0;
+    cJSON* root;
+    const cJSON* meta;
+    int rc;
+    if (g_rank == 0 && (hdr = read_header(path)) != NULL) len = strlen(hdr) + 1;
+    if (dist_agree(g_rank == 0 && !hdr)) { free(hdr); return 1; }
+    dist_bcast(&len, sizeof len);  /* every rank reads the same header: rank 0's */
+    if (g_rank != 0) hdr = (char*)xcalloc((size_t)len, 1);
+    dist_bcast(hdr, (size_t)len);
+    root = cJSON_Parse(hdr);
+    meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    rc = cJSON_IsObject(meta) ? apply_meta(meta, path, c)
+                              : fail("checkpoint %s: no __metadata__ (not written by train?)", path);
+    cJSON_Delete(root);
+    free(hdr);
+    return dist_agree(rc);
 }

@@ -27,25 +27,111 @@ static unsigned long long add_operand(unsigned long long* st, int digits) {
     return lo + rnd_below(st, hi - lo);
 }
 
-/* "a+b=" into buf, returns its length; *sum = a + b */
+/* The written forms of a problem (--format). Fixed width (padded) puts every digit at the same
+   offset in every problem; least-significant-first answers let the model emit each digit after
+   the carry into it is known. Both make the task far easier to learn, which is what a short
+   demo needs; plain is the form a person writes. */
+static const struct add_format {
+    const char* name;
+    int pad;          /* operands zero-padded to `digits`, answers to digits + 1 */
+    int rev_answer;   /* answer least significant digit first */
+    int rev_operands; /* operands least significant digit first */
+    const char* example;
+} k_formats[FMT_COUNT] = {
+    {"plain", 0, 0, 0, "123+45=168"},
+    {"reversed", 0, 1, 0, "123+45=861"},
+    {"padded", 1, 0, 0, "123+045=0168"},
+    {"padded_reversed", 1, 1, 0, "123+045=8610"},
+    {"lsb_first", 1, 1, 1, "321+540=8610"},
+};
+
+int format_from_name(const char* name, int* out) {
+    int i;
+    for (i = 0; i < FMT_COUNT; i++)
+        if (!strcmp(name, k_formats[i].name)) { *out = i; return 0; }
+    return fail("--format: unknown format \"%s\" (plain, reversed, padded, padded_reversed, "
+                "lsb_first)", name);
+}
+const char* format_name(int f) { return k_formats[f].name; }
+const char* format_example(int f) { return k_formats[f].example; }
+
+static void reverse_bytes(char* s, int n) {
+    int i;
+    for (i = 0; i < n / 2; i++) { char t = s[i]; s[i] = s[n - 1 - i]; s[n - 1 - i] = t; }
+}
+
+/* v in decimal, zero-padded to width (0: as is), reversed when asked; returns the length */
+static int put_number(char* buf, unsigned long long v, int width, int rev) {
+    const int n = sprintf(buf, "%0*llu", width, v);
+    if (rev) reverse_bytes(buf, n);
+    return n;
+}
+
+/* "a+b=" into buf in the dataset's format, returns its length; *sum = a + b */
 int add_problem(const dataset* ds, unsigned long long* st, int val, char* buf,
-                       unsigned long long* sum) {
+                unsigned long long* sum) {
+    const struct add_format* f = &k_formats[ds->format];
+    const int w = f->pad ? ds->digits : 0;
     unsigned long long a, b;
+    int n;
     do {
         a = add_operand(st, ds->digits);
         b = add_operand(st, ds->digits);
     } while (add_is_val(a, b) != val);
     *sum = a + b;
-    return sprintf(buf, "%llu+%llu=", a, b);
+    n = put_number(buf, a, w, f->rev_operands);
+    buf[n++] = '+';
+    n += put_number(buf + n, b, w, f->rev_operands);
+    buf[n++] = '=';
+    buf[n] = 0;
+    return n;
 }
 
+/* the answer the model must write, with its closing newline */
 int add_answer(const dataset* ds, unsigned long long sum, char* buf) {
-    int n = sprintf(buf, "%llu", sum), i;
-    if (ds->reverse)
-        for (i = 0; i < n / 2; i++) { char t = buf[i]; buf[i] = buf[n - 1 - i]; buf[n - 1 - i] = t; }
+    const struct add_format* f = &k_formats[ds->format];
+    int n = put_number(buf, sum, f->pad ? ds->digits + 1 : 0, f->rev_answer);
     buf[n++] = '\n';
     buf[n] = 0;
     return n;
+}
+
+/* One number of a problem as written (up to '+' or '='), in the format's digit order */
+static int read_operand(const char* s, int n, int rev, unsigned long long* v) {
+    int i;
+    if (n < 1 || n > 18) return 0;
+    *v = 0;
+    for (i = 0; i < n; i++) {
+        const char ch = s[rev ? n - 1 - i : i];
+        if (ch < '0' || ch > '9') return 0;
+        *v = *v * 10 + (unsigned long long)(ch - '0');
+    }
+    return 1;
+}
+
+int add_parse(const dataset* ds, const char* s, unsigned long long* a, unsigned long long* b,
+              int* held_out) {
+    const int rev = k_formats[ds->format].rev_operands, n = (int)strlen(s);
+    const char *plus = strchr(s, '+'), *eq = strchr(s, '=');
+    if (!plus || !eq || eq < plus || eq != s + n - 1) return 0;
+    if (!read_operand(s, (int)(plus - s), rev, a) ||
+        !read_operand(plus + 1, (int)(eq - plus - 1), rev, b))
+        return 0;
+    *held_out = add_is_val(*a, *b);
+    return 1;
+}
+
+/* The value of an answer the model wrote (digits only, no newline), read back in the format:
+   for showing it in the usual notation. -1 if it is not a number. */
+long long add_read_answer(const dataset* ds, const char* s) {
+    char tmp[32];
+    const int n = (int)strlen(s);
+    int i;
+    if (n == 0 || n >= (int)sizeof tmp) return -1;
+    for (i = 0; i < n; i++) if (s[i] < '0' || s[i] > '9') return -1;
+    memcpy(tmp, s, (size_t)n + 1);
+    if (k_formats[ds->format].rev_answer) reverse_bytes(tmp, n);
+    return atoll(tmp);
 }
 
 /* Fill one row of T+1 tokens and T loss-mask flags (mask[t] = target tok[t+1] counts). */
@@ -125,13 +211,13 @@ int load_data(const config* c, dataset* ds) {
     memset(ds, 0, sizeof *ds);
     ds->seed = c->seed;
     ds->digits = c->digits;
-    ds->reverse = c->reverse;
+    ds->format = c->format;
     if (!c->data) {
         const int need = 3 * c->digits + 4; /* "a+b=" plus the longest answer and newline */
         if (c->seq < need)
             return fail("--seq %d is too short for %d-digit addition (need at least %d)", c->seq,
                         c->digits, need);
-        ds->hash = hash3(0xADD, (unsigned long long)c->digits, (unsigned long long)c->reverse);
+        ds->hash = hash3(0xADD, (unsigned long long)c->digits, (unsigned long long)c->format);
         return 0;
     }
     if (dist_agree(g_rank == 0 ? read_corpus(c, ds) : 0)) return 1;

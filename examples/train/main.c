@@ -9,14 +9,19 @@
    Output  one line per interval (loss, validation loss, gradient norm, tokens/s, ETA);
            checkpoints in safetensors format (PyTorch-style names, Adam moments as
            optimizer.m.<name> / optimizer.v.<name>, step and run configuration in
-           __metadata__); --diag DIR: per-layer CSVs and SVG plots; --compare a,b,c: one run per
-           preset, a table and an SVG with all loss curves.
+           __metadata__); --diag DIR: per-layer CSVs and SVG plots.
+   Sweeps  --compare a,b,c --seeds 0,1,2 --lrs 1e-3,4e-3: one run per combination (sweep.c), a
+           table of mean and spread over seeds, collapsed and diverged runs marked, the largest
+           stable learning rate per preset, CSVs and SVG plots.
+   Loading --load FILE --sample PROMPT / --eval: generate from, or evaluate, a checkpoint
+           (sample.c), its configuration read from the file.
    Ranks   train_mpi (built when CMake finds MPI) runs data-parallel under mpirun: --batch is
            the global batch, each rank computes its rows, gradients are summed over the ranks
            while the backward runs; --zero shards the AdamW moments (ZeRO-1).
 
    Build and run (from the repository root):
-       cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2 && ./build/train
+       cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2
+       OPENBLAS_NUM_THREADS=1 ./build/train
        mpirun -np 2 ./build/train_mpi --threads 1
    normblocks does the threading (--threads N): run with OPENBLAS_NUM_THREADS=1, and on recent
    Xeons with OPENBLAS_CORETYPE=SkylakeX (or Haswell), see the README. */
@@ -72,12 +77,13 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
     if (nb_blas_threads() > 1)
         say("note: BLAS runs %d threads of its own; run with OPENBLAS_NUM_THREADS=1 (normblocks "
             "does the threading, --threads N)\n", nb_blas_threads());
+    if (c->load && !c->eval) { fflush(stdout); return; } /* sampling: no data */
     if (ds->text)
         say("data: %s, %zu bytes (%zu train, %zu held out)\n", c->data, ds->n, ds->n_train,
             ds->n - ds->n_train);
     else
-        say("data: synthetic %d-digit addition (\"123+45=168\"%s), loss on answer bytes, "
-            "10%% of pairs held out\n", c->digits, c->reverse ? ", answers reversed" : "");
+        say("data: synthetic %d-digit addition, format %s (\"%s\"), loss on answer bytes, "
+            "10%% of pairs held out\n", c->digits, format_name(c->format), format_example(c->format));
     say("unigram entropy baseline: %.4f nats/token (loss of predicting the byte frequencies)\n",
         unigram);
     fflush(stdout);
@@ -90,8 +96,11 @@ static int report(const history* h, const dataset* ds, double unigram) {
     }
     say("final: step %d loss %.9g val_loss %.9g (unigram %.4f)", h->steps_done, h->final_loss,
         h->final_val, unigram);
-    if (!ds->text && isfinite(h->accuracy)) say(" answer accuracy %.1f%%", 100 * h->accuracy);
+    if (!ds->text && isfinite(h->accuracy))
+        say(" answer accuracy %.1f%% (exact match on %d held-out problems)", 100 * h->accuracy,
+            h->n_problems);
     say("\n");
+    if (h->n_shown) say_shown(ds, h->shown, h->n_shown);
     if (h->train_seconds > 0)
         say("throughput: %.0f tok/s over the training steps (%.2f ms/step); communication not "
             "hidden: %.1f%% of the step\n", h->tokens / h->train_seconds,
@@ -119,6 +128,15 @@ int main(int argc, char** argv) {
     g_same_everywhere = 1;      /* setup: every rank checks the same things */
     config_defaults(&c);
     rc = parse_args(argc, argv, &c, &help);
+    if (!rc && !help && c.load) {
+        /* the checkpoint's configuration, then the command line over it (parse_args checked
+           the flags already; they can only repeat the model, or choose what to evaluate) */
+        const char* path = c.load;
+        config_defaults(&c);
+        rc = load_config(path, &c) || parse_args(argc, argv, &c, &help);
+        if (!rc && c.eval && c.load_text && !c.data)
+            rc = fail("%s was trained on a file: --eval needs it (or another) as --data FILE", path);
+    }
     if (!rc && help) {
         if (g_rank == 0) usage();
         dist_finalize();
@@ -130,15 +148,24 @@ int main(int argc, char** argv) {
         model_free(&probe);
     }
     if (!rc && g_rank == 0) rc = check_outputs(&c);
-    if (dist_agree(rc) || load_data(&c, &ds)) {
+    if (dist_agree(rc)) {
+        dist_finalize();
+        return 1;
+    }
+    if (c.load && c.load_text && !c.data) { /* sampling a model of a file: no data needed */
+        memset(&ds, 0, sizeof ds);
+        ds.text = 1;
+    } else if (load_data(&c, &ds)) {
         dist_finalize();
         return 1;
     }
     g_same_everywhere = 0;
-    unigram = unigram_entropy(&ds, c.seq);
+    unigram = ds.text && !ds.bytes ? NAN : unigram_entropy(&ds, c.seq);
     print_setup(&c, &ds, unigram);
-    if (c.compare) {
-        rc = run_compare(&c, &ds, unigram);
+    if (c.load) {
+        rc = run_loaded(&c, &ds);
+    } else if (sweeping(&c)) {
+        rc = run_sweep(&c, &ds, unigram, argc, argv);
     } else {
         rc = train_run(&c, &ds, unigram, &h, 0);
         if (!rc) rc = report(&h, &ds, unigram);

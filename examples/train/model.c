@@ -67,15 +67,14 @@ static void on_grads_ready(void* user, int layer, size_t offset, size_t count) {
 
 int model_init(model* m, const config* c) {
     nb_stack_desc d;
-    nb_init_scheme scheme = NB_INIT_NORMAL;
     double estd, hstd;
     size_t bt, i;
     int t;
     memset(m, 0, sizeof *m);
     m->cfg = c;
     m->ctx.num_threads = c->threads;
-    if (init_scheme(c->init, &scheme)) return 1;
     if (make_desc(c, &d, m->layers)) return 1;
+    if (resolve_init(c, &d, &m->init, &m->init_std0, &m->init_why)) return 1;
     /* this rank's rows of the global batch: [b0, b1) */
     m->B_global = c->batch;
     m->b0 = (int)((long long)c->batch * g_rank / g_ranks);
@@ -108,18 +107,19 @@ int model_init(model* m, const config* c) {
     m->row_loss = (double*)xcalloc(bt, sizeof(double));
     m->tok = (int*)xcalloc((size_t)m->B * (m->T + 1), sizeof(int));
     m->mask = (unsigned char*)xcalloc(bt, 1);
-    /* weight decay: embedding and head yes; stack tensors per the table's no_decay */
+    /* weight decay: embedding and head yes; stack matrices yes; norm gains, biases and
+       SiameseNorm gamma (the table's no_decay) only with --wd-norms on */
     for (i = 0; i < m->off_stack; i++) m->decay[i] = 1;
     for (i = m->off_head; i < m->n; i++) m->decay[i] = 1;
     for (t = 0; t < m->s.n_tensors; t++) {
         const nb_tensor_info* ti = &m->s.tensors[t];
-        memset(m->decay + m->off_stack + ti->offset, ti->no_decay ? 0 : 1, ti->count);
+        memset(m->decay + m->off_stack + ti->offset, ti->no_decay && !c->wd_norms ? 0 : 1, ti->count);
     }
     /* init: the stack per scheme; embedding and head with the scheme's io std, derived seeds.
        Every rank computes the same values from the seed. */
-    if (nb_stack_init_params(&m->ctx, &m->s, m->p + m->off_stack, scheme, 0, c->seed) != NB_OK)
+    if (nb_stack_init_params(&m->ctx, &m->s, m->p + m->off_stack, m->init, m->init_std0, c->seed) != NB_OK)
         return fail("init: %s", m->ctx.err);
-    nb_init_io_std(&m->s, scheme, 0, &estd, &hstd);
+    nb_init_io_std(&m->s, m->init, m->init_std0, &estd, &hstd);
     nb_fill_normal(m->p, m->off_stack, estd, 3, c->seed ^ 0x57E0000000000001ULL);
     nb_fill_normal(m->p + m->off_head, (size_t)VOCAB * m->d, hstd, 3, c->seed ^ 0x4EAD000000000002ULL);
     return 0;
@@ -247,17 +247,19 @@ double evaluate(model* m, const dataset* ds, int n_batches) {
 }
 
 /* Exact-match accuracy of greedy answers on n held-out addition problems: problems are drawn
-   in global batches; each rank answers its rows, the counts are summed. */
-double answer_accuracy(model* m, const dataset* ds, int n) {
+   in global batches; each rank answers its rows, the counts are summed. The first n_show
+   problems (rank 0's rows of the first batch) are kept with the model's answers. */
+double answer_accuracy_show(model* m, const dataset* ds, int n, shown_problem* show, int n_show) {
     const int B = m->B, T = m->T, G = m->B_global;
     char (*want)[32] = (char (*)[32])xcalloc((size_t)B, 32);
     char (*got)[32] = (char (*)[32])xcalloc((size_t)B, 32);
+    char (*qs)[40] = (char (*)[40])xcalloc((size_t)B, 40);
     int* pos = (int*)xcalloc((size_t)B, sizeof(int));
     int* len = (int*)xcalloc((size_t)B, sizeof(int));
     int* alive = (int*)xcalloc((size_t)B, sizeof(int));
     unsigned long long st = hash3(ds->seed, 0xACC, 1);
     double right = 0, acc = NAN;
-    int done = 0, b, k, t;
+    int done = 0, shown = 0, b, k, t;
     while (done < n) {
         const int ng = G < n - done ? G : n - done;    /* problems in this global batch */
         for (b = 0; b < G; b++) {                       /* every rank draws the whole batch */
@@ -274,6 +276,7 @@ double answer_accuracy(model* m, const dataset* ds, int n) {
                 for (t = 0; t <= T; t++) tr[t] = t < lq ? (unsigned char)q[t] : '\n';
             }
             memcpy(want[lb], a, sizeof a);
+            memcpy(qs[lb], q, (size_t)lq + 1); /* at most 2 x 9 digits, '+' and '=' */
             len[lb] = 0; pos[lb] = lq - 1; alive[lb] = 1;
         }
         for (b = 0; b < B; b++) {
@@ -299,15 +302,27 @@ double answer_accuracy(model* m, const dataset* ds, int n) {
             }
         }
         for (b = 0; b < B; b++) {
+            int ok;
             if (m->b0 + b >= ng) continue;
             got[b][len[b]] = 0;
-            right += !strcmp(got[b], want[b]);
+            ok = !strcmp(got[b], want[b]);
+            right += ok;
+            if (g_rank == 0 && shown < n_show) {
+                shown_problem* sp = &show[shown++];
+                snprintf(sp->q, sizeof sp->q, "%s", qs[b]);
+                snprintf(sp->got, sizeof sp->got, "%.*s", len[b] && got[b][len[b] - 1] == '\n' ? len[b] - 1 : len[b], got[b]);
+                sp->ok = ok;
+            }
         }
         done += ng;
     }
     dist_sum(&right, 1);
     acc = right / n;
 done:
-    free(want); free(got); free(pos); free(len); free(alive);
+    free(want); free(got); free(qs); free(pos); free(len); free(alive);
     return acc;
+}
+
+double answer_accuracy(model* m, const dataset* ds, int n) {
+    return answer_accuracy_show(m, ds, n, NULL, 0);
 }

@@ -1,6 +1,6 @@
-/* run.c: the training loop of one run, and --compare (one run per preset, same seed and data).
-   Every rank runs the same loop on its rows of each global batch; the losses, gradient norms,
-   stop requests and evaluations it branches on are global, so all ranks take the same path. */
+/* run.c: the training loop of one run. Every rank runs the same loop on its rows of each
+   global batch; the losses, gradient norms, stop requests and evaluations it branches on are
+   global, so all ranks take the same path. */
 #include "train.h"
 
 #include <math.h>
@@ -15,60 +15,93 @@ void history_free(history* h) {
 }
 
 /* Per-layer diagnostics of this step, before the update: gradient norms of the reduced
-   gradients, hidden-state magnitude and angular distance as means over every rank's tokens. */
+   gradients; hidden-state magnitude and angular distance of each residual stream (SiameseNorm
+   has two) as means over every rank's tokens. */
 static int record_diag(model* m, history* h, const nb_real* gu, int step) {
-    const int L = m->s.desc.n_layers, k = h->n_diag++;
+    const int L = m->s.desc.n_layers, S = h->streams, k = h->n_diag++;
     const double tokens = (double)m->B * m->T, all = (double)m->B_global * m->T;
     double* ang = (double*)xcalloc((size_t)(L + 1) * (L + 1), sizeof(double));
-    double* hid = h->hid_l + (size_t)k * (L + 1);
-    double* adj = h->ang_l + (size_t)k * L;
-    int l;
+    int l, st;
     h->diag_x[k] = step + 1;
     layer_grad_norms(m, gu, h->grad_l + (size_t)k * L);
-    if (nb_stack_hidden_norms(&m->s, m->cache, m->B, m->T, 0, hid) ||
-        nb_stack_angular_distance(&m->s, m->cache, m->B, m->T, 0, ang)) {
-        free(ang);
-        return fail("diagnostics: the stack's cache does not hold this step's forward");
+    for (st = 0; st < S; st++) {
+        double* hid = h->hid_l + ((size_t)k * S + st) * (L + 1);
+        double* adj = h->ang_l + ((size_t)k * S + st) * L;
+        if (nb_stack_hidden_norms(&m->s, m->cache, m->B, m->T, st, hid) ||
+            nb_stack_angular_distance(&m->s, m->cache, m->B, m->T, st, ang)) {
+            free(ang);
+            return fail("diagnostics: the stack's cache does not hold this step's forward");
+        }
+        for (l = 0; l < L; l++) adj[l] = ang[l * (L + 1) + l + 1];
+        for (l = 0; l <= L; l++) hid[l] *= tokens / all;
+        for (l = 0; l < L; l++) adj[l] *= tokens / all;
+        dist_sum(hid, L + 1);
+        dist_sum(adj, L);
     }
-    for (l = 0; l < L; l++) adj[l] = ang[l * (L + 1) + l + 1];
-    for (l = 0; l <= L; l++) hid[l] *= tokens / all;
-    for (l = 0; l < L; l++) adj[l] *= tokens / all;
-    dist_sum(hid, L + 1);
-    dist_sum(adj, L);
     free(ang);
     return 0;
 }
 
-int train_run(const config* c, const dataset* ds, double unigram, history* h, int compare) {
-    model m;
-    int start = 0, step, L, rc = 1, cap_eval, cap_diag;
-    double t0, t_last, tok_last = 0, first_loss = NAN, gnorm = 0, loss_acc = 0, last_val = NAN;
-    const char* ind = compare ? "  " : "";
-    int loss_n = 0;
-    memset(h, 0, sizeof *h);
-    h->diverged_at = -1;
-    h->final_loss = h->final_val = h->accuracy = NAN;
-    if (model_init(&m, c)) { model_free(&m); return 1; }
-    L = m.s.desc.n_layers;
-    if (c->resume) {
-        if (load_checkpoint(c->resume, c, ds, &m, &start)) { model_free(&m); return 1; }
-        if (!c->quiet) say("resumed from %s at step %d\n", c->resume, start);
+static const char* kind_group(nb_tensor_kind k) {
+    switch (k) {
+    case NB_TENSOR_GAIN: return "norm gains";
+    case NB_TENSOR_BIAS: return "biases";
+    case NB_TENSOR_SIAMESE_GAMMA: return "SiameseNorm gamma";
+    default: return "attention and FFN matrices";
     }
-    if (!c->quiet && !compare) {
-        say("model: %s, L=%d d=%d H=%d H_kv=%d d_ff=%d %s %s%s, %zu parameters (stack %zu), init %s\n",
-            c->schedule[0] ? c->schedule : nb_preset_name(m.s.desc.preset), L, m.d,
-            m.s.desc.n_heads, m.s.desc.n_kv_heads, m.s.desc.d_ff, c->ffn, c->norm,
-            c->rope ? " RoPE" : "", m.n, m.s.n_params, c->init);
-        say("training: %d steps of %d x %d tokens, AdamW lr %g (warmup %d, cosine to %g), "
-            "wd %g, clip %g, seed %llu, %d threads", c->steps, c->batch, c->seq, c->lr,
-            c->warmup, c->lr * c->min_lr_frac, c->wd, c->clip, c->seed, nb_num_threads(&m.ctx));
-        if (g_ranks > 1)
-            say(" per rank; %d ranks x %d-%d rows, gradients in %d KiB buckets during backward%s",
-                g_ranks, c->batch / g_ranks, (c->batch + g_ranks - 1) / g_ranks, c->bucket_kb,
-                c->zero ? ", ZeRO-1 optimizer shards" : "");
-        say("\n");
+}
+
+/* "norm gains, biases" style list of the stack's groups with (decay) or without weight decay,
+   and the number of values in them */
+static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
+    static const nb_tensor_kind kinds[4] = {NB_TENSOR_QKV, NB_TENSOR_GAIN, NB_TENSOR_BIAS,
+                                            NB_TENSOR_SIAMESE_GAMMA};
+    size_t values = 0, used = 0;
+    int k, t;
+    buf[0] = 0;
+    for (k = 0; k < 4; k++) {
+        size_t cnt = 0;
+        for (t = 0; t < m->s.n_tensors; t++) {
+            const nb_tensor_info* ti = &m->s.tensors[t];
+            const int matrix = ti->kind == NB_TENSOR_QKV || ti->kind == NB_TENSOR_ATTN_OUT ||
+                               ti->kind == NB_TENSOR_FF_IN || ti->kind == NB_TENSOR_FF_OUT;
+            if ((matrix ? NB_TENSOR_QKV : ti->kind) != kinds[k]) continue;
+            if (m->decay[m->off_stack + ti->offset] != decay) continue;
+            cnt += ti->count;
+        }
+        if (!cnt) continue;
+        values += cnt;
+        used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s", used ? ", " : "",
+                                 kind_group(kinds[k]));
     }
-    cap_eval = c->steps / c->log_every + 3;
+    if (decay) { /* embedding and head are always decayed */
+        values += m->off_stack + (m->n - m->off_head);
+        snprintf(buf + used, used < n ? n - used : 0, "%sembedding, head", used ? ", " : "");
+    }
+    return values;
+}
+
+void print_model(const config* c, const model* m, int arch_only) {
+    const nb_stack_desc* d = &m->s.desc;
+    char on[160], off[160];
+    size_t n_on, n_off;
+    say("model: %s, L=%d d=%d H=%d H_kv=%d d_ff=%d %s %s eps %g%s, %zu parameters (stack %zu)\n",
+        c->schedule[0] ? c->schedule : nb_preset_name(d->preset), d->n_layers, m->d,
+        d->n_heads, d->n_kv_heads, d->d_ff, d->ffn == NB_FFN_GELU_TANH ? "gelu" : "swiglu",
+        d->norm == NB_NORM_LAYER ? "layernorm" : "rmsnorm", (double)d->eps,
+        d->rope ? " RoPE" : "", m->n, m->s.n_params);
+    if (arch_only) return;
+    if (m->init_std0 > 0) say("init: %s std %g (%s)\n", init_scheme_name(m->init), m->init_std0, m->init_why);
+    else say("init: %s (%s)\n", init_scheme_name(m->init), m->init_why);
+    n_on = decay_groups(m, 1, on, sizeof on);
+    n_off = decay_groups(m, 0, off, sizeof off);
+    say("weight decay %g on %zu values (%s)", c->wd, n_on, on);
+    if (n_off) say("; none on %zu (%s; --wd-norms on decays them)", n_off, off);
+    say("\n");
+}
+
+static void history_alloc(history* h, const config* c, int L, int diag) {
+    const int cap_eval = c->steps / c->log_every + 3, cap_diag = diag ? cap_eval : 0;
     h->step_x = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
     h->loss = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
     h->step_gnorm = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
@@ -76,11 +109,44 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
     h->eval_x = (double*)xcalloc((size_t)cap_eval, sizeof(double));
     h->val = (double*)xcalloc((size_t)cap_eval, sizeof(double));
     h->gnorm = (double*)xcalloc((size_t)cap_eval, sizeof(double));
-    cap_diag = c->diag && !compare ? cap_eval : 0;
     h->diag_x = (double*)xcalloc((size_t)cap_diag, sizeof(double));
     h->grad_l = (double*)xcalloc((size_t)cap_diag * L, sizeof(double));
-    h->hid_l = (double*)xcalloc((size_t)cap_diag * (L + 1), sizeof(double));
-    h->ang_l = (double*)xcalloc((size_t)cap_diag * L, sizeof(double));
+    h->hid_l = (double*)xcalloc((size_t)cap_diag * h->streams * (L + 1), sizeof(double));
+    h->ang_l = (double*)xcalloc((size_t)cap_diag * h->streams * L, sizeof(double));
+}
+
+int train_run(const config* c, const dataset* ds, double unigram, history* h, int in_sweep) {
+    model m;
+    int start = 0, step, L, rc = 1, cap_diag;
+    double t0, t_last, tok_last = 0, first_loss = NAN, gnorm = 0, loss_acc = 0, last_val = NAN;
+    const double t_start = now_s();
+    const char* ind = in_sweep ? "  " : "";
+    int loss_n = 0;
+    memset(h, 0, sizeof *h);
+    h->diverged_at = -1;
+    h->final_loss = h->final_val = h->accuracy = NAN;
+    if (model_init(&m, c)) { model_free(&m); return 1; }
+    L = m.s.desc.n_layers;
+    h->streams = m.s.streams;
+    snprintf(h->init, sizeof h->init, "%s", init_scheme_name(m.init));
+    if (c->resume) {
+        if (load_checkpoint(c->resume, c, ds, &m, &start)) { model_free(&m); return 1; }
+        if (!c->quiet) say("resumed from %s at step %d\n", c->resume, start);
+    }
+    if (!c->quiet && !in_sweep) {
+        print_model(c, &m, 0);
+        say("training: %d steps of %d x %d tokens, AdamW (%g, %g) lr %g, schedule: linear warmup "
+            "%d steps then cosine to %g; clip %g, seed %llu, %d threads", c->steps, c->batch,
+            c->seq, c->beta1, c->beta2, c->lr, c->warmup, c->lr * c->min_lr_frac, c->clip,
+            c->seed, nb_num_threads(&m.ctx));
+        if (g_ranks > 1)
+            say(" per rank; %d ranks x %d-%d rows, gradients in %d KiB buckets during backward%s",
+                g_ranks, c->batch / g_ranks, (c->batch + g_ranks - 1) / g_ranks, c->bucket_kb,
+                c->zero ? ", ZeRO-1 optimizer shards" : "");
+        say("\n");
+    }
+    cap_diag = c->diag ? c->steps / c->log_every + 3 : 0;
+    history_alloc(h, c, L, c->diag != NULL);
     t0 = t_last = now_s();
     for (step = start; step < c->steps && !(c->stop_after > 0 && step >= c->stop_after); step++) {
         double cnt, loss, lr, scale, ts = now_s();
@@ -103,7 +169,8 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         h->loss[h->n_steps++] = loss;
         if (!isfinite(loss) || !isfinite(gnorm) || (step - start > 10 && loss > 1.5 * first_loss + 1)) {
             h->diverged_at = step + 1;
-            say("%sdiverged at step %d (loss %g, gradient norm %g)\n", ind, step + 1, loss, gnorm);
+            if (!c->quiet || c->summary)
+                say("%sdiverged at step %d (loss %g, gradient norm %g)\n", ind, step + 1, loss, gnorm);
             break;
         }
         log_now = (step + 1) % c->log_every == 0 || step + 1 == c->steps || m.stop ||
@@ -144,7 +211,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         }
         if (m.stop) { h->interrupted = 1; step++; break; }
         if (step + 1 == c->stop_after) { step++; break; }
-        if (c->save_every > 0 && (step + 1) % c->save_every == 0 && c->save && !compare) {
+        if (c->save_every > 0 && (step + 1) % c->save_every == 0 && c->save && !in_sweep) {
             if (save_checkpoint(c->save, c, ds, &m, step + 1)) goto done;
         }
     }
@@ -152,9 +219,9 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
     h->final_loss = h->n_steps ? h->loss[h->n_steps - 1] : NAN;
     h->final_val = h->diverged_at >= 0 ? NAN : isfinite(last_val) && h->n_eval ? last_val
                                                                               : evaluate(&m, ds, c->eval_batches);
-    if (!compare && !c->quiet)
+    if (!in_sweep && !c->quiet)
         say("done: %d steps in %.1f s\n", step - start, now_s() - t0);
-    if (!compare) { /* save first: under mpirun, Ctrl-C leaves about a second before SIGKILL */
+    if (!in_sweep) { /* save first: under mpirun, Ctrl-C leaves about a second before SIGKILL */
         const char* path = c->save;
         if (h->interrupted && !path) path = "train.safetensors";
         if (h->interrupted) say("interrupted at step %d\n", step);
@@ -163,69 +230,22 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
             say("checkpoint: %s (step %d)\n", path, step);
         }
     }
-    if (!ds->text && h->diverged_at < 0 && !h->interrupted)
-        h->accuracy = answer_accuracy(&m, ds, compare ? 128 : 256);
-    if (!compare) {
-        if (c->csv && g_rank == 0 && write_steps_csv(c->csv, h)) goto done;
-        if (c->diag && g_rank == 0) {
+    if (!ds->text && h->diverged_at < 0 && !h->interrupted) {
+        h->n_problems = c->eval_problems;
+        h->n_shown = c->eval_problems < 5 ? c->eval_problems : 5;
+        h->accuracy = answer_accuracy_show(&m, ds, c->eval_problems, h->shown, h->n_shown);
+    }
+    h->seconds = now_s() - t_start;
+    if (g_rank == 0) {
+        if (c->csv && write_steps_csv(c->csv, h)) goto done;
+        if (c->summary && write_summary(c->summary, c, h, unigram)) goto done;
+        if (c->diag) {
             if (write_diag(c, &m, h, unigram)) goto done;
-            say("diagnostics: %s/{loss,layers}.svg and CSVs\n", c->diag);
+            if (!in_sweep) say("diagnostics: %s/{loss,layers}.svg and CSVs\n", c->diag);
         }
     }
     rc = 0;
 done:
     model_free(&m);
-    return dist_agree(rc);
-}
-
-int run_compare(const config* base, const dataset* ds, double unigram) {
-    char buf[512], *tok, *save = NULL, names[MAX_COMPARE][64];
-    const char* name_p[MAX_COMPARE];
-    history hs[MAX_COMPARE];
-    int n = 0, i, rc = 0;
-    const char* dir = base->diag ? base->diag : base->out ? base->out : ".";
-    if (base->resume) return fail("--compare and --resume do not go together");
-    if (base->schedule[0]) return fail("--compare takes presets; drop --schedule");
-    if (strlen(base->compare) >= sizeof buf) return fail("--compare: list too long");
-    snprintf(buf, sizeof buf, "%s", base->compare);
-    for (tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        nb_stack_desc d;
-        nb_ctx ctx;
-        memset(&d, 0, sizeof d);
-        memset(&ctx, 0, sizeof ctx);
-        if (n >= MAX_COMPARE) return fail("--compare: at most %d presets", MAX_COMPARE);
-        if (strlen(tok) >= sizeof names[0]) return fail("--compare: name too long");
-        if (nb_preset_from_name(&ctx, &d, tok) != NB_OK) return fail("--compare: %s", ctx.err);
-        snprintf(names[n], sizeof names[0], "%s", tok);
-        name_p[n] = names[n];
-        n++;
-    }
-    (void)save;
-    if (n == 0) return fail("--compare: empty list");
-    memset(hs, 0, sizeof hs);
-    for (i = 0; i < n; i++) {
-        config c = *base;
-        double t = now_s();
-        memcpy(c.preset, names[i], sizeof c.preset);
-        c.diag = NULL;
-        c.csv = NULL;
-        say("[%d/%d] %s\n", i + 1, n, names[i]);
-        fflush(stdout);
-        if (train_run(&c, ds, unigram, &hs[i], 1)) { rc = 1; n = i; break; }
-        say("  %.1f s\n", now_s() - t);
-        if (hs[i].interrupted) { n = i + 1; break; }
-    }
-    say("\n%-14s %11s %11s %9s %s\n", "preset", "final loss", "val loss",
-        ds->text ? "" : "accuracy", "diverged");
-    for (i = 0; i < n; i++) {
-        char acc[16] = "", dv[32] = "no";
-        if (!ds->text && isfinite(hs[i].accuracy)) snprintf(acc, sizeof acc, "%.1f%%", 100 * hs[i].accuracy);
-        if (hs[i].diverged_at >= 0) snprintf(dv, sizeof dv, "yes (step %d)", hs[i].diverged_at);
-        if (hs[i].interrupted) snprintf(dv, sizeof dv, "interrupted");
-        say("%-14s %11.4f %11.4f %9s %s\n", names[i], hs[i].final_loss, hs[i].final_val, acc, dv);
-    }
-    say("unigram baseline %.4f nats\n", unigram);
-    if (n > 0 && g_rank == 0 && write_compare(dir, name_p, hs, n, unigram, base->steps, ds->text)) rc = 1;
-    for (i = 0; i < MAX_COMPARE; i++) history_free(&hs[i]);
     return dist_agree(rc);
 }

@@ -1,14 +1,17 @@
 /* train: a byte-level language model around a normblocks stack, trained with AdamW, on one
    process or data-parallel over MPI ranks. The program is small files with one job each:
 
-     main.c        the command: setup, one run or a comparison, the final report
-     cli.c         options, --help, the stack description they make
+     main.c        the command: setup, then a run, a sweep, or sampling/evaluation; the report
+     cli.c         options, --help, the stack description they make, each preset's paper init
      data.c        the addition task and byte corpora, batches as pure functions of the seed
      model.c       embedding -> stack -> head -> cross-entropy, forward and backward; evaluation
      optim.c       learning-rate schedule, gradient norm, AdamW over this rank's part
      run.c         the training loop of one run
+     sweep.c       --compare/--seeds/--lrs: many runs (child processes, or in turn under MPI),
+                   statistics over seeds, the largest stable learning rate, CSVs
+     sample.c      --load a checkpoint: --sample text from a prompt, --eval loss and accuracy
      checkpoint.c  safetensors save and load (one file whatever the rank count)
-     plot.c        CSV and SVG output (--diag, --compare)
+     plot.c        CSV and SVG output (--diag, sweeps)
      dist.c        MPI: gradient buckets reduced during the backward, ZeRO-1, collectives;
                    a single-process stand-in when built without MPI
      util.c        messages, hashing, small helpers
@@ -32,7 +35,10 @@
 /* checkpoints store F32: the trainer is built for float nb_real */
 typedef char tr_nb_real_is_float[sizeof(nb_real) == 4 ? 1 : -1];
 
-enum { VOCAB = 256, MAX_LAYERS = 64, MAX_COMPARE = 16 };
+enum { VOCAB = 256, MAX_LAYERS = 64, MAX_COMPARE = 16, MAX_SWEEP = 16 };
+/* written forms of the addition task (data.c): plain 123+45=168, reversed 123+45=861, padded
+   123+045=0168, padded_reversed 123+045=8610, lsb_first 321+540=8610 */
+enum { FMT_PLAIN, FMT_REVERSED, FMT_PADDED, FMT_PADDED_REVERSED, FMT_LSB_FIRST, FMT_COUNT };
 
 /* ---- util.c ---- */
 extern volatile int g_stop;       /* set by SIGINT/SIGTERM; the loop saves and stops */
@@ -56,10 +62,12 @@ typedef struct config {
     char preset[64];          /* preset name, or "custom" with schedule */
     char schedule[512];       /* --schedule: comma-separated layer kinds */
     int d_model, n_layers, n_heads, n_kv_heads, d_ff, rope;
-    char ffn[16], norm[16], init[24];
+    char ffn[16], norm[16];
+    char init[24];            /* --init; "" = the preset's paper init (preset_init) */
     /* training */
     int batch, seq, steps, warmup, threads, log_every, eval_batches, save_every, stop_after;
     double lr, min_lr_frac, wd, beta1, beta2, adam_eps, clip;
+    int wd_norms;             /* --wd-norms on: decay norm gains, biases, SiameseNorm gamma too */
     unsigned long long seed;
     int zero;                 /* --zero: ZeRO-1 optimizer-state sharding over the ranks */
     int check_finite;         /* --check-finite: stop at the first non-finite activation or
@@ -70,7 +78,7 @@ typedef struct config {
     int bucket_kb;            /* gradient bucket size for the reduction during backward */
     /* data */
     const char* data;         /* NULL: the addition task */
-    int digits, reverse;
+    int digits, format;       /* addition: operand digits, FMT_* */
     double val_frac;
     /* files */
     const char* save;         /* checkpoint written at the end (and on Ctrl-C) */
@@ -80,21 +88,44 @@ typedef struct config {
     const char* out;
     const char* csv;          /* per-step loss, gradient norm, lr */
     const char* allow_change; /* run settings a --resume may change (comma list, or "all") */
+    const char* summary;      /* --summary: the run's results as JSON (what a sweep reads back) */
     int quiet;
+    int eval_problems;        /* held-out problems of the exact-match accuracy */
+    /* --load FILE: a checkpoint to sample from or evaluate; its configuration is the model's */
+    const char* load;
+    int load_text;            /* the checkpoint was trained on a --data file */
+    const char* sample;       /* --sample PROMPT */
+    int eval;                 /* --eval */
+    double temperature;       /* 0 = greedy */
+    int top_k;                /* 0 = every byte */
+    int sample_len;           /* bytes to generate at most */
+    unsigned long long sample_seed;
+    /* sweeps: every preset of --compare x --lrs x --seeds */
+    unsigned long long seeds[MAX_SWEEP];
+    double lrs[MAX_SWEEP];
+    int n_seeds, n_lrs;       /* 0: the single --seed / --lr */
+    int jobs;                 /* runs at a time (child processes); 0 = one per core */
+    double collapse_margin;   /* nats above the unigram entropy that count as collapsed */
 } config;
 
 void config_defaults(config* c);
 void usage(void);
 int parse_args(int argc, char** argv, config* c, int* help);
 int init_scheme(const char* name, nb_init_scheme* out);
+const char* init_scheme_name(nb_init_scheme s);
+/* The init of the run: --init, or the one the preset's paper code uses (*why says where it
+   comes from); std0 0 = the scheme's own base standard deviation. */
+int resolve_init(const config* c, const nb_stack_desc* d, nb_init_scheme* scheme, double* std0,
+                 const char** why);
 int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers);
+int sweeping(const config* c);  /* --compare, --seeds or --lrs */
 
 /* ---- data.c ---- */
 typedef struct dataset {
     int text;                      /* 1: byte corpus, 0: addition */
     unsigned char* bytes;          /* corpus */
     size_t n, n_train;             /* corpus size, train split [0, n_train), val after */
-    int digits, reverse;
+    int digits, format;
     unsigned long long seed;
     unsigned long long hash;       /* identity of the data (corpus bytes, or task settings) */
 } dataset;
@@ -108,6 +139,14 @@ void val_batch(const dataset* ds, int k, int n_batches, int B, int b0, int nb, i
                unsigned char* mask);
 int add_problem(const dataset* ds, unsigned long long* st, int val, char* buf, unsigned long long* sum);
 int add_answer(const dataset* ds, unsigned long long sum, char* buf);
+long long add_read_answer(const dataset* ds, const char* s);
+/* s is a problem "a+b=" in the dataset's format: 1, with a, b and whether the pair is one of
+   the held-out ones; else 0 */
+int add_parse(const dataset* ds, const char* s, unsigned long long* a, unsigned long long* b,
+              int* held_out);
+int format_from_name(const char* name, int* out);
+const char* format_name(int f);
+const char* format_example(int f);
 double unigram_entropy(const dataset* ds, int T);
 
 /* ---- dist.c ---- */
@@ -151,6 +190,9 @@ typedef struct model {
     nb_real *p, *g;                    /* parameters and gradients (n) */
     nb_real *m, *v;                    /* Adam moments of the update range (n_upd) */
     unsigned char* decay;              /* per parameter (n): 1 = weight decay applies */
+    nb_init_scheme init;               /* what model_init used */
+    double init_std0;
+    const char* init_why;              /* its source (preset default or --init) */
     nb_real *x, *h, *dh, *dx, *logits, *cache, *scratch;
     double* row_loss;
     int* tok;
@@ -176,6 +218,10 @@ size_t tensor_count(const ck_tensor* t);
 int model_step(model* m, int train, double* count, double* loss);
 double evaluate(model* m, const dataset* ds, int n_batches);
 double answer_accuracy(model* m, const dataset* ds, int n);
+/* the same, keeping the first n_show problems and the model's answers (show[i]: "a+b=" and
+   the answer as written, without the newline; ok[i]: right or not) */
+typedef struct shown_problem { char q[40], got[40]; int ok; } shown_problem;
+double answer_accuracy_show(model* m, const dataset* ds, int n, shown_problem* show, int n_show);
 
 /* ---- optim.c ---- */
 double lr_at(const config* c, int step);
@@ -191,6 +237,9 @@ int load_checkpoint(const char* path, const config* c, const dataset* ds, model*
 int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, const config* c,
                      const dataset* ds, const model* m, nb_real* const base[3], int* step,
                      long long* adam_t);
+/* --load: the checkpoint's configuration (model, data, batch, seq, seed) into c; the flags of
+   the command line come after it (parse_args again), so model flags can only repeat it */
+int load_config(const char* path, config* c);
 
 /* ---- run.c ---- */
 typedef struct history {       /* what a run records for tables and plots */
@@ -198,22 +247,56 @@ typedef struct history {       /* what a run records for tables and plots */
     double *step_x, *loss, *step_gnorm, *step_lr;
     int n_eval;                /* per interval */
     double *eval_x, *val, *gnorm;
-    int n_diag;                /* per-layer snapshots (with --diag) */
-    double *diag_x, *grad_l, *hid_l, *ang_l;   /* n_diag x L, x (L+1), x L */
+    int n_diag, streams;       /* per-layer snapshots (with --diag); streams: 2 for SiameseNorm */
+    double *diag_x, *grad_l;   /* n_diag x L */
+    double *hid_l, *ang_l;     /* n_diag x streams x (L+1), n_diag x streams x L */
     double final_loss, final_val, accuracy;
     int diverged_at;           /* -1 = no */
     int interrupted, steps_done;
     double train_seconds, comm_seconds, tokens;  /* training steps only (no evaluation) */
+    double seconds;            /* the whole run, evaluation included */
+    int n_problems;            /* held-out problems behind accuracy */
+    char init[32];             /* the init scheme used */
+    shown_problem shown[5];    /* the first held-out problems and the model's answers */
+    int n_shown;
 } history;
 
 void history_free(history* h);
-int train_run(const config* c, const dataset* ds, double unigram, history* h, int compare);
-int run_compare(const config* base, const dataset* ds, double unigram);
+/* One training run. quiet_setup: no model/training lines (a run of an in-process sweep). */
+int train_run(const config* c, const dataset* ds, double unigram, history* h, int quiet_setup);
+/* the run's settings, as printed before training (model, init, eps, weight decay, schedule) */
+void print_model(const config* c, const model* m, int arch_only);
+
+/* ---- sweep.c ---- */
+/* --compare LIST x --lrs x --seeds: every run, a table of mean and spread over seeds per
+   (preset, lr) with collapsed and diverged runs marked, the largest stable lr per preset,
+   CSVs and plots. argv: the command line, for the child processes. */
+int run_sweep(const config* base, const dataset* ds, double unigram, int argc, char** argv);
+int write_summary(const char* path, const config* c, const history* h, double unigram);
+/* collapsed: every validation loss of the last quarter of the run within margin of (or above)
+   the unigram entropy: the model only learned the byte frequencies */
+int run_collapsed(const history* h, double unigram, double margin);
+
+/* ---- sample.c ---- */
+int run_loaded(const config* c, const dataset* ds);   /* --eval and/or --sample */
+/* one line: held-out problems and the model's answers, marked right or wrong */
+void say_shown(const dataset* ds, const shown_problem* p, int n);
 
 /* ---- plot.c ---- */
 int write_diag(const config* c, const model* m, const history* h, double unigram);
 int write_steps_csv(const char* path, const history* h);
-int write_compare(const char* dir, const char* const* names, const history* hs, int n,
-                  double unigram, int steps, int text);
+/* a line with a band: y over x, and lo/hi around it (NULL: no band); mark[i] != 0 draws a
+   cross at the top of the panel instead of a point (a diverged run) */
+typedef struct band {
+    const char* name;
+    int n;
+    const double *x, *y, *lo, *hi;
+    const int* mark;
+} band;
+/* compare.svg: validation loss (mean over seeds, min-max band) and train loss (smoothed) */
+int plot_compare(const char* path, const char* title, const band* val, const band* train, int n,
+                 double unigram);
+/* lr_sweep.svg: final validation loss against the learning rate (log x) per preset */
+int plot_lr_sweep(const char* path, const band* b, int n, double unigram);
 
 #endif

@@ -1,0 +1,812 @@
+/* sweep.c: many runs of one command line, --compare PRESETS x --lrs x --seeds, and what a
+   researcher reads from them: per (preset, lr) the mean and spread of the final validation
+   loss over seeds, collapsed and diverged runs marked, and per preset the largest learning rate
+   at which every seed trained stably (the protocol of the SiameseNorm paper's Table 1). CSVs of
+   every run and step, and SVG plots.
+
+   How runs are executed. `train` starts each run as its own process (this executable with the
+   run's flags, --threads 1 unless given), --jobs at a time (default: one per core). Why: at the
+   sizes this trainer is for, a second thread speeds a step up by 1.1-1.5x while a second run
+   on the other core doubles the work done; a run alone in its process is bitwise the same as
+   `train --threads 1` with its flags, whatever runs beside it or in which order (the threads
+   of one run use static schedules, nothing is shared between processes); and one run that
+   fails cannot take the others down. Each run's log, per-step CSV and summary (JSON) stay in
+   OUT/runs/. `train_mpi` runs them one after another in the job instead, each over all ranks
+   (a child of an MPI process cannot start MPI itself). */
+#define _POSIX_C_SOURCE 200809L
+#include "train.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+enum { RUN_PENDING, RUN_RUNNING, RUN_OK, RUN_COLLAPSED, RUN_DIVERGED, RUN_FAILED, RUN_INTERRUPTED };
+static const char* const k_state[] = {"pending", "running", "ok", "collapsed", "diverged",
+                                      "failed", "interrupted"};
+
+typedef struct sweep_run {
+    int preset, lr, seed;       /* indices into the sweep's lists */
+    char name[192];             /* file stem under OUT/runs/ */
+    history h;
+    double unigram;             /* the run's own baseline (its data sample) */
+    int state;
+    pid_t pid;
+} sweep_run;
+
+typedef struct sweep {
+    const config* base;
+    char presets[MAX_COMPARE][64];   /* as given (flags of the runs) */
+    char labels[MAX_COMPARE][64];    /* as shown ("custom" for a --schedule) */
+    int n_presets, n_lrs, n_seeds, n_runs;
+    double lrs[MAX_SWEEP];           /* ascending */
+    unsigned long long seeds[MAX_SWEEP];
+    sweep_run* runs;                 /* preset-major, then lr, then seed */
+    const char* out;                 /* tables, CSVs and plots */
+    char runs_dir[1024];
+    int jobs, threads;
+} sweep;
+
+/* ---- the run summary (JSON): written by a run, read back by the sweep ---- */
+
+static cJSON* number_array(const double* x, int n) {
+    cJSON* a = cJSON_CreateArray();
+    int i;
+    for (i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(x[i])); /* NaN -> null */
+    return a;
+}
+
+int run_collapsed(const history* h, double unigram, double margin) {
+    const double from = 0.75 * (h->steps_done > 0 ? h->steps_done : 1);
+    int i, seen = 0;
+    if (h->diverged_at >= 0 || h->n_eval == 0) return 0;
+    for (i = 0; i < h->n_eval; i++) {
+        if (h->eval_x[i] < from) continue;
+        if (h->val[i] < unigram - margin) return 0;
+        seen = 1;
+    }
+    return seen;
+}
+
+int write_summary(const char* path, const config* c, const history* h, double unigram) {
+    cJSON* o = cJSON_CreateObject();
+    char* json;
+    FILE* f;
+    char seed[32];
+    int rc = 0;
+    snprintf(seed, sizeof seed, "%llu", c->seed);
+    cJSON_AddStringToObject(o, "preset", c->schedule[0] ? "custom" : c->preset);
+    cJSON_AddStringToObject(o, "seed", seed); /* a string: seeds go beyond 2^53 */
+    cJSON_AddNumberToObject(o, "lr", c->lr);
+    cJSON_AddStringToObject(o, "init", h->init);
+    cJSON_AddNumberToObject(o, "steps", c->steps);
+    cJSON_AddNumberToObject(o, "steps_done", h->steps_done);
+    cJSON_AddNumberToObject(o, "final_loss", h->final_loss);
+    cJSON_AddNumberToObject(o, "final_val", h->final_val);
+    cJSON_AddNumberToObject(o, "accuracy", h->accuracy);
+    cJSON_AddNumberToObject(o, "n_problems", h->n_problems);
+    cJSON_AddNumberToObject(o, "diverged_at", h->diverged_at);
+    cJSON_AddNumberToObject(o, "interrupted", h->interrupted);
+    cJSON_AddNumberToObject(o, "unigram", unigram);
+    cJSON_AddNumberToObject(o, "train_seconds", h->train_seconds);
+    cJSON_AddNumberToObject(o, "seconds", h->seconds);
+    cJSON_AddNumberToObject(o, "tokens", h->tokens);
+    cJSON_AddItemToObject(o, "eval_steps", number_array(h->eval_x, h->n_eval));
+    cJSON_AddItemToObject(o, "val", number_array(h->val, h->n_eval));
+    json = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!json) return fail("%s: cannot build the summary", path);
+    if (!(f = fopen(path, "w"))) rc = fail("cannot write %s: %s", path, strerror(errno));
+    else {
+        fprintf(f, "%s\n", json);
+        if (ferror(f) | fclose(f)) rc = fail("writing %s failed", path);
+    }
+    free(json);
+    return rc;
+}
+
+static double num(const cJSON* o, const char* key) {
+    const cJSON* v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN; /* null (NaN written) or missing */
+}
+
+static char* slurp(const char* path) {
+    FILE* f = fopen(path, "rb");
+    char* b;
+    long n;
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) { fclose(f); return NULL; }
+    b = (char*)xcalloc((size_t)n + 1, 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) { fclose(f); free(b); return NULL; }
+    fclose(f);
+    return b;
+}
+
+/* the per-step CSV of a run (write_steps_csv) into h */
+static int read_steps(const char* path, history* h) {
+    char* text = slurp(path);
+    char *line, *save = NULL;
+    int cap = 0;
+    if (!text) return 1;
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        double v[4];
+        char* p = line;
+        int k;
+        if (!strncmp(line, "step,", 5)) continue;
+        for (k = 0; k < 4; k++) {
+            char* end;
+            v[k] = strtod(p, &end);
+            if (end == p) break;
+            p = *end == ',' ? end + 1 : end;
+        }
+        if (k < 4) continue;
+        if (h->n_steps == cap) {
+            cap = cap ? 2 * cap : 1024;
+            h->step_x = (double*)realloc(h->step_x, (size_t)cap * sizeof(double));
+            h->loss = (double*)realloc(h->loss, (size_t)cap * sizeof(double));
+            h->step_gnorm = (double*)realloc(h->step_gnorm, (size_t)cap * sizeof(double));
+            h->step_lr = (double*)realloc(h->step_lr, (size_t)cap * sizeof(double));
+            if (!h->step_x || !h->loss || !h->step_gnorm || !h->step_lr) { free(text); return fail("out of memory"); }
+        }
+        h->step_x[h->n_steps] = v[0];
+        h->loss[h->n_steps] = v[1];
+        h->step_gnorm[h->n_steps] = v[2];
+        h->step_lr[h->n_steps++] = v[3];
+    }
+    free(text);
+    return 0;
+}
+
+static double* read_array(const cJSON* o, const char* key, int* n) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *e;
+    double* x;
+    int i = 0;
+    *n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
+    x = (double*)xcalloc((size_t)*n, sizeof(double));
+    cJSON_ArrayForEach(e, a) x[i++] = cJSON_IsNumber(e) ? e->valuedouble : NAN;
+    return x;
+}
+
+/* a finished run's summary and per-step CSV into r (0), or 1 when the run left none */
+static int read_run(const sweep* sw, sweep_run* r) {
+    char path[1280], *text;
+    cJSON* o;
+    int n_val = 0;
+    history* h = &r->h;
+    const cJSON* init;
+    history_free(h);
+    h->diverged_at = -1;
+    h->final_loss = h->final_val = h->accuracy = h->seconds = NAN;
+    snprintf(path, sizeof path, "%s/%s.json", sw->runs_dir, r->name);
+    if (!(text = slurp(path))) return 1;
+    o = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(o)) { cJSON_Delete(o); return 1; }
+    h->steps_done = (int)num(o, "steps_done");
+    h->final_loss = num(o, "final_loss");
+    h->final_val = num(o, "final_val");
+    h->accuracy = num(o, "accuracy");
+    h->n_problems = (int)num(o, "n_problems");
+    h->diverged_at = (int)num(o, "diverged_at");
+    h->interrupted = (int)num(o, "interrupted");
+    h->train_seconds = num(o, "train_seconds");
+    h->seconds = num(o, "seconds");
+    h->tokens = num(o, "tokens");
+    r->unigram = num(o, "unigram");
+    init = cJSON_GetObjectItemCaseSensitive(o, "init");
+    snprintf(h->init, sizeof h->init, "%s", cJSON_IsString(init) ? init->valuestring : "?");
+    h->eval_x = read_array(o, "eval_steps", &h->n_eval);
+    h->val = read_array(o, "val", &n_val);
+    if (n_val < h->n_eval) h->n_eval = n_val;
+    cJSON_Delete(o);
+    snprintf(path, sizeof path, "%s/%s.csv", sw->runs_dir, r->name);
+    return read_steps(path, h);
+}
+
+static void classify(const sweep* sw, sweep_run* r, int have_results) {
+    if (!have_results) r->state = g_stop ? RUN_INTERRUPTED : RUN_FAILED;
+    else if (r->h.interrupted) r->state = RUN_INTERRUPTED;
+    else if (r->h.diverged_at >= 0) r->state = RUN_DIVERGED;
+    else if (run_collapsed(&r->h, r->unigram, sw->base->collapse_margin)) r->state = RUN_COLLAPSED;
+    else r->state = RUN_OK;
+}
+
+/* ---- execution ---- */
+
+/* the last non-empty line of a run's log: why it failed */
+static void last_line(const char* path, char* out, size_t n) {
+    char* text = slurp(path);
+    char* end;
+    out[0] = 0;
+    if (!text) return;
+    end = text + strlen(text);
+    while (end > text && (end[-1] == '\n' || end[-1] == '\r')) *--end = 0;
+    while (end > text && end[-1] != '\n') end--;
+    snprintf(out, n, "%s", end);
+    free(text);
+}
+
+static void progress(const sweep* sw, const sweep_run* r, int done, double t0) {
+    const double el = now_s() - t0, eta = done ? el / done * (sw->n_runs - done) : 0;
+    char eb[32], what[1600];
+    const history* h = &r->h;
+    fmt_time(eta, eb, sizeof eb);
+    if (r->state == RUN_OK || r->state == RUN_COLLAPSED) {
+        int k = snprintf(what, sizeof what, "val %.4f", h->final_val);
+        if (isfinite(h->accuracy)) k += snprintf(what + k, sizeof what - (size_t)k, ", accuracy %.1f%%", 100 * h->accuracy);
+        if (r->state == RUN_COLLAPSED) snprintf(what + k, sizeof what - (size_t)k, ", collapsed (unigram %.4f)", r->unigram);
+    } else if (r->state == RUN_DIVERGED) {
+        snprintf(what, sizeof what, "diverged at step %d", h->diverged_at);
+    } else {
+        char path[1280], why[200];
+        snprintf(path, sizeof path, "%s/%s.log", sw->runs_dir, r->name);
+        last_line(path, why, sizeof why);
+        snprintf(what, sizeof what, "%s: %s (log: %s)", k_state[r->state], why[0] ? why : "no output", path);
+    }
+    say("[%*d/%d] %-12s lr %-8g seed %-6llu %s (%.0f s)%s%s\n", sw->n_runs >= 100 ? 3 : 2, done,
+        sw->n_runs, sw->labels[r->preset], sw->lrs[r->lr], sw->seeds[r->seed], what,
+        isfinite(h->seconds) ? h->seconds : 0, done < sw->n_runs ? " | ETA " : "",
+        done < sw->n_runs ? eb : "");
+    fflush(stdout);
+}
+
+/* flags of the parent's command line a run must not get: the sweep's own, and those each
+   run sets itself */
+static int sweep_flag(const char* a, int* has_value) {
+    static const char* const with_value[] = {"--compare", "--seeds", "--lrs", "--jobs", "--out",
+                                             "--diag", "--collapse-margin", "--threads",
+                                             "--preset", "--seed", "--lr"};
+    size_t i;
+    *has_value = 1;
+    for (i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
+        if (!strcmp(a, with_value[i])) return 1;
+    *has_value = 0;
+    return !strcmp(a, "--quiet");
+}
+
+/* argv of run r: the parent's flags minus the sweep's, plus the run's */
+static char** run_argv(const sweep* sw, const sweep_run* r, int argc, char** argv, const char* exe,
+                       char store[8][1280]) {
+    char** a = (char**)xcalloc((size_t)argc + 24, sizeof(char*));
+    int i, n = 0, hv;
+    a[n++] = (char*)exe;
+    for (i = 1; i < argc; i++) {
+        if (sweep_flag(argv[i], &hv)) { i += hv; continue; }
+        a[n++] = argv[i];
+    }
+    snprintf(store[0], 1280, "%s", sw->presets[r->preset]);
+    snprintf(store[1], 1280, "%llu", sw->seeds[r->seed]);
+    snprintf(store[2], 1280, "%.17g", sw->lrs[r->lr]);
+    snprintf(store[3], 1280, "%d", sw->threads);
+    snprintf(store[4], 1280, "%s/%s.csv", sw->runs_dir, r->name);
+    snprintf(store[5], 1280, "%s/%s.json", sw->runs_dir, r->name);
+    a[n++] = (char*)"--preset"; a[n++] = store[0];
+    a[n++] = (char*)"--seed"; a[n++] = store[1];
+    a[n++] = (char*)"--lr"; a[n++] = store[2];
+    a[n++] = (char*)"--threads"; a[n++] = store[3];
+    a[n++] = (char*)"--quiet";
+    a[n++] = (char*)"--csv"; a[n++] = store[4];
+    a[n++] = (char*)"--summary"; a[n++] = store[5];
+    if (sw->base->diag) {
+        snprintf(store[6], 1280, "%s/%s", sw->base->diag, r->name);
+        a[n++] = (char*)"--diag"; a[n++] = store[6];
+    }
+    a[n] = NULL;
+    return a;
+}
+
+static int spawn_run(const sweep* sw, sweep_run* r, int argc, char** argv, const char* exe) {
+    char store[8][1280], log[1280];
+    char** a = run_argv(sw, r, argc, argv, exe, store);
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    int rc;
+    snprintf(log, sizeof log, "%s/%s.log", sw->runs_dir, r->name);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawnattr_init(&at);
+    /* its own process group: Ctrl-C reaches the sweep, which ends its runs itself */
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&at, 0);
+    rc = posix_spawn(&r->pid, exe, &fa, &at, a, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    free(a);
+    if (rc) return fail("cannot start %s: %s", exe, strerror(rc));
+    r->state = RUN_RUNNING;
+    return 0;
+}
+
+/* child processes, jobs at a time; Ctrl-C ends the running ones (their results are lost,
+   the finished ones stay) */
+static int run_processes(sweep* sw, int argc, char** argv) {
+    char exe[1024];
+    const double t0 = now_s();
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    int next = 0, running = 0, done = 0, i, rc = 0;
+    if (k > 0) exe[k] = 0;
+    else snprintf(exe, sizeof exe, "%s", argv[0]);
+    while (done < sw->n_runs) {
+        int status;
+        pid_t pid;
+        while (!g_stop && !rc && running < sw->jobs && next < sw->n_runs) {
+            if (spawn_run(sw, &sw->runs[next], argc, argv, exe)) rc = 1;
+            else running++;
+            next++;
+        }
+        if (running == 0) break;
+        pid = waitpid(-1, &status, 0);
+        if (pid < 0) {
+            if (errno != EINTR) { rc = fail("waiting for the runs: %s", strerror(errno)); break; }
+            if (g_stop)
+                for (i = 0; i < sw->n_runs; i++)
+                    if (sw->runs[i].state == RUN_RUNNING) kill(sw->runs[i].pid, SIGKILL);
+            continue;
+        }
+        for (i = 0; i < sw->n_runs; i++) {
+            sweep_run* r = &sw->runs[i];
+            if (r->state != RUN_RUNNING || r->pid != pid) continue;
+            running--;
+            done++;
+            classify(sw, r, read_run(sw, r) == 0);
+            progress(sw, r, done, t0);
+        }
+    }
+    for (i = 0; i < sw->n_runs; i++)
+        if (sw->runs[i].state == RUN_PENDING) sw->runs[i].state = RUN_INTERRUPTED;
+    return rc;
+}
+
+/* in this process, one after another (train_mpi: every rank runs every run) */
+static int run_inline(sweep* sw, const dataset* ds) {
+    const double t0 = now_s();
+    int i;
+    for (i = 0; i < sw->n_runs && !g_stop; i++) {
+        sweep_run* r = &sw->runs[i];
+        config c = *sw->base;
+        dataset d = *ds;
+        char csv[1280], sum[1280], diag[1280];
+        snprintf(c.preset, sizeof c.preset, "%s", sw->presets[r->preset]);
+        c.seed = d.seed = sw->seeds[r->seed]; /* the data stream follows the seed, as in a child */
+        c.lr = sw->lrs[r->lr];
+        c.quiet = 1;
+        c.compare = NULL;
+        c.n_seeds = c.n_lrs = 0;
+        snprintf(csv, sizeof csv, "%s/%s.csv", sw->runs_dir, r->name);
+        snprintf(sum, sizeof sum, "%s/%s.json", sw->runs_dir, r->name);
+        c.csv = csv;
+        c.summary = sum;
+        if (c.diag) { snprintf(diag, sizeof diag, "%s/%s", sw->base->diag, r->name); c.diag = diag; }
+        r->unigram = unigram_entropy(&d, c.seq);
+        if (train_run(&c, &d, r->unigram, &r->h, 1)) return 1;
+        classify(sw, r, 1);
+        progress(sw, r, i + 1, t0);
+    }
+    for (; i < sw->n_runs; i++) sw->runs[i].state = RUN_INTERRUPTED;
+    return 0;
+}
+
+/* ---- statistics ---- */
+
+typedef struct group_stats {
+    int n, ok, diverged, collapsed, failed;   /* runs by state (n: seeds) */
+    int finished;                             /* ok + collapsed: the ones with a final loss */
+    double mean, std, lo, hi, acc;            /* over finished runs */
+    int stable;                               /* every seed ok */
+} group_stats;
+
+static sweep_run* run_at(const sweep* sw, int p, int l, int s) {
+    return &sw->runs[((size_t)p * sw->n_lrs + l) * sw->n_seeds + s];
+}
+
+static group_stats stats(const sweep* sw, int p, int l) {
+    group_stats g;
+    double sum = 0, sq = 0, acc = 0;
+    int s, n_acc = 0;
+    memset(&g, 0, sizeof g);
+    g.lo = INFINITY; g.hi = -INFINITY;
+    for (s = 0; s < sw->n_seeds; s++) {
+        const sweep_run* r = run_at(sw, p, l, s);
+        g.n++;
+        g.ok += r->state == RUN_OK;
+        g.diverged += r->state == RUN_DIVERGED;
+        g.collapsed += r->state == RUN_COLLAPSED;
+        g.failed += r->state == RUN_FAILED || r->state == RUN_INTERRUPTED;
+        if ((r->state == RUN_OK || r->state == RUN_COLLAPSED) && isfinite(r->h.final_val)) {
+            const double v = r->h.final_val;
+            g.finished++;
+            sum += v;
+            sq += v * v;
+            if (v < g.lo) g.lo = v;
+            if (v > g.hi) g.hi = v;
+            if (isfinite(r->h.accuracy)) { acc += r->h.accuracy; n_acc++; }
+        }
+    }
+    g.mean = g.finished ? sum / g.finished : NAN;
+    g.std = g.finished > 1 ? sqrt(fmax(0, (sq - sum * sum / g.finished) / (g.finished - 1))) : NAN;
+    g.acc = n_acc ? acc / n_acc : NAN;
+    g.stable = g.ok == g.n;
+    return g;
+}
+
+static void runs_word(const group_stats* g, char* buf, size_t n) {
+    size_t k = 0;
+    buf[0] = 0;
+#define PART(cnt, word) if (cnt) k += (size_t)snprintf(buf + k, k < n ? n - k : 0, "%s%d %s", k ? ", " : "", cnt, word)
+    PART(g->ok, "ok");
+    PART(g->collapsed, "collapsed");
+    PART(g->diverged, "diverged");
+    PART(g->failed, "failed/interrupted");
+#undef PART
+}
+
+static void print_table(const sweep* sw, int text) {
+    int p, l;
+    say("\n%-14s %-9s %5s  %-22s %-17s %9s  %s\n", "preset", "lr", "seeds",
+        sw->n_seeds > 1 ? "val loss mean +- std" : "val loss", sw->n_seeds > 1 ? "min - max" : "",
+        text ? "" : "accuracy", "runs");
+    for (p = 0; p < sw->n_presets; p++)
+        for (l = 0; l < sw->n_lrs; l++) {
+            const group_stats g = stats(sw, p, l);
+            char val[40] = "-", range[40] = "", acc[16] = "", word[96];
+            if (g.finished && g.finished > 1) snprintf(val, sizeof val, "%.4f +- %.4f", g.mean, g.std);
+            else if (g.finished) snprintf(val, sizeof val, "%.4f", g.mean);
+            if (g.finished > 1) snprintf(range, sizeof range, "%.4f - %.4f", g.lo, g.hi);
+            if (!text && isfinite(g.acc)) snprintf(acc, sizeof acc, "%.1f%%", 100 * g.acc);
+            runs_word(&g, word, sizeof word);
+            say("%-14s %-9g %5d  %-22s %-17s %9s  %s\n", sw->labels[p], sw->lrs[l], g.n, val,
+                range, acc, word);
+        }
+}
+
+/* largest lr of preset p at which every seed was ok; -1 if none. unstable: the smaller ones
+   that were not (a sign the sweep's noise or an lr window, worth a look) */
+static int largest_stable(const sweep* sw, int p, char* unstable, size_t n) {
+    int l, best = -1;
+    size_t k = 0;
+    unstable[0] = 0;
+    for (l = 0; l < sw->n_lrs; l++)
+        if (stats(sw, p, l).stable) best = l;
+    for (l = 0; l < best; l++)
+        if (!stats(sw, p, l).stable)
+            k += (size_t)snprintf(unstable + k, k < n ? n - k : 0, "%s%g", k ? ";" : "", sw->lrs[l]);
+    return best;
+}
+
+static void print_stable(const sweep* sw) {
+    int p;
+    if (sw->n_lrs < 2) return;
+    say("\nlargest stable learning rate (every seed trained without diverging or collapsing; "
+        "the SiameseNorm paper's Table 1 protocol):\n");
+    for (p = 0; p < sw->n_presets; p++) {
+        char unstable[256];
+        const int l = largest_stable(sw, p, unstable, sizeof unstable);
+        if (l < 0) say("  %-14s none of %g..%g\n", sw->labels[p], sw->lrs[0], sw->lrs[sw->n_lrs - 1]);
+        else say("  %-14s %g%s%s%s%s\n", sw->labels[p], sw->lrs[l],
+                 l == sw->n_lrs - 1 ? " (the largest tried)" : "", unstable[0] ? " (but not stable at " : "",
+                 unstable, unstable[0] ? ")" : "");
+    }
+}
+
+/* ---- files ---- */
+
+static FILE* out_file(const sweep* sw, const char* name, char* path, size_t n) {
+    return open_in(sw->out, name, path, n);
+}
+
+static int close_file(FILE* f, const char* path) {
+    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
+    return 0;
+}
+
+static int write_tables(const sweep* sw) {
+    char path[1280];
+    FILE* f;
+    int p, l, s, i, rc = 0;
+    if (!(f = out_file(sw, "runs.csv", path, sizeof path))) return 1;
+    fprintf(f, "preset,lr,seed,init,state,diverged_at,steps_done,final_loss,val_loss,accuracy,"
+               "problems,seconds,log\n");
+    for (i = 0; i < sw->n_runs; i++) {
+        const sweep_run* r = &sw->runs[i];
+        fprintf(f, "%s,%.9g,%llu,%s,%s,%d,%d,%.9g,%.9g,%.6g,%d,%.2f,%s/%s.log\n", sw->labels[r->preset],
+                sw->lrs[r->lr], sw->seeds[r->seed], r->h.init, k_state[r->state], r->h.diverged_at,
+                r->h.steps_done, r->h.final_loss, r->h.final_val, r->h.accuracy, r->h.n_problems,
+                r->h.seconds, sw->runs_dir, r->name);
+    }
+    rc |= close_file(f, path);
+    if (!(f = out_file(sw, "summary.csv", path, sizeof path))) return 1;
+    fprintf(f, "preset,lr,seeds,ok,collapsed,diverged,failed,val_mean,val_std,val_min,val_max,"
+               "accuracy_mean,stable,largest_stable_lr\n");
+    for (p = 0; p < sw->n_presets; p++) {
+        char unstable[256];
+        const int best = largest_stable(sw, p, unstable, sizeof unstable);
+        for (l = 0; l < sw->n_lrs; l++) {
+            const group_stats g = stats(sw, p, l);
+            fprintf(f, "%s,%.9g,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.6g,%d,%.9g\n", sw->labels[p],
+                    sw->lrs[l], g.n, g.ok, g.collapsed, g.diverged, g.failed, g.mean, g.std,
+                    g.finished ? g.lo : NAN, g.finished ? g.hi : NAN, g.acc, g.stable,
+                    best >= 0 ? sw->lrs[best] : NAN);
+        }
+    }
+    rc |= close_file(f, path);
+    /* every step of every run, long format: one table to replot anything */
+    if (!(f = out_file(sw, "curves.csv", path, sizeof path))) return 1;
+    fprintf(f, "preset,lr,seed,step,loss,grad_norm,lr_now,val_loss\n");
+    for (p = 0; p < sw->n_presets; p++)
+        for (l = 0; l < sw->n_lrs; l++)
+            for (s = 0; s < sw->n_seeds; s++) {
+                const history* h = &run_at(sw, p, l, s)->h;
+                int e = 0;
+                for (i = 0; i < h->n_steps; i++) {
+                    fprintf(f, "%s,%.9g,%llu,%.0f,%.9g,%.9g,%.9g,", sw->labels[p], sw->lrs[l],
+                            sw->seeds[s], h->step_x[i], h->loss[i], h->step_gnorm[i], h->step_lr[i]);
+                    while (e < h->n_eval && h->eval_x[e] < h->step_x[i]) e++;
+                    if (e < h->n_eval && h->eval_x[e] == h->step_x[i]) fprintf(f, "%.9g", h->val[e]);
+                    fputc('\n', f);
+                }
+            }
+    rc |= close_file(f, path);
+    return rc;
+}
+
+/* ---- plots ---- */
+
+/* the lr of preset p whose finished runs reach the lowest mean final validation loss
+   (stable ones first); -1 if nothing finished */
+static int best_lr(const sweep* sw, int p) {
+    int l, best = -1, best_stable = 0;
+    double bv = INFINITY;
+    for (l = 0; l < sw->n_lrs; l++) {
+        const group_stats g = stats(sw, p, l);
+        if (!g.finished) continue;
+        if ((g.stable && !best_stable) || (g.stable == best_stable && g.mean < bv)) {
+            best = l; bv = g.mean; best_stable = g.stable;
+        }
+    }
+    return best;
+}
+
+/* centered moving average of y over a window of w points */
+static void smooth(const double* y, int n, int w, double* out) {
+    int i, j;
+    for (i = 0; i < n; i++) {
+        double s = 0;
+        int c = 0;
+        for (j = i - w / 2; j <= i + w / 2; j++)
+            if (j >= 0 && j < n && isfinite(y[j])) { s += y[j]; c++; }
+        out[i] = c ? s / c : NAN;
+    }
+}
+
+/* per preset at its best lr: validation mean and min-max over seeds per evaluation, and the
+   smoothed train loss averaged over seeds */
+typedef struct curve_set {
+    band val[MAX_COMPARE], train[MAX_COMPARE];
+    double* mem[MAX_COMPARE];
+    char name[MAX_COMPARE][96];
+    int n;
+} curve_set;
+
+static void curves(const sweep* sw, curve_set* cs) {
+    int p, s, i;
+    memset(cs, 0, sizeof *cs);
+    for (p = 0; p < sw->n_presets; p++) {
+        const int l = best_lr(sw, p);
+        const history* h0 = NULL;
+        int ne = 0, ns = 0, k = cs->n, cnt;
+        double *m, *vx, *vy, *vlo, *vhi, *tx, *ty, *sm;
+        if (l < 0) continue;
+        for (s = 0; s < sw->n_seeds; s++) { /* the longest finished run sets the x values */
+            const sweep_run* r = run_at(sw, p, l, s);
+            if (r->state != RUN_OK && r->state != RUN_COLLAPSED) continue;
+            if (!h0 || r->h.n_eval > ne) { h0 = &r->h; ne = r->h.n_eval; }
+            if (r->h.n_steps > ns) ns = r->h.n_steps;
+        }
+        if (!h0) continue;
+        m = cs->mem[k] = (double*)xcalloc((size_t)4 * ne + 3 * (size_t)ns, sizeof(double));
+        vx = m; vy = vx + ne; vlo = vy + ne; vhi = vlo + ne; tx = vhi + ne; ty = tx + ns; sm = ty + ns;
+        for (i = 0; i < ne; i++) {
+            double sum = 0, lo = INFINITY, hi = -INFINITY;
+            cnt = 0;
+            vx[i] = h0->eval_x[i];
+            for (s = 0; s < sw->n_seeds; s++) {
+                const sweep_run* r = run_at(sw, p, l, s);
+                if ((r->state != RUN_OK && r->state != RUN_COLLAPSED) || i >= r->h.n_eval) continue;
+                sum += r->h.val[i];
+                if (r->h.val[i] < lo) lo = r->h.val[i];
+                if (r->h.val[i] > hi) hi = r->h.val[i];
+                cnt++;
+            }
+            vy[i] = cnt ? sum / cnt : NAN;
+            vlo[i] = cnt ? lo : NAN;
+            vhi[i] = cnt ? hi : NAN;
+        }
+        for (i = 0; i < ns; i++) { tx[i] = i + 1; ty[i] = 0; }
+        cnt = 0;
+        for (s = 0; s < sw->n_seeds; s++) {
+            const sweep_run* r = run_at(sw, p, l, s);
+            if ((r->state != RUN_OK && r->state != RUN_COLLAPSED) || r->h.n_steps != ns) continue;
+            smooth(r->h.loss, ns, ns / 25 > 1 ? ns / 25 : 1, sm);
+            for (i = 0; i < ns; i++) { ty[i] += sm[i]; tx[i] = r->h.step_x[i]; }
+            cnt++;
+        }
+        for (i = 0; i < ns; i++) ty[i] = cnt ? ty[i] / cnt : NAN;
+        if (sw->n_lrs > 1) snprintf(cs->name[k], sizeof cs->name[k], "%s, lr %g", sw->labels[p], sw->lrs[l]);
+        else snprintf(cs->name[k], sizeof cs->name[k], "%s", sw->labels[p]);
+        cs->val[k].name = cs->train[k].name = cs->name[k];
+        cs->val[k].n = ne; cs->val[k].x = vx; cs->val[k].y = vy;
+        if (sw->n_seeds > 1) { cs->val[k].lo = vlo; cs->val[k].hi = vhi; }
+        cs->train[k].n = cnt ? ns : 0; cs->train[k].x = tx; cs->train[k].y = ty;
+        cs->n++;
+    }
+}
+
+static int write_plots(const sweep* sw, double unigram, char* listed, size_t n) {
+    char path[1280], title[256];
+    curve_set cs;
+    int rc = 0, p, l, k;
+    size_t used = 0;
+    curves(sw, &cs);
+    if (sw->n_seeds > 1)
+        snprintf(title, sizeof title, "Validation loss: mean and min-max over %d seeds%s", sw->n_seeds,
+                 sw->n_lrs > 1 ? ", each preset at its best lr" : "");
+    else snprintf(title, sizeof title, "Validation loss (seed %llu%s)", sw->seeds[0],
+                  sw->n_lrs > 1 ? ", each preset at its best lr" : "");
+    snprintf(path, sizeof path, "%s/compare.svg", sw->out);
+    if (cs.n) {
+        rc |= plot_compare(path, title, cs.val, cs.train, cs.n, unigram);
+        used += (size_t)snprintf(listed + used, n - used, "  %s  validation curves per preset (train loss, smoothed, beside)\n", path);
+    }
+    for (k = 0; k < MAX_COMPARE; k++) free(cs.mem[k]);
+    if (sw->n_lrs > 1) {   /* final validation loss against lr, per preset */
+        band b[MAX_COMPARE];
+        double* mem = (double*)xcalloc((size_t)sw->n_presets * sw->n_lrs * 4, sizeof(double));
+        int* mark = (int*)xcalloc((size_t)sw->n_presets * sw->n_lrs, sizeof(int));
+        for (p = 0; p < sw->n_presets; p++) {
+            double* x = mem + (size_t)p * sw->n_lrs * 4;
+            double *y = x + sw->n_lrs, *lo = y + sw->n_lrs, *hi = lo + sw->n_lrs;
+            int* mk = mark + (size_t)p * sw->n_lrs;
+            for (l = 0; l < sw->n_lrs; l++) {
+                const group_stats g = stats(sw, p, l);
+                x[l] = sw->lrs[l];
+                y[l] = g.mean;
+                lo[l] = g.finished ? g.lo : NAN;
+                hi[l] = g.finished ? g.hi : NAN;
+                mk[l] = g.diverged > 0 && !g.finished;   /* every seed diverged */
+            }
+            b[p].name = sw->labels[p];
+            b[p].n = sw->n_lrs;
+            b[p].x = x; b[p].y = y; b[p].lo = lo; b[p].hi = hi; b[p].mark = mk;
+        }
+        snprintf(path, sizeof path, "%s/lr_sweep.svg", sw->out);
+        rc |= plot_lr_sweep(path, b, sw->n_presets, unigram);
+        used += (size_t)snprintf(listed + used, n - used, "  %s  final validation loss against the learning rate\n", path);
+        free(mem);
+        free(mark);
+    }
+    return rc;
+}
+
+/* ---- the sweep ---- */
+
+/* a file-name-safe stem: preset, lr, seed */
+static void run_name(const sweep* sw, sweep_run* r) {
+    char* c;
+    snprintf(r->name, sizeof r->name, "%s_lr%g_seed%llu", sw->labels[r->preset], sw->lrs[r->lr],
+             sw->seeds[r->seed]);
+    for (c = r->name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '_' || *c == '-' || *c == '.'))
+            *c = *c == '*' ? 'S' : '_';
+}
+
+static int by_value(const void* a, const void* b) {
+    const double x = *(const double*)a, y = *(const double*)b;
+    return x < y ? -1 : x > y;
+}
+
+static int plan(sweep* sw, const config* base) {
+    int i, p, l, s;
+    memset(sw, 0, sizeof *sw);
+    sw->base = base;
+    if (base->compare) {
+        char buf[512], *tok, *save = NULL;
+        if (strlen(base->compare) >= sizeof buf) return fail("--compare: list too long");
+        snprintf(buf, sizeof buf, "%s", base->compare);
+        for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            nb_stack_desc d;
+            nb_ctx ctx;
+            memset(&d, 0, sizeof d);
+            memset(&ctx, 0, sizeof ctx);
+            if (sw->n_presets >= MAX_COMPARE) return fail("--compare: at most %d presets", MAX_COMPARE);
+            if (strlen(tok) >= sizeof sw->presets[0]) return fail("--compare: name too long");
+            if (nb_preset_from_name(&ctx, &d, tok) != NB_OK) return fail("--compare: %s", ctx.err);
+            for (i = 0; i < sw->n_presets; i++)
+                if (!strcmp(sw->presets[i], tok)) return fail("--compare: %s appears twice", tok);
+            snprintf(sw->presets[sw->n_presets], sizeof sw->presets[0], "%s", tok);
+            snprintf(sw->labels[sw->n_presets++], sizeof sw->labels[0], "%s", tok);
+        }
+        if (sw->n_presets == 0) return fail("--compare: empty list");
+    } else {
+        snprintf(sw->presets[0], sizeof sw->presets[0], "%s", base->preset);
+        snprintf(sw->labels[0], sizeof sw->labels[0], "%s", base->schedule[0] ? "custom" : base->preset);
+        sw->n_presets = 1;
+    }
+    sw->n_lrs = base->n_lrs ? base->n_lrs : 1;
+    if (base->n_lrs) memcpy(sw->lrs, base->lrs, sizeof sw->lrs);
+    else sw->lrs[0] = base->lr;
+    qsort(sw->lrs, (size_t)sw->n_lrs, sizeof sw->lrs[0], by_value);
+    sw->n_seeds = base->n_seeds ? base->n_seeds : 1;
+    if (base->n_seeds) memcpy(sw->seeds, base->seeds, sizeof sw->seeds);
+    else sw->seeds[0] = base->seed;
+    sw->n_runs = sw->n_presets * sw->n_lrs * sw->n_seeds;
+    sw->runs = (sweep_run*)xcalloc((size_t)sw->n_runs, sizeof(sweep_run));
+    for (p = 0; p < sw->n_presets; p++)
+        for (l = 0; l < sw->n_lrs; l++)
+            for (s = 0; s < sw->n_seeds; s++) {
+                sweep_run* r = run_at(sw, p, l, s);
+                r->preset = p; r->lr = l; r->seed = s;
+                r->h.diverged_at = -1;
+                r->h.final_loss = r->h.final_val = r->h.accuracy = r->h.seconds = NAN;
+                run_name(sw, r);
+            }
+    sw->out = base->out ? base->out : base->diag ? base->diag : ".";
+    snprintf(sw->runs_dir, sizeof sw->runs_dir, "%s/runs", sw->out);
+    sw->threads = base->threads ? base->threads : 1;
+    {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        const int per = (int)(cores > 0 ? cores : 1) / sw->threads;
+        sw->jobs = base->jobs ? base->jobs : per > 0 ? per : 1;
+        if (sw->jobs > sw->n_runs) sw->jobs = sw->n_runs;
+    }
+    return make_dir(sw->out) || make_dir(sw->runs_dir) || (base->diag && make_dir(base->diag));
+}
+
+int run_sweep(const config* base, const dataset* ds, double unigram, int argc, char** argv) {
+    sweep sw;
+    char listed[2048] = "", elapsed[32];
+    const double t0 = now_s();
+    int rc, i, finished = 0;
+    if (plan(&sw, base)) { free(sw.runs); return 1; }
+    say("sweep: %d preset%s x %d lr x %d seed%s = %d runs of %d steps; ", sw.n_presets,
+        sw.n_presets > 1 ? "s" : "", sw.n_lrs, sw.n_seeds, sw.n_seeds > 1 ? "s" : "", sw.n_runs,
+        base->steps);
+    if (dist_have_mpi())
+        say("one after another in this job, each over %d rank%s\n", g_ranks, g_ranks > 1 ? "s" : "");
+    else
+        say("%d at a time, each its own process with %d thread%s (bitwise the same as that run "
+            "alone); logs in %s/\n", sw.jobs, sw.threads, sw.threads > 1 ? "s" : "", sw.runs_dir);
+    fflush(stdout);
+    rc = dist_have_mpi() ? run_inline(&sw, ds) : run_processes(&sw, argc, argv);
+    for (i = 0; i < sw.n_runs; i++) finished += sw.runs[i].state != RUN_INTERRUPTED;
+    if (g_stop) say("interrupted: %d of %d runs finished\n", finished, sw.n_runs);
+    print_table(&sw, ds->text);
+    print_stable(&sw);
+    say("unigram baseline %.4f nats/token; collapsed = validation loss within %g nats of it over "
+        "the last quarter of the run\n", unigram, base->collapse_margin);
+    fmt_time(now_s() - t0, elapsed, sizeof elapsed);
+    say("sweep time %s\n", elapsed);
+    if (g_rank == 0 && finished) {
+        if (write_tables(&sw) || write_plots(&sw, unigram, listed, sizeof listed)) rc = 1;
+        else say("wrote:\n%s  %s/summary.csv  per preset and lr (mean, std, min, max, states, "
+                 "largest stable lr)\n  %s/runs.csv  per run\n  %s/curves.csv  every step of every run\n"
+                 "  %s/  each run's log, per-step CSV and summary\n", listed, sw.out, sw.out,
+                 sw.out, sw.runs_dir);
+    }
+    for (i = 0; i < sw.n_runs; i++) {
+        rc |= sw.runs[i].state == RUN_FAILED;
+        history_free(&sw.runs[i].h);
+    }
+    free(sw.runs);
+    return dist_agree(rc);
+}

@@ -93,7 +93,7 @@ fi
 # 5. comparison table and plot
 "$TRAIN" "${TINY[@]}" --steps 12 --compare pre,hybrid --out cmp > cmp.log 2>&1
 rc=$?
-if [ $rc = 0 ] && grep -q "^preset .* lr .* seeds .* val loss" cmp.log && grep -q "^pre  " cmp.log &&
+if [ $rc = 0 ] && grep -q "^preset .* init .* lr .* seeds .* val loss" cmp.log && grep -q "^pre  " cmp.log &&
    grep -q "^hybrid  " cmp.log && grep -q "<polyline" cmp/compare.svg && [ -s cmp/summary.csv ] &&
    [ "$(grep -c "^cmp/compare.svg\|  cmp/compare.svg " cmp.log)" = 1 ]; then
   pass "--compare pre,hybrid prints the table and writes compare.svg (path printed once)"
@@ -218,7 +218,7 @@ fi
 
 # 11. --load: --eval reproduces the training run's numbers without training; --sample
 EV=(--d 32 --heads 2 --seq 24 --batch 4 --threads 1 --eval-batches 2 --layers 2)
-"$TRAIN" "${EV[@]}" --log-every 10 --warmup 5 --steps 100 --eval-problems 40 --save ev.st > ev_train.log 2>&1
+"$TRAIN" "${EV[@]}" --log-every 10 --warmup 5 --steps 200 --digits 1 --eval-problems 40 --save ev.st > ev_train.log 2>&1
 "$TRAIN" --load ev.st --eval --threads 1 > ev.log 2>&1
 rc=$?
 vt="$(final_field ev_train.log val_loss)"
@@ -274,7 +274,7 @@ rows="$(tail -n +2 sw/runs.csv | cut -d, -f1-3 | sort -u | tr '\n' ' ')"
 if [ $rc = 0 ] && [ "$rows" = "hybrid,0.003,1 hybrid,0.003,2 hybrid,10,1 hybrid,10,2 pre,0.003,1 pre,0.003,2 pre,10,1 pre,10,2 " ] &&
    [ "$(awk -F, '$2 == 10 && $5 == "diverged"' sw/runs.csv | wc -l)" = 4 ] &&
    [ "$(awk -F, '$2 == 0.003 && $5 == "ok"' sw/runs.csv | wc -l)" = 4 ] &&
-   grep -q "^pre  *10  *2  .*2 diverged" sw.log && grep -q "^hybrid  *0.003  *2  .* +- .*2 ok" sw.log &&
+   grep -q "^pre  *normal  *10  *2  .*2 diverged" sw.log && grep -q "^hybrid  *megatron  *0.003  *2  .* +- .*2 ok" sw.log &&
    grep -q "^  pre  *0.003" sw.log && grep -q "^  hybrid  *0.003" sw.log &&
    [ "$(wc -l < sw/summary.csv)" = 5 ] && grep -q "<polyline" sw/compare.svg && grep -q "<circle" sw/lr_sweep.svg &&
    [ "$(grep -c ',0.003,1,100,' sw/curves.csv)" = 2 ]; then

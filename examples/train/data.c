@@ -36,13 +36,9 @@ static const struct add_format {
     int pad;          /* operands zero-padded to `digits`, answers to digits + 1 */
     int rev_answer;   /* answer least significant digit first */
     int rev_operands; /* operands least significant digit first */
-    const char* example;
 } k_formats[FMT_COUNT] = {
-    {"plain", 0, 0, 0, "123+45=168"},
-    {"reversed", 0, 1, 0, "123+45=861"},
-    {"padded", 1, 0, 0, "123+045=0168"},
-    {"padded_reversed", 1, 1, 0, "123+045=8610"},
-    {"lsb_first", 1, 1, 1, "321+540=8610"},
+    {"plain", 0, 0, 0}, {"reversed", 0, 1, 0}, {"padded", 1, 0, 0},
+    {"padded_reversed", 1, 1, 0}, {"lsb_first", 1, 1, 1},
 };
 
 int format_from_name(const char* name, int* out) {
@@ -53,7 +49,6 @@ int format_from_name(const char* name, int* out) {
                 "lsb_first)", name);
 }
 const char* format_name(int f) { return k_formats[f].name; }
-const char* format_example(int f) { return k_formats[f].example; }
 
 static void reverse_bytes(char* s, int n) {
     int i;
@@ -67,24 +62,46 @@ static int put_number(char* buf, unsigned long long v, int width, int rev) {
     return n;
 }
 
-/* "a+b=" into buf in the dataset's format, returns its length; *sum = a + b */
-int add_problem(const dataset* ds, unsigned long long* st, int val, char* buf,
-                unsigned long long* sum) {
+/* "a+b=" into buf in the dataset's format, returns its length */
+static int write_problem(const dataset* ds, unsigned long long a, unsigned long long b, char* buf) {
     const struct add_format* f = &k_formats[ds->format];
     const int w = f->pad ? ds->digits : 0;
-    unsigned long long a, b;
-    int n;
-    do {
-        a = add_operand(st, ds->digits);
-        b = add_operand(st, ds->digits);
-    } while (add_is_val(a, b) != val);
-    *sum = a + b;
-    n = put_number(buf, a, w, f->rev_operands);
+    int n = put_number(buf, a, w, f->rev_operands);
     buf[n++] = '+';
     n += put_number(buf + n, b, w, f->rev_operands);
     buf[n++] = '=';
     buf[n] = 0;
     return n;
+}
+
+/* a random problem of the train (val 0) or held-out (val 1) split; *sum = a + b */
+int add_problem(const dataset* ds, unsigned long long* st, int val, char* buf,
+                unsigned long long* sum) {
+    unsigned long long a, b;
+    do {
+        a = add_operand(st, ds->digits);
+        b = add_operand(st, ds->digits);
+    } while (add_is_val(a, b) != val);
+    *sum = a + b;
+    return write_problem(ds, a, b, buf);
+}
+
+/* "a+b=answer" for a fixed pair of digits-digit and (digits-1)-digit numbers, without the
+   newline: how the format looks (123+045=0168 for 3 padded digits) */
+void add_example(const dataset* ds, char* buf) {
+    const unsigned long long a = 123456789ULL / pow10u(9 - ds->digits),
+                             b = 45678912ULL / pow10u(ds->digits > 1 ? 9 - ds->digits : 7);
+    const int n = write_problem(ds, a, b, buf);
+    buf[n + add_answer(ds, a + b, buf + n) - 1] = 0;
+}
+
+/* s written as the dataset writes the problem of its numbers (not only the same numbers) */
+int add_canonical(const dataset* ds, const char* s, char* canon) {
+    unsigned long long a, b;
+    int held_out;
+    if (!add_parse(ds, s, &a, &b, &held_out)) return 0;
+    write_problem(ds, a, b, canon);
+    return !strcmp(s, canon);
 }
 
 /* the answer the model must write, with its closing newline */

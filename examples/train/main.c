@@ -81,9 +81,12 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
     if (ds->text)
         say("data: %s, %zu bytes (%zu train, %zu held out)\n", c->data, ds->n, ds->n_train,
             ds->n - ds->n_train);
-    else
+    else {
+        char ex[64];
+        add_example(ds, ex);
         say("data: synthetic %d-digit addition, format %s (\"%s\"), loss on answer bytes, "
-            "10%% of pairs held out\n", c->digits, format_name(c->format), format_example(c->format));
+            "10%% of pairs held out\n", c->digits, format_name(c->format), ex);
+    }
     say("unigram entropy baseline: %.4f nats/token (loss of predicting the byte frequencies)\n",
         unigram);
     fflush(stdout);

@@ -15,6 +15,7 @@ typedef struct line {
     const double *x, *y;
     const double *lo, *hi;    /* optional: a band (or error bars) around y */
     const int* mark;          /* optional: mark[i] draws a cross at the top (diverged) */
+    int mark_row;             /* crosses of line k sit in row k, so lines do not hide each other */
     int dashed, dots, bars;   /* dashed line; circles at the points; lo/hi as error bars */
 } line;
 
@@ -183,7 +184,7 @@ static void draw_line(FILE* f, const axes* a, const line* s) {
     for (i = 0; i < s->n; i++) {
         const double x = ax_x(a, s->x[i]);
         if (s->mark && s->mark[i] && isfinite(s->x[i])) { /* a cross at the top: diverged */
-            const double y = a->Tp + 9;
+            const double y = a->Tp + 9 + 12 * s->mark_row;
             fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" stroke-width=\"2.2\"/>\n",
                     x - 5, y - 5, x + 5, y + 5, x - 5, y + 5, x + 5, y - 5, s->color);
             continue;
@@ -416,6 +417,7 @@ static void band_lines(const band* b, int n, line* s) {
     for (k = 0; k < n; k++) {
         s[k].name = b[k].name; s[k].color = k_colors[k % 10]; s[k].n = b[k].n;
         s[k].x = b[k].x; s[k].y = b[k].y; s[k].lo = b[k].lo; s[k].hi = b[k].hi; s[k].mark = b[k].mark;
+        s[k].mark_row = k;
     }
 }
 
@@ -486,6 +488,9 @@ int plot_lr_sweep(const char* path, const band* b, int n, double unigram) {
     p.logy = wants_log(s, n, 0);
     draw_panel(f, &p, s, n + 1);
     draw_legend(f, 652, 60, s, n + 1);
-    if (any_mark) svg_text(f, 652, 60 + 18 * (n + 1) + 10, "start", 12, "x at the top: every seed diverged");
+    if (any_mark) {
+        svg_text(f, 652, 60 + 18 * (n + 1) + 10, "start", 12, "x at the top: every");
+        svg_text(f, 652, 60 + 18 * (n + 1) + 26, "start", 12, "seed diverged");
+    }
     return svg_close(f, path);
 }

@@ -94,8 +94,11 @@ static void say_text(const unsigned char* t, size_t n) {
 static void say_check(const dataset* ds, const char* prompt, const unsigned char* out, size_t n) {
     unsigned long long a, b;
     int held_out;
-    char want[32];
+    char want[32], canon[64];
     if (ds->text || !add_parse(ds, prompt, &a, &b, &held_out)) return;
+    if (!add_canonical(ds, prompt, canon))
+        say("note: the model learned this problem written as %s (--format %s)\n", canon,
+            format_name(ds->format));
     add_answer(ds, a + b, want);
     say("check: %llu + %llu = %llu: %s (%s)\n", a, b, a + b,
         n == strlen(want) && !memcmp(out, want, n) ? "right \xE2\x9C\x93" : "wrong \xE2\x9C\x97",

@@ -452,7 +452,7 @@ static void runs_word(const group_stats* g, char* buf, size_t n) {
 
 static void print_table(const sweep* sw, int text) {
     int p, l;
-    say("\n%-14s %-9s %5s  %-22s %-17s %9s  %s\n", "preset", "lr", "seeds",
+    say("\n%-14s %-9s %-9s %5s  %-22s %-17s %9s  %s\n", "preset", "init", "lr", "seeds",
         sw->n_seeds > 1 ? "val loss mean +- std" : "val loss", sw->n_seeds > 1 ? "min - max" : "",
         text ? "" : "accuracy", "runs");
     for (p = 0; p < sw->n_presets; p++)
@@ -464,8 +464,9 @@ static void print_table(const sweep* sw, int text) {
             if (g.finished > 1) snprintf(range, sizeof range, "%.4f - %.4f", g.lo, g.hi);
             if (!text && isfinite(g.acc)) snprintf(acc, sizeof acc, "%.1f%%", 100 * g.acc);
             runs_word(&g, word, sizeof word);
-            say("%-14s %-9g %5d  %-22s %-17s %9s  %s\n", sw->labels[p], sw->lrs[l], g.n, val,
-                range, acc, word);
+            say("%-14s %-9s %-9g %5d  %-22s %-17s %9s  %s\n", sw->labels[p],
+                run_at(sw, p, l, 0)->h.init[0] ? run_at(sw, p, l, 0)->h.init : "?", sw->lrs[l],
+                g.n, val, range, acc, word);
         }
 }
 

@@ -146,7 +146,10 @@ int add_parse(const dataset* ds, const char* s, unsigned long long* a, unsigned 
               int* held_out);
 int format_from_name(const char* name, int* out);
 const char* format_name(int f);
-const char* format_example(int f);
+void add_example(const dataset* ds, char* buf);       /* "123+045=0168" (buf: 64 bytes) */
+/* 1 when s is a problem written exactly as the format writes it; canon gets that form
+   (64 bytes) when s is a problem at all */
+int add_canonical(const dataset* ds, const char* s, char* canon);
 double unigram_entropy(const dataset* ds, int T);
 
 /* ---- dist.c ---- */

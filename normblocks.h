@@ -400,7 +400,7 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
 
 /* ---- blocks and stacks -----------------------------------------------------------------------
    A block is an attention sublayer then an FFN sublayer, each wrapped by a placement:
-       h  = input_norm ? N_in(x) : x
+       h  = input_norm ? c * N_in(x) : x          (c = input_scale, LayerNorm Scaling)
        r  = residual_from_norm ? h : x            (HybridNorm's "Post" FFN; needs input_norm)
        f  = output_norm ? N_out(F(h)) : F(h)      (sandwich, OLMo-2 "norm_after")
        s  = alpha * r + f                         (alpha = residual_scale, DeepNorm)
@@ -414,6 +414,9 @@ typedef struct nb_placement {
     int output_norm;
     int post_norm;
     nb_real residual_scale;  /* 0 = 1 */
+    nb_real input_scale;     /* 0 = 1: the input norm's output times this; LayerNorm Scaling
+                                uses 1/sqrt(l) with l = 1..L the 1-based layer (needs
+                                input_norm) */
 } nb_placement;
 
 typedef struct nb_layer_desc {
@@ -448,6 +451,7 @@ typedef enum nb_preset {
     NB_PRESET_MIXLN,           /* classic Post-Norm in the first floor(alpha L) layers, Pre after */
     NB_PRESET_SIAMESE,         /* SiameseNorm, practical "hybrid-pre" form (two streams) */
     NB_PRESET_SIAMESE_POST_PRE,/* SiameseNorm, "Post-Pre" form */
+    NB_PRESET_LNS,             /* LayerNorm Scaling: Pre-Norm, N(x) / sqrt(l) in layer l = 1..L */
     NB_PRESET_COUNT
 } nb_preset;
 
@@ -2557,6 +2561,8 @@ static unsigned long long nb__stack_id(const nb_stack* s) {
      o  output norm only: x + N_out(F(x))      (OLMo-2's "norm after")
      d  DeepNorm: N(alpha x + F(x)), alpha = (2L)^(1/4)
      m  the Mix-LN code's DeepNorm: alpha = sqrt(8) (its hard-coded constant)
+     l  LayerNorm Scaling: x + F(N(x) / sqrt(l + 1)) in layer l = 0..L-1 (the paper's 1/sqrt(l)
+        with its 1-based l; the code's 1 / math.sqrt(layer_index + 1))
    `first` applies to the first n_first layers (-1: floor(mixln_alpha L), Mix-LN's Post-Norm
    layers), `rest` to the others. Two-stream (SiameseNorm) stacks have fixed sublayers and no
    per-layer placements ("--"). */
@@ -2607,6 +2613,8 @@ static const nb__preset_row nb__presets[] = {
      1e-5, -1, 2},
     {NB_PRESET_SIAMESE_POST_PRE, "siamese_post_pre", "", "", 0, "--", NB_SITES_QKV,
      NB_WIDTH_PER_HEAD, 1e-5, -1, 2},
+    /* its code is the Mix-LN code's Llama (RMSNorm eps 1e-6) */
+    {NB_PRESET_LNS, "lns", "LayerNorm-Scaling|LNS", "", 0, "ll", 0, NB_WIDTH_PER_HEAD, 1e-6, -1, 1},
 };
 #undef NB__QK
 typedef char nb__presets_one_row_each[sizeof nb__presets / sizeof nb__presets[0] ==
@@ -2700,11 +2708,11 @@ NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char
                     "hybrid_star, mixln, siamese, sandwich, olmo2, deepnorm, QKV-Post, ...)", name);
 }
 
-/* The placement of a code of the preset table (see nb__presets). */
-static nb_placement nb__place_code(char code, int n_layers) {
+/* The placement of a code of the preset table (see nb__presets) in layer l of n_layers. */
+static nb_placement nb__place_code(char code, int l, int n_layers) {
     nb_placement p;
     memset(&p, 0, sizeof p);
-    p.residual_scale = 1;
+    p.residual_scale = p.input_scale = 1;
     switch (code) {
     case 'p': p.input_norm = 1; break;
     case 'r': p.input_norm = p.residual_from_norm = 1; break;
@@ -2713,6 +2721,7 @@ static nb_placement nb__place_code(char code, int n_layers) {
     case 'o': p.output_norm = 1; break;
     case 'd': p.post_norm = 1; p.residual_scale = (nb_real)pow(2.0 * n_layers, 0.25); break;
     case 'm': p.post_norm = 1; p.residual_scale = (nb_real)2.8284271247461903; break;
+    case 'l': p.input_norm = 1; p.input_scale = (nb_real)(1 / sqrt(l + 1.0)); break;
     default: break; /* 'n', and '-' of the two-stream presets (nothing reads them) */
     }
     return p;
@@ -2724,8 +2733,8 @@ static void nb__preset_layer(const nb_stack_desc* d, int l, int n_post, unsigned
     const nb__preset_row* row = &nb__presets[d->preset];
     const int n_first = row->n_first < 0 ? n_post : row->n_first;
     const char* codes = l < n_first ? row->first : row->rest;
-    ld->attn = nb__place_code(codes[0], d->n_layers);
-    ld->ffn = nb__place_code(codes[1], d->n_layers);
+    ld->attn = nb__place_code(codes[0], l, d->n_layers);
+    ld->ffn = nb__place_code(codes[1], l, d->n_layers);
     ld->sites = sites;
 }
 
@@ -2751,6 +2760,13 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
                                                  !isfinite((double)pl[k]->residual_scale)),
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s: residual_scale (%g) must be "
                   "finite and > 0", l, which, (double)pl[k]->residual_scale);
+        NB__CHECK(pl[k]->input_scale != 0 && (!(pl[k]->input_scale > 0) ||
+                                              !isfinite((double)pl[k]->input_scale)),
+                  NB_ERR_CONFIG, "nb_stack_init: layer %d %s: input_scale (%g) must be "
+                  "finite and > 0", l, which, (double)pl[k]->input_scale);
+        NB__CHECK(pl[k]->input_scale != 0 && pl[k]->input_scale != 1 && !pl[k]->input_norm,
+                  NB_ERR_CONFIG, "nb_stack_init: layer %d %s: input_scale needs input_norm "
+                  "(layers[%d].%s)", l, which, l, which);
     }
     NB__CHECK(ld->sites & ~(unsigned)NB_SITES_QKVC, NB_ERR_CONFIG,
               "nb_stack_init: layer %d: sites (0x%x) has unknown bits", l, ld->sites);
@@ -2842,6 +2858,8 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
             *ld = desc->layers[l];
             if (ld->attn.residual_scale == 0) ld->attn.residual_scale = 1;
             if (ld->ffn.residual_scale == 0) ld->ffn.residual_scale = 1;
+            if (ld->attn.input_scale == 0) ld->attn.input_scale = 1;
+            if (ld->ffn.input_scale == 0) ld->ffn.input_scale = 1;
         } else {
             nb__preset_layer(&d, l, n_post, sites, ld);
         }
@@ -3043,6 +3061,7 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
     int row;
     if (place->input_norm) {
         if ((rc = nb__block_norm_fwd(r, &p->n[n_in], c->h[k], x, c->st[n_in])) != NB_OK) return rc;
+        if (place->input_scale != 1) nb__lin(r, c->h[k], place->input_scale, c->h[k], 0, NULL);
         h = c->h[k];
     }
     res = place->residual_from_norm ? h : x;
@@ -3134,12 +3153,15 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
         if (place->post_norm) nb__slot_reduce(r, 0, used, &g->n[n_post]);
         if (place->output_norm) nb__slot_reduce(r, 1, used, &g->n[n_out]);
     }
+    /* h = c N(x): the norm's backward takes c dh */
     if (place->residual_from_norm) {
         if ((rc = nb__branch_bwd(r, l, k, p, g, c, dh, df, h, 1)) != NB_OK) return rc;
+        if (place->input_scale != 1) nb__lin(r, dh, place->input_scale, dh, 0, NULL);
         return nb__block_norm_bwd(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in], 0);
     }
     if (!place->input_norm) return nb__branch_bwd(r, l, k, p, g, c, dx, df, x, 1);
     if ((rc = nb__branch_bwd(r, l, k, p, g, c, dh, df, h, 0)) != NB_OK) return rc;
+    if (place->input_scale != 1) nb__lin(r, dh, place->input_scale, dh, 0, NULL);
     if (direct) return nb__block_norm_bwd_add(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in],
                                               dout, alpha);
     return nb__block_norm_bwd(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in], 1);

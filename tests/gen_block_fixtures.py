@@ -56,7 +56,7 @@ from nbfixture import (FULL, GELU_TANH, LAYER, PER_HEAD, RMS, SITE_C, SITE_K, SI
 from nbfixture import attention as mha
 
 SEED = 20240611
-MAX_BYTES = 1_500_000
+MAX_BYTES = 1_600_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -121,8 +121,8 @@ def ffn(cfg, p, pre, x):
 # ---- schedules (normblocks.h "blocks and stacks", SPEC 4.0-4.9) ------------------------------
 
 
-def P(inn=0, rfn=0, out=0, post=0, alpha=1.0):
-    return dict(inn=inn, rfn=rfn, out=out, post=post, alpha=alpha)
+def P(inn=0, rfn=0, out=0, post=0, alpha=1.0, scale=1.0):
+    return dict(inn=inn, rfn=rfn, out=out, post=post, alpha=alpha, scale=scale)
 
 
 def mixln_n_post(alpha, L):
@@ -177,6 +177,9 @@ def schedule(cfg):
             a, f, s = P(1), P(1, 1), resolve(QKV)
         elif preset == "PRE_SITES_PRE":  # Pre-#-Pre
             a, f, s = P(1), P(1), resolve(QKV)
+        elif preset == "LNS":  # LayerNorm Scaling: Pre-Norm, norm outputs / sqrt(l), l 1-based
+            a = f = P(1, scale=1.0 / math.sqrt(l + 1))
+            s = resolve(0)
         elif preset == "PRE_POST":  # Eq. 49-50
             a, f, s = P(1), P(1, 1), resolve(0)
         elif preset == "POST_PRE":  # Eq. 51-52
@@ -299,6 +302,8 @@ def bnorm(cfg, p, name, x):
 def sublayer(cfg, p, pre, sub, pl, x, fn):
     n_in, n_out, n_post = NORM_NAMES[sub]
     h = bnorm(cfg, p, pre + n_in, x) if pl["inn"] else x
+    if pl["scale"] != 1.0:
+        h = pl["scale"] * h
     r = h if pl["rfn"] else x
     f = fn(h)
     if pl["out"]:
@@ -440,6 +445,13 @@ def direct_forward(cfg, p, E):
         elif pr == "PRE_SITES_PRE":  # Eq. 47-48
             Y = X + MHA(l, N(b(l, "attn_norm"), X), S(QKV))
             X = Y + FFN(l, N(b(l, "ff_norm"), Y))
+        elif pr == "LNS":
+            # "The Curse of Depth in LLMs" (2025), Eq. of LayerNorm Scaling: h = LN(x) / sqrt(l)
+            # for layer l = 1..L, on both sublayers' norms; its code: 1 / math.sqrt(layer_index
+            # + 1) with a 0-based layer_index
+            depth = l + 1
+            Y = X + MHA(l, N(b(l, "attn_norm"), X) / math.sqrt(depth), sites)
+            X = Y + FFN(l, N(b(l, "ff_norm"), Y) / math.sqrt(depth))
         elif pr == "POST_PRE":  # Eq. 51-52
             a = N(b(l, "attn_norm"), X)
             Y = a + MHA(l, a, sites)
@@ -458,7 +470,7 @@ def make_cfg(preset, L, d, H, Hkv, f=None, ffn_type=SWIGLU, norm=RMS, rope=1, th
         f = 3 * d // 2 if ffn_type == SWIGLU else 4 * d
     # the library defaults: 1e-6 for the OLMo-2 and the Mix-LN code presets (MX's rms_norm_eps,
     # also for its DeepNorm, SPEC 4.9), else 1e-5
-    eps = 1e-6 if preset in ("OLMO2", "MIXLN", "DEEPNORM_MIXLN") else 1e-5
+    eps = 1e-6 if preset in ("OLMO2", "MIXLN", "DEEPNORM_MIXLN", "LNS") else 1e-5
     return dict(preset=preset, L=L, B=B, T=T, d=d, H=H, Hkv=Hkv, f=f, ffn=ffn_type, norm=norm,
                 rope=rope, theta=theta, eps=eps, sites=sites, mixln_alpha=mixln_alpha,
                 siamese_paper_scale=paper_scale, siamese_paper_fusion=paper_fusion,
@@ -703,7 +715,7 @@ def main():
     report = []
     # Shapes, B=2, T=5 throughout: the presets' L=1 cases d=16, H=4 (Hkv 4 or 2), f=24 SwiGLU /
     # 64 GELU; every other case d=8, H=2 (d_k 4, Hkv 2 or 1 = MQA, i.e. a GQA group of 2),
-    # f=12 / 32, so that the file stays under 1.5 MB (MAX_BYTES).
+    # f=12 / 32, so that the file stays under 1.6 MB (MAX_BYTES).
     big = dict(d=16, H=4)
     small = dict(d=8, H=2)
     cases = []
@@ -727,6 +739,8 @@ def main():
     # Mix-LN with 2 Post-Norm layers of 3, and with only Post-Norm layers (n_post = L = 1)
     cases.append(("mixln_a067_L3", make_cfg("MIXLN", 3, Hkv=1, mixln_alpha=0.67, **small)))
     cases.append(("mixln_a1_L1", make_cfg("MIXLN", 1, Hkv=2, mixln_alpha=1.0, **small)))
+    # LayerNorm Scaling (at L=1 it is Pre-Norm): scales 1, 1/sqrt(2), 1/sqrt(3)
+    cases.append(("lns_L3", make_cfg("LNS", 3, Hkv=2, **small)))
     # SiameseNorm paper options
     cases.append(("siamese_pscale_L2", make_cfg("SIAMESE", 2, Hkv=2, paper_scale=1, **small)))
     cases.append(("siamese_pfusion_L2", make_cfg("SIAMESE", 2, Hkv=1, paper_fusion=1, **small)))

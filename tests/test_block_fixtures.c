@@ -71,6 +71,7 @@ static const block_case cases[] = {
     {"siamese_post_pre_L3", NULL},
     {"gpt2_L1", "gpt2"},
     {"gpt2_L3", "gpt2"},
+    {"lns_L3", "LayerNorm-Scaling"},
     {"mixln_a067_L3", NULL},
     {"mixln_a1_L1", NULL},
     {"siamese_pscale_L2", NULL},

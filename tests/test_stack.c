@@ -104,7 +104,8 @@ static void fd_all(nbt_rng* rng) {
         {"deepnorm", 2}, {"deepnorm_mixln", 1}, {"hybrid", 2}, {"hybrid_star", 2},
         {"first_qkv_pre", 2}, {"embednorm", 2}, {"QKVC-Post", 1}, {"QK-Pre", 1},
         {"Pre-KV-Post", 1}, {"Pre-KC-Pre", 1}, {"Pre-QKC-Post", 1}, {"Pre-Post", 1},
-        {"Post-Pre", 2}, {"mixln", 3}, {"siamese", 2}, {"siamese_post_pre", 2}, {"gpt2", 2}};
+        {"Post-Pre", 2}, {"mixln", 3}, {"siamese", 2}, {"siamese_post_pre", 2}, {"gpt2", 2},
+        {"lns", 3}};
     size_t i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++) {
         nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, names[i].L);
@@ -140,6 +141,14 @@ static void fd_all(nbt_rng* rng) {
         ls[1] = ls[0]; ls[1].attn.residual_scale = 1;
         d.n_layers = 2;
         fd_case("Pre-Norm with residual scales", &d, 2, 3, rng);
+        /* input scales (LayerNorm Scaling's c N(x)) on each backward path: the direct Pre-Norm
+           one, residual from the scaled norm, and with an output norm */
+        memset(ls, 0, sizeof ls);
+        ls[0].attn.input_norm = 1; ls[0].attn.input_scale = 0.6f;
+        ls[0].ffn.input_norm = 1; ls[0].ffn.residual_from_norm = 1; ls[0].ffn.input_scale = 1.7f;
+        ls[1].attn.input_norm = 1; ls[1].attn.output_norm = 1; ls[1].attn.input_scale = 0.8f;
+        ls[1].ffn.input_norm = 1; ls[1].ffn.residual_scale = 1.2f; ls[1].ffn.input_scale = 0.5f;
+        fd_case("input scales", &d, 2, 3, rng);
     }
 }
 #endif
@@ -611,6 +620,32 @@ static void diagnostics(nbt_rng* rng) {
     teardown(&r);
 }
 
+/* LayerNorm Scaling divides layer l's norm outputs by sqrt(l) with the paper's 1-based l: the
+   first layer is unscaled, the third 1/sqrt(3) (a 0-based index gives 1/sqrt(0) = inf there). */
+static void lns_depth_index(void) {
+    nb_ctx ctx;
+    nb_stack s;
+    nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 3);
+    int l;
+    memset(&ctx, 0, sizeof ctx);
+    nbt_check(nb_preset_from_name(&ctx, &d, "LayerNorm-Scaling") == NB_OK && d.preset == NB_PRESET_LNS,
+              "LayerNorm Scaling by its paper's name");
+    if (!nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_OK, "lns stack")) return;
+    for (l = 0; l < 3; l++) {
+        const nb_placement* a = &s.layers[l].desc.attn;
+        const nb_placement* f = &s.layers[l].desc.ffn;
+        const double want = 1 / sqrt(l + 1.0);
+        char name[96];
+        snprintf(name, sizeof name, "lns layer %d: Pre-Norm, both norm outputs times 1/sqrt(%d)",
+                 l, l + 1);
+        nbt_check(a->input_norm && f->input_norm && fabs(a->input_scale - want) < 1e-7 &&
+                      fabs(f->input_scale - want) < 1e-7 && !a->post_norm && !a->output_norm,
+                  name);
+    }
+    nbt_check(s.desc.eps == (nb_real)1e-6, "lns: eps 1e-6 of its (Mix-LN) code");
+    nb_stack_free(&s);
+}
+
 static void bad_configs(void) {
     nb_ctx ctx;
     nb_stack s;
@@ -629,6 +664,15 @@ static void bad_configs(void) {
     d.layers = ls;
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG && strstr(ctx.err, "layer 1"),
               "residual_from_norm without input_norm rejected, layer named");
+    ls[1].ffn.input_norm = 1; ls[1].attn.input_scale = 0.5f;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG && strstr(ctx.err, "input_scale"),
+              "input_scale without input_norm rejected");
+    ls[1].attn.input_norm = 1; ls[1].attn.input_scale = -1;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG && strstr(ctx.err, "input_scale"),
+              "negative input_scale rejected");
+    ls[1].attn.input_scale = (nb_real)INFINITY;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "infinite input_scale rejected");
+    ls[1].attn.input_scale = 0;
     d.preset = NB_PRESET_HYBRID;
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "preset and schedule together rejected");
     d = base_desc(NB_PRESET_PRE, 2);
@@ -674,6 +718,7 @@ int main(void) {
     table_and_init(&rng);
     init_schemes(&rng);
     diagnostics(&rng);
+    lns_depth_index();
     bad_configs();
     return nbt_finish();
 }

@@ -464,7 +464,8 @@ typedef struct nb_stack_desc {
     unsigned sites;            /* attention norm sites for the whole stack; 0 = preset default
                                   (QKV for HybridNorm family, none for the others) */
     const nb_layer_desc* layers; /* optional n_layers custom layers (copied at init) */
-    double mixln_alpha;        /* Mix-LN fraction of Post-Norm layers; 0 = 0.25; in [0, 1] */
+    double mixln_alpha;        /* Mix-LN fraction of Post-Norm layers: in (0, 1]; 0 = 0.25;
+                                  -1 = none (alpha = 0: the Mix-LN code's Pre-Norm, eps 1e-6) */
     nb_norm_type norm;         /* every norm; LayerNorm block norms carry a bias */
     nb_real eps;               /* 0 = 1e-5 (1e-6 for OLMO2, MIXLN, DEEPNORM_MIXLN: their code);
                                   else finite and > 0 */
@@ -2811,9 +2812,10 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               "nb_stack_init: sites (0x%x) has unknown bits", d.sites);
     sites = d.sites == 0 ? nb__presets[d.preset].sites : d.sites & NB_SITES_QKVC;
     if (d.mixln_alpha == 0) d.mixln_alpha = 0.25;
-    NB__CHECK(!(d.mixln_alpha >= 0 && d.mixln_alpha <= 1), NB_ERR_CONFIG,
-              "nb_stack_init: mixln_alpha (%g) must be in [0, 1]", d.mixln_alpha);
-    n_post = (int)floor(d.mixln_alpha * L + 1e-9);
+    NB__CHECK(d.mixln_alpha != -1 && !(d.mixln_alpha > 0 && d.mixln_alpha <= 1), NB_ERR_CONFIG,
+              "nb_stack_init: mixln_alpha (%g) must be in (0, 1], or -1 for none (0 is the "
+              "default 0.25)", d.mixln_alpha);
+    n_post = d.mixln_alpha < 0 ? 0 : (int)floor(d.mixln_alpha * L + 1e-9);
     if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
     NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_LAYER, NB_ERR_CONFIG,
               "nb_stack_init: unknown norm type %d", (int)d.norm);

@@ -126,7 +126,10 @@ def P(inn=0, rfn=0, out=0, post=0, alpha=1.0, scale=1.0):
 
 
 def mixln_n_post(alpha, L):
-    # SPEC 4.8 / D13: n_post = floor(alpha L) in double, with a 1e-9 guard; alpha 0 = 0.25
+    # SPEC 4.8 / D13: n_post = floor(alpha L) in double, with a 1e-9 guard; alpha 0 = 0.25;
+    # -1 = alpha 0 itself (no Post-Norm layer)
+    if alpha == -1:
+        return 0
     return int(math.floor((alpha if alpha > 0 else 0.25) * L + 1e-9))
 
 
@@ -739,6 +742,8 @@ def main():
     # Mix-LN with 2 Post-Norm layers of 3, and with only Post-Norm layers (n_post = L = 1)
     cases.append(("mixln_a067_L3", make_cfg("MIXLN", 3, Hkv=1, mixln_alpha=0.67, **small)))
     cases.append(("mixln_a1_L1", make_cfg("MIXLN", 1, Hkv=2, mixln_alpha=1.0, **small)))
+    # and alpha = 0 (mixln_alpha -1): Pre-Norm layers only, the Mix-LN code's eps
+    cases.append(("mixln_a0_L2", make_cfg("MIXLN", 2, Hkv=1, mixln_alpha=-1.0, **small)))
     # LayerNorm Scaling (at L=1 it is Pre-Norm): scales 1, 1/sqrt(2), 1/sqrt(3)
     cases.append(("lns_L3", make_cfg("LNS", 3, Hkv=2, **small)))
     # SiameseNorm paper options

@@ -74,6 +74,7 @@ static const block_case cases[] = {
     {"lns_L3", "LayerNorm-Scaling"},
     {"mixln_a067_L3", NULL},
     {"mixln_a1_L1", NULL},
+    {"mixln_a0_L2", NULL},
     {"siamese_pscale_L2", NULL},
     {"siamese_pfusion_L2", NULL},
     {"siamese_pp_paper_L2", NULL},

@@ -214,6 +214,15 @@ static void mixln_limits(nbt_rng* rng) {
     loss(&m); loss(&p);
     same_out("Mix-LN with n_post = 0 equals Pre-Norm", &m, &p);
     teardown(&m); teardown(&p);
+    dm.mixln_alpha = -1; /* alpha = 0 itself: no Post-Norm layer at any depth */
+    keep = *rng;
+    setup(&m, &dm, 2, 4, rng, 2);
+    *rng = keep;
+    setup(&p, &dp, 2, 4, rng, 2);
+    nbt_check(m.s.desc.mixln_alpha == -1, "Mix-LN alpha -1 kept in the stack's description");
+    loss(&m); loss(&p);
+    same_out("Mix-LN with alpha -1 (= 0) equals Pre-Norm", &m, &p);
+    teardown(&m); teardown(&p);
     dm.mixln_alpha = 1; dp = base_desc(NB_PRESET_POST, 3); dp.eps = (nb_real)1e-6;
     keep = *rng;
     setup(&m, &dm, 2, 4, rng, 2);
@@ -655,6 +664,9 @@ static void bad_configs(void) {
     d.mixln_alpha = 1.5;
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG && strstr(ctx.err, "mixln_alpha"),
               "Mix-LN alpha outside [0, 1] rejected");
+    d.mixln_alpha = -0.5;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG && strstr(ctx.err, "mixln_alpha"),
+              "Mix-LN alpha negative other than -1 rejected");
     d = base_desc(NB_PRESET_SIAMESE, 2);
     d.final_norm = -1;
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "SiameseNorm without fusion rejected");

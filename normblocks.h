@@ -452,6 +452,7 @@ typedef enum nb_preset {
     NB_PRESET_SIAMESE,         /* SiameseNorm, practical "hybrid-pre" form (two streams) */
     NB_PRESET_SIAMESE_POST_PRE,/* SiameseNorm, "Post-Pre" form */
     NB_PRESET_LNS,             /* LayerNorm Scaling: Pre-Norm, N(x) / sqrt(l) in layer l = 1..L */
+    NB_PRESET_NONE,            /* no normalization: x + F(x), no final norm (a baseline) */
     NB_PRESET_COUNT
 } nb_preset;
 
@@ -476,7 +477,7 @@ typedef struct nb_stack_desc {
     nb_real rope_theta;        /* 0 = 10000; else finite and > 1 */
     int non_causal;
     nb_attn_memory memory;
-    int final_norm;            /* 0 = preset default (on), 1 = on, -1 = off */
+    int final_norm;            /* 0 = preset default (on; off for NONE), 1 = on, -1 = off */
     int embed_norm;            /* 0 = preset default (on for EMBEDNORM), 1 = on, -1 = off */
     int siamese_paper_scale;   /* 1 = c_l = sqrt(l+1) (paper) instead of sqrt(2(l+1)) (code) */
     int siamese_paper_fusion;  /* 1 = output x_L + N(y_L) (paper) instead of 3-norm fusion (code) */
@@ -2579,43 +2580,48 @@ typedef struct nb__preset_row {
     double eps;           /* default eps of every norm */
     int embed_norm;       /* default: 1 normalized embedding, -1 none */
     int streams;          /* 2 = SiameseNorm */
+    int final_norm;       /* default: 1 final norm, -1 none */
 } nb__preset_row;
 
 #define NB__QK (NB_SITE_Q | NB_SITE_K)
 static const nb__preset_row nb__presets[] = {
-    {NB_PRESET_DEFAULT, "default", "", "", 0, "pp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
-    {NB_PRESET_PRE, "pre", "Pre-Norm|PreNorm", "", 0, "pp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
-    {NB_PRESET_POST, "post", "Post-Norm|PostNorm", "", 0, "PP", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
-    {NB_PRESET_POST_FLAGS, "post_flags", "", "nr", 1, "rr", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
-    {NB_PRESET_SANDWICH, "sandwich", "Sandwich", "", 0, "ss", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
-    {NB_PRESET_OLMO2, "olmo2", "OLMo-2", "", 0, "oo", NB__QK, NB_WIDTH_FULL, 1e-6, -1, 1},
-    {NB_PRESET_DEEPNORM, "deepnorm", "DeepNorm", "", 0, "dd", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
-    {NB_PRESET_DEEPNORM_MIXLN, "deepnorm_mixln", "", "", 0, "mm", 0, NB_WIDTH_PER_HEAD, 1e-6, -1, 1},
+    {NB_PRESET_DEFAULT, "default", "", "", 0, "pp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
+    {NB_PRESET_PRE, "pre", "Pre-Norm|PreNorm", "", 0, "pp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
+    {NB_PRESET_POST, "post", "Post-Norm|PostNorm", "", 0, "PP", 0, NB_WIDTH_PER_HEAD,
+     1e-5, -1, 1, 1},
+    {NB_PRESET_POST_FLAGS, "post_flags", "", "nr", 1, "rr", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
+    {NB_PRESET_SANDWICH, "sandwich", "Sandwich", "", 0, "ss", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
+    {NB_PRESET_OLMO2, "olmo2", "OLMo-2", "", 0, "oo", NB__QK, NB_WIDTH_FULL, 1e-6, -1, 1, 1},
+    {NB_PRESET_DEEPNORM, "deepnorm", "DeepNorm", "", 0, "dd", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
+    {NB_PRESET_DEEPNORM_MIXLN, "deepnorm_mixln", "", "", 0, "mm", 0, NB_WIDTH_PER_HEAD,
+     1e-6, -1, 1, 1},
     {NB_PRESET_HYBRID, "hybrid", "HybridNorm", "", 0, "nr", NB_SITES_QKV, NB_WIDTH_PER_HEAD, 1e-5,
-     -1, 1},
+     -1, 1, 1},
     {NB_PRESET_HYBRID_STAR, "hybrid_star", "HybridNorm*|hybrid*", "pp", 1, "nr", NB_SITES_QKV,
-     NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+     NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
     {NB_PRESET_FIRST_QKV_PRE, "first_qkv_pre", "First-QKV-Pre", "np", 1, "nr", NB_SITES_QKV,
-     NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
+     NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
     {NB_PRESET_EMBEDNORM, "embednorm", "EmbedNorm", "", 0, "nr", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
-     1e-5, 1, 1},
+     1e-5, 1, 1, 1},
     {NB_PRESET_SITES_POST, "sites_post", "", "", 0, "nr", NB_SITES_QKV, NB_WIDTH_PER_HEAD, 1e-5,
-     -1, 1},
+     -1, 1, 1},
     {NB_PRESET_SITES_PRE, "sites_pre", "", "", 0, "np", NB_SITES_QKV, NB_WIDTH_PER_HEAD, 1e-5, -1,
-     1},
+     1, 1},
     {NB_PRESET_PRE_SITES_POST, "pre_sites_post", "", "", 0, "pr", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
-     1e-5, -1, 1},
+     1e-5, -1, 1, 1},
     {NB_PRESET_PRE_SITES_PRE, "pre_sites_pre", "", "", 0, "pp", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
-     1e-5, -1, 1},
-    {NB_PRESET_PRE_POST, "pre_post", "Pre-Post", "", 0, "pr", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
-    {NB_PRESET_POST_PRE, "post_pre", "Post-Pre", "", 0, "rp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1},
-    {NB_PRESET_MIXLN, "mixln", "Mix-LN", "PP", -1, "pp", 0, NB_WIDTH_PER_HEAD, 1e-6, -1, 1},
+     1e-5, -1, 1, 1},
+    {NB_PRESET_PRE_POST, "pre_post", "Pre-Post", "", 0, "pr", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
+    {NB_PRESET_POST_PRE, "post_pre", "Post-Pre", "", 0, "rp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
+    {NB_PRESET_MIXLN, "mixln", "Mix-LN", "PP", -1, "pp", 0, NB_WIDTH_PER_HEAD, 1e-6, -1, 1, 1},
     {NB_PRESET_SIAMESE, "siamese", "SiameseNorm", "", 0, "--", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
-     1e-5, -1, 2},
+     1e-5, -1, 2, 1},
     {NB_PRESET_SIAMESE_POST_PRE, "siamese_post_pre", "", "", 0, "--", NB_SITES_QKV,
-     NB_WIDTH_PER_HEAD, 1e-5, -1, 2},
+     NB_WIDTH_PER_HEAD, 1e-5, -1, 2, 1},
     /* its code is the Mix-LN code's Llama (RMSNorm eps 1e-6) */
-    {NB_PRESET_LNS, "lns", "LayerNorm-Scaling|LNS", "", 0, "ll", 0, NB_WIDTH_PER_HEAD, 1e-6, -1, 1},
+    {NB_PRESET_LNS, "lns", "LayerNorm-Scaling|LNS", "", 0, "ll", 0, NB_WIDTH_PER_HEAD,
+     1e-6, -1, 1, 1},
+    {NB_PRESET_NONE, "none", "NoNorm|no_norm", "", 0, "nn", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, -1},
 };
 #undef NB__QK
 typedef char nb__presets_one_row_each[sizeof nb__presets / sizeof nb__presets[0] ==
@@ -2825,7 +2831,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     if (d.site_width == NB_WIDTH_DEFAULT) d.site_width = nb__presets[d.preset].width;
     NB__CHECK(d.final_norm < -1 || d.final_norm > 1 || d.embed_norm < -1 || d.embed_norm > 1,
               NB_ERR_CONFIG, "nb_stack_init: final_norm and embed_norm must be -1, 0 or 1");
-    if (d.final_norm == 0) d.final_norm = 1;
+    if (d.final_norm == 0) d.final_norm = nb__presets[d.preset].final_norm;
     if (d.embed_norm == 0) d.embed_norm = nb__presets[d.preset].embed_norm;
     s->streams = nb__presets[d.preset].streams;
     NB__CHECK(s->streams == 2 && d.final_norm < 0, NB_ERR_CONFIG,

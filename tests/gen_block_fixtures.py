@@ -125,6 +125,11 @@ def P(inn=0, rfn=0, out=0, post=0, alpha=1.0, scale=1.0):
     return dict(inn=inn, rfn=rfn, out=out, post=post, alpha=alpha, scale=scale)
 
 
+def has_final_norm(cfg):
+    # every preset ends with ln_f (the official codes do) except the no-normalization baseline
+    return cfg["preset"] != "NONE"
+
+
 def mixln_n_post(alpha, L):
     # SPEC 4.8 / D13: n_post = floor(alpha L) in double, with a 1e-9 guard; alpha 0 = 0.25;
     # -1 = alpha 0 itself (no Post-Norm layer)
@@ -180,6 +185,8 @@ def schedule(cfg):
             a, f, s = P(1), P(1, 1), resolve(QKV)
         elif preset == "PRE_SITES_PRE":  # Pre-#-Pre
             a, f, s = P(1), P(1), resolve(QKV)
+        elif preset == "NONE":  # no normalization anywhere (and no final norm)
+            a, f, s = P(), P(), resolve(0)
         elif preset == "LNS":  # LayerNorm Scaling: Pre-Norm, norm outputs / sqrt(l), l 1-based
             a = f = P(1, scale=1.0 / math.sqrt(l + 1))
             s = resolve(0)
@@ -268,7 +275,8 @@ def make_params(cfg, sched):
             if pl["post"]:
                 pm.block_norm(pre + n_post)
         pm.ffn(pre)
-    pm.block_norm("ln_f")
+    if has_final_norm(cfg):
+        pm.block_norm("ln_f")
     return pm.p
 
 
@@ -324,7 +332,7 @@ def stack_forward(cfg, sched, p, E, probs, final=True, hidden=None):
         x = sublayer(cfg, p, pre, "ffn", lay["ffn"], x, lambda h: ffn(cfg, p, pre, h))
         if hidden is not None:
             hidden.append(x.detach())
-    return bnorm(cfg, p, "ln_f", x) if final else x
+    return bnorm(cfg, p, "ln_f", x) if final and has_final_norm(cfg) else x
 
 
 # ---- SiameseNorm (SPEC 4.10.2 hybrid-pre, 4.10.3 post-pre) -----------------------------------
@@ -448,6 +456,9 @@ def direct_forward(cfg, p, E):
         elif pr == "PRE_SITES_PRE":  # Eq. 47-48
             Y = X + MHA(l, N(b(l, "attn_norm"), X), S(QKV))
             X = Y + FFN(l, N(b(l, "ff_norm"), Y))
+        elif pr == "NONE":  # the no-normalization baseline
+            Y = X + MHA(l, X, sites)
+            X = Y + FFN(l, Y)
         elif pr == "LNS":
             # "The Curse of Depth in LLMs" (2025), Eq. of LayerNorm Scaling: h = LN(x) / sqrt(l)
             # for layer l = 1..L, on both sublayers' norms; its code: 1 / math.sqrt(layer_index
@@ -461,7 +472,7 @@ def direct_forward(cfg, p, E):
             X = Y + FFN(l, N(b(l, "ff_norm"), Y))
         else:
             raise ValueError(pr)
-    return N("ln_f", X)
+    return N("ln_f", X) if has_final_norm(cfg) else X
 
 
 # ---- cases -------------------------------------------------------------------------------
@@ -744,6 +755,8 @@ def main():
     cases.append(("mixln_a1_L1", make_cfg("MIXLN", 1, Hkv=2, mixln_alpha=1.0, **small)))
     # and alpha = 0 (mixln_alpha -1): Pre-Norm layers only, the Mix-LN code's eps
     cases.append(("mixln_a0_L2", make_cfg("MIXLN", 2, Hkv=1, mixln_alpha=-1.0, **small)))
+    # no normalization at all, the baseline
+    cases.append(("none_L2", make_cfg("NONE", 2, Hkv=2, **small)))
     # LayerNorm Scaling (at L=1 it is Pre-Norm): scales 1, 1/sqrt(2), 1/sqrt(3)
     cases.append(("lns_L3", make_cfg("LNS", 3, Hkv=2, **small)))
     # SiameseNorm paper options

@@ -72,6 +72,7 @@ static const block_case cases[] = {
     {"gpt2_L1", "gpt2"},
     {"gpt2_L3", "gpt2"},
     {"lns_L3", "LayerNorm-Scaling"},
+    {"none_L2", "NoNorm"},
     {"mixln_a067_L3", NULL},
     {"mixln_a1_L1", NULL},
     {"mixln_a0_L2", NULL},

@@ -105,7 +105,7 @@ static void fd_all(nbt_rng* rng) {
         {"first_qkv_pre", 2}, {"embednorm", 2}, {"QKVC-Post", 1}, {"QK-Pre", 1},
         {"Pre-KV-Post", 1}, {"Pre-KC-Pre", 1}, {"Pre-QKC-Post", 1}, {"Pre-Post", 1},
         {"Post-Pre", 2}, {"mixln", 3}, {"siamese", 2}, {"siamese_post_pre", 2}, {"gpt2", 2},
-        {"lns", 3}};
+        {"lns", 3}, {"none", 2}};
     size_t i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++) {
         nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, names[i].L);

@@ -479,8 +479,9 @@ typedef struct nb_stack_desc {
     nb_attn_memory memory;
     int final_norm;            /* 0 = preset default (on; off for NONE), 1 = on, -1 = off */
     int embed_norm;            /* 0 = preset default (on for EMBEDNORM), 1 = on, -1 = off */
-    int siamese_paper_scale;   /* 1 = c_l = sqrt(l+1) (paper) instead of sqrt(2(l+1)) (code) */
-    int siamese_paper_fusion;  /* 1 = output x_L + N(y_L) (paper) instead of 3-norm fusion (code) */
+    int siamese_paper_scale;   /* c_l of layer l = 0..L-1: 0 = sqrt(2(l+1)) (code), 1 =
+                                  sqrt(l+1) (paper), 2 = 1 (the paper's constant-c ablation) */
+    int siamese_paper_fusion;  /* 0 = 3-norm output fusion (code), 1 = x_L + N(y_L) (paper) */
     int check_finite;          /* 1 = forward/backward fail with the first non-finite layer named */
 } nb_stack_desc;
 
@@ -2836,6 +2837,10 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     s->streams = nb__presets[d.preset].streams;
     NB__CHECK(s->streams == 2 && d.final_norm < 0, NB_ERR_CONFIG,
               "nb_stack_init: SiameseNorm needs its output fusion (final_norm cannot be -1)");
+    NB__CHECK(d.siamese_paper_scale < 0 || d.siamese_paper_scale > 2 ||
+                  d.siamese_paper_fusion < 0 || d.siamese_paper_fusion > 1, NB_ERR_CONFIG,
+              "nb_stack_init: siamese_paper_scale (%d) must be 0, 1 or 2 and "
+              "siamese_paper_fusion (%d) 0 or 1", d.siamese_paper_scale, d.siamese_paper_fusion);
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_stack_init: max_batch (%d) and max_seq (%d) must be > 0", max_batch, max_seq);
     if (desc->layers)
@@ -3176,7 +3181,11 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
 }
 
 static nb_real nb__siamese_c(const nb_stack* s, int l) {
-    return (nb_real)(s->desc.siamese_paper_scale ? sqrt(l + 1.0) : sqrt(2.0 * (l + 1)));
+    switch (s->desc.siamese_paper_scale) {
+    case 1: return (nb_real)sqrt(l + 1.0);
+    case 2: return 1;
+    default: return (nb_real)sqrt(2.0 * (l + 1));
+    }
 }
 
 /* SiameseNorm hybrid-pre (the official code's form):

@@ -340,7 +340,8 @@ def stack_forward(cfg, sched, p, E, probs, final=True, hidden=None):
 
 def siamese_c(cfg, l):
     # D1: code c_l = sqrt(2(l+1)), paper option sqrt(l+1); l 0-based
-    return math.sqrt(l + 1.0) if cfg["siamese_paper_scale"] else math.sqrt(2.0 * (l + 1))
+    # the code's sqrt(2(l+1)), the paper's sqrt(l+1), or the paper's ablation c_l = 1
+    return [math.sqrt(2.0 * (l + 1)), math.sqrt(l + 1.0), 1.0][cfg["siamese_paper_scale"]]
 
 
 def rn(cfg, p, name, x):
@@ -762,6 +763,7 @@ def main():
     # SiameseNorm paper options
     cases.append(("siamese_pscale_L2", make_cfg("SIAMESE", 2, Hkv=2, paper_scale=1, **small)))
     cases.append(("siamese_pfusion_L2", make_cfg("SIAMESE", 2, Hkv=1, paper_fusion=1, **small)))
+    cases.append(("siamese_c1_L2", make_cfg("SIAMESE", 2, Hkv=2, paper_scale=2, **small)))
     cases.append(("siamese_pp_paper_L2", make_cfg("SIAMESE_POST_PRE", 2, Hkv=2, paper_scale=1,
                                                   paper_fusion=1, **small)))
     # HybridNorm Table-4 ablations: all six site sets at L=1, the six patterns at L=3

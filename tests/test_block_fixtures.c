@@ -78,6 +78,7 @@ static const block_case cases[] = {
     {"mixln_a0_L2", NULL},
     {"siamese_pscale_L2", NULL},
     {"siamese_pfusion_L2", NULL},
+    {"siamese_c1_L2", NULL},
     {"siamese_pp_paper_L2", NULL},
     {"abl_qkvc_pre_L1", "QKVC-Pre"},
     {"abl_pre_qkc_post_L1", "Pre-QKC-Post"},

@@ -119,6 +119,8 @@ static void fd_all(nbt_rng* rng) {
         nb_stack_desc d = base_desc(NB_PRESET_SIAMESE, 2);
         d.siamese_paper_scale = 1; d.siamese_paper_fusion = 1;
         fd_case("siamese paper forms", &d, 2, 3, rng);
+        d.siamese_paper_scale = 2; d.siamese_paper_fusion = 0;
+        fd_case("siamese constant c ablation", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_PRE, 2);
         d.norm = NB_NORM_LAYER; d.sites = NB_SITES_QKVC; d.ffn = NB_FFN_GELU_ERF; d.final_norm = -1;
         fd_case("pre LayerNorm QKVC GELU-erf no final norm", &d, 1, 4, rng);
@@ -668,6 +670,10 @@ static void bad_configs(void) {
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG && strstr(ctx.err, "mixln_alpha"),
               "Mix-LN alpha negative other than -1 rejected");
     d = base_desc(NB_PRESET_SIAMESE, 2);
+    d.siamese_paper_scale = 3;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG &&
+                  strstr(ctx.err, "siamese_paper_scale"), "unknown SiameseNorm c_l form rejected");
+    d.siamese_paper_scale = 0;
     d.final_norm = -1;
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "SiameseNorm without fusion rejected");
     memset(ls, 0, sizeof ls);

@@ -2,9 +2,11 @@
 
    Model   token embedding (256 x d) -> normblocks stack (any preset or per-layer schedule,
            with the stack's own final norm) -> untied head (256 x d) -> mean cross-entropy.
-   Data    default: a synthetic task made here, multi-digit addition written as text
-           ("123+45=168\n"); the loss counts only the answer bytes (digits and the closing
-           newline), and pairs (a, b) with hash(a, b) % 10 == 0 are held out for validation.
+   Data    default: a synthetic task made here, multi-digit addition written as text with
+           fixed-width operands ("123+045=0168\n"; --format for others); the loss counts only
+           the answer bytes (digits and the closing newline), and pairs (a, b) with
+           hash(a, b) % 10 == 0 are held out: validation and the exact-match accuracy use only
+           those, training never sees them.
            --data FILE: any file as a byte-level corpus, the last --val-frac held out.
    Output  one line per interval (loss, validation loss, gradient norm, tokens/s, ETA);
            checkpoints in safetensors format (PyTorch-style names, Adam moments as

@@ -108,7 +108,10 @@ int model_init(model* m, const config* c) {
     m->tok = (int*)xcalloc((size_t)m->B * (m->T + 1), sizeof(int));
     m->mask = (unsigned char*)xcalloc(bt, 1);
     /* weight decay: embedding and head yes; stack matrices yes; norm gains, biases and
-       SiameseNorm gamma (the table's no_decay) only with --wd-norms on */
+       SiameseNorm gamma (the table's no_decay) only with --wd-norms on. Off by default, as in
+       llm.c and nanoGPT (matrices only); the HybridNorm yaml decays them
+       (decay_norm_and_bias: true), Mix-LN's scripts use no weight decay at all, and what the
+       SiameseNorm code does with gamma is in a patch it did not release. */
     for (i = 0; i < m->off_stack; i++) m->decay[i] = 1;
     for (i = m->off_head; i < m->n; i++) m->decay[i] = 1;
     for (t = 0; t < m->s.n_tensors; t++) {
@@ -248,18 +251,20 @@ double evaluate(model* m, const dataset* ds, int n_batches) {
 
 /* Exact-match accuracy of greedy answers on n held-out addition problems: problems are drawn
    in global batches; each rank answers its rows, the counts are summed. The first n_show
-   problems (rank 0's rows of the first batch) are kept with the model's answers. */
+   problems (n_show <= n) are kept with the model's answers, whichever rank answered them. */
 double answer_accuracy_show(model* m, const dataset* ds, int n, shown_problem* show, int n_show) {
     const int B = m->B, T = m->T, G = m->B_global;
     char (*want)[32] = (char (*)[32])xcalloc((size_t)B, 32);
     char (*got)[32] = (char (*)[32])xcalloc((size_t)B, 32);
-    char (*qs)[40] = (char (*)[40])xcalloc((size_t)B, 40);
     int* pos = (int*)xcalloc((size_t)B, sizeof(int));
     int* len = (int*)xcalloc((size_t)B, sizeof(int));
     int* alive = (int*)xcalloc((size_t)B, sizeof(int));
+    /* the shown answers: bytes as doubles, each rank adds its rows' and the sum is the whole */
+    enum { SHOW_W = sizeof show[0].got };
+    double* sbuf = (double*)xcalloc((size_t)n_show * (SHOW_W + 1), sizeof(double));
     unsigned long long st = hash3(ds->seed, 0xACC, 1);
     double right = 0, acc = NAN;
-    int done = 0, shown = 0, b, k, t;
+    int done = 0, b, k, t;
     while (done < n) {
         const int ng = G < n - done ? G : n - done;    /* problems in this global batch */
         for (b = 0; b < G; b++) {                       /* every rank draws the whole batch */
@@ -270,13 +275,13 @@ double answer_accuracy_show(model* m, const dataset* ds, int n, shown_problem* s
             if (b >= ng) { if (mine) alive[lb] = 0; continue; }
             lq = add_problem(ds, &st, 1, q, &sum);
             add_answer(ds, sum, a);
+            if (done + b < n_show) memcpy(show[done + b].q, q, (size_t)lq + 1);
             if (!mine) continue;
             {
                 int* tr = m->tok + (size_t)lb * (T + 1);
                 for (t = 0; t <= T; t++) tr[t] = t < lq ? (unsigned char)q[t] : '\n';
             }
             memcpy(want[lb], a, sizeof a);
-            memcpy(qs[lb], q, (size_t)lq + 1); /* at most 2 x 9 digits, '+' and '=' */
             len[lb] = 0; pos[lb] = lq - 1; alive[lb] = 1;
         }
         for (b = 0; b < B; b++) {
@@ -302,24 +307,32 @@ double answer_accuracy_show(model* m, const dataset* ds, int n, shown_problem* s
             }
         }
         for (b = 0; b < B; b++) {
+            const int idx = done + m->b0 + b;
             int ok;
             if (m->b0 + b >= ng) continue;
             got[b][len[b]] = 0;
             ok = !strcmp(got[b], want[b]);
             right += ok;
-            if (g_rank == 0 && shown < n_show) {
-                shown_problem* sp = &show[shown++];
-                snprintf(sp->q, sizeof sp->q, "%s", qs[b]);
-                snprintf(sp->got, sizeof sp->got, "%.*s", len[b] && got[b][len[b] - 1] == '\n' ? len[b] - 1 : len[b], got[b]);
-                sp->ok = ok;
+            if (idx < n_show) {
+                double* row = sbuf + (size_t)idx * (SHOW_W + 1);
+                for (k = 0; k < len[b] && k < SHOW_W - 1 && got[b][k] != '\n'; k++)
+                    row[k] = (unsigned char)got[b][k];
+                row[SHOW_W] = ok;
             }
         }
         done += ng;
     }
     dist_sum(&right, 1);
+    dist_sum(sbuf, n_show * (SHOW_W + 1));
+    for (b = 0; b < n_show; b++) {
+        const double* row = sbuf + (size_t)b * (SHOW_W + 1);
+        for (k = 0; k < SHOW_W - 1 && row[k] != 0; k++) show[b].got[k] = (char)(unsigned char)row[k];
+        show[b].got[k] = 0;
+        show[b].ok = row[SHOW_W] != 0;
+    }
     acc = right / n;
 done:
-    free(want); free(got); free(qs); free(pos); free(len); free(alive);
+    free(want); free(got); free(pos); free(len); free(alive); free(sbuf);
     return acc;
 }
 

@@ -18,6 +18,15 @@ static int load_model(const config* c, const config* shape, const dataset* ds, m
     return 0;
 }
 
+/* the text with bytes other than printable ASCII, newline and tab as \xNN */
+static void say_text(const unsigned char* t, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if ((t[i] >= 32 && t[i] < 127) || t[i] == '\n' || t[i] == '\t') say("%c", t[i]);
+        else say("\\x%02x", t[i]);
+    }
+}
+
 void say_shown(const dataset* ds, const shown_problem* p, int n) {
     int i;
     say("held-out problems (never trained on) and the model's answers:");
@@ -25,7 +34,9 @@ void say_shown(const dataset* ds, const shown_problem* p, int n) {
         unsigned long long a, b;
         int held_out;
         char want[32] = "";
-        say("  %s%s %s", p[i].q, p[i].got, p[i].ok ? "\xE2\x9C\x93" : "\xE2\x9C\x97"); /* ✓ ✗ */
+        say("  %s", p[i].q);
+        say_text((const unsigned char*)p[i].got, strlen(p[i].got));
+        say(" %s", p[i].ok ? "\xE2\x9C\x93" : "\xE2\x9C\x97"); /* ✓ ✗ */
         if (!p[i].ok && add_parse(ds, p[i].q, &a, &b, &held_out)) {
             add_answer(ds, a + b, want);
             want[strlen(want) - 1] = 0; /* the newline */
@@ -78,15 +89,6 @@ static int pick(const nb_real* z, double temperature, int top_k, unsigned long l
         if (u < acc) break;
     }
     return s[v].v;
-}
-
-/* the text with bytes other than printable ASCII, newline and tab as \xNN */
-static void say_text(const unsigned char* t, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        if ((t[i] >= 32 && t[i] < 127) || t[i] == '\n' || t[i] == '\t') say("%c", t[i]);
-        else say("\\x%02x", t[i]);
-    }
 }
 
 /* For an addition checkpoint and a prompt that is a problem in its format: right or wrong,

@@ -770,7 +770,9 @@ static int plan(sweep* sw, const config* base) {
         sw->jobs = base->jobs ? base->jobs : per > 0 ? per : 1;
         if (sw->jobs > sw->n_runs) sw->jobs = sw->n_runs;
     }
-    return make_dir(sw->out) || make_dir(sw->runs_dir) || (base->diag && make_dir(base->diag));
+    /* rank 0 alone: ranks racing to create the same directory would disagree */
+    return dist_agree(g_rank == 0 && (make_dir(sw->out) || make_dir(sw->runs_dir) ||
+                                      (base->diag && make_dir(base->diag))));
 }
 
 int run_sweep(const config* base, const dataset* ds, double unigram, int argc, char** argv) {

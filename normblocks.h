@@ -482,6 +482,8 @@ typedef struct nb_stack_desc {
     int siamese_paper_scale;   /* c_l of layer l = 0..L-1: 0 = sqrt(2(l+1)) (code), 1 =
                                   sqrt(l+1) (paper), 2 = 1 (the paper's constant-c ablation) */
     int siamese_paper_fusion;  /* 0 = 3-norm output fusion (code), 1 = x_L + N(y_L) (paper) */
+    int siamese_no_fusion_norm;/* 1 = the paper's ablation without the FFN fusion's input norm:
+                                  u_f = n + N_fy(y1) (hybrid-pre form only) */
     int check_finite;          /* 1 = forward/backward fail with the first non-finite layer named */
 } nb_stack_desc;
 
@@ -2322,7 +2324,8 @@ static void nb__layer_norms(const nb_stack* s, int l, int on[NB__NORMS]) {
         on[NB__FF_OUT] = ld->ffn.output_norm;
         on[NB__FF_POST] = ld->ffn.post_norm;
     } else {
-        on[NB__ATTN_Y] = on[NB__FF_IN] = on[NB__FF_Y] = on[NB__FF_INPUT] = 1;
+        on[NB__ATTN_Y] = on[NB__FF_IN] = on[NB__FF_Y] = 1;
+        on[NB__FF_INPUT] = !s->desc.siamese_no_fusion_norm;
         if (nb__post_pre(s)) on[NB__ATTN_IN] = on[NB__ATTN_INPUT] = 1;
     }
 }
@@ -2841,6 +2844,10 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
                   d.siamese_paper_fusion < 0 || d.siamese_paper_fusion > 1, NB_ERR_CONFIG,
               "nb_stack_init: siamese_paper_scale (%d) must be 0, 1 or 2 and "
               "siamese_paper_fusion (%d) 0 or 1", d.siamese_paper_scale, d.siamese_paper_fusion);
+    NB__CHECK(d.siamese_no_fusion_norm != 0 && (d.siamese_no_fusion_norm != 1 ||
+                                                d.preset != NB_PRESET_SIAMESE), NB_ERR_CONFIG,
+              "nb_stack_init: siamese_no_fusion_norm (%d) is 0, or 1 with the siamese preset "
+              "(its hybrid-pre form)", d.siamese_no_fusion_norm);
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_stack_init: max_batch (%d) and max_seq (%d) must be > 0", max_batch, max_seq);
     if (desc->layers)
@@ -3191,13 +3198,15 @@ static nb_real nb__siamese_c(const nb_stack* s, int l) {
 /* SiameseNorm hybrid-pre (the official code's form):
    u_a = x*gamma + N_ay(y); A = MHA(u_a); x1 = x + A/c; y1 = y + A;
    n = N_f(x1); u_f = N_in(n + N_fy(y1)); F = FFN(u_f); y' = y1 + F; x' = n + F/c
+   (u_f = n + N_fy(y1) in the ablation without the fusion norm)
    The adds and norms between the two sublayers run in one pass over the rows each (a row stays
    in L1 through its adds and norms): 16 streams of B*T*d values instead of 26. */
 static nb_result nb__siamese_hp_forward(nb__run* r, int l, const nb__layer_tensors* p,
                                         const nb__layer_mem* c, nb_real* xo, nb_real* yo,
                                         const nb_real* x, const nb_real* y) {
-    const int d = r->s->desc.d_model;
+    const int d = r->s->desc.d_model, fuse_norm = !r->s->desc.siamese_no_fusion_norm;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
+    const nb_real* uf = fuse_norm ? c->uf : c->sf;
     nb_real* A = r->sc.tmp[0];
     nb_result rc;
     int row;
@@ -3234,17 +3243,19 @@ static nb_result nb__siamese_hp_forward(nb__run* r, int l, const nb__layer_tenso
         nb__block_norm_fwd_row(r, &p->n[NB__FF_Y], t, c->y1 + o, c->st[NB__FF_Y], row);
         NB__OMP(simd)
         for (j = 0; j < d; j++) c->sf[o + j] = xo[o + j] + t[j];
-        nb__block_norm_fwd_row(r, &p->n[NB__FF_INPUT], c->uf + o, c->sf + o, c->st[NB__FF_INPUT],
-                               row);
+        if (fuse_norm)
+            nb__block_norm_fwd_row(r, &p->n[NB__FF_INPUT], c->uf + o, c->sf + o,
+                                   c->st[NB__FF_INPUT], row);
     }
-    if ((rc = nb__branch_fwd(r, l, 1, p, c, A, c->uf))) return rc;
+    if ((rc = nb__branch_fwd(r, l, 1, p, c, A, uf))) return rc;
     if ((rc = nb__finite(r, A, r->n, "the FFN output", l))) return rc;
     nb__lin(r, yo, 1, c->y1, 1, A);
     nb__lin(r, xo, 1, xo, ic, A);
     return NB_OK;
 }
 
-/* dF = dx'/c + dy'; du_f = J_FFN^T dF; ds = J_in^T du_f; dn = dx' + ds;
+/* dF = dx'/c + dy'; du_f = J_FFN^T dF; ds = J_in^T du_f (du_f without the fusion norm);
+   dn = dx' + ds;
    dy1 = dy' + J_fy^T ds; dx1 = J_f^T dn; dA = dx1/c + dy1; du_a = J_MHA^T dA;
    dx = dx1 + gamma du_a; dgamma += sum x du_a; dy = dy1 + J_ay^T du_a
    Between the sublayers, one pass over the rows each, as in the forward; the gain and gamma
@@ -3253,14 +3264,15 @@ static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tens
                                          nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dx,
                                          nb_real* dy, const nb_real* dxo, const nb_real* dyo,
                                          const nb_real* x, const nb_real* y) {
-    const int d = r->s->desc.d_model;
+    const int d = r->s->desc.d_model, fuse_norm = !r->s->desc.siamese_no_fusion_norm;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real** t = r->sc.tmp;
     const nb__norm gamma = {g->gamma, NULL};
     nb_result rc;
     int used = 1;
     nb__lin(r, t[0], ic, dxo, 1, dyo);                                              /* dF */
-    if ((rc = nb__branch_bwd(r, l, 1, p, g, c, t[1], t[0], c->uf, 0))) return rc; /* du_f */
+    if ((rc = nb__branch_bwd(r, l, 1, p, g, c, t[1], t[0], fuse_norm ? c->uf : c->sf, 0)))
+        return rc;                                                                  /* du_f */
     NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
     {
         int lo, hi, row, j;
@@ -3269,15 +3281,17 @@ static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tens
         nb_real* pg_in = nb__slot_part(r, 0, th, &g->n[NB__FF_INPUT], &pb_in);
         nb_real* pg_y = nb__slot_part(r, 1, th, &g->n[NB__FF_Y], &pb_y);
         nb_real* pg_f = nb__slot_part(r, 2, th, &g->n[NB__FF_IN], &pb_f);
-        nb_real *ds = nb__rowbuf(r, th), *dn = ds + NB__PAD(d);
+        nb_real *dsbuf = nb__rowbuf(r, th), *dn = dsbuf + NB__PAD(d);
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
+            const nb_real* ds = fuse_norm ? dsbuf : t[1] + o;
             if (row + 1 < hi) {
                 nb__prefetch_row(t[1] + o + d, d); nb__prefetch_row(c->sf + o + d, d);
                 nb__prefetch_row(c->y1 + o + d, d); nb__prefetch_row(c->x1 + o + d, d);
             }
-            nb__block_norm_bwd_row(r, &p->n[NB__FF_INPUT], ds, t[1] + o, c->sf + o,
-                                   c->st[NB__FF_INPUT], row, NULL, pg_in, pb_in);
+            if (fuse_norm)
+                nb__block_norm_bwd_row(r, &p->n[NB__FF_INPUT], dsbuf, t[1] + o, c->sf + o,
+                                       c->st[NB__FF_INPUT], row, NULL, pg_in, pb_in);
             NB__OMP(simd)
             for (j = 0; j < d; j++) dn[j] = dxo[o + j] + ds[j];
             nb__block_norm_bwd_row(r, &p->n[NB__FF_Y], dy + o, ds, c->y1 + o, c->st[NB__FF_Y], row,

@@ -22,7 +22,7 @@ Per case (names "<case>.<field>"):
     scalars  L, B, T, d, H, Hkv, f, rope, theta, eps, norm (1 RMS, 2 LayerNorm),
              ffn (1 SwiGLU, 2 GELU tanh), sites (0 = preset default, else the NB_SITE_*
              mask, 0x100 = explicitly none), mixln_alpha (0 = unused/default),
-             siamese_paper_scale, siamese_paper_fusion
+             siamese_paper_scale, siamese_paper_fusion; siamese_no_fusion_norm only when 1
     preset_key  the preset's key (nb_preset_name) as character codes, one per value
     tensors  E (B*T, d), dout, out, din (B*T, d)
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
@@ -56,7 +56,7 @@ from nbfixture import (FULL, GELU_TANH, LAYER, PER_HEAD, RMS, SITE_C, SITE_K, SI
 from nbfixture import attention as mha
 
 SEED = 20240611
-MAX_BYTES = 1_600_000
+MAX_BYTES = 1_700_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -289,7 +289,8 @@ def make_siamese_params(cfg):
         if cfg["preset"] == "SIAMESE":
             pm.gain(pre + "c1", d)
             for n in ("attn_y_norm", "ff_norm", "ff_y_norm", "ff_input_norm"):
-                pm.gain(pre + n + ".weight", d)
+                if n != "ff_input_norm" or not cfg.get("siamese_no_fusion_norm"):
+                    pm.gain(pre + n + ".weight", d)
         else:
             for n in ("attn_norm", "attn_y_norm", "attn_input_norm", "ff_norm", "ff_y_norm",
                       "ff_input_norm"):
@@ -359,8 +360,9 @@ def siamese_forward(cfg, p, E, probs, hidden=None, ystream=None):
             x1 = x + A / c
             y1 = y + A
             n = rn(cfg, p, pre + "ff_norm.weight", x1)
-            u_f = rn(cfg, p, pre + "ff_input_norm.weight",
-                     n + rn(cfg, p, pre + "ff_y_norm.weight", y1))
+            u_f = n + rn(cfg, p, pre + "ff_y_norm.weight", y1)
+            if not cfg.get("siamese_no_fusion_norm"):  # the paper's ablation drops this norm
+                u_f = rn(cfg, p, pre + "ff_input_norm.weight", u_f)
             Fo = ffn(cfg, p, pre, u_f)
             y = y1 + Fo
             x = n + Fo / c
@@ -574,6 +576,8 @@ def add_case(w, name, cfg, report):
     for field in ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", "ffn",
                   "mixln_alpha", "siamese_paper_scale", "siamese_paper_fusion", "sites"):
         w.add(name + "." + field, cfg[field])
+    if cfg.get("siamese_no_fusion_norm"):  # optional scalar: absent = 0
+        w.add(name + ".siamese_no_fusion_norm", 1)
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)
     w.add(name + ".dout", dout)
@@ -730,7 +734,7 @@ def main():
     report = []
     # Shapes, B=2, T=5 throughout: the presets' L=1 cases d=16, H=4 (Hkv 4 or 2), f=24 SwiGLU /
     # 64 GELU; every other case d=8, H=2 (d_k 4, Hkv 2 or 1 = MQA, i.e. a GQA group of 2),
-    # f=12 / 32, so that the file stays under 1.6 MB (MAX_BYTES).
+    # f=12 / 32, so that the file stays under 1.7 MB (MAX_BYTES).
     big = dict(d=16, H=4)
     small = dict(d=8, H=2)
     cases = []
@@ -764,6 +768,8 @@ def main():
     cases.append(("siamese_pscale_L2", make_cfg("SIAMESE", 2, Hkv=2, paper_scale=1, **small)))
     cases.append(("siamese_pfusion_L2", make_cfg("SIAMESE", 2, Hkv=1, paper_fusion=1, **small)))
     cases.append(("siamese_c1_L2", make_cfg("SIAMESE", 2, Hkv=2, paper_scale=2, **small)))
+    cases.append(("siamese_nofuse_L2", dict(make_cfg("SIAMESE", 2, Hkv=1, **small),
+                                            siamese_no_fusion_norm=1)))
     cases.append(("siamese_pp_paper_L2", make_cfg("SIAMESE_POST_PRE", 2, Hkv=2, paper_scale=1,
                                                   paper_fusion=1, **small)))
     # HybridNorm Table-4 ablations: all six site sets at L=1, the six patterns at L=3

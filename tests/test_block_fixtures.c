@@ -79,6 +79,7 @@ static const block_case cases[] = {
     {"siamese_pscale_L2", NULL},
     {"siamese_pfusion_L2", NULL},
     {"siamese_c1_L2", NULL},
+    {"siamese_nofuse_L2", NULL},
     {"siamese_pp_paper_L2", NULL},
     {"abl_qkvc_pre_L1", "QKVC-Pre"},
     {"abl_pre_qkc_post_L1", "Pre-QKC-Post"},
@@ -306,6 +307,10 @@ static void run_case(const block_case* bc, const variant* v) {
     desc.rope_theta = (nb_real)theta;
     desc.siamese_paper_scale = pscale;
     desc.siamese_paper_fusion = pfusion;
+    {   /* optional: written only for the ablation's cases */
+        const nbf_tensor* nf = nbf_field(cs, "siamese_no_fusion_norm", 0);
+        desc.siamese_no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
+    }
     desc.memory = v->memory;
     desc.check_finite = v->check_finite;
 

@@ -121,6 +121,8 @@ static void fd_all(nbt_rng* rng) {
         fd_case("siamese paper forms", &d, 2, 3, rng);
         d.siamese_paper_scale = 2; d.siamese_paper_fusion = 0;
         fd_case("siamese constant c ablation", &d, 2, 3, rng);
+        d.siamese_paper_scale = 0; d.siamese_no_fusion_norm = 1;
+        fd_case("siamese without the fusion norm", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_PRE, 2);
         d.norm = NB_NORM_LAYER; d.sites = NB_SITES_QKVC; d.ffn = NB_FFN_GELU_ERF; d.final_norm = -1;
         fd_case("pre LayerNorm QKVC GELU-erf no final norm", &d, 1, 4, rng);
@@ -674,6 +676,11 @@ static void bad_configs(void) {
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG &&
                   strstr(ctx.err, "siamese_paper_scale"), "unknown SiameseNorm c_l form rejected");
     d.siamese_paper_scale = 0;
+    d.preset = NB_PRESET_SIAMESE_POST_PRE; d.siamese_no_fusion_norm = 1;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG &&
+                  strstr(ctx.err, "siamese_no_fusion_norm"),
+              "fusion-norm ablation outside the hybrid-pre form rejected");
+    d.preset = NB_PRESET_SIAMESE; d.siamese_no_fusion_norm = 0;
     d.final_norm = -1;
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "SiameseNorm without fusion rejected");
     memset(ls, 0, sizeof ls);

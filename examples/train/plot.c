@@ -14,7 +14,8 @@ typedef struct line {
     int n;
     const double *x, *y;
     const double *lo, *hi;    /* optional: a band (or error bars) around y */
-    const int* mark;          /* optional: mark[i] draws a cross at the top (diverged) */
+    const int* mark;          /* optional: mark[i] 1 draws a cross at the top (diverged), 2 a
+                                 ring around the point (collapsed) */
     int mark_row;             /* crosses of line k sit in row k, so lines do not hide each other */
     int dashed, dots, bars;   /* dashed line; circles at the points; lo/hi as error bars */
 } line;
@@ -183,7 +184,7 @@ static void draw_line(FILE* f, const axes* a, const line* s) {
     if (open) fputs("\"/>\n", f);
     for (i = 0; i < s->n; i++) {
         const double x = ax_x(a, s->x[i]);
-        if (s->mark && s->mark[i] && isfinite(s->x[i])) { /* a cross at the top: diverged */
+        if (s->mark && s->mark[i] == 1 && isfinite(s->x[i])) { /* a cross at the top: diverged */
             const double y = a->Tp + 9 + 12 * s->mark_row;
             fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" stroke-width=\"2.2\"/>\n",
                     x - 5, y - 5, x + 5, y + 5, x - 5, y + 5, x + 5, y - 5, s->color);
@@ -196,6 +197,9 @@ static void draw_line(FILE* f, const axes* a, const line* s) {
                     x - 4, ax_y(a, s->hi[i]), x + 4, s->color);
         if (s->dots || s->n == 1)
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.2\" fill=\"%s\"/>\n", x, ax_y(a, s->y[i]), s->color);
+        if (s->mark && s->mark[i] == 2)
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"/>\n",
+                    x, ax_y(a, s->y[i]), s->color);
     }
 }
 
@@ -465,7 +469,7 @@ int plot_lr_sweep(const char* path, const band* b, int n, double unigram) {
     double bx[2] = {INFINITY, -INFINITY}, by[2];
     panel p;
     FILE* f;
-    int k, i, any_mark = 0;
+    int k, i, crosses = 0, rings = 0;
     band_lines(b, n, s);
     for (k = 0; k < n; k++) {
         s[k].dots = 1;
@@ -473,7 +477,8 @@ int plot_lr_sweep(const char* path, const band* b, int n, double unigram) {
         for (i = 0; i < b[k].n; i++) {
             if (b[k].x[i] < bx[0]) bx[0] = b[k].x[i];
             if (b[k].x[i] > bx[1]) bx[1] = b[k].x[i];
-            any_mark |= b[k].mark && b[k].mark[i];
+            crosses |= b[k].mark && b[k].mark[i] == 1;
+            rings |= b[k].mark && b[k].mark[i] == 2;
         }
     }
     by[0] = by[1] = unigram;
@@ -488,9 +493,17 @@ int plot_lr_sweep(const char* path, const band* b, int n, double unigram) {
     p.logy = wants_log(s, n, 0);
     draw_panel(f, &p, s, n + 1);
     draw_legend(f, 652, 60, s, n + 1);
-    if (any_mark) {
-        svg_text(f, 652, 60 + 18 * (n + 1) + 10, "start", 12, "x at the top: every");
-        svg_text(f, 652, 60 + 18 * (n + 1) + 26, "start", 12, "seed diverged");
+    {
+        double y = 60 + 18 * (n + 1) + 10;
+        if (crosses) {
+            svg_text(f, 652, y, "start", 12, "x at the top: every");
+            svg_text(f, 652, y + 16, "start", 12, "seed diverged");
+            y += 40;
+        }
+        if (rings) {
+            svg_text(f, 652, y, "start", 12, "ring: a seed collapsed");
+            svg_text(f, 652, y + 16, "start", 12, "to the unigram baseline");
+        }
     }
     return svg_close(f, path);
 }

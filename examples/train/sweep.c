@@ -470,6 +470,21 @@ static void print_table(const sweep* sw, int text) {
         }
 }
 
+/* the lr of preset p whose finished runs reach the lowest mean final validation loss
+   (stable ones first); -1 if nothing finished */
+static int best_lr(const sweep* sw, int p) {
+    int l, best = -1, best_stable = 0;
+    double bv = INFINITY;
+    for (l = 0; l < sw->n_lrs; l++) {
+        const group_stats g = stats(sw, p, l);
+        if (!g.finished) continue;
+        if ((g.stable && !best_stable) || (g.stable == best_stable && g.mean < bv)) {
+            best = l; bv = g.mean; best_stable = g.stable;
+        }
+    }
+    return best;
+}
+
 /* largest lr of preset p at which every seed was ok; -1 if none. unstable: the smaller ones
    that were not (a sign the sweep's noise or an lr window, worth a look) */
 static int largest_stable(const sweep* sw, int p, char* unstable, size_t n) {
@@ -491,11 +506,14 @@ static void print_stable(const sweep* sw) {
         "the SiameseNorm paper's Table 1 protocol):\n");
     for (p = 0; p < sw->n_presets; p++) {
         char unstable[256];
-        const int l = largest_stable(sw, p, unstable, sizeof unstable);
-        if (l < 0) say("  %-14s none of %g..%g\n", sw->labels[p], sw->lrs[0], sw->lrs[sw->n_lrs - 1]);
-        else say("  %-14s %g%s%s%s%s\n", sw->labels[p], sw->lrs[l],
+        const int l = largest_stable(sw, p, unstable, sizeof unstable), b = best_lr(sw, p);
+        if (l < 0) say("  %-14s none of %g..%g", sw->labels[p], sw->lrs[0], sw->lrs[sw->n_lrs - 1]);
+        else say("  %-14s %g%s%s%s%s", sw->labels[p], sw->lrs[l],
                  l == sw->n_lrs - 1 ? " (the largest tried)" : "", unstable[0] ? " (but not stable at " : "",
                  unstable, unstable[0] ? ")" : "");
+        /* stable is not good: a run can stay clear of the baseline and still learn little */
+        if (b >= 0) say("; lowest validation loss at lr %g (%.4f)", sw->lrs[b], stats(sw, p, b).mean);
+        say("\n");
     }
 }
 
@@ -561,21 +579,6 @@ static int write_tables(const sweep* sw) {
 }
 
 /* ---- plots ---- */
-
-/* the lr of preset p whose finished runs reach the lowest mean final validation loss
-   (stable ones first); -1 if nothing finished */
-static int best_lr(const sweep* sw, int p) {
-    int l, best = -1, best_stable = 0;
-    double bv = INFINITY;
-    for (l = 0; l < sw->n_lrs; l++) {
-        const group_stats g = stats(sw, p, l);
-        if (!g.finished) continue;
-        if ((g.stable && !best_stable) || (g.stable == best_stable && g.mean < bv)) {
-            best = l; bv = g.mean; best_stable = g.stable;
-        }
-    }
-    return best;
-}
 
 /* centered moving average of y over a window of w points */
 static void smooth(const double* y, int n, int w, double* out) {
@@ -683,7 +686,8 @@ static int write_plots(const sweep* sw, double unigram, char* listed, size_t n) 
                 y[l] = g.mean;
                 lo[l] = g.finished ? g.lo : NAN;
                 hi[l] = g.finished ? g.hi : NAN;
-                mk[l] = g.diverged > 0 && !g.finished;   /* every seed diverged */
+                mk[l] = g.diverged > 0 && !g.finished ? 1 /* every seed diverged */
+                        : g.collapsed > 0 ? 2 : 0;
             }
             b[p].name = sw->labels[p];
             b[p].n = sw->n_lrs;

@@ -288,8 +288,9 @@ void say_shown(const dataset* ds, const shown_problem* p, int n);
 /* ---- plot.c ---- */
 int write_diag(const config* c, const model* m, const history* h, double unigram);
 int write_steps_csv(const char* path, const history* h);
-/* a line with a band: y over x, and lo/hi around it (NULL: no band); mark[i] != 0 draws a
-   cross at the top of the panel instead of a point (a diverged run) */
+/* a line with a band: y over x, and lo/hi around it (NULL: no band); mark[i] 1 draws a cross
+   at the top of the panel instead of a point (every run diverged), 2 a ring around the point
+   (a run collapsed) */
 typedef struct band {
     const char* name;
     int n;

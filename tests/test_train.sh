@@ -289,6 +289,26 @@ else
   fail "a sweep's run vs the run alone"; diff alone.csv sw/runs/hybrid_lr0.003_seed2.csv | head
 fi
 
+# Ctrl-C ends a sweep's runs (they are their own process groups: the sweep must end them)
+"$TRAIN" "${SWB[@]}" --steps 1000000 --compare pre,post --out swint > swint.log 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do [ -s swint/runs/post_lr0.003_seed1337.log ] && break; sleep 0.1; done
+sleep 0.5
+kids="$(pgrep -P "$pid" | tr '\n' ' ')"
+kill -INT "$pid" 2>/dev/null
+for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+alive=""
+for k in $pid $kids; do kill -0 "$k" 2>/dev/null && alive="$alive $k"; done
+[ -n "$alive" ] && kill -KILL $alive 2>/dev/null
+wait "$pid"
+rc=$?
+if [ -z "$alive" ] && [ -n "$kids" ] && [ $rc = 0 ] && grep -q "^interrupted: 0 of 2 runs finished" swint.log &&
+   grep -q "^pre .* 1 interrupted" swint.log; then
+  pass "Ctrl-C stops a sweep and its runs"
+else
+  fail "Ctrl-C on a sweep (rc $rc, runs '$kids', still running after 10 s: '$alive')"; cat swint.log
+fi
+
 # 13. each preset's paper init, printed; --init overrides; the model line's eps and decay groups
 for spec in "pre|normal (the preset" "hybrid|megatron (the preset" "hybrid_star|megatron" \
             "mixln|mixln (the preset" "post|mixln (" "siamese|mitchell (" "deepnorm|deepnorm (" \
@@ -343,6 +363,7 @@ expect_error "--format unknown" "unknown format" --format roman
 expect_error "--wd-norms bad value" "on or off" --wd-norms maybe
 expect_error "--eval-problems with --data" "counts addition problems" --data corpus.txt --eval-problems 5
 expect_error "--load of a missing file" "cannot open checkpoint" --load nope.st --eval
+expect_error "unwritable --summary before training" "cannot write" "${TINY[@]}" --summary /nonexistent/dir/s.json
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

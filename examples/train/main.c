@@ -56,6 +56,10 @@ static int check_outputs(const config* c) {
         if (!(f = fopen(c->csv, "a"))) return fail("cannot write %s: %s", c->csv, strerror(errno));
         fclose(f);
     }
+    if (c->summary) {
+        if (!(f = fopen(c->summary, "a"))) return fail("cannot write %s: %s", c->summary, strerror(errno));
+        fclose(f);
+    }
     if (c->diag && make_dir(c->diag)) return 1;
     if (c->out && make_dir(c->out)) return 1;
     return 0;

@@ -246,6 +246,8 @@ static void progress(const sweep* sw, const sweep_run* r, int done, double t0) {
         if (r->state == RUN_COLLAPSED) snprintf(what + k, sizeof what - (size_t)k, ", collapsed (unigram %.4f)", r->unigram);
     } else if (r->state == RUN_DIVERGED) {
         snprintf(what, sizeof what, "diverged at step %d", h->diverged_at);
+    } else if (r->state == RUN_INTERRUPTED) {
+        snprintf(what, sizeof what, "interrupted");
     } else {
         char path[1280], why[200];
         snprintf(path, sizeof path, "%s/%s.log", sw->runs_dir, r->name);
@@ -345,13 +347,13 @@ static int run_processes(sweep* sw, int argc, char** argv) {
             next++;
         }
         if (running == 0) break;
+        if (g_stop) /* Ctrl-C: the running runs end now (waitpid below collects them) */
+            for (i = 0; i < sw->n_runs; i++)
+                if (sw->runs[i].state == RUN_RUNNING) kill(sw->runs[i].pid, SIGKILL);
         pid = waitpid(-1, &status, 0);
         if (pid < 0) {
             if (errno != EINTR) { rc = fail("waiting for the runs: %s", strerror(errno)); break; }
-            if (g_stop)
-                for (i = 0; i < sw->n_runs; i++)
-                    if (sw->runs[i].state == RUN_RUNNING) kill(sw->runs[i].pid, SIGKILL);
-            continue;
+            continue; /* a signal: the loop looks at g_stop again */
         }
         for (i = 0; i < sw->n_runs; i++) {
             sweep_run* r = &sw->runs[i];
@@ -399,7 +401,7 @@ static int run_inline(sweep* sw, const dataset* ds) {
 /* ---- statistics ---- */
 
 typedef struct group_stats {
-    int n, ok, diverged, collapsed, failed;   /* runs by state (n: seeds) */
+    int n, ok, diverged, collapsed, failed, interrupted;   /* runs by state (n: seeds) */
     int finished;                             /* ok + collapsed: the ones with a final loss */
     double mean, std, lo, hi, acc;            /* over finished runs */
     int stable;                               /* every seed ok */
@@ -421,7 +423,8 @@ static group_stats stats(const sweep* sw, int p, int l) {
         g.ok += r->state == RUN_OK;
         g.diverged += r->state == RUN_DIVERGED;
         g.collapsed += r->state == RUN_COLLAPSED;
-        g.failed += r->state == RUN_FAILED || r->state == RUN_INTERRUPTED;
+        g.failed += r->state == RUN_FAILED;
+        g.interrupted += r->state == RUN_INTERRUPTED;
         if ((r->state == RUN_OK || r->state == RUN_COLLAPSED) && isfinite(r->h.final_val)) {
             const double v = r->h.final_val;
             g.finished++;
@@ -446,7 +449,8 @@ static void runs_word(const group_stats* g, char* buf, size_t n) {
     PART(g->ok, "ok");
     PART(g->collapsed, "collapsed");
     PART(g->diverged, "diverged");
-    PART(g->failed, "failed/interrupted");
+    PART(g->failed, "failed");
+    PART(g->interrupted, "interrupted");
 #undef PART
 }
 
@@ -544,15 +548,15 @@ static int write_tables(const sweep* sw) {
     }
     rc |= close_file(f, path);
     if (!(f = out_file(sw, "summary.csv", path, sizeof path))) return 1;
-    fprintf(f, "preset,lr,seeds,ok,collapsed,diverged,failed,val_mean,val_std,val_min,val_max,"
-               "accuracy_mean,stable,largest_stable_lr\n");
+    fprintf(f, "preset,lr,seeds,ok,collapsed,diverged,failed,interrupted,val_mean,val_std,val_min,"
+               "val_max,accuracy_mean,stable,largest_stable_lr\n");
     for (p = 0; p < sw->n_presets; p++) {
         char unstable[256];
         const int best = largest_stable(sw, p, unstable, sizeof unstable);
         for (l = 0; l < sw->n_lrs; l++) {
             const group_stats g = stats(sw, p, l);
-            fprintf(f, "%s,%.9g,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.6g,%d,%.9g\n", sw->labels[p],
-                    sw->lrs[l], g.n, g.ok, g.collapsed, g.diverged, g.failed, g.mean, g.std,
+            fprintf(f, "%s,%.9g,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.6g,%d,%.9g\n", sw->labels[p],
+                    sw->lrs[l], g.n, g.ok, g.collapsed, g.diverged, g.failed, g.interrupted, g.mean, g.std,
                     g.finished ? g.lo : NAN, g.finished ? g.hi : NAN, g.acc, g.stable,
                     best >= 0 ? sw->lrs[best] : NAN);
         }

@@ -263,6 +263,14 @@ if [ -n "$first" ] && [ "$(sample_text gq.log)" = "$first" ] && grep -q "^check:
 else
   fail "greedy --sample vs the accuracy pass ('$first')"; cat gq.log
 fi
+# the held-out split is of unordered pairs: b+a of a held-out a+b is held out too
+qa="${q%%+*}" qb="${q#*+}"; qb="${qb%=}"
+"$TRAIN" --load ev.st --sample "$qb+$qa=" --temperature 0 --threads 1 > gswap.log 2>&1
+if [ -n "$qa" ] && grep -q "^check: .*held-out pair" gswap.log; then
+  pass "held-out split: $qb+$qa is held out with $q"
+else
+  fail "held-out split of unordered pairs ($qb+$qa)"; cat gswap.log
+fi
 expect_error "--eval of a file-trained checkpoint without --data" "needs it" --load text.st --eval
 
 # 12. a sweep: 2 presets x 2 seeds x 2 learning rates, one of which diverges

@@ -4,9 +4,9 @@
            with the stack's own final norm) -> untied head (256 x d) -> mean cross-entropy.
    Data    default: a synthetic task made here, multi-digit addition written as text with
            fixed-width operands ("123+045=0168\n"; --format for others); the loss counts only
-           the answer bytes (digits and the closing newline), and pairs (a, b) with
-           hash(a, b) % 10 == 0 are held out: validation and the exact-match accuracy use only
-           those, training never sees them.
+           the answer bytes (digits and the closing newline), and the unordered pairs {a, b}
+           with hash(min, max) % 10 == 0 are held out: validation and the exact-match accuracy
+           use only those, training never sees them (nor b+a for a held-out a+b).
            --data FILE: any file as a byte-level corpus, the last --val-frac held out.
    Output  one line per interval (loss, validation loss, gradient norm, tokens/s, ETA);
            checkpoints in safetensors format (PyTorch-style names, Adam moments as
@@ -91,7 +91,7 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
         char ex[64];
         add_example(ds, ex);
         say("data: synthetic %d-digit addition, format %s (\"%s\"), loss on answer bytes, "
-            "10%% of pairs held out\n", c->digits, format_name(c->format), ex);
+            "10%% of pairs held out (a+b and b+a alike)\n", c->digits, format_name(c->format), ex);
     }
     say("unigram entropy baseline: %.4f nats/token (loss of predicting the byte frequencies)\n",
         unigram);

@@ -425,8 +425,8 @@ static void band_lines(const band* b, int n, line* s) {
     }
 }
 
-int plot_compare(const char* path, const char* title, const band* val, const band* train, int n,
-                 double unigram) {
+int plot_compare(const char* path, const char* title, const char* train_title, const band* val,
+                 const band* train, int n, double unigram) {
     line sv[MAX_COMPARE + 1], st[MAX_COMPARE + 1];
     double bx[2] = {INFINITY, -INFINITY}, by[2], cap = 0;
     panel p;
@@ -456,7 +456,7 @@ int plot_compare(const char* path, const char* title, const band* val, const ban
     p.w = 510; p.h = 470; p.title = title; p.xlabel = "step"; p.ylabel = "validation loss (nats)";
     p.logy = wants_log(sv, n, 0);
     draw_panel(f, &p, sv, n + 1);
-    p.x = 510; p.title = "Train loss (moving average, mean over seeds)"; p.ylabel = "train loss (nats)";
+    p.x = 510; p.title = train_title; p.ylabel = "train loss (nats)";
     p.ymax = cap > 0 ? cap * 1.05 : 0;
     p.logy = wants_log(st, n, p.ymax);
     draw_panel(f, &p, st, n + 1);

@@ -672,7 +672,9 @@ static int write_plots(const sweep* sw, double unigram, char* listed, size_t n) 
                   sw->n_lrs > 1 ? ", each preset at its best lr" : "");
     snprintf(path, sizeof path, "%s/compare.svg", sw->out);
     if (cs.n) {
-        rc |= plot_compare(path, title, cs.val, cs.train, cs.n, unigram);
+        rc |= plot_compare(path, title, sw->n_seeds > 1 ? "Train loss (moving average, mean over seeds)"
+                                                        : "Train loss (moving average)",
+                           cs.val, cs.train, cs.n, unigram);
         used += (size_t)snprintf(listed + used, n - used, "  %s  validation curves per preset (train loss, smoothed, beside)\n", path);
     }
     for (k = 0; k < MAX_COMPARE; k++) free(cs.mem[k]);

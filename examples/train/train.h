@@ -298,8 +298,8 @@ typedef struct band {
     const int* mark;
 } band;
 /* compare.svg: validation loss (mean over seeds, min-max band) and train loss (smoothed) */
-int plot_compare(const char* path, const char* title, const band* val, const band* train, int n,
-                 double unigram);
+int plot_compare(const char* path, const char* title, const char* train_title, const band* val,
+                 const band* train, int n, double unigram);
 /* lr_sweep.svg: final validation loss against the learning rate (log x) per preset */
 int plot_lr_sweep(const char* path, const band* b, int n, double unigram);
 

@@ -345,24 +345,28 @@ const char* init_scheme_name(nb_init_scheme s) {
     return s >= NB_INIT_NORMAL && s <= NB_INIT_DEEPNORM ? k_init_names[s - NB_INIT_NORMAL] : "?";
 }
 
-/* Each preset's initialization: the one in the code its paper published with (SPEC 6, 8 and
-   D11-D15), so a preset trains as its authors trained it unless --init says otherwise.
-     pre       normal: the HybridNorm paper's Pre-Norm baseline (its text, HN-P:192; Table 7
-               says Megatron for every dense model, D12: the text is specific to Pre-Norm)
+/* Each preset's initialization: the one in the code its paper published with, so a preset
+   trains as its authors trained it unless --init says otherwise.
+     pre       normal: the HybridNorm paper's Pre-Norm baseline (its text; its Table 7
+               says Megatron for every dense model; the text is specific to Pre-Norm)
      post, sandwich, mixln
                mixln: the Mix-LN code's N(0, 0.02) unscaled, embedding std sqrt(0.4); its
                `post` and `sandwich` norm types are where these presets come from (its scaled
                init is a separate norm type, scale_post_pre: --init mixln_scaled)
      post_flags and the HybridNorm family (hybrid, hybrid_star, first_qkv_pre, embednorm, the
                #-Post/#-Pre rows, pre_post, post_pre)
-               megatron: the released HybridNorm yaml, init_fn full_megatron (D12)
+               megatron: the released HybridNorm yaml, init_fn full_megatron
      olmo2     normal with std 0.02, cutoff 3: the official OLMo-2 yamls
      deepnorm, deepnorm_mixln
                deepnorm: DeepNet's xavier gains (the Mix-LN code's compat gains for
                deepnorm_mixln, chosen by the library from the preset)
      siamese, siamese_post_pre
-               mitchell: the SiameseNorm code (SN-P:388)
+               mitchell: the SiameseNorm code
      gpt2      gpt2: N(0, 0.02), residual projections 0.02/sqrt(2L) (llm.c / GPT-2)
+     lns       mixln: the LayerNorm Scaling code is the Mix-LN code's Llama, and its LNS norm
+               type uses the default (unscaled) init: the scale 1/sqrt(l) replaces the scaled
+               initialization
+     none      normal (a baseline, no paper code)
      custom schedules: normal (no paper to follow) */
 static nb_init_scheme preset_init(const config* c, const nb_stack_desc* d, double* std0) {
     *std0 = 0;
@@ -371,7 +375,8 @@ static nb_init_scheme preset_init(const config* c, const nb_stack_desc* d, doubl
         strcmp(c->norm, "layer") && strcmp(c->ffn, "gelu"))
         return NB_INIT_GPT2; /* the preset "gpt2" (Pre-Norm with LayerNorm and GELU), by name */
     switch (d->preset) {
-    case NB_PRESET_POST: case NB_PRESET_SANDWICH: case NB_PRESET_MIXLN: return NB_INIT_MIXLN;
+    case NB_PRESET_POST: case NB_PRESET_SANDWICH: case NB_PRESET_MIXLN: case NB_PRESET_LNS:
+        return NB_INIT_MIXLN;
     case NB_PRESET_POST_FLAGS: case NB_PRESET_HYBRID: case NB_PRESET_HYBRID_STAR:
     case NB_PRESET_FIRST_QKV_PRE: case NB_PRESET_EMBEDNORM: case NB_PRESET_SITES_POST:
     case NB_PRESET_SITES_PRE: case NB_PRESET_PRE_SITES_POST: case NB_PRESET_PRE_SITES_PRE:

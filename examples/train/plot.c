@@ -16,7 +16,8 @@ typedef struct line {
     const double *lo, *hi;    /* optional: a band (or error bars) around y */
     const int* mark;          /* optional: mark[i] 1 draws a cross at the top (diverged), 2 a
                                  ring around the point (collapsed) */
-    int mark_row;             /* crosses of line k sit in row k, so lines do not hide each other */
+    int mark_row, mark_rows;  /* crosses of line k of mark_rows sit side by side at the top, so
+                                 lines do not hide each other and none looks like a value */
     int dashed, dots, bars;   /* dashed line; circles at the points; lo/hi as error bars */
 } line;
 
@@ -185,9 +186,9 @@ static void draw_line(FILE* f, const axes* a, const line* s) {
     for (i = 0; i < s->n; i++) {
         const double x = ax_x(a, s->x[i]);
         if (s->mark && s->mark[i] == 1 && isfinite(s->x[i])) { /* a cross at the top: diverged */
-            const double y = a->Tp + 9 + 12 * s->mark_row;
+            const double y = a->Tp + 8, cx = x + 11 * (s->mark_row - 0.5 * (s->mark_rows - 1));
             fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" stroke-width=\"2.2\"/>\n",
-                    x - 5, y - 5, x + 5, y + 5, x - 5, y + 5, x + 5, y - 5, s->color);
+                    cx - 5, y - 5, cx + 5, y + 5, cx - 5, y + 5, cx + 5, y - 5, s->color);
             continue;
         }
         if (!usable(a, s->x[i], s->y[i])) continue;
@@ -422,6 +423,7 @@ static void band_lines(const band* b, int n, line* s) {
         s[k].name = b[k].name; s[k].color = k_colors[k % 10]; s[k].n = b[k].n;
         s[k].x = b[k].x; s[k].y = b[k].y; s[k].lo = b[k].lo; s[k].hi = b[k].hi; s[k].mark = b[k].mark;
         s[k].mark_row = k;
+        s[k].mark_rows = n;
     }
 }
 

@@ -323,7 +323,7 @@ fi
 # 13. each preset's paper init, printed; --init overrides; the model line's eps and decay groups
 for spec in "pre|normal (the preset" "hybrid|megatron (the preset" "hybrid_star|megatron" \
             "mixln|mixln (the preset" "post|mixln (" "siamese|mitchell (" "deepnorm|deepnorm (" \
-            "gpt2|gpt2 (" "olmo2|normal std 0.02 ("; do
+            "gpt2|gpt2 (" "olmo2|normal std 0.02 (" "lns|mixln (" "none|normal ("; do
   p="${spec%%|*}" want="${spec#*|}"
   "$TRAIN" "${TINY[@]}" --preset "$p" --steps 0 > pi.log 2>&1
   if grep -qF "init: $want" pi.log; then pass "--preset $p: init $want"; else fail "--preset $p init (want '$want')"; cat pi.log; fi

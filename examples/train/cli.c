@@ -104,7 +104,7 @@ void usage(void) {
 "  --ffn swiglu|gelu  --norm rms|layer  --no-rope\n"
 "  --init SCHEME      normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm\n"
 "                     [the init of the preset's paper code: normal for pre, megatron for the\n"
-"                     HybridNorm family, mixln for post/mixln/sandwich, mitchell for siamese,\n"
+"                     HybridNorm family, mixln for post/mixln/sandwich/lns, mitchell for siamese,\n"
 "                     deepnorm, gpt2, normal std 0.02 for olmo2; the model line says which]\n"
 "training\n"
 "  --steps N [600]  --batch B [16]  --seq T [64]  --lr X [3e-3]  --warmup N [50]\n"

@@ -139,19 +139,6 @@ int add_parse(const dataset* ds, const char* s, unsigned long long* a, unsigned 
     return 1;
 }
 
-/* The value of an answer the model wrote (digits only, no newline), read back in the format:
-   for showing it in the usual notation. -1 if it is not a number. */
-long long add_read_answer(const dataset* ds, const char* s) {
-    char tmp[32];
-    const int n = (int)strlen(s);
-    int i;
-    if (n == 0 || n >= (int)sizeof tmp) return -1;
-    for (i = 0; i < n; i++) if (s[i] < '0' || s[i] > '9') return -1;
-    memcpy(tmp, s, (size_t)n + 1);
-    if (k_formats[ds->format].rev_answer) reverse_bytes(tmp, n);
-    return atoll(tmp);
-}
-
 /* Fill one row of T+1 tokens and T loss-mask flags (mask[t] = target tok[t+1] counts). */
 static void add_row(const dataset* ds, unsigned long long st, int val, int T, int* tok,
                     unsigned char* mask) {

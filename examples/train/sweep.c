@@ -65,7 +65,9 @@ static cJSON* number_array(const double* x, int n) {
     return a;
 }
 
-int run_collapsed(const history* h, double unigram, double margin) {
+/* collapsed: every validation loss of the last quarter of the run within margin of (or above)
+   the unigram entropy: the model only learned the byte frequencies */
+static int run_collapsed(const history* h, double unigram, double margin) {
     const double from = 0.75 * (h->steps_done > 0 ? h->steps_done : 1);
     int i, seen = 0;
     if (h->diverged_at >= 0 || h->n_eval == 0) return 0;

@@ -139,7 +139,6 @@ void val_batch(const dataset* ds, int k, int n_batches, int B, int b0, int nb, i
                unsigned char* mask);
 int add_problem(const dataset* ds, unsigned long long* st, int val, char* buf, unsigned long long* sum);
 int add_answer(const dataset* ds, unsigned long long sum, char* buf);
-long long add_read_answer(const dataset* ds, const char* s);
 /* s is a problem "a+b=" in the dataset's format: 1, with a, b and whether the pair is one of
    the held-out ones; else 0 */
 int add_parse(const dataset* ds, const char* s, unsigned long long* a, unsigned long long* b,
@@ -276,9 +275,6 @@ void print_model(const config* c, const model* m, int arch_only);
    CSVs and plots. argv: the command line, for the child processes. */
 int run_sweep(const config* base, const dataset* ds, double unigram, int argc, char** argv);
 int write_summary(const char* path, const config* c, const history* h, double unigram);
-/* collapsed: every validation loss of the last quarter of the run within margin of (or above)
-   the unigram entropy: the model only learned the byte frequencies */
-int run_collapsed(const history* h, double unigram, double margin);
 
 /* ---- sample.c ---- */
 int run_loaded(const config* c, const dataset* ds);   /* --eval and/or --sample */

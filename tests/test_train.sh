@@ -293,6 +293,15 @@ if [ $rc = 0 ] && [ "$rows" = "hybrid,0.003,1 hybrid,0.003,2 hybrid,10,1 hybrid,
 else
   fail "sweep (rc $rc, rows '$rows')"; cat sw.log sw/runs.csv
 fi
+# summary.csv's mean and sample std of hybrid at 0.003 from runs.csv's two final losses
+if awk -F, 'FNR == 1 { next } FILENAME ~ /runs/ && $1 == "hybrid" && $2 == 0.003 { v[n++] = $9 }
+    FILENAME ~ /summary/ && $1 == "hybrid" && $2 == 0.003 { m = $9; sd = $10 }
+    END { mean = (v[0] + v[1]) / 2; s = sqrt((v[0] - mean)^2 + (v[1] - mean)^2);
+          d1 = m - mean; d2 = sd - s; exit !(n == 2 && d1 * d1 < 1e-14 && d2 * d2 < 1e-14) }' sw/runs.csv sw/summary.csv; then
+  pass "summary.csv: mean and std over seeds agree with runs.csv"
+else
+  fail "summary.csv statistics"; cat sw/runs.csv sw/summary.csv
+fi
 "$TRAIN" "${SWB[@]}" --preset hybrid --seed 2 --lr 0.003 --threads 1 --quiet --csv alone.csv > alone.log 2>&1
 if cmp -s alone.csv sw/runs/hybrid_lr0.003_seed2.csv; then
   pass "a sweep's run is bitwise the run alone (per-step CSV)"

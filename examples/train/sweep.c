@@ -417,10 +417,11 @@ static group_stats stats(const sweep* sw, int p, int l) {
     group_stats g;
     double sum = 0, sq = 0, acc = 0;
     int s, n_acc = 0;
+    const sweep_run* r;
     memset(&g, 0, sizeof g);
     g.lo = INFINITY; g.hi = -INFINITY;
     for (s = 0; s < sw->n_seeds; s++) {
-        const sweep_run* r = run_at(sw, p, l, s);
+        r = run_at(sw, p, l, s);
         g.n++;
         g.ok += r->state == RUN_OK;
         g.diverged += r->state == RUN_DIVERGED;
@@ -431,14 +432,18 @@ static group_stats stats(const sweep* sw, int p, int l) {
             const double v = r->h.final_val;
             g.finished++;
             sum += v;
-            sq += v * v;
             if (v < g.lo) g.lo = v;
             if (v > g.hi) g.hi = v;
             if (isfinite(r->h.accuracy)) { acc += r->h.accuracy; n_acc++; }
         }
     }
     g.mean = g.finished ? sum / g.finished : NAN;
-    g.std = g.finished > 1 ? sqrt(fmax(0, (sq - sum * sum / g.finished) / (g.finished - 1))) : NAN;
+    for (s = 0; s < sw->n_seeds; s++) { /* two passes: the sample std about the mean */
+        r = run_at(sw, p, l, s);
+        if ((r->state == RUN_OK || r->state == RUN_COLLAPSED) && isfinite(r->h.final_val))
+            sq += (r->h.final_val - g.mean) * (r->h.final_val - g.mean);
+    }
+    g.std = g.finished > 1 ? sqrt(sq / (g.finished - 1)) : NAN;
     g.acc = n_acc ? acc / n_acc : NAN;
     g.stable = g.ok == g.n;
     return g;

@@ -2662,18 +2662,16 @@ static unsigned nb__parse_sites(const char* p, size_t n) {
 
 /* 1 when name is one of the '|'-separated names of list (ASCII case-insensitive) */
 static int nb__in_list(const char* name, const char* list) {
+    char buf[32];
     while (*list) {
         const char* end = strchr(list, '|');
         const size_t n = end ? (size_t)(end - list) : strlen(list);
-        size_t i = 0;
-        while (i < n && name[i]) {
-            int x = name[i], y = list[i];
-            if (x >= 'A' && x <= 'Z') x += 32;
-            if (y >= 'A' && y <= 'Z') y += 32;
-            if (x != y) break;
-            i++;
+        NB_ASSERT(n < sizeof buf); /* the aliases of the preset table are short */
+        if (n < sizeof buf) {
+            memcpy(buf, list, n);
+            buf[n] = 0;
+            if (nb__streq(name, buf)) return 1;
         }
-        if (i == n && !name[n]) return 1;
         list += n + (end != NULL);
     }
     return 0;

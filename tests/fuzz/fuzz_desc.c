@@ -13,6 +13,15 @@
        fuzz_desc [iterations [seed]]          random descriptions, biased to small valid ones
        fuzz_desc --corpus FILE...             run the given inputs (e.g. the seed corpus)
        fuzz_desc --write-seeds DIR            write the seed corpus */
+#include <stdlib.h>
+
+/* The stack's tables through an allocator that refuses more than 64 MiB, as a small machine
+   would: a valid description with millions of layers (1e7 layers is about 16 GB of tables) then
+   takes the NB_ERR_NOMEM path instead of a libFuzzer "malloc exceeds limit" crash (its limit is
+   -rss_limit_mb) or a multi-second init. */
+#define NB__FUZZ_ALLOC_MAX ((size_t)64 << 20)
+#define NB_MALLOC(size, user) ((void)(user), (size) > NB__FUZZ_ALLOC_MAX ? NULL : malloc(size))
+#define NB_FREE(ptr, user) ((void)(user), free(ptr))
 #define NORMBLOCKS_IMPLEMENTATION
 #include "normblocks.h"
 

@@ -283,7 +283,9 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
 typedef enum nb_norm_type {
     NB_NORM_DEFAULT = 0,  /* RMSNorm */
     NB_NORM_RMS,
-    NB_NORM_LAYER         /* LayerNorm (gain only at attention sites) */
+    NB_NORM_LAYER,        /* LayerNorm (gain only at attention sites) */
+    NB_NORM_DYT           /* DyT, Dynamic Tanh: gain * tanh(alpha x) + bias, a learnable scalar
+                             alpha per norm (gain only at attention sites); no statistics */
 } nb_norm_type;
 
 enum { NB_SITE_Q = 1, NB_SITE_K = 2, NB_SITE_V = 4, NB_SITE_C = 8 };  /* nb_attn_desc.sites */
@@ -319,9 +321,12 @@ typedef struct nb_attn_desc {
 } nb_attn_desc;
 
 /* Parameter (or gradient) pointers. Shapes: w_qkv (d + 2*H_kv*d_k) x d, rows Q|K|V;
-   w_o d x d; q/k/v/c_gain: d_k each (per head) or the site's full width; NULL when absent. */
+   w_o d x d; q/k/v/c_gain: d_k each (per head) or the site's full width; q/k/v/c_alpha: DyT's
+   scalar of the site (norm NB_NORM_DYT only); NULL when absent. Bound in the order w_qkv, w_o,
+   then per normalized site Q, K, V, C: alpha (DyT), gain. */
 typedef struct nb_attn_params {
     nb_real *w_qkv, *w_o, *q_gain, *k_gain, *v_gain, *c_gain;
+    nb_real *q_alpha, *k_alpha, *v_alpha, *c_alpha;
 } nb_attn_params;
 
 /* A plan: the validated, resolved description for batches of at most max_batch sequences of
@@ -489,17 +494,18 @@ typedef struct nb_stack_desc {
 
 typedef enum nb_tensor_kind {
     NB_TENSOR_QKV = 1, NB_TENSOR_ATTN_OUT, NB_TENSOR_FF_IN, NB_TENSOR_FF_OUT,
-    NB_TENSOR_GAIN, NB_TENSOR_BIAS, NB_TENSOR_SIAMESE_GAMMA
+    NB_TENSOR_GAIN, NB_TENSOR_BIAS, NB_TENSOR_SIAMESE_GAMMA,
+    NB_TENSOR_DYT_ALPHA        /* DyT's scalar alpha of one norm ("<norm>.alpha", 1 value) */
 } nb_tensor_kind;
 
 typedef struct nb_tensor_info {
     char name[64];             /* PyTorch-style, e.g. "blocks.3.att_proj.weight" */
     int layer;                 /* -1 for stack-level tensors */
     nb_tensor_kind kind;
-    int ndim;                  /* 2 for matrices, 1 for vectors (gains, biases, gamma) */
+    int ndim;                  /* 2 for matrices, 1 for vectors (gains, biases, gamma, alpha) */
     int rows, cols;            /* (out, in) for matrices; (n, 1) for vectors */
     size_t offset, count;      /* in the contiguous parameter (and gradient) buffer */
-    int no_decay;              /* norm gains, biases, SiameseNorm gamma */
+    int no_decay;              /* norm gains, biases, SiameseNorm gamma, DyT alpha */
 } nb_tensor_info;
 
 typedef struct nb_layer {      /* resolved per-layer plan (read-only) */
@@ -660,10 +666,12 @@ static int omp_get_num_threads(void) { return 1; }
 #define NB__EXP exp
 #define NB__LOG log
 #define NB__SQRT sqrt
+#define NB__TANH tanh
 #else
 #define NB__EXP nb__expf
 #define NB__LOG logf
 #define NB__SQRT sqrtf
+#define NB__TANH tanhf
 /* exp for float that vectorizes inside `omp simd` loops (libm's expf is a call per element):
    exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2 in two parts, Cephes' degree-6
    polynomial; within 1.4 ulp of exp over the normal range. Overflow gives +inf and underflow
@@ -792,10 +800,11 @@ static int nb__team_rows(int rows, int* used, int* lo, int* hi) {
 #define NB__PAD(n) nb__pad((size_t)(n))
 static size_t nb__pad(size_t n) { return n > (size_t)-1 - 15 ? (size_t)-1 : (n + 15) & ~(size_t)15; }
 
-/* A thread's partial sums: dgain's at 0, dbias's at nb__part_boff(seg), nb__part_stride(seg)
-   values in all. */
+/* A thread's partial sums: dgain's at 0, dbias's at nb__part_boff(seg), DyT's dalpha at
+   nb__part_aoff(seg), nb__part_stride(seg) values in all. */
 static size_t nb__part_boff(int seg) { return NB__PAD(seg); }
-static size_t nb__part_stride(int seg) { return nb__mulz(2, NB__PAD(seg)); }
+static size_t nb__part_aoff(int seg) { return nb__mulz(2, NB__PAD(seg)); }
+static size_t nb__part_stride(int seg) { return nb__addz(nb__part_aoff(seg), 16); }
 
 NBDEF size_t nb_norm_scratch_size(const nb_ctx* ctx, int width, int seg) {
     (void)ctx;
@@ -1026,10 +1035,39 @@ static void nb__norm_seg_fwd(nb_real* ys, const nb_real* xs, int seg,
     }
 }
 
-/* Both norm forwards: rows of `width` in segments of `seg`, mean == NULL for RMSNorm. */
+/* DyT of one segment: y = gain * tanh(alpha x) + bias (gain, bias NULL: 1, 0). y may equal x. */
+static void nb__dyt_seg_fwd(nb_real* ys, const nb_real* xs, int seg, const nb_real* gain,
+                            const nb_real* bias, nb_real alpha) {
+    int i;
+    for (i = 0; i < seg; i++) {
+        const nb_real t = NB__TANH(alpha * xs[i]);
+        ys[i] = (gain ? gain[i] * t : t) + (bias ? bias[i] : 0);
+    }
+}
+
+/* One segment of the DyT backward. With t = tanh(alpha x) and u = dy * gain * (1 - t^2):
+     dx = alpha u (+ add_alpha * adds),  dgain += dy t,  dalpha += sum u x  (returned)
+   dbias (sum dy) is nb__bias_add's. dx may be dy or adds. */
+static nb_real nb__dyt_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs, int seg,
+                               const nb_real* gain, nb_real alpha, const nb_real* adds,
+                               nb_real add_alpha, nb_real* pg) {
+    nb_real da = 0;
+    int i;
+    for (i = 0; i < seg; i++) {
+        const nb_real t = NB__TANH(alpha * xs[i]), dy = dys[i];
+        const nb_real u = (gain ? dy * gain[i] : dy) * (1 - t * t);
+        if (pg) pg[i] += dy * t;
+        da += u * xs[i];
+        dxs[i] = (adds ? add_alpha * adds[i] : 0) + alpha * u;
+    }
+    return da;
+}
+
+/* Every norm forward: rows of `width` in segments of `seg`; DyT when alpha != NULL (no
+   statistics), else LayerNorm when mean != NULL, else RMSNorm. */
 static void nb__norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* mean, nb_real* rstd,
                              const nb_real* x, int ldx, const nb_real* gain, const nb_real* bias,
-                             int rows, int width, int seg, nb_real eps) {
+                             const nb_real* alpha, int rows, int width, int seg, nb_real eps) {
     const int nseg = width / seg;
     int r;
     (void)ctx;
@@ -1040,9 +1078,10 @@ static void nb__norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* mean, nb
         if (r + 1 < rows) nb__prefetch_row(x + (size_t)(r + 1) * ldx, width);
         for (s = 0; s < nseg; s++) {
             const size_t k = (size_t)r * nseg + s;
-            nb__norm_seg_fwd(y + (size_t)r * ldy + (size_t)s * seg, x + (size_t)r * ldx +
-                             (size_t)s * seg, seg, gain, bias, eps, mean ? mean + k : NULL,
-                             rstd + k);
+            nb_real* ys = y + (size_t)r * ldy + (size_t)s * seg;
+            const nb_real* xs = x + (size_t)r * ldx + (size_t)s * seg;
+            if (alpha) nb__dyt_seg_fwd(ys, xs, seg, gain, bias, *alpha);
+            else nb__norm_seg_fwd(ys, xs, seg, gain, bias, eps, mean ? mean + k : NULL, rstd + k);
         }
     }
 }
@@ -1053,7 +1092,7 @@ NBDEF nb_result nb_rmsnorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rs
     nb_result rc = nb__check_rows(ctx, "nb_rmsnorm_forward", rows, width, &seg, ldx, ldy, eps);
     if (rc) return rc;
     NB__CHECK(!y || !x || !rstd, NB_ERR_NULL, "nb_rmsnorm_forward: y, x and rstd are required");
-    nb__norm_forward(ctx, y, ldy, NULL, rstd, x, ldx, gain, NULL, rows, width, seg, eps);
+    nb__norm_forward(ctx, y, ldy, NULL, rstd, x, ldx, gain, NULL, NULL, rows, width, seg, eps);
     return NB_OK;
 }
 
@@ -1103,33 +1142,55 @@ static void nb__norm_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs
     else NB__NORM_DX_ALL(1);
 }
 
-/* Thread t's partial sums in scratch, zeroed: returns the dgain block (NULL when neither
-   gradient is wanted) and stores the dbias block in *pb (NULL without dbias). */
-static nb_real* nb__partials(nb_real* scratch, int t, int seg, int dgain, int dbias,
-                             nb_real** pb) {
+/* A thread's partial sums of one norm's parameter gradients (NULL: not wanted). */
+typedef struct nb__part { nb_real *g, *b, *a; } nb__part;
+
+/* Thread t's partial sums in scratch, zeroed, for the gradients asked for. */
+static nb__part nb__partials(nb_real* scratch, int t, int seg, int dgain, int dbias, int dalpha) {
     const size_t stride = nb__part_stride(seg);
+    nb_real* base = (dgain || dbias || dalpha) ? scratch + (size_t)t * stride : NULL;
+    nb__part p;
     NB_ASSERT(t >= 0 && t < NB_MAX_THREADS);
-    nb_real* pg = (dgain || dbias) ? scratch + (size_t)t * stride : NULL;
-    *pb = dbias ? pg + nb__part_boff(seg) : NULL;
-    if (pg) memset(pg, 0, stride * sizeof(nb_real));
-    return pg;
+    p.g = dgain ? base : NULL;
+    p.b = dbias ? base + nb__part_boff(seg) : NULL;
+    p.a = dalpha ? base + nb__part_aoff(seg) : NULL;
+    if (base) memset(base, 0, stride * sizeof(nb_real));
+    return p;
 }
 
-/* Shared body of both norm backwards, mean == NULL for RMSNorm. Per-thread partial sums of
-   dgain and dbias, reduced in thread order afterwards: deterministic for a thread count. The
-   scratch holds `teams` threads' partial sums; the team is clamped to that, so no thread count
-   can write past it. */
+/* dx of one segment of any kind (see nb__norm_seg_bwd, nb__dyt_seg_bwd): alpha != NULL is DyT;
+   the parameter-gradient terms go to the thread's partial sums pp. */
+static void nb__seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs, int seg,
+                        const nb_real* gain, const nb_real* alpha, const nb_real* mean,
+                        nb_real rs, const nb_real* adds, nb_real add_alpha, const nb__part* pp) {
+    if (alpha) {
+        const nb_real da = nb__dyt_seg_bwd(dxs, dys, xs, seg, gain, *alpha, adds, add_alpha,
+                                           pp->g);
+        if (pp->a) pp->a[0] += da;
+    } else {
+        nb__norm_seg_bwd(dxs, dys, xs, seg, gain, mean, rs, adds, add_alpha, pp->g);
+    }
+}
+
+/* Shared body of every norm backward: DyT when dyt_alpha != NULL (its gradient added to
+   *dalpha when not NULL), else LayerNorm when mean != NULL, else RMSNorm. Per-thread partial
+   sums of the parameter gradients, reduced in thread order afterwards: deterministic for a
+   thread count. The scratch holds `teams` threads' partial sums; the team is clamped to that,
+   so no thread count can write past it. */
 static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int lddx,
-                                   nb_real* dgain, nb_real* dbias, const nb_real* dy, int lddy,
-                                   const nb_real* x, int ldx, const nb_real* mean,
-                                   const nb_real* rstd, const nb_real* gain, int rows, int width,
-                                   int seg, const nb_real* add, nb_real alpha, nb_real* scratch,
+                                   nb_real* dgain, nb_real* dbias, nb_real* dalpha,
+                                   const nb_real* dy, int lddy, const nb_real* x, int ldx,
+                                   const nb_real* mean, const nb_real* rstd, const nb_real* gain,
+                                   const nb_real* dyt_alpha, int rows, int width, int seg,
+                                   const nb_real* add, nb_real alpha, nb_real* scratch,
                                    int teams) {
     nb_result rc = nb__check_rows(ctx, fn, rows, width, &seg, ldx, lddy, 1);
     if (rc) return rc;
+    if (!dyt_alpha) dalpha = NULL;
     NB__CHECK(lddx < width, NB_ERR_SHAPE, "%s: lddx (%d) must be >= width (%d)", fn, lddx, width);
-    NB__CHECK(!dx || !dy || !x || !rstd, NB_ERR_NULL, "%s: dx, dy, x and rstd are required", fn);
-    NB__CHECK((dgain || dbias) && !scratch, NB_ERR_NULL,
+    NB__CHECK(!dx || !dy || !x || (!rstd && !dyt_alpha), NB_ERR_NULL,
+              "%s: dx, dy, x and rstd are required", fn);
+    NB__CHECK((dgain || dbias || dalpha) && !scratch, NB_ERR_NULL,
               "%s: scratch (nb_norm_scratch_size values) is required for dgain/dbias", fn);
     {
         const int nseg = width / seg, nt = nb_num_threads(ctx);
@@ -1141,7 +1202,8 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
         {
             int lo, hi, r, s;
             const int t = nb__team_rows(rows, &used, &lo, &hi);
-            nb_real *pb, *pg = nb__partials(scratch, t, seg, dgain != NULL, dbias != NULL, &pb);
+            const nb__part pp = nb__partials(scratch, t, seg, dgain != NULL, dbias != NULL,
+                                             dalpha != NULL);
             nb__bias_items items;
             items.n = 0;
             for (r = lo; r < hi; r++) {
@@ -1152,18 +1214,19 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
                 for (s = 0; s < nseg; s++) {
                     const size_t k = (size_t)r * nseg + s, o = (size_t)s * seg;
                     const nb_real *xs = x + (size_t)r * ldx + o, *dys = dy + (size_t)r * lddy + o;
-                    nb__bias_add(&items, dys, seg, pb);
-                    if (pb && dys == dx + (size_t)r * lddx + o) /* dx overwrites dy: add now */
-                        nb__bias_flush(&items, seg, pb);
-                    nb__norm_seg_bwd(dx + (size_t)r * lddx + o, dys, xs, seg, gain,
-                                     mean ? mean + k : NULL, rstd[k],
-                                     add ? add + (size_t)r * lddx + o : NULL, alpha, pg);
+                    nb__bias_add(&items, dys, seg, pp.b);
+                    if (pp.b && dys == dx + (size_t)r * lddx + o) /* dx overwrites dy: add now */
+                        nb__bias_flush(&items, seg, pp.b);
+                    nb__seg_bwd(dx + (size_t)r * lddx + o, dys, xs, seg, gain, dyt_alpha,
+                                mean ? mean + k : NULL, dyt_alpha ? 0 : rstd[k],
+                                add ? add + (size_t)r * lddx + o : NULL, alpha, &pp);
                 }
             }
-            if (pb) nb__bias_flush(&items, seg, pb);
+            if (pp.b) nb__bias_flush(&items, seg, pp.b);
         }
         if (dgain) nb__reduce_partials(dgain, scratch, used, stride, seg);
         if (dbias) nb__reduce_partials(dbias, scratch + nb__part_boff(seg), used, stride, seg);
+        if (dalpha) nb__reduce_partials(dalpha, scratch + nb__part_aoff(seg), used, stride, 1);
     }
     return NB_OK;
 }
@@ -1173,9 +1236,9 @@ NBDEF nb_result nb_rmsnorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real*
                                     const nb_real* rstd, const nb_real* gain,
                                     int rows, int width, int seg, int accumulate,
                                     nb_real* scratch) {
-    return nb__norm_backward(ctx, "nb_rmsnorm_backward", dx, lddx, dgain, NULL, dy, lddy, x, ldx,
-                             NULL, rstd, gain, rows, width, seg, accumulate ? dx : NULL, 1,
-                             scratch, NB_NORM_MAX_TEAM);
+    return nb__norm_backward(ctx, "nb_rmsnorm_backward", dx, lddx, dgain, NULL, NULL, dy, lddy,
+                             x, ldx, NULL, rstd, gain, NULL, rows, width, seg,
+                             accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
 }
 
 NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* mean,
@@ -1186,7 +1249,7 @@ NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* 
     if (rc) return rc;
     NB__CHECK(!y || !x || !mean || !rstd, NB_ERR_NULL,
               "nb_layernorm_forward: y, x, mean and rstd are required");
-    nb__norm_forward(ctx, y, ldy, mean, rstd, x, ldx, gain, bias, rows, width, seg, eps);
+    nb__norm_forward(ctx, y, ldy, mean, rstd, x, ldx, gain, bias, NULL, rows, width, seg, eps);
     return NB_OK;
 }
 
@@ -1197,57 +1260,76 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
                                       int rows, int width, int seg, int accumulate,
                                       nb_real* scratch) {
     NB__CHECK(!mean, NB_ERR_NULL, "nb_layernorm_backward: mean is required");
-    return nb__norm_backward(ctx, "nb_layernorm_backward", dx, lddx, dgain, dbias, dy, lddy, x,
-                             ldx, mean, rstd, gain, rows, width, seg, accumulate ? dx : NULL, 1,
-                             scratch, NB_NORM_MAX_TEAM);
+    return nb__norm_backward(ctx, "nb_layernorm_backward", dx, lddx, dgain, dbias, NULL, dy,
+                             lddy, x, ldx, mean, rstd, gain, NULL, rows, width, seg,
+                             accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
 }
 
 /* ---- norm kinds ----
    What differs between the kinds of norm, in one place: the statistics each normalized segment
    keeps for the backward (rstd; LayerNorm also the mean, stored after the rstd block of the same
-   buffer), whether block norms carry a bias (site norms never do), and the forward and backward
-   every plan and stack calls through nb__kind_forward / nb__kind_backward. The row kernels
-   nb__norm_seg_fwd / _bwd serve both kinds (mean == NULL is RMSNorm); a kind with other
-   statistics or parameters adds its row kernels and its case there. */
+   buffer; DyT none), whether block norms carry a bias (site norms never do), whether the norm
+   has DyT's scalar alpha, and the names for messages. Every plan and stack calls through
+   nb__kind_forward / nb__kind_backward (whole rows) or nb__seg_fwd / nb__seg_bwd (one segment,
+   in the stack's fused row loops). A new kind adds its row kernels and its case in those two. */
 typedef struct nb__norm_kind {
     int stats;      /* values per normalized segment */
     int block_bias; /* block norms (width d) have a bias */
-    const char *fwd, *bwd; /* the public functions of the kind, for messages */
+    int alpha;      /* a learnable scalar alpha (DyT) */
+    const char *fwd, *bwd; /* names for messages */
 } nb__norm_kind;
 static const nb__norm_kind nb__norm_kinds[] = {
-    {1, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"}, /* NB_NORM_DEFAULT = RMSNorm */
-    {1, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"},
-    {2, 1, "nb_layernorm_forward", "nb_layernorm_backward"}};
+    {1, 0, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"}, /* NB_NORM_DEFAULT = RMSNorm */
+    {1, 0, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"},
+    {2, 1, 0, "nb_layernorm_forward", "nb_layernorm_backward"},
+    {0, 1, 1, "DyT forward", "DyT backward"}};
 typedef char nb__norm_kinds_one_row_each[sizeof nb__norm_kinds / sizeof nb__norm_kinds[0] ==
-                                         NB_NORM_LAYER + 1 ? 1 : -1];
+                                         NB_NORM_DYT + 1 ? 1 : -1];
 
 /* The mean block of statistics st (nstat segments), NULL for kinds without one. */
 static nb_real* nb__kind_mean(nb_norm_type kind, const nb_real* st, size_t nstat) {
     return nb__norm_kinds[kind].stats > 1 ? (nb_real*)(size_t)(st + nstat) : NULL;
 }
 
-/* y = N(x) with the statistics into st (nstat = rows * width / seg segments). */
+/* One segment, y = N(x), for row `row` of the statistics st (nstat segments; unused by DyT). */
+static void nb__seg_fwd(nb_norm_type kind, nb_real* ys, const nb_real* xs, int seg,
+                        const nb_real* gain, const nb_real* bias, const nb_real* alpha,
+                        nb_real eps, nb_real* st, size_t nstat, size_t row) {
+    if (nb__norm_kinds[kind].alpha) nb__dyt_seg_fwd(ys, xs, seg, gain, bias, *alpha);
+    else nb__norm_seg_fwd(ys, xs, seg, gain, bias, eps, nb__kind_mean(kind, st, nstat) ?
+                          st + nstat + row : NULL, st + row);
+}
+
+/* y = N(x) with the statistics into st (nstat = rows * width / seg segments). alpha: DyT's. */
 static nb_result nb__kind_forward(nb_ctx* ctx, nb_norm_type kind, nb_real* y, int ldy,
                                   nb_real* st, size_t nstat, const nb_real* x, int ldx,
-                                  const nb_real* gain, const nb_real* bias, int rows, int width,
-                                  int seg, nb_real eps) {
-    nb_result rc = nb__check_rows(ctx, nb__norm_kinds[kind].fwd, rows, width, &seg, ldx, ldy, eps);
+                                  const nb_real* gain, const nb_real* bias, const nb_real* alpha,
+                                  int rows, int width, int seg, nb_real eps) {
+    const int dyt = nb__norm_kinds[kind].alpha;
+    nb_result rc = nb__check_rows(ctx, nb__norm_kinds[kind].fwd, rows, width, &seg, ldx, ldy,
+                                  dyt ? 1 : eps);
     if (rc) return rc;
-    nb__norm_forward(ctx, y, ldy, nb__kind_mean(kind, st, nstat), st, x, ldx, gain, bias, rows,
-                     width, seg, eps);
+    NB_ASSERT(!dyt || alpha);
+    nb__norm_forward(ctx, y, ldy, nb__kind_mean(kind, st, nstat), st, x, ldx, gain, bias,
+                     dyt ? alpha : NULL, rows, width, seg, eps);
     return NB_OK;
 }
 
-/* dx = alpha add + J^T dy (add may be NULL, or dx); gain and bias gradients added. */
+/* dx = add_alpha add + J^T dy (add may be NULL, or dx); gain, bias and alpha gradients added
+   (each may be NULL). */
 static nb_result nb__kind_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, int lddx,
-                                   nb_real* dgain, nb_real* dbias, const nb_real* dy, int lddy,
-                                   const nb_real* x, int ldx, const nb_real* st, size_t nstat,
-                                   const nb_real* gain, int rows, int width, int seg,
-                                   const nb_real* add, nb_real alpha, nb_real* partials,
+                                   nb_real* dgain, nb_real* dbias, nb_real* dalpha,
+                                   const nb_real* dy, int lddy, const nb_real* x, int ldx,
+                                   const nb_real* st, size_t nstat, const nb_real* gain,
+                                   const nb_real* alpha, int rows, int width, int seg,
+                                   const nb_real* add, nb_real add_alpha, nb_real* partials,
                                    int teams) {
-    return nb__norm_backward(ctx, nb__norm_kinds[kind].bwd, dx, lddx, dgain, dbias, dy, lddy, x,
-                             ldx, nb__kind_mean(kind, st, nstat), st, gain, rows, width, seg, add,
-                             alpha, partials, teams);
+    const int dyt = nb__norm_kinds[kind].alpha;
+    NB_ASSERT(!dyt || alpha);
+    return nb__norm_backward(ctx, nb__norm_kinds[kind].bwd, dx, lddx, dgain, dbias, dalpha, dy,
+                             lddy, x, ldx, nb__kind_mean(kind, st, nstat), st, gain,
+                             dyt ? alpha : NULL, rows, width, seg, add, add_alpha, partials,
+                             teams);
 }
 
 /* ---- softmax -------------------------------------------------------------------------------- */
@@ -1657,7 +1739,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: sites (0x%x) has bits other than NB_SITE_Q|K|V|C", d.sites);
     NB__CHECK(d.width != NB_WIDTH_PER_HEAD && d.width != NB_WIDTH_FULL, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm width %d", (int)d.width);
-    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_LAYER, NB_ERR_CONFIG,
+    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DYT, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm type %d", (int)d.norm);
     NB__CHECK(!(d.eps > 0) || !isfinite((double)d.eps), NB_ERR_CONFIG,
               "nb_attn_plan_make: eps (%g) must be finite and > 0", (double)d.eps);
@@ -1696,9 +1778,10 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: d_model*qkv_width (%d*%lld) overflows size_t", d.d_model,
               qkv_width);
     nparams = nb__addz(nparams, nb__mulz((size_t)d.d_model, (size_t)d.d_model));
-    if (!d.no_gain)
-        for (site = 0; site < 4; site++)
-            if (nb__site_on(&pl, site)) nparams = nb__addz(nparams, (size_t)nb__site_seg(&pl, site));
+    for (site = 0; site < 4; site++)
+        if (nb__site_on(&pl, site))
+            nparams = nb__addz(nparams, (size_t)(nb__norm_kinds[d.norm].alpha +
+                                                 (d.no_gain ? 0 : nb__site_seg(&pl, site))));
     NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
               "nb_attn_plan_make: n_params (d_model %d) overflows size_t", d.d_model);
     nb__attn_carve(&pl, max_batch, max_seq, pl.max_threads, NULL, NULL, &m);
@@ -1715,24 +1798,48 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     return NB_OK;
 }
 
+/* The gain and alpha pointers of site 0..3 (Q, K, V, C) of p. */
+static nb_real** nb__site_gain(nb_attn_params* p, int site) {
+    return site == 0 ? &p->q_gain : site == 1 ? &p->k_gain : site == 2 ? &p->v_gain : &p->c_gain;
+}
+static nb_real** nb__site_alpha(nb_attn_params* p, int site) {
+    return site == 0 ? &p->q_alpha : site == 1 ? &p->k_alpha : site == 2 ? &p->v_alpha
+                                                                          : &p->c_alpha;
+}
+
 NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_params* p) {
-    nb_real** gains[4];
     int d, site;
     if (!plan || !p) return;
-    if (!base) { memset(p, 0, sizeof *p); return; }
+    memset(p, 0, sizeof *p);
+    if (!base) return;
     d = plan->desc.d_model;
-    gains[0] = &p->q_gain; gains[1] = &p->k_gain; gains[2] = &p->v_gain; gains[3] = &p->c_gain;
     p->w_qkv = base;
     base += (size_t)plan->qkv_width * d;
     p->w_o = base;
     base += (size_t)d * d;
-    for (site = 0; site < 4; site++) {
-        *gains[site] = NULL;
-        if (!plan->desc.no_gain && nb__site_on(plan, site)) {
-            *gains[site] = base;
-            base += nb__site_seg(plan, site);
+    for (site = 0; site < 4; site++)
+        if (nb__site_on(plan, site)) {
+            if (nb__norm_kinds[plan->desc.norm].alpha) *nb__site_alpha(p, site) = base++;
+            if (!plan->desc.no_gain) {
+                *nb__site_gain(p, site) = base;
+                base += nb__site_seg(plan, site);
+            }
         }
+}
+
+/* A normalized site without its gain or alpha pointer in p: the name of the first, or NULL. */
+static const char* nb__site_missing(const nb_attn_plan* pl, const nb_attn_params* p) {
+    static const char* const names[8] = {"q_gain", "k_gain", "v_gain", "c_gain",
+                                         "q_alpha", "k_alpha", "v_alpha", "c_alpha"};
+    nb_attn_params* q = (nb_attn_params*)(size_t)p; /* only read */
+    int site;
+    for (site = 0; site < 4; site++) {
+        if (!nb__site_on(pl, site)) continue;
+        if (!pl->desc.no_gain && !*nb__site_gain(q, site)) return names[site];
+        if (nb__norm_kinds[pl->desc.norm].alpha && !*nb__site_alpha(q, site))
+            return names[4 + site];
     }
+    return NULL;
 }
 
 /* B and T of a call against the maximum a plan (or stack) was sized for */
@@ -1761,27 +1868,28 @@ static nb_result nb__attn_check_call(nb_ctx* ctx, const char* fn, const nb_attn_
     ptrs[5] = p->w_o;
     if ((rc = nb__need(ctx, fn, names, 4, ptrs))) return rc;
     if ((rc = nb__need(ctx, fn, "params.w_qkv params.w_o", 2, ptrs + 4))) return rc;
-    NB__CHECK(!pl->desc.no_gain && ((nb__site_on(pl, 0) && !p->q_gain) ||
-                                    (nb__site_on(pl, 1) && !p->k_gain) ||
-                                    (nb__site_on(pl, 2) && !p->v_gain) ||
-                                    (nb__site_on(pl, 3) && !p->c_gain)),
-              NB_ERR_NULL, "%s: a normalized site has no gain pointer", fn);
+    NB__CHECK(nb__site_missing(pl, p), NB_ERR_NULL, "%s: a normalized site has no %s pointer",
+              fn, nb__site_missing(pl, p));
     return NB_OK;
 }
 
-/* Norm of a site, forward or backward, dispatching on the norm type; stats holds rstd, then
-   (LayerNorm) the means. */
-static nb_result nb__site_norm(nb_ctx* ctx, const nb_attn_plan* pl, int backward, nb_real* y,
-                               int ldy, nb_real* stats, const nb_real* x, int ldx,
-                               const nb_real* dy, const nb_real* gain, nb_real* dgain,
-                               int rows, int width, int seg, nb_real* partials) {
+/* Norm of site `site`, forward (g NULL) or backward (dy into y, gradients into g); stats holds
+   rstd, then (LayerNorm) the means. */
+static nb_result nb__site_norm(nb_ctx* ctx, const nb_attn_plan* pl, int site,
+                               const nb_attn_params* p, nb_attn_params* g, nb_real* y, int ldy,
+                               nb_real* stats, const nb_real* x, int ldx, const nb_real* dy,
+                               int rows, int width, nb_real* partials) {
+    nb_attn_params* q = (nb_attn_params*)(size_t)p; /* only read */
+    const int seg = nb__site_seg(pl, site);
     const size_t nstat = (size_t)rows * (width / seg);
-    if (backward) /* partials hold the plan's max_threads teams */
-        return nb__kind_backward(ctx, pl->desc.norm, y, ldy, dgain, NULL, dy, ldy, x, ldx, stats,
-                                 nstat, gain, rows, width, seg, NULL, 1, partials,
-                                 pl->max_threads);
-    return nb__kind_forward(ctx, pl->desc.norm, y, ldy, stats, nstat, x, ldx, gain, NULL, rows,
-                            width, seg, pl->desc.eps);
+    if (g) /* partials hold the plan's max_threads teams */
+        return nb__kind_backward(ctx, pl->desc.norm, y, ldy, *nb__site_gain(g, site), NULL,
+                                 *nb__site_alpha(g, site), dy, ldy, x, ldx, stats, nstat,
+                                 *nb__site_gain(q, site), *nb__site_alpha(q, site), rows, width,
+                                 seg, NULL, 1, partials, pl->max_threads);
+    return nb__kind_forward(ctx, pl->desc.norm, y, ldy, stats, nstat, x, ldx,
+                            *nb__site_gain(q, site), NULL, *nb__site_alpha(q, site), rows, width,
+                            seg, pl->desc.eps);
 }
 
 /* Scores of query rows [i0, i0+rows) of head h against keys [0, ncols) into p (ld T), then
@@ -1925,11 +2033,9 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
     nb_result rc = nb__attn_check_call(ctx, "nb_attn_forward", plan, p, B, T,
                                        "out x cache scratch", out, x, cache,
                                        scratch);
-    const nb_real* gains[4];
     int site, d, P, BT;
     if (rc) return rc;
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
-    gains[0] = p->q_gain; gains[1] = p->k_gain; gains[2] = p->v_gain; gains[3] = p->c_gain;
     nb__attn_carve(pl, B, T, pl->max_threads, cache, scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
     nb__hdr_put(m.hdr, 0, 0, 0, 0); /* not a complete forward until the end */
@@ -1939,9 +2045,8 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
     for (site = 0; m.raw && site < 3; site++) {
         const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
         if (nb__site_on(pl, site)) {
-            rc = nb__site_norm(ctx, pl, 0, m.qkv + off, P, m.stat[site], m.raw + off, P, NULL,
-                               pl->desc.no_gain ? NULL : gains[site], NULL, BT, w,
-                               nb__site_seg(pl, site), NULL);
+            rc = nb__site_norm(ctx, pl, site, p, NULL, m.qkv + off, P, m.stat[site], m.raw + off,
+                               P, NULL, BT, w, NULL);
             if (rc) return rc;
         } else { /* an unnormalized slice is used as projected */
             int r;
@@ -1957,9 +2062,7 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
         return rc;
     nb__attn_core_forward(ctx, pl, B, T, &m);
     if (nb__site_on(pl, 3)) {
-        rc = nb__site_norm(ctx, pl, 0, m.c, d, m.stat[3], m.o, d, NULL,
-                           pl->desc.no_gain ? NULL : gains[3], NULL, BT, d, nb__site_seg(pl, 3),
-                           NULL);
+        rc = nb__site_norm(ctx, pl, 3, p, NULL, m.c, d, m.stat[3], m.o, d, NULL, BT, d, NULL);
         if (rc) return rc;
     }
     if ((rc = nb_gemm(ctx, 0, 1, BT, d, d, 1, m.c, d, p->w_o, d, 0, out, d))) return rc;
@@ -1985,22 +2088,16 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
     nb_result rc = nb__attn_check_call(ctx, "nb_attn_backward", plan, p, B, T,
                                        "dx dout cache scratch", dx, dout, cache,
                                        scratch);
-    const nb_real* gains[4];
-    nb_real* dgains[4];
     int site, d, P, BT;
     if (rc) return rc;
     NB__CHECK(!g || !g->w_qkv || !g->w_o || !x, NB_ERR_NULL,
               "nb_attn_backward: %s is required (NULL)",
               !g ? "g" : !g->w_qkv ? "g.w_qkv" : !g->w_o ? "g.w_o" : "x");
-    NB__CHECK(!pl->desc.no_gain && ((nb__site_on(pl, 0) && !g->q_gain) ||
-                                    (nb__site_on(pl, 1) && !g->k_gain) ||
-                                    (nb__site_on(pl, 2) && !g->v_gain) ||
-                                    (nb__site_on(pl, 3) && !g->c_gain)),
-              NB_ERR_NULL, "nb_attn_backward: a normalized site has no gain gradient pointer");
+    NB__CHECK(nb__site_missing(pl, g), NB_ERR_NULL,
+              "nb_attn_backward: a normalized site has no %s gradient pointer",
+              nb__site_missing(pl, g));
     if ((rc = nb__attn_cache_ok(ctx, "nb_attn_backward", pl, cache, B, T))) return rc;
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
-    gains[0] = p->q_gain; gains[1] = p->k_gain; gains[2] = p->v_gain; gains[3] = p->c_gain;
-    dgains[0] = g->q_gain; dgains[1] = g->k_gain; dgains[2] = g->v_gain; dgains[3] = g->c_gain;
     /* the cache is only read; carving needs a non-const base */
     nb__attn_carve(pl, B, T, pl->max_threads, (nb_real*)(size_t)cache, scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
@@ -2009,9 +2106,7 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
     if ((rc = nb_gemm(ctx, 1, 0, d, d, BT, 1, dout, d, m.c, d, 1, g->w_o, d))) /* dW_o += dout^T C */
         return rc;
     if (nb__site_on(pl, 3)) {                                             /* dO = Nc'(dC), in place */
-        rc = nb__site_norm(ctx, pl, 1, m.dc, d, m.stat[3], m.o, d, m.dc,
-                           pl->desc.no_gain ? NULL : gains[3], pl->desc.no_gain ? NULL : dgains[3],
-                           BT, d, nb__site_seg(pl, 3), m.partials);
+        rc = nb__site_norm(ctx, pl, 3, p, g, m.dc, d, m.stat[3], m.o, d, m.dc, BT, d, m.partials);
         if (rc) return rc;
     }
     memset(m.dqkv, 0, (size_t)BT * P * sizeof(nb_real));
@@ -2023,10 +2118,8 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
     for (site = 0; site < 3; site++)
         if (nb__site_on(pl, site)) {
             const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
-            rc = nb__site_norm(ctx, pl, 1, m.dqkv + off, P, m.stat[site], m.raw + off, P,
-                               m.dqkv + off, pl->desc.no_gain ? NULL : gains[site],
-                               pl->desc.no_gain ? NULL : dgains[site], BT, w,
-                               nb__site_seg(pl, site), m.partials);
+            rc = nb__site_norm(ctx, pl, site, p, g, m.dqkv + off, P, m.stat[site], m.raw + off,
+                               P, m.dqkv + off, BT, w, m.partials);
             if (rc) return rc;
         }
     if ((rc = nb_gemm(ctx, 1, 0, P, d, BT, 1, m.dqkv, P, x, d, 1, g->w_qkv, d))) /* dW_qkv */
@@ -2296,7 +2389,7 @@ enum { NB__EMBED, NB__LNF, NB__LNYF, NB__LNFINAL, NB__TOP_NORMS };
 static const char* const nb__top_names[NB__TOP_NORMS] = {"embed_norm", "ln_f", "ln_y_f",
                                                          "ln_final_f"};
 
-typedef struct nb__norm { nb_real *g, *b; } nb__norm; /* gain, bias (NULL when absent) */
+typedef struct nb__norm { nb_real *g, *b, *a; } nb__norm; /* gain, bias, DyT alpha (or NULL) */
 
 typedef struct nb__layer_tensors { /* one layer's parameters (or gradients) */
     nb_attn_params attn;
@@ -2354,22 +2447,28 @@ static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind
         else snprintf(t->name, sizeof t->name, "%s", name);
         t->layer = layer;
         t->kind = kind;
-        t->ndim = kind == NB_TENSOR_GAIN || kind == NB_TENSOR_BIAS ||
-                  kind == NB_TENSOR_SIAMESE_GAMMA ? 1 : 2;
+        t->ndim = kind >= NB_TENSOR_GAIN ? 1 : 2;
         t->rows = rows;
         t->cols = cols;
         t->offset = w->off;
         t->count = (size_t)rows * cols;
-        t->no_decay = kind == NB_TENSOR_GAIN || kind == NB_TENSOR_BIAS ||
-                      kind == NB_TENSOR_SIAMESE_GAMMA;
+        t->no_decay = kind >= NB_TENSOR_GAIN;
     }
     w->off = nb__addz(w->off, nb__mulz((size_t)rows, (size_t)cols)); /* checked by the init */
     w->n++;
     return p;
 }
 
-static void nb__put_norm(nb__walk* w, int layer, const char* name, int d, int bias, nb__norm* m) {
+/* A block norm's tensors, in the order of its PyTorch module: DyT's alpha, weight, bias. */
+static void nb__put_norm(nb__walk* w, const nb_stack* s, int layer, const char* name, nb__norm* m) {
+    const nb__norm_kind* kind = &nb__norm_kinds[s->desc.norm];
+    const int d = s->desc.d_model, bias = kind->block_bias;
     char buf[48];
+    m->a = NULL;
+    if (kind->alpha) {
+        snprintf(buf, sizeof buf, "%s.alpha", name);
+        m->a = nb__put(w, layer, buf, NB_TENSOR_DYT_ALPHA, 1, 1);
+    }
     snprintf(buf, sizeof buf, "%s.weight", name);
     m->g = nb__put(w, layer, buf, NB_TENSOR_GAIN, d, 1);
     m->b = NULL;
@@ -2383,19 +2482,24 @@ static void nb__put_norm(nb__walk* w, int layer, const char* name, int d, int bi
 static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tensors* lp) {
     const nb_attn_plan* ap = &s->layers[l].attn;
     const int d = s->desc.d_model, f = s->ffn.desc.d_ff;
-    const int ln = nb__norm_kinds[s->desc.norm].block_bias;
-    static const char* const site_names[4] = {"q_norm.weight", "k_norm.weight", "v_norm.weight",
-                                              "c_norm.weight"};
-    nb_real** gains[4];
+    static const char* const site_names[4] = {"q_norm", "k_norm", "v_norm", "c_norm"};
     int on[NB__NORMS], k;
+    char buf[32];
     memset(lp, 0, sizeof *lp);
-    gains[0] = &lp->attn.q_gain; gains[1] = &lp->attn.k_gain;
-    gains[2] = &lp->attn.v_gain; gains[3] = &lp->attn.c_gain;
     lp->attn.w_qkv = nb__put(w, l, "att_proj.weight", NB_TENSOR_QKV, ap->qkv_width, d);
     lp->attn.w_o = nb__put(w, l, "attn_out.weight", NB_TENSOR_ATTN_OUT, d, d);
-    for (k = 0; k < 4; k++)
-        if (!ap->desc.no_gain && nb__site_on(ap, k))
-            *gains[k] = nb__put(w, l, site_names[k], NB_TENSOR_GAIN, nb__site_seg(ap, k), 1);
+    for (k = 0; k < 4; k++) /* as nb_attn_params_bind: per site alpha (DyT), then gain */
+        if (nb__site_on(ap, k)) {
+            if (nb__norm_kinds[ap->desc.norm].alpha) {
+                snprintf(buf, sizeof buf, "%s.alpha", site_names[k]);
+                *nb__site_alpha(&lp->attn, k) = nb__put(w, l, buf, NB_TENSOR_DYT_ALPHA, 1, 1);
+            }
+            if (!ap->desc.no_gain) {
+                snprintf(buf, sizeof buf, "%s.weight", site_names[k]);
+                *nb__site_gain(&lp->attn, k) = nb__put(w, l, buf, NB_TENSOR_GAIN,
+                                                       nb__site_seg(ap, k), 1);
+            }
+        }
     lp->ffn.w_in = nb__put(w, l, "ff_proj.weight", NB_TENSOR_FF_IN, s->ffn.in_width, d);
     if (s->ffn.desc.bias > 0)
         lp->ffn.b_in = nb__put(w, l, "ff_proj.bias", NB_TENSOR_BIAS, s->ffn.in_width, 1);
@@ -2404,26 +2508,25 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
         lp->ffn.b_out = nb__put(w, l, "ff_out.bias", NB_TENSOR_BIAS, d, 1);
     nb__layer_norms(s, l, on);
     for (k = 0; k < NB__NORMS; k++)
-        if (on[k]) nb__put_norm(w, l, nb__norm_names[k], d, ln, &lp->n[k]);
+        if (on[k]) nb__put_norm(w, s, l, nb__norm_names[k], &lp->n[k]);
     if (nb__siamese(s) && !nb__post_pre(s))
         lp->gamma = nb__put(w, l, "c1", NB_TENSOR_SIAMESE_GAMMA, d, 1);
 }
 
 /* The whole parameter buffer: embed norm, layers, final norms. */
 static void nb__walk_all(const nb_stack* s, nb__walk* w, nb__top_tensors* tp) {
-    const int ln = nb__norm_kinds[s->desc.norm].block_bias;
     nb__layer_tensors lp;
     int on[NB__TOP_NORMS], k, l;
     nb__top_norms(s, on);
     memset(tp, 0, sizeof *tp);
-    if (on[NB__EMBED]) nb__put_norm(w, -1, nb__top_names[NB__EMBED], s->desc.d_model, ln, &tp->n[NB__EMBED]);
+    if (on[NB__EMBED]) nb__put_norm(w, s, -1, nb__top_names[NB__EMBED], &tp->n[NB__EMBED]);
     for (l = 0; l < s->desc.n_layers; l++) {
         if (s->layers) s->layers[l].param_offset = w->off; /* sizing pass fills it */
         nb__walk_layer(s, l, w, &lp);
         if (s->layers) s->layers[l].n_params = w->off - s->layers[l].param_offset;
     }
     for (k = NB__LNF; k < NB__TOP_NORMS; k++)
-        if (on[k]) nb__put_norm(w, -1, nb__top_names[k], s->desc.d_model, ln, &tp->n[k]);
+        if (on[k]) nb__put_norm(w, s, -1, nb__top_names[k], &tp->n[k]);
 }
 
 static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb__layer_tensors* lp) {
@@ -2435,17 +2538,16 @@ static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb__la
 }
 
 static void nb__bind_top(const nb_stack* s, const nb_real* base, nb__top_tensors* tp) {
-    const int ln = nb__norm_kinds[s->desc.norm].block_bias, d = s->desc.d_model;
     nb__walk w;
     int on[NB__TOP_NORMS], k;
     memset(&w, 0, sizeof w);
     memset(tp, 0, sizeof *tp);
     w.base = (nb_real*)(size_t)base;
     nb__top_norms(s, on);
-    if (on[NB__EMBED]) nb__put_norm(&w, -1, "", d, ln, &tp->n[NB__EMBED]);
+    if (on[NB__EMBED]) nb__put_norm(&w, s, -1, "", &tp->n[NB__EMBED]);
     w.off = s->layers[s->desc.n_layers - 1].param_offset + s->layers[s->desc.n_layers - 1].n_params;
     for (k = NB__LNF; k < NB__TOP_NORMS; k++)
-        if (on[k]) nb__put_norm(&w, -1, "", d, ln, &tp->n[k]);
+        if (on[k]) nb__put_norm(&w, s, -1, "", &tp->n[k]);
 }
 
 /* ---- cache layout ---- */
@@ -2954,7 +3056,7 @@ static nb_result nb__block_norm_fwd(nb__run* r, const nb__norm* m, nb_real* y, c
                                     nb_real* st) {
     const int d = r->s->desc.d_model;
     return nb__kind_forward(r->ctx, r->s->desc.norm, y, d, st, (size_t)r->rows, x, d, m->g, m->b,
-                            r->rows, d, d, r->s->desc.eps);
+                            m->a, r->rows, d, d, r->s->desc.eps);
 }
 
 /* Block norm backward: dx = alpha add + J^T dy (add may be NULL, or dx); grads in gm. */
@@ -2962,9 +3064,9 @@ static nb_result nb__block_norm_bwd_add(nb__run* r, const nb__norm* m, const nb_
                                         nb_real* dx, const nb_real* dy, const nb_real* x,
                                         const nb_real* st, const nb_real* add, nb_real alpha) {
     const int d = r->s->desc.d_model;
-    return nb__kind_backward(r->ctx, r->s->desc.norm, dx, d, gm->g, gm->b, dy, d, x, d, st,
-                             (size_t)r->rows, m->g, r->rows, d, d, add, alpha, r->sc.partials,
-                             r->s->max_threads);
+    return nb__kind_backward(r->ctx, r->s->desc.norm, dx, d, gm->g, gm->b, gm->a, dy, d, x, d,
+                             st, (size_t)r->rows, m->g, m->a, r->rows, d, d, add, alpha,
+                             r->sc.partials, r->s->max_threads);
 }
 
 /* dx = J^T dy (overwritten, or added when accumulate); grads in gm. */
@@ -2977,19 +3079,20 @@ static nb_result nb__block_norm_bwd(nb__run* r, const nb__norm* m, const nb__nor
 /* The same norms on one row (row-fused loops): y = N(x) for row `row` of the stats. */
 static void nb__block_norm_fwd_row(const nb__run* r, const nb__norm* m, nb_real* y,
                                    const nb_real* x, nb_real* st, int row) {
-    nb__norm_seg_fwd(y, x, r->s->desc.d_model, m->g, m->b, r->s->desc.eps,
-                     nb__kind_mean(r->s->desc.norm, st + row, (size_t)r->rows), st + row);
+    nb__seg_fwd(r->s->desc.norm, y, x, r->s->desc.d_model, m->g, m->b, m->a, r->s->desc.eps, st,
+                (size_t)r->rows, (size_t)row);
 }
 
-/* dx = add + J^T dy on one row (add NULL: nothing; it may be dx); gain and bias terms into pg
-   and pb. */
+/* dx = add + J^T dy on one row (add NULL: nothing; it may be dx); the parameter-gradient terms
+   into the thread's partial sums pp. */
 static void nb__block_norm_bwd_row(const nb__run* r, const nb__norm* m, nb_real* dx,
                                    const nb_real* dy, const nb_real* x, const nb_real* st, int row,
-                                   const nb_real* add, nb_real* pg, nb_real* pb) {
+                                   const nb_real* add, const nb__part* pp) {
     const int d = r->s->desc.d_model;
-    if (pb) nb__add_row(pb, dy, d);
-    nb__norm_seg_bwd(dx, dy, x, d, m->g, nb__kind_mean(r->s->desc.norm, st + row, (size_t)r->rows),
-                     st[row], add, 1, pg);
+    const nb_real* mean = nb__kind_mean(r->s->desc.norm, st, (size_t)r->rows);
+    if (pp->b) nb__add_row(pp->b, dy, d);
+    nb__seg_bwd(dx, dy, x, d, m->g, m->a, mean ? mean + row : NULL, m->a ? 0 : st[row], add, 1,
+                pp);
 }
 
 /* Partial-sum slot k (max_threads blocks of nb__part_stride(d)) and a thread's row buffers. */
@@ -3000,8 +3103,9 @@ static nb_real* nb__rowbuf(const nb__run* r, int t) {
     return r->sc.rowbuf + (size_t)t * 2 * NB__PAD(r->s->desc.d_model);
 }
 /* This thread's zeroed partials of slot k for the gradients of norm gm. */
-static nb_real* nb__slot_part(const nb__run* r, int k, int t, const nb__norm* gm, nb_real** pb) {
-    return nb__partials(nb__slot(r, k), t, r->s->desc.d_model, gm->g != NULL, gm->b != NULL, pb);
+static nb__part nb__slot_part(const nb__run* r, int k, int t, const nb__norm* gm) {
+    return nb__partials(nb__slot(r, k), t, r->s->desc.d_model, gm->g != NULL, gm->b != NULL,
+                        gm->a != NULL);
 }
 /* Add slot k's partials of `used` threads into the gradients gm, in thread order. */
 static void nb__slot_reduce(const nb__run* r, int k, int used, const nb__norm* gm) {
@@ -3009,6 +3113,7 @@ static void nb__slot_reduce(const nb__run* r, int k, int used, const nb__norm* g
     const size_t stride = nb__part_stride(d);
     if (gm->g) nb__reduce_partials(gm->g, nb__slot(r, k), used, stride, d);
     if (gm->b) nb__reduce_partials(gm->b, nb__slot(r, k) + nb__part_boff(d), used, stride, d);
+    if (gm->a) nb__reduce_partials(gm->a, nb__slot(r, k) + nb__part_aoff(d), used, stride, 1);
 }
 
 /* out = a x + b y over n values (y may be NULL for b = 0; out may alias x or y) */
@@ -3144,9 +3249,8 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
         {
             int lo, hi, row, j;
             const int th = nb__team_rows(r->rows, &used, &lo, &hi);
-            nb_real *pb_post, *pb_out;
-            nb_real* pg_post = nb__slot_part(r, 0, th, &g->n[n_post], &pb_post);
-            nb_real* pg_out = nb__slot_part(r, 1, th, &g->n[n_out], &pb_out);
+            const nb__part pp_post = nb__slot_part(r, 0, th, &g->n[n_post]);
+            const nb__part pp_out = nb__slot_part(r, 1, th, &g->n[n_out]);
             for (row = lo; row < hi; row++) {
                 const size_t o = (size_t)row * d;
                 const nb_real* ds = dout + o;
@@ -3158,12 +3262,12 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
                 if (place->post_norm) {
                     nb_real* t = place->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
                     nb__block_norm_bwd_row(r, &p->n[n_post], t, ds, c->s[k] + o, c->st[n_post], row,
-                                           NULL, pg_post, pb_post);
+                                           NULL, &pp_post);
                     ds = t;
                 }
                 if (place->output_norm)
                     nb__block_norm_bwd_row(r, &p->n[n_out], r->sc.tmp[1] + o, ds, c->f[k] + o,
-                                           c->st[n_out], row, NULL, pg_out, pb_out);
+                                           c->st[n_out], row, NULL, &pp_out);
                 NB__OMP(simd)
                 for (j = 0; j < d; j++) dres[o + j] = alpha * ds[j];
             }
@@ -3265,7 +3369,7 @@ static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tens
     const int d = r->s->desc.d_model, fuse_norm = !r->s->desc.siamese_no_fusion_norm;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real** t = r->sc.tmp;
-    const nb__norm gamma = {g->gamma, NULL};
+    const nb__norm gamma = {g->gamma, NULL, NULL};
     nb_result rc;
     int used = 1;
     nb__lin(r, t[0], ic, dxo, 1, dyo);                                              /* dF */
@@ -3275,10 +3379,9 @@ static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tens
     {
         int lo, hi, row, j;
         const int th = nb__team_rows(r->rows, &used, &lo, &hi);
-        nb_real *pb_in, *pb_y, *pb_f;
-        nb_real* pg_in = nb__slot_part(r, 0, th, &g->n[NB__FF_INPUT], &pb_in);
-        nb_real* pg_y = nb__slot_part(r, 1, th, &g->n[NB__FF_Y], &pb_y);
-        nb_real* pg_f = nb__slot_part(r, 2, th, &g->n[NB__FF_IN], &pb_f);
+        const nb__part pp_in = nb__slot_part(r, 0, th, &g->n[NB__FF_INPUT]);
+        const nb__part pp_y = nb__slot_part(r, 1, th, &g->n[NB__FF_Y]);
+        const nb__part pp_f = nb__slot_part(r, 2, th, &g->n[NB__FF_IN]);
         nb_real *dsbuf = nb__rowbuf(r, th), *dn = dsbuf + NB__PAD(d);
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
@@ -3289,13 +3392,13 @@ static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tens
             }
             if (fuse_norm)
                 nb__block_norm_bwd_row(r, &p->n[NB__FF_INPUT], dsbuf, t[1] + o, c->sf + o,
-                                       c->st[NB__FF_INPUT], row, NULL, pg_in, pb_in);
+                                       c->st[NB__FF_INPUT], row, NULL, &pp_in);
             NB__OMP(simd)
             for (j = 0; j < d; j++) dn[j] = dxo[o + j] + ds[j];
             nb__block_norm_bwd_row(r, &p->n[NB__FF_Y], dy + o, ds, c->y1 + o, c->st[NB__FF_Y], row,
-                                   dyo + o, pg_y, pb_y); /* dy1 */
+                                   dyo + o, &pp_y); /* dy1 */
             nb__block_norm_bwd_row(r, &p->n[NB__FF_IN], dx + o, dn, c->x1 + o, c->st[NB__FF_IN],
-                                   row, NULL, pg_f, pb_f); /* dx1 */
+                                   row, NULL, &pp_f); /* dx1 */
             NB__OMP(simd)
             for (j = 0; j < d; j++) t[0][o + j] = ic * dx[o + j] + dy[o + j];     /* dA */
         }
@@ -3308,9 +3411,8 @@ static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tens
     {
         int lo, hi, row, j;
         const int th = nb__team_rows(r->rows, &used, &lo, &hi);
-        nb_real *pb_ay, *unused;
-        nb_real* pg_ay = nb__slot_part(r, 0, th, &g->n[NB__ATTN_Y], &pb_ay);
-        nb_real* NB__RESTRICT pgam = nb__slot_part(r, 1, th, &gamma, &unused);
+        const nb__part pp_ay = nb__slot_part(r, 0, th, &g->n[NB__ATTN_Y]);
+        nb_real* NB__RESTRICT pgam = nb__slot_part(r, 1, th, &gamma).g;
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
             const nb_real* du = t[1] + o;
@@ -3324,7 +3426,7 @@ static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tens
                 dx[o + j] += p->gamma[j] * du[j];
             }
             nb__block_norm_bwd_row(r, &p->n[NB__ATTN_Y], dy + o, du, y + o, c->st[NB__ATTN_Y], row,
-                                   dy + o, pg_ay, pb_ay);
+                                   dy + o, &pp_ay);
         }
     }
     nb__slot_reduce(r, 0, used, &g->n[NB__ATTN_Y]);
@@ -3542,10 +3644,9 @@ static void nb__siamese_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_t
     {
         int lo, hi, row;
         const int th = nb__team_rows(r->rows, &used, &lo, &hi);
-        nb_real *pb0, *pb1, *pb2;
-        nb_real* pg0 = nb__slot_part(r, 0, th, &tg->n[NB__LNFINAL], &pb0);
-        nb_real* pg1 = nb__slot_part(r, 1, th, &tg->n[NB__LNF], &pb1);
-        nb_real* pg2 = nb__slot_part(r, 2, th, &tg->n[NB__LNYF], &pb2);
+        const nb__part pp0 = nb__slot_part(r, 0, th, &tg->n[NB__LNFINAL]);
+        const nb__part pp1 = nb__slot_part(r, 1, th, &tg->n[NB__LNF]);
+        const nb__part pp2 = nb__slot_part(r, 2, th, &tg->n[NB__LNYF]);
         nb_real* da = nb__rowbuf(r, th);
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
@@ -3554,11 +3655,11 @@ static void nb__siamese_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_t
                 nb__prefetch_row(xL + o + d, d); nb__prefetch_row(yL + o + d, d);
             }
             nb__block_norm_bwd_row(r, &tp->n[NB__LNFINAL], da, dout + o, r->sc.fuse + o,
-                                   r->sc.st[NB__LNFINAL], row, NULL, pg0, pb0);
+                                   r->sc.st[NB__LNFINAL], row, NULL, &pp0);
             nb__block_norm_bwd_row(r, &tp->n[NB__LNF], dxL + o, da, xL + o, r->sc.st[NB__LNF], row,
-                                   NULL, pg1, pb1);
+                                   NULL, &pp1);
             nb__block_norm_bwd_row(r, &tp->n[NB__LNYF], dyL + o, da, yL + o, r->sc.st[NB__LNYF],
-                                   row, NULL, pg2, pb2);
+                                   row, NULL, &pp2);
         }
     }
     nb__slot_reduce(r, 0, used, &tg->n[NB__LNFINAL]);

@@ -458,6 +458,8 @@ typedef enum nb_preset {
     NB_PRESET_SIAMESE_POST_PRE,/* SiameseNorm, "Post-Pre" form */
     NB_PRESET_LNS,             /* LayerNorm Scaling: Pre-Norm, N(x) / sqrt(l) in layer l = 1..L */
     NB_PRESET_NONE,            /* no normalization: x + F(x), no final norm (a baseline) */
+    NB_PRESET_DYT,             /* Pre-Norm with DyT for every norm (DyT's LLaMA setting) */
+    NB_PRESET_PERILN,          /* Peri-LN: x + N_out(F(N_in(x))), normalized embedding, final norm */
     NB_PRESET_COUNT
 } nb_preset;
 
@@ -472,7 +474,14 @@ typedef struct nb_stack_desc {
     const nb_layer_desc* layers; /* optional n_layers custom layers (copied at init) */
     double mixln_alpha;        /* Mix-LN fraction of Post-Norm layers: in (0, 1]; 0 = 0.25;
                                   -1 = none (alpha = 0: the Mix-LN code's Pre-Norm, eps 1e-6) */
-    nb_norm_type norm;         /* every norm; LayerNorm block norms carry a bias */
+    nb_norm_type norm;         /* every norm (0 = preset default: RMSNorm; DyT for DYT);
+                                  LayerNorm and DyT block norms carry a bias */
+    double dyt_alpha;          /* DyT: initial alpha of every norm but those feeding attention;
+                                  0 = DyT's LLM rule by width d: 1 up to 1024, 0.5 up to 2048,
+                                  0.2 up to 4096, else 0.05 (its non-LLM default is 0.5) */
+    double dyt_alpha_attn;     /* DyT: initial alpha of the norms whose output enters attention
+                                  (attn_norm, attn_y_norm, attn_input_norm; not the Q/K/V/C
+                                  sites); 0 = by width: 1 up to 2048, 0.8 up to 4096, else 0.2 */
     nb_real eps;               /* 0 = 1e-5 (1e-6 for OLMO2, MIXLN, DEEPNORM_MIXLN: their code);
                                   else finite and > 0 */
     nb_norm_width site_width;  /* 0 = preset default (per head; full width for OLMO2) */
@@ -2687,49 +2696,59 @@ typedef struct nb__preset_row {
     int embed_norm;       /* default: 1 normalized embedding, -1 none */
     int streams;          /* 2 = SiameseNorm */
     int final_norm;       /* default: 1 final norm, -1 none */
+    nb_norm_type norm;    /* default norm kind (0: RMSNorm) */
 } nb__preset_row;
 
 #define NB__QK (NB_SITE_Q | NB_SITE_K)
+#define NB__PH NB_WIDTH_PER_HEAD
+#define NB__RMS NB_NORM_DEFAULT
 static const nb__preset_row nb__presets[] = {
-    {NB_PRESET_DEFAULT, "default", "", "", 0, "pp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
-    {NB_PRESET_PRE, "pre", "Pre-Norm|PreNorm", "", 0, "pp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
-    {NB_PRESET_POST, "post", "Post-Norm|PostNorm", "", 0, "PP", 0, NB_WIDTH_PER_HEAD,
-     1e-5, -1, 1, 1},
-    {NB_PRESET_POST_FLAGS, "post_flags", "", "nr", 1, "rr", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
-    {NB_PRESET_SANDWICH, "sandwich", "Sandwich", "", 0, "ss", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
-    {NB_PRESET_OLMO2, "olmo2", "OLMo-2", "", 0, "oo", NB__QK, NB_WIDTH_FULL, 1e-6, -1, 1, 1},
-    {NB_PRESET_DEEPNORM, "deepnorm", "DeepNorm", "", 0, "dd", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
-    {NB_PRESET_DEEPNORM_MIXLN, "deepnorm_mixln", "", "", 0, "mm", 0, NB_WIDTH_PER_HEAD,
-     1e-6, -1, 1, 1},
-    {NB_PRESET_HYBRID, "hybrid", "HybridNorm", "", 0, "nr", NB_SITES_QKV, NB_WIDTH_PER_HEAD, 1e-5,
-     -1, 1, 1},
+    {NB_PRESET_DEFAULT, "default", "", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_PRE, "pre", "Pre-Norm|PreNorm", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_POST, "post", "Post-Norm|PostNorm", "", 0, "PP", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_POST_FLAGS, "post_flags", "", "nr", 1, "rr", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_SANDWICH, "sandwich", "Sandwich", "", 0, "ss", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_OLMO2, "olmo2", "OLMo-2", "", 0, "oo", NB__QK, NB_WIDTH_FULL, 1e-6, -1, 1, 1,
+     NB__RMS},
+    {NB_PRESET_DEEPNORM, "deepnorm", "DeepNorm", "", 0, "dd", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_DEEPNORM_MIXLN, "deepnorm_mixln", "", "", 0, "mm", 0, NB__PH, 1e-6, -1, 1, 1,
+     NB__RMS},
+    {NB_PRESET_HYBRID, "hybrid", "HybridNorm", "", 0, "nr", NB_SITES_QKV, NB__PH, 1e-5, -1, 1, 1,
+     NB__RMS},
     {NB_PRESET_HYBRID_STAR, "hybrid_star", "HybridNorm*|hybrid*", "pp", 1, "nr", NB_SITES_QKV,
-     NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
-    {NB_PRESET_FIRST_QKV_PRE, "first_qkv_pre", "First-QKV-Pre", "np", 1, "nr", NB_SITES_QKV,
-     NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
-    {NB_PRESET_EMBEDNORM, "embednorm", "EmbedNorm", "", 0, "nr", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
-     1e-5, 1, 1, 1},
-    {NB_PRESET_SITES_POST, "sites_post", "", "", 0, "nr", NB_SITES_QKV, NB_WIDTH_PER_HEAD, 1e-5,
-     -1, 1, 1},
-    {NB_PRESET_SITES_PRE, "sites_pre", "", "", 0, "np", NB_SITES_QKV, NB_WIDTH_PER_HEAD, 1e-5, -1,
-     1, 1},
-    {NB_PRESET_PRE_SITES_POST, "pre_sites_post", "", "", 0, "pr", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
-     1e-5, -1, 1, 1},
-    {NB_PRESET_PRE_SITES_PRE, "pre_sites_pre", "", "", 0, "pp", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
-     1e-5, -1, 1, 1},
-    {NB_PRESET_PRE_POST, "pre_post", "Pre-Post", "", 0, "pr", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
-    {NB_PRESET_POST_PRE, "post_pre", "Post-Pre", "", 0, "rp", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, 1},
-    {NB_PRESET_MIXLN, "mixln", "Mix-LN", "PP", -1, "pp", 0, NB_WIDTH_PER_HEAD, 1e-6, -1, 1, 1},
-    {NB_PRESET_SIAMESE, "siamese", "SiameseNorm", "", 0, "--", NB_SITES_QKV, NB_WIDTH_PER_HEAD,
-     1e-5, -1, 2, 1},
-    {NB_PRESET_SIAMESE_POST_PRE, "siamese_post_pre", "", "", 0, "--", NB_SITES_QKV,
-     NB_WIDTH_PER_HEAD, 1e-5, -1, 2, 1},
+     NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_FIRST_QKV_PRE, "first_qkv_pre", "First-QKV-Pre", "np", 1, "nr", NB_SITES_QKV, NB__PH,
+     1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_EMBEDNORM, "embednorm", "EmbedNorm", "", 0, "nr", NB_SITES_QKV, NB__PH, 1e-5, 1, 1,
+     1, NB__RMS},
+    {NB_PRESET_SITES_POST, "sites_post", "", "", 0, "nr", NB_SITES_QKV, NB__PH, 1e-5, -1, 1, 1,
+     NB__RMS},
+    {NB_PRESET_SITES_PRE, "sites_pre", "", "", 0, "np", NB_SITES_QKV, NB__PH, 1e-5, -1, 1, 1,
+     NB__RMS},
+    {NB_PRESET_PRE_SITES_POST, "pre_sites_post", "", "", 0, "pr", NB_SITES_QKV, NB__PH, 1e-5, -1, 1,
+     1, NB__RMS},
+    {NB_PRESET_PRE_SITES_PRE, "pre_sites_pre", "", "", 0, "pp", NB_SITES_QKV, NB__PH, 1e-5, -1, 1,
+     1, NB__RMS},
+    {NB_PRESET_PRE_POST, "pre_post", "Pre-Post", "", 0, "pr", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_POST_PRE, "post_pre", "Post-Pre", "", 0, "rp", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_MIXLN, "mixln", "Mix-LN", "PP", -1, "pp", 0, NB__PH, 1e-6, -1, 1, 1, NB__RMS},
+    {NB_PRESET_SIAMESE, "siamese", "SiameseNorm", "", 0, "--", NB_SITES_QKV, NB__PH, 1e-5, -1, 2, 1,
+     NB__RMS},
+    {NB_PRESET_SIAMESE_POST_PRE, "siamese_post_pre", "", "", 0, "--", NB_SITES_QKV, NB__PH, 1e-5,
+     -1, 2, 1, NB__RMS},
     /* its code is the Mix-LN code's Llama (RMSNorm eps 1e-6) */
-    {NB_PRESET_LNS, "lns", "LayerNorm-Scaling|LNS", "", 0, "ll", 0, NB_WIDTH_PER_HEAD,
-     1e-6, -1, 1, 1},
-    {NB_PRESET_NONE, "none", "NoNorm|no_norm", "", 0, "nn", 0, NB_WIDTH_PER_HEAD, 1e-5, -1, 1, -1},
+    {NB_PRESET_LNS, "lns", "LayerNorm-Scaling|LNS", "", 0, "ll", 0, NB__PH, 1e-6, -1, 1, 1,
+     NB__RMS},
+    {NB_PRESET_NONE, "none", "NoNorm|no_norm", "", 0, "nn", 0, NB__PH, 1e-5, -1, 1, -1, NB__RMS},
+    /* DyT's LLaMA setting: Pre-Norm, every norm DyT, alpha init by site and width (dyt_alpha);
+       with the generic DyT's bias (its LLaMA code has none) */
+    {NB_PRESET_DYT, "dyt", "DyT|Dynamic-Tanh", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB_NORM_DYT},
+    /* norms around each sublayer, on the embedding and before the head */
+    {NB_PRESET_PERILN, "periln", "Peri-LN|PeriLN", "", 0, "ss", 0, NB__PH, 1e-5, 1, 1, 1, NB__RMS},
 };
 #undef NB__QK
+#undef NB__PH
+#undef NB__RMS
 typedef char nb__presets_one_row_each[sizeof nb__presets / sizeof nb__presets[0] ==
                                       NB_PRESET_COUNT ? 1 : -1];
 
@@ -2926,9 +2945,19 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               "nb_stack_init: mixln_alpha (%g) must be in (0, 1], or -1 for none (0 is the "
               "default 0.25)", d.mixln_alpha);
     n_post = d.mixln_alpha < 0 ? 0 : (int)floor(d.mixln_alpha * L + 1e-9);
+    if (d.norm == NB_NORM_DEFAULT) d.norm = nb__presets[d.preset].norm;
     if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
-    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_LAYER, NB_ERR_CONFIG,
+    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DYT, NB_ERR_CONFIG,
               "nb_stack_init: unknown norm type %d", (int)d.norm);
+    NB__CHECK(!(d.dyt_alpha >= 0) || !isfinite(d.dyt_alpha) || !(d.dyt_alpha_attn >= 0) ||
+                  !isfinite(d.dyt_alpha_attn), NB_ERR_CONFIG,
+              "nb_stack_init: dyt_alpha (%g) and dyt_alpha_attn (%g) must be finite and > 0 "
+              "(0 = default)", d.dyt_alpha, d.dyt_alpha_attn);
+    if (d.dyt_alpha == 0)
+        d.dyt_alpha = d.d_model <= 1024 ? 1 : d.d_model <= 2048 ? 0.5 : d.d_model <= 4096 ? 0.2
+                                                                                         : 0.05;
+    if (d.dyt_alpha_attn == 0)
+        d.dyt_alpha_attn = d.d_model <= 2048 ? 1 : d.d_model <= 4096 ? 0.8 : 0.2;
     if (d.eps == 0) d.eps = (nb_real)nb__presets[d.preset].eps;
     NB__CHECK(!(d.eps > 0) || !isfinite((double)d.eps), NB_ERR_CONFIG,
               "nb_stack_init: eps (%g) must be finite and > 0", (double)d.eps);
@@ -3875,6 +3904,19 @@ NBDEF nb_result nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double 
     return NB_OK;
 }
 
+/* A block norm whose output enters attention, by its tensor name "blocks.<l>.<norm>.alpha". */
+static int nb__feeds_attention(const char* name) {
+    static const int norms[3] = {NB__ATTN_IN, NB__ATTN_Y, NB__ATTN_INPUT};
+    const char* dot = strchr(name, '.');
+    int k;
+    dot = dot ? strchr(dot + 1, '.') : NULL;
+    for (k = 0; dot && k < 3; k++) {
+        const size_t n = strlen(nb__norm_names[norms[k]]);
+        if (strncmp(dot + 1, nb__norm_names[norms[k]], n) == 0 && dot[1 + n] == '.') return 1;
+    }
+    return 0;
+}
+
 NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* params,
                                      nb_init_scheme scheme, double std0, unsigned long long seed) {
     const int L = s ? s->desc.n_layers : 0;
@@ -3904,6 +3946,11 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
         }
         if (ti->kind == NB_TENSOR_BIAS) {
             memset(x, 0, ti->count * sizeof(nb_real));
+            continue;
+        }
+        if (ti->kind == NB_TENSOR_DYT_ALPHA) { /* DyT's LLaMA code: one init before attention */
+            x[0] = (nb_real)(nb__feeds_attention(ti->name) ? s->desc.dyt_alpha_attn
+                                                           : s->desc.dyt_alpha);
             continue;
         }
         switch (scheme) {

@@ -39,7 +39,8 @@ static int setup(run* r, const nb_stack_desc* d, int B, int T, nbt_rng* rng, int
     for (t = 0; t < r->s.n_tensors; t++) {
         const nb_tensor_info* ti = &r->s.tensors[t];
         const int gain = ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_SIAMESE_GAMMA;
-        nbt_fill(rng, r->params + ti->offset, ti->count, gain ? 1 : 0, gain ? 0.3 : 0.4);
+        if (ti->kind == NB_TENSOR_DYT_ALPHA) nbt_fill(rng, r->params + ti->offset, 1, 0.8, 0.3);
+        else nbt_fill(rng, r->params + ti->offset, ti->count, gain ? 1 : 0, gain ? 0.3 : 0.4);
     }
     nbt_fill(rng, r->in, n / 2, 0, 1);
     nbt_fill(rng, r->dout, n / 2, 0, 1);
@@ -105,7 +106,7 @@ static void fd_all(nbt_rng* rng) {
         {"first_qkv_pre", 2}, {"embednorm", 2}, {"QKVC-Post", 1}, {"QK-Pre", 1},
         {"Pre-KV-Post", 1}, {"Pre-KC-Pre", 1}, {"Pre-QKC-Post", 1}, {"Pre-Post", 1},
         {"Post-Pre", 2}, {"mixln", 3}, {"siamese", 2}, {"siamese_post_pre", 2}, {"gpt2", 2},
-        {"lns", 3}, {"none", 2}};
+        {"lns", 3}, {"none", 2}, {"dyt", 2}, {"periln", 2}};
     size_t i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++) {
         nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, names[i].L);
@@ -126,6 +127,23 @@ static void fd_all(nbt_rng* rng) {
         d = base_desc(NB_PRESET_PRE, 2);
         d.norm = NB_NORM_LAYER; d.sites = NB_SITES_QKVC; d.ffn = NB_FFN_GELU_ERF; d.final_norm = -1;
         fd_case("pre LayerNorm QKVC GELU-erf no final norm", &d, 1, 4, rng);
+        /* DyT at every kind of site: Q/K/V/C (per head and full width), input, output and post
+           norms, the embedding and final norms, and both SiameseNorm forms */
+        d = base_desc(NB_PRESET_HYBRID, 2);
+        d.norm = NB_NORM_DYT; d.sites = NB_SITES_QKVC; d.embed_norm = 1;
+        fd_case("DyT hybrid QKVC with embedding norm", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_OLMO2, 2);
+        d.norm = NB_NORM_DYT;
+        fd_case("DyT olmo2 (full-width QK)", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_MIXLN, 3);
+        d.norm = NB_NORM_DYT; d.mixln_alpha = 0.34;
+        fd_case("DyT mixln (post norms)", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_SIAMESE, 2);
+        d.norm = NB_NORM_DYT;
+        fd_case("DyT siamese", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_SIAMESE_POST_PRE, 2);
+        d.norm = NB_NORM_DYT;
+        fd_case("DyT siamese_post_pre", &d, 2, 3, rng);
     }
     {   /* a custom schedule nobody published: per-layer placements, sites and scales */
         nb_layer_desc ls[3];

@@ -101,7 +101,7 @@ void usage(void) {
 "                     post, sandwich, normafter, hybrid (QKV-Post), qkvpre, prepost, postpre;\n"
 "                     sets the number of layers (e.g. --schedule post,pre,pre,hybrid)\n"
 "  --d N --layers N --heads N --kv-heads N --ff N       [128 4 4 heads 8d/3->64]\n"
-"  --ffn swiglu|gelu  --norm rms|layer  --no-rope\n"
+"  --ffn swiglu|gelu  --norm rms|layer|dyt  --no-rope\n"
 "  --init SCHEME      normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm\n"
 "                     [the init of the preset's paper code: normal for pre, megatron for the\n"
 "                     HybridNorm family, mixln for post/mixln/sandwich/lns, mitchell for siamese,\n"
@@ -253,7 +253,8 @@ int parse_args(int argc, char** argv, config* c, int* help) {
             snprintf(c->ffn, sizeof c->ffn, "%s", v);
         } else if (!strcmp(a, "--norm")) {
             NEEDV;
-            if (strcmp(v, "rms") && strcmp(v, "layer")) return fail("--norm: rms or layer, not \"%s\"", v);
+            if (strcmp(v, "rms") && strcmp(v, "layer") && strcmp(v, "dyt"))
+                return fail("--norm: rms, layer or dyt, not \"%s\"", v);
             snprintf(c->norm, sizeof c->norm, "%s", v);
         } else if (!strcmp(a, "--init")) {
             nb_init_scheme sc;
@@ -367,6 +368,8 @@ const char* init_scheme_name(nb_init_scheme s) {
                type uses the default (unscaled) init: the scale 1/sqrt(l) replaces the scaled
                initialization
      none      normal (a baseline, no paper code)
+     dyt       normal: DyT's LLaMA code keeps its model's init (fms' normal), changing only alpha
+     periln    normal: the paper trained in Megatron-LM with its default N(0, 0.02); no code
      custom schedules: normal (no paper to follow) */
 static nb_init_scheme preset_init(const config* c, const nb_stack_desc* d, double* std0) {
     *std0 = 0;
@@ -455,6 +458,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     if (!strcmp(c->ffn, "gelu")) d->ffn = NB_FFN_GELU_TANH;
     else if (d->ffn == NB_FFN_DEFAULT) d->ffn = NB_FFN_SWIGLU;
     if (!strcmp(c->norm, "layer")) d->norm = NB_NORM_LAYER;
+    if (!strcmp(c->norm, "dyt")) d->norm = NB_NORM_DYT;
     return 0;
 }
 

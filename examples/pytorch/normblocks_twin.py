@@ -62,7 +62,7 @@ __all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "S
            "Placement", "LayerSpec", "StackConfig", "PRESETS", "place_code", "resolve",
            "Norm", "Block", "Stack", "NormBlocksLM", "read_safetensors",
            "config_from_metadata", "load_checkpoint", "text_val_batches",
-           "text_eval_loss", "VOCAB"]
+           "text_eval_loss", "text_train_batch", "VOCAB"]
 
 # attention norm sites (NB_SITE_*)
 SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8
@@ -633,6 +633,39 @@ def text_val_batches(data, n_batches, B, T, val_frac=0.1):
         offs = [n_train + (span * (k * B + b) // (rows - 1) if rows > 1 else 0) for b in range(B)]
         out.append(torch.tensor([list(data[o:o + T + 1]) for o in offs], dtype=torch.long))
     return out
+
+
+_M64 = (1 << 64) - 1
+
+
+def _mix64(s):
+    """splitmix64 (util.c mix64): (new state, output)."""
+    s = (s + 0x9E3779B97F4A7C15) & _M64
+    z = ((s ^ (s >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return s, z ^ (z >> 31)
+
+
+def _hash3(a, b, c):
+    """util.c hash3."""
+    s = ((a * 0x9E3779B97F4A7C15) & _M64) ^ (((b + 0x632BE59BD9B4E019) * 0xD1B54A32D192ED03)
+                                             & _M64) ^ \
+        (((c + 0x8CB92BA72F3D8DD7) * 0xA24BAED4963EE407) & _M64)
+    s, _ = _mix64(s & _M64)
+    return _mix64(s)[1]
+
+
+def text_train_batch(data, seed, step, B, T, val_frac=0.1):
+    """The trainer's training batch of 0-based `step` on a --data corpus (data.c
+    train_batch): (B, T+1) bytes, row b a window at a seeded offset of the training split."""
+    n = len(data)
+    n_train = n - max(int(val_frac * n), T + 2)
+    rows = []
+    for b in range(B):
+        _, r = _mix64(_hash3(seed, step + 1, b + 1))
+        off = r % (n_train - T)
+        rows.append(list(data[off:off + T + 1]))
+    return torch.tensor(rows, dtype=torch.long)
 
 
 @torch.no_grad()

@@ -78,6 +78,12 @@ def check_case(name, c):
     params = {k: v for k, v in c.items()
               if k.startswith(("blocks.", "embed_norm.", "ln_")) and not k.startswith("grad.")}
     stack.load_state_dict(params, strict=True)  # names and shapes of the library's table
+    flat = torch.cat([p.detach().reshape(-1) for _, p in stack.library_parameters()])
+    again = Stack(cfg).double()
+    again.load_flat(flat)  # the flat buffer round trip
+    for k, v in again.state_dict().items():
+        if not torch.equal(v, params[k]):
+            raise AssertionError("load_flat put %s elsewhere" % k)
     B, T, d = int(s["B"]), int(s["T"]), int(s["d"])
     E = c["E"].reshape(B, T, d).clone().requires_grad_(True)
     out = stack(E)

@@ -17,8 +17,10 @@ with autograd. Checked: the step's loss (the trainer's --csv) as above, and per 
 max |g_twin - g_C| <= gatol + grtol max |g_C|.
 """
 import argparse
+import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -45,6 +47,21 @@ def model_flags(meta):
     f += ["--d", meta["d_model"], "--heads", meta["n_heads"], "--kv-heads", meta["n_kv_heads"],
           "--ff", meta["d_ff"], "--ffn", meta["ffn"], "--norm", meta["norm"]]
     return f + ([] if meta["rope"] == "1" else ["--no-rope"])
+
+
+def check_order(path, model):
+    """The stack's library_parameters() order is the order of the checkpoint's data (the
+    trainer's flat buffer: wte, the stack's tensor table, lm_head)."""
+    with open(path, "rb") as f:
+        (hlen,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(hlen))
+    header.pop("__metadata__", None)
+    stored = [k for k in sorted(header, key=lambda k: header[k]["data_offsets"][0])
+              if not k.startswith("optimizer.")]
+    stack = [n for n, _ in model.transformer.library_parameters() if n != "wte.weight"]
+    mine = ["transformer.wte.weight"] + ["transformer." + n for n in stack] + ["lm_head.weight"]
+    print("tensor order: %s" % ("the checkpoint's" if mine == stored else "DIFFERS"))
+    return mine == stored
 
 
 def check_grads(a, meta, data):
@@ -113,6 +130,7 @@ def main():
     if meta.get("data") != "file":
         sys.exit("%s was not trained on a --data file (data: %s)" % (a.checkpoint,
                                                                      meta.get("data")))
+    order_ok = check_order(a.checkpoint, model)
     if a.float64:
         model = model.double()
     with open(a.data, "rb") as f:
@@ -124,7 +142,7 @@ def main():
     print("twin: %s preset %s: val_loss %.9g (%s)" % (a.checkpoint, meta["preset"], twin,
                                                      "float64" if a.float64 else "float32"))
     if not a.train:
-        return 0
+        return 0 if order_ok else 1
     out = run([a.train, "--load", a.checkpoint, "--eval", "--data", a.data,
                "--val-frac", repr(a.val_frac)])
     m = re.search(r"val_loss (\S+)", out)
@@ -132,7 +150,7 @@ def main():
         sys.exit("no val_loss in the output of train --eval:\n" + out)
     ref = float(m.group(1))
     diff, lim = abs(twin - ref), a.atol + a.rtol * abs(ref)
-    ok = diff <= lim
+    ok = diff <= lim and order_ok
     print("C:    val_loss %.9g  |twin - C| = %.3g (limit %.3g) %s" % (ref, diff, lim,
                                                                     "ok" if ok else "MISMATCH"))
     if a.grads:

@@ -482,7 +482,7 @@ class Block(nn.Module):
 class Stack(nn.Module):
     """The whole body between embedding and LM head (nb_stack_forward): E (B, T, d) -> the
     final hidden state (B, T, d). named_parameters() gives the library's tensor table: the
-    same names, shapes and order."""
+    same names and shapes; library_parameters() also its order (the flat buffer's)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -499,6 +499,31 @@ class Stack(nn.Module):
             self.ln_y_f = Norm(d, kind, c.eps, bias)
             if not c.siamese_paper_fusion:
                 self.ln_final_f = Norm(d, kind, c.eps, bias)
+
+    def library_parameters(self):
+        """(name, parameter) in the order of the library's tensor table and flat parameter
+        buffer. named_parameters() has the same order except for SiameseNorm's c1, which
+        PyTorch lists first in its block (a module's own parameters come before its
+        children's) and the library last."""
+        def key(item):  # (position of the component, layer, c1 last in its layer)
+            parts = item[1][0].split(".")
+            if parts[0] == "blocks":
+                return (1, int(parts[1]), parts[2] == "c1", item[0])
+            return (0 if parts[0] == "embed_norm" else 2, 0, False, item[0])
+        named = sorted(enumerate(self.named_parameters()), key=key)
+        return [np for _, np in named]
+
+    @torch.no_grad()
+    def load_flat(self, flat):
+        """Copy the library's flat parameter buffer (n_params values, any 1-D tensor or
+        sequence) into the parameters, tensor by tensor in the library's order."""
+        flat = torch.as_tensor(flat).reshape(-1)
+        off = 0
+        for _, p in self.library_parameters():
+            p.copy_(flat[off:off + p.numel()].reshape(p.shape))
+            off += p.numel()
+        if off != flat.numel():
+            raise ValueError("the buffer has %d values, the stack %d" % (flat.numel(), off))
 
     def forward(self, E, hidden=None):
         """E: (B, T, d). hidden: an optional list that receives x_0 .. x_L (and, for

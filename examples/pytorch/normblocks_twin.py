@@ -1,0 +1,706 @@
+"""normblocks_twin.py - a PyTorch twin of normblocks' stack and of the examples/train model.
+
+The module computes what `nb_stack_forward` computes (normblocks.h, "blocks and stacks") with
+plain torch ops, for every preset and option of `nb_stack_desc`, with the library's parameter
+names and shapes (its tensor table: "blocks.3.att_proj.weight", "ln_f.weight", ...; matrices
+(out, in) like nn.Linear). It loads the safetensors checkpoints of examples/train and gives the
+trainer's loss on the same batch.
+
+    from normblocks_twin import StackConfig, Stack, load_checkpoint
+    cfg = StackConfig.from_name("hybrid_star", n_layers=12, d_model=768, n_heads=12,
+                                n_kv_heads=4, rope=True)
+    stack = Stack(cfg)                     # nn.Module; stack(E) -> final hidden state
+    model, meta = load_checkpoint("run.safetensors")   # the trainer's model (wte, stack, head)
+
+Only torch (and the standard library) are needed: the safetensors file is read by hand.
+
+Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias for LayerNorm)
+
+  Norms           RMSNorm    N(x) = g * x / sqrt(mean(x^2) + eps)
+                  LayerNorm  N(x) = g * (x - mean(x)) / sqrt(var(x) + eps) + b
+                  over the last dimension; block norms have width d; the attention "site"
+                  norms have a gain only (also LayerNorm) of width d_k (one gain shared by all
+                  heads, "per head") or of the whole projection row ("full", OLMo-2).
+  Attention       [Q|K|V] = x W_qkv^T (Q: H heads, K, V: H_kv heads of d_k = d/H),
+                  Q, K, V normalized at their sites, then RoPE on Q and K (NeoX rotate-half),
+                  P = softmax(Q K^T / sqrt(d_k) + causal mask), query head h reads KV head
+                  h / (H/H_kv), C = concat_h P V (normalized at site C), out = C W_o^T.
+  FFN             SwiGLU: [u|z] = x W_in^T (+b_in), out = (silu(z) * u) W_out^T (+b_out)
+                  GELU:   out = gelu(x W_in^T + b_in) W_out^T + b_out (tanh or erf form)
+  A sublayer F (attention or FFN) inside its placement (nb_placement):
+                  h  = input_norm ? c * N_in(x) : x        (c = input_scale)
+                  r  = residual_from_norm ? h : x
+                  f  = output_norm ? N_out(F(h)) : F(h)
+                  s  = alpha * r + f                       (alpha = residual_scale)
+                  x' = post_norm ? N_post(s) : s
+  A block is the attention sublayer, then the FFN sublayer. A stack is
+                  x_0 = embed_norm ? N_embed(E) : E;  x_{l+1} = block_l(x_l);
+                  out = final_norm ? N_lnf(x_L) : x_L
+  SiameseNorm (two streams x, y, both starting at x_0; c_l = sqrt(2(l+1)), or sqrt(l+1), or 1):
+    hybrid-pre ("siamese"): u_a = x * c1 + N_ay(y); A = MHA(u_a); x1 = x + A/c_l; y1 = y + A;
+                  n = N_f(x1); u_f = N_in(n + N_fy(y1)); F = FFN(u_f); x' = n + F/c_l;
+                  y' = y1 + F      (u_f = n + N_fy(y1) with siamese_no_fusion_norm)
+    post-pre ("siamese_post_pre"), each sublayer G: u = N_x(x); v = N_in(u + N_y(y));
+                  z = G(v); x' = u + z/c_l; y' = y + z
+    output:       N_final(N_lnf(x_L) + N_lnyf(y_L)), or x_L + N_lnyf(y_L) (paper fusion)
+
+The presets are schedules of placements; PRESETS below is the library's table nb__presets[]
+and place_code() its nb__place_code(). Which preset computes what is documented in
+normblocks.h (nb_preset).
+"""
+import json
+import math
+import struct
+from dataclasses import dataclass, field, replace
+from typing import List, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "SITES_NONE",
+           "Placement", "LayerSpec", "StackConfig", "PRESETS", "place_code", "resolve",
+           "Norm", "Block", "Stack", "NormBlocksLM", "read_safetensors",
+           "config_from_metadata", "load_checkpoint", "text_val_batches",
+           "text_eval_loss", "text_train_batch", "VOCAB"]
+
+# attention norm sites (NB_SITE_*)
+SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8
+SITES_QKV = SITE_Q | SITE_K | SITE_V
+SITES_QKVC = SITES_QKV | SITE_C
+SITES_NONE = 0x100  # StackConfig.sites: explicitly none (0 = the preset's default)
+
+VOCAB = 256  # examples/train is byte-level
+
+
+# ---- descriptions --------------------------------------------------------------------------
+
+
+@dataclass
+class Placement:
+    """How one sublayer sits on the residual stream (nb_placement; equations at the top)."""
+    input_norm: bool = False
+    residual_from_norm: bool = False
+    output_norm: bool = False
+    post_norm: bool = False
+    residual_scale: float = 1.0
+    input_scale: float = 1.0
+
+
+@dataclass
+class LayerSpec:
+    """One layer of a schedule (nb_layer_desc): attention and FFN placements, attention norm
+    sites (SITE_* mask)."""
+    attn: Placement = field(default_factory=Placement)
+    ffn: Placement = field(default_factory=Placement)
+    sites: int = 0
+
+
+@dataclass(frozen=True)
+class _Preset:
+    key: str
+    aliases: tuple   # case-insensitive other names (nb_preset_from_name)
+    first: str       # placement codes of the first n_first layers (attention, FFN)
+    n_first: int     # -1: floor(mixln_alpha L), Mix-LN's Post-Norm layers
+    rest: str        # codes of the other layers
+    sites: int       # default attention norm sites
+    width: str       # default site norm width
+    eps: float       # default eps of every norm
+    embed_norm: int  # 1 normalized embedding, -1 none
+    streams: int     # 2 = SiameseNorm
+    final_norm: int  # 1 final norm, -1 none
+
+
+_QK = SITE_Q | SITE_K
+_PH, _FULL = "per_head", "full"
+# normblocks.h nb__presets[], in enum order
+PRESETS = [
+    _Preset("default", (), "", 0, "pp", 0, _PH, 1e-5, -1, 1, 1),
+    _Preset("pre", ("Pre-Norm", "PreNorm"), "", 0, "pp", 0, _PH, 1e-5, -1, 1, 1),
+    _Preset("post", ("Post-Norm", "PostNorm"), "", 0, "PP", 0, _PH, 1e-5, -1, 1, 1),
+    _Preset("post_flags", (), "nr", 1, "rr", 0, _PH, 1e-5, -1, 1, 1),
+    _Preset("sandwich", ("Sandwich",), "", 0, "ss", 0, _PH, 1e-5, -1, 1, 1),
+    _Preset("olmo2", ("OLMo-2",), "", 0, "oo", _QK, _FULL, 1e-6, -1, 1, 1),
+    _Preset("deepnorm", ("DeepNorm",), "", 0, "dd", 0, _PH, 1e-5, -1, 1, 1),
+    _Preset("deepnorm_mixln", (), "", 0, "mm", 0, _PH, 1e-6, -1, 1, 1),
+    _Preset("hybrid", ("HybridNorm",), "", 0, "nr", SITES_QKV, _PH, 1e-5, -1, 1, 1),
+    _Preset("hybrid_star", ("HybridNorm*", "hybrid*"), "pp", 1, "nr", SITES_QKV, _PH, 1e-5, -1,
+            1, 1),
+    _Preset("first_qkv_pre", ("First-QKV-Pre",), "np", 1, "nr", SITES_QKV, _PH, 1e-5, -1, 1, 1),
+    _Preset("embednorm", ("EmbedNorm",), "", 0, "nr", SITES_QKV, _PH, 1e-5, 1, 1, 1),
+    _Preset("sites_post", (), "", 0, "nr", SITES_QKV, _PH, 1e-5, -1, 1, 1),
+    _Preset("sites_pre", (), "", 0, "np", SITES_QKV, _PH, 1e-5, -1, 1, 1),
+    _Preset("pre_sites_post", (), "", 0, "pr", SITES_QKV, _PH, 1e-5, -1, 1, 1),
+    _Preset("pre_sites_pre", (), "", 0, "pp", SITES_QKV, _PH, 1e-5, -1, 1, 1),
+    _Preset("pre_post", ("Pre-Post",), "", 0, "pr", 0, _PH, 1e-5, -1, 1, 1),
+    _Preset("post_pre", ("Post-Pre",), "", 0, "rp", 0, _PH, 1e-5, -1, 1, 1),
+    _Preset("mixln", ("Mix-LN",), "PP", -1, "pp", 0, _PH, 1e-6, -1, 1, 1),
+    _Preset("siamese", ("SiameseNorm",), "", 0, "--", SITES_QKV, _PH, 1e-5, -1, 2, 1),
+    _Preset("siamese_post_pre", (), "", 0, "--", SITES_QKV, _PH, 1e-5, -1, 2, 1),
+    _Preset("lns", ("LayerNorm-Scaling", "LNS"), "", 0, "ll", 0, _PH, 1e-6, -1, 1, 1),
+    _Preset("none", ("NoNorm", "no_norm"), "", 0, "nn", 0, _PH, 1e-5, -1, 1, -1),
+]
+_PRESET = {p.key: p for p in PRESETS}
+
+
+def place_code(code, l, n_layers):
+    """The placement of a preset-table code in layer l (0-based) of n_layers (nb__place_code):
+         n  x + F(x)                 p  x + F(N(x))              r  h + F(h), h = N(x)
+         P  N(x + F(x))              s  x + N_out(F(N_in(x)))    o  x + N_out(F(x))
+         d  N(a x + F(x)), a = (2L)^(1/4)                        m  the same with a = sqrt(8)
+         l  x + F(N(x) / sqrt(l + 1))  (LayerNorm Scaling)"""
+    p = Placement()
+    if code == "p":
+        p.input_norm = True
+    elif code == "r":
+        p.input_norm = p.residual_from_norm = True
+    elif code == "P":
+        p.post_norm = True
+    elif code == "s":
+        p.input_norm = p.output_norm = True
+    elif code == "o":
+        p.output_norm = True
+    elif code == "d":
+        p.post_norm, p.residual_scale = True, (2.0 * n_layers) ** 0.25
+    elif code == "m":
+        p.post_norm, p.residual_scale = True, 2.8284271247461903
+    elif code == "l":
+        p.input_norm, p.input_scale = True, 1.0 / math.sqrt(l + 1.0)
+    return p
+
+
+_SITE_NAMES = {"QKVC": SITES_QKVC, "QKV": SITES_QKV, "QKC": SITE_Q | SITE_K | SITE_C,
+               "QK": SITE_Q | SITE_K, "KV": SITE_K | SITE_V, "KC": SITE_K | SITE_C}
+
+
+def _preset_from_name(name):
+    """nb_preset_from_name: (key, fields it sets) for a preset key, alias, "gpt2", or a
+    HybridNorm ablation name ("QKV-Post", "Pre-QK-Pre", "KC-Post", ...)."""
+    low = name.lower()
+    for p in PRESETS[1:]:
+        if low == p.key or low in (a.lower() for a in p.aliases):
+            return p.key, {}
+    if low == "gpt2":
+        return "pre", dict(norm="layer", ffn="gelu_tanh")
+    pre = len(low) > 4 and low.startswith("pre-")
+    body = low[4:] if pre else low
+    if "-" in body:
+        sites, _, kind = body.partition("-")
+        mask = _SITE_NAMES.get(sites.upper(), 0)
+        if mask and kind in ("post", "pre"):
+            key = ("pre_" if pre else "") + "sites_" + kind
+            return key, dict(sites=mask)
+    raise ValueError("unknown preset %r (try pre, post, hybrid, hybrid_star, mixln, siamese, "
+                     "sandwich, olmo2, deepnorm, QKV-Post, ...)" % name)
+
+
+@dataclass
+class StackConfig:
+    """The description of a stack: the fields of nb_stack_desc, 0 / "" meaning the preset's
+    default as in C. preset is a key of PRESETS ("default" with a custom `layers` schedule);
+    use StackConfig.from_name for the names nb_preset_from_name accepts."""
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int = 0          # 0 = n_heads
+    d_ff: int = 0                # 0 = 4d (GELU), 8d/3 rounded up to 64 (SwiGLU)
+    preset: str = "pre"
+    sites: int = 0               # 0 = preset default, SITES_NONE = none, else a SITE_* mask
+    layers: Optional[List[LayerSpec]] = None  # custom schedule (preset "default")
+    mixln_alpha: float = 0.0     # (0, 1]; 0 = 0.25; -1 = no Post-Norm layer
+    norm: str = "rms"            # "rms" or "layer" (block LayerNorms carry a bias)
+    eps: float = 0.0             # 0 = the preset's (1e-6 olmo2, mixln, deepnorm_mixln, lns)
+    site_width: str = ""         # "" = preset's; "per_head" or "full"
+    ffn: str = "swiglu"          # "swiglu", "gelu_tanh" or "gelu_erf"
+    ffn_bias: int = 0            # 0 = type default (GELU: on, SwiGLU: off), 1 on, -1 off
+    rope: bool = False
+    rope_theta: float = 0.0      # 0 = 10000
+    non_causal: bool = False
+    final_norm: int = 0          # 0 = preset default, 1 on, -1 off
+    embed_norm: int = 0          # 0 = preset default, 1 on, -1 off
+    siamese_paper_scale: int = 0     # c_l: 0 sqrt(2(l+1)), 1 sqrt(l+1), 2 1
+    siamese_paper_fusion: int = 0    # 1: output x_L + N(y_L)
+    siamese_no_fusion_norm: int = 0  # 1: u_f = n + N_fy(y1) (siamese only)
+
+    @classmethod
+    def from_name(cls, name, **fields):
+        """A description from a preset name as nb_preset_from_name reads it (keys, aliases,
+        "gpt2", "QKV-Post", "Pre-QK-Pre", ...), then `fields` set on top."""
+        key, named = _preset_from_name(name)
+        named.update(fields)
+        return cls(preset=key, **named)
+
+
+def resolve(cfg):
+    """Every default of cfg resolved and the per-layer schedule filled in, as nb_stack_init
+    does: returns a new StackConfig (layers: n_layers LayerSpecs, sites the stack mask) and
+    raises ValueError where nb_stack_init refuses the description."""
+    c = replace(cfg)
+    L, d, H = c.n_layers, c.d_model, c.n_heads
+    if L <= 0 or d <= 0 or H <= 0:
+        raise ValueError("n_layers, d_model and n_heads must be > 0")
+    if c.layers is not None and c.preset not in ("default",):
+        raise ValueError("give either a preset (%s) or a custom layer schedule" % c.preset)
+    if c.layers is None and c.preset == "default":
+        c.preset = "pre"
+    if c.preset not in _PRESET:
+        raise ValueError("unknown preset %r" % c.preset)
+    row = _PRESET[c.preset]
+    sites = row.sites if c.sites == 0 else c.sites & SITES_QKVC
+    if c.mixln_alpha == 0:
+        c.mixln_alpha = 0.25
+    if c.mixln_alpha != -1 and not 0 < c.mixln_alpha <= 1:
+        raise ValueError("mixln_alpha must be in (0, 1], or -1")
+    n_post = 0 if c.mixln_alpha < 0 else int(math.floor(c.mixln_alpha * L + 1e-9))
+    if c.norm not in ("rms", "layer"):
+        raise ValueError("norm: rms or layer")
+    if c.eps == 0:
+        c.eps = row.eps
+    c.site_width = c.site_width or row.width
+    if c.final_norm == 0:
+        c.final_norm = row.final_norm
+    if c.embed_norm == 0:
+        c.embed_norm = row.embed_norm
+    if row.streams == 2 and c.final_norm < 0:
+        raise ValueError("SiameseNorm needs its output fusion (final_norm cannot be -1)")
+    if c.siamese_no_fusion_norm and c.preset != "siamese":
+        raise ValueError("siamese_no_fusion_norm is for the siamese preset")
+    if c.ffn not in ("swiglu", "gelu_tanh", "gelu_erf"):
+        raise ValueError("ffn: swiglu, gelu_tanh or gelu_erf")
+    if c.d_ff == 0:
+        c.d_ff = (8 * d // 3 + 63) // 64 * 64 if c.ffn == "swiglu" else 4 * d
+    if c.ffn_bias == 0:
+        c.ffn_bias = -1 if c.ffn == "swiglu" else 1
+    c.n_kv_heads = c.n_kv_heads or H
+    if d % H or H % c.n_kv_heads:
+        raise ValueError("d_model %% n_heads and n_heads %% n_kv_heads must be 0")
+    if c.rope_theta == 0:
+        c.rope_theta = 10000.0
+    if c.rope and (d // H) % 2:
+        raise ValueError("RoPE needs an even head dimension")
+    if c.layers is not None:
+        if len(c.layers) != L:
+            raise ValueError("layers has %d entries, n_layers is %d" % (len(c.layers), L))
+        layers = []
+        for l, ld in enumerate(c.layers):
+            ld = LayerSpec(replace(ld.attn), replace(ld.ffn), ld.sites)
+            for p in (ld.attn, ld.ffn):
+                if p.residual_from_norm and not p.input_norm:
+                    raise ValueError("layer %d: residual_from_norm needs input_norm" % l)
+                p.residual_scale = p.residual_scale or 1.0
+                p.input_scale = p.input_scale or 1.0
+                if p.input_scale != 1 and not p.input_norm:
+                    raise ValueError("layer %d: input_scale needs input_norm" % l)
+            layers.append(ld)
+    else:
+        n_first = n_post if row.n_first < 0 else row.n_first
+        layers = []
+        for l in range(L):
+            codes = row.first if l < n_first else row.rest
+            layers.append(LayerSpec(place_code(codes[0], l, L), place_code(codes[1], l, L),
+                                    sites))
+    c.layers = layers
+    c.sites = sites
+    return c
+
+
+def _streams(c):
+    return _PRESET[c.preset].streams
+
+
+# ---- modules ---------------------------------------------------------------------------------
+
+
+class Norm(nn.Module):
+    """RMSNorm or LayerNorm over the last dimension, with a gain (`weight`) and, for block
+    LayerNorms, a `bias`. The attention site norms are Norm(..., bias=False)."""
+
+    def __init__(self, width, kind, eps, bias):
+        super().__init__()
+        self.kind, self.eps = kind, eps
+        self.weight = nn.Parameter(torch.ones(width))
+        if bias:
+            self.bias = nn.Parameter(torch.zeros(width))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        if self.kind == "rms":
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
+
+
+def _rotate_half(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+def rope(x, theta):
+    """NeoX rotate-half RoPE on (B, heads, T, d_k): pair (i, i + d_k/2) of position t rotates by
+    t * theta^(-2i/d_k) (angles in float64, as normblocks)."""
+    T, dk = x.shape[-2], x.shape[-1]
+    inv = theta ** (-torch.arange(0, dk, 2, dtype=torch.float64) / dk)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    ang = torch.cat((ang, ang), dim=-1)
+    return x * ang.cos().to(x.dtype) + _rotate_half(x) * ang.sin().to(x.dtype)
+
+
+# the block norms of a layer, in the library's parameter order (nb__norm_names)
+_NORM_NAMES = ("attn_norm", "attn_out_norm", "attn_post_norm", "ff_norm", "ff_out_norm",
+               "ff_post_norm", "attn_y_norm", "attn_input_norm", "ff_y_norm", "ff_input_norm")
+
+
+class Block(nn.Module):
+    """Layer l of a resolved stack: an attention sublayer then an FFN sublayer, each in its
+    placement (one stream), or SiameseNorm's two-stream layer. Parameters are registered in
+    the library's order: att_proj, attn_out, q/k/v/c_norm, ff_proj, ff_out, the block norms
+    (_NORM_NAMES order), c1."""
+
+    def __init__(self, c, l):
+        super().__init__()
+        self.c, self.l, self.spec = c, l, c.layers[l]
+        d, H, Hkv = c.d_model, c.n_heads, c.n_kv_heads
+        dk = d // H
+        self.dims = (d, H, Hkv, dk)
+        self.att_proj = nn.Linear(d, d + 2 * Hkv * dk, bias=False)
+        self.attn_out = nn.Linear(d, d, bias=False)
+        for name, bit in (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C)):
+            if self.spec.sites & bit:
+                full = (H if name in "qc" else Hkv) * dk
+                self.add_module(name + "_norm", Norm(full if c.site_width == _FULL else dk,
+                                                     c.norm, c.eps, bias=False))
+        in_width = 2 * c.d_ff if c.ffn == "swiglu" else c.d_ff
+        self.ff_proj = nn.Linear(d, in_width, bias=c.ffn_bias > 0)
+        self.ff_out = nn.Linear(c.d_ff, d, bias=c.ffn_bias > 0)
+        for name in _NORM_NAMES:
+            if self._has_norm(name):
+                self.add_module(name, Norm(d, c.norm, c.eps, bias=c.norm == "layer"))
+        self.siamese = _streams(c) == 2
+        self.post_pre = c.preset == "siamese_post_pre"
+        if self.siamese and not self.post_pre:
+            self.c1 = nn.Parameter(torch.ones(d))
+        if self.siamese:  # c_l of layer l
+            self.depth_c = [math.sqrt(2.0 * (l + 1)), math.sqrt(l + 1.0), 1.0][
+                c.siamese_paper_scale]
+
+    def _has_norm(self, name):
+        c, s = self.c, self.spec
+        if _streams(c) == 1:
+            pl = s.attn if name.startswith("attn") else s.ffn
+            kind = name.split("_", 1)[1]  # norm, out_norm, post_norm
+            return {"norm": pl.input_norm, "out_norm": pl.output_norm,
+                    "post_norm": pl.post_norm}.get(kind, False)
+        if name in ("attn_y_norm", "ff_norm", "ff_y_norm"):
+            return True
+        if name == "ff_input_norm":
+            return not c.siamese_no_fusion_norm
+        return c.preset == "siamese_post_pre" and name in ("attn_norm", "attn_input_norm")
+
+    # -- the two sublayer functions F --
+
+    def attention(self, x):
+        """MHA with the layer's site norms (see the module docstring)."""
+        d, H, Hkv, dk = self.dims
+        B, T, _ = x.shape
+        sites, full = self.spec.sites, self.c.site_width == _FULL
+        q, k, v = self.att_proj(x).split((d, Hkv * dk, Hkv * dk), dim=-1)
+        if full:  # OLMo-2: over the whole projection row, before the head split
+            q, k, v = self._site_norms(q, k, v)
+        q, k, v = (t.reshape(B, T, n, dk) for t, n in ((q, H), (k, Hkv), (v, Hkv)))
+        if not full:  # per head: over each d_k vector, one gain for all heads
+            q, k, v = self._site_norms(q, k, v)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, heads, T, d_k)
+        if self.c.rope:
+            q, k = rope(q, self.c.rope_theta), rope(k, self.c.rope_theta)
+        if H != Hkv:  # query head h reads KV head h // (H / H_kv)
+            k = k.repeat_interleave(H // Hkv, dim=1)
+            v = v.repeat_interleave(H // Hkv, dim=1)
+        s = q @ k.transpose(-2, -1) / math.sqrt(dk)
+        if not self.c.non_causal:
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            s = s.masked_fill(mask, float("-inf"))
+        o = (torch.softmax(s, dim=-1) @ v).transpose(1, 2)  # (B, T, H, d_k)
+        if sites & SITE_C:
+            o = self.c_norm(o.reshape(B, T, d) if full else o)
+        return self.attn_out(o.reshape(B, T, d))
+
+    def _site_norms(self, q, k, v):
+        s = self.spec.sites
+        return (self.q_norm(q) if s & SITE_Q else q, self.k_norm(k) if s & SITE_K else k,
+                self.v_norm(v) if s & SITE_V else v)
+
+    def ffn(self, x):
+        """SwiGLU (first half value u, second half gate z) or GELU MLP."""
+        h = self.ff_proj(x)
+        if self.c.ffn == "swiglu":
+            u, z = h.chunk(2, dim=-1)
+            a = F.silu(z) * u
+        else:
+            a = F.gelu(h, approximate="tanh" if self.c.ffn == "gelu_tanh" else "none")
+        return self.ff_out(a)
+
+    # -- placements --
+
+    def sublayer(self, which, x):
+        """x' of the placement equations for sublayer `which` ("attn" or "ff")."""
+        pl = self.spec.attn if which == "attn" else self.spec.ffn
+        fn = self.attention if which == "attn" else self.ffn
+        h = x
+        if pl.input_norm:
+            h = getattr(self, which + "_norm")(x)
+            if pl.input_scale != 1:
+                h = pl.input_scale * h
+        r = h if pl.residual_from_norm else x
+        f = fn(h)
+        if pl.output_norm:
+            f = getattr(self, which + "_out_norm")(f)
+        s = pl.residual_scale * r + f if pl.residual_scale != 1 else r + f
+        return getattr(self, which + "_post_norm")(s) if pl.post_norm else s
+
+    def forward(self, x, y=None):
+        """(x, y) -> (x', y'); y is None except for SiameseNorm."""
+        if not self.siamese:
+            return self.sublayer("ff", self.sublayer("attn", x)), None
+        c = self.depth_c
+        if not self.post_pre:  # hybrid-pre
+            A = self.attention(x * self.c1 + self.attn_y_norm(y))
+            x1, y1 = x + A / c, y + A
+            n = self.ff_norm(x1)
+            u = n + self.ff_y_norm(y1)
+            if not self.c.siamese_no_fusion_norm:
+                u = self.ff_input_norm(u)
+            Fo = self.ffn(u)
+            return n + Fo / c, y1 + Fo
+        for which, fn in (("attn", self.attention), ("ff", self.ffn)):  # post-pre
+            u = getattr(self, which + "_norm")(x)
+            v = getattr(self, which + "_input_norm")(u + getattr(self, which + "_y_norm")(y))
+            z = fn(v)
+            x, y = u + z / c, y + z
+        return x, y
+
+
+class Stack(nn.Module):
+    """The whole body between embedding and LM head (nb_stack_forward): E (B, T, d) -> the
+    final hidden state (B, T, d). named_parameters() gives the library's tensor table: the
+    same names and shapes; library_parameters() also its order (the flat buffer's)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        c = resolve(cfg)
+        self.config = c
+        d, kind, bias = c.d_model, c.norm, c.norm == "layer"
+        siamese = _streams(c) == 2
+        if c.embed_norm > 0:
+            self.embed_norm = Norm(d, kind, c.eps, bias)
+        self.blocks = nn.ModuleList(Block(c, l) for l in range(c.n_layers))
+        if c.final_norm > 0 and not (siamese and c.siamese_paper_fusion):
+            self.ln_f = Norm(d, kind, c.eps, bias)
+        if siamese:
+            self.ln_y_f = Norm(d, kind, c.eps, bias)
+            if not c.siamese_paper_fusion:
+                self.ln_final_f = Norm(d, kind, c.eps, bias)
+
+    def library_parameters(self):
+        """(name, parameter) in the order of the library's tensor table and flat parameter
+        buffer. named_parameters() has the same order except for SiameseNorm's c1, which
+        PyTorch lists first in its block (a module's own parameters come before its
+        children's) and the library last."""
+        def key(item):  # (position of the component, layer, c1 last in its layer)
+            parts = item[1][0].split(".")
+            if parts[0] == "blocks":
+                return (1, int(parts[1]), parts[2] == "c1", item[0])
+            return (0 if parts[0] == "embed_norm" else 2, 0, False, item[0])
+        named = sorted(enumerate(self.named_parameters()), key=key)
+        return [np for _, np in named]
+
+    @torch.no_grad()
+    def load_flat(self, flat):
+        """Copy the library's flat parameter buffer (n_params values, any 1-D tensor or
+        sequence) into the parameters, tensor by tensor in the library's order."""
+        flat = torch.as_tensor(flat).reshape(-1)
+        off = 0
+        for _, p in self.library_parameters():
+            p.copy_(flat[off:off + p.numel()].reshape(p.shape))
+            off += p.numel()
+        if off != flat.numel():
+            raise ValueError("the buffer has %d values, the stack %d" % (flat.numel(), off))
+
+    def forward(self, E, hidden=None):
+        """E: (B, T, d). hidden: an optional list that receives x_0 .. x_L (and, for
+        SiameseNorm, (x_l, y_l) pairs), the states nb_stack_hidden reads."""
+        x = self.embed_norm(E) if hasattr(self, "embed_norm") else E
+        y = x if _streams(self.config) == 2 else None
+        for blk in self.blocks:
+            if hidden is not None:
+                hidden.append(x if y is None else (x, y))
+            x, y = blk(x, y)
+        if hidden is not None:
+            hidden.append(x if y is None else (x, y))
+        if y is None:
+            return self.ln_f(x) if hasattr(self, "ln_f") else x
+        if self.config.siamese_paper_fusion:
+            return x + self.ln_y_f(y)
+        return self.ln_final_f(self.ln_f(x) + self.ln_y_f(y))
+
+
+class _Transformer(Stack):
+    """examples/train's "transformer": the byte embedding wte and the stack."""
+
+    def __init__(self, cfg, vocab):
+        super().__init__(cfg)
+        self.wte = nn.Embedding(vocab, cfg.d_model)
+
+
+class NormBlocksLM(nn.Module):
+    """examples/train's model (model.c): tokens -> transformer.wte -> stack -> lm_head (untied,
+    no bias) -> logits; loss = mean cross-entropy over the masked targets. Parameter names are
+    the checkpoint's: transformer.wte.weight, transformer.<stack names>, lm_head.weight."""
+
+    def __init__(self, cfg, vocab=VOCAB):
+        super().__init__()
+        self.transformer = _Transformer(cfg, vocab)
+        self.lm_head = nn.Linear(cfg.d_model, vocab, bias=False)
+
+    def forward(self, tok):
+        """tok: (B, T) integer bytes -> logits (B, T, vocab)."""
+        return self.lm_head(self.transformer(self.transformer.wte(tok)))
+
+    def loss(self, tok, mask=None):
+        """The trainer's loss of a batch: tok (B, T+1), inputs tok[:, :-1], targets tok[:, 1:];
+        mask (B, T) bool selects the counted targets (None: all). The mean over them, with
+        the log-sum-exp in float64 as model.c computes it. Returns (loss, count)."""
+        logits = self(tok[:, :-1])
+        tgt = tok[:, 1:]
+        if mask is None:
+            mask = torch.ones_like(tgt, dtype=torch.bool)
+        z = logits[mask].double()
+        nll = torch.logsumexp(z, dim=-1) - z.gather(1, tgt[mask][:, None])[:, 0]
+        n = int(mask.sum())
+        return (nll.sum() / n if n else nll.sum()), n
+
+
+# ---- checkpoints of examples/train ------------------------------------------------------------
+
+
+def read_safetensors(path):
+    """(tensors, metadata) of a safetensors file: name -> float32 tensor (F32 only, what the
+    trainer writes), and the __metadata__ strings."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    (hlen,) = struct.unpack("<Q", buf[:8])
+    header = json.loads(buf[8:8 + hlen].decode("utf-8"))
+    meta = header.pop("__metadata__", {})
+    data = memoryview(buf)[8 + hlen:]
+    out = {}
+    for name, e in header.items():
+        if e["dtype"] != "F32":
+            raise ValueError("%s: tensor %s is %s, not F32" % (path, name, e["dtype"]))
+        a, b = e["data_offsets"]
+        t = torch.frombuffer(bytearray(data[a:b]), dtype=torch.float32)
+        out[name] = t.reshape(e["shape"]) if e["shape"] else t
+    return out, meta
+
+
+# examples/train --schedule layer kinds (cli.c layer_kind)
+def _layer_kind(k):
+    pre, fn = Placement(input_norm=True), Placement(input_norm=True, residual_from_norm=True)
+    kinds = {"pre": (pre, pre, 0), "post": (Placement(post_norm=True),) * 2 + (0,),
+             "sandwich": (Placement(input_norm=True, output_norm=True),) * 2 + (0,),
+             "normafter": (Placement(output_norm=True),) * 2 + (0,),
+             "hybrid": (Placement(), fn, SITES_QKV), "qkvpre": (Placement(), pre, SITES_QKV),
+             "prepost": (pre, fn, 0), "postpre": (fn, pre, 0)}
+    if k not in kinds:
+        raise ValueError("unknown schedule layer kind %r" % k)
+    a, f, s = kinds[k]
+    return LayerSpec(replace(a), replace(f), s)
+
+
+def config_from_metadata(meta):
+    """The StackConfig of a trainer checkpoint's __metadata__, as the trainer's make_desc
+    builds it (preset name or custom schedule, then d, heads, d_ff, rope, --ffn, --norm)."""
+    if int(meta.get("vocab_size", VOCAB)) != VOCAB:
+        raise ValueError("vocab_size %s, expected %d" % (meta.get("vocab_size"), VOCAB))
+    dims = dict(n_layers=int(meta["n_layers"]), d_model=int(meta["d_model"]),
+                n_heads=int(meta["n_heads"]), n_kv_heads=int(meta["n_kv_heads"]),
+                d_ff=int(meta["d_ff"]), rope=bool(int(meta["rope"])))
+    if meta["preset"] == "custom":
+        cfg = StackConfig(preset="default",
+                          layers=[_layer_kind(k) for k in meta["schedule"].split(",")], **dims)
+    else:
+        cfg = StackConfig.from_name(meta["preset"], **dims)
+    if meta["ffn"] == "gelu":
+        cfg.ffn = "gelu_tanh"
+    if meta["norm"] == "layer":
+        cfg.norm = "layer"
+    return cfg
+
+
+def load_checkpoint(path):
+    """(model, metadata): a NormBlocksLM (float32, eval mode) with the parameters of a
+    checkpoint written by examples/train (its Adam moments are ignored)."""
+    tensors, meta = read_safetensors(path)
+    model = NormBlocksLM(config_from_metadata(meta))
+    state = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
+    model.load_state_dict(state, strict=True)
+    return model.eval(), meta
+
+
+def text_val_batches(data, n_batches, B, T, val_frac=0.1):
+    """The trainer's validation batches of a --data corpus (data.c val_batch): n_batches
+    tensors (B, T+1) of bytes, fixed windows spread over the held-out tail."""
+    n = len(data)
+    min_val = max(int(val_frac * n), T + 2)
+    n_train = n - min_val
+    span = n - n_train - T - 1
+    rows = n_batches * B
+    out = []
+    for k in range(n_batches):
+        offs = [n_train + (span * (k * B + b) // (rows - 1) if rows > 1 else 0) for b in range(B)]
+        out.append(torch.tensor([list(data[o:o + T + 1]) for o in offs], dtype=torch.long))
+    return out
+
+
+_M64 = (1 << 64) - 1
+
+
+def _mix64(s):
+    """splitmix64 (util.c mix64): (new state, output)."""
+    s = (s + 0x9E3779B97F4A7C15) & _M64
+    z = ((s ^ (s >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return s, z ^ (z >> 31)
+
+
+def _hash3(a, b, c):
+    """util.c hash3."""
+    s = ((a * 0x9E3779B97F4A7C15) & _M64) ^ (((b + 0x632BE59BD9B4E019) * 0xD1B54A32D192ED03)
+                                             & _M64) ^ \
+        (((c + 0x8CB92BA72F3D8DD7) * 0xA24BAED4963EE407) & _M64)
+    s, _ = _mix64(s & _M64)
+    return _mix64(s)[1]
+
+
+def text_train_batch(data, seed, step, B, T, val_frac=0.1):
+    """The trainer's training batch of 0-based `step` on a --data corpus (data.c
+    train_batch): (B, T+1) bytes, row b a window at a seeded offset of the training split."""
+    n = len(data)
+    n_train = n - max(int(val_frac * n), T + 2)
+    rows = []
+    for b in range(B):
+        _, r = _mix64(_hash3(seed, step + 1, b + 1))
+        off = r % (n_train - T)
+        rows.append(list(data[off:off + T + 1]))
+    return torch.tensor(rows, dtype=torch.long)
+
+
+@torch.no_grad()
+def text_eval_loss(model, meta, data, val_frac=0.1):
+    """What `train --load CK --eval --data FILE` prints as val_loss: the mean loss over the
+    checkpoint's eval_batches validation batches of batch x seq bytes."""
+    tot, cnt = 0.0, 0
+    for tok in text_val_batches(data, int(meta["eval_batches"]), int(meta["batch"]),
+                                int(meta["seq"]), val_frac):
+        loss, n = model.loss(tok)
+        tot += float(loss) * n
+        cnt += n
+    return tot / cnt

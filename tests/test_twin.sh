@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The PyTorch twin (examples/pytorch/normblocks_twin.py) against the C trainer: for each config
+# a few training steps on a byte corpus (this repository's normblocks.h), a checkpoint, then
+# examples/pytorch/compare.py --grads:
+#   - the twin's validation loss of the checkpoint equals what `train --load CK --eval` prints,
+#   - one lr-0 training step of the trainer from the checkpoint: the twin's loss of that step's
+#     batch equals the trainer's (its --csv), and the twin's autograd gradients equal the
+#     trainer's (the step's first Adam moment with beta1 0, no clipping),
+# within float32 rounding: losses |twin - C| <= 1e-6 + 1e-6 |C| (about 10 float32 ulps of a
+# loss near 4; measured differences are below 1e-7, the same size as the C loss's own change
+# between thread counts), gradients per tensor max |twin - C| <= 1e-7 + 1e-5 max |C| (measured:
+# below 1e-6 max |C|).
+#   bash tests/test_twin.sh path/to/train [python]
+# Exits 77 (CTest SKIP_RETURN_CODE) when PyTorch is not importable.
+set -u
+
+TRAIN="$(realpath "${1:?usage: test_twin.sh path/to/train [python]}")"
+PY="${2:-/usr/bin/python3}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(dirname "$HERE")"
+COMPARE="$ROOT/examples/pytorch/compare.py"
+DATA="$ROOT/normblocks.h"
+
+if ! "$PY" -c "import torch" > /dev/null 2>&1; then
+  echo "SKIP: $PY cannot import torch (Debian: apt-get install python3-torch)"
+  exit 77
+fi
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/nb_twin_test.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK" || exit 1
+
+PASSED=0
+FAILED=0
+# tiny models, one thread; GQA (4 heads, 2 KV heads) and RoPE unless a config says otherwise
+BASE=(--data "$DATA" --d 32 --heads 4 --kv-heads 2 --seq 32 --batch 4 --steps 20 --warmup 5
+      --lr 3e-3 --threads 1 --eval-batches 2 --log-every 20 --quiet)
+
+check() { # check NAME TRAIN-FLAGS...
+  local name="$1"
+  shift
+  if ! "$TRAIN" "${BASE[@]}" --save "$name.safetensors" "$@" > "$name.log" 2>&1; then
+    FAILED=$((FAILED + 1)); echo "FAIL: $name: training failed"; cat "$name.log"; return
+  fi
+  if "$PY" "$COMPARE" "$name.safetensors" --data "$DATA" --train "$TRAIN" --grads > "$name.cmp" 2>&1; then
+    PASSED=$((PASSED + 1)); echo "ok: $name"; sed 's/^/    /' "$name.cmp"
+  else
+    FAILED=$((FAILED + 1)); echo "FAIL: $name"; cat "$name.cmp"
+  fi
+}
+
+check pre --preset pre --layers 3
+check post --preset post --layers 3
+check hybrid --preset hybrid --layers 3
+check hybrid_star --preset hybrid_star --layers 3
+# 4 layers: floor(0.25 * 4) = 1 Post-Norm layer, then Pre-Norm
+check mixln --preset mixln --layers 4
+check siamese --preset siamese --layers 3
+check siamese_post_pre --preset siamese_post_pre --layers 2
+check lns --preset lns --layers 3
+check olmo2_mha --preset olmo2 --layers 2 --kv-heads 0 --no-rope
+# LayerNorm with biases, GELU-tanh FFN with biases
+check gpt2 --preset gpt2 --layers 2
+check pre_layer_gelu --preset Pre-QK-Pre --layers 2 --norm layer --ffn gelu --kv-heads 1
+check schedule --schedule post,pre,hybrid,qkvpre,prepost,postpre,sandwich,normafter --d 16 --heads 2 --kv-heads 1
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]

@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""The PyTorch twin (examples/pytorch/normblocks_twin.py) against the stack fixtures.
+
+    /usr/bin/python3 tests/test_twin_fixtures.py tests/fixtures/blocks.bin
+
+tests/fixtures/blocks.bin holds the float64 references test_block_fixtures checks the library
+against: one case per preset and option (Mix-LN alphas, the HybridNorm site ablations with
+explicit site masks, SiameseNorm's paper scale, paper fusion and no-fusion-norm ablation, ...),
+many of which the trainer cannot build. For each case the twin is built from the case's
+description, takes the case's parameters by name (strict: the same names and shapes as the
+library's tensor table), and in float64 must give the case's output, input gradient and
+parameter gradients (loss = sum(out * dout)) within 1e-9 + 1e-9 |ref|: the same equations
+in the same precision, so only float64 rounding separates them.
+Exits 77 (CTest's skip) when torch cannot be imported.
+"""
+import os
+import struct
+import sys
+
+try:
+    import torch
+except ImportError:
+    print("SKIP: torch cannot be imported (Debian: apt-get install python3-torch)")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples", "pytorch"))
+from normblocks_twin import Stack, StackConfig  # noqa: E402
+
+ATOL, RTOL = 1e-9, 1e-9
+SCALARS = ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", "ffn",
+           "mixln_alpha", "siamese_paper_scale", "siamese_paper_fusion", "sites",
+           "siamese_no_fusion_norm")
+
+
+def read_nbfx(path):
+    """name -> float64 tensor of an NBFX0001 file (tests/nbfixture.py describes the format)."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    assert buf[:8] == b"NBFX0001", path
+    (count,), pos, out = struct.unpack_from("<I", buf, 8), 12, {}
+    for _ in range(count):
+        (n,) = struct.unpack_from("<I", buf, pos)
+        name = buf[pos + 4:pos + 4 + n].decode()
+        pos += 4 + n
+        (ndim,) = struct.unpack_from("<I", buf, pos)
+        dims = struct.unpack_from("<%dI" % ndim, buf, pos + 4)
+        pos += 4 + 4 * ndim
+        numel = 1
+        for k in dims:
+            numel *= k
+        vals = struct.unpack_from("<%dd" % numel, buf, pos)
+        pos += 8 * numel
+        out[name] = torch.tensor(vals, dtype=torch.float64).reshape(dims)
+    return out
+
+
+def cases(recs):
+    by = {}
+    for name, t in recs.items():
+        case, _, field = name.partition(".")
+        by.setdefault(case, {})[field] = t
+    return by
+
+
+def check_case(name, c):
+    s = {k: float(c[k].item()) for k in SCALARS if k in c}
+    key = "".join(chr(int(v)) for v in c["preset_key"].tolist())
+    cfg = StackConfig(
+        preset=key, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
+        n_kv_heads=int(s["Hkv"]), d_ff=int(s["f"]), sites=int(s["sites"]),
+        mixln_alpha=s["mixln_alpha"], norm="rms" if s["norm"] == 1 else "layer", eps=s["eps"],
+        ffn="swiglu" if s["ffn"] == 1 else "gelu_tanh", rope=bool(s["rope"]),
+        rope_theta=s["theta"], siamese_paper_scale=int(s["siamese_paper_scale"]),
+        siamese_paper_fusion=int(s["siamese_paper_fusion"]),
+        siamese_no_fusion_norm=int(s.get("siamese_no_fusion_norm", 0)))
+    stack = Stack(cfg).double()
+    params = {k: v for k, v in c.items()
+              if k.startswith(("blocks.", "embed_norm.", "ln_")) and not k.startswith("grad.")}
+    stack.load_state_dict(params, strict=True)  # names and shapes of the library's table
+    flat = torch.cat([p.detach().reshape(-1) for _, p in stack.library_parameters()])
+    again = Stack(cfg).double()
+    again.load_flat(flat)  # the flat buffer round trip
+    for k, v in again.state_dict().items():
+        if not torch.equal(v, params[k]):
+            raise AssertionError("load_flat put %s elsewhere" % k)
+    B, T, d = int(s["B"]), int(s["T"]), int(s["d"])
+    E = c["E"].reshape(B, T, d).clone().requires_grad_(True)
+    out = stack(E)
+    (out * c["dout"].reshape(B, T, d)).sum().backward()
+    worst, what = 0.0, ""
+    pairs = [("out", out.detach().reshape(B * T, d), c["out"]),
+             ("din", E.grad.reshape(B * T, d), c["din"])]
+    pairs += [("grad." + k, p.grad, c["grad." + k]) for k, p in stack.named_parameters()]
+    for label, got, ref in pairs:
+        r = float(((got - ref).abs() / (ATOL + RTOL * ref.abs())).max())
+        if r > worst:
+            worst, what = r, label
+    return worst, what, len(params)
+
+
+def main():
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "fixtures", "blocks.bin")
+    torch.set_num_threads(1)
+    failed = 0
+    all_cases = cases(read_nbfx(path))
+    for name, c in all_cases.items():
+        try:
+            worst, what, n = check_case(name, c)
+            ok = worst <= 1
+            msg = ("%d tensors, every result bitwise equal" % n if worst == 0 else
+                   "%d tensors, worst %s at %.3g of the tolerance" % (n, what, worst))
+        except Exception as e:  # a refused description or a name/shape mismatch
+            ok, msg = False, "%s: %s" % (type(e).__name__, e)
+        failed += not ok
+        print("%s: %s: %s" % ("ok" if ok else "FAIL", name, msg))
+    print("%d passed, %d failed" % (len(all_cases) - failed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -675,12 +675,10 @@ static int omp_get_num_threads(void) { return 1; }
 #define NB__EXP exp
 #define NB__LOG log
 #define NB__SQRT sqrt
-#define NB__TANH tanh
 #else
 #define NB__EXP nb__expf
 #define NB__LOG logf
 #define NB__SQRT sqrtf
-#define NB__TANH tanhf
 /* exp for float that vectorizes inside `omp simd` loops (libm's expf is a call per element):
    exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2 in two parts, Cephes' degree-6
    polynomial; within 1.4 ulp of exp over the normal range. Overflow gives +inf and underflow
@@ -1044,12 +1042,17 @@ static void nb__norm_seg_fwd(nb_real* ys, const nb_real* xs, int seg,
     }
 }
 
+/* tanh(x) = 1 - 2 / (1 + e^2x), through the exp that vectorizes (libm's tanhf is a call per
+   element: DyT trained 4x slower with it). Absolute error ~1 ulp of 1, as the GELU's tanh. */
+static inline nb_real nb__tanh(nb_real x) { return 1 - 2 / (1 + NB__EXP(2 * x)); }
+
 /* DyT of one segment: y = gain * tanh(alpha x) + bias (gain, bias NULL: 1, 0). y may equal x. */
 static void nb__dyt_seg_fwd(nb_real* ys, const nb_real* xs, int seg, const nb_real* gain,
                             const nb_real* bias, nb_real alpha) {
     int i;
+    NB__OMP(simd)
     for (i = 0; i < seg; i++) {
-        const nb_real t = NB__TANH(alpha * xs[i]);
+        const nb_real t = nb__tanh(alpha * xs[i]);
         ys[i] = (gain ? gain[i] * t : t) + (bias ? bias[i] : 0);
     }
 }
@@ -1062,8 +1065,9 @@ static nb_real nb__dyt_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* 
                                nb_real add_alpha, nb_real* pg) {
     nb_real da = 0;
     int i;
+    NB__OMP(simd reduction(+:da))
     for (i = 0; i < seg; i++) {
-        const nb_real t = NB__TANH(alpha * xs[i]), dy = dys[i];
+        const nb_real t = nb__tanh(alpha * xs[i]), dy = dys[i];
         const nb_real u = (gain ? dy * gain[i] : dy) * (1 - t * t);
         if (pg) pg[i] += dy * t;
         da += u * xs[i];

@@ -19,7 +19,7 @@ Block norms are RMSNorm with a gain (no bias), or LayerNorm with gain and bias (
 
 File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h.
 Per case (names "<case>.<field>"):
-    scalars  L, B, T, d, H, Hkv, f, rope, theta, eps, norm (1 RMS, 2 LayerNorm),
+    scalars  L, B, T, d, H, Hkv, f, rope, theta, eps, norm (1 RMS, 2 LayerNorm, 3 DyT),
              ffn (1 SwiGLU, 2 GELU tanh), sites (0 = preset default, else the NB_SITE_*
              mask, 0x100 = explicitly none), mixln_alpha (0 = unused/default),
              siamese_paper_scale, siamese_paper_fusion; siamese_no_fusion_norm only when 1
@@ -50,13 +50,13 @@ import zlib
 import torch
 import torch.nn.functional as F
 
-from nbfixture import (FULL, GELU_TANH, LAYER, PER_HEAD, RMS, SITE_C, SITE_K, SITE_Q, SITE_V,
+from nbfixture import (DYT, FULL, GELU_TANH, LAYER, PER_HEAD, RMS, SITE_C, SITE_K, SITE_Q, SITE_V,
                        SITES, SWIGLU, Writer, check_norm_rope_order, norm_fn, output_dir,
                        rand_gain, rms_norm, rope_sin_cos, site_width)
 from nbfixture import attention as mha
 
 SEED = 20240611
-MAX_BYTES = 1_700_000
+MAX_BYTES = 1_800_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -152,14 +152,14 @@ def schedule(cfg):
     for l in range(L):
         width = PER_HEAD
         hyb_a, hyb_f = P(), P(1, 1)  # HybridNorm: no attention input norm, FFN from norm
-        if preset == "PRE":  # SPEC 4.1
+        if preset in ("PRE", "DYT"):  # SPEC 4.1; DyT: Pre-Norm with DyT norms
             a, f, s = P(1), P(1), resolve(0)
         elif preset == "POST":  # SPEC 4.2.2 (MX `post`; final norm on top)
             a, f, s = P(post=1), P(post=1), resolve(0)
         elif preset == "POST_FLAGS":  # SPEC 4.2.3 / 4.0 last row
             a = P() if l == 0 else P(1, 1)
             f, s = P(1, 1), resolve(0)
-        elif preset == "SANDWICH":  # SPEC 4.3
+        elif preset in ("SANDWICH", "PERILN"):  # SPEC 4.3; Peri-LN adds the embedding norm
             a, f, s = P(1, out=1), P(1, out=1), resolve(0)
         elif preset == "OLMO2":  # SPEC 4.4, full-width QK norm
             a, f, s, width = P(out=1), P(out=1), resolve(SITE_Q | SITE_K), FULL
@@ -231,8 +231,10 @@ class Params:
 
     def block_norm(self, name):
         d = self.cfg["d"]
+        if self.cfg["norm"] == DYT:  # DyT's module order: alpha, weight, bias
+            self.p[name + ".alpha"] = 0.6 + 0.6 * torch.rand(1)
         self.gain(name + ".weight", d)
-        if self.cfg["norm"] == LAYER:
+        if self.cfg["norm"] in (LAYER, DYT):
             self.bias(name + ".bias", d)
 
     def attn(self, pre, sites, width):
@@ -308,7 +310,8 @@ def make_siamese_params(cfg):
 
 
 def bnorm(cfg, p, name, x):
-    return norm_fn(cfg["norm"], x, p[name + ".weight"], p.get(name + ".bias"), cfg["eps"])
+    return norm_fn(cfg["norm"], x, p[name + ".weight"], p.get(name + ".bias"), cfg["eps"],
+                   p.get(name + ".alpha"))
 
 
 def sublayer(cfg, p, pre, sub, pl, x, fn):
@@ -417,8 +420,10 @@ def direct_forward(cfg, p, E):
     sites = S(0)
     X = N("embed_norm", E) if cfg["embed_norm"] else E
     for l in range(L):
-        if pr == "PRE" or (pr == "MIXLN" and l >= mixln_n_post(cfg["mixln_alpha"], L)):
-            Y = X + MHA(l, N(b(l, "attn_norm"), X), sites)  # 4.1
+        if pr in ("PRE", "DYT") or (pr == "MIXLN" and l >= mixln_n_post(cfg["mixln_alpha"], L)):
+            # 4.1; DyT ("Transformers without Normalization", 2025) replaces each norm by
+            # DyT(x) = weight * tanh(alpha x) + bias in the same Pre-Norm places (N does it)
+            Y = X + MHA(l, N(b(l, "attn_norm"), X), sites)
             X = Y + FFN(l, N(b(l, "ff_norm"), Y))
         elif pr in ("POST", "MIXLN"):  # 4.2.1 classic
             Y = N(b(l, "attn_post_norm"), X + MHA(l, X, sites))
@@ -435,7 +440,9 @@ def direct_forward(cfg, p, E):
                 Y = a + MHA(l, a, sites)
             n = N(b(l, "ff_norm"), Y)
             X = n + FFN(l, n)
-        elif pr == "SANDWICH":  # 4.3
+        elif pr in ("SANDWICH", "PERILN"):
+            # 4.3; Peri-LN (2025): y = x + Norm(F(Norm(x))) per sublayer, with the embedding
+            # normalized (X above) and a final norm
             Y = X + N(b(l, "attn_out_norm"), MHA(l, N(b(l, "attn_norm"), X), sites))
             X = Y + N(b(l, "ff_out_norm"), FFN(l, N(b(l, "ff_norm"), Y)))
         elif pr == "OLMO2":  # 4.4
@@ -491,7 +498,7 @@ def make_cfg(preset, L, d, H, Hkv, f=None, ffn_type=SWIGLU, norm=RMS, rope=1, th
     return dict(preset=preset, L=L, B=B, T=T, d=d, H=H, Hkv=Hkv, f=f, ffn=ffn_type, norm=norm,
                 rope=rope, theta=theta, eps=eps, sites=sites, mixln_alpha=mixln_alpha,
                 siamese_paper_scale=paper_scale, siamese_paper_fusion=paper_fusion,
-                embed_norm=1 if preset == "EMBEDNORM" else 0)
+                embed_norm=1 if preset in ("EMBEDNORM", "PERILN") else 0)
 
 
 def to_dtype(p, dtype):
@@ -764,6 +771,10 @@ def main():
     cases.append(("none_L2", make_cfg("NONE", 2, Hkv=2, **small)))
     # LayerNorm Scaling (at L=1 it is Pre-Norm): scales 1, 1/sqrt(2), 1/sqrt(3)
     cases.append(("lns_L3", make_cfg("LNS", 3, Hkv=2, **small)))
+    # DyT (Pre-Norm, every norm weight * tanh(alpha x) + bias) and Peri-LN (sandwich blocks,
+    # normalized embedding, final norm)
+    cases.append(("dyt_L2", make_cfg("DYT", 2, Hkv=1, norm=DYT, **small)))
+    cases.append(("periln_L2", make_cfg("PERILN", 2, Hkv=2, **small)))
     # SiameseNorm paper options
     cases.append(("siamese_pscale_L2", make_cfg("SIAMESE", 2, Hkv=2, paper_scale=1, **small)))
     cases.append(("siamese_pfusion_L2", make_cfg("SIAMESE", 2, Hkv=1, paper_fusion=1, **small)))

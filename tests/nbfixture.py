@@ -22,7 +22,7 @@ import torch.nn.functional as F
 MAGIC = b"NBFX0001"
 
 # codes stored in the fixtures (and the C tests' mapping of them)
-RMS, LAYER = 1, 2  # norm kind
+RMS, LAYER, DYT = 1, 2, 3  # norm kind
 SWIGLU, GELU_TANH, GELU_ERF = 1, 2, 3  # FFN type
 SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8  # attention norm sites (NB_SITE_*)
 SITES = (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C))
@@ -110,8 +110,13 @@ def rms_norm(x, gain, eps):
     return y * gain if gain is not None else y
 
 
-def norm_fn(kind, x, gain, bias, eps):
-    """RMSNorm (kind RMS, no bias) or LayerNorm over the last dimension."""
+def norm_fn(kind, x, gain, bias, eps, alpha=None):
+    """RMSNorm (kind RMS, no bias), LayerNorm over the last dimension, or DyT (DyT's
+    DynamicTanh module: weight * tanh(alpha x) + bias, alpha a learnable scalar)."""
+    if kind == DYT:
+        y = torch.tanh(alpha * x)
+        y = y * gain if gain is not None else y
+        return y + bias if bias is not None else y
     if kind == RMS:
         assert bias is None
         return rms_norm(x, gain, eps)

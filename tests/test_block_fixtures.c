@@ -73,6 +73,8 @@ static const block_case cases[] = {
     {"gpt2_L3", "gpt2"},
     {"lns_L3", "LayerNorm-Scaling"},
     {"none_L2", "NoNorm"},
+    {"dyt_L2", "DyT"},
+    {"periln_L2", "Peri-LN"},
     {"mixln_a067_L3", NULL},
     {"mixln_a1_L1", NULL},
     {"mixln_a0_L2", NULL},
@@ -139,9 +141,10 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
     else if (ends_with(field, "ff_out.weight")) *kind = NB_TENSOR_FF_OUT;
     else if (last && strcmp(last, ".bias") == 0) *kind = NB_TENSOR_BIAS;
     else if (last && strcmp(last, ".c1") == 0) *kind = NB_TENSOR_SIAMESE_GAMMA;
+    else if (last && strcmp(last, ".alpha") == 0) *kind = NB_TENSOR_DYT_ALPHA;
     else *kind = NB_TENSOR_GAIN;
     *no_decay = *kind == NB_TENSOR_GAIN || *kind == NB_TENSOR_BIAS ||
-                *kind == NB_TENSOR_SIAMESE_GAMMA;
+                *kind == NB_TENSOR_SIAMESE_GAMMA || *kind == NB_TENSOR_DYT_ALPHA;
 }
 
 /* The tensor table against the fixture's parameters. Returns 1 when parameters can be loaded
@@ -269,7 +272,7 @@ static void run_case(const block_case* bc, const variant* v) {
         !nbf_real(cs, "eps", &eps) || !nbf_real(cs, "mixln_alpha", &alpha))
         return;
     if (L <= 0 || B <= 0 || T <= 0 || d <= 0 || H <= 0 || Hkv <= 0 || d % H || H % Hkv ||
-        norm < 1 || norm > 2 || ffn < 1 || ffn > 2) {
+        norm < 1 || norm > 3 || ffn < 1 || ffn > 2) {
         nbf_fail("%s: inconsistent scalars", cs);
         return;
     }
@@ -293,7 +296,7 @@ static void run_case(const block_case* bc, const variant* v) {
     } else {
         desc.preset = preset;
         desc.sites = (unsigned)sites;
-        desc.norm = norm == 1 ? NB_NORM_RMS : NB_NORM_LAYER;
+        desc.norm = norm == 1 ? NB_NORM_RMS : norm == 2 ? NB_NORM_LAYER : NB_NORM_DYT;
         desc.eps = (nb_real)eps;
         desc.ffn = ffn == 1 ? NB_FFN_SWIGLU : NB_FFN_GELU_TANH;
     }

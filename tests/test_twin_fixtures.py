@@ -69,7 +69,7 @@ def check_case(name, c):
     cfg = StackConfig(
         preset=key, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
         n_kv_heads=int(s["Hkv"]), d_ff=int(s["f"]), sites=int(s["sites"]),
-        mixln_alpha=s["mixln_alpha"], norm="rms" if s["norm"] == 1 else "layer", eps=s["eps"],
+        mixln_alpha=s["mixln_alpha"], norm={1: "rms", 2: "layer", 3: "dyt"}[int(s["norm"])], eps=s["eps"],
         ffn="swiglu" if s["ffn"] == 1 else "gelu_tanh", rope=bool(s["rope"]),
         rope_theta=s["theta"], siamese_paper_scale=int(s["siamese_paper_scale"]),
         siamese_paper_fusion=int(s["siamese_paper_fusion"]),

@@ -109,6 +109,7 @@ class _Preset:
     embed_norm: int  # 1 normalized embedding, -1 none
     streams: int     # 2 = SiameseNorm
     final_norm: int  # 1 final norm, -1 none
+    norm: str = "rms"  # default norm kind
 
 
 _QK = SITE_Q | SITE_K
@@ -139,6 +140,8 @@ PRESETS = [
     _Preset("siamese_post_pre", (), "", 0, "--", SITES_QKV, _PH, 1e-5, -1, 2, 1),
     _Preset("lns", ("LayerNorm-Scaling", "LNS"), "", 0, "ll", 0, _PH, 1e-6, -1, 1, 1),
     _Preset("none", ("NoNorm", "no_norm"), "", 0, "nn", 0, _PH, 1e-5, -1, 1, -1),
+    _Preset("dyt", ("DyT", "Dynamic-Tanh"), "", 0, "pp", 0, _PH, 1e-5, -1, 1, 1, "dyt"),
+    _Preset("periln", ("Peri-LN", "PeriLN"), "", 0, "ss", 0, _PH, 1e-5, 1, 1, 1),
 ]
 _PRESET = {p.key: p for p in PRESETS}
 
@@ -208,7 +211,8 @@ class StackConfig:
     sites: int = 0               # 0 = preset default, SITES_NONE = none, else a SITE_* mask
     layers: Optional[List[LayerSpec]] = None  # custom schedule (preset "default")
     mixln_alpha: float = 0.0     # (0, 1]; 0 = 0.25; -1 = no Post-Norm layer
-    norm: str = "rms"            # "rms" or "layer" (block LayerNorms carry a bias)
+    norm: str = ""               # "" = preset's (rms; dyt for dyt), "rms", "layer" or "dyt"
+                                 # (block LayerNorms and DyTs carry a bias)
     eps: float = 0.0             # 0 = the preset's (1e-6 olmo2, mixln, deepnorm_mixln, lns)
     site_width: str = ""         # "" = preset's; "per_head" or "full"
     ffn: str = "swiglu"          # "swiglu", "gelu_tanh" or "gelu_erf"
@@ -252,8 +256,9 @@ def resolve(cfg):
     if c.mixln_alpha != -1 and not 0 < c.mixln_alpha <= 1:
         raise ValueError("mixln_alpha must be in (0, 1], or -1")
     n_post = 0 if c.mixln_alpha < 0 else int(math.floor(c.mixln_alpha * L + 1e-9))
-    if c.norm not in ("rms", "layer"):
-        raise ValueError("norm: rms or layer")
+    c.norm = c.norm or row.norm
+    if c.norm not in ("rms", "layer", "dyt"):
+        raise ValueError("norm: rms, layer or dyt")
     if c.eps == 0:
         c.eps = row.eps
     c.site_width = c.site_width or row.width
@@ -312,12 +317,17 @@ def _streams(c):
 
 
 class Norm(nn.Module):
-    """RMSNorm or LayerNorm over the last dimension, with a gain (`weight`) and, for block
-    LayerNorms, a `bias`. The attention site norms are Norm(..., bias=False)."""
+    """RMSNorm, LayerNorm or DyT over the last dimension, with a gain (`weight`) and, for block
+    LayerNorms and DyTs, a `bias`. The attention site norms are Norm(..., bias=False).
+    DyT ("Transformers without Normalization", 2025): weight * tanh(alpha x) + bias with a
+    learnable scalar `alpha` (registered first, as DyT's DynamicTanh module and the library's
+    buffer order have it; its initial value comes from the library or the checkpoint)."""
 
     def __init__(self, width, kind, eps, bias):
         super().__init__()
         self.kind, self.eps = kind, eps
+        if kind == "dyt":
+            self.alpha = nn.Parameter(torch.ones(1))
         self.weight = nn.Parameter(torch.ones(width))
         if bias:
             self.bias = nn.Parameter(torch.zeros(width))
@@ -325,6 +335,9 @@ class Norm(nn.Module):
             self.register_parameter("bias", None)
 
     def forward(self, x):
+        if self.kind == "dyt":
+            y = torch.tanh(self.alpha * x) * self.weight
+            return y + self.bias if self.bias is not None else y
         if self.kind == "rms":
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
         return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
@@ -374,7 +387,7 @@ class Block(nn.Module):
         self.ff_out = nn.Linear(c.d_ff, d, bias=c.ffn_bias > 0)
         for name in _NORM_NAMES:
             if self._has_norm(name):
-                self.add_module(name, Norm(d, c.norm, c.eps, bias=c.norm == "layer"))
+                self.add_module(name, Norm(d, c.norm, c.eps, bias=c.norm != "rms"))
         self.siamese = _streams(c) == 2
         self.post_pre = c.preset == "siamese_post_pre"
         if self.siamese and not self.post_pre:
@@ -488,7 +501,7 @@ class Stack(nn.Module):
         super().__init__()
         c = resolve(cfg)
         self.config = c
-        d, kind, bias = c.d_model, c.norm, c.norm == "layer"
+        d, kind, bias = c.d_model, c.norm, c.norm != "rms"
         siamese = _streams(c) == 2
         if c.embed_norm > 0:
             self.embed_norm = Norm(d, kind, c.eps, bias)
@@ -630,8 +643,8 @@ def config_from_metadata(meta):
         cfg = StackConfig.from_name(meta["preset"], **dims)
     if meta["ffn"] == "gelu":
         cfg.ffn = "gelu_tanh"
-    if meta["norm"] == "layer":
-        cfg.norm = "layer"
+    if meta["norm"] in ("layer", "dyt"):
+        cfg.norm = meta["norm"]
     return cfg
 
 

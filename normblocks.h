@@ -408,16 +408,28 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
        h  = input_norm ? c * N_in(x) : x          (c = input_scale, LayerNorm Scaling)
        r  = residual_from_norm ? h : x            (HybridNorm's "Post" FFN; needs input_norm)
        f  = output_norm ? N_out(F(h)) : F(h)      (sandwich, OLMo-2 "norm_after")
+       f  = lambda * f   when branch_scale is on  (ReZero: a learnable scalar, init 0;
+                                                   LayerScale: a learnable per-channel vector)
        s  = alpha * r + f                         (alpha = residual_scale, DeepNorm)
        x' = post_norm ? N_post(s) : s             (classic Post-Norm)
    A stack is L blocks with a per-layer schedule of placements and attention norm sites, an
    optional input (embedding) norm and final norm, on one residual stream or on SiameseNorm's
    two. Presets give the papers' variants; any other schedule is a struct away. */
+typedef enum nb_branch_scale {
+    NB_BRANCH_SCALE_NONE = 0,
+    NB_BRANCH_SCALE_SCALAR,  /* ReZero: one learnable scalar per layer ("resweight", init 0),
+                                shared by the layer's sublayers that use it, as the ReZero code */
+    NB_BRANCH_SCALE_CHANNEL  /* LayerScale (CaiT): a learnable vector of d per sublayer
+                                ("ls1.gamma" attention, "ls2.gamma" FFN, as timm), initialized
+                                to nb_stack_desc.layerscale_init */
+} nb_branch_scale;
+
 typedef struct nb_placement {
     int input_norm;
     int residual_from_norm;
     int output_norm;
     int post_norm;
+    nb_branch_scale branch_scale;
     nb_real residual_scale;  /* 0 = 1 */
     nb_real input_scale;     /* 0 = 1: the input norm's output times this; LayerNorm Scaling
                                 uses 1/sqrt(l) with l = 1..L the 1-based layer (needs
@@ -460,6 +472,9 @@ typedef enum nb_preset {
     NB_PRESET_NONE,            /* no normalization: x + F(x), no final norm (a baseline) */
     NB_PRESET_DYT,             /* Pre-Norm with DyT for every norm (DyT's LLaMA setting) */
     NB_PRESET_PERILN,          /* Peri-LN: x + N_out(F(N_in(x))), normalized embedding, final norm */
+    NB_PRESET_REZERO,          /* ReZero: x + a F(x), a learnable scalar per layer (init 0), no
+                                  norms anywhere (the ReZero code has no final norm either) */
+    NB_PRESET_LAYERSCALE,      /* LayerScale: x + diag(lambda) F(N(x)), Pre-Norm and final norm */
     NB_PRESET_COUNT
 } nb_preset;
 
@@ -479,6 +494,8 @@ typedef struct nb_stack_desc {
     double dyt_alpha;          /* DyT: initial alpha of every norm but those feeding attention;
                                   0 = DyT's LLM rule by width d: 1 up to 1024, 0.5 up to 2048,
                                   0.2 up to 4096, else 0.05 (its non-LLM default is 0.5) */
+    double layerscale_init;    /* LayerScale's initial lambda; 0 = CaiT's rule by depth: 0.1 up to
+                                  18 layers, 1e-5 up to 24, 1e-6 deeper; else finite and > 0 */
     double dyt_alpha_attn;     /* DyT: initial alpha of the norms whose output enters attention
                                   (attn_norm, attn_y_norm, attn_input_norm; not the Q/K/V/C
                                   sites); 0 = by width: 1 up to 2048, 0.8 up to 4096, else 0.2 */
@@ -504,7 +521,9 @@ typedef struct nb_stack_desc {
 typedef enum nb_tensor_kind {
     NB_TENSOR_QKV = 1, NB_TENSOR_ATTN_OUT, NB_TENSOR_FF_IN, NB_TENSOR_FF_OUT,
     NB_TENSOR_GAIN, NB_TENSOR_BIAS, NB_TENSOR_SIAMESE_GAMMA,
-    NB_TENSOR_DYT_ALPHA        /* DyT's scalar alpha of one norm ("<norm>.alpha", 1 value) */
+    NB_TENSOR_DYT_ALPHA,       /* DyT's scalar alpha of one norm ("<norm>.alpha", 1 value) */
+    NB_TENSOR_REZERO,          /* ReZero's scalar of a layer ("resweight", 1 value, init 0) */
+    NB_TENSOR_LAYERSCALE       /* LayerScale's vector of a sublayer ("ls1.gamma", "ls2.gamma") */
 } nb_tensor_kind;
 
 typedef struct nb_tensor_info {
@@ -514,7 +533,8 @@ typedef struct nb_tensor_info {
     int ndim;                  /* 2 for matrices, 1 for vectors (gains, biases, gamma, alpha) */
     int rows, cols;            /* (out, in) for matrices; (n, 1) for vectors */
     size_t offset, count;      /* in the contiguous parameter (and gradient) buffer */
-    int no_decay;              /* norm gains, biases, SiameseNorm gamma, DyT alpha */
+    int no_decay;              /* every vector and scalar: norm gains, biases, SiameseNorm gamma,
+                                  DyT alpha, ReZero and LayerScale scales */
 } nb_tensor_info;
 
 typedef struct nb_layer {      /* resolved per-layer plan (read-only) */
@@ -2409,6 +2429,7 @@ typedef struct nb__layer_tensors { /* one layer's parameters (or gradients) */
     nb_ffn_params ffn;
     nb__norm n[NB__NORMS];
     nb_real* gamma;              /* SiameseNorm c1 */
+    nb_real* bs[2];              /* branch scales of attention, FFN (ReZero's may be one) */
 } nb__layer_tensors;
 
 typedef struct nb__top_tensors { nb__norm n[NB__TOP_NORMS]; } nb__top_tensors; /* stack-level */
@@ -2524,6 +2545,15 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
         if (on[k]) nb__put_norm(w, s, l, nb__norm_names[k], &lp->n[k]);
     if (nb__siamese(s) && !nb__post_pre(s))
         lp->gamma = nb__put(w, l, "c1", NB_TENSOR_SIAMESE_GAMMA, d, 1);
+    for (k = 0; k < 2; k++) {
+        const nb_branch_scale bs = k ? s->layers[l].desc.ffn.branch_scale
+                                     : s->layers[l].desc.attn.branch_scale;
+        if (bs == NB_BRANCH_SCALE_CHANNEL)
+            lp->bs[k] = nb__put(w, l, k ? "ls2.gamma" : "ls1.gamma", NB_TENSOR_LAYERSCALE, d, 1);
+        else if (bs == NB_BRANCH_SCALE_SCALAR) /* one per layer: the FFN reuses attention's */
+            lp->bs[k] = k && s->layers[l].desc.attn.branch_scale == NB_BRANCH_SCALE_SCALAR
+                            ? lp->bs[0] : nb__put(w, l, "resweight", NB_TENSOR_REZERO, 1, 1);
+    }
 }
 
 /* The whole parameter buffer: embed norm, layers, final norms. */
@@ -2566,6 +2596,7 @@ static void nb__bind_top(const nb_stack* s, const nb_real* base, nb__top_tensors
 /* ---- cache layout ---- */
 
 typedef struct nb__layer_mem {    /* one layer's cache */
+    nb_real *u[2];                           /* generic: branch output before its scale */
     nb_real *h[2], *f[2], *s[2], *mid;      /* generic: per sublayer input-norm output, raw
                                                branch output, pre-post-norm sum; attn output */
     nb_real* st[NB__NORMS];                  /* norm statistics: rstd[rows], then mean[rows] */
@@ -2613,6 +2644,7 @@ static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* us
             if (pl[k]->input_norm) c->h[k] = nb__take(cache, used, V);
             if (pl[k]->output_norm) c->f[k] = nb__take(cache, used, V);
             if (pl[k]->post_norm) c->s[k] = nb__take(cache, used, V);
+            if (pl[k]->branch_scale) c->u[k] = nb__take(cache, used, V);
         }
         c->mid = nb__take(cache, used, V);
     } else if (!nb__post_pre(s)) {
@@ -2684,6 +2716,8 @@ static unsigned long long nb__stack_id(const nb_stack* s) {
      m  the Mix-LN code's DeepNorm: alpha = sqrt(8) (its hard-coded constant)
      l  LayerNorm Scaling: x + F(N(x) / sqrt(l + 1)) in layer l = 0..L-1 (the paper's 1/sqrt(l)
         with its 1-based l; the code's 1 / math.sqrt(layer_index + 1))
+     z  ReZero: x + a F(x), a the layer's learnable scalar
+     c  LayerScale: x + diag(lambda) F(N(x)), lambda the sublayer's learnable vector
    `first` applies to the first n_first layers (-1: floor(mixln_alpha L), Mix-LN's Post-Norm
    layers), `rest` to the others. Two-stream (SiameseNorm) stacks have fixed sublayers and no
    per-layer placements ("--"). */
@@ -2749,6 +2783,10 @@ static const nb__preset_row nb__presets[] = {
     {NB_PRESET_DYT, "dyt", "DyT|Dynamic-Tanh", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB_NORM_DYT},
     /* norms around each sublayer, on the embedding and before the head */
     {NB_PRESET_PERILN, "periln", "Peri-LN|PeriLN", "", 0, "ss", 0, NB__PH, 1e-5, 1, 1, 1, NB__RMS},
+    {NB_PRESET_REZERO, "rezero", "ReZero", "", 0, "zz", 0, NB__PH, 1e-5, -1, 1, -1, NB__RMS},
+    /* CaiT's blocks (timm's LayerScale) on this library's Pre-Norm LLM block */
+    {NB_PRESET_LAYERSCALE, "layerscale", "LayerScale|CaiT", "", 0, "cc", 0, NB__PH, 1e-5, -1, 1, 1,
+     NB__RMS},
 };
 #undef NB__QK
 #undef NB__PH
@@ -2856,6 +2894,8 @@ static nb_placement nb__place_code(char code, int l, int n_layers) {
     case 'd': p.post_norm = 1; p.residual_scale = (nb_real)pow(2.0 * n_layers, 0.25); break;
     case 'm': p.post_norm = 1; p.residual_scale = (nb_real)2.8284271247461903; break;
     case 'l': p.input_norm = 1; p.input_scale = (nb_real)(1 / sqrt(l + 1.0)); break;
+    case 'z': p.branch_scale = NB_BRANCH_SCALE_SCALAR; break;
+    case 'c': p.input_norm = 1; p.branch_scale = NB_BRANCH_SCALE_CHANNEL; break;
     default: break; /* 'n', and '-' of the two-stream presets (nothing reads them) */
     }
     return p;
@@ -2898,6 +2938,10 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
                                               !isfinite((double)pl[k]->input_scale)),
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s: input_scale (%g) must be "
                   "finite and > 0", l, which, (double)pl[k]->input_scale);
+        NB__CHECK((int)pl[k]->branch_scale < NB_BRANCH_SCALE_NONE ||
+                      pl[k]->branch_scale > NB_BRANCH_SCALE_CHANNEL, NB_ERR_CONFIG,
+                  "nb_stack_init: layer %d %s: unknown branch_scale %d", l, which,
+                  (int)pl[k]->branch_scale);
         NB__CHECK(pl[k]->input_scale != 0 && pl[k]->input_scale != 1 && !pl[k]->input_norm,
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s: input_scale needs input_norm "
                   "(layers[%d].%s)", l, which, l, which);
@@ -2907,10 +2951,11 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
     return NB_OK;
 }
 
-/* Most tensors one layer can have (2 attention matrices, 4 site gains, FFN weights and biases,
-   10 norms with gain and bias, gamma) and the stack adds (4 norms): bounds n_tensors. */
-#define NB__LAYER_TENSORS 31
-#define NB__TOP_TENSORS 8
+/* Most tensors one layer can have (2 attention matrices, 4 site norms with alpha and gain, FFN
+   weights and biases, 10 norms with alpha, gain and bias, gamma, 2 branch scales) and the stack
+   adds (4 norms of 3): bounds n_tensors. */
+#define NB__LAYER_TENSORS 49
+#define NB__TOP_TENSORS 12
 
 NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
                               int max_batch, int max_seq) {
@@ -2957,6 +3002,10 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
                   !isfinite(d.dyt_alpha_attn), NB_ERR_CONFIG,
               "nb_stack_init: dyt_alpha (%g) and dyt_alpha_attn (%g) must be finite and > 0 "
               "(0 = default)", d.dyt_alpha, d.dyt_alpha_attn);
+    NB__CHECK(!(d.layerscale_init >= 0) || !isfinite(d.layerscale_init), NB_ERR_CONFIG,
+              "nb_stack_init: layerscale_init (%g) must be finite and > 0 (0 = default)",
+              d.layerscale_init);
+    if (d.layerscale_init == 0) d.layerscale_init = L <= 18 ? 0.1 : L <= 24 ? 1e-5 : 1e-6;
     if (d.dyt_alpha == 0)
         d.dyt_alpha = d.d_model <= 1024 ? 1 : d.d_model <= 2048 ? 0.5 : d.d_model <= 4096 ? 0.2
                                                                                          : 0.05;
@@ -3149,6 +3198,22 @@ static void nb__slot_reduce(const nb__run* r, int k, int used, const nb__norm* g
     if (gm->a) nb__reduce_partials(gm->a, nb__slot(r, k) + nb__part_aoff(d), used, stride, 1);
 }
 
+/* Thread t's zeroed partial sums of a branch scale's gradient (d values, slot 2), and their
+   sum in thread order into g: per channel, or (a ReZero scalar) over every channel too. */
+static nb_real* nb__scale_part(const nb__run* r, int t) {
+    return nb__partials(nb__slot(r, 2), t, r->s->desc.d_model, 1, 0, 0).g;
+}
+static void nb__scale_reduce(const nb__run* r, int used, nb_real* g, int per_channel) {
+    const int d = r->s->desc.d_model;
+    const size_t stride = nb__part_stride(d);
+    int t;
+    if (per_channel) {
+        nb__reduce_partials(g, nb__slot(r, 2), used, stride, d);
+        return;
+    }
+    for (t = 0; t < used; t++) g[0] += nb__sum(nb__slot(r, 2) + (size_t)t * stride, d);
+}
+
 /* out = a x + b y over n values (y may be NULL for b = 0; out may alias x or y) */
 static void nb__lin(const nb__run* r, nb_real* out, nb_real a, const nb_real* x, nb_real b,
                     const nb_real* y) {
@@ -3210,8 +3275,8 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
     const int n_in = k ? NB__FF_IN : NB__ATTN_IN, n_out = k ? NB__FF_OUT : NB__ATTN_OUT,
               n_post = k ? NB__FF_POST : NB__ATTN_POST;
     const nb_real alpha = place->residual_scale;
-    const nb_real *h = x, *res;
-    const int d = r->s->desc.d_model;
+    const nb_real *h = x, *res, *bs = p->bs[k];
+    const int d = r->s->desc.d_model, per_channel = place->branch_scale == NB_BRANCH_SCALE_CHANNEL;
     nb_real* f;
     nb_result rc;
     int row;
@@ -3221,14 +3286,15 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
         h = c->h[k];
     }
     res = place->residual_from_norm ? h : x;
-    f = place->output_norm ? c->f[k] : r->sc.tmp[0];
+    /* the branch output before its scale is cached for the scale's gradient */
+    f = place->output_norm ? c->f[k] : bs ? c->u[k] : r->sc.tmp[0];
     if ((rc = nb__branch_fwd(r, l, k, p, c, f, h)) != NB_OK) return rc;
     if ((rc = nb__finite(r, f, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
-    if (!place->output_norm && !place->post_norm) {
+    if (!place->output_norm && !place->post_norm && !bs) {
         nb__lin(r, out, alpha, res, 1, f);
         return NB_OK;
     }
-    /* output norm, residual add and post norm in one pass over the rows */
+    /* output norm, branch scale, residual add and post norm in one pass over the rows */
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
             if(r->n >= NB__PAR_MIN))
     for (row = 0; row < r->rows; row++) {
@@ -3241,12 +3307,18 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
             nb__prefetch_row(res + o + d, d);
         }
         if (place->output_norm) {
-            nb_real* t = nb__rowbuf(r, omp_get_thread_num());
+            nb_real* t = bs ? c->u[k] + o : nb__rowbuf(r, omp_get_thread_num());
             nb__block_norm_fwd_row(r, &p->n[n_out], t, fr, c->st[n_out], row);
             fr = t;
         }
-        NB__OMP(simd)
-        for (j = 0; j < d; j++) sum[j] = alpha * res[o + j] + fr[j];
+        if (per_channel) {
+            NB__OMP(simd)
+            for (j = 0; j < d; j++) sum[j] = alpha * res[o + j] + bs[j] * fr[j];
+        } else {
+            const nb_real sc = bs ? bs[0] : 1;
+            NB__OMP(simd)
+            for (j = 0; j < d; j++) sum[j] = alpha * res[o + j] + sc * fr[j];
+        }
         if (place->post_norm)
             nb__block_norm_fwd_row(r, &p->n[n_post], out + o, sum, c->st[n_post], row);
     }
@@ -3254,10 +3326,10 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
 }
 
 /* Generic sublayer backward: dout -> dx (overwritten; dx != dout).
-   ds = J_post^T dout; df = J_out^T ds; dh = J_F^T df;
+   ds = J_post^T dout; df = J_out^T (lambda ds), dlambda += ds u (u = the branch output before
+   its scale; a ReZero scalar sums over every element); dh = J_F^T df;
    residual from norm: dx = J_in^T (dh + alpha ds); else dx = alpha ds + J_in^T dh.
-   ds is only needed per row: with a post norm it lives in a row buffer or in tmp[0] (when it
-   is also df). */
+   ds is only needed per row: it lives in a row buffer or in tmp[0] (when it is also df). */
 static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tensors* p,
                                   nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dx,
                                   const nb_real* dout, const nb_real* x) {
@@ -3266,15 +3338,16 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
     const int n_in = k ? NB__FF_IN : NB__ATTN_IN, n_out = k ? NB__FF_OUT : NB__ATTN_OUT,
               n_post = k ? NB__FF_POST : NB__ATTN_POST;
     const nb_real alpha = place->residual_scale;
-    const nb_real *df = dout, *h = place->input_norm ? c->h[k] : x;
+    const nb_real *df = dout, *h = place->input_norm ? c->h[k] : x, *bs = p->bs[k];
+    const int per_channel = place->branch_scale == NB_BRANCH_SCALE_CHANNEL;
     nb_real *dh = r->sc.tmp[2], *dres = place->residual_from_norm ? dh : dx;
     /* Pre-Norm form: the input norm's backward adds alpha dout itself (no copy of dout) */
     const int direct = !place->post_norm && !place->output_norm && place->input_norm &&
-                       !place->residual_from_norm;
+                       !place->residual_from_norm && !bs;
     nb_result rc;
-    if (!place->post_norm && !place->output_norm) {
+    if (!place->post_norm && !place->output_norm && !bs) {
         if (!direct) nb__lin(r, dres, alpha, dout, 0, NULL);
-    } else { /* the post norm's and output norm's backward and dres = alpha ds: one row pass */
+    } else { /* the post norm's, scale's and output norm's backward, dres = alpha ds: one pass */
         const int d = r->s->desc.d_model;
         int used = 1;
         df = place->output_norm ? r->sc.tmp[1] : r->sc.tmp[0];
@@ -3284,6 +3357,7 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
             const int th = nb__team_rows(r->rows, &used, &lo, &hi);
             const nb__part pp_post = nb__slot_part(r, 0, th, &g->n[n_post]);
             const nb__part pp_out = nb__slot_part(r, 1, th, &g->n[n_out]);
+            nb_real* NB__RESTRICT pscale = bs ? nb__scale_part(r, th) : NULL;
             for (row = lo; row < hi; row++) {
                 const size_t o = (size_t)row * d;
                 const nb_real* ds = dout + o;
@@ -3293,20 +3367,36 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
                     if (place->output_norm) nb__prefetch_row(c->f[k] + o + d, d);
                 }
                 if (place->post_norm) {
-                    nb_real* t = place->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
+                    nb_real* t = place->output_norm || bs ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
                     nb__block_norm_bwd_row(r, &p->n[n_post], t, ds, c->s[k] + o, c->st[n_post], row,
                                            NULL, &pp_post);
+                    ds = t;
+                }
+                NB__OMP(simd)
+                for (j = 0; j < d; j++) dres[o + j] = alpha * ds[j];
+                if (bs) { /* d(lambda) += ds u; the branch's gradient is lambda ds */
+                    const nb_real* u = c->u[k] + o;
+                    nb_real* t = place->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
+                    const nb_real sc = bs[0];
+                    NB__OMP(simd)
+                    for (j = 0; j < d; j++) pscale[j] += ds[j] * u[j];
+                    if (per_channel) {
+                        NB__OMP(simd)
+                        for (j = 0; j < d; j++) t[j] = bs[j] * ds[j];
+                    } else {
+                        NB__OMP(simd)
+                        for (j = 0; j < d; j++) t[j] = sc * ds[j];
+                    }
                     ds = t;
                 }
                 if (place->output_norm)
                     nb__block_norm_bwd_row(r, &p->n[n_out], r->sc.tmp[1] + o, ds, c->f[k] + o,
                                            c->st[n_out], row, NULL, &pp_out);
-                NB__OMP(simd)
-                for (j = 0; j < d; j++) dres[o + j] = alpha * ds[j];
             }
         }
         if (place->post_norm) nb__slot_reduce(r, 0, used, &g->n[n_post]);
         if (place->output_norm) nb__slot_reduce(r, 1, used, &g->n[n_out]);
+        if (bs) nb__scale_reduce(r, used, g->bs[k], per_channel);
     }
     /* h = c N(x): the norm's backward takes c dh */
     if (place->residual_from_norm) {
@@ -3950,6 +4040,11 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
         }
         if (ti->kind == NB_TENSOR_BIAS) {
             memset(x, 0, ti->count * sizeof(nb_real));
+            continue;
+        }
+        if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE) {
+            for (i = 0; i < ti->count; i++)
+                x[i] = (nb_real)(ti->kind == NB_TENSOR_REZERO ? 0 : s->desc.layerscale_init);
             continue;
         }
         if (ti->kind == NB_TENSOR_DYT_ALPHA) { /* DyT's LLaMA code: one init before attention */

@@ -40,6 +40,10 @@ static int setup(run* r, const nb_stack_desc* d, int B, int T, nbt_rng* rng, int
         const nb_tensor_info* ti = &r->s.tensors[t];
         const int gain = ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_SIAMESE_GAMMA;
         if (ti->kind == NB_TENSOR_DYT_ALPHA) nbt_fill(rng, r->params + ti->offset, 1, 0.8, 0.3);
+        /* branch scales nonzero, and below 1 so that a stack without norms stays O(1) (the
+           finite differences lose digits on large losses) */
+        else if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE)
+            nbt_fill(rng, r->params + ti->offset, ti->count, 0.5, 0.2);
         else nbt_fill(rng, r->params + ti->offset, ti->count, gain ? 1 : 0, gain ? 0.3 : 0.4);
     }
     nbt_fill(rng, r->in, n / 2, 0, 1);
@@ -106,7 +110,7 @@ static void fd_all(nbt_rng* rng) {
         {"first_qkv_pre", 2}, {"embednorm", 2}, {"QKVC-Post", 1}, {"QK-Pre", 1},
         {"Pre-KV-Post", 1}, {"Pre-KC-Pre", 1}, {"Pre-QKC-Post", 1}, {"Pre-Post", 1},
         {"Post-Pre", 2}, {"mixln", 3}, {"siamese", 2}, {"siamese_post_pre", 2}, {"gpt2", 2},
-        {"lns", 3}, {"none", 2}, {"dyt", 2}, {"periln", 2}};
+        {"lns", 3}, {"none", 2}, {"dyt", 2}, {"periln", 2}, {"rezero", 2}, {"layerscale", 2}};
     size_t i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++) {
         nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, names[i].L);
@@ -171,6 +175,18 @@ static void fd_all(nbt_rng* rng) {
         ls[1].attn.input_norm = 1; ls[1].attn.output_norm = 1; ls[1].attn.input_scale = 0.8f;
         ls[1].ffn.input_norm = 1; ls[1].ffn.residual_scale = 1.2f; ls[1].ffn.input_scale = 0.5f;
         fd_case("input scales", &d, 2, 3, rng);
+        /* branch scales with every neighbour: output and post norms, residual from the norm,
+           a residual scale, ReZero in one sublayer only and shared by both */
+        memset(ls, 0, sizeof ls);
+        ls[0].attn.input_norm = 1; ls[0].attn.output_norm = 1;
+        ls[0].attn.branch_scale = NB_BRANCH_SCALE_CHANNEL;
+        ls[0].ffn.post_norm = 1; ls[0].ffn.branch_scale = NB_BRANCH_SCALE_SCALAR;
+        ls[0].ffn.residual_scale = 1.3f;
+        ls[1].attn.input_norm = 1; ls[1].attn.residual_from_norm = 1;
+        ls[1].attn.branch_scale = NB_BRANCH_SCALE_SCALAR;
+        ls[1].ffn.output_norm = 1; ls[1].ffn.post_norm = 1;
+        ls[1].ffn.branch_scale = NB_BRANCH_SCALE_SCALAR;
+        fd_case("branch scales", &d, 2, 3, rng);
     }
 }
 #endif
@@ -677,6 +693,55 @@ static void lns_depth_index(void) {
     nb_stack_free(&s);
 }
 
+/* ReZero at its init (every resweight 0): the stack is the identity, no branch weight gets a
+   gradient, and yet each layer's scalar does (sum over every element of dout * F(x)): the
+   classic mistake is a zero-init branch that never starts learning. One scalar per layer,
+   shared by both sublayers, as the ReZero code; LayerScale's defaults follow CaiT's depth rule. */
+static void rezero_init_and_sharing(nbt_rng* rng) {
+    nb_stack_desc d = base_desc(NB_PRESET_REZERO, 2);
+    run r;
+    int t, n_rezero = 0, weights_zero = 1, scalars_moving = 1;
+    const size_t n = (size_t)2 * 3 * 8;
+    size_t i;
+    double maxdiff = 0;
+    if (!nbt_check(setup(&r, &d, 2, 3, rng, 2), "rezero stack")) return;
+    nbt_check(nb_stack_init_params(&r.ctx, &r.s, r.params, NB_INIT_NORMAL, 0, 7) == NB_OK,
+              "rezero init_params");
+    nbt_check(grads(&r), "rezero backward at init");
+    for (i = 0; i < n; i++) maxdiff = fmax(maxdiff, fabs((double)r.out[i] - r.in[i]));
+    nbt_check(maxdiff == 0, "rezero at init: the stack is the identity (no final norm)");
+    for (t = 0; t < r.s.n_tensors; t++) {
+        const nb_tensor_info* ti = &r.s.tensors[t];
+        if (ti->kind == NB_TENSOR_REZERO) {
+            n_rezero++;
+            scalars_moving &= r.params[ti->offset] == 0 && r.grads[ti->offset] != 0;
+        } else {
+            for (i = 0; i < ti->count; i++) weights_zero &= r.grads[ti->offset + i] == 0;
+        }
+    }
+    nbt_check(n_rezero == 2, "rezero: one resweight per layer, shared by its two sublayers");
+    nbt_check(scalars_moving, "rezero at init: every resweight is 0 and has a nonzero gradient");
+    nbt_check(weights_zero, "rezero at init: the branch weights get exactly zero gradient");
+    teardown(&r);
+    {
+        nb_ctx ctx;
+        nb_stack st;
+        static const int depth[4] = {12, 18, 24, 36};
+        static const double want[4] = {0.1, 0.1, 1e-5, 1e-6};
+        int k;
+        memset(&ctx, 0, sizeof ctx);
+        for (k = 0; k < 4; k++) {
+            char name[96];
+            d = base_desc(NB_PRESET_LAYERSCALE, depth[k]);
+            snprintf(name, sizeof name, "layerscale init at depth %d: %g (CaiT)", depth[k],
+                     want[k]);
+            nbt_check(nb_stack_init(&ctx, &st, &d, 1, 1) == NB_OK &&
+                          st.desc.layerscale_init == want[k], name);
+            nb_stack_free(&st);
+        }
+    }
+}
+
 static void bad_configs(void) {
     nb_ctx ctx;
     nb_stack s;
@@ -762,6 +827,7 @@ int main(void) {
     init_schemes(&rng);
     diagnostics(&rng);
     lns_depth_index();
+    rezero_init_and_sharing(&rng);
     bad_configs();
     return nbt_finish();
 }

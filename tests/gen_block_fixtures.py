@@ -121,13 +121,15 @@ def ffn(cfg, p, pre, x):
 # ---- schedules (normblocks.h "blocks and stacks", SPEC 4.0-4.9) ------------------------------
 
 
-def P(inn=0, rfn=0, out=0, post=0, alpha=1.0, scale=1.0):
-    return dict(inn=inn, rfn=rfn, out=out, post=post, alpha=alpha, scale=scale)
+def P(inn=0, rfn=0, out=0, post=0, alpha=1.0, scale=1.0, bs=0):
+    # bs: the branch scale, 0 none, 1 ReZero's scalar (one "resweight" per layer), 2 LayerScale's
+    # per-channel vector ("ls1.gamma" attention, "ls2.gamma" FFN)
+    return dict(inn=inn, rfn=rfn, out=out, post=post, alpha=alpha, scale=scale, bs=bs)
 
 
 def has_final_norm(cfg):
     # every preset ends with ln_f (the official codes do) except the no-normalization baseline
-    return cfg["preset"] != "NONE"
+    return cfg["preset"] not in ("NONE", "REZERO")
 
 
 def mixln_n_post(alpha, L):
@@ -187,6 +189,10 @@ def schedule(cfg):
             a, f, s = P(1), P(1), resolve(QKV)
         elif preset == "NONE":  # no normalization anywhere (and no final norm)
             a, f, s = P(), P(), resolve(0)
+        elif preset == "REZERO":  # x + a F(x), no norms (the ReZero code has no final norm)
+            a, f, s = P(bs=1), P(bs=1), resolve(0)
+        elif preset == "LAYERSCALE":  # x + diag(lambda) F(N(x)) (CaiT)
+            a, f, s = P(1, bs=2), P(1, bs=2), resolve(0)
         elif preset == "LNS":  # LayerNorm Scaling: Pre-Norm, norm outputs / sqrt(l), l 1-based
             a = f = P(1, scale=1.0 / math.sqrt(l + 1))
             s = resolve(0)
@@ -277,6 +283,11 @@ def make_params(cfg, sched):
             if pl["post"]:
                 pm.block_norm(pre + n_post)
         pm.ffn(pre)
+        if lay["attn"]["bs"] == 1 or lay["ffn"]["bs"] == 1:  # nonzero: the gradients flow
+            pm.p[pre + "resweight"] = 0.3 + 0.4 * torch.rand(1)
+        for sub, name in (("attn", "ls1.gamma"), ("ffn", "ls2.gamma")):
+            if lay[sub]["bs"] == 2:
+                pm.p[pre + name] = 0.3 + 0.4 * torch.rand(cfg["d"])
     if has_final_norm(cfg):
         pm.block_norm("ln_f")
     return pm.p
@@ -323,6 +334,10 @@ def sublayer(cfg, p, pre, sub, pl, x, fn):
     f = fn(h)
     if pl["out"]:
         f = bnorm(cfg, p, pre + n_out, f)
+    if pl["bs"] == 1:
+        f = p[pre + "resweight"] * f
+    elif pl["bs"] == 2:
+        f = p[pre + ("ls1.gamma" if sub == "attn" else "ls2.gamma")] * f
     s = pl["alpha"] * r + f if pl["alpha"] != 1.0 else r + f
     return bnorm(cfg, p, pre + n_post, s) if pl["post"] else s
 
@@ -469,6 +484,13 @@ def direct_forward(cfg, p, E):
         elif pr == "NONE":  # the no-normalization baseline
             Y = X + MHA(l, X, sites)
             X = Y + FFN(l, Y)
+        elif pr == "REZERO":  # "ReZero is All You Need" (2020): x + resweight F(x), no norms
+            a = p[b(l, "resweight")]
+            Y = X + a * MHA(l, X, sites)
+            X = Y + a * FFN(l, Y)
+        elif pr == "LAYERSCALE":  # CaiT (2021): x + diag(lambda) F(N(x)) per sublayer
+            Y = X + p[b(l, "ls1.gamma")] * MHA(l, N(b(l, "attn_norm"), X), sites)
+            X = Y + p[b(l, "ls2.gamma")] * FFN(l, N(b(l, "ff_norm"), Y))
         elif pr == "LNS":
             # "The Curse of Depth in LLMs" (2025), Eq. of LayerNorm Scaling: h = LN(x) / sqrt(l)
             # for layer l = 1..L, on both sublayers' norms; its code: 1 / math.sqrt(layer_index
@@ -775,6 +797,9 @@ def main():
     # normalized embedding, final norm)
     cases.append(("dyt_L2", make_cfg("DYT", 2, Hkv=1, norm=DYT, **small)))
     cases.append(("periln_L2", make_cfg("PERILN", 2, Hkv=2, **small)))
+    # learnable branch scales: ReZero (one scalar per layer, no norms) and LayerScale
+    cases.append(("rezero_L2", make_cfg("REZERO", 2, Hkv=1, **small)))
+    cases.append(("layerscale_L2", make_cfg("LAYERSCALE", 2, Hkv=2, **small)))
     # SiameseNorm paper options
     cases.append(("siamese_pscale_L2", make_cfg("SIAMESE", 2, Hkv=2, paper_scale=1, **small)))
     cases.append(("siamese_pfusion_L2", make_cfg("SIAMESE", 2, Hkv=1, paper_fusion=1, **small)))

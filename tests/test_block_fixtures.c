@@ -75,6 +75,8 @@ static const block_case cases[] = {
     {"none_L2", "NoNorm"},
     {"dyt_L2", "DyT"},
     {"periln_L2", "Peri-LN"},
+    {"rezero_L2", "ReZero"},
+    {"layerscale_L2", "LayerScale"},
     {"mixln_a067_L3", NULL},
     {"mixln_a1_L1", NULL},
     {"mixln_a0_L2", NULL},
@@ -142,9 +144,12 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
     else if (last && strcmp(last, ".bias") == 0) *kind = NB_TENSOR_BIAS;
     else if (last && strcmp(last, ".c1") == 0) *kind = NB_TENSOR_SIAMESE_GAMMA;
     else if (last && strcmp(last, ".alpha") == 0) *kind = NB_TENSOR_DYT_ALPHA;
+    else if (ends_with(field, ".resweight")) *kind = NB_TENSOR_REZERO;
+    else if (ends_with(field, "ls1.gamma") || ends_with(field, "ls2.gamma"))
+        *kind = NB_TENSOR_LAYERSCALE;
     else *kind = NB_TENSOR_GAIN;
     *no_decay = *kind == NB_TENSOR_GAIN || *kind == NB_TENSOR_BIAS ||
-                *kind == NB_TENSOR_SIAMESE_GAMMA || *kind == NB_TENSOR_DYT_ALPHA;
+                *kind >= NB_TENSOR_SIAMESE_GAMMA;
 }
 
 /* The tensor table against the fixture's parameters. Returns 1 when parameters can be loaded

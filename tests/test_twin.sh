@@ -62,6 +62,8 @@ check olmo2_mha --preset olmo2 --layers 2 --kv-heads 0 --no-rope
 check dyt --preset dyt --layers 2
 check periln --preset periln --layers 2
 check qk_dyt --preset Pre-QK-Pre --layers 2 --norm dyt
+check rezero --preset rezero --layers 2
+check layerscale --preset layerscale --layers 2
 # LayerNorm with biases, GELU-tanh FFN with biases
 check gpt2 --preset gpt2 --layers 2
 check pre_layer_gelu --preset Pre-QK-Pre --layers 2 --norm layer --ffn gelu --kv-heads 1

@@ -31,6 +31,9 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   h  = input_norm ? c * N_in(x) : x        (c = input_scale)
                   r  = residual_from_norm ? h : x
                   f  = output_norm ? N_out(F(h)) : F(h)
+                  f  = lambda * f   (branch_scale: "scalar" ReZero's resweight, one per layer
+                                     shared by its sublayers; "channel" LayerScale's
+                                     ls1.gamma / ls2.gamma)
                   s  = alpha * r + f                       (alpha = residual_scale)
                   x' = post_norm ? N_post(s) : s
   A block is the attention sublayer, then the FFN sublayer. A stack is
@@ -85,6 +88,7 @@ class Placement:
     post_norm: bool = False
     residual_scale: float = 1.0
     input_scale: float = 1.0
+    branch_scale: str = ""     # "", "scalar" (ReZero) or "channel" (LayerScale)
 
 
 @dataclass
@@ -142,6 +146,8 @@ PRESETS = [
     _Preset("none", ("NoNorm", "no_norm"), "", 0, "nn", 0, _PH, 1e-5, -1, 1, -1),
     _Preset("dyt", ("DyT", "Dynamic-Tanh"), "", 0, "pp", 0, _PH, 1e-5, -1, 1, 1, "dyt"),
     _Preset("periln", ("Peri-LN", "PeriLN"), "", 0, "ss", 0, _PH, 1e-5, 1, 1, 1),
+    _Preset("rezero", ("ReZero",), "", 0, "zz", 0, _PH, 1e-5, -1, 1, -1),
+    _Preset("layerscale", ("LayerScale", "CaiT"), "", 0, "cc", 0, _PH, 1e-5, -1, 1, 1),
 ]
 _PRESET = {p.key: p for p in PRESETS}
 
@@ -151,7 +157,8 @@ def place_code(code, l, n_layers):
          n  x + F(x)                 p  x + F(N(x))              r  h + F(h), h = N(x)
          P  N(x + F(x))              s  x + N_out(F(N_in(x)))    o  x + N_out(F(x))
          d  N(a x + F(x)), a = (2L)^(1/4)                        m  the same with a = sqrt(8)
-         l  x + F(N(x) / sqrt(l + 1))  (LayerNorm Scaling)"""
+         l  x + F(N(x) / sqrt(l + 1))  (LayerNorm Scaling)
+         z  x + a F(x)  (ReZero)      c  x + diag(lambda) F(N(x))  (LayerScale)"""
     p = Placement()
     if code == "p":
         p.input_norm = True
@@ -169,6 +176,10 @@ def place_code(code, l, n_layers):
         p.post_norm, p.residual_scale = True, 2.8284271247461903
     elif code == "l":
         p.input_norm, p.input_scale = True, 1.0 / math.sqrt(l + 1.0)
+    elif code == "z":
+        p.branch_scale = "scalar"
+    elif code == "c":
+        p.input_norm, p.branch_scale = True, "channel"
     return p
 
 
@@ -343,6 +354,14 @@ class Norm(nn.Module):
         return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
 
 
+class _LayerScale(nn.Module):
+    """timm's LayerScale: a learnable per-channel `gamma` (named ls1.gamma / ls2.gamma)."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(d))
+
+
 def _rotate_half(x):
     a, b = x.chunk(2, dim=-1)
     return torch.cat((-b, a), dim=-1)
@@ -392,6 +411,13 @@ class Block(nn.Module):
         self.post_pre = c.preset == "siamese_post_pre"
         if self.siamese and not self.post_pre:
             self.c1 = nn.Parameter(torch.ones(d))
+        # branch scales, after the norms as in the library's buffer (ReZero init 0)
+        scales = (self.spec.attn.branch_scale, self.spec.ffn.branch_scale)
+        if "scalar" in scales:
+            self.resweight = nn.Parameter(torch.zeros(1))
+        for which, name in ((0, "ls1"), (1, "ls2")):
+            if scales[which] == "channel":
+                self.add_module(name, _LayerScale(d))
         if self.siamese:  # c_l of layer l
             self.depth_c = [math.sqrt(2.0 * (l + 1)), math.sqrt(l + 1.0), 1.0][
                 c.siamese_paper_scale]
@@ -467,6 +493,10 @@ class Block(nn.Module):
         f = fn(h)
         if pl.output_norm:
             f = getattr(self, which + "_out_norm")(f)
+        if pl.branch_scale == "scalar":
+            f = self.resweight * f
+        elif pl.branch_scale == "channel":
+            f = getattr(self, "ls1" if which == "attn" else "ls2").gamma * f
         s = pl.residual_scale * r + f if pl.residual_scale != 1 else r + f
         return getattr(self, which + "_post_norm")(s) if pl.post_norm else s
 
@@ -515,14 +545,17 @@ class Stack(nn.Module):
 
     def library_parameters(self):
         """(name, parameter) in the order of the library's tensor table and flat parameter
-        buffer. named_parameters() has the same order except for SiameseNorm's c1, which
-        PyTorch lists first in its block (a module's own parameters come before its
-        children's) and the library last."""
-        def key(item):  # (position of the component, layer, c1 last in its layer)
+        buffer. named_parameters() has the same order except for a block's own parameters
+        (SiameseNorm's c1, ReZero's resweight), which PyTorch lists first in its block (a
+        module's own parameters come before its children's) and the library after the norms:
+        c1, then the branch scales of attention and FFN (ls1, resweight, ls2)."""
+        tail = {"c1": 1, "ls1": 2, "resweight": 2.5, "ls2": 3}
+
+        def key(item):  # (position of the component, layer, rank in the layer's tail)
             parts = item[1][0].split(".")
             if parts[0] == "blocks":
-                return (1, int(parts[1]), parts[2] == "c1", item[0])
-            return (0 if parts[0] == "embed_norm" else 2, 0, False, item[0])
+                return (1, int(parts[1]), tail.get(parts[2], 0), item[0])
+            return (0 if parts[0] == "embed_norm" else 2, 0, 0, item[0])
         named = sorted(enumerate(self.named_parameters()), key=key)
         return [np for _, np in named]
 

@@ -115,7 +115,7 @@ static void run_attn(rd* r, nb_ctx* c) {
     memset(&d, 0, sizeof d);
     d.d_model = pick_int(r, 32); d.n_heads = pick_int(r, 8); d.n_kv_heads = pick_int(r, 4);
     d.sites = u8(r) < 230 ? u8(r) & 15 : u32(r);
-    d.width = (nb_norm_width)pick_int(r, 2); d.norm = (nb_norm_type)pick_int(r, 2);
+    d.width = (nb_norm_width)pick_int(r, 2); d.norm = (nb_norm_type)pick_int(r, 3);
     d.no_gain = u8(r) & 1; d.eps = pick_real(r); d.rope = u8(r) & 1; d.rope_theta = pick_real(r);
     d.non_causal = u8(r) & 1; d.memory = (nb_attn_memory)pick_int(r, 2);
     mb = pick_int(r, 3); ms = pick_int(r, 16);
@@ -204,9 +204,10 @@ static void run_ffn(rd* r, nb_ctx* c) {
 }
 
 static void run_stack(rd* r, nb_ctx* c) {
-    static const char* const names[12] = {"pre", "hybrid_star", "Pre-QK-Post", "KC-Pre",
+    static const char* const names[16] = {"pre", "hybrid_star", "Pre-QK-Post", "KC-Pre",
                                           "siamese", "siamese_post_pre", "mixln", "gpt2",
-                                          "olmo2", "HybridNorm*", "Pre-#-Post", "zz"};
+                                          "olmo2", "HybridNorm*", "Pre-#-Post", "zz", "DyT",
+                                          "periln", "ReZero", "layerscale"};
     nb_stack_desc d;
     nb_layer_desc layers[8];
     nb_stack s;
@@ -216,10 +217,10 @@ static void run_stack(rd* r, nb_ctx* c) {
     d.n_layers = pick_int(r, 4); d.d_model = pick_int(r, 24); d.n_heads = pick_int(r, 4);
     d.n_kv_heads = pick_int(r, 2); d.d_ff = pick_int(r, 32);
     if (u8(r) & 1) d.preset = (nb_preset)pick_int(r, NB_PRESET_COUNT);
-    else check_rc(c, nb_preset_from_name(c, &d, names[u8(r) % 12]));
+    else check_rc(c, nb_preset_from_name(c, &d, names[u8(r) % 16]));
     d.sites = u8(r) < 220 ? (u8(r) & 15) | (u8(r) < 30 ? NB_SITES_NONE : 0) : u32(r);
     d.mixln_alpha = (double)pick_real(r);
-    d.norm = (nb_norm_type)pick_int(r, 2); d.eps = pick_real(r);
+    d.norm = (nb_norm_type)pick_int(r, 3); d.eps = pick_real(r);
     d.site_width = (nb_norm_width)pick_int(r, 2); d.ffn = (nb_ffn_type)pick_int(r, 3);
     d.ffn_bias = (int)(u8(r) % 4) - 1; d.rope = u8(r) & 1; d.rope_theta = pick_real(r);
     d.non_causal = u8(r) & 1; d.memory = (nb_attn_memory)pick_int(r, 2);
@@ -236,6 +237,7 @@ static void run_stack(rd* r, nb_ctx* c) {
                 pl[k]->input_norm = f & 1; pl[k]->residual_from_norm = (f >> 1) & 1;
                 pl[k]->output_norm = (f >> 2) & 1; pl[k]->post_norm = (f >> 3) & 1;
                 pl[k]->residual_scale = (f >> 4) ? pick_real(r) : 0;
+                pl[k]->branch_scale = (nb_branch_scale)(f >> 6); /* 3: unknown, refused */
             }
             layers[l].sites = u8(r) < 240 ? u8(r) & 15 : u32(r);
         }
@@ -243,6 +245,10 @@ static void run_stack(rd* r, nb_ctx* c) {
         d.layers = layers;
     }
     mb = pick_int(r, 2); ms = pick_int(r, 8);
+    if (u8(r) >= 200) { /* init-time hyperparameters: 0 (default), sensible, edges, any bits */
+        d.dyt_alpha = (double)pick_real(r); d.dyt_alpha_attn = (double)pick_real(r);
+        d.layerscale_init = (double)pick_real(r);
+    }
     rc = nb_stack_init(c, &s, &d, mb, ms);
     check_rc(c, rc);
     if (rc) {

@@ -115,6 +115,88 @@
      nb_stack_grad_norms, nb_stack_hidden_norms, nb_stack_angular_distance, nb_stack.skip,
      nb_stack_desc.check_finite                   the diagnostics the papers plot
 
+   THE PRESETS (nb_preset_from_name takes the key or an alias, case-insensitive)
+     N is the stack's norm: RMSNorm  y = g * x / sqrt(mean(x^2) + eps)  (default), LayerNorm
+     y = g * (x - mean) / sqrt(var + eps) + b, or DyT  y = g * tanh(a x) + b  (a learnable
+     scalar per norm). MHA_# is attention with norms at the sites # of Q, K, V (after the
+     projection, before RoPE) and C (the concatenated heads, before W_o), per head with one
+     gain of d_k shared by the heads unless stated. F is the FFN. l = 0..L-1 unless stated.
+     Every preset but none and rezero ends with the final norm ln_f (the official codes apply it
+     before the LM head even where the papers' equations stop at x_L).
+       pre           y = x + MHA(N(x));  x' = y + F(N(y))
+       post          y = N(x + MHA(x));  x' = N(y + F(y))   (+ ln_f, the Mix-LN code's)
+       post_flags    layer 0: y = x + MHA(x), else a = N(x), y = a + MHA(a);  b = N(y),
+                     x' = b + F(b)   (the HybridNorm code's Post-Norm: equals post without ln_f
+                     when ff_norm of l is post's first norm and attn_norm of l+1 its second)
+       sandwich      y = x + N(MHA(N(x)));  x' = y + N(F(N(y)))   (Gemma; add sites for QK)
+       olmo2         y = x + N(MHA_QK(x));  x' = y + N(F(y)), QK norms over the full projection
+                     width, eps 1e-6 (the OLMo-2 code, not its blog's N(x + F(x)))
+       deepnorm      y = N(a x + MHA(x));  x' = N(a y + F(y)),  a = (2L)^(1/4)
+       deepnorm_mixln  the same with the Mix-LN code's a = sqrt(8), eps 1e-6
+       hybrid        y = x + MHA_QKV(x);  h = N(y);  x' = h + F(h)   (HybridNorm, "QKV-Post")
+       hybrid_star   layer 0: y = x + MHA_QKV(N(x)), x' = y + F(N(y)); others hybrid
+       first_qkv_pre layer 0: y = x + MHA_QKV(x), x' = y + F(N(y)); others hybrid
+       embednorm     hybrid on x_0 = N(E)
+       #-Post, #-Pre y = x + MHA_#(x), FFN as hybrid (Post) or pre (Pre); # in QKVC, QKV, QKC,
+                     QK, KV, KC (the HybridNorm ablations; "Pre-#-Post", "Pre-#-Pre" add the
+                     attention input norm)
+       pre_post      y = x + MHA(N(x));  h = N(y);  x' = h + F(h)
+       post_pre      a = N(x);  y = a + MHA(a);  x' = y + F(N(y))
+       mixln         post in layers l < floor(alpha L), pre after; alpha = desc.mixln_alpha
+                     (0 = 0.25, -1 = none); eps 1e-6 (the Mix-LN code)
+       siamese       two streams x, y, both x_0 = E (the SiameseNorm code's "hybrid-pre"):
+                       u = x * gamma + N_ay(y);  A = MHA_QKV(u);  x1 = x + A/c;  y1 = y + A;
+                       n = N_f(x1);  F = F(N_in(n + N_fy(y1)));  x' = n + F/c;  y' = y1 + F
+                     out = N_final(N_lnf(x_L) + N_lnyf(y_L)); c_l = sqrt(2(l+1)) (code),
+                     sqrt(l+1) (paper: siamese_paper_scale = 1), 1 (its ablation: = 2);
+                     siamese_paper_fusion: out = x_L + N_lnyf(y_L); siamese_no_fusion_norm:
+                     F = F(n + N_fy(y1)); gamma ("c1") starts at 1
+       siamese_post_pre  per sublayer: u = N_x(x);  z = F(N_in(u + N_y(y)));  x' = u + z/c;
+                     y' = y + z   (the DeiT code's form)
+       gpt2          pre with LayerNorm and a GELU-tanh MLP with biases
+       lns           y = x + MHA(N(x) / sqrt(l));  x' = y + F(N(y) / sqrt(l)), l = 1..L
+                     (LayerNorm Scaling; its code's 1/sqrt(layer_index + 1)); eps 1e-6
+       none          y = x + MHA(x);  x' = y + F(y); no final norm
+       dyt           pre with every norm DyT; a starts by DyT's LLM rule by width (Table 11 of
+                     its paper): norms feeding attention 1 up to d = 2048, 0.8 to 4096, else 0.2;
+                     the others 1 to 1024, 0.5 to 2048, 0.2 to 4096, else 0.05 (dyt_alpha_attn,
+                     dyt_alpha). With the generic DyT's bias (its LLaMA code has none)
+       periln        sandwich on x_0 = N(E)  (Peri-LN: a norm around every sublayer and on the
+                     embedding, which Gemma's sandwich has not)
+       rezero        y = x + a MHA(x);  x' = y + a F(y): one learnable a per layer ("resweight",
+                     init 0) shared by both sublayers, no norms, no final norm (the ReZero code)
+       layerscale    y = x + g1 * MHA(N(x));  x' = y + g2 * F(N(y)), g1, g2 learnable vectors
+                     ("ls1.gamma", "ls2.gamma") starting at 0.1 up to 18 layers, 1e-5 up to 24,
+                     1e-6 deeper (CaiT; desc.layerscale_init)
+     Any other schedule is an nb_layer_desc per layer (see nb_placement); desc.norm and
+     desc.sites change the norm kind and the attention sites of any preset.
+
+   TENSOR NAMES (nb_stack.tensors, in buffer order; matrices (out, in) as nn.Linear)
+     embed_norm.*, then per layer "blocks.<l>.": att_proj.weight ([Q|K|V] rows), attn_out.weight,
+     {q,k,v,c}_norm.{alpha,weight} (sites on), ff_proj.weight (SwiGLU: [up|gate] rows) and .bias,
+     ff_out.weight and .bias, the block norms {alpha,weight,bias} in the order attn_norm,
+     attn_out_norm, attn_post_norm, ff_norm, ff_out_norm, ff_post_norm, attn_y_norm,
+     attn_input_norm, ff_y_norm, ff_input_norm (those the layer has), c1 (SiameseNorm gamma),
+     ls1.gamma / resweight / ls2.gamma; then ln_f.*, ln_y_f.*, ln_final_f.*  A norm's parameters
+     are alpha (DyT), weight, bias (LayerNorm and DyT block norms) as PyTorch orders them.
+
+   EXTENDING (where each kind of change goes; the tests to extend are named)
+     - A norm kind: an nb_norm_type value; its row in nb__norm_kinds (statistics per segment,
+       block bias, a scalar alpha); its segment kernels beside nb__norm_seg_fwd/_bwd and its case
+       in nb__seg_fwd, nb__seg_bwd, nb__norm_forward and nb__norm_backward. Sizes, binding,
+       names, partial sums and the stack follow from the table. Tests: an FD case in
+       tests/test_stack.c, a fixture case in tests/gen_block_fixtures.py, the PyTorch twin's
+       Norm (examples/pytorch).
+     - A placement flag: a field of nb_placement (zero = off), its check in nb__check_layer, its
+       cache in nb__carve_layer, its forward in nb__sub_forward and backward in
+       nb__sub_backward (the fused row pass after the branch); a new parameter tensor goes in
+       nb__walk_layer with an nb_tensor_kind and its init in nb_stack_init_params.
+     - A preset: an nb_preset value before NB_PRESET_COUNT and its row in nb__presets (codes of
+       nb__place_code, sites, width, eps, embedding norm, streams, final norm, norm kind), a
+       line in THE PRESETS above and in the README; a new code letter in nb__place_code.
+     - An FFN activation: an nb_ffn_type value, its pointwise function and derivative beside
+       nb__gelu_tanh and its case in the FFN forward and backward.
+
    DOES NOT
      - allocate inside any kernel; scratch and caches are the caller's (size queries tell how much)
      - keep global state: any number of contexts, models and threads can coexist

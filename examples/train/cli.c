@@ -370,6 +370,9 @@ const char* init_scheme_name(nb_init_scheme s) {
      none      normal (a baseline, no paper code)
      dyt       normal: DyT's LLaMA code keeps its model's init (fms' normal), changing only alpha
      periln    normal: the paper trained in Megatron-LM with its default N(0, 0.02); no code
+     rezero, layerscale
+               normal: their codes keep their models' plain init (the scales start at 0 and
+               at CaiT's small value: that is their point)
      custom schedules: normal (no paper to follow) */
 static nb_init_scheme preset_init(const config* c, const nb_stack_desc* d, double* std0) {
     *std0 = 0;

@@ -112,6 +112,7 @@
                                                   schedule (presets: nb_preset_from_name)
      nb_layer_forward / nb_layer_backward         one layer of a stack
      nb_stack_init_params, nb_init_io_std         the initializers of the papers' code
+     nb_preset_init                               which of them a preset's code used
      nb_stack_grad_norms, nb_stack_hidden_norms, nb_stack_angular_distance, nb_stack.skip,
      nb_stack_desc.check_finite                   the diagnostics the papers plot
 
@@ -690,6 +691,14 @@ typedef enum nb_init_scheme {
                                   compat preset: (8L)^(+1/4)); gain 1 on Q, K */
 } nb_init_scheme;
 
+/* The initialization of the code a preset was published with, and its base std in *std0 (0:
+   the scheme's default; std0 may be NULL): NORMAL for pre, none, dyt, periln, rezero,
+   layerscale and custom schedules (no code, or a plain init); MIXLN for post, sandwich, mixln
+   and lns (the Mix-LN code, on which LayerNorm Scaling's is built); MEGATRON for post_flags and
+   the HybridNorm family (its yaml's full_megatron); NORMAL with std 0.02 for olmo2 (its yamls);
+   DEEPNORM for both DeepNorms; MITCHELL for SiameseNorm; GPT2 for the "gpt2" configuration
+   (pre, LayerNorm, GELU-tanh). desc NULL or an unknown preset: NORMAL. */
+NBDEF nb_init_scheme nb_preset_init(const nb_stack_desc* desc, double* std0);
 /* Fill params (n_params) from a seed: matrices per scheme, gains 1, biases 0. std0 = 0 uses
    the scheme's default base standard deviation. Deterministic for a seed, any thread count. */
 NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* params,
@@ -2817,64 +2826,90 @@ typedef struct nb__preset_row {
     int streams;          /* 2 = SiameseNorm */
     int final_norm;       /* default: 1 final norm, -1 none */
     nb_norm_type norm;    /* default norm kind (0: RMSNorm) */
+    nb_init_scheme init;  /* the initialization of the code the preset comes from */
+    double init_std;      /* its base std (0: the scheme's default) */
 } nb__preset_row;
 
 #define NB__QK (NB_SITE_Q | NB_SITE_K)
 #define NB__PH NB_WIDTH_PER_HEAD
 #define NB__RMS NB_NORM_DEFAULT
 static const nb__preset_row nb__presets[] = {
-    {NB_PRESET_DEFAULT, "default", "", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
-    {NB_PRESET_PRE, "pre", "Pre-Norm|PreNorm", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
-    {NB_PRESET_POST, "post", "Post-Norm|PostNorm", "", 0, "PP", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
-    {NB_PRESET_POST_FLAGS, "post_flags", "", "nr", 1, "rr", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
-    {NB_PRESET_SANDWICH, "sandwich", "Sandwich", "", 0, "ss", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+    {NB_PRESET_DEFAULT, "default", "", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS,
+     NB_INIT_NORMAL, 0},
+    {NB_PRESET_PRE, "pre", "Pre-Norm|PreNorm", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS,
+     NB_INIT_NORMAL, 0},
+    {NB_PRESET_POST, "post", "Post-Norm|PostNorm", "", 0, "PP", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS,
+     NB_INIT_MIXLN, 0},
+    {NB_PRESET_POST_FLAGS, "post_flags", "", "nr", 1, "rr", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS,
+     NB_INIT_MEGATRON, 0},
+    {NB_PRESET_SANDWICH, "sandwich", "Sandwich", "", 0, "ss", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS,
+     NB_INIT_MIXLN, 0},
     {NB_PRESET_OLMO2, "olmo2", "OLMo-2", "", 0, "oo", NB__QK, NB_WIDTH_FULL, 1e-6, -1, 1, 1,
-     NB__RMS},
-    {NB_PRESET_DEEPNORM, "deepnorm", "DeepNorm", "", 0, "dd", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+     NB__RMS, NB_INIT_NORMAL, 0.02},
+    {NB_PRESET_DEEPNORM, "deepnorm", "DeepNorm", "", 0, "dd", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS,
+     NB_INIT_DEEPNORM, 0},
     {NB_PRESET_DEEPNORM_MIXLN, "deepnorm_mixln", "", "", 0, "mm", 0, NB__PH, 1e-6, -1, 1, 1,
-     NB__RMS},
+     NB__RMS, NB_INIT_DEEPNORM, 0},
     {NB_PRESET_HYBRID, "hybrid", "HybridNorm", "", 0, "nr", NB_SITES_QKV, NB__PH, 1e-5, -1, 1, 1,
-     NB__RMS},
+     NB__RMS, NB_INIT_MEGATRON, 0},
     {NB_PRESET_HYBRID_STAR, "hybrid_star", "HybridNorm*|hybrid*", "pp", 1, "nr", NB_SITES_QKV,
-     NB__PH, 1e-5, -1, 1, 1, NB__RMS},
+     NB__PH, 1e-5, -1, 1, 1, NB__RMS, NB_INIT_MEGATRON, 0},
     {NB_PRESET_FIRST_QKV_PRE, "first_qkv_pre", "First-QKV-Pre", "np", 1, "nr", NB_SITES_QKV, NB__PH,
-     1e-5, -1, 1, 1, NB__RMS},
+     1e-5, -1, 1, 1, NB__RMS, NB_INIT_MEGATRON, 0},
     {NB_PRESET_EMBEDNORM, "embednorm", "EmbedNorm", "", 0, "nr", NB_SITES_QKV, NB__PH, 1e-5, 1, 1,
-     1, NB__RMS},
+     1, NB__RMS, NB_INIT_MEGATRON, 0},
     {NB_PRESET_SITES_POST, "sites_post", "", "", 0, "nr", NB_SITES_QKV, NB__PH, 1e-5, -1, 1, 1,
-     NB__RMS},
+     NB__RMS, NB_INIT_MEGATRON, 0},
     {NB_PRESET_SITES_PRE, "sites_pre", "", "", 0, "np", NB_SITES_QKV, NB__PH, 1e-5, -1, 1, 1,
-     NB__RMS},
+     NB__RMS, NB_INIT_MEGATRON, 0},
     {NB_PRESET_PRE_SITES_POST, "pre_sites_post", "", "", 0, "pr", NB_SITES_QKV, NB__PH, 1e-5, -1, 1,
-     1, NB__RMS},
+     1, NB__RMS, NB_INIT_MEGATRON, 0},
     {NB_PRESET_PRE_SITES_PRE, "pre_sites_pre", "", "", 0, "pp", NB_SITES_QKV, NB__PH, 1e-5, -1, 1,
-     1, NB__RMS},
-    {NB_PRESET_PRE_POST, "pre_post", "Pre-Post", "", 0, "pr", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
-    {NB_PRESET_POST_PRE, "post_pre", "Post-Pre", "", 0, "rp", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS},
-    {NB_PRESET_MIXLN, "mixln", "Mix-LN", "PP", -1, "pp", 0, NB__PH, 1e-6, -1, 1, 1, NB__RMS},
+     1, NB__RMS, NB_INIT_MEGATRON, 0},
+    {NB_PRESET_PRE_POST, "pre_post", "Pre-Post", "", 0, "pr", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS,
+     NB_INIT_MEGATRON, 0},
+    {NB_PRESET_POST_PRE, "post_pre", "Post-Pre", "", 0, "rp", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS,
+     NB_INIT_MEGATRON, 0},
+    {NB_PRESET_MIXLN, "mixln", "Mix-LN", "PP", -1, "pp", 0, NB__PH, 1e-6, -1, 1, 1, NB__RMS,
+     NB_INIT_MIXLN, 0},
     {NB_PRESET_SIAMESE, "siamese", "SiameseNorm", "", 0, "--", NB_SITES_QKV, NB__PH, 1e-5, -1, 2, 1,
-     NB__RMS},
+     NB__RMS, NB_INIT_MITCHELL, 0},
     {NB_PRESET_SIAMESE_POST_PRE, "siamese_post_pre", "", "", 0, "--", NB_SITES_QKV, NB__PH, 1e-5,
-     -1, 2, 1, NB__RMS},
+     -1, 2, 1, NB__RMS, NB_INIT_MITCHELL, 0},
     /* its code is the Mix-LN code's Llama (RMSNorm eps 1e-6) */
-    {NB_PRESET_LNS, "lns", "LayerNorm-Scaling|LNS", "", 0, "ll", 0, NB__PH, 1e-6, -1, 1, 1,
-     NB__RMS},
-    {NB_PRESET_NONE, "none", "NoNorm|no_norm", "", 0, "nn", 0, NB__PH, 1e-5, -1, 1, -1, NB__RMS},
+    {NB_PRESET_LNS, "lns", "LayerNorm-Scaling|LNS", "", 0, "ll", 0, NB__PH, 1e-6, -1, 1, 1, NB__RMS,
+     NB_INIT_MIXLN, 0},
+    {NB_PRESET_NONE, "none", "NoNorm|no_norm", "", 0, "nn", 0, NB__PH, 1e-5, -1, 1, -1, NB__RMS,
+     NB_INIT_NORMAL, 0},
     /* DyT's LLaMA setting: Pre-Norm, every norm DyT, alpha init by site and width (dyt_alpha);
        with the generic DyT's bias (its LLaMA code has none) */
-    {NB_PRESET_DYT, "dyt", "DyT|Dynamic-Tanh", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB_NORM_DYT},
+    {NB_PRESET_DYT, "dyt", "DyT|Dynamic-Tanh", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB_NORM_DYT,
+     NB_INIT_NORMAL, 0},
     /* norms around each sublayer, on the embedding and before the head */
-    {NB_PRESET_PERILN, "periln", "Peri-LN|PeriLN", "", 0, "ss", 0, NB__PH, 1e-5, 1, 1, 1, NB__RMS},
-    {NB_PRESET_REZERO, "rezero", "ReZero", "", 0, "zz", 0, NB__PH, 1e-5, -1, 1, -1, NB__RMS},
+    {NB_PRESET_PERILN, "periln", "Peri-LN|PeriLN", "", 0, "ss", 0, NB__PH, 1e-5, 1, 1, 1, NB__RMS,
+     NB_INIT_NORMAL, 0},
+    {NB_PRESET_REZERO, "rezero", "ReZero", "", 0, "zz", 0, NB__PH, 1e-5, -1, 1, -1, NB__RMS,
+     NB_INIT_NORMAL, 0},
     /* CaiT's blocks (timm's LayerScale) on this library's Pre-Norm LLM block */
     {NB_PRESET_LAYERSCALE, "layerscale", "LayerScale|CaiT", "", 0, "cc", 0, NB__PH, 1e-5, -1, 1, 1,
-     NB__RMS},
+     NB__RMS, NB_INIT_NORMAL, 0},
 };
 #undef NB__QK
 #undef NB__PH
 #undef NB__RMS
 typedef char nb__presets_one_row_each[sizeof nb__presets / sizeof nb__presets[0] ==
                                       NB_PRESET_COUNT ? 1 : -1];
+
+NBDEF nb_init_scheme nb_preset_init(const nb_stack_desc* desc, double* std0) {
+    if (std0) *std0 = 0;
+    if (!desc || desc->layers || (int)desc->preset < 0 || desc->preset >= NB_PRESET_COUNT)
+        return NB_INIT_NORMAL;
+    if (desc->preset == NB_PRESET_PRE && desc->norm == NB_NORM_LAYER &&
+        desc->ffn == NB_FFN_GELU_TANH)
+        return NB_INIT_GPT2; /* the name "gpt2": Pre-Norm, LayerNorm, GELU-tanh (llm.c) */
+    if (std0) *std0 = nb__presets[desc->preset].init_std;
+    return nb__presets[desc->preset].init;
+}
 
 NBDEF const char* nb_preset_name(nb_preset p) {
     return (int)p >= 0 && p < NB_PRESET_COUNT ? nb__presets[p].key : "unknown";

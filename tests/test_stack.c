@@ -742,6 +742,33 @@ static void rezero_init_and_sharing(nbt_rng* rng) {
     }
 }
 
+/* Each preset's paper-code init comes from the library's preset table. */
+static void preset_inits(void) {
+    static const struct { const char* name; nb_init_scheme want; double std0; } cases[] = {
+        {"pre", NB_INIT_NORMAL, 0}, {"post", NB_INIT_MIXLN, 0}, {"lns", NB_INIT_MIXLN, 0},
+        {"hybrid_star", NB_INIT_MEGATRON, 0}, {"QK-Post", NB_INIT_MEGATRON, 0},
+        {"olmo2", NB_INIT_NORMAL, 0.02}, {"deepnorm_mixln", NB_INIT_DEEPNORM, 0},
+        {"siamese_post_pre", NB_INIT_MITCHELL, 0}, {"gpt2", NB_INIT_GPT2, 0},
+        {"rezero", NB_INIT_NORMAL, 0}};
+    nb_layer_desc ls[1];
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 1);
+        double std0 = -1;
+        char name[96];
+        nb_preset_from_name(NULL, &d, cases[i].name);
+        snprintf(name, sizeof name, "paper init of %s", cases[i].name);
+        nbt_check(nb_preset_init(&d, &std0) == cases[i].want && std0 == cases[i].std0, name);
+    }
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 1);
+        memset(ls, 0, sizeof ls);
+        d.layers = ls;
+        nbt_check(nb_preset_init(&d, NULL) == NB_INIT_NORMAL && nb_preset_init(NULL, NULL) ==
+                  NB_INIT_NORMAL, "paper init of a custom schedule and of no desc: normal");
+    }
+}
+
 static void bad_configs(void) {
     nb_ctx ctx;
     nb_stack s;
@@ -828,6 +855,7 @@ int main(void) {
     diagnostics(&rng);
     lns_depth_index();
     rezero_init_and_sharing(&rng);
+    preset_inits();
     bad_configs();
     return nbt_finish();
 }

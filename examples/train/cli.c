@@ -377,21 +377,11 @@ const char* init_scheme_name(nb_init_scheme s) {
 static nb_init_scheme preset_init(const config* c, const nb_stack_desc* d, double* std0) {
     *std0 = 0;
     if (c->schedule[0]) return NB_INIT_NORMAL;
-    if (d->preset == NB_PRESET_PRE && d->norm == NB_NORM_LAYER && d->ffn == NB_FFN_GELU_TANH &&
-        strcmp(c->norm, "layer") && strcmp(c->ffn, "gelu"))
-        return NB_INIT_GPT2; /* the preset "gpt2" (Pre-Norm with LayerNorm and GELU), by name */
-    switch (d->preset) {
-    case NB_PRESET_POST: case NB_PRESET_SANDWICH: case NB_PRESET_MIXLN: case NB_PRESET_LNS:
-        return NB_INIT_MIXLN;
-    case NB_PRESET_POST_FLAGS: case NB_PRESET_HYBRID: case NB_PRESET_HYBRID_STAR:
-    case NB_PRESET_FIRST_QKV_PRE: case NB_PRESET_EMBEDNORM: case NB_PRESET_SITES_POST:
-    case NB_PRESET_SITES_PRE: case NB_PRESET_PRE_SITES_POST: case NB_PRESET_PRE_SITES_PRE:
-    case NB_PRESET_PRE_POST: case NB_PRESET_POST_PRE: return NB_INIT_MEGATRON;
-    case NB_PRESET_OLMO2: *std0 = 0.02; return NB_INIT_NORMAL;
-    case NB_PRESET_DEEPNORM: case NB_PRESET_DEEPNORM_MIXLN: return NB_INIT_DEEPNORM;
-    case NB_PRESET_SIAMESE: case NB_PRESET_SIAMESE_POST_PRE: return NB_INIT_MITCHELL;
-    default: return NB_INIT_NORMAL;
-    }
+    /* "--preset pre --norm layer --ffn gelu" asks for Pre-Norm's init; only the name gpt2 is
+       GPT-2's */
+    if (d->preset == NB_PRESET_PRE && (!strcmp(c->norm, "layer") || !strcmp(c->ffn, "gelu")))
+        return NB_INIT_NORMAL;
+    return nb_preset_init(d, std0); /* the library's table of the presets' codes */
 }
 
 int resolve_init(const config* c, const nb_stack_desc* d, nb_init_scheme* scheme, double* std0,

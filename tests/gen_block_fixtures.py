@@ -3,8 +3,8 @@
 
     /usr/bin/python3 tests/gen_block_fixtures.py tests/fixtures
 
-Writes <outdir>/blocks.bin: whole stacks of blocks (SPEC.md sections 4 and 5, with the attention
-of section 2 and the FFN of section 3), one case per preset and depth, written with plain torch
+Writes <outdir>/blocks.bin: whole stacks of blocks (the equations of normblocks.h,
+THE PRESETS, with its attention and FFN), one case per preset and depth, written with plain torch
 ops and autograd in float64. Nothing here knows how normblocks computes anything.
 
 Stack semantics. Input E (B*T x d, the embedding), output out (B*T x d) = the final hidden
@@ -14,7 +14,7 @@ sublayer, each wrapped by a placement (normblocks.h, "blocks and stacks"):
     h = input_norm ? N_in(x) : x ;  r = residual_from_norm ? h : x
     f = F(h) ; f = output_norm ? N_out(f) : f ;  s = alpha*r + f ;  x' = post_norm ? N_post(s) : s
 Each preset is a per-layer schedule of placements and attention norm sites (PRESET comments
-below cite SPEC); SiameseNorm's two streams are written out separately (SPEC 4.10.2, 4.10.3).
+below name their paper or code); SiameseNorm's two streams are written out separately.
 Block norms are RMSNorm with a gain (no bias), or LayerNorm with gain and bias (norm = 2).
 
 File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h.
@@ -31,9 +31,9 @@ Every preset's eps is the library default for that preset (1e-6 for olmo2, mixln
 deepnorm_mixln, else 1e-5), so the test can also check the defaults.
 
 Before writing, the reference checks itself: every preset's schedule against a direct
-transcription of the SPEC equations, classic Post-Norm against the HybridNorm-code flags
-(SPEC 4.2.3 gain mapping), Mix-LN with n_post = 0 / L against Pre / Post, HybridNorm* and
-First-QKV-Pre against HybridNorm outside layer 0, SiameseNorm's degenerate case (SPEC 4.10.4)
+transcription of the papers' equations, classic Post-Norm against the HybridNorm-code flags
+(under the gain mapping), Mix-LN with n_post = 0 / L against Pre / Post, HybridNorm* and
+First-QKV-Pre against HybridNorm outside layer 0, SiameseNorm's degenerate case
 and dE = dx_0 + dy_0. Each case draws its data from its own seed (derived from its name); a
 draw is replaced by the next one, deterministically, when its attention is near uniform, its
 activations or gradients are out of range, or float32 torch autograd reaches 0.3 of the C
@@ -87,11 +87,11 @@ def check_header_keys(presets):
     assert not missing, "presets not in normblocks.h: %s" % missing
 
 
-# ---- norms, attention (SPEC 1, 2), FFN (SPEC 3) ---------------------------------------------
+# ---- norms, attention, FFN ----------------------------------------------------------------
 
 
 def attention(cfg, p, pre, x, sites, width, probs):
-    """MHA_#(x) of SPEC 2.2 (nbfixture.attention, as tests/gen_sublayer_fixtures.py), causal,
+    """MHA_#(x) (nbfixture.attention, as tests/gen_sublayer_fixtures.py), causal,
     with the weights of the stack's parameters p under the prefix pre; appends the attention
     probabilities to probs."""
     kind, eps = cfg["norm"], cfg["eps"]
@@ -118,7 +118,7 @@ def ffn(cfg, p, pre, x):
     return F.linear(a, p[pre + "ff_out.weight"], p.get(pre + "ff_out.bias"))
 
 
-# ---- schedules (normblocks.h "blocks and stacks", SPEC 4.0-4.9) ------------------------------
+# ---- schedules (normblocks.h "blocks and stacks") ---------------------------------------
 
 
 def P(inn=0, rfn=0, out=0, post=0, alpha=1.0, scale=1.0, bs=0):
@@ -133,7 +133,7 @@ def has_final_norm(cfg):
 
 
 def mixln_n_post(alpha, L):
-    # SPEC 4.8 / D13: n_post = floor(alpha L) in double, with a 1e-9 guard; alpha 0 = 0.25;
+    # n_post = floor(alpha L) in double, with a 1e-9 guard; alpha 0 = 0.25;
     # -1 = alpha 0 itself (no Post-Norm layer)
     if alpha == -1:
         return 0
@@ -154,29 +154,29 @@ def schedule(cfg):
     for l in range(L):
         width = PER_HEAD
         hyb_a, hyb_f = P(), P(1, 1)  # HybridNorm: no attention input norm, FFN from norm
-        if preset in ("PRE", "DYT"):  # SPEC 4.1; DyT: Pre-Norm with DyT norms
+        if preset in ("PRE", "DYT"):  # DyT: Pre-Norm with DyT norms
             a, f, s = P(1), P(1), resolve(0)
-        elif preset == "POST":  # SPEC 4.2.2 (MX `post`; final norm on top)
+        elif preset == "POST":  # the Mix-LN code's `post`, final norm on top
             a, f, s = P(post=1), P(post=1), resolve(0)
-        elif preset == "POST_FLAGS":  # SPEC 4.2.3 / 4.0 last row
+        elif preset == "POST_FLAGS":  # the HybridNorm code's flags
             a = P() if l == 0 else P(1, 1)
             f, s = P(1, 1), resolve(0)
-        elif preset in ("SANDWICH", "PERILN"):  # SPEC 4.3; Peri-LN adds the embedding norm
+        elif preset in ("SANDWICH", "PERILN"):  # Peri-LN adds the embedding norm
             a, f, s = P(1, out=1), P(1, out=1), resolve(0)
-        elif preset == "OLMO2":  # SPEC 4.4, full-width QK norm
+        elif preset == "OLMO2":  # full-width QK norm
             a, f, s, width = P(out=1), P(out=1), resolve(SITE_Q | SITE_K), FULL
-        elif preset == "DEEPNORM":  # SPEC 4.9 canonical
+        elif preset == "DEEPNORM":  # canonical
             al = (2.0 * L) ** 0.25
             a, f, s = P(post=1, alpha=al), P(post=1, alpha=al), resolve(0)
-        elif preset == "DEEPNORM_MIXLN":  # SPEC 4.9 / D15, MX code constant
+        elif preset == "DEEPNORM_MIXLN":  # MX code constant
             al = math.sqrt(8.0)
             a, f, s = P(post=1, alpha=al), P(post=1, alpha=al), resolve(0)
-        elif preset in ("HYBRID", "EMBEDNORM"):  # SPEC 4.5, 4.7 EmbedNorm
+        elif preset in ("HYBRID", "EMBEDNORM"):  # and EmbedNorm
             a, f, s = hyb_a, hyb_f, resolve(QKV)
-        elif preset == "HYBRID_STAR":  # SPEC 4.6: layer 0 Pre-Norm keeping the QKV norms
+        elif preset == "HYBRID_STAR":  # layer 0 Pre-Norm keeping the QKV norms
             a, f = (P(1), P(1)) if l == 0 else (hyb_a, hyb_f)
             s = resolve(QKV)
-        elif preset == "FIRST_QKV_PRE":  # SPEC 4.7: layer 0 QKV-Pre
+        elif preset == "FIRST_QKV_PRE":  # layer 0 QKV-Pre
             a, f = (P(), P(1)) if l == 0 else (hyb_a, hyb_f)
             s = resolve(QKV)
         elif preset == "SITES_POST":  # #-Post
@@ -200,7 +200,7 @@ def schedule(cfg):
             a, f, s = P(1), P(1, 1), resolve(0)
         elif preset == "POST_PRE":  # Eq. 51-52
             a, f, s = P(1, 1), P(1), resolve(0)
-        elif preset == "MIXLN":  # SPEC 4.8
+        elif preset == "MIXLN":  # Post-Norm, then Pre-Norm
             if l < mixln_n_post(cfg["mixln_alpha"], L):
                 a, f = P(post=1), P(post=1)
             else:
@@ -354,7 +354,7 @@ def stack_forward(cfg, sched, p, E, probs, final=True, hidden=None):
     return bnorm(cfg, p, "ln_f", x) if final and has_final_norm(cfg) else x
 
 
-# ---- SiameseNorm (SPEC 4.10.2 hybrid-pre, 4.10.3 post-pre) -----------------------------------
+# ---- SiameseNorm (hybrid-pre and post-pre) ---------------------------------------------------
 
 
 def siamese_c(cfg, l):
@@ -410,11 +410,11 @@ def model_forward(cfg, p, E, probs, hidden=None):
     return stack_forward(cfg, schedule(cfg), p, E, probs, hidden=hidden)
 
 
-# ---- direct transcriptions of the SPEC equations (self-check of the placement engine) --------
+# ---- direct transcriptions of the papers' equations (self-check of the placement engine) --------
 
 
 def direct_forward(cfg, p, E):
-    """Each preset written out as its SPEC equations, layer by layer."""
+    """Each preset written out as its paper's equations, layer by layer."""
     probs = []
     L, pr = cfg["L"], cfg["preset"]
     N = lambda name, t: bnorm(cfg, p, name, t)  # noqa: E731
@@ -515,7 +515,7 @@ def make_cfg(preset, L, d, H, Hkv, f=None, ffn_type=SWIGLU, norm=RMS, rope=1, th
     if f is None:
         f = 3 * d // 2 if ffn_type == SWIGLU else 4 * d
     # the library defaults: 1e-6 for the OLMo-2 and the Mix-LN code presets (MX's rms_norm_eps,
-    # also for its DeepNorm, SPEC 4.9), else 1e-5
+    # also for its DeepNorm), else 1e-5
     eps = 1e-6 if preset in ("OLMO2", "MIXLN", "DEEPNORM_MIXLN", "LNS") else 1e-5
     return dict(preset=preset, L=L, B=B, T=T, d=d, H=H, Hkv=Hkv, f=f, ffn=ffn_type, norm=norm,
                 rope=rope, theta=theta, eps=eps, sites=sites, mixln_alpha=mixln_alpha,
@@ -558,7 +558,7 @@ def draw(name, cfg, seed):
     dout = 0.5 * torch.randn(BT, d)
     out, din, grads, probs, hidden = run(cfg, p, E, dout)
 
-    # the direct SPEC transcription agrees with the placement engine (a bug if not)
+    # the direct transcription agrees with the placement engine (a bug if not)
     if not siamese:
         dref = direct_forward(cfg, p, E)
         assert torch.allclose(dref, out, rtol=0, atol=1e-12), name
@@ -619,7 +619,7 @@ def add_case(w, name, cfg, report):
                    w.size() - size0, m, worst, attempt))
 
 
-# ---- self-checks of the reference (SPEC 4.2.3, 9) ------------------------------------------
+# ---- self-checks of the reference -----------------------------------------------------------
 
 
 def self_checks():
@@ -629,7 +629,7 @@ def self_checks():
     def fwd(cfg, p, final=True):
         return stack_forward(cfg, schedule(cfg), p, E, [], final=final)
 
-    # SPEC 4.2.3: classic Post-LN (no final norm) == HN flags {0: A=0; else all 1} + ln_f,
+    # classic Post-LN (no final norm) == HN flags {0: A=0; else all 1} + ln_f,
     # with flags ff_norm^l = classic N_1^l, attn_norm^(l+1) = classic N_2^l, ln_f = N_2^(L-1)
     for L in (1, 3):
         post = make_cfg("POST", L, 16, 4, 2)
@@ -697,7 +697,7 @@ def self_checks():
     assert torch.allclose(stack_forward(fq, sq, pq, E, []), stack_forward(h1, schedule(h1), pq,
                                                                           E, []), atol=1e-12)
 
-    # SiameseNorm degenerate case (SPEC 4.10.4): gamma = 0 and N_f gain = 0 make the Y stream a
+    # SiameseNorm degenerate case: gamma = 0 and N_f gain = 0 make the Y stream a
     # Pre-Norm network of its own: u_a = N_ay(y), u_f = N_in(N_fy(y1))
     sc = make_cfg("SIAMESE", 3, 16, 4, 2)
     ps = make_siamese_params(sc)
@@ -747,7 +747,7 @@ def self_checks():
     assert torch.allclose(Eb.grad, Ex.grad + Ey.grad, rtol=0, atol=1e-12)
     assert Ex.grad.abs().max() > 1e-3 and Ey.grad.abs().max() > 1e-3
 
-    # RoPE after the Q/K norms matters only with non-unit gains (SPEC 9): a gain-free RMSNorm
+    # RoPE after the Q/K norms matters only with non-unit gains: a gain-free RMSNorm
     # commutes with RoPE, the fixtures' random gains do not
     t = torch.randn(1, 2, 5, 4)
     sin, cos = rope_sin_cos(5, 4, 10000.0)

@@ -4,7 +4,7 @@
     /usr/bin/python3 tests/gen_sublayer_fixtures.py tests/fixtures
 
 Writes <outdir>/attention.bin and <outdir>/ffn.bin. The references are written the way the
-original PyTorch code (OLMo / the HybridNorm fork, SPEC.md sections 2 and 3) computes the
+original PyTorch code (OLMo / the HybridNorm fork) computes the
 sublayers, with plain torch ops and autograd in float64; nothing here knows how normblocks
 computes anything. For every case loss = sum(out * dout) with a random dout, then
 loss.backward() gives dx and the gradient of every parameter.
@@ -42,7 +42,7 @@ SEED = 20240602
 MAX_BYTES = 400 * 1024
 
 
-# ---- attention (SPEC 2.1-2.3; OLMo / HybridNorm fork structure) ------------------------------
+# ---- attention (OLMo / HybridNorm fork structure) ---------------------------------------
 
 
 def attn_forward(cfg, x, w_qkv, w_o, gains):
@@ -98,7 +98,7 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
             w.add(name + ".d" + site + "_gain", gains[site].grad)
 
 
-# ---- FFN (SPEC 3) ----------------------------------------------------------------------------
+# ---- FFN -----------------------------------------------------------------------------------
 
 
 def gelu_tanh_explicit(h):
@@ -151,8 +151,8 @@ def ffn_case(w, name, B, T, d, f, typ, bias):
 
 
 def self_checks():
-    """Sanity of the reference pieces themselves (SPEC 2.3 and 9)."""
-    # RoPE: explicit pair formula of SPEC 2.3
+    """Sanity of the reference pieces themselves."""
+    # RoPE: the explicit pair formula
     dk, T, theta = 6, 5, 10000.0
     t = torch.randn(1, 2, T, dk)
     sin, cos = rope_sin_cos(T, dk, theta)

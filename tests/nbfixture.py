@@ -101,7 +101,7 @@ def rand_gain(n):
     return 1.0 + 0.3 * torch.randn(n)
 
 
-# ---- norms (SPEC 1) --------------------------------------------------------------------------
+# ---- norms --------------------------------------------------------------------------
 
 
 def rms_norm(x, gain, eps):
@@ -123,7 +123,7 @@ def norm_fn(kind, x, gain, bias, eps, alpha=None):
     return F.layer_norm(x, (x.shape[-1],), weight=gain, bias=bias, eps=eps)
 
 
-# ---- RoPE (SPEC 2.3) -------------------------------------------------------------------------
+# ---- RoPE -------------------------------------------------------------------------
 
 
 def rotate_half(x):
@@ -149,7 +149,7 @@ def apply_rope(t, sin, cos):
 
 
 def check_norm_rope_order(t, sin, cos, gain):
-    """RoPE after the Q/K norms matters only with non-unit gains (SPEC 9): a gain-free RMSNorm
+    """RoPE after the Q/K norms matters only with non-unit gains: a gain-free RMSNorm
     commutes with RoPE, a random gain does not."""
     assert torch.allclose(rms_norm(apply_rope(t, sin, cos), None, 1e-5),
                           apply_rope(rms_norm(t, None, 1e-5), sin, cos))
@@ -157,7 +157,7 @@ def check_norm_rope_order(t, sin, cos, gain):
                               apply_rope(rms_norm(t, gain, 1e-5), sin, cos))
 
 
-# ---- attention (SPEC 2.1-2.3; OLMo / HybridNorm fork structure) ------------------------------
+# ---- attention (OLMo / HybridNorm fork structure) ---------------------------------------
 
 
 def site_width(d, H, Hkv, width, site):
@@ -169,7 +169,7 @@ def site_width(d, H, Hkv, width, site):
 
 
 def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, causal):
-    """MHA_#(x) of SPEC 2.2: fused Q|K|V projection (nn.Linear without bias), GQA, site norms
+    """MHA_#(x): fused Q|K|V projection (nn.Linear without bias), GQA, site norms
     snorm(site, t) per head with one d_k gain (or full width, OLMo-2, before the head split),
     RoPE after the norms (V is never rotated), scale 1/sqrt(d_k), C norm before W_o.
     x (B*T, d). Returns the output (B*T, d) and the attention probabilities (B, H, T, T)."""

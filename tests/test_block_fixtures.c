@@ -2,8 +2,8 @@
 
    usage: test_block_fixtures FIXTURE_DIR   (reads FIXTURE_DIR/blocks.bin)
 
-   The references come from tests/gen_block_fixtures.py: each preset's stack (SPEC.md sections
-   4 and 5 with the attention of section 2 and the FFN of section 3) written with plain torch
+   The references come from tests/gen_block_fixtures.py: each preset's stack (the equations of normblocks.h,
+   THE PRESETS, with its attention and FFN) written with plain torch
    ops, float64 autograd on loss = sum(out * dout), parameters named as the library's tensor
    table names them. Regenerate with
        /usr/bin/python3 tests/gen_block_fixtures.py tests/fixtures

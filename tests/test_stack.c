@@ -1,7 +1,7 @@
 /* Blocks and stacks.
    float64 build: central finite differences of nb_stack_forward against nb_stack_backward for
    every preset (and options), on small shapes with non-unit gains, biases and GQA/RoPE.
-   Both builds: the exact properties of SPEC §9 (classic Post-Norm = its flag form under the gain
+   Both builds: the exact properties (classic Post-Norm = its flag form under the gain
    mapping; Mix-LN with n_post = 0 = Pre-Norm; HybridNorm* = HybridNorm but layer 0; SiameseNorm
    degenerate case; zeroed output projections), two stacks side by side, the tensor table, init
    statistics, diagnostics, skip, non-finite detection and bad configurations. */
@@ -205,7 +205,7 @@ static nb_real* tensor(run* r, const char* name) {
 
 /* Classic Post-Norm without a final norm (N_2 of the last layer is the end) equals the
    HybridNorm-flag form: attn_norm(l+1) plays N_2(l), ff_norm(l) plays N_1(l), ln_f plays the
-   last N_2 (SPEC 4.2.3). */
+   last N_2. */
 static void post_equivalence(nbt_rng* rng) {
     nb_stack_desc dc = base_desc(NB_PRESET_POST, 3), df = base_desc(NB_PRESET_POST_FLAGS, 3);
     run c, f;
@@ -353,7 +353,7 @@ static void zero_outputs(nbt_rng* rng) {
 }
 
 /* SiameseNorm with gamma = 0 and N_f's gain = 0: the X stream reaches no block input, so a
-   layer's Y output does not depend on its X input (SPEC 4.10.4); with gamma = 1 it does. */
+   layer's Y output does not depend on its X input; with gamma = 1 it does. */
 static void siamese_degenerate(nbt_rng* rng) {
     nb_stack_desc d = base_desc(NB_PRESET_SIAMESE, 2);
     run a;
@@ -592,7 +592,7 @@ static double tensor_std(run* r, const char* name) {
     return -1;
 }
 
-/* Every scheme of SPEC 6 against its formula, on the realized std of W_qkv, W_o, W_2 of layers 0
+/* Every scheme (nb_init_scheme) against its formula, on the realized std of W_qkv, W_o, W_2 of layers 0
    and 3 (L = 4, d = 64, f = 96). Truncated at 3 sigma the std is 0.9866 sigma. 4-24k samples:
    a 5% band catches any wrong factor (the smallest, sqrt(2) between schemes, is 41%). */
 static void init_schemes(nbt_rng* rng) {

@@ -3,7 +3,7 @@
    against its backward, for every site combination x {MHA, GQA} x {RoPE on, off} x {per-head,
    full-width} x {RMSNorm, LayerNorm sample}, with non-unit gains, in both memory modes; and
    every FFN type.
-   Both builds: the exact properties of SPEC §9 that apply to sublayers, the two attention
+   Both builds: the exact properties that apply to sublayers, the two attention
    memory modes agree, 1 vs 2 threads, and bad configurations are rejected. */
 #define NORMBLOCKS_IMPLEMENTATION
 #include "normblocks.h"

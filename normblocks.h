@@ -181,6 +181,19 @@
      ls1.gamma / resweight / ls2.gamma; then ln_f.*, ln_y_f.*, ln_final_f.*  A norm's parameters
      are alpha (DyT), weight, bias (LayerNorm and DyT block norms) as PyTorch orders them.
 
+   TRACE NAMES (nb_ctx.trace; every tensor B*T rows, in the order computed)
+     forward:  x0 (the stack's input, or its embedding norm); per layer l, for its attention
+       sublayer "blocks.<l>.attn.": h (the input norm's output, times input_scale), qkv (the
+       projection [Q|K|V]), qkv_normed (after the Q/K/V site norms, when any), qkv_rope (after
+       RoPE), context (the heads' outputs concatenated, before the C norm), c_normed (site C),
+       out (W_o's output), sum (before the post norm, when one), x_out (the sublayer's output);
+       for its FFN "blocks.<l>.ffn.": h, proj (x W_in^T + b_in), act (the activation), out,
+       sum, x_out; then blocks.<l>.x (and blocks.<l>.y, SiameseNorm's second stream), the
+       layer's output; out (the stack's output, after the final norms). SiameseNorm layers
+       trace their attention and FFN internals and x, y.
+     backward: blocks.<l>.grad_x_in (and grad_y_in) for l = L-1 down to 0: the gradient of the
+       layer's input; grad_in: of the stack's input.
+
    EXTENDING (where each kind of change goes; the tests to extend are named)
      - A norm kind: an nb_norm_type value; its row in nb__norm_kinds (statistics per segment,
        block bias, a scalar alpha); its segment kernels beside nb__norm_seg_fwd/_bwd and its case
@@ -264,6 +277,13 @@ typedef struct nb_ctx {
        backward goes on. The ranges tile [0, n_params) exactly once per call. */
     void (*grads_ready)(void* user, int layer, size_t offset, size_t count);
     void* grads_ready_user;
+    /* Optional: called with every named intermediate of nb_stack_forward and nb_stack_backward
+       (a rows x cols row-major tensor, valid during the call only), in the order computed: the
+       names of TRACE NAMES at the top of the file. For dumps to diff a port against; NULL costs
+       one test per intermediate. Called from the calling thread between parallel regions. */
+    void (*trace)(void* user, const char* name, const nb_real* x, int rows, int cols);
+    void* trace_user;
+    char trace_scope[24]; /* internal: the stack's "blocks.<l>.attn." around a sublayer */
     char err[256];     /* message of the last failure of a call made with this context */
 } nb_ctx;
 
@@ -1773,6 +1793,14 @@ static int nb__hdr_ok(const nb_real* at, int magic, unsigned long long id, int B
     return memcmp(at, want, sizeof(nb__hdr)) == 0;
 }
 
+/* The trace hook (nb_ctx.trace) with name prefixed by the stack's scope, when set. */
+static void nb__trace(nb_ctx* ctx, const char* name, const nb_real* x, int rows, int cols) {
+    char full[64];
+    if (!ctx || !ctx->trace) return;
+    snprintf(full, sizeof full, "%.*s%s", (int)sizeof ctx->trace_scope, ctx->trace_scope, name);
+    ctx->trace(ctx->trace_user, full, x, rows, cols);
+}
+
 /* The attention backward runs one task per (batch, KV head, part). With fewer (batch, KV head)
    pairs than threads each pair is split into ceil(threads / pairs) parts that share out its
    (query head, row tile) items; part 0 accumulates dK/dV in place, the others in their own
@@ -2166,6 +2194,7 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
     /* [Q|K|V] = x W_qkv^T; with site norms the raw projection is kept for their backward */
     rc = nb_gemm(ctx, 0, 1, BT, P, d, 1, x, d, p->w_qkv, d, 0, m.raw ? m.raw : m.qkv, P);
     if (rc) return rc;
+    nb__trace(ctx, "qkv", m.raw ? m.raw : m.qkv, BT, P);
     for (site = 0; m.raw && site < 3; site++) {
         const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
         if (nb__site_on(pl, site)) {
@@ -2179,17 +2208,22 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
                        (size_t)w * sizeof(nb_real));
         }
     }
+    if (m.raw) nb__trace(ctx, "qkv_normed", m.qkv, BT, P);
     /* RoPE after the norms; Q and K heads are adjacent in a row, so one call rotates both */
     if (pl->desc.rope &&
         (rc = nb_rope(ctx, m.qkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
                       pl->desc.rope_theta, 0)))
         return rc;
+    if (pl->desc.rope) nb__trace(ctx, "qkv_rope", m.qkv, BT, P);
     nb__attn_core_forward(ctx, pl, B, T, &m);
+    nb__trace(ctx, "context", m.o, BT, d);
     if (nb__site_on(pl, 3)) {
         rc = nb__site_norm(ctx, pl, 3, p, NULL, m.c, d, m.stat[3], m.o, d, NULL, BT, d, NULL);
         if (rc) return rc;
+        nb__trace(ctx, "c_normed", m.c, BT, d);
     }
     if ((rc = nb_gemm(ctx, 0, 1, BT, d, d, 1, m.c, d, p->w_o, d, 0, out, d))) return rc;
+    nb__trace(ctx, "out", out, BT, d);
     nb__hdr_put(m.hdr, NB__MAGIC_ATTN, nb__attn_id(pl), B, T);
     return NB_OK;
 }
@@ -2415,8 +2449,11 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
             for (i = 0; i < f; i++) ar[i] = nb__gelu_erf(hr[i], &dg);
         }
     }
+    nb__trace(ctx, "proj", h, BT, W);
+    nb__trace(ctx, "act", a, BT, f);
     if ((rc = nb_gemm(ctx, 0, 1, BT, d, f, 1, a, f, p->w_out, f, 0, out, d))) return rc;
     if (p->b_out) nb__add_bias(ctx, out, p->b_out, BT, d);
+    nb__trace(ctx, "out", out, BT, d);
     nb__hdr_put(cache, NB__MAGIC_FFN, nb__ffn_id(plan), B, T);
     return NB_OK;
 }
@@ -3353,13 +3390,44 @@ static void nb__copy(const nb__run* r, nb_real* dst, const nb_real* src) {
     if (dst != src) nb__lin(r, dst, 1, src, 0, NULL);
 }
 
+/* The trace scope: sublayer k of layer l ("blocks.<l>.attn." or "...ffn."), or none (l < 0). */
+static void nb__scope(const nb__run* r, int l, int k) {
+    nb_ctx* ctx = r->ctx;
+    if (!ctx || !ctx->trace) return;
+    if (l < 0) ctx->trace_scope[0] = 0;
+    else snprintf(ctx->trace_scope, sizeof ctx->trace_scope, "blocks.%d.%s.", l, k ? "ffn" : "attn");
+}
+/* Trace a stack-level B*T x d tensor: name with the scope of (l, k) (l < 0: none). */
+static void nb__trace_at(const nb__run* r, int l, int k, const char* name, const nb_real* x) {
+    if (!r->ctx || !r->ctx->trace) return;
+    nb__scope(r, l, k);
+    nb__trace(r->ctx, name, x, r->rows, r->s->desc.d_model);
+    nb__scope(r, -1, 0);
+}
+
+/* Trace a B*T x d tensor of layer l as "blocks.<l>.<name>" ("<name>" for l < 0). */
+static void nb__trace_layer(const nb__run* r, int l, const char* name, const nb_real* x) {
+    char full[48];
+    if (!r->ctx || !r->ctx->trace) return;
+    if (l >= 0) snprintf(full, sizeof full, "blocks.%d.%s", l, name);
+    else snprintf(full, sizeof full, "%s", name);
+    r->ctx->trace_scope[0] = 0;
+    nb__trace(r->ctx, full, x, r->rows, r->s->desc.d_model);
+}
+
 /* Sublayer k (0 attention, 1 FFN) of layer l: F(h) into out (B*T x d). */
 static nb_result nb__branch_fwd(nb__run* r, int l, int k, const nb__layer_tensors* p,
                                 const nb__layer_mem* c, nb_real* out, const nb_real* h) {
+    nb_result rc;
+    nb__scope(r, l, k);
     if (k == 0)
-        return nb_attn_forward(r->ctx, &r->s->layers[l].attn, &p->attn, out, h, r->B, r->T,
-                               c->acache, r->sc.sub);
-    return nb_ffn_forward(r->ctx, &r->s->ffn, &p->ffn, out, h, r->B, r->T, c->fcache, r->sc.sub);
+        rc = nb_attn_forward(r->ctx, &r->s->layers[l].attn, &p->attn, out, h, r->B, r->T,
+                             c->acache, r->sc.sub);
+    else
+        rc = nb_ffn_forward(r->ctx, &r->s->ffn, &p->ffn, out, h, r->B, r->T, c->fcache,
+                            r->sc.sub);
+    nb__scope(r, -1, 0);
+    return rc;
 }
 
 /* dh = J_F^T df (overwritten, or added when accumulate) */
@@ -3401,6 +3469,7 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
         if ((rc = nb__block_norm_fwd(r, &p->n[n_in], c->h[k], x, c->st[n_in])) != NB_OK) return rc;
         if (place->input_scale != 1) nb__lin(r, c->h[k], place->input_scale, c->h[k], 0, NULL);
         h = c->h[k];
+        nb__trace_at(r, l, k, "h", h);
     }
     res = place->residual_from_norm ? h : x;
     /* the branch output before its scale is cached for the scale's gradient */
@@ -3409,6 +3478,7 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
     if ((rc = nb__finite(r, f, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
     if (!place->output_norm && !place->post_norm && !bs) {
         nb__lin(r, out, alpha, res, 1, f);
+        nb__trace_at(r, l, k, "x_out", out);
         return NB_OK;
     }
     /* output norm, branch scale, residual add and post norm in one pass over the rows */
@@ -3439,6 +3509,8 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
         if (place->post_norm)
             nb__block_norm_fwd_row(r, &p->n[n_post], out + o, sum, c->st[n_post], row);
     }
+    if (place->post_norm) nb__trace_at(r, l, k, "sum", c->s[k]);
+    nb__trace_at(r, l, k, "x_out", out);
     return NB_OK;
 }
 
@@ -3926,6 +3998,7 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
         nb__copy(&r, nb__hidden(s, r.sc.hidden, 0, 0), in);
     }
     if (s->streams == 2) nb__copy(&r, nb__hidden(s, r.sc.hidden, 0, 1), nb__hidden(s, r.sc.hidden, 0, 0));
+    nb__trace_layer(&r, -1, "x0", nb__hidden(s, r.sc.hidden, 0, 0));
     for (l = 0; l < s->desc.n_layers; l++) {
         nb_real* o[2];
         const nb_real* i[2];
@@ -3934,6 +4007,8 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
             i[k] = nb__hidden(s, r.sc.hidden, l, k < s->streams ? k : 0);
         }
         if ((rc = nb__layer_fwd(&r, l, params, o, i, cache))) return rc;
+        nb__trace_layer(&r, l, "x", o[0]);
+        if (s->streams == 2) nb__trace_layer(&r, l, "y", o[1]);
     }
     {
         const int L = s->desc.n_layers;
@@ -3969,6 +4044,7 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
     nb__hdr_put(r.sc.hdr, 0, 0, 0, 0); /* not a complete forward until the end */
     rc = nb__stack_fwd(&r, params, out, in, cache);
     if (!rc) nb__hdr_put(r.sc.hdr, NB__MAGIC_STACK, nb__stack_id(s), B, T);
+    if (!rc) nb__trace_layer(&r, -1, "out", out);
     return rc;
 }
 
@@ -4042,18 +4118,25 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         if (l == 0 && into_din) o[0] = din;
         if ((rc = nb__layer_bwd(&r, l, params, grads, o, d, i, cache))) return rc;
         nb__grads_ready(ctx, l, s->layers[l].param_offset, s->layers[l].n_params);
+        nb__trace_layer(&r, l, "grad_x_in", o[0]);
+        if (s->streams == 2) nb__trace_layer(&r, l, "grad_y_in", o[1]);
         for (k = 0; k < 2; k++) { t = cur[k]; cur[k] = nxt[k]; nxt[k] = t; }
     }
-    if (into_din) return NB_OK;
+    if (into_din) {
+        nb__trace_layer(&r, -1, "grad_in", din);
+        return NB_OK;
+    }
     /* both SiameseNorm streams start from the input: dE = dx_0 + dy_0 */
     if (!tp.n[NB__EMBED].g) {
         nb__lin(&r, din, 1, cur[0], 1, cur[1]);
+        nb__trace_layer(&r, -1, "grad_in", din);
         return NB_OK;
     }
     if (s->streams == 2) nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);
     rc = nb__block_norm_bwd(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,
                             r.sc.st[NB__EMBED], 0);
     if (!rc) nb__grads_ready(ctx, -1, 0, s->layers[0].param_offset);
+    if (!rc) nb__trace_layer(&r, -1, "grad_in", din);
     return rc;
 }
 

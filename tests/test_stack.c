@@ -742,6 +742,53 @@ static void rezero_init_and_sharing(nbt_rng* rng) {
     }
 }
 
+/* The trace hook: the names in their documented order, tensors equal to what the calls return,
+   and results bitwise unchanged by tracing. */
+typedef struct trace_log { char names[64][48]; int n; double out_sum; } trace_log;
+static void trace_collect(void* user, const char* name, const nb_real* x, int rows, int cols) {
+    trace_log* t = (trace_log*)user;
+    if (t->n < 64) snprintf(t->names[t->n++], sizeof t->names[0], "%s", name);
+    if (!strcmp(name, "out")) {
+        int i;
+        t->out_sum = 0;
+        for (i = 0; i < rows * cols; i++) t->out_sum += x[i];
+    }
+}
+static void trace_names(nbt_rng* rng) {
+    static const char* const want[] = {
+        "x0", "blocks.0.attn.h", "blocks.0.attn.qkv", "blocks.0.attn.qkv_rope",
+        "blocks.0.attn.context", "blocks.0.attn.out", "blocks.0.attn.x_out", "blocks.0.ffn.h",
+        "blocks.0.ffn.proj", "blocks.0.ffn.act", "blocks.0.ffn.out", "blocks.0.ffn.x_out",
+        "blocks.0.x", "blocks.1.attn.h", "blocks.1.attn.qkv", "blocks.1.attn.qkv_rope",
+        "blocks.1.attn.context", "blocks.1.attn.out", "blocks.1.attn.x_out", "blocks.1.ffn.h",
+        "blocks.1.ffn.proj", "blocks.1.ffn.act", "blocks.1.ffn.out", "blocks.1.ffn.x_out",
+        "blocks.1.x", "out", "blocks.1.grad_x_in", "blocks.0.grad_x_in", "grad_in"};
+    nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+    run a, b;
+    nbt_rng keep = *rng;
+    trace_log log;
+    int i, same_names;
+    double sum = 0;
+    setup(&a, &d, 2, 3, rng, 2);
+    *rng = keep;
+    setup(&b, &d, 2, 3, rng, 2);
+    memset(&log, 0, sizeof log);
+    b.ctx.trace = trace_collect;
+    b.ctx.trace_user = &log;
+    grads(&a);
+    grads(&b);
+    same_names = log.n == (int)(sizeof want / sizeof want[0]);
+    for (i = 0; same_names && i < log.n; i++) same_names = !strcmp(log.names[i], want[i]);
+    if (!nbt_check(same_names, "trace: the documented names in order (pre, 2 layers)"))
+        for (i = 0; i < log.n; i++) printf("  %d %s\n", i, log.names[i]);
+    for (i = 0; i < 2 * 3 * 8; i++) sum += a.out[i];
+    nbt_check(log.out_sum == sum, "trace: \"out\" is the forward's output");
+    nbt_same_bits("trace: tracing changes no output", b.out, a.out, 2 * 3 * 8);
+    nbt_same_bits("trace: tracing changes no gradient", b.grads, a.grads, a.s.n_params);
+    teardown(&a);
+    teardown(&b);
+}
+
 /* Each preset's paper-code init comes from the library's preset table. */
 static void preset_inits(void) {
     static const struct { const char* name; nb_init_scheme want; double std0; } cases[] = {
@@ -856,6 +903,7 @@ int main(void) {
     lns_depth_index();
     rezero_init_and_sharing(&rng);
     preset_inits();
+    trace_names(&rng);
     bad_configs();
     return nbt_finish();
 }

@@ -4,7 +4,9 @@
    error. Exit status: 0 all within tolerance, 1 a tensor differs, 2 the files cannot be
    compared (unreadable, a tensor missing or of another shape or dtype).
 
-   usage: nbdiff A.safetensors B.safetensors [--atol X] [--rtol X] [--all] [--prefix P]
+   usage: nbdiff A.safetensors B.safetensors [--atol X] [--rtol X] [--scaled] [--all] [--prefix P]
+     --scaled    atol is relative to each tensor's largest |b|: |a - b| <= atol max|b| + rtol |b|
+                 (for dumps, whose activations and gradients differ by orders of magnitude)
      --all       one line per tensor, not only the first that differs
      --prefix P  only tensors whose name starts with P (e.g. "transformer." skips the moments)
    atol and rtol default to 0: bitwise equality (NaN equals NaN of the same bits). */
@@ -117,7 +119,7 @@ static int by_offset(const void* x, const void* y) {
 int main(int argc, char** argv) {
     const char *pa = NULL, *pb = NULL, *prefix = "";
     double atol = 0, rtol = 0;
-    int all = 0, i, n = 0, rc = 0, compared = 0, differ = 0;
+    int all = 0, scaled = 0, i, n = 0, rc = 0, compared = 0, differ = 0;
     st_file A, B;
     entry* order;
     const cJSON* e;
@@ -126,15 +128,18 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--rtol") && i + 1 < argc) rtol = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "--prefix") && i + 1 < argc) prefix = argv[++i];
         else if (!strcmp(argv[i], "--all")) all = 1;
+        else if (!strcmp(argv[i], "--scaled")) scaled = 1;
         else if (argv[i][0] != '-' && !pa) pa = argv[i];
         else if (argv[i][0] != '-' && !pb) pb = argv[i];
         else {
-            fprintf(stderr, "usage: nbdiff A.safetensors B.safetensors [--atol X] [--rtol X] [--all] [--prefix P]\n");
+            fprintf(stderr, "usage: nbdiff A.safetensors B.safetensors [--atol X] [--rtol X] [--scaled] [--all] "
+                            "[--prefix P]\n");
             return 2;
         }
     }
     if (!pa || !pb || !(atol >= 0) || !(rtol >= 0)) {
-        fprintf(stderr, "usage: nbdiff A.safetensors B.safetensors [--atol X] [--rtol X] [--all] [--prefix P]\n");
+        fprintf(stderr, "usage: nbdiff A.safetensors B.safetensors [--atol X] [--rtol X] [--scaled] [--all] "
+                            "[--prefix P]\n");
         return 2;
     }
     if (st_open(&A, pa)) return 2;
@@ -151,7 +156,7 @@ int main(int argc, char** argv) {
     for (i = 0; i < n && rc != 2; i++) {
         st_tensor ta, tb;
         const cJSON* eb = cJSON_GetObjectItemCaseSensitive(B.root, order[i].e->string);
-        double max_abs = 0, max_rel = 0, worst_excess = 0;
+        double max_abs = 0, max_rel = 0, worst_excess = 0, tol = atol;
         size_t k, worst = 0;
         int bad = 0;
         char* sa;
@@ -168,9 +173,14 @@ int main(int argc, char** argv) {
         free(sa);
         free(sb);
         if (rc) break;
+        if (scaled) {
+            double mb = 0;
+            for (k = 0; k < tb.count; k++) mb = fmax(mb, fabs(value(&B, &tb, k)));
+            tol = atol * mb;
+        }
         for (k = 0; k < ta.count; k++) {
             const double a = value(&A, &ta, k), b = value(&B, &tb, k), d = fabs(a - b);
-            const double lim = atol + rtol * fabs(b);
+            const double lim = tol + rtol * fabs(b);
             if (a == b || (isnan(a) && isnan(b))) continue;
             if (d > max_abs || isnan(d)) max_abs = d;
             if (b != 0 && d / fabs(b) > max_rel) max_rel = d / fabs(b);
@@ -190,7 +200,8 @@ int main(int argc, char** argv) {
         differ += bad;
     }
     if (rc != 2) {
-        printf("%d tensors compared, %d differ (atol %g, rtol %g)\n", compared, differ, atol, rtol);
+        printf("%d tensors compared, %d differ (atol %g%s, rtol %g)\n", compared, differ, atol,
+               scaled ? " x max|b|" : "", rtol);
         rc = differ ? 1 : 0;
     }
     free(order);

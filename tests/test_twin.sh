@@ -69,5 +69,43 @@ check gpt2 --preset gpt2 --layers 2
 check pre_layer_gelu --preset Pre-QK-Pre --layers 2 --norm layer --ffn gelu --kv-heads 1
 check schedule --schedule post,pre,hybrid,qkvpre,prepost,postpre,sandwich,normafter --d 16 --heads 2 --kv-heads 1
 
+# Layer-by-layer dumps of one validation batch: `train --dump` and `compare.py --dump` write the
+# same names in the same order, and nbdiff finds them equal to float32 rounding per tensor
+# (--scaled: |C - twin| <= 1e-5 max|twin| + 1e-5 |twin|; measured below 1e-6 max|twin|, forward
+# and backward). Then a copy of the twin with one term wrong (attention scores scaled by 1/d_k
+# instead of 1/sqrt(d_k)) must be named at the first tensor that term changes:
+# blocks.0.attn.context (the scores themselves are not a traced tensor).
+NBDIFF="$(dirname "$TRAIN")/nbdiff"
+dump_check() {
+  local ck="hybrid.safetensors"
+  if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
+     ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
+    FAILED=$((FAILED + 1)); echo "FAIL: dumps"; cat dump.log; return
+  fi
+  if "$NBDIFF" c.dump t.dump --atol 1e-5 --rtol 1e-5 --scaled > diff.log 2>&1; then
+    PASSED=$((PASSED + 1)); echo "ok: dumps agree"; sed 's/^/    /' diff.log
+  else
+    FAILED=$((FAILED + 1)); echo "FAIL: dumps differ"; cat dump.log diff.log; return
+  fi
+  mkdir -p bug
+  cp "$ROOT/examples/pytorch/normblocks_twin.py" "$ROOT/examples/pytorch/compare.py" bug/
+  sed -i 's|s = q @ k.transpose(-2, -1) / math.sqrt(dk)|s = q @ k.transpose(-2, -1) / dk|' \
+    bug/normblocks_twin.py
+  if ! grep -q 'k.transpose(-2, -1) / dk' bug/normblocks_twin.py; then
+    FAILED=$((FAILED + 1)); echo "FAIL: the bug was not injected (the twin changed?)"; return
+  fi
+  "$PY" bug/compare.py "$ck" --data "$DATA" --dump b.dump > /dev/null 2>&1
+  "$NBDIFF" c.dump b.dump --atol 1e-5 --rtol 1e-5 --scaled > bug.log 2>&1
+  local rc=$?
+  if [ "$rc" = 1 ] && grep -q "first tensor that differs, in c.dump's order: blocks.0.attn.context$" bug.log; then
+    PASSED=$((PASSED + 1)); echo "ok: an injected bug is named at blocks.0.attn.context"
+    sed 's/^/    /' bug.log
+  else
+    FAILED=$((FAILED + 1)); echo "FAIL: the injected bug (nbdiff exit $rc)"; cat bug.log
+  fi
+}
+if [ -x "$NBDIFF" ] && [ -f hybrid.safetensors ]; then dump_check
+else FAILED=$((FAILED + 1)); echo "FAIL: no $NBDIFF or no hybrid checkpoint for the dump test"; fi
+
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

@@ -15,6 +15,11 @@ Adam moment (optimizer.m.* of the checkpoint it saves) is the gradient of that s
 batch; the twin computes the loss of the same batch (data.c train_batch) and its gradients
 with autograd. Checked: the step's loss (the trainer's --csv) as above, and per tensor
 max |g_twin - g_C| <= gatol + grtol max |g_C|.
+
+--dump FILE writes what `train --load CK --dump FILE --data DATA` writes, from the twin: every
+named intermediate of the first validation batch's forward and backward (the library's TRACE
+NAMES), in the same order, for `nbdiff C.safetensors TWIN.safetensors --atol A --rtol R` to
+name the first tensor where the two part.
 """
 import argparse
 import json
@@ -28,8 +33,9 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from normblocks_twin import (load_checkpoint, read_safetensors, text_eval_loss,  # noqa: E402
-                             text_train_batch)
+from normblocks_twin import (Trace, load_checkpoint, read_safetensors,  # noqa: E402
+                             text_eval_loss, text_train_batch, text_val_batches,
+                             write_safetensors)
 
 
 def run(cmd):
@@ -123,6 +129,8 @@ def main():
     ap.add_argument("--gatol", type=float, default=1e-7)
     ap.add_argument("--grtol", type=float, default=1e-5)
     ap.add_argument("--float64", action="store_true", help="run the twin in float64")
+    ap.add_argument("--dump", metavar="FILE", help="the twin's trace of the first validation "
+                    "batch, as train --dump writes it")
     a = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -138,6 +146,16 @@ def main():
     if str(len(data)) != meta.get("data_bytes"):
         sys.exit("%s has %d bytes, the checkpoint's data %s" % (a.data, len(data),
                                                                  meta.get("data_bytes")))
+    if a.dump:
+        tok = next(iter(text_val_batches(data, int(meta["eval_batches"]), int(meta["batch"]),
+                                         int(meta["seq"]), a.val_frac)))
+        trace = Trace()
+        loss, _ = model.loss(tok, trace=trace)
+        loss.backward()
+        write_safetensors(a.dump, trace.items(), {"producer": "examples/pytorch/compare.py"})
+        print("twin: %d tensors of the first validation batch (loss %.9g) to %s" %
+              (len(trace.items()), float(loss), a.dump))
+        return 0
     twin = text_eval_loss(model, meta, data, a.val_frac)
     print("twin: %s preset %s: val_loss %.9g (%s)" % (a.checkpoint, meta["preset"], twin,
                                                      "float64" if a.float64 else "float32"))

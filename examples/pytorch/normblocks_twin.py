@@ -391,6 +391,7 @@ class Block(nn.Module):
     def __init__(self, c, l):
         super().__init__()
         self.c, self.l, self.spec = c, l, c.layers[l]
+        self.tracer = None  # set by Stack.forward while tracing
         d, H, Hkv = c.d_model, c.n_heads, c.n_kv_heads
         dk = d // H
         self.dims = (d, H, Hkv, dk)
@@ -437,20 +438,38 @@ class Block(nn.Module):
 
     # -- the two sublayer functions F --
 
+    def _t(self, sub, name, t):
+        """The trace (Stack.trace): "blocks.<l>.<sub>.<name>", rows B*T, as nb_ctx.trace."""
+        if self.tracer is not None:
+            self.tracer("blocks.%d.%s.%s" % (self.l, sub, name), t.reshape(-1, t.shape[-1]))
+
+    def _t_qkv(self, name, q, k, v, heads_first):
+        """Trace [Q|K|V] rows as the library lays them out (B*T, d + 2 H_kv d_k)."""
+        if self.tracer is None:
+            return
+        B, T = q.shape[0], q.shape[2] if heads_first else q.shape[1]
+        parts = [(t.transpose(1, 2) if heads_first else t).reshape(B, T, -1) for t in (q, k, v)]
+        self._t("attn", name, torch.cat(parts, dim=-1))
+
     def attention(self, x):
         """MHA with the layer's site norms (see the module docstring)."""
         d, H, Hkv, dk = self.dims
         B, T, _ = x.shape
         sites, full = self.spec.sites, self.c.site_width == _FULL
-        q, k, v = self.att_proj(x).split((d, Hkv * dk, Hkv * dk), dim=-1)
+        qkv = self.att_proj(x)
+        self._t("attn", "qkv", qkv)
+        q, k, v = qkv.split((d, Hkv * dk, Hkv * dk), dim=-1)
         if full:  # OLMo-2: over the whole projection row, before the head split
             q, k, v = self._site_norms(q, k, v)
         q, k, v = (t.reshape(B, T, n, dk) for t, n in ((q, H), (k, Hkv), (v, Hkv)))
         if not full:  # per head: over each d_k vector, one gain for all heads
             q, k, v = self._site_norms(q, k, v)
+        if sites & SITES_QKV:
+            self._t_qkv("qkv_normed", q, k, v, False)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, heads, T, d_k)
         if self.c.rope:
             q, k = rope(q, self.c.rope_theta), rope(k, self.c.rope_theta)
+            self._t_qkv("qkv_rope", q, k, v, True)
         if H != Hkv:  # query head h reads KV head h // (H / H_kv)
             k = k.repeat_interleave(H // Hkv, dim=1)
             v = v.repeat_interleave(H // Hkv, dim=1)
@@ -459,9 +478,13 @@ class Block(nn.Module):
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             s = s.masked_fill(mask, float("-inf"))
         o = (torch.softmax(s, dim=-1) @ v).transpose(1, 2)  # (B, T, H, d_k)
+        self._t("attn", "context", o.reshape(B, T, d))
         if sites & SITE_C:
             o = self.c_norm(o.reshape(B, T, d) if full else o)
-        return self.attn_out(o.reshape(B, T, d))
+            self._t("attn", "c_normed", o.reshape(B, T, d))
+        out = self.attn_out(o.reshape(B, T, d))
+        self._t("attn", "out", out)
+        return out
 
     def _site_norms(self, q, k, v):
         s = self.spec.sites
@@ -476,7 +499,11 @@ class Block(nn.Module):
             a = F.silu(z) * u
         else:
             a = F.gelu(h, approximate="tanh" if self.c.ffn == "gelu_tanh" else "none")
-        return self.ff_out(a)
+        self._t("ffn", "proj", h)
+        self._t("ffn", "act", a)
+        out = self.ff_out(a)
+        self._t("ffn", "out", out)
+        return out
 
     # -- placements --
 
@@ -484,11 +511,13 @@ class Block(nn.Module):
         """x' of the placement equations for sublayer `which` ("attn" or "ff")."""
         pl = self.spec.attn if which == "attn" else self.spec.ffn
         fn = self.attention if which == "attn" else self.ffn
+        sub = "attn" if which == "attn" else "ffn"
         h = x
         if pl.input_norm:
             h = getattr(self, which + "_norm")(x)
             if pl.input_scale != 1:
                 h = pl.input_scale * h
+            self._t(sub, "h", h)
         r = h if pl.residual_from_norm else x
         f = fn(h)
         if pl.output_norm:
@@ -498,7 +527,11 @@ class Block(nn.Module):
         elif pl.branch_scale == "channel":
             f = getattr(self, "ls1" if which == "attn" else "ls2").gamma * f
         s = pl.residual_scale * r + f if pl.residual_scale != 1 else r + f
-        return getattr(self, which + "_post_norm")(s) if pl.post_norm else s
+        if pl.post_norm:
+            self._t(sub, "sum", s)
+            s = getattr(self, which + "_post_norm")(s)
+        self._t(sub, "x_out", s)
+        return s
 
     def forward(self, x, y=None):
         """(x, y) -> (x', y'); y is None except for SiameseNorm."""
@@ -571,22 +604,64 @@ class Stack(nn.Module):
         if off != flat.numel():
             raise ValueError("the buffer has %d values, the stack %d" % (flat.numel(), off))
 
-    def forward(self, E, hidden=None):
+    def forward(self, E, hidden=None, trace=None):
         """E: (B, T, d). hidden: an optional list that receives x_0 .. x_L (and, for
-        SiameseNorm, (x_l, y_l) pairs), the states nb_stack_hidden reads."""
+        SiameseNorm, (x_l, y_l) pairs), the states nb_stack_hidden reads. trace: an optional
+        Trace that records the library's TRACE NAMES (nb_ctx.trace) of this forward and, once
+        the loss is backpropagated, of the backward."""
         x = self.embed_norm(E) if hasattr(self, "embed_norm") else E
         y = x if _streams(self.config) == 2 else None
+        if trace is not None:
+            trace.grad("grad_in", E, -1, 0)
+            trace("x0", x)
         for blk in self.blocks:
+            blk.tracer = trace
             if hidden is not None:
                 hidden.append(x if y is None else (x, y))
+            if trace is not None:  # the gradient of each stream's layer input (own nodes)
+                x = trace.grad("blocks.%d.grad_x_in" % blk.l, x.view_as(x), blk.l, 0)
+                if y is not None:
+                    y = trace.grad("blocks.%d.grad_y_in" % blk.l, y.view_as(y), blk.l, 1)
             x, y = blk(x, y)
+            blk.tracer = None
+            if trace is not None:
+                trace("blocks.%d.x" % blk.l, x)
+                if y is not None:
+                    trace("blocks.%d.y" % blk.l, y)
         if hidden is not None:
             hidden.append(x if y is None else (x, y))
         if y is None:
-            return self.ln_f(x) if hasattr(self, "ln_f") else x
-        if self.config.siamese_paper_fusion:
-            return x + self.ln_y_f(y)
-        return self.ln_final_f(self.ln_f(x) + self.ln_y_f(y))
+            out = self.ln_f(x) if hasattr(self, "ln_f") else x
+        elif self.config.siamese_paper_fusion:
+            out = x + self.ln_y_f(y)
+        else:
+            out = self.ln_final_f(self.ln_f(x) + self.ln_y_f(y))
+        if trace is not None:
+            trace("out", out)
+        return out
+
+
+class Trace:
+    """The library's trace (nb_ctx.trace, TRACE NAMES in normblocks.h) from the twin: called
+    with (name, tensor) during the forward; grad() hooks the gradients of the backward, which
+    items() then lists in the library's order (layers L-1 down to 0, x before y, grad_in last).
+    items(): (name, float32 (rows, cols) tensor) in the library's order."""
+
+    def __init__(self):
+        self.fwd, self.bwd = [], {}
+
+    def __call__(self, name, t):
+        self.fwd.append((name, t.detach().reshape(-1, t.shape[-1]).float().clone()))
+
+    def grad(self, name, t, layer, stream):
+        if t.requires_grad:
+            key = (-layer if layer >= 0 else 1, stream)
+            t.register_hook(lambda g: self.bwd.__setitem__(
+                key, (name, g.detach().reshape(-1, g.shape[-1]).float().clone())))
+        return t
+
+    def items(self):
+        return self.fwd + [self.bwd[k] for k in sorted(self.bwd)]
 
 
 class _Transformer(Stack):
@@ -607,15 +682,15 @@ class NormBlocksLM(nn.Module):
         self.transformer = _Transformer(cfg, vocab)
         self.lm_head = nn.Linear(cfg.d_model, vocab, bias=False)
 
-    def forward(self, tok):
-        """tok: (B, T) integer bytes -> logits (B, T, vocab)."""
-        return self.lm_head(self.transformer(self.transformer.wte(tok)))
+    def forward(self, tok, trace=None):
+        """tok: (B, T) integer bytes -> logits (B, T, vocab). trace: see Stack.forward."""
+        return self.lm_head(self.transformer(self.transformer.wte(tok), trace=trace))
 
-    def loss(self, tok, mask=None):
+    def loss(self, tok, mask=None, trace=None):
         """The trainer's loss of a batch: tok (B, T+1), inputs tok[:, :-1], targets tok[:, 1:];
         mask (B, T) bool selects the counted targets (None: all). The mean over them, with
         the log-sum-exp in float64 as model.c computes it. Returns (loss, count)."""
-        logits = self(tok[:, :-1])
+        logits = self(tok[:, :-1], trace=trace)
         tgt = tok[:, 1:]
         if mask is None:
             mask = torch.ones_like(tgt, dtype=torch.bool)
@@ -626,6 +701,28 @@ class NormBlocksLM(nn.Module):
 
 
 # ---- checkpoints of examples/train ------------------------------------------------------------
+
+
+def write_safetensors(path, items, metadata=None):
+    """Write (name, tensor) items as a safetensors file, F32, in the order given (the order
+    nbdiff compares in)."""
+    import json
+    import struct
+    header, off, blobs = {}, 0, []
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    for name, t in items:
+        b = t.detach().to(torch.float32).contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
 
 
 def read_safetensors(path):

@@ -130,6 +130,8 @@ void usage(void) {
 "  --load FILE        the checkpoint; its configuration is the model's (no model flags needed)\n"
 "  --eval             validation loss, and exact-match accuracy on --eval-problems held-out\n"
 "                     problems (addition); no training\n"
+"  --dump FILE        every named intermediate of one validation batch's forward and backward\n"
+"                     (safetensors, in the order computed), to diff a port with nbdiff\n"
 "  --sample PROMPT    continue PROMPT (addition checkpoints stop at the answer's newline)\n"
 "  --temperature X [1; 0 = greedy]  --top-k N [0 = all]  --sample-len N [64]  --sample-seed N [0]\n"
 "data parallel (run under mpirun; --batch stays the global batch, split over the ranks)\n"
@@ -199,8 +201,11 @@ static int check_combinations(const config* c, const seen_flags* seen) {
         return fail("a sweep (--compare, --seeds, --lrs) writes every run's CSV and summary under --out DIR/runs/; "
                     "--resume, --save, --stop-after, --csv and --summary are for one run");
     /* sampling and evaluation */
-    if ((c->sample || c->eval) && !c->load) return fail("--sample and --eval work on a checkpoint: add --load FILE");
-    if (c->load && !c->sample && !c->eval) return fail("--load FILE: add --eval (validation loss, accuracy) and/or --sample PROMPT");
+    if ((c->sample || c->eval || c->dump) && !c->load)
+        return fail("--sample, --eval and --dump work on a checkpoint: add --load FILE");
+    if (c->load && !c->sample && !c->eval && !c->dump)
+        return fail("--load FILE: add --eval (validation loss, accuracy), --sample PROMPT and/or --dump FILE");
+    if (c->dump && g_ranks > 1) return fail("--dump runs on one process: use train, not mpirun");
     if (!c->sample && seen->sampling)
         return fail("--temperature, --top-k, --sample-len and --sample-seed apply to --sample");
     if (c->sample && !c->sample[0]) return fail("--sample needs a non-empty prompt");
@@ -235,6 +240,7 @@ int parse_args(int argc, char** argv, config* c, int* help) {
         else if (!strcmp(a, "--zero")) { c->zero = 1; used = 0; }
         else if (!strcmp(a, "--check-finite")) { c->check_finite = 1; used = 0; }
         else if (!strcmp(a, "--eval")) { c->eval = 1; used = 0; }
+        else if (!strcmp(a, "--dump")) { NEEDV; c->dump = v; }
         else if (!strcmp(a, "--inject")) { NEEDV; rc = parse_inject(v, c); }
         else if (!strcmp(a, "--format")) { NEEDV; rc = format_from_name(v, &c->format); }
         else if (!strcmp(a, "--wd-norms")) { NEEDV; rc = parse_onoff(v, &c->wd_norms, a); }

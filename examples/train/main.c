@@ -56,6 +56,10 @@ static int check_outputs(const config* c) {
         if (!(f = fopen(c->csv, "a"))) return fail("cannot write %s: %s", c->csv, strerror(errno));
         fclose(f);
     }
+    if (c->dump) {
+        if (!(f = fopen(c->dump, "ab"))) return fail("cannot write %s: %s", c->dump, strerror(errno));
+        fclose(f);
+    }
     if (c->summary) {
         if (!(f = fopen(c->summary, "a"))) return fail("cannot write %s: %s", c->summary, strerror(errno));
         fclose(f);
@@ -83,7 +87,7 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
     if (nb_blas_threads() > 1)
         say("note: BLAS runs %d threads of its own; run with OPENBLAS_NUM_THREADS=1 (normblocks "
             "does the threading, --threads N)\n", nb_blas_threads());
-    if (c->load && !c->eval) { fflush(stdout); return; } /* sampling: no data */
+    if (c->load && !c->eval && !c->dump) { fflush(stdout); return; } /* sampling: no data */
     if (ds->text)
         say("data: %s, %zu bytes (%zu train, %zu held out)\n", c->data, ds->n, ds->n_train,
             ds->n - ds->n_train);
@@ -143,8 +147,9 @@ int main(int argc, char** argv) {
         const char* path = c.load;
         config_defaults(&c);
         rc = load_config(path, &c) || parse_args(argc, argv, &c, &help);
-        if (!rc && c.eval && c.load_text && !c.data)
-            rc = fail("%s was trained on a file: --eval needs it (or another) as --data FILE", path);
+        if (!rc && (c.eval || c.dump) && c.load_text && !c.data)
+            rc = fail("%s was trained on a file: --eval and --dump need it (or another) as --data "
+                      "FILE", path);
     }
     if (!rc && help) {
         if (g_rank == 0) usage();

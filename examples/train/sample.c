@@ -144,7 +144,17 @@ done:
     return rc;
 }
 
+static int dump_checkpoint(const config* c, const dataset* ds) {
+    model m;
+    int step = 0, rc;
+    if (load_model(c, c, ds, &m, &step)) return 1;
+    rc = dump_batch(&m, ds, c);
+    model_free(&m);
+    return rc;
+}
+
 int run_loaded(const config* c, const dataset* ds) {
+    if (c->dump && dump_checkpoint(c, ds)) return 1;
     if (c->eval && eval_checkpoint(c, ds)) return 1;
     return c->sample ? sample_checkpoint(c, ds) : 0;
 }

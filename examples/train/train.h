@@ -10,6 +10,7 @@
      sweep.c       --compare/--seeds/--lrs: many runs (child processes, or in turn under MPI),
                    statistics over seeds, the largest stable learning rate, CSVs
      sample.c      --load a checkpoint: --sample text from a prompt, --eval loss and accuracy
+     dump.c        --load a checkpoint: --dump every named intermediate of one batch
      checkpoint.c  safetensors save and load (one file whatever the rank count)
      plot.c        CSV and SVG output (--diag, sweeps)
      dist.c        MPI: gradient buckets reduced during the backward, ZeRO-1, collectives;
@@ -96,6 +97,7 @@ typedef struct config {
     int load_text;            /* the checkpoint was trained on a --data file */
     const char* sample;       /* --sample PROMPT */
     int eval;                 /* --eval */
+    const char* dump;         /* --dump FILE */
     double temperature;       /* 0 = greedy */
     int top_k;                /* 0 = every byte */
     int sample_len;           /* bytes to generate at most */
@@ -219,6 +221,7 @@ size_t tensor_count(const ck_tensor* t);
    train: backward, gradients reduced over the ranks (dist), ready for the optimizer. */
 int model_step(model* m, int train, double* count, double* loss);
 double evaluate(model* m, const dataset* ds, int n_batches);
+int dump_batch(model* m, const dataset* ds, const config* c); /* dump.c: --dump */
 double answer_accuracy(model* m, const dataset* ds, int n);
 /* the same, keeping the first n_show problems and the model's answers (show[i]: "a+b=" and
    the answer as written, without the newline; ok[i]: right or not) */

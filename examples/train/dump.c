@@ -1,0 +1,99 @@
+/* dump.c: --load CK --dump FILE. Every named intermediate of one batch's forward and backward
+   (the library's trace hook, nb_ctx.trace: names such as "blocks.3.attn.qkv_normed", in the
+   order computed) into one safetensors file, F32, in that order, so that nbdiff names the first
+   tensor where a port (e.g. examples/pytorch/compare.py --dump) departs from this reference.
+   The batch is the first validation batch (the one --eval starts with), backward of its loss
+   included; nothing is trained. */
+#include "train.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct traced { char name[64]; int rows, cols; float* x; } traced;
+typedef struct trace_list { traced* t; int n, cap, oom; } trace_list;
+
+static void collect(void* user, const char* name, const nb_real* x, int rows, int cols) {
+    trace_list* l = (trace_list*)user;
+    const size_t n = (size_t)rows * (size_t)cols;
+    size_t i;
+    traced* t;
+    if (l->oom) return;
+    if (l->n == l->cap) {
+        traced* grown = (traced*)realloc(l->t, (size_t)(l->cap ? 2 * l->cap : 64) * sizeof *grown);
+        if (!grown) { l->oom = 1; return; }
+        l->t = grown;
+        l->cap = l->cap ? 2 * l->cap : 64;
+    }
+    t = &l->t[l->n];
+    if (!(t->x = (float*)malloc(n * sizeof(float)))) { l->oom = 1; return; }
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rows = rows;
+    t->cols = cols;
+    for (i = 0; i < n; i++) t->x[i] = (float)x[i];
+    l->n++;
+}
+
+static int write_dump(const char* path, const trace_list* l, const config* c) {
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
+    char* json;
+    size_t off = 0, hlen, pad;
+    unsigned char le[8];
+    FILE* f;
+    int i, k, rc = 1;
+    cJSON_AddItemToObject(root, "__metadata__", meta);
+    cJSON_AddStringToObject(meta, "producer", "normblocks " NB_VERSION_STRING " examples/train --dump");
+    cJSON_AddStringToObject(meta, "checkpoint", c->load);
+    for (i = 0; i < l->n; i++) {
+        cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
+        const size_t bytes = (size_t)l->t[i].rows * (size_t)l->t[i].cols * 4;
+        cJSON_AddStringToObject(e, "dtype", "F32");
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber(l->t[i].rows));
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber(l->t[i].cols));
+        cJSON_AddItemToObject(e, "shape", shape);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + bytes)));
+        cJSON_AddItemToObject(e, "data_offsets", offs);
+        cJSON_AddItemToObject(root, l->t[i].name, e);
+        off += bytes;
+    }
+    json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json) return fail("dump: cannot build the JSON header");
+    hlen = strlen(json);
+    pad = (8 - hlen % 8) % 8;
+    if (!(f = fopen(path, "wb"))) {
+        free(json);
+        return fail("cannot write %s: %s", path, strerror(errno));
+    }
+    for (k = 0; k < 8; k++) le[k] = (unsigned char)((hlen + pad) >> (8 * k));
+    fwrite(le, 1, 8, f);
+    fwrite(json, 1, hlen, f);
+    for (; pad; pad--) fputc(' ', f);
+    for (i = 0; i < l->n; i++) fwrite(l->t[i].x, 4, (size_t)l->t[i].rows * l->t[i].cols, f);
+    if (ferror(f) | fclose(f)) fail("writing %s failed", path);
+    else rc = 0;
+    free(json);
+    return rc;
+}
+
+int dump_batch(model* m, const dataset* ds, const config* c) {
+    trace_list l;
+    double count, loss;
+    int i, rc;
+    memset(&l, 0, sizeof l);
+    val_batch(ds, 0, c->eval_batches, m->B_global, m->b0, m->B, m->T, m->tok, m->mask);
+    m->ctx.trace = collect;
+    m->ctx.trace_user = &l;
+    rc = model_step(m, 1, &count, &loss);
+    m->ctx.trace = NULL;
+    if (!rc && l.oom) rc = fail("dump: out of memory");
+    if (!rc) rc = write_dump(c->dump, &l, c);
+    if (!rc)
+        say("dump: %d tensors of one validation batch (loss %.9g) to %s\n", l.n, loss, c->dump);
+    for (i = 0; i < l.n; i++) free(l.t[i].x);
+    free(l.t);
+    return rc;
+}

@@ -408,6 +408,17 @@ static void side_by_side_and_threads(nbt_rng* rng) {
    the per-thread partial sums of the gains (and SiameseNorm's gamma) and their reduction are
    exercised, and so are the row-fused output norm / residual add / post norm of the generic
    sublayer: 1 vs 2 threads agree to rounding, 2 threads twice are bitwise identical. */
+/* scale the weight matrices of r by f */
+static void condition(run* r, double f) {
+    int t;
+    size_t i;
+    for (t = 0; t < r->s.n_tensors; t++) {
+        const nb_tensor_info* ti = &r->s.tensors[t];
+        if (ti->ndim == 2)
+            for (i = 0; i < ti->count; i++) r->params[ti->offset + i] *= (nb_real)f;
+    }
+}
+
 static void threads_large(nbt_rng* rng) {
     static const nb_preset presets[] = {NB_PRESET_SIAMESE, NB_PRESET_HYBRID, NB_PRESET_POST,
                                         NB_PRESET_SANDWICH, NB_PRESET_DEEPNORM};
@@ -427,10 +438,25 @@ static void threads_large(nbt_rng* rng) {
             nbt_check(setup(&a, &d, B, T, rng, 1), "threads_large setup");
             *rng = keep;
             nbt_check(setup(&b, &d, B, T, rng, 2), "threads_large setup");
+            /* matrices of std ~1/sqrt(d): with setup's 0.4 these Post-Norm stacks are so
+               ill-conditioned that float32 itself is 1e-3 off float64, and 1 and 2 threads
+               agreed only where the BLAS kernel happened to give identical sums (SkylakeX, not
+               Haswell) */
+            condition(&a, 0.25);
+            condition(&b, 0.25);
             nbt_check(grads(&a) && grads(&b), "threads_large forward/backward");
             nbt_close_r(what, b.out, a.out, (size_t)B * T * d.d_model, NBT_ATOL, NBT_RTOL);
             nbt_close_r(what, b.din, a.din, (size_t)B * T * d.d_model, NBT_ATOL, NBT_RTOL);
-            nbt_close_r(what, b.grads, a.grads, a.s.n_params, NBT_ATOL, NBT_RTOL);
+            {   /* weight gradients are sums over B*T tokens with cancellation: per tensor,
+                   rtol relative to its largest gradient (nbt_close_scaled) */
+                int t, ok = 1;
+                for (t = 0; t < a.s.n_tensors; t++) {
+                    const nb_tensor_info* ti = &a.s.tensors[t];
+                    ok &= nbt_close_scaled(ti->name, b.grads + ti->offset, a.grads + ti->offset,
+                                           ti->count, NBT_ATOL, NBT_RTOL);
+                }
+                nbt_check(ok, what);
+            }
             g = nbt_alloc(b.s.n_params);
             memcpy(g, b.grads, b.s.n_params * sizeof(nb_real));
             grads(&b);

@@ -275,6 +275,15 @@ else
   fail "held-out split of unordered pairs ($qb+$qa)"; cat gswap.log
 fi
 expect_error "--eval of a file-trained checkpoint without --data" "needs it" --load text.st --eval
+expect_error "--dump without --load" "work on a checkpoint" --dump d.st
+# --dump: the trace of one batch, in the order computed (the twin test diffs it against PyTorch)
+"$TRAIN" --load ev.st --dump ev_dump.st > dump.log 2>&1
+names="$(head -c 100000 ev_dump.st | tr -c '[:alnum:]_.' '\n' | grep -E '^(x0|blocks\.0\.attn\.qkv|out|grad_in)$' | tr '\n' ' ')"
+if [ $? = 0 ] && grep -q "^dump: [0-9]* tensors" dump.log && [ "$names" = "x0 blocks.0.attn.qkv out grad_in " ]; then
+  pass "--dump writes the traced tensors in forward then backward order"
+else
+  fail "--dump ($names)"; cat dump.log
+fi
 
 # 12. a sweep: 2 presets x 2 seeds x 2 learning rates, one of which diverges
 SWB=(--d 32 --heads 2 --seq 24 --batch 4 --log-every 10 --eval-batches 2 --warmup 5 --layers 2

@@ -148,8 +148,8 @@ int main(int argc, char** argv) {
         config_defaults(&c);
         rc = load_config(path, &c) || parse_args(argc, argv, &c, &help);
         if (!rc && (c.eval || c.dump) && c.load_text && !c.data)
-            rc = fail("%s was trained on a file: --eval and --dump need it (or another) as --data "
-                      "FILE", path);
+            rc = fail("%s was trained on a file: --%s needs it (or another) as --data FILE", path,
+                      c.eval ? "eval" : "dump");
     }
     if (!rc && help) {
         if (g_rank == 0) usage();

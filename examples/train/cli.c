@@ -102,6 +102,9 @@ void usage(void) {
 "                     sets the number of layers (e.g. --schedule post,pre,pre,hybrid)\n"
 "  --d N --layers N --heads N --kv-heads N --ff N       [128 4 4 heads 8d/3->64]\n"
 "  --ffn swiglu|gelu  --norm rms|layer|dyt  --no-rope\n"
+"  --dyt-alpha A  --dyt-alpha-attn A   DyT's initial alpha (others / norms feeding attention)\n"
+"                     [DyT's LLM rule by width: 1 and 1 up to d = 1024]\n"
+"  --layerscale-init X  LayerScale's initial scale [CaiT's rule by depth: 0.1 up to 18 layers]\n"
 "  --init SCHEME      normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm\n"
 "                     [the init of the preset's paper code: normal for pre, megatron for the\n"
 "                     HybridNorm family, mixln for post/mixln/sandwich/lns, mitchell for siamese,\n"
@@ -167,7 +170,7 @@ static int training_flag(const char* a) {
         "--adam-eps", "--clip", "--init", "--save", "--save-every", "--stop-after", "--resume",
         "--allow-change", "--diag", "--compare", "--seeds", "--lrs", "--jobs", "--out", "--csv",
         "--summary", "--inject", "--check-finite", "--log-every", "--bucket-kb", "--zero",
-        "--collapse-margin"};
+        "--collapse-margin", "--dyt-alpha", "--dyt-alpha-attn", "--layerscale-init"};
     size_t i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(a, names[i])) return 1;
@@ -291,6 +294,9 @@ int parse_args(int argc, char** argv, config* c, int* help) {
         else if (!strcmp(a, "--lr")) { NEEDV; rc = parse_double(v, 0, 10, &c->lr, a); seen.lr = 1; }
         else if (!strcmp(a, "--min-lr")) { NEEDV; rc = parse_double(v, 0, 1, &c->min_lr_frac, a); }
         else if (!strcmp(a, "--wd")) { NEEDV; rc = parse_double(v, 0, 10, &c->wd, a); }
+        else if (!strcmp(a, "--dyt-alpha")) { NEEDV; rc = parse_double(v, 1e-6, 100, &c->dyt_alpha, a); }
+        else if (!strcmp(a, "--dyt-alpha-attn")) { NEEDV; rc = parse_double(v, 1e-6, 100, &c->dyt_alpha_attn, a); }
+        else if (!strcmp(a, "--layerscale-init")) { NEEDV; rc = parse_double(v, 1e-12, 10, &c->layerscale_init, a); }
         else if (!strcmp(a, "--beta1")) { NEEDV; rc = parse_double(v, 0, 0.999999, &c->beta1, a); }
         else if (!strcmp(a, "--beta2")) { NEEDV; rc = parse_double(v, 0, 0.999999999, &c->beta2, a); }
         else if (!strcmp(a, "--adam-eps")) { NEEDV; rc = parse_double(v, 1e-30, 1, &c->adam_eps, a); }
@@ -458,6 +464,9 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     else if (d->ffn == NB_FFN_DEFAULT) d->ffn = NB_FFN_SWIGLU;
     if (!strcmp(c->norm, "layer")) d->norm = NB_NORM_LAYER;
     if (!strcmp(c->norm, "dyt")) d->norm = NB_NORM_DYT;
+    d->dyt_alpha = c->dyt_alpha; /* 0: the library's defaults */
+    d->dyt_alpha_attn = c->dyt_alpha_attn;
+    d->layerscale_init = c->layerscale_init;
     return 0;
 }
 

@@ -68,6 +68,7 @@ typedef struct config {
     /* training */
     int batch, seq, steps, warmup, threads, log_every, eval_batches, save_every, stop_after;
     double lr, min_lr_frac, wd, beta1, beta2, adam_eps, clip;
+    double dyt_alpha, dyt_alpha_attn, layerscale_init; /* init only; 0 = the library default */
     int wd_norms;             /* --wd-norms on: decay norm gains, biases, SiameseNorm gamma too */
     unsigned long long seed;
     int zero;                 /* --zero: ZeRO-1 optimizer-state sharding over the ranks */

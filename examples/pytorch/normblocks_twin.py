@@ -18,9 +18,10 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
 
   Norms           RMSNorm    N(x) = g * x / sqrt(mean(x^2) + eps)
                   LayerNorm  N(x) = g * (x - mean(x)) / sqrt(var(x) + eps) + b
+                  DyT        N(x) = g * tanh(a x) + b, a a learnable scalar per norm
                   over the last dimension; block norms have width d; the attention "site"
-                  norms have a gain only (also LayerNorm) of width d_k (one gain shared by all
-                  heads, "per head") or of the whole projection row ("full", OLMo-2).
+                  norms have a gain only (also LayerNorm, DyT) of width d_k (one gain shared by
+                  all heads, "per head") or of the whole projection row ("full", OLMo-2).
   Attention       [Q|K|V] = x W_qkv^T (Q: H heads, K, V: H_kv heads of d_k = d/H),
                   Q, K, V normalized at their sites, then RoPE on Q and K (NeoX rotate-half),
                   P = softmax(Q K^T / sqrt(d_k) + causal mask), query head h reads KV head

@@ -276,6 +276,15 @@ else
 fi
 expect_error "--eval of a file-trained checkpoint without --data" "needs it" --load text.st --eval
 expect_error "--dump without --load" "work on a checkpoint" --dump d.st
+# DyT's learnable embedding scale: on for the dyt preset (its LLaMA code), a checkpoint tensor
+"$TRAIN" --preset dyt --layers 2 --d 32 --heads 2 --seq 24 --batch 4 --steps 5 --warmup 1 \
+  --eval-batches 1 --eval-problems 5 --save dyt.st > dyt.log 2>&1
+if grep -q "embedding x learnable scale" dyt.log && head -c 20000 dyt.st | grep -q '"transformer.embed_scale"' &&
+   "$TRAIN" --load dyt.st --eval > dyt_eval.log 2>&1; then
+  pass "dyt: the embedding scale is in the model line and the checkpoint, which loads"
+else
+  fail "dyt embedding scale"; cat dyt.log dyt_eval.log
+fi
 # --dump: the trace of one batch, in the order computed (the twin test diffs it against PyTorch)
 "$TRAIN" --load ev.st --dump ev_dump.st > dump.log 2>&1
 names="$(head -c 100000 ev_dump.st | tr -c '[:alnum:]_.' '\n' | grep -E '^(x0|blocks\.0\.attn\.qkv|out|grad_in)$' | tr '\n' ' ')"

@@ -64,8 +64,10 @@ def check_order(path, model):
     header.pop("__metadata__", None)
     stored = [k for k in sorted(header, key=lambda k: header[k]["data_offsets"][0])
               if not k.startswith("optimizer.")]
-    stack = [n for n, _ in model.transformer.library_parameters() if n != "wte.weight"]
-    mine = ["transformer.wte.weight"] + ["transformer." + n for n in stack] + ["lm_head.weight"]
+    io = ("wte.weight", "embed_scale")
+    stack = [n for n, _ in model.transformer.library_parameters() if n not in io]
+    mine = ["transformer." + n for n in io if hasattr(model.transformer, n.split(".")[0])]
+    mine += ["transformer." + n for n in stack] + ["lm_head.weight"]
     print("tensor order: %s" % ("the checkpoint's" if mine == stored else "DIFFERS"))
     return mine == stored
 

@@ -666,11 +666,18 @@ class Trace:
 
 
 class _Transformer(Stack):
-    """examples/train's "transformer": the byte embedding wte and the stack."""
+    """examples/train's "transformer": the byte embedding wte (times a learnable embed_scale,
+    init sqrt(d), with train --embed-scale on: DyT's LLaMA code) and the stack."""
 
-    def __init__(self, cfg, vocab):
+    def __init__(self, cfg, vocab, embed_scale=False):
         super().__init__(cfg)
         self.wte = nn.Embedding(vocab, cfg.d_model)
+        if embed_scale:
+            self.embed_scale = nn.Parameter(torch.full((1,), math.sqrt(cfg.d_model)))
+
+    def embed(self, tok):
+        e = self.wte(tok)
+        return e * self.embed_scale if hasattr(self, "embed_scale") else e
 
 
 class NormBlocksLM(nn.Module):
@@ -678,14 +685,14 @@ class NormBlocksLM(nn.Module):
     no bias) -> logits; loss = mean cross-entropy over the masked targets. Parameter names are
     the checkpoint's: transformer.wte.weight, transformer.<stack names>, lm_head.weight."""
 
-    def __init__(self, cfg, vocab=VOCAB):
+    def __init__(self, cfg, vocab=VOCAB, embed_scale=False):
         super().__init__()
-        self.transformer = _Transformer(cfg, vocab)
+        self.transformer = _Transformer(cfg, vocab, embed_scale)
         self.lm_head = nn.Linear(cfg.d_model, vocab, bias=False)
 
     def forward(self, tok, trace=None):
         """tok: (B, T) integer bytes -> logits (B, T, vocab). trace: see Stack.forward."""
-        return self.lm_head(self.transformer(self.transformer.wte(tok), trace=trace))
+        return self.lm_head(self.transformer(self.transformer.embed(tok), trace=trace))
 
     def loss(self, tok, mask=None, trace=None):
         """The trainer's loss of a batch: tok (B, T+1), inputs tok[:, :-1], targets tok[:, 1:];
@@ -783,7 +790,7 @@ def load_checkpoint(path):
     """(model, metadata): a NormBlocksLM (float32, eval mode) with the parameters of a
     checkpoint written by examples/train (its Adam moments are ignored)."""
     tensors, meta = read_safetensors(path)
-    model = NormBlocksLM(config_from_metadata(meta))
+    model = NormBlocksLM(config_from_metadata(meta), embed_scale=meta.get("embed_scale") == "1")
     state = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
     model.load_state_dict(state, strict=True)
     return model.eval(), meta

@@ -20,7 +20,7 @@ typedef struct meta_key { const char* key; int arch; const char* legacy; } meta_
 static const meta_key k_keys[] = {
     {"preset", 1, NULL}, {"schedule", 1, NULL}, {"n_layers", 1, NULL}, {"d_model", 1, NULL},
     {"n_heads", 1, NULL}, {"n_kv_heads", 1, NULL}, {"d_ff", 1, NULL}, {"ffn", 1, NULL},
-    {"norm", 1, NULL}, {"rope", 1, NULL}, {"vocab_size", 1, NULL},
+    {"norm", 1, NULL}, {"rope", 1, NULL}, {"vocab_size", 1, NULL}, {"embed_scale", 1, "0"},
     {"steps", 0, NULL}, {"lr", 0, NULL}, {"warmup", 0, NULL}, {"min_lr", 0, NULL},
     {"wd", 0, NULL}, {"wd_norms", 0, "0"}, {"beta1", 0, NULL}, {"beta2", 0, NULL},
     {"adam_eps", 0, NULL}, {"clip", 0, NULL}, {"seed", 0, NULL}, {"batch", 0, NULL},
@@ -42,6 +42,7 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTS("ffn", c->ffn);
     PUTS("norm", c->norm);
     PUTI("rope", c->rope);
+    PUTI("embed_scale", m->es);
     PUTI("vocab_size", VOCAB);
     PUTI("steps", c->steps);
     PUTD("lr", c->lr);
@@ -502,6 +503,10 @@ static int apply_meta(const cJSON* meta, const char* path, config* c) {
         meta_to_int(meta, path, "seq", 2, 1 << 16, &c->seq) || meta_data(meta, path, c))
         return 1;
     c->rope = rope;
+    c->embed_scale = 0; /* checkpoints before the key have none */
+    if (meta_str(meta, "embed_scale") &&
+        meta_to_int(meta, path, "embed_scale", 0, 1, &c->embed_scale))
+        return 1;
     if (meta_int(meta, "seed", 0, 9007199254740992LL, &seed))
         return fail("checkpoint %s: metadata \"seed\" is missing or out of range", path);
     c->seed = (unsigned long long)seed;

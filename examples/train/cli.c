@@ -88,6 +88,7 @@ void config_defaults(config* c) {
     c->eval_problems = 500;
     c->temperature = 1; c->sample_len = 64;
     c->collapse_margin = 0.1;
+    c->embed_scale = -1;
 }
 
 void usage(void) {
@@ -105,6 +106,8 @@ void usage(void) {
 "  --dyt-alpha A  --dyt-alpha-attn A   DyT's initial alpha (others / norms feeding attention)\n"
 "                     [DyT's LLM rule by width: 1 and 1 up to d = 1024]\n"
 "  --layerscale-init X  LayerScale's initial scale [CaiT's rule by depth: 0.1 up to 18 layers]\n"
+"  --embed-scale on|off  the embedding times a learnable scalar, init sqrt(d) [on for dyt, as\n"
+"                     DyT's LLaMA code; off otherwise]\n"
 "  --init SCHEME      normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm\n"
 "                     [the init of the preset's paper code: normal for pre, megatron for the\n"
 "                     HybridNorm family, mixln for post/mixln/sandwich/lns, mitchell for siamese,\n"
@@ -247,6 +250,7 @@ int parse_args(int argc, char** argv, config* c, int* help) {
         else if (!strcmp(a, "--inject")) { NEEDV; rc = parse_inject(v, c); }
         else if (!strcmp(a, "--format")) { NEEDV; rc = format_from_name(v, &c->format); }
         else if (!strcmp(a, "--wd-norms")) { NEEDV; rc = parse_onoff(v, &c->wd_norms, a); }
+        else if (!strcmp(a, "--embed-scale")) { NEEDV; rc = parse_onoff(v, &c->embed_scale, a); }
         else if (!strcmp(a, "--preset")) {
             NEEDV;
             if (strlen(v) >= sizeof c->preset) return fail("--preset: name too long");

@@ -83,7 +83,9 @@ int model_init(model* m, const config* c) {
         return fail("invalid model: %s", m->ctx.err);
     m->d = c->d_model; m->T = c->seq;
     bt = (size_t)m->B * m->T;
-    m->off_stack = (size_t)VOCAB * m->d;
+    /* DyT's LLaMA code multiplies the embedding by a learnable scalar, initialized to sqrt(d) */
+    m->es = c->embed_scale < 0 ? d.preset == NB_PRESET_DYT : c->embed_scale;
+    m->off_stack = (size_t)VOCAB * m->d + (size_t)m->es;
     m->off_head = m->off_stack + m->s.n_params;
     m->n = m->off_head + (size_t)VOCAB * m->d;
     m->dist = dist_create(m->n, c->zero, (size_t)c->bucket_kb * 1024 / sizeof(nb_real));
@@ -112,7 +114,8 @@ int model_init(model* m, const config* c) {
        llm.c and nanoGPT (matrices only); the HybridNorm yaml decays them
        (decay_norm_and_bias: true), Mix-LN's scripts use no weight decay at all, and what the
        SiameseNorm code does with gamma is in a patch it did not release. */
-    for (i = 0; i < m->off_stack; i++) m->decay[i] = 1;
+    for (i = 0; i < (size_t)VOCAB * m->d; i++) m->decay[i] = 1;
+    if (m->es) m->decay[(size_t)VOCAB * m->d] = (unsigned char)c->wd_norms; /* a scale, as gains */
     for (i = m->off_head; i < m->n; i++) m->decay[i] = 1;
     for (t = 0; t < m->s.n_tensors; t++) {
         const nb_tensor_info* ti = &m->s.tensors[t];
@@ -123,7 +126,8 @@ int model_init(model* m, const config* c) {
     if (nb_stack_init_params(&m->ctx, &m->s, m->p + m->off_stack, m->init, m->init_std0, c->seed) != NB_OK)
         return fail("init: %s", m->ctx.err);
     nb_init_io_std(&m->s, m->init, m->init_std0, &estd, &hstd);
-    nb_fill_normal(m->p, m->off_stack, estd, 3, c->seed ^ 0x57E0000000000001ULL);
+    nb_fill_normal(m->p, (size_t)VOCAB * m->d, estd, 3, c->seed ^ 0x57E0000000000001ULL);
+    if (m->es) m->p[(size_t)VOCAB * m->d] = (nb_real)sqrt((double)m->d);
     nb_fill_normal(m->p + m->off_head, (size_t)VOCAB * m->d, hstd, 3, c->seed ^ 0x4EAD000000000002ULL);
     return 0;
 }
@@ -136,6 +140,13 @@ int model_tensors(const model* m, ck_tensor* table) {
         table[n].off = 0; table[n].rows = VOCAB; table[n].cols = m->d;
     }
     n++;
+    if (m->es) {
+        if (table) {
+            snprintf(table[n].name, sizeof table[n].name, "transformer.embed_scale");
+            table[n].off = (size_t)VOCAB * m->d; table[n].rows = 1; table[n].cols = 0;
+        }
+        n++;
+    }
     for (t = 0; t < m->s.n_tensors; t++, n++) {
         const nb_tensor_info* ti = &m->s.tensors[t];
         if (!table) continue;
@@ -158,6 +169,7 @@ int model_step(model* m, int train, double* count, double* out) {
     const long long bt = (long long)B * T;
     const nb_real* wte = m->p;
     const nb_real* head = m->p + m->off_head;
+    const nb_real es = m->es ? m->p[(size_t)VOCAB * m->d] : 1; /* the embedding scale */
     double sums[3] = {0, 0, 0}, inv;   /* loss sum, target count, stop request: over all ranks */
     const config* c = m->cfg;
     long long r;
@@ -168,7 +180,9 @@ int model_step(model* m, int train, double* count, double* out) {
     TR_OMP(omp parallel for schedule(static) num_threads(nt))
     for (r = 0; r < bt; r++) {
         const int tk = m->tok[(r / T) * (T + 1) + r % T];
-        memcpy(m->x + r * d, wte + (size_t)tk * d, (size_t)d * sizeof(nb_real));
+        const nb_real* e = wte + (size_t)tk * d;
+        int k;
+        for (k = 0; k < d; k++) m->x[r * d + k] = es * e[k];
     }
     if (nb_stack_forward(&m->ctx, &m->s, m->p + m->off_stack, m->h, m->x, B, T, m->cache,
                          m->scratch) != NB_OK)
@@ -231,7 +245,13 @@ int model_step(model* m, int train, double* count, double* out) {
         nb_real* gw = m->g + (size_t)tk * d;
         const nb_real* dx = m->dx + r * d;
         int k;
-        for (k = 0; k < d; k++) gw[k] += dx[k];
+        for (k = 0; k < d; k++) gw[k] += es * dx[k];
+        if (m->es) { /* x = s e: ds = sum over rows of e . dx */
+            const nb_real* e = wte + (size_t)tk * d;
+            double s = 0;
+            for (k = 0; k < d; k++) s += (double)e[k] * dx[k];
+            m->g[(size_t)VOCAB * d] += (nb_real)s;
+        }
     }
     dist_grads_ready(m->dist, 0, m->off_stack);
     return 0;

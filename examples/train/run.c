@@ -47,6 +47,9 @@ static const char* kind_group(nb_tensor_kind k) {
     case NB_TENSOR_GAIN: return "norm gains";
     case NB_TENSOR_BIAS: return "biases";
     case NB_TENSOR_SIAMESE_GAMMA: return "SiameseNorm gamma";
+    case NB_TENSOR_DYT_ALPHA: return "DyT alpha";
+    case NB_TENSOR_REZERO: return "ReZero scalars";
+    case NB_TENSOR_LAYERSCALE: return "LayerScale vectors";
     default: return "attention and FFN matrices";
     }
 }
@@ -54,12 +57,13 @@ static const char* kind_group(nb_tensor_kind k) {
 /* "norm gains, biases" style list of the stack's groups with (decay) or without weight decay,
    and the number of values in them */
 static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
-    static const nb_tensor_kind kinds[4] = {NB_TENSOR_QKV, NB_TENSOR_GAIN, NB_TENSOR_BIAS,
-                                            NB_TENSOR_SIAMESE_GAMMA};
+    static const nb_tensor_kind kinds[7] = {NB_TENSOR_QKV, NB_TENSOR_GAIN, NB_TENSOR_BIAS,
+                                            NB_TENSOR_SIAMESE_GAMMA, NB_TENSOR_DYT_ALPHA,
+                                            NB_TENSOR_REZERO, NB_TENSOR_LAYERSCALE};
     size_t values = 0, used = 0;
     int k, t;
     buf[0] = 0;
-    for (k = 0; k < 4; k++) {
+    for (k = 0; k < 7; k++) {
         size_t cnt = 0;
         for (t = 0; t < m->s.n_tensors; t++) {
             const nb_tensor_info* ti = &m->s.tensors[t];
@@ -75,8 +79,13 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
                                  kind_group(kinds[k]));
     }
     if (decay) { /* embedding and head are always decayed */
-        values += m->off_stack + (m->n - m->off_head);
-        snprintf(buf + used, used < n ? n - used : 0, "%sembedding, head", used ? ", " : "");
+        values += (size_t)VOCAB * m->d + (m->n - m->off_head);
+        used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%sembedding, head",
+                                 used ? ", " : "");
+    }
+    if (m->es && m->decay[(size_t)VOCAB * m->d] == decay) { /* the embedding scale */
+        values += 1;
+        snprintf(buf + used, used < n ? n - used : 0, "%sembedding scale", used ? ", " : "");
     }
     return values;
 }
@@ -85,11 +94,12 @@ void print_model(const config* c, const model* m, int arch_only) {
     const nb_stack_desc* d = &m->s.desc;
     char on[160], off[160];
     size_t n_on, n_off;
-    say("model: %s, L=%d d=%d H=%d H_kv=%d d_ff=%d %s %s eps %g%s, %zu parameters (stack %zu)\n",
+    say("model: %s, L=%d d=%d H=%d H_kv=%d d_ff=%d %s %s eps %g%s%s, %zu parameters (stack %zu)\n",
         c->schedule[0] ? c->schedule : nb_preset_name(d->preset), d->n_layers, m->d,
         d->n_heads, d->n_kv_heads, d->d_ff, d->ffn == NB_FFN_GELU_TANH ? "gelu" : "swiglu",
-        d->norm == NB_NORM_LAYER ? "layernorm" : "rmsnorm", (double)d->eps,
-        d->rope ? " RoPE" : "", m->n, m->s.n_params);
+        d->norm == NB_NORM_LAYER ? "layernorm" : d->norm == NB_NORM_DYT ? "dyt" : "rmsnorm",
+        (double)d->eps, d->rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "",
+        m->n, m->s.n_params);
     if (arch_only) return;
     if (m->init_std0 > 0) say("init: %s std %g (%s)\n", init_scheme_name(m->init), m->init_std0, m->init_why);
     else say("init: %s (%s)\n", init_scheme_name(m->init), m->init_why);

@@ -70,6 +70,7 @@ typedef struct config {
     double lr, min_lr_frac, wd, beta1, beta2, adam_eps, clip;
     double dyt_alpha, dyt_alpha_attn, layerscale_init; /* init only; 0 = the library default */
     int wd_norms;             /* --wd-norms on: decay norm gains, biases, SiameseNorm gamma too */
+    int embed_scale;          /* --embed-scale: 1 on, 0 off, -1 the preset's (on for dyt) */
     unsigned long long seed;
     int zero;                 /* --zero: ZeRO-1 optimizer-state sharding over the ranks */
     int check_finite;         /* --check-finite: stop at the first non-finite activation or
@@ -190,7 +191,8 @@ typedef struct model {
     nb_layer_desc layers[MAX_LAYERS];
     int d, B, T;                       /* B: this rank's rows of the global batch */
     int B_global, b0;                  /* global batch, first row of this rank */
-    size_t n, off_stack, off_head;     /* params: [wte | stack | head] */
+    size_t n, off_stack, off_head;     /* params: [wte | embed_scale | stack | head] */
+    int es;                            /* a learnable embedding scale at VOCAB*d (DyT's code) */
     size_t upd_lo, n_upd;              /* the part of the buffer this rank updates */
     nb_real *p, *g;                    /* parameters and gradients (n) */
     nb_real *m, *v;                    /* Adam moments of the update range (n_upd) */

@@ -667,6 +667,38 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
                               int max_batch, int max_seq);
 NBDEF void nb_stack_free(nb_stack* s);
 NBDEF const char* nb_preset_name(nb_preset p);
+
+/* Name maps: where a tensor of the table lives in another codebase's checkpoint, so a loader
+   (or exporter) can move weights between layouts. A library tensor is made of 1 to 3 parts,
+   each a whole tensor of that codebase filling rows [row0, row0 + rows) of it; `transposed`:
+   stored (in, out), as GPT-2's Conv1D (the library's rows are its columns).
+     NB_NAMES_NORMBLOCKS  the table's own names (OLMo's: att_proj, attn_out, ff_proj, ff_out,
+                          attn_norm, ff_norm, ...; the HybridNorm and SiameseNorm codes use them)
+     NB_NAMES_HF_LLAMA    Hugging Face Llama, the Mix-LN and LayerNorm-Scaling codes' model:
+                          "model.layers.<l>." self_attn.{q,k,v,o}_proj, mlp.{up,gate,down}_proj,
+                          self_attn.{q,k}_norm (Qwen3 / OLMo-2), "model.norm", and the norms as
+                          that code names them by placement: input_layernorm (attention input),
+                          post_attention_layernorm (attention output or post norm; else the FFN
+                          input norm, as in HF Llama's Pre-Norm), pre_feedforward_layernorm (the
+                          FFN input norm after one of those), post_feedforward_layernorm (FFN
+                          output or post norm)
+     NB_NAMES_HF_GPT2     Hugging Face GPT-2: "transformer.h.<l>." attn.c_attn (Q|K|V),
+                          attn.c_proj, mlp.c_fc, mlp.c_proj (Conv1D, transposed, with biases),
+                          ln_1, ln_2, "transformer.ln_f". GPT-2's attention biases
+                          (attn.c_attn.bias, attn.c_proj.bias) have no tensor here: a loader must
+                          find them zero or refuse the file.
+   Returns the number of parts (written to parts[0..2]), 0 when the style has no name for the
+   tensor (a norm the codebase does not have), -1 for a NULL s or parts or t out of range. */
+typedef enum nb_name_style {
+    NB_NAMES_NORMBLOCKS = 0, NB_NAMES_HF_LLAMA, NB_NAMES_HF_GPT2
+} nb_name_style;
+typedef struct nb_tensor_part {
+    char name[96];
+    int row0, rows;
+    int transposed;
+} nb_tensor_part;
+NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
+                                nb_tensor_part parts[3]);
 /* Fill desc->preset (and desc->sites) from a name: "pre", "post", "hybrid", "hybrid_star",
    "mixln", "siamese", ..., the paper's names ("Pre-Norm", "HybridNorm*", "QKV-Post",
    "Pre-QK-Pre", "KC-Post", "Pre-Post", ...) and "gpt2" (Pre-Norm, LayerNorm, GELU). */
@@ -3064,6 +3096,88 @@ static void nb__preset_layer(const nb_stack_desc* d, int l, int n_post, unsigned
     ld->attn = nb__place_code(codes[0], l, d->n_layers);
     ld->ffn = nb__place_code(codes[1], l, d->n_layers);
     ld->sites = sites;
+}
+
+/* name maps: the library's suffix -> HF Llama / GPT-2 (NULL: none); "" marks a split tensor */
+typedef struct nb__name_row { const char *lib, *llama, *gpt2; int transposed; } nb__name_row;
+static const nb__name_row nb__name_rows[] = {
+    {"att_proj.weight", "", "attn.c_attn.weight", 1},
+    {"attn_out.weight", "self_attn.o_proj.weight", "attn.c_proj.weight", 1},
+    {"ff_proj.weight", "", "mlp.c_fc.weight", 1},
+    {"ff_proj.bias", NULL, "mlp.c_fc.bias", 0},
+    {"ff_out.weight", "mlp.down_proj.weight", "mlp.c_proj.weight", 1},
+    {"ff_out.bias", NULL, "mlp.c_proj.bias", 0},
+    {"q_norm.weight", "self_attn.q_norm.weight", NULL, 0},
+    {"k_norm.weight", "self_attn.k_norm.weight", NULL, 0},
+    {"attn_norm.weight", "input_layernorm.weight", "ln_1.weight", 0},
+    {"attn_norm.bias", NULL, "ln_1.bias", 0},
+    {"ff_norm.weight", "post_attention_layernorm.weight", "ln_2.weight", 0},
+    {"ff_norm.bias", NULL, "ln_2.bias", 0},
+    {"attn_out_norm.weight", "post_attention_layernorm.weight", NULL, 0},
+    {"attn_post_norm.weight", "post_attention_layernorm.weight", NULL, 0},
+    {"ff_out_norm.weight", "post_feedforward_layernorm.weight", NULL, 0},
+    {"ff_post_norm.weight", "post_feedforward_layernorm.weight", NULL, 0},
+    {"ln_f.weight", "model.norm.weight", "transformer.ln_f.weight", 0},
+    {"ln_f.bias", NULL, "transformer.ln_f.bias", 0}};
+
+NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
+                                nb_tensor_part parts[3]) {
+    const nb_tensor_info* ti;
+    const char* suffix;
+    size_t i;
+    int l, n = 0;
+    if (!s || !parts || !s->tensors || t < 0 || t >= s->n_tensors) return -1;
+    ti = &s->tensors[t];
+    memset(parts, 0, 3 * sizeof *parts);
+    if (style == NB_NAMES_NORMBLOCKS) {
+        snprintf(parts[0].name, sizeof parts[0].name, "%s", ti->name);
+        parts[0].rows = ti->rows;
+        return 1;
+    }
+    if (style != NB_NAMES_HF_LLAMA && style != NB_NAMES_HF_GPT2) return -1;
+    l = ti->layer;
+    suffix = l < 0 ? ti->name : strchr(strchr(ti->name, '.') + 1, '.') + 1; /* "blocks.<l>." */
+    for (i = 0; i < sizeof nb__name_rows / sizeof nb__name_rows[0]; i++) {
+        const nb__name_row* row = &nb__name_rows[i];
+        const char* name = style == NB_NAMES_HF_LLAMA ? row->llama : row->gpt2;
+        const char* prefix = l < 0 ? "" : style == NB_NAMES_HF_LLAMA ? "model.layers." : "transformer.h.";
+        char pre[48];
+        if (strcmp(suffix, row->lib) || !name) continue;
+        if (l >= 0) snprintf(pre, sizeof pre, "%s%d.", prefix, l);
+        else pre[0] = 0;
+        /* the Mix-LN code (and Gemma): with an attention output or post norm, that one is
+           post_attention_layernorm and the FFN's input norm pre_feedforward_layernorm */
+        if (style == NB_NAMES_HF_LLAMA && !strcmp(row->lib, "ff_norm.weight") &&
+            (s->layers[l].desc.attn.output_norm || s->layers[l].desc.attn.post_norm))
+            name = "pre_feedforward_layernorm.weight";
+        if (name[0]) { /* one whole tensor */
+            snprintf(parts[0].name, sizeof parts[0].name, "%s%s", pre, name);
+            parts[0].rows = ti->rows;
+            parts[0].transposed = style == NB_NAMES_HF_GPT2 && row->transposed;
+            return 1;
+        }
+        if (!strcmp(row->lib, "att_proj.weight")) { /* Llama's separate Q, K, V */
+            const nb_attn_plan* ap = &s->layers[l].attn;
+            static const char* const qkv[3] = {"q_proj", "k_proj", "v_proj"};
+            const int kv = ap->desc.n_kv_heads * ap->head_dim, rows[3] = {ap->desc.d_model, kv, kv};
+            for (n = 0; n < 3; n++) {
+                snprintf(parts[n].name, sizeof parts[n].name, "%sself_attn.%s.weight", pre, qkv[n]);
+                parts[n].row0 = n ? rows[0] + (n - 1) * kv : 0;
+                parts[n].rows = rows[n];
+            }
+            return 3;
+        }
+        if (s->ffn.desc.type != NB_FFN_SWIGLU) return 0; /* Llama's MLP is SwiGLU */
+        /* SwiGLU ff_proj rows: the value (Llama's up_proj), then the gate (gate_proj) */
+        for (n = 0; n < 2; n++) {
+            snprintf(parts[n].name, sizeof parts[n].name, "%smlp.%s_proj.weight", pre,
+                     n ? "gate" : "up");
+            parts[n].row0 = n * s->ffn.desc.d_ff;
+            parts[n].rows = s->ffn.desc.d_ff;
+        }
+        return 2;
+    }
+    return 0;
 }
 
 NBDEF void nb_stack_free(nb_stack* s) {

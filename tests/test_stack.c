@@ -815,6 +815,89 @@ static void trace_names(nbt_rng* rng) {
     teardown(&b);
 }
 
+/* Name maps: every mapped tensor's parts tile its rows, no two tensors share an outside name,
+   and the names are the codebases' own (the Mix-LN code's Llama for pre, Post-LN and sandwich
+   layers; HF GPT-2 with its Conv1D transposed). */
+static const char* part_name(const nb_stack* s, const char* lib, nb_name_style style, int k) {
+    static nb_tensor_part parts[3];
+    int t;
+    for (t = 0; t < s->n_tensors; t++)
+        if (!strcmp(s->tensors[t].name, lib) && nb_stack_tensor_parts(s, t, style, parts) > k)
+            return parts[k].name;
+    return "";
+}
+static void name_maps(void) {
+    static const struct { const char* preset; int L; nb_name_style style; } cases[] = {
+        {"pre", 2, NB_NAMES_HF_LLAMA}, {"mixln", 4, NB_NAMES_HF_LLAMA},
+        {"sandwich", 1, NB_NAMES_HF_LLAMA}, {"gpt2", 2, NB_NAMES_HF_GPT2},
+        {"hybrid", 2, NB_NAMES_NORMBLOCKS}};
+    nb_ctx ctx;
+    size_t c;
+    memset(&ctx, 0, sizeof ctx);
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, cases[c].L);
+        nb_stack s;
+        char names[64][96], what[96];
+        int t, u, n_names = 0, tiles = 1, unique = 1;
+        nb_preset_from_name(NULL, &d, cases[c].preset);
+        if (!nbt_check(nb_stack_init(&ctx, &s, &d, 1, 2) == NB_OK, "name maps: stack")) continue;
+        for (t = 0; t < s.n_tensors; t++) {
+            nb_tensor_part parts[3];
+            const int n = nb_stack_tensor_parts(&s, t, cases[c].style, parts);
+            int k, at = 0;
+            for (k = 0; k < n; k++) {
+                tiles &= parts[k].row0 == at;
+                at += parts[k].rows;
+                for (u = 0; u < n_names; u++) unique &= strcmp(names[u], parts[k].name) != 0;
+                if (n_names < 64) memcpy(names[n_names++], parts[k].name, sizeof names[0]);
+            }
+            tiles &= n == 0 || at == s.tensors[t].rows;
+        }
+        snprintf(what, sizeof what, "name maps of %s: parts tile the rows, names unique",
+                 cases[c].preset);
+        nbt_check(tiles && unique && n_names > 0, what);
+        if (!strcmp(cases[c].preset, "pre")) {
+            nbt_check(!strcmp(part_name(&s, "blocks.1.att_proj.weight", NB_NAMES_HF_LLAMA, 1),
+                              "model.layers.1.self_attn.k_proj.weight") &&
+                      !strcmp(part_name(&s, "blocks.0.ff_proj.weight", NB_NAMES_HF_LLAMA, 1),
+                              "model.layers.0.mlp.gate_proj.weight") &&
+                      !strcmp(part_name(&s, "blocks.0.ff_norm.weight", NB_NAMES_HF_LLAMA, 0),
+                              "model.layers.0.post_attention_layernorm.weight") &&
+                      !strcmp(part_name(&s, "ln_f.weight", NB_NAMES_HF_LLAMA, 0),
+                              "model.norm.weight"), "name maps: HF Llama Pre-Norm");
+        } else if (!strcmp(cases[c].preset, "mixln")) { /* layer 0 Post-LN, the rest Pre-LN */
+            nbt_check(!strcmp(part_name(&s, "blocks.0.attn_post_norm.weight", NB_NAMES_HF_LLAMA, 0),
+                              "model.layers.0.post_attention_layernorm.weight") &&
+                      !strcmp(part_name(&s, "blocks.0.ff_post_norm.weight", NB_NAMES_HF_LLAMA, 0),
+                              "model.layers.0.post_feedforward_layernorm.weight") &&
+                      !strcmp(part_name(&s, "blocks.1.attn_norm.weight", NB_NAMES_HF_LLAMA, 0),
+                              "model.layers.1.input_layernorm.weight"),
+                      "name maps: the Mix-LN code's Post-LN and Pre-LN layers");
+        } else if (!strcmp(cases[c].preset, "sandwich")) {
+            nbt_check(!strcmp(part_name(&s, "blocks.0.attn_out_norm.weight", NB_NAMES_HF_LLAMA, 0),
+                              "model.layers.0.post_attention_layernorm.weight") &&
+                      !strcmp(part_name(&s, "blocks.0.ff_norm.weight", NB_NAMES_HF_LLAMA, 0),
+                              "model.layers.0.pre_feedforward_layernorm.weight"),
+                      "name maps: the Mix-LN code's sandwich norms");
+        } else if (!strcmp(cases[c].preset, "gpt2")) {
+            nb_tensor_part parts[3];
+            nbt_check(nb_stack_tensor_parts(&s, 0, NB_NAMES_HF_GPT2, parts) == 1 &&
+                      !strcmp(parts[0].name, "transformer.h.0.attn.c_attn.weight") &&
+                      parts[0].transposed && !strcmp(part_name(&s, "blocks.1.ff_norm.bias",
+                      NB_NAMES_HF_GPT2, 0), "transformer.h.1.ln_2.bias"),
+                      "name maps: HF GPT-2, Conv1D transposed");
+        }
+        {
+            nb_tensor_part parts[3];
+            nbt_check(nb_stack_tensor_parts(&s, s.n_tensors, cases[c].style, parts) == -1 &&
+                      nb_stack_tensor_parts(NULL, 0, cases[c].style, parts) == -1 &&
+                      nb_stack_tensor_parts(&s, 0, (nb_name_style)7, parts) == -1,
+                      "name maps: bad arguments give -1");
+        }
+        nb_stack_free(&s);
+    }
+}
+
 /* Each preset's paper-code init comes from the library's preset table. */
 static void preset_inits(void) {
     static const struct { const char* name; nb_init_scheme want; double std0; } cases[] = {
@@ -930,6 +1013,7 @@ int main(void) {
     rezero_init_and_sharing(&rng);
     preset_inits();
     trace_names(&rng);
+    name_maps();
     bad_configs();
     return nbt_finish();
 }

@@ -1,0 +1,214 @@
+/* nbimport: load a checkpoint written in another codebase's layout into a normblocks stack and
+   run it: the stack's forward on an input, written to a file (to compare with that codebase's
+   output). The names and layouts come from the library's name maps (nb_stack_tensor_parts):
+   Hugging Face Llama (the Mix-LN and LayerNorm-Scaling codes: separate q/k/v and up/gate
+   projections), Hugging Face GPT-2 (Conv1D weights stored transposed), or the library's own.
+
+   usage: nbimport STYLE MODEL.safetensors INPUT.safetensors OUT.safetensors
+     STYLE   hf-llama | hf-gpt2 | normblocks
+     MODEL   the weights; its __metadata__ describes the stack: preset (any name
+             nb_preset_from_name accepts, e.g. pre, mixln, sandwich, gpt2), n_layers, d_model,
+             n_heads, n_kv_heads, d_ff, rope (0/1), and optionally norm (rms|layer) and ffn
+             (swiglu|gelu_tanh) and mixln_alpha
+     INPUT   a tensor "E" of shape (B, T, d): the embedded input
+     OUT     written: "out" (B, T, d), the stack's output
+   Every tensor of the stack must be in MODEL with its shape; every tensor of MODEL must be used,
+   except the embedding and head (model.embed_tokens, lm_head, transformer.wte, transformer.wpe)
+   and GPT-2's attention biases when they are zero (the library's attention has none: nonzero
+   ones are refused). Exit status 0, or 1 with a message. */
+#define _POSIX_C_SOURCE 200809L
+#define ST_TOOL "nbimport"
+#include "safetensors_read.h"
+#define NORMBLOCKS_IMPLEMENTATION
+#include "normblocks.h"
+
+static int fail(const char* fmt, const char* a) {
+    fprintf(stderr, "nbimport: ");
+    fprintf(stderr, fmt, a);
+    fprintf(stderr, "\n");
+    return 1;
+}
+
+static const char* meta_get(const st_file* f, const char* key) {
+    const cJSON* m = cJSON_GetObjectItemCaseSensitive(f->root, "__metadata__");
+    const cJSON* v = m ? cJSON_GetObjectItemCaseSensitive(m, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int meta_int(const st_file* f, const char* key, int* out) {
+    const char* v = meta_get(f, key);
+    char* end;
+    long x;
+    if (!v) return fail("MODEL metadata has no \"%s\"", key);
+    x = strtol(v, &end, 10);
+    if (*end || x < 0 || x > 1 << 24) return fail("MODEL metadata \"%s\" is not a count", key);
+    *out = (int)x;
+    return 0;
+}
+
+/* The 2-D (rows, cols) shape of a tensor (a 1-D tensor is (n, 1)). */
+static int shape2(const st_tensor* t, int* rows, int* cols) {
+    const int nd = cJSON_GetArraySize(t->shape);
+    if (nd < 1 || nd > 2) return 1;
+    *rows = (int)cJSON_GetArrayItem(t->shape, 0)->valuedouble;
+    *cols = nd == 2 ? (int)cJSON_GetArrayItem(t->shape, 1)->valuedouble : 1;
+    return 0;
+}
+
+static int ignorable(const char* name) {
+    static const char* const io[4] = {"model.embed_tokens.weight", "lm_head.weight",
+                                      "transformer.wte.weight", "transformer.wpe.weight"};
+    int i;
+    for (i = 0; i < 4; i++)
+        if (!strcmp(name, io[i])) return 1;
+    return 0;
+}
+
+static int ends_with(const char* s, const char* suffix) {
+    const size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* GPT-2's attention biases, which the library has no place for: 1 when zero (accepted), -1 when
+   not, 0 for any other tensor. */
+static int zero_attention_bias(const st_file* f, const st_tensor* t) {
+    size_t i;
+    if (!ends_with(t->name, ".attn.c_attn.bias") && !ends_with(t->name, ".attn.c_proj.bias"))
+        return 0;
+    for (i = 0; i < t->count; i++)
+        if (value(f, t, i) != 0) return -1;
+    return 1;
+}
+
+static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_real* params,
+                unsigned char* used) {
+    int t, k, i = 0;
+    const cJSON* e;
+    for (t = 0; t < s->n_tensors; t++) {
+        const nb_tensor_info* ti = &s->tensors[t];
+        nb_tensor_part parts[3];
+        const int n = nb_stack_tensor_parts(s, t, style, parts);
+        if (n <= 0) return fail("the stack's %s has no name in this layout", ti->name);
+        for (k = 0; k < n; k++) {
+            const cJSON* pe = cJSON_GetObjectItemCaseSensitive(M->root, parts[k].name);
+            st_tensor pt;
+            int rows, cols, r, c, idx = 0;
+            if (!pe) return fail("MODEL has no %s", parts[k].name);
+            if (st_tensor_of(M, pe, &pt)) return 1;
+            if (shape2(&pt, &rows, &cols)) return fail("%s: not a 1-D or 2-D tensor", parts[k].name);
+            if (parts[k].transposed) { const int x = rows; rows = cols; cols = x; }
+            if (rows != parts[k].rows || cols != (ti->ndim == 2 ? ti->cols : 1))
+                return fail("%s: shape does not match the stack's tensor", parts[k].name);
+            cJSON_ArrayForEach(e, M->root) { /* mark it used */
+                if (e == pe) used[idx] = 1;
+                idx++;
+            }
+            for (r = 0; r < rows; r++)
+                for (c = 0; c < cols; c++)
+                    params[ti->offset + (size_t)(parts[k].row0 + r) * cols + c] = (nb_real)value(
+                        M, &pt, parts[k].transposed ? (size_t)c * rows + r : (size_t)r * cols + c);
+        }
+    }
+    cJSON_ArrayForEach(e, M->root) { /* every tensor of MODEL has a place */
+        st_tensor pt;
+        int z;
+        if (strcmp(e->string, "__metadata__") && !used[i] && !ignorable(e->string)) {
+            if (st_tensor_of(M, e, &pt)) return 1;
+            z = style == NB_NAMES_HF_GPT2 ? zero_attention_bias(M, &pt) : 0;
+            if (z < 0) return fail("%s is not zero: the library's attention has no biases", e->string);
+            if (!z) return fail("%s has no place in this stack", e->string);
+        }
+        i++;
+    }
+    return 0;
+}
+
+static int write_out(const char* path, const nb_real* out, int B, int T, int d) {
+    char hdr[256];
+    unsigned char le[8];
+    const size_t n = (size_t)B * T * d;
+    size_t hl, i;
+    int k;
+    FILE* f = fopen(path, "wb");
+    if (!f) return fail("cannot write %s", path);
+    snprintf(hdr, sizeof hdr,
+             "{\"out\":{\"dtype\":\"F32\",\"shape\":[%d,%d,%d],\"data_offsets\":[0,%zu]}}", B, T,
+             d, n * 4);
+    hl = strlen(hdr);
+    while (hl % 8) hdr[hl++] = ' ';
+    for (k = 0; k < 8; k++) le[k] = (unsigned char)((unsigned long long)hl >> (8 * k));
+    fwrite(le, 1, 8, f);
+    fwrite(hdr, 1, hl, f);
+    for (i = 0; i < n; i++) {
+        const float v = (float)out[i];
+        fwrite(&v, 4, 1, f);
+    }
+    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    st_file M, In;
+    st_tensor E;
+    nb_ctx ctx;
+    nb_stack s;
+    nb_stack_desc d;
+    nb_name_style style;
+    const cJSON* ee;
+    const char *preset, *v;
+    nb_real *params = NULL, *cache = NULL, *scratch = NULL, *in = NULL, *out = NULL;
+    unsigned char* used = NULL;
+    int rc = 1, B, T, dm;
+    size_t i;
+    if (argc != 5) {
+        fprintf(stderr, "usage: nbimport hf-llama|hf-gpt2|normblocks MODEL.safetensors "
+                        "INPUT.safetensors OUT.safetensors\n");
+        return 1;
+    }
+    if (!strcmp(argv[1], "hf-llama")) style = NB_NAMES_HF_LLAMA;
+    else if (!strcmp(argv[1], "hf-gpt2")) style = NB_NAMES_HF_GPT2;
+    else if (!strcmp(argv[1], "normblocks")) style = NB_NAMES_NORMBLOCKS;
+    else return fail("unknown layout \"%s\" (hf-llama, hf-gpt2, normblocks)", argv[1]);
+    if (st_open(&M, argv[2])) return 1;
+    if (st_open(&In, argv[3])) { st_close(&M); return 1; }
+    memset(&ctx, 0, sizeof ctx);
+    memset(&d, 0, sizeof d);
+    memset(&s, 0, sizeof s);
+    if (!(preset = meta_get(&M, "preset"))) { fail("MODEL metadata has no \"%s\"", "preset"); goto done; }
+    if (nb_preset_from_name(&ctx, &d, preset)) { fail("%s", ctx.err); goto done; }
+    if (meta_int(&M, "n_layers", &d.n_layers) || meta_int(&M, "d_model", &d.d_model) ||
+        meta_int(&M, "n_heads", &d.n_heads) || meta_int(&M, "n_kv_heads", &d.n_kv_heads) ||
+        meta_int(&M, "d_ff", &d.d_ff) || meta_int(&M, "rope", &d.rope))
+        goto done;
+    if ((v = meta_get(&M, "norm")) && !strcmp(v, "layer")) d.norm = NB_NORM_LAYER;
+    if ((v = meta_get(&M, "ffn")) && !strcmp(v, "gelu_tanh")) d.ffn = NB_FFN_GELU_TANH;
+    if ((v = meta_get(&M, "mixln_alpha"))) d.mixln_alpha = strtod(v, NULL);
+    ee = cJSON_GetObjectItemCaseSensitive(In.root, "E");
+    if (!ee) { fail("%s has no tensor \"E\"", argv[3]); goto done; }
+    if (st_tensor_of(&In, ee, &E)) goto done;
+    if (cJSON_GetArraySize(E.shape) != 3) { fail("%s: E is not (B, T, d)", argv[3]); goto done; }
+    B = (int)cJSON_GetArrayItem(E.shape, 0)->valuedouble;
+    T = (int)cJSON_GetArrayItem(E.shape, 1)->valuedouble;
+    dm = (int)cJSON_GetArrayItem(E.shape, 2)->valuedouble;
+    if (dm != d.d_model) { fail("%s: E's width is not d_model", argv[3]); goto done; }
+    if (nb_stack_init(&ctx, &s, &d, B, T)) { fail("%s", ctx.err); goto done; }
+    params = (nb_real*)calloc(s.n_params, sizeof(nb_real));
+    cache = (nb_real*)calloc(s.n_cache, sizeof(nb_real));
+    scratch = (nb_real*)calloc(s.n_scratch, sizeof(nb_real));
+    in = (nb_real*)calloc(E.count, sizeof(nb_real));
+    out = (nb_real*)calloc(E.count, sizeof(nb_real));
+    used = (unsigned char*)calloc((size_t)cJSON_GetArraySize(M.root) + 1, 1);
+    if (!params || !cache || !scratch || !in || !out || !used) { fail("out of memory%s", ""); goto done; }
+    if (load(&s, style, &M, params, used)) goto done;
+    for (i = 0; i < E.count; i++) in[i] = (nb_real)value(&In, &E, i);
+    if (nb_stack_forward(&ctx, &s, params, out, in, B, T, cache, scratch)) { fail("%s", ctx.err); goto done; }
+    rc = write_out(argv[4], out, B, T, dm);
+    if (!rc) printf("nbimport: %s (%s, %d layers) run on %s: %s\n", argv[2], preset, d.n_layers,
+                    argv[3], argv[4]);
+done:
+    nb_stack_free(&s);
+    free(params); free(cache); free(scratch); free(in); free(out); free(used);
+    st_close(&M);
+    st_close(&In);
+    return rc;
+}

@@ -1,0 +1,102 @@
+/* safetensors_read.h: a small reader of safetensors files (F32 and F64 tensors) for the
+   example tools (nbdiff, nbimport). Include once, after defining ST_TOOL (the tool's name for
+   messages); needs cJSON. Errors print "<tool>: ..." and return 2. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct st_file {
+    const char* path;
+    cJSON* root;
+    unsigned char* data;
+    size_t n_data;
+} st_file;
+
+typedef struct st_tensor {
+    const char* name;
+    int f64;
+    size_t count, offset;
+    const cJSON* shape;
+} st_tensor;
+
+static int err(const char* fmt, const char* a, const char* b) {
+    fprintf(stderr, "%s: ", ST_TOOL);
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n");
+    return 2;
+}
+
+static void st_close(st_file* f) {
+    cJSON_Delete(f->root);
+    free(f->data);
+}
+
+static int st_open(st_file* f, const char* path) {
+    FILE* fp = fopen(path, "rb");
+    unsigned char le[8];
+    unsigned long long h = 0;
+    char* hdr = NULL;
+    long sz;
+    int i;
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    if (!fp) return err("cannot open %s: %s", path, strerror(errno));
+    if (fseek(fp, 0, SEEK_END) || (sz = ftell(fp)) < 8 || fseek(fp, 0, SEEK_SET) || fread(le, 1, 8, fp) != 8) {
+        fclose(fp);
+        return err("%s: not a safetensors file%s", path, "");
+    }
+    for (i = 7; i >= 0; i--) h = h << 8 | le[i];
+    if (h < 2 || h > (unsigned long long)(sz - 8)) { fclose(fp); return err("%s: bad header length%s", path, ""); }
+    hdr = (char*)malloc((size_t)h + 1);
+    f->n_data = (size_t)sz - 8 - (size_t)h;
+    f->data = (unsigned char*)malloc(f->n_data ? f->n_data : 1);
+    if (!hdr || !f->data || fread(hdr, 1, (size_t)h, fp) != (size_t)h ||
+        fread(f->data, 1, f->n_data, fp) != f->n_data) {
+        free(hdr);
+        fclose(fp);
+        return err("cannot read %s%s", path, "");
+    }
+    fclose(fp);
+    f->root = cJSON_ParseWithLength(hdr, (size_t)h);
+    free(hdr);
+    if (!cJSON_IsObject(f->root)) return err("%s: the header is not JSON%s", path, "");
+    return 0;
+}
+
+/* one tensor entry, checked against the data size */
+static int st_tensor_of(const st_file* f, const cJSON* e, st_tensor* t) {
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype"), *x;
+    const cJSON* offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    double a, b, count = 1;
+    t->name = e->string;
+    t->shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    if (!cJSON_IsString(dt) || (strcmp(dt->valuestring, "F32") && strcmp(dt->valuestring, "F64")))
+        return err("%s: tensor %s is not F32 or F64", f->path, e->string);
+    t->f64 = !strcmp(dt->valuestring, "F64");
+    cJSON_ArrayForEach(x, t->shape) count *= cJSON_IsNumber(x) ? x->valuedouble : NAN;
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !(count >= 0))
+        return err("%s: tensor %s has a bad shape or data_offsets", f->path, e->string);
+    a = cJSON_GetArrayItem(offs, 0)->valuedouble;
+    b = cJSON_GetArrayItem(offs, 1)->valuedouble;
+    if (!(a >= 0 && b <= (double)f->n_data && b - a == count * (t->f64 ? 8 : 4)))
+        return err("%s: tensor %s has data_offsets outside the file or of the wrong size", f->path, e->string);
+    t->count = (size_t)count;
+    t->offset = (size_t)a;
+    return 0;
+}
+
+static double value(const st_file* f, const st_tensor* t, size_t i) {
+    if (t->f64) {
+        double v;
+        memcpy(&v, f->data + t->offset + 8 * i, 8);
+        return v;
+    } else {
+        float v;
+        memcpy(&v, f->data + t->offset + 4 * i, 4);
+        return v;
+    }
+}
+

@@ -5,6 +5,7 @@
    projections), Hugging Face GPT-2 (Conv1D weights stored transposed), or the library's own.
 
    usage: nbimport STYLE MODEL.safetensors INPUT.safetensors OUT.safetensors
+          nbimport --export STYLE MODEL.safetensors OUT.safetensors
      STYLE   hf-llama | hf-gpt2 | normblocks
      MODEL   the weights; its __metadata__ describes the stack: preset (any name
              nb_preset_from_name accepts, e.g. pre, mixln, sandwich, gpt2), n_layers, d_model,
@@ -15,7 +16,11 @@
    Every tensor of the stack must be in MODEL with its shape; every tensor of MODEL must be used,
    except the embedding and head (model.embed_tokens, lm_head, transformer.wte, transformer.wpe)
    and GPT-2's attention biases when they are zero (the library's attention has none: nonzero
-   ones are refused). Exit status 0, or 1 with a message. */
+   ones are refused).
+   --export: the other way: MODEL in the library's names (e.g. a stack's tensors as
+   examples/train saves them, without the "transformer." prefix), OUT in STYLE's names and
+   layouts (GPT-2's attention biases written as zeros), with MODEL's metadata.
+   Exit status 0, or 1 with a message. */
 #define _POSIX_C_SOURCE 200809L
 #define ST_TOOL "nbimport"
 #include "safetensors_read.h"
@@ -147,42 +152,177 @@ static int write_out(const char* path, const nb_real* out, int B, int T, int d) 
     return 0;
 }
 
+/* --export: every tensor of the stack (params) under STYLE's names into path. */
+static int export_to(const char* path, const nb_stack* s, nb_name_style style,
+                     const nb_real* params, const st_file* M) {
+    cJSON* root = cJSON_CreateObject();
+    const cJSON* meta = cJSON_GetObjectItemCaseSensitive(M->root, "__metadata__");
+    FILE* f = fopen(path, "wb");
+    size_t off = 0, hl;
+    char* json;
+    unsigned char le[8];
+    int pass, t, k, l;
+    if (!f) { cJSON_Delete(root); return fail("cannot write %s", path); }
+    if (meta) cJSON_AddItemToObject(root, "__metadata__", cJSON_Duplicate(meta, 1));
+    /* pass 0 builds the header, pass 1 writes the data in the same order */
+    for (pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            json = cJSON_PrintUnformatted(root);
+            hl = strlen(json);
+            for (k = 0; k < 8; k++) le[k] = (unsigned char)((unsigned long long)((hl + 7) / 8 * 8) >> (8 * k));
+            fwrite(le, 1, 8, f);
+            fwrite(json, 1, hl, f);
+            for (; hl % 8; hl++) fputc(' ', f);
+            free(json);
+        }
+        for (t = 0; t < s->n_tensors; t++) {
+            const nb_tensor_info* ti = &s->tensors[t];
+            nb_tensor_part parts[3];
+            const int n = nb_stack_tensor_parts(s, t, style, parts);
+            const int cols = ti->ndim == 2 ? ti->cols : 1;
+            if (n <= 0) {
+                fclose(f);
+                remove(path);
+                cJSON_Delete(root);
+                return fail("%s has no name in this layout", ti->name);
+            }
+            for (k = 0; k < n; k++) {
+                const size_t bytes = (size_t)parts[k].rows * cols * 4;
+                if (pass == 0) {
+                    cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
+                    cJSON_AddStringToObject(e, "dtype", "F32");
+                    if (ti->ndim == 1) cJSON_AddItemToArray(shape, cJSON_CreateNumber(parts[k].rows));
+                    else if (parts[k].transposed) {
+                        cJSON_AddItemToArray(shape, cJSON_CreateNumber(cols));
+                        cJSON_AddItemToArray(shape, cJSON_CreateNumber(parts[k].rows));
+                    } else {
+                        cJSON_AddItemToArray(shape, cJSON_CreateNumber(parts[k].rows));
+                        cJSON_AddItemToArray(shape, cJSON_CreateNumber(cols));
+                    }
+                    cJSON_AddItemToObject(e, "shape", shape);
+                    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+                    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + bytes)));
+                    cJSON_AddItemToObject(e, "data_offsets", offs);
+                    cJSON_AddItemToObject(root, parts[k].name, e);
+                    off += bytes;
+                } else {
+                    int r, c;
+                    const nb_real* base = params + ti->offset + (size_t)parts[k].row0 * cols;
+                    for (r = 0; r < (parts[k].transposed ? cols : parts[k].rows); r++)
+                        for (c = 0; c < (parts[k].transposed ? parts[k].rows : cols); c++) {
+                            const float v = (float)(parts[k].transposed ? base[(size_t)c * cols + r]
+                                                                        : base[(size_t)r * cols + c]);
+                            fwrite(&v, 4, 1, f);
+                        }
+                }
+            }
+        }
+        for (l = 0; style == NB_NAMES_HF_GPT2 && l < s->desc.n_layers; l++) { /* zero biases */
+            static const char* const which[2] = {"c_attn", "c_proj"};
+            for (k = 0; k < 2; k++) {
+                const int n = k ? s->desc.d_model : s->layers[l].attn.qkv_width;
+                if (pass == 0) {
+                    char name[64];
+                    cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
+                    snprintf(name, sizeof name, "transformer.h.%d.attn.%s.bias", l, which[k]);
+                    cJSON_AddStringToObject(e, "dtype", "F32");
+                    cJSON_AddItemToArray(shape, cJSON_CreateNumber(n));
+                    cJSON_AddItemToObject(e, "shape", shape);
+                    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+                    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + (size_t)n * 4)));
+                    cJSON_AddItemToObject(e, "data_offsets", offs);
+                    cJSON_AddItemToObject(root, name, e);
+                    off += (size_t)n * 4;
+                } else {
+                    const float z = 0;
+                    int i;
+                    for (i = 0; i < n; i++) fwrite(&z, 4, 1, f);
+                }
+            }
+        }
+    }
+    cJSON_Delete(root);
+    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
+    return 0;
+}
+
+/* The stack that MODEL's metadata describes, for batches of B x T. */
+static int stack_of(const st_file* M, int B, int T, nb_stack* s) {
+    nb_ctx ctx;
+    nb_stack_desc d;
+    const char *preset, *v;
+    memset(&ctx, 0, sizeof ctx);
+    memset(&d, 0, sizeof d);
+    if (!(preset = meta_get(M, "preset"))) return fail("MODEL metadata has no \"%s\"", "preset");
+    if (nb_preset_from_name(&ctx, &d, preset)) return fail("%s", ctx.err);
+    if (meta_int(M, "n_layers", &d.n_layers) || meta_int(M, "d_model", &d.d_model) ||
+        meta_int(M, "n_heads", &d.n_heads) || meta_int(M, "n_kv_heads", &d.n_kv_heads) ||
+        meta_int(M, "d_ff", &d.d_ff) || meta_int(M, "rope", &d.rope))
+        return 1;
+    if ((v = meta_get(M, "norm")) && !strcmp(v, "layer")) d.norm = NB_NORM_LAYER;
+    if ((v = meta_get(M, "ffn")) && !strcmp(v, "gelu_tanh")) d.ffn = NB_FFN_GELU_TANH;
+    if ((v = meta_get(M, "mixln_alpha"))) d.mixln_alpha = strtod(v, NULL);
+    if (nb_stack_init(&ctx, s, &d, B, T)) return fail("%s", ctx.err);
+    return 0;
+}
+
+static int parse_style(const char* a, nb_name_style* style) {
+    if (!strcmp(a, "hf-llama")) *style = NB_NAMES_HF_LLAMA;
+    else if (!strcmp(a, "hf-gpt2")) *style = NB_NAMES_HF_GPT2;
+    else if (!strcmp(a, "normblocks")) *style = NB_NAMES_NORMBLOCKS;
+    else return fail("unknown layout \"%s\" (hf-llama, hf-gpt2, normblocks)", a);
+    return 0;
+}
+
+static int run_export(int argc, char** argv) {
+    st_file M;
+    nb_stack s;
+    nb_name_style style;
+    nb_real* params = NULL;
+    unsigned char* used = NULL;
+    int rc = 1;
+    if (argc != 5) return fail("usage: nbimport --export STYLE MODEL.safetensors OUT.safetensors%s", "");
+    if (parse_style(argv[2], &style) || st_open(&M, argv[3])) return 1;
+    memset(&s, 0, sizeof s);
+    if (!stack_of(&M, 1, 1, &s)) {
+        params = (nb_real*)calloc(s.n_params ? s.n_params : 1, sizeof(nb_real));
+        used = (unsigned char*)calloc((size_t)cJSON_GetArraySize(M.root) + 1, 1);
+        if (!params || !used) fail("out of memory%s", "");
+        else if (!load(&s, NB_NAMES_NORMBLOCKS, &M, params, used))
+            rc = export_to(argv[4], &s, style, params, &M);
+    }
+    if (!rc) printf("nbimport: %s exported to %s (%s)\n", argv[3], argv[4], argv[2]);
+    nb_stack_free(&s);
+    free(params);
+    free(used);
+    st_close(&M);
+    return rc;
+}
+
 int main(int argc, char** argv) {
     st_file M, In;
     st_tensor E;
     nb_ctx ctx;
     nb_stack s;
-    nb_stack_desc d;
     nb_name_style style;
     const cJSON* ee;
-    const char *preset, *v;
     nb_real *params = NULL, *cache = NULL, *scratch = NULL, *in = NULL, *out = NULL;
     unsigned char* used = NULL;
     int rc = 1, B, T, dm;
     size_t i;
+    if (argc > 1 && !strcmp(argv[1], "--export")) return run_export(argc, argv);
     if (argc != 5) {
         fprintf(stderr, "usage: nbimport hf-llama|hf-gpt2|normblocks MODEL.safetensors "
-                        "INPUT.safetensors OUT.safetensors\n");
+                        "INPUT.safetensors OUT.safetensors\n"
+                        "       nbimport --export hf-llama|hf-gpt2|normblocks MODEL.safetensors "
+                        "OUT.safetensors\n");
         return 1;
     }
-    if (!strcmp(argv[1], "hf-llama")) style = NB_NAMES_HF_LLAMA;
-    else if (!strcmp(argv[1], "hf-gpt2")) style = NB_NAMES_HF_GPT2;
-    else if (!strcmp(argv[1], "normblocks")) style = NB_NAMES_NORMBLOCKS;
-    else return fail("unknown layout \"%s\" (hf-llama, hf-gpt2, normblocks)", argv[1]);
+    if (parse_style(argv[1], &style)) return 1;
     if (st_open(&M, argv[2])) return 1;
     if (st_open(&In, argv[3])) { st_close(&M); return 1; }
     memset(&ctx, 0, sizeof ctx);
-    memset(&d, 0, sizeof d);
     memset(&s, 0, sizeof s);
-    if (!(preset = meta_get(&M, "preset"))) { fail("MODEL metadata has no \"%s\"", "preset"); goto done; }
-    if (nb_preset_from_name(&ctx, &d, preset)) { fail("%s", ctx.err); goto done; }
-    if (meta_int(&M, "n_layers", &d.n_layers) || meta_int(&M, "d_model", &d.d_model) ||
-        meta_int(&M, "n_heads", &d.n_heads) || meta_int(&M, "n_kv_heads", &d.n_kv_heads) ||
-        meta_int(&M, "d_ff", &d.d_ff) || meta_int(&M, "rope", &d.rope))
-        goto done;
-    if ((v = meta_get(&M, "norm")) && !strcmp(v, "layer")) d.norm = NB_NORM_LAYER;
-    if ((v = meta_get(&M, "ffn")) && !strcmp(v, "gelu_tanh")) d.ffn = NB_FFN_GELU_TANH;
-    if ((v = meta_get(&M, "mixln_alpha"))) d.mixln_alpha = strtod(v, NULL);
     ee = cJSON_GetObjectItemCaseSensitive(In.root, "E");
     if (!ee) { fail("%s has no tensor \"E\"", argv[3]); goto done; }
     if (st_tensor_of(&In, ee, &E)) goto done;
@@ -190,8 +330,8 @@ int main(int argc, char** argv) {
     B = (int)cJSON_GetArrayItem(E.shape, 0)->valuedouble;
     T = (int)cJSON_GetArrayItem(E.shape, 1)->valuedouble;
     dm = (int)cJSON_GetArrayItem(E.shape, 2)->valuedouble;
-    if (dm != d.d_model) { fail("%s: E's width is not d_model", argv[3]); goto done; }
-    if (nb_stack_init(&ctx, &s, &d, B, T)) { fail("%s", ctx.err); goto done; }
+    if (stack_of(&M, B, T, &s)) goto done;
+    if (dm != s.desc.d_model) { fail("%s: E's width is not d_model", argv[3]); goto done; }
     params = (nb_real*)calloc(s.n_params, sizeof(nb_real));
     cache = (nb_real*)calloc(s.n_cache, sizeof(nb_real));
     scratch = (nb_real*)calloc(s.n_scratch, sizeof(nb_real));
@@ -203,8 +343,8 @@ int main(int argc, char** argv) {
     for (i = 0; i < E.count; i++) in[i] = (nb_real)value(&In, &E, i);
     if (nb_stack_forward(&ctx, &s, params, out, in, B, T, cache, scratch)) { fail("%s", ctx.err); goto done; }
     rc = write_out(argv[4], out, B, T, dm);
-    if (!rc) printf("nbimport: %s (%s, %d layers) run on %s: %s\n", argv[2], preset, d.n_layers,
-                    argv[3], argv[4]);
+    if (!rc) printf("nbimport: %s (%s, %d layers) run on %s: %s\n", argv[2],
+                    nb_preset_name(s.desc.preset), s.desc.n_layers, argv[3], argv[4]);
 done:
     nb_stack_free(&s);
     free(params); free(cache); free(scratch); free(in); free(out); free(used);

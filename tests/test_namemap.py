@@ -11,7 +11,8 @@ post_attention_layernorm; Post-LN layers: post_attention_layernorm after the att
 post_feedforward_layernorm after the MLP add; sandwich: input_, post_attention_,
 pre_feedforward_, post_feedforward_layernorm), separate q/k/v and gate/up/down projections;
 Hugging Face GPT-2 with Conv1D weights stored (in, out), fused c_attn [Q|K|V] and zero attention
-biases. Tolerance: float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin|
+biases. `nbimport --export` of the library-named tensors must write exactly those files (names,
+shapes, values; embeddings aside). Tolerance: float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin|
 (measured ~1e-6). Also: a GPT-2 file with a nonzero attention bias, and a Llama file missing a
 norm, are refused with a message. Exits 77 (CTest's skip) without torch.
 """
@@ -31,19 +32,20 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples", "pytorch"))
 from normblocks_twin import Stack, StackConfig, read_safetensors, write_safetensors  # noqa: E402
 
 # (name, preset, n_layers, layout, extra StackConfig fields)
+H = 4
 CASES = [("pre", "pre", 2, "hf-llama", {}),
          ("mixln", "mixln", 4, "hf-llama", {}),        # layer 0 Post-LN, layers 1-3 Pre-LN
          ("sandwich", "sandwich", 2, "hf-llama", {}),
-         ("gpt2", "gpt2", 2, "hf-gpt2", {}),
+         ("gpt2", "gpt2", 2, "hf-gpt2", {"n_kv_heads": H}),  # GPT-2 has no GQA
          ("hybrid", "hybrid", 2, "normblocks", {})]
-D, H, HKV, FF, B, T = 32, 4, 2, 48, 2, 7
+D, HKV, FF, B, T = 32, 2, 48, 2, 7
 
 
 def llama_layout(stack, p):
     """The Mix-LN code's Llama names of the twin's parameters."""
     c = stack.config
     out = {"model.embed_tokens.weight": torch.randn(256, D), "lm_head.weight": torch.randn(256, D)}
-    kv = HKV * (D // H)
+    kv = stack.config.n_kv_heads * (D // H)
     for blk in stack.blocks:
         pre, lib = "model.layers.%d." % blk.l, "blocks.%d." % blk.l
         q, k, v = p[lib + "att_proj.weight"].split((D, kv, kv))
@@ -109,8 +111,9 @@ def main():
     global META
     with tempfile.TemporaryDirectory() as work:
         for name, preset, L, layout, extra in CASES:
-            cfg = StackConfig.from_name(preset, n_layers=L, d_model=D, n_heads=H, n_kv_heads=HKV,
-                                        d_ff=FF, rope=True, **extra)
+            kv_heads = extra.get("n_kv_heads", HKV)
+            cfg = StackConfig.from_name(preset, n_layers=L, d_model=D, n_heads=H,
+                                        n_kv_heads=kv_heads, d_ff=FF, rope=True)
             stack = Stack(cfg)
             with torch.no_grad():
                 for n_, t in stack.named_parameters():
@@ -122,7 +125,7 @@ def main():
                 ref = stack(E)
             c = stack.config
             META = {"preset": preset, "n_layers": str(L), "d_model": str(D), "n_heads": str(H),
-                    "n_kv_heads": str(HKV), "d_ff": str(FF), "rope": "1",
+                    "n_kv_heads": str(kv_heads), "d_ff": str(FF), "rope": "1",
                     "norm": c.norm, "ffn": c.ffn}
             model = (llama_layout(stack, p) if layout == "hf-llama" else
                      gpt2_layout(stack, p) if layout == "hf-gpt2" else dict(p))
@@ -138,6 +141,19 @@ def main():
             failed += not ok
             print("%s: %s (%s): %d tensors, max |C - twin| %.2e" %
                   ("ok" if ok else "FAIL", name, layout, len(model), float(err.max())))
+            # the other way: the library's names exported to the layout equal the file above
+            lib_path, exp_path = os.path.join(work, name + ".lib"), os.path.join(work, name + ".exp")
+            write_safetensors(lib_path, list(p.items()), META)
+            r = subprocess.run([nbimport, "--export", layout, lib_path, exp_path],
+                               capture_output=True, text=True)
+            want = {k: v for k, v in model.items() if k not in IO}
+            got = read_safetensors(exp_path)[0] if r.returncode == 0 else {}
+            ok = (r.returncode == 0 and set(got) == set(want) and
+                  all(got[k].shape == want[k].shape and torch.equal(got[k], want[k].float())
+                      for k in want))
+            failed += not ok
+            print("%s: %s: --export writes the layout's names, shapes and values (%s)" %
+                  ("ok" if ok else "FAIL", name, r.stderr.strip() or "%d tensors" % len(got)))
             if layout == "hf-gpt2":  # a nonzero attention bias has no place: refused
                 model["transformer.h.1.attn.c_proj.bias"] = torch.full((D,), 0.1)
                 r, out = run(nbimport, layout, model, E, work, name + "_bias")
@@ -157,5 +173,7 @@ def main():
 
 
 META = {}
+IO = ("model.embed_tokens.weight", "lm_head.weight", "transformer.wte.weight",
+      "transformer.wpe.weight")
 if __name__ == "__main__":
     sys.exit(main())

@@ -574,7 +574,7 @@ typedef enum nb_preset {
     NB_PRESET_LNS,             /* LayerNorm Scaling: Pre-Norm, N(x) / sqrt(l) in layer l = 1..L */
     NB_PRESET_NONE,            /* no normalization: x + F(x), no final norm (a baseline) */
     NB_PRESET_DYT,             /* Pre-Norm with DyT for every norm (DyT's LLaMA setting) */
-    NB_PRESET_PERILN,          /* Peri-LN: x + N_out(F(N_in(x))), normalized embedding, final norm */
+    NB_PRESET_PERILN,          /* Peri-LN: x + N_out(F(N_in(x))), normalized embedding, ln_f */
     NB_PRESET_REZERO,          /* ReZero: x + a F(x), a learnable scalar per layer (init 0), no
                                   norms anywhere (the ReZero code has no final norm either) */
     NB_PRESET_LAYERSCALE,      /* LayerScale: x + diag(lambda) F(N(x)), Pre-Norm and final norm */
@@ -597,11 +597,11 @@ typedef struct nb_stack_desc {
     double dyt_alpha;          /* DyT: initial alpha of every norm but those feeding attention;
                                   0 = DyT's LLM rule by width d: 1 up to 1024, 0.5 up to 2048,
                                   0.2 up to 4096, else 0.05 (its non-LLM default is 0.5) */
-    double layerscale_init;    /* LayerScale's initial lambda; 0 = CaiT's rule by depth: 0.1 up to
-                                  18 layers, 1e-5 up to 24, 1e-6 deeper; else finite and > 0 */
     double dyt_alpha_attn;     /* DyT: initial alpha of the norms whose output enters attention
                                   (attn_norm, attn_y_norm, attn_input_norm; not the Q/K/V/C
                                   sites); 0 = by width: 1 up to 2048, 0.8 up to 4096, else 0.2 */
+    double layerscale_init;    /* LayerScale's initial lambda; 0 = CaiT's rule by depth: 0.1 up to
+                                  18 layers, 1e-5 up to 24, 1e-6 deeper; else finite and > 0 */
     nb_real eps;               /* 0 = 1e-5 (1e-6 for OLMO2, MIXLN, DEEPNORM_MIXLN: their code);
                                   else finite and > 0 */
     nb_norm_width site_width;  /* 0 = preset default (per head; full width for OLMO2) */
@@ -3140,7 +3140,8 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
     for (i = 0; i < sizeof nb__name_rows / sizeof nb__name_rows[0]; i++) {
         const nb__name_row* row = &nb__name_rows[i];
         const char* name = style == NB_NAMES_HF_LLAMA ? row->llama : row->gpt2;
-        const char* prefix = l < 0 ? "" : style == NB_NAMES_HF_LLAMA ? "model.layers." : "transformer.h.";
+        const char* prefix = l < 0 ? "" : style == NB_NAMES_HF_LLAMA ? "model.layers."
+                                                                       : "transformer.h.";
         char pre[48];
         if (strcmp(suffix, row->lib) || !name) continue;
         if (l >= 0) snprintf(pre, sizeof pre, "%s%d.", prefix, l);
@@ -3509,7 +3510,8 @@ static void nb__scope(const nb__run* r, int l, int k) {
     nb_ctx* ctx = r->ctx;
     if (!ctx || !ctx->trace) return;
     if (l < 0) ctx->trace_scope[0] = 0;
-    else snprintf(ctx->trace_scope, sizeof ctx->trace_scope, "blocks.%d.%s.", l, k ? "ffn" : "attn");
+    else snprintf(ctx->trace_scope, sizeof ctx->trace_scope, "blocks.%d.%s.", l,
+                  k ? "ffn" : "attn");
 }
 /* Trace a stack-level B*T x d tensor: name with the scope of (l, k) (l < 0: none). */
 static void nb__trace_at(const nb__run* r, int l, int k, const char* name, const nb_real* x) {

@@ -3513,22 +3513,15 @@ static void nb__scope(const nb__run* r, int l, int k) {
     else snprintf(ctx->trace_scope, sizeof ctx->trace_scope, "blocks.%d.%s.", l,
                   k ? "ffn" : "attn");
 }
-/* Trace a stack-level B*T x d tensor: name with the scope of (l, k) (l < 0: none). */
-static void nb__trace_at(const nb__run* r, int l, int k, const char* name, const nb_real* x) {
+/* Trace a B*T x d tensor of the stack as "blocks.<l>.<sub>.<name>" for sublayer k of layer l,
+   "blocks.<l>.<name>" for k < 0, "<name>" for l < 0. */
+static void nb__trace_layer(const nb__run* r, int l, int k, const char* name, const nb_real* x) {
+    char full[64];
     if (!r->ctx || !r->ctx->trace) return;
-    nb__scope(r, l, k);
-    nb__trace(r->ctx, name, x, r->rows, r->s->desc.d_model);
-    nb__scope(r, -1, 0);
-}
-
-/* Trace a B*T x d tensor of layer l as "blocks.<l>.<name>" ("<name>" for l < 0). */
-static void nb__trace_layer(const nb__run* r, int l, const char* name, const nb_real* x) {
-    char full[48];
-    if (!r->ctx || !r->ctx->trace) return;
-    if (l >= 0) snprintf(full, sizeof full, "blocks.%d.%s", l, name);
-    else snprintf(full, sizeof full, "%s", name);
-    r->ctx->trace_scope[0] = 0;
-    nb__trace(r->ctx, full, x, r->rows, r->s->desc.d_model);
+    if (l < 0) snprintf(full, sizeof full, "%s", name);
+    else if (k < 0) snprintf(full, sizeof full, "blocks.%d.%s", l, name);
+    else snprintf(full, sizeof full, "blocks.%d.%s.%s", l, k ? "ffn" : "attn", name);
+    r->ctx->trace(r->ctx->trace_user, full, x, r->rows, r->s->desc.d_model);
 }
 
 /* Sublayer k (0 attention, 1 FFN) of layer l: F(h) into out (B*T x d). */
@@ -3585,7 +3578,7 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
         if ((rc = nb__block_norm_fwd(r, &p->n[n_in], c->h[k], x, c->st[n_in])) != NB_OK) return rc;
         if (place->input_scale != 1) nb__lin(r, c->h[k], place->input_scale, c->h[k], 0, NULL);
         h = c->h[k];
-        nb__trace_at(r, l, k, "h", h);
+        nb__trace_layer(r, l, k, "h", h);
     }
     res = place->residual_from_norm ? h : x;
     /* the branch output before its scale is cached for the scale's gradient */
@@ -3594,7 +3587,7 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
     if ((rc = nb__finite(r, f, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
     if (!place->output_norm && !place->post_norm && !bs) {
         nb__lin(r, out, alpha, res, 1, f);
-        nb__trace_at(r, l, k, "x_out", out);
+        nb__trace_layer(r, l, k, "x_out", out);
         return NB_OK;
     }
     /* output norm, branch scale, residual add and post norm in one pass over the rows */
@@ -3625,8 +3618,8 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
         if (place->post_norm)
             nb__block_norm_fwd_row(r, &p->n[n_post], out + o, sum, c->st[n_post], row);
     }
-    if (place->post_norm) nb__trace_at(r, l, k, "sum", c->s[k]);
-    nb__trace_at(r, l, k, "x_out", out);
+    if (place->post_norm) nb__trace_layer(r, l, k, "sum", c->s[k]);
+    nb__trace_layer(r, l, k, "x_out", out);
     return NB_OK;
 }
 
@@ -4114,7 +4107,7 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
         nb__copy(&r, nb__hidden(s, r.sc.hidden, 0, 0), in);
     }
     if (s->streams == 2) nb__copy(&r, nb__hidden(s, r.sc.hidden, 0, 1), nb__hidden(s, r.sc.hidden, 0, 0));
-    nb__trace_layer(&r, -1, "x0", nb__hidden(s, r.sc.hidden, 0, 0));
+    nb__trace_layer(&r, -1, -1, "x0", nb__hidden(s, r.sc.hidden, 0, 0));
     for (l = 0; l < s->desc.n_layers; l++) {
         nb_real* o[2];
         const nb_real* i[2];
@@ -4123,8 +4116,8 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
             i[k] = nb__hidden(s, r.sc.hidden, l, k < s->streams ? k : 0);
         }
         if ((rc = nb__layer_fwd(&r, l, params, o, i, cache))) return rc;
-        nb__trace_layer(&r, l, "x", o[0]);
-        if (s->streams == 2) nb__trace_layer(&r, l, "y", o[1]);
+        nb__trace_layer(&r, l, -1, "x", o[0]);
+        if (s->streams == 2) nb__trace_layer(&r, l, -1, "y", o[1]);
     }
     {
         const int L = s->desc.n_layers;
@@ -4160,7 +4153,7 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
     nb__hdr_put(r.sc.hdr, 0, 0, 0, 0); /* not a complete forward until the end */
     rc = nb__stack_fwd(&r, params, out, in, cache);
     if (!rc) nb__hdr_put(r.sc.hdr, NB__MAGIC_STACK, nb__stack_id(s), B, T);
-    if (!rc) nb__trace_layer(&r, -1, "out", out);
+    if (!rc) nb__trace_layer(&r, -1, -1, "out", out);
     return rc;
 }
 
@@ -4234,26 +4227,23 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         if (l == 0 && into_din) o[0] = din;
         if ((rc = nb__layer_bwd(&r, l, params, grads, o, d, i, cache))) return rc;
         nb__grads_ready(ctx, l, s->layers[l].param_offset, s->layers[l].n_params);
-        nb__trace_layer(&r, l, "grad_x_in", o[0]);
-        if (s->streams == 2) nb__trace_layer(&r, l, "grad_y_in", o[1]);
+        nb__trace_layer(&r, l, -1, "grad_x_in", o[0]);
+        if (s->streams == 2) nb__trace_layer(&r, l, -1, "grad_y_in", o[1]);
         for (k = 0; k < 2; k++) { t = cur[k]; cur[k] = nxt[k]; nxt[k] = t; }
     }
     if (into_din) {
-        nb__trace_layer(&r, -1, "grad_in", din);
-        return NB_OK;
+        /* the first layer wrote din */
+    } else if (!tp.n[NB__EMBED].g) { /* both SiameseNorm streams start from the input */
+        nb__lin(&r, din, 1, cur[0], 1, cur[1]);                             /* dE = dx_0 + dy_0 */
+    } else {
+        if (s->streams == 2) nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);
+        rc = nb__block_norm_bwd(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,
+                                r.sc.st[NB__EMBED], 0);
+        if (rc) return rc;
+        nb__grads_ready(ctx, -1, 0, s->layers[0].param_offset);
     }
-    /* both SiameseNorm streams start from the input: dE = dx_0 + dy_0 */
-    if (!tp.n[NB__EMBED].g) {
-        nb__lin(&r, din, 1, cur[0], 1, cur[1]);
-        nb__trace_layer(&r, -1, "grad_in", din);
-        return NB_OK;
-    }
-    if (s->streams == 2) nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);
-    rc = nb__block_norm_bwd(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,
-                            r.sc.st[NB__EMBED], 0);
-    if (!rc) nb__grads_ready(ctx, -1, 0, s->layers[0].param_offset);
-    if (!rc) nb__trace_layer(&r, -1, "grad_in", din);
-    return rc;
+    nb__trace_layer(&r, -1, -1, "grad_in", din);
+    return NB_OK;
 }
 
 /* ---- initialization ---- */

@@ -100,7 +100,8 @@ static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_rea
             int rows, cols, r, c, idx = 0;
             if (!pe) return fail("MODEL has no %s", parts[k].name);
             if (st_tensor_of(M, pe, &pt)) return 1;
-            if (shape2(&pt, &rows, &cols)) return fail("%s: not a 1-D or 2-D tensor", parts[k].name);
+            if (shape2(&pt, &rows, &cols))
+                return fail("%s: not a 1-D or 2-D tensor", parts[k].name);
             if (parts[k].transposed) { const int x = rows; rows = cols; cols = x; }
             if (rows != parts[k].rows || cols != (ti->ndim == 2 ? ti->cols : 1))
                 return fail("%s: shape does not match the stack's tensor", parts[k].name);
@@ -120,7 +121,8 @@ static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_rea
         if (strcmp(e->string, "__metadata__") && !used[i] && !ignorable(e->string)) {
             if (st_tensor_of(M, e, &pt)) return 1;
             z = style == NB_NAMES_HF_GPT2 ? zero_attention_bias(M, &pt) : 0;
-            if (z < 0) return fail("%s is not zero: the library's attention has no biases", e->string);
+            if (z < 0)
+                return fail("%s is not zero: the library's attention has no biases", e->string);
             if (!z) return fail("%s has no place in this stack", e->string);
         }
         i++;
@@ -128,23 +130,45 @@ static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_rea
     return 0;
 }
 
+/* An F32 tensor entry of a safetensors header at *off (advanced past its data). */
+static void put_entry(cJSON* root, const char* name, int nd, const int* shape, size_t* off) {
+    cJSON *e = cJSON_CreateObject(), *sh = cJSON_CreateArray(), *offs = cJSON_CreateArray();
+    size_t count = 1;
+    int i;
+    for (i = 0; i < nd; i++) {
+        cJSON_AddItemToArray(sh, cJSON_CreateNumber(shape[i]));
+        count *= (size_t)shape[i];
+    }
+    cJSON_AddStringToObject(e, "dtype", "F32");
+    cJSON_AddItemToObject(e, "shape", sh);
+    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*off));
+    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(*off + count * 4)));
+    cJSON_AddItemToObject(e, "data_offsets", offs);
+    cJSON_AddItemToObject(root, name, e);
+    *off += count * 4;
+}
+
+/* The header: its length (the JSON padded with spaces to 8 bytes), then the JSON. */
+static void put_header(FILE* f, const cJSON* root) {
+    char* json = cJSON_PrintUnformatted(root);
+    const size_t n = json ? strlen(json) : 0, padded = (n + 7) / 8 * 8;
+    size_t i;
+    for (i = 0; i < 8; i++) fputc((int)((unsigned long long)padded >> (8 * i) & 0xff), f);
+    if (json) fwrite(json, 1, n, f);
+    for (i = n; i < padded; i++) fputc(' ', f);
+    free(json);
+}
+
 static int write_out(const char* path, const nb_real* out, int B, int T, int d) {
-    char hdr[256];
-    unsigned char le[8];
-    const size_t n = (size_t)B * T * d;
-    size_t hl, i;
-    int k;
+    cJSON* root = cJSON_CreateObject();
+    const int shape[3] = {B, T, d};
+    size_t off = 0, i;
     FILE* f = fopen(path, "wb");
-    if (!f) return fail("cannot write %s", path);
-    snprintf(hdr, sizeof hdr,
-             "{\"out\":{\"dtype\":\"F32\",\"shape\":[%d,%d,%d],\"data_offsets\":[0,%zu]}}", B, T,
-             d, n * 4);
-    hl = strlen(hdr);
-    while (hl % 8) hdr[hl++] = ' ';
-    for (k = 0; k < 8; k++) le[k] = (unsigned char)((unsigned long long)hl >> (8 * k));
-    fwrite(le, 1, 8, f);
-    fwrite(hdr, 1, hl, f);
-    for (i = 0; i < n; i++) {
+    if (!f) { cJSON_Delete(root); return fail("cannot write %s", path); }
+    put_entry(root, "out", 3, shape, &off);
+    put_header(f, root);
+    cJSON_Delete(root);
+    for (i = 0; i < (size_t)B * T * d; i++) {
         const float v = (float)out[i];
         fwrite(&v, 4, 1, f);
     }
@@ -152,29 +176,21 @@ static int write_out(const char* path, const nb_real* out, int B, int T, int d) 
     return 0;
 }
 
-/* --export: every tensor of the stack (params) under STYLE's names into path. */
+/* --export: every tensor of the stack (params) under STYLE's names into path: the header
+   first, then the data in the same order (GPT-2's attention biases as zeros). */
 static int export_to(const char* path, const nb_stack* s, nb_name_style style,
                      const nb_real* params, const st_file* M) {
     cJSON* root = cJSON_CreateObject();
     const cJSON* meta = cJSON_GetObjectItemCaseSensitive(M->root, "__metadata__");
+    static const char* const biases[2] = {"c_attn", "c_proj"};
+    const float zero = 0;
     FILE* f = fopen(path, "wb");
-    size_t off = 0, hl;
-    char* json;
-    unsigned char le[8];
-    int pass, t, k, l;
+    size_t off = 0;
+    int pass, t, k, l, i;
     if (!f) { cJSON_Delete(root); return fail("cannot write %s", path); }
     if (meta) cJSON_AddItemToObject(root, "__metadata__", cJSON_Duplicate(meta, 1));
-    /* pass 0 builds the header, pass 1 writes the data in the same order */
-    for (pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            json = cJSON_PrintUnformatted(root);
-            hl = strlen(json);
-            for (k = 0; k < 8; k++) le[k] = (unsigned char)((unsigned long long)((hl + 7) / 8 * 8) >> (8 * k));
-            fwrite(le, 1, 8, f);
-            fwrite(json, 1, hl, f);
-            for (; hl % 8; hl++) fputc(' ', f);
-            free(json);
-        }
+    for (pass = 0; pass < 2; pass++) { /* 0: the header entries, 1: the data */
+        if (pass == 1) put_header(f, root);
         for (t = 0; t < s->n_tensors; t++) {
             const nb_tensor_info* ti = &s->tensors[t];
             nb_tensor_part parts[3];
@@ -187,59 +203,29 @@ static int export_to(const char* path, const nb_stack* s, nb_name_style style,
                 return fail("%s has no name in this layout", ti->name);
             }
             for (k = 0; k < n; k++) {
-                const size_t bytes = (size_t)parts[k].rows * cols * 4;
-                if (pass == 0) {
-                    cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
-                    cJSON_AddStringToObject(e, "dtype", "F32");
-                    if (ti->ndim == 1) cJSON_AddItemToArray(shape, cJSON_CreateNumber(parts[k].rows));
-                    else if (parts[k].transposed) {
-                        cJSON_AddItemToArray(shape, cJSON_CreateNumber(cols));
-                        cJSON_AddItemToArray(shape, cJSON_CreateNumber(parts[k].rows));
-                    } else {
-                        cJSON_AddItemToArray(shape, cJSON_CreateNumber(parts[k].rows));
-                        cJSON_AddItemToArray(shape, cJSON_CreateNumber(cols));
-                    }
-                    cJSON_AddItemToObject(e, "shape", shape);
-                    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-                    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + bytes)));
-                    cJSON_AddItemToObject(e, "data_offsets", offs);
-                    cJSON_AddItemToObject(root, parts[k].name, e);
-                    off += bytes;
-                } else {
-                    int r, c;
-                    const nb_real* base = params + ti->offset + (size_t)parts[k].row0 * cols;
-                    for (r = 0; r < (parts[k].transposed ? cols : parts[k].rows); r++)
-                        for (c = 0; c < (parts[k].transposed ? parts[k].rows : cols); c++) {
-                            const float v = (float)(parts[k].transposed ? base[(size_t)c * cols + r]
-                                                                        : base[(size_t)r * cols + c]);
+                const int rows = parts[k].rows, tr = parts[k].transposed;
+                const nb_real* base = params + ti->offset + (size_t)parts[k].row0 * cols;
+                int shape[2], r, c;
+                shape[0] = tr ? cols : rows;
+                shape[1] = tr ? rows : cols;
+                if (pass == 0) put_entry(root, parts[k].name, ti->ndim, shape, &off);
+                else
+                    for (r = 0; r < shape[0]; r++)
+                        for (c = 0; c < shape[1]; c++) {
+                            const float v = (float)(tr ? base[(size_t)c * cols + r]
+                                                       : base[(size_t)r * cols + c]);
                             fwrite(&v, 4, 1, f);
                         }
-                }
             }
         }
-        for (l = 0; style == NB_NAMES_HF_GPT2 && l < s->desc.n_layers; l++) { /* zero biases */
-            static const char* const which[2] = {"c_attn", "c_proj"};
+        for (l = 0; style == NB_NAMES_HF_GPT2 && l < s->desc.n_layers; l++)
             for (k = 0; k < 2; k++) {
                 const int n = k ? s->desc.d_model : s->layers[l].attn.qkv_width;
-                if (pass == 0) {
-                    char name[64];
-                    cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
-                    snprintf(name, sizeof name, "transformer.h.%d.attn.%s.bias", l, which[k]);
-                    cJSON_AddStringToObject(e, "dtype", "F32");
-                    cJSON_AddItemToArray(shape, cJSON_CreateNumber(n));
-                    cJSON_AddItemToObject(e, "shape", shape);
-                    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-                    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + (size_t)n * 4)));
-                    cJSON_AddItemToObject(e, "data_offsets", offs);
-                    cJSON_AddItemToObject(root, name, e);
-                    off += (size_t)n * 4;
-                } else {
-                    const float z = 0;
-                    int i;
-                    for (i = 0; i < n; i++) fwrite(&z, 4, 1, f);
-                }
+                char name[64];
+                snprintf(name, sizeof name, "transformer.h.%d.attn.%s.bias", l, biases[k]);
+                if (pass == 0) put_entry(root, name, 1, &n, &off);
+                else for (i = 0; i < n; i++) fwrite(&zero, 4, 1, f);
             }
-        }
     }
     cJSON_Delete(root);
     if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
@@ -281,7 +267,8 @@ static int run_export(int argc, char** argv) {
     nb_real* params = NULL;
     unsigned char* used = NULL;
     int rc = 1;
-    if (argc != 5) return fail("usage: nbimport --export STYLE MODEL.safetensors OUT.safetensors%s", "");
+    if (argc != 5)
+        return fail("usage: nbimport --export STYLE MODEL.safetensors OUT.safetensors%s", "");
     if (parse_style(argv[2], &style) || st_open(&M, argv[3])) return 1;
     memset(&s, 0, sizeof s);
     if (!stack_of(&M, 1, 1, &s)) {
@@ -338,10 +325,16 @@ int main(int argc, char** argv) {
     in = (nb_real*)calloc(E.count, sizeof(nb_real));
     out = (nb_real*)calloc(E.count, sizeof(nb_real));
     used = (unsigned char*)calloc((size_t)cJSON_GetArraySize(M.root) + 1, 1);
-    if (!params || !cache || !scratch || !in || !out || !used) { fail("out of memory%s", ""); goto done; }
+    if (!params || !cache || !scratch || !in || !out || !used) {
+        fail("out of memory%s", "");
+        goto done;
+    }
     if (load(&s, style, &M, params, used)) goto done;
     for (i = 0; i < E.count; i++) in[i] = (nb_real)value(&In, &E, i);
-    if (nb_stack_forward(&ctx, &s, params, out, in, B, T, cache, scratch)) { fail("%s", ctx.err); goto done; }
+    if (nb_stack_forward(&ctx, &s, params, out, in, B, T, cache, scratch)) {
+        fail("%s", ctx.err);
+        goto done;
+    }
     rc = write_out(argv[4], out, B, T, dm);
     if (!rc) printf("nbimport: %s (%s, %d layers) run on %s: %s\n", argv[2],
                     nb_preset_name(s.desc.preset), s.desc.n_layers, argv[3], argv[4]);

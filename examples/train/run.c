@@ -57,13 +57,13 @@ static const char* kind_group(nb_tensor_kind k) {
 /* "norm gains, biases" style list of the stack's groups with (decay) or without weight decay,
    and the number of values in them */
 static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
-    static const nb_tensor_kind kinds[7] = {NB_TENSOR_QKV, NB_TENSOR_GAIN, NB_TENSOR_BIAS,
+    static const nb_tensor_kind kinds[] = {NB_TENSOR_QKV, NB_TENSOR_GAIN, NB_TENSOR_BIAS,
                                             NB_TENSOR_SIAMESE_GAMMA, NB_TENSOR_DYT_ALPHA,
                                             NB_TENSOR_REZERO, NB_TENSOR_LAYERSCALE};
     size_t values = 0, used = 0;
     int k, t;
     buf[0] = 0;
-    for (k = 0; k < 7; k++) {
+    for (k = 0; k < (int)(sizeof kinds / sizeof kinds[0]); k++) {
         size_t cnt = 0;
         for (t = 0; t < m->s.n_tensors; t++) {
             const nb_tensor_info* ti = &m->s.tensors[t];

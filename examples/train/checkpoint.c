@@ -84,6 +84,38 @@ static void put_le64(unsigned char* b, unsigned long long v) {
     for (i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* An F32 entry of a safetensors header, rows x cols (cols 0: 1-D), at *off (advanced). */
+void st_put_entry(cJSON* root, const char* name, int rows, int cols, size_t* off) {
+    cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
+    const size_t bytes = (size_t)rows * (size_t)(cols ? cols : 1) * 4;
+    cJSON_AddStringToObject(e, "dtype", "F32");
+    cJSON_AddItemToArray(shape, cJSON_CreateNumber(rows));
+    if (cols) cJSON_AddItemToArray(shape, cJSON_CreateNumber(cols));
+    cJSON_AddItemToObject(e, "shape", shape);
+    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*off));
+    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(*off + bytes)));
+    cJSON_AddItemToObject(e, "data_offsets", offs);
+    cJSON_AddItemToObject(root, name, e);
+    *off += bytes;
+}
+
+/* The header of root into f: its length (8 bytes, little endian), then the JSON padded with
+   spaces so the data starts 8-byte aligned. 1 when the JSON cannot be built. */
+int st_put_header(FILE* f, const cJSON* root) {
+    char* json = cJSON_PrintUnformatted(root);
+    size_t hlen, pad;
+    unsigned char le[8];
+    if (!json) return 1;
+    hlen = strlen(json);
+    pad = (8 - hlen % 8) % 8; /* spaces are valid JSON padding */
+    put_le64(le, hlen + pad);
+    fwrite(le, 1, 8, f);
+    fwrite(json, 1, hlen, f);
+    for (; pad; pad--) fputc(' ', f);
+    free(json);
+    return 0;
+}
+
 static const char* pass_prefix(int pass) {
     return pass == 0 ? "" : pass == 1 ? "optimizer.m." : "optimizer.v.";
 }
@@ -94,9 +126,8 @@ static int write_file(const char* path, const config* c, const dataset* ds, cons
     const int nt = model_tensors(m, NULL);
     ck_tensor* tab = (ck_tensor*)xcalloc((size_t)nt, sizeof(ck_tensor));
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
-    char buf[160], *json = NULL, tmp[4096];
-    size_t off = 0, hlen, pad;
-    unsigned char le[8];
+    char buf[160], tmp[4096];
+    size_t off = 0;
     FILE* f = NULL;
     int pass, t, rc = 1;
     model_tensors(m, tab);
@@ -110,30 +141,19 @@ static int write_file(const char* path, const config* c, const dataset* ds, cons
     config_meta(c, ds, m, meta);
     for (pass = 0; pass < 3; pass++)
         for (t = 0; t < nt; t++) {
-            cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
-            const size_t bytes = tensor_count(&tab[t]) * 4;
             snprintf(buf, sizeof buf, "%s%s", pass_prefix(pass), tab[t].name);
-            cJSON_AddStringToObject(e, "dtype", "F32");
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber(tab[t].rows));
-            if (tab[t].cols) cJSON_AddItemToArray(shape, cJSON_CreateNumber(tab[t].cols));
-            cJSON_AddItemToObject(e, "shape", shape);
-            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + bytes)));
-            cJSON_AddItemToObject(e, "data_offsets", offs);
-            cJSON_AddItemToObject(root, buf, e);
-            off += bytes;
+            st_put_entry(root, buf, tab[t].rows, tab[t].cols, &off);
         }
-    json = cJSON_PrintUnformatted(root);
-    if (!json) { fail("checkpoint: cannot build the JSON header"); goto done; }
-    hlen = strlen(json);
-    pad = (8 - hlen % 8) % 8; /* data starts 8-byte aligned; spaces are valid JSON padding */
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     f = fopen(tmp, "wb");
     if (!f) { fail("cannot write checkpoint %s: %s", tmp, strerror(errno)); goto done; }
-    put_le64(le, hlen + pad);
-    fwrite(le, 1, 8, f);
-    fwrite(json, 1, hlen, f);
-    for (; pad; pad--) fputc(' ', f);
+    if (st_put_header(f, root)) {
+        fclose(f);
+        f = NULL;
+        remove(tmp);
+        fail("checkpoint: cannot build the JSON header");
+        goto done;
+    }
     for (pass = 0; pass < 3; pass++)
         for (t = 0; t < nt; t++) fwrite(base[pass] + tab[t].off, 4, tensor_count(&tab[t]), f);
     if (ferror(f) | fclose(f)) {
@@ -148,7 +168,6 @@ static int write_file(const char* path, const config* c, const dataset* ds, cons
     rc = 0;
 done:
     if (f) fclose(f);
-    free(json);
     cJSON_Delete(root);
     free(tab);
     return rc;

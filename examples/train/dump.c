@@ -38,44 +38,24 @@ static void collect(void* user, const char* name, const nb_real* x, int rows, in
 
 static int write_dump(const char* path, const trace_list* l, const config* c) {
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
-    char* json;
-    size_t off = 0, hlen, pad;
-    unsigned char le[8];
+    size_t off = 0;
     FILE* f;
-    int i, k, rc = 1;
+    int i, rc = 1;
     cJSON_AddItemToObject(root, "__metadata__", meta);
     cJSON_AddStringToObject(meta, "producer", "normblocks " NB_VERSION_STRING " examples/train --dump");
     cJSON_AddStringToObject(meta, "checkpoint", c->load);
-    for (i = 0; i < l->n; i++) {
-        cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
-        const size_t bytes = (size_t)l->t[i].rows * (size_t)l->t[i].cols * 4;
-        cJSON_AddStringToObject(e, "dtype", "F32");
-        cJSON_AddItemToArray(shape, cJSON_CreateNumber(l->t[i].rows));
-        cJSON_AddItemToArray(shape, cJSON_CreateNumber(l->t[i].cols));
-        cJSON_AddItemToObject(e, "shape", shape);
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + bytes)));
-        cJSON_AddItemToObject(e, "data_offsets", offs);
-        cJSON_AddItemToObject(root, l->t[i].name, e);
-        off += bytes;
-    }
-    json = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!json) return fail("dump: cannot build the JSON header");
-    hlen = strlen(json);
-    pad = (8 - hlen % 8) % 8;
+    for (i = 0; i < l->n; i++) st_put_entry(root, l->t[i].name, l->t[i].rows, l->t[i].cols, &off);
     if (!(f = fopen(path, "wb"))) {
-        free(json);
+        cJSON_Delete(root);
         return fail("cannot write %s: %s", path, strerror(errno));
     }
-    for (k = 0; k < 8; k++) le[k] = (unsigned char)((hlen + pad) >> (8 * k));
-    fwrite(le, 1, 8, f);
-    fwrite(json, 1, hlen, f);
-    for (; pad; pad--) fputc(' ', f);
-    for (i = 0; i < l->n; i++) fwrite(l->t[i].x, 4, (size_t)l->t[i].rows * l->t[i].cols, f);
-    if (ferror(f) | fclose(f)) fail("writing %s failed", path);
-    else rc = 0;
-    free(json);
+    if (st_put_header(f, root)) fail("dump: cannot build the JSON header");
+    else {
+        for (i = 0; i < l->n; i++) fwrite(l->t[i].x, 4, (size_t)l->t[i].rows * l->t[i].cols, f);
+        rc = 0;
+    }
+    cJSON_Delete(root);
+    if ((ferror(f) | fclose(f)) && !rc) rc = fail("writing %s failed", path);
     return rc;
 }
 

@@ -239,6 +239,11 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
 
 /* ---- checkpoint.c ---- */
 int save_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int step);
+/* safetensors writing, shared with dump.c: an F32 entry (rows x cols, cols 0: 1-D) at *off,
+   and the header (length, then the JSON padded to 8 bytes); 1 when the JSON cannot be built */
+struct cJSON;
+void st_put_entry(struct cJSON* root, const char* name, int rows, int cols, size_t* off);
+int st_put_header(FILE* f, const struct cJSON* root);
 int load_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int* step);
 /* The loader's checks on a checkpoint in memory (the fuzz harness calls it directly): fills
    base[0..2] (parameters, first and second moments, each m->n values), *step, *adam_t. */

@@ -199,17 +199,23 @@
        block bias, a scalar alpha); its segment kernels beside nb__norm_seg_fwd/_bwd and its case
        in nb__seg_fwd, nb__seg_bwd, nb__norm_forward and nb__norm_backward. Sizes, binding,
        names, partial sums and the stack follow from the table. Tests: an FD case in
-       tests/test_stack.c, a fixture case in tests/gen_block_fixtures.py, the PyTorch twin's
-       Norm (examples/pytorch).
+       tests/test_stack.c; the PyTorch twin's norm() (examples/pytorch; the fixtures are
+       computed by it) and its direct transcription in tests/nbfixture.py (norm_fn); a fixture
+       case in tests/gen_block_fixtures.py.
      - A placement flag: a field of nb_placement (zero = off), its check in nb__check_layer, its
        cache in nb__carve_layer, its forward in nb__sub_forward and backward in
        nb__sub_backward (the fused row pass after the branch); a new parameter tensor goes in
-       nb__walk_layer with an nb_tensor_kind and its init in nb_stack_init_params.
+       nb__walk_layer with an nb_tensor_kind and its init in nb_stack_init_params. Tests: an
+       FD case in tests/test_stack.c; the twin's Placement and Block.sublayer.
      - A preset: an nb_preset value before NB_PRESET_COUNT and its row in nb__presets (codes of
        nb__place_code, sites, width, eps, embedding norm, streams, final norm, norm kind), a
        line in THE PRESETS above and in the README; a new code letter in nb__place_code.
+       Tests: the twin's PRESETS row (and place_code), the preset written out as its paper's
+       equations in direct_forward and a case in tests/gen_block_fixtures.py, its key in
+       tests/test_block_fixtures.c.
      - An FFN activation: an nb_ffn_type value, its pointwise function and derivative beside
-       nb__gelu_tanh and its case in the FFN forward and backward.
+       nb__gelu_tanh and its case in the FFN forward and backward. Tests: the twin's Block.ffn,
+       ffn_direct and a case in tests/gen_sublayer_fixtures.py.
 
    DOES NOT
      - allocate inside any kernel; scratch and caches are the caller's (size queries tell how much)

@@ -4,8 +4,10 @@
     /usr/bin/python3 tests/gen_block_fixtures.py tests/fixtures
 
 Writes <outdir>/blocks.bin: whole stacks of blocks (the equations of normblocks.h,
-THE PRESETS, with its attention and FFN), one case per preset and depth, written with plain torch
-ops and autograd in float64. Nothing here knows how normblocks computes anything.
+THE PRESETS, with its attention and FFN), one case per preset and depth, computed in float64 with
+autograd by the PyTorch twin (examples/pytorch/normblocks_twin.py, the model a port compares
+against) and checked here against direct transcriptions of the papers' equations. Nothing here
+knows how normblocks computes anything.
 
 Stack semantics. Input E (B*T x d, the embedding), output out (B*T x d) = the final hidden
 state (after the final norm). loss = sum(out * dout) with a random dout; loss.backward() gives
@@ -13,9 +15,12 @@ din (wrt E) and the gradient of every parameter. A block is an attention sublaye
 sublayer, each wrapped by a placement (normblocks.h, "blocks and stacks"):
     h = input_norm ? N_in(x) : x ;  r = residual_from_norm ? h : x
     f = F(h) ; f = output_norm ? N_out(f) : f ;  s = alpha*r + f ;  x' = post_norm ? N_post(s) : s
-Each preset is a per-layer schedule of placements and attention norm sites (PRESET comments
-below name their paper or code); SiameseNorm's two streams are written out separately.
-Block norms are RMSNorm with a gain (no bias), or LayerNorm with gain and bias (norm = 2).
+Each preset is a per-layer schedule of placements and attention norm sites (the twin's
+preset table, a copy of the library's). direct_forward below writes each preset out as its
+paper's equations instead (the comments name the paper or code), direct_siamese SiameseNorm's
+two streams; every case's forward must agree with them to 1e-12 before it is written.
+Block norms are RMSNorm with a gain (no bias), LayerNorm with gain and bias (norm = 2), or DyT
+with a scalar alpha, gain and bias (norm = 3).
 
 File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h.
 Per case (names "<case>.<field>"):
@@ -28,13 +33,14 @@ Per case (names "<case>.<field>"):
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
              (matrices (out, in), vectors 1-D), and its gradient "<case>.grad.blocks.0...."
 Every preset's eps is the library default for that preset (1e-6 for olmo2, mixln and
-deepnorm_mixln, else 1e-5), so the test can also check the defaults.
+deepnorm_mixln and lns, else 1e-5), so the test can also check the defaults.
 
-Before writing, the reference checks itself: every preset's schedule against a direct
-transcription of the papers' equations, classic Post-Norm against the HybridNorm-code flags
-(under the gain mapping), Mix-LN with n_post = 0 / L against Pre / Post, HybridNorm* and
-First-QKV-Pre against HybridNorm outside layer 0, SiameseNorm's degenerate case
-and dE = dx_0 + dy_0. Each case draws its data from its own seed (derived from its name); a
+Before writing, the twin is checked: every case against the direct transcriptions, classic
+Post-Norm against the HybridNorm-code flags (under the gain mapping), Mix-LN with n_post = 0 / L
+against Pre / Post, HybridNorm* and First-QKV-Pre against HybridNorm outside layer 0,
+SiameseNorm's degenerate case and dE = dx_0 + dy_0. The parameters are drawn by the names and
+shapes of the twin's parameter table; test_block_fixtures holds them to the library's (it
+finds every parameter by name). Each case draws its data from its own seed (derived from its name); a
 draw is replaced by the next one, deterministically, when its attention is near uniform, its
 activations or gradients are out of range, or float32 torch autograd reaches 0.3 of the C
 test's float tolerance (NBT_ATOL + NBT_RTOL |ref|) somewhere: the fixtures are conditioned
@@ -46,13 +52,14 @@ import math
 import os
 import re
 import zlib
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 
 from nbfixture import (DYT, FULL, GELU_TANH, LAYER, PER_HEAD, RMS, SITE_C, SITE_K, SITE_Q, SITE_V,
-                       SITES, SWIGLU, Writer, check_norm_rope_order, norm_fn, output_dir,
-                       rand_gain, rms_norm, rope_sin_cos, site_width)
+                       SWIGLU, Writer, check_norm_rope_order, norm_fn, output_dir, rand_gain,
+                       rms_norm, rope_sin_cos, twin, twin_config)
 from nbfixture import attention as mha
 
 SEED = 20240611
@@ -87,7 +94,87 @@ def check_header_keys(presets):
     assert not missing, "presets not in normblocks.h: %s" % missing
 
 
-# ---- norms, attention, FFN ----------------------------------------------------------------
+# ---- the twin: the fixtures' values ----------------------------------------------------------
+
+
+def twin_stack(cfg, dtype=torch.float64, **fields):
+    """The twin's stack of a case (fields: StackConfig fields set on top). Its parameters are
+    left for load(); their initialization does not advance the generator's random stream."""
+    c = replace(twin_config(cfg, preset_key(cfg["preset"])), **fields)
+    with torch.random.fork_rng(devices=[]):
+        return twin.Stack(c).to(dtype)
+
+
+def load(stack, p, extra_ok=False):
+    """Copy the parameters p (name -> tensor) into the stack: every one of the stack's, and
+    no other unless extra_ok."""
+    own = dict(stack.named_parameters())
+    missing, extra = sorted(set(own) - set(p)), sorted(set(p) - set(own))
+    assert not missing and (extra_ok or not extra), (missing, extra)
+    with torch.no_grad():
+        for k, v in own.items():
+            v.copy_(p[k])
+
+
+# Parameters are drawn in this order within a layer (the generator's first version drew them
+# so; the same seeds still give the same fixtures), embedding norm first and final norms last.
+DRAW_ORDER = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "c1",
+              "attn_norm", "attn_out_norm", "attn_post_norm", "attn_y_norm", "attn_input_norm",
+              "ff_norm", "ff_out_norm", "ff_post_norm", "ff_y_norm", "ff_input_norm", "ff_proj",
+              "ff_out", "resweight", "ls1", "ls2")
+
+
+def draw_params(cfg, stack=None):
+    """Random values for every parameter of the case's stack (the library's tensor table, read
+    from the twin), by name: projections of std ~1/sqrt(fan-in) (a little above, so that
+    attention is not uniform), non-unit gains (rand_gain), biases, DyT alphas in [0.6, 1.2],
+    branch scales in [0.3, 0.7] (nonzero: ReZero's init 0 would stop every gradient)."""
+    stack = stack or twin_stack(cfg)
+    d, f = cfg["d"], cfg["f"]
+
+    def order(item):
+        parts = item[1][0].split(".")
+        if parts[0] != "blocks":
+            return (0 if parts[0] == "embed_norm" else 2, 0, 0)
+        return (1, int(parts[1]), DRAW_ORDER.index(parts[2]))
+
+    std = {"att_proj.weight": 1.2 / math.sqrt(d), "attn_out.weight": 1.0 / math.sqrt(d),
+           "ff_proj.weight": 1.2 / math.sqrt(d), "ff_out.weight": 1.5 / math.sqrt(f),
+           "ff_proj.bias": 0.5, "ff_out.bias": 0.5}
+    p = {}
+    for _, (name, t) in sorted(enumerate(stack.named_parameters()), key=order):
+        tail = ".".join(name.split(".")[-2:])
+        if tail in std:
+            p[name] = std[tail] * torch.randn(t.shape)
+        elif name.endswith(".alpha"):
+            p[name] = 0.6 + 0.6 * torch.rand(1)
+        elif name.endswith(".bias"):
+            p[name] = 0.2 * torch.randn(t.shape)
+        elif name.endswith(("resweight", ".gamma")):
+            p[name] = 0.3 + 0.4 * torch.rand(t.shape)
+        else:  # gains, SiameseNorm's c1
+            p[name] = rand_gain(t.numel())
+    return p
+
+
+def run(cfg, p, E, dout, dtype=torch.float64):
+    """The twin's output, input gradient and parameter gradients of loss = sum(out * dout),
+    with the attention probabilities and the states after every layer (both streams)."""
+    B, T, d = cfg["B"], cfg["T"], cfg["d"]
+    stack = twin_stack(cfg, dtype)
+    load(stack, p)
+    Ed = E.detach().to(dtype).reshape(B, T, d).requires_grad_(True)
+    probs, hidden = [], []
+    out = stack(Ed, hidden=hidden, probs=probs)
+    (out * dout.to(dtype).reshape(B, T, d)).sum().backward()
+    grads = {k: v.grad for k, v in stack.named_parameters()}
+    for k, g in grads.items():
+        assert g is not None, "parameter %s does not influence the output" % k
+    states = [t.detach() for h in hidden[1:] for t in (h if isinstance(h, tuple) else (h,))]
+    return out.detach().reshape(B * T, d), Ed.grad.reshape(B * T, d), grads, probs, states
+
+
+# ---- direct transcriptions of the papers' equations (the independent check of the twin) -------
 
 
 def attention(cfg, p, pre, x, sites, width, probs):
@@ -118,17 +205,14 @@ def ffn(cfg, p, pre, x):
     return F.linear(a, p[pre + "ff_out.weight"], p.get(pre + "ff_out.bias"))
 
 
-# ---- schedules (normblocks.h "blocks and stacks") ---------------------------------------
-
-
-def P(inn=0, rfn=0, out=0, post=0, alpha=1.0, scale=1.0, bs=0):
-    # bs: the branch scale, 0 none, 1 ReZero's scalar (one "resweight" per layer), 2 LayerScale's
-    # per-channel vector ("ls1.gamma" attention, "ls2.gamma" FFN)
-    return dict(inn=inn, rfn=rfn, out=out, post=post, alpha=alpha, scale=scale, bs=bs)
+def bnorm(cfg, p, name, x):
+    return norm_fn(cfg["norm"], x, p[name + ".weight"], p.get(name + ".bias"), cfg["eps"],
+                   p.get(name + ".alpha"))
 
 
 def has_final_norm(cfg):
     # every preset ends with ln_f (the official codes do) except the no-normalization baseline
+    # and ReZero (its code has none)
     return cfg["preset"] not in ("NONE", "REZERO")
 
 
@@ -140,226 +224,8 @@ def mixln_n_post(alpha, L):
     return int(math.floor((alpha if alpha > 0 else 0.25) * L + 1e-9))
 
 
-def schedule(cfg):
-    """Per layer: attn placement, ffn placement, attention sites, site width."""
-    preset, L = cfg["preset"], cfg["L"]
-    user_sites = cfg["sites"]
-
-    def resolve(default):
-        if user_sites == SITES_NONE:
-            return 0
-        return user_sites if user_sites else default
-
-    out = []
-    for l in range(L):
-        width = PER_HEAD
-        hyb_a, hyb_f = P(), P(1, 1)  # HybridNorm: no attention input norm, FFN from norm
-        if preset in ("PRE", "DYT"):  # DyT: Pre-Norm with DyT norms
-            a, f, s = P(1), P(1), resolve(0)
-        elif preset == "POST":  # the Mix-LN code's `post`, final norm on top
-            a, f, s = P(post=1), P(post=1), resolve(0)
-        elif preset == "POST_FLAGS":  # the HybridNorm code's flags
-            a = P() if l == 0 else P(1, 1)
-            f, s = P(1, 1), resolve(0)
-        elif preset in ("SANDWICH", "PERILN"):  # Peri-LN adds the embedding norm
-            a, f, s = P(1, out=1), P(1, out=1), resolve(0)
-        elif preset == "OLMO2":  # full-width QK norm
-            a, f, s, width = P(out=1), P(out=1), resolve(SITE_Q | SITE_K), FULL
-        elif preset == "DEEPNORM":  # canonical
-            al = (2.0 * L) ** 0.25
-            a, f, s = P(post=1, alpha=al), P(post=1, alpha=al), resolve(0)
-        elif preset == "DEEPNORM_MIXLN":  # MX code constant
-            al = math.sqrt(8.0)
-            a, f, s = P(post=1, alpha=al), P(post=1, alpha=al), resolve(0)
-        elif preset in ("HYBRID", "EMBEDNORM"):  # and EmbedNorm
-            a, f, s = hyb_a, hyb_f, resolve(QKV)
-        elif preset == "HYBRID_STAR":  # layer 0 Pre-Norm keeping the QKV norms
-            a, f = (P(1), P(1)) if l == 0 else (hyb_a, hyb_f)
-            s = resolve(QKV)
-        elif preset == "FIRST_QKV_PRE":  # layer 0 QKV-Pre
-            a, f = (P(), P(1)) if l == 0 else (hyb_a, hyb_f)
-            s = resolve(QKV)
-        elif preset == "SITES_POST":  # #-Post
-            a, f, s = P(), P(1, 1), resolve(QKV)
-        elif preset == "SITES_PRE":  # #-Pre
-            a, f, s = P(), P(1), resolve(QKV)
-        elif preset == "PRE_SITES_POST":  # Pre-#-Post
-            a, f, s = P(1), P(1, 1), resolve(QKV)
-        elif preset == "PRE_SITES_PRE":  # Pre-#-Pre
-            a, f, s = P(1), P(1), resolve(QKV)
-        elif preset == "NONE":  # no normalization anywhere (and no final norm)
-            a, f, s = P(), P(), resolve(0)
-        elif preset == "REZERO":  # x + a F(x), no norms (the ReZero code has no final norm)
-            a, f, s = P(bs=1), P(bs=1), resolve(0)
-        elif preset == "LAYERSCALE":  # x + diag(lambda) F(N(x)) (CaiT)
-            a, f, s = P(1, bs=2), P(1, bs=2), resolve(0)
-        elif preset == "LNS":  # LayerNorm Scaling: Pre-Norm, norm outputs / sqrt(l), l 1-based
-            a = f = P(1, scale=1.0 / math.sqrt(l + 1))
-            s = resolve(0)
-        elif preset == "PRE_POST":  # Eq. 49-50
-            a, f, s = P(1), P(1, 1), resolve(0)
-        elif preset == "POST_PRE":  # Eq. 51-52
-            a, f, s = P(1, 1), P(1), resolve(0)
-        elif preset == "MIXLN":  # Post-Norm, then Pre-Norm
-            if l < mixln_n_post(cfg["mixln_alpha"], L):
-                a, f = P(post=1), P(post=1)
-            else:
-                a, f = P(1), P(1)
-            s = resolve(0)
-        else:
-            raise ValueError(preset)
-        out.append(dict(attn=a, ffn=f, sites=s, width=width))
-    return out
-
-
-NORM_NAMES = {"attn": ("attn_norm", "attn_out_norm", "attn_post_norm"),
-              "ffn": ("ff_norm", "ff_out_norm", "ff_post_norm")}
-
-
-# ---- parameters --------------------------------------------------------------------------
-
-
-class Params:
-    """Ordered name -> tensor, created with the shapes the library's tensor table uses."""
-
-    def __init__(self, cfg):
-        self.cfg = cfg
-        self.p = {}
-
-    def mat(self, name, rows, cols, std):
-        self.p[name] = std * torch.randn(rows, cols)
-
-    def gain(self, name, n):
-        self.p[name] = rand_gain(n)
-
-    def bias(self, name, n, std=0.2):
-        self.p[name] = std * torch.randn(n)
-
-    def block_norm(self, name):
-        d = self.cfg["d"]
-        if self.cfg["norm"] == DYT:  # DyT's module order: alpha, weight, bias
-            self.p[name + ".alpha"] = 0.6 + 0.6 * torch.rand(1)
-        self.gain(name + ".weight", d)
-        if self.cfg["norm"] in (LAYER, DYT):
-            self.bias(name + ".bias", d)
-
-    def attn(self, pre, sites, width):
-        c = self.cfg
-        d, H, Hkv = c["d"], c["H"], c["Hkv"]
-        dk = d // H
-        self.mat(pre + "att_proj.weight", d + 2 * Hkv * dk, d, 1.2 / math.sqrt(d))
-        self.mat(pre + "attn_out.weight", d, d, 1.0 / math.sqrt(d))
-        for site, bit in SITES:
-            if sites & bit:
-                self.gain(pre + site + "_norm.weight", site_width(d, H, Hkv, width, site))
-
-    def ffn(self, pre):
-        c = self.cfg
-        d, f = c["d"], c["f"]
-        if c["ffn"] == SWIGLU:
-            self.mat(pre + "ff_proj.weight", 2 * f, d, 1.2 / math.sqrt(d))
-            self.mat(pre + "ff_out.weight", d, f, 1.5 / math.sqrt(f))
-        else:
-            self.mat(pre + "ff_proj.weight", f, d, 1.2 / math.sqrt(d))
-            self.bias(pre + "ff_proj.bias", f, 0.5)
-            self.mat(pre + "ff_out.weight", d, f, 1.5 / math.sqrt(f))
-            self.bias(pre + "ff_out.bias", d, 0.5)
-
-
-def make_params(cfg, sched):
-    pm = Params(cfg)
-    if cfg["embed_norm"]:
-        pm.block_norm("embed_norm")
-    for l, lay in enumerate(sched):
-        pre = "blocks.%d." % l
-        pm.attn(pre, lay["sites"], lay["width"])
-        for sub in ("attn", "ffn"):
-            pl = lay[sub]
-            n_in, n_out, n_post = NORM_NAMES[sub]
-            if pl["inn"]:
-                pm.block_norm(pre + n_in)
-            if pl["out"]:
-                pm.block_norm(pre + n_out)
-            if pl["post"]:
-                pm.block_norm(pre + n_post)
-        pm.ffn(pre)
-        if lay["attn"]["bs"] == 1 or lay["ffn"]["bs"] == 1:  # nonzero: the gradients flow
-            pm.p[pre + "resweight"] = 0.3 + 0.4 * torch.rand(1)
-        for sub, name in (("attn", "ls1.gamma"), ("ffn", "ls2.gamma")):
-            if lay[sub]["bs"] == 2:
-                pm.p[pre + name] = 0.3 + 0.4 * torch.rand(cfg["d"])
-    if has_final_norm(cfg):
-        pm.block_norm("ln_f")
-    return pm.p
-
-
-def make_siamese_params(cfg):
-    pm = Params(cfg)
-    d = cfg["d"]
-    for l in range(cfg["L"]):
-        pre = "blocks.%d." % l
-        pm.attn(pre, QKV, PER_HEAD)
-        if cfg["preset"] == "SIAMESE":
-            pm.gain(pre + "c1", d)
-            for n in ("attn_y_norm", "ff_norm", "ff_y_norm", "ff_input_norm"):
-                if n != "ff_input_norm" or not cfg.get("siamese_no_fusion_norm"):
-                    pm.gain(pre + n + ".weight", d)
-        else:
-            for n in ("attn_norm", "attn_y_norm", "attn_input_norm", "ff_norm", "ff_y_norm",
-                      "ff_input_norm"):
-                pm.gain(pre + n + ".weight", d)
-        pm.ffn(pre)
-    if cfg["siamese_paper_fusion"]:
-        pm.gain("ln_y_f.weight", d)
-    else:
-        for n in ("ln_f", "ln_y_f", "ln_final_f"):
-            pm.gain(n + ".weight", d)
-    return pm.p
-
-
-# ---- stack forward: the generic placement engine ---------------------------------------------
-
-
-def bnorm(cfg, p, name, x):
-    return norm_fn(cfg["norm"], x, p[name + ".weight"], p.get(name + ".bias"), cfg["eps"],
-                   p.get(name + ".alpha"))
-
-
-def sublayer(cfg, p, pre, sub, pl, x, fn):
-    n_in, n_out, n_post = NORM_NAMES[sub]
-    h = bnorm(cfg, p, pre + n_in, x) if pl["inn"] else x
-    if pl["scale"] != 1.0:
-        h = pl["scale"] * h
-    r = h if pl["rfn"] else x
-    f = fn(h)
-    if pl["out"]:
-        f = bnorm(cfg, p, pre + n_out, f)
-    if pl["bs"] == 1:
-        f = p[pre + "resweight"] * f
-    elif pl["bs"] == 2:
-        f = p[pre + ("ls1.gamma" if sub == "attn" else "ls2.gamma")] * f
-    s = pl["alpha"] * r + f if pl["alpha"] != 1.0 else r + f
-    return bnorm(cfg, p, pre + n_post, s) if pl["post"] else s
-
-
-def stack_forward(cfg, sched, p, E, probs, final=True, hidden=None):
-    x = bnorm(cfg, p, "embed_norm", E) if cfg["embed_norm"] else E
-    for l, lay in enumerate(sched):
-        pre = "blocks.%d." % l
-        x = sublayer(cfg, p, pre, "attn", lay["attn"], x,
-                     lambda h: attention(cfg, p, pre, h, lay["sites"], lay["width"], probs))
-        x = sublayer(cfg, p, pre, "ffn", lay["ffn"], x, lambda h: ffn(cfg, p, pre, h))
-        if hidden is not None:
-            hidden.append(x.detach())
-    return bnorm(cfg, p, "ln_f", x) if final and has_final_norm(cfg) else x
-
-
-# ---- SiameseNorm (hybrid-pre and post-pre) ---------------------------------------------------
-
-
 def siamese_c(cfg, l):
-    # D1: code c_l = sqrt(2(l+1)), paper option sqrt(l+1); l 0-based
-    # the code's sqrt(2(l+1)), the paper's sqrt(l+1), or the paper's ablation c_l = 1
+    # the code's sqrt(2(l+1)), the paper's sqrt(l+1), or the paper's ablation c_l = 1; l 0-based
     return [math.sqrt(2.0 * (l + 1)), math.sqrt(l + 1.0), 1.0][cfg["siamese_paper_scale"]]
 
 
@@ -367,14 +233,15 @@ def rn(cfg, p, name, x):
     return rms_norm(x, p[name], cfg["eps"])
 
 
-def siamese_forward(cfg, p, E, probs, hidden=None, ystream=None):
-    x, y = E, E  # x_0 = y_0 = E, no embedding norm
+def direct_siamese(cfg, p, E, ystream=None):
+    """SiameseNorm's two streams written out (hybrid-pre and post-pre); x_0 = y_0 = E."""
+    x, y = E, E
     for l in range(cfg["L"]):
         pre = "blocks.%d." % l
         c = siamese_c(cfg, l)
         if cfg["preset"] == "SIAMESE":
             u_a = x * p[pre + "c1"] + rn(cfg, p, pre + "attn_y_norm.weight", y)
-            A = attention(cfg, p, pre, u_a, QKV, PER_HEAD, probs)
+            A = attention(cfg, p, pre, u_a, QKV, PER_HEAD, [])
             x1 = x + A / c
             y1 = y + A
             n = rn(cfg, p, pre + "ff_norm.weight", x1)
@@ -389,29 +256,16 @@ def siamese_forward(cfg, p, E, probs, hidden=None, ystream=None):
                                      ("ffn", "ff_norm", "ff_y_norm", "ff_input_norm")):
                 u = rn(cfg, p, pre + nx + ".weight", x)
                 v = rn(cfg, p, pre + nin + ".weight", u + rn(cfg, p, pre + ny + ".weight", y))
-                z = (attention(cfg, p, pre, v, QKV, PER_HEAD, probs) if sub == "attn"
+                z = (attention(cfg, p, pre, v, QKV, PER_HEAD, []) if sub == "attn"
                      else ffn(cfg, p, pre, v))
                 x = u + z / c
                 y = y + z
-        if hidden is not None:
-            hidden.append(x.detach())
-            hidden.append(y.detach())
     if ystream is not None:
         ystream.append(y)
     if cfg["siamese_paper_fusion"]:
         return x + rn(cfg, p, "ln_y_f.weight", y)
     return rn(cfg, p, "ln_final_f.weight",
               rn(cfg, p, "ln_f.weight", x) + rn(cfg, p, "ln_y_f.weight", y))
-
-
-def model_forward(cfg, p, E, probs, hidden=None):
-    if cfg["preset"] in ("SIAMESE", "SIAMESE_POST_PRE"):
-        return siamese_forward(cfg, p, E, probs, hidden)
-    return stack_forward(cfg, schedule(cfg), p, E, probs, hidden=hidden)
-
-
-# ---- direct transcriptions of the papers' equations (self-check of the placement engine) --------
-
 
 def direct_forward(cfg, p, E):
     """Each preset written out as its paper's equations, layer by layer."""
@@ -523,22 +377,6 @@ def make_cfg(preset, L, d, H, Hkv, f=None, ffn_type=SWIGLU, norm=RMS, rope=1, th
                 embed_norm=1 if preset in ("EMBEDNORM", "PERILN") else 0)
 
 
-def to_dtype(p, dtype):
-    return {k: v.detach().to(dtype).requires_grad_(True) for k, v in p.items()}
-
-
-def run(cfg, p, E, dout, dtype=torch.float64):
-    pp = to_dtype(p, dtype)
-    Ed = E.detach().to(dtype).requires_grad_(True)
-    probs, hidden = [], []
-    out = model_forward(cfg, pp, Ed, probs, hidden)
-    (out * dout.to(dtype)).sum().backward()
-    grads = {k: v.grad for k, v in pp.items()}
-    for k, g in grads.items():
-        assert g is not None, "parameter %s does not influence the output" % k
-    return out.detach(), Ed.grad, grads, probs, hidden
-
-
 def f32_margin(ref, got):
     """max over elements of |got - ref| / (atol + rtol |ref|), for the float32 tolerance."""
     lim = F32_ATOL + F32_RTOL * ref.abs()
@@ -551,17 +389,16 @@ def draw(name, cfg, seed):
     torch.manual_seed(seed)
     d, BT = cfg["d"], cfg["B"] * cfg["T"]
     siamese = cfg["preset"] in ("SIAMESE", "SIAMESE_POST_PRE")
-    p = make_siamese_params(cfg) if siamese else make_params(cfg, schedule(cfg))
+    p = draw_params(cfg)
     E = torch.randn(BT, d)
     # dout of std 0.5: weight gradients are sums over all B*T tokens and would otherwise reach
     # O(50), where float32 rounding alone approaches the test's absolute tolerance
     dout = 0.5 * torch.randn(BT, d)
     out, din, grads, probs, hidden = run(cfg, p, E, dout)
 
-    # the direct transcription agrees with the placement engine (a bug if not)
-    if not siamese:
-        dref = direct_forward(cfg, p, E)
-        assert torch.allclose(dref, out, rtol=0, atol=1e-12), name
+    # the twin agrees with the direct transcription (a bug in one of them if not)
+    dref = direct_siamese(cfg, p, E) if siamese else direct_forward(cfg, p, E)
+    assert torch.allclose(dref, out, rtol=0, atol=1e-12), name
 
     # attention is not (nearly) uniform beyond the first token, in every layer
     for l, pr in enumerate(probs):
@@ -626,14 +463,23 @@ def self_checks():
     torch.manual_seed(1)
     E = torch.randn(10, 16)
 
-    def fwd(cfg, p, final=True):
-        return stack_forward(cfg, schedule(cfg), p, E, [], final=final)
+    def fwd(cfg, p, x=E, final=True, hidden=None, **fields):
+        # the twin's output for the (10, 16) input x (B = 2, T = 5); final=False: no final
+        # norm; p may hold more parameters than the stack uses
+        if not final:
+            fields["final_norm"] = -1
+        stack = twin_stack(cfg, **fields)
+        load(stack, p, extra_ok=True)
+        return stack(x.reshape(2, 5, 16), hidden=hidden).reshape(10, 16)
+
+    def names(cfg):
+        return sorted(n for n, _ in twin_stack(cfg).named_parameters())
 
     # classic Post-LN (no final norm) == HN flags {0: A=0; else all 1} + ln_f,
     # with flags ff_norm^l = classic N_1^l, attn_norm^(l+1) = classic N_2^l, ln_f = N_2^(L-1)
     for L in (1, 3):
         post = make_cfg("POST", L, 16, 4, 2)
-        pp = make_params(post, schedule(post))
+        pp = draw_params(post)
         flags = make_cfg("POST_FLAGS", L, 16, 4, 2)
         pf = {}
         for k, v in pp.items():
@@ -649,7 +495,7 @@ def self_checks():
                 pf["blocks.%d.attn_norm.weight" % (l + 1)] = v
             else:
                 pf["ln_f.weight"] = v
-        assert sorted(pf) == sorted(make_params(flags, schedule(flags))), sorted(pf)
+        assert sorted(pf) == names(flags), sorted(pf)
         assert torch.allclose(fwd(post, pp, final=False), fwd(flags, pf), rtol=0, atol=1e-12)
         # and the post preset's double final norm is ln_f on top of the classic output
         assert torch.allclose(fwd(post, pp), bnorm(post, pp, "ln_f", fwd(post, pp, final=False)))
@@ -659,8 +505,8 @@ def self_checks():
         mix = make_cfg("MIXLN", 3, 16, 4, 4, mixln_alpha=alpha)
         ref = make_cfg(other, 3, 16, 4, 4)
         ref["eps"] = mix["eps"]
-        p = make_params(mix, schedule(mix))
-        assert sorted(p) == sorted(make_params(ref, schedule(ref)))
+        p = draw_params(mix)
+        assert sorted(p) == names(ref)
         assert torch.allclose(fwd(mix, p), fwd(ref, p), rtol=0, atol=1e-12)
     assert [mixln_n_post(a, L) for a, L in ((0.34, 3), (0.67, 3), (0.25, 12), (0.25, 24),
                                            (0.25, 32), (0, 4))] == [1, 2, 3, 6, 8, 1]
@@ -672,9 +518,10 @@ def self_checks():
     hyb1 = make_cfg("HYBRID", 1, 16, 4, 2)
     for star in ("HYBRID_STAR", "FIRST_QKV_PRE"):
         sc = make_cfg(star, 3, 16, 4, 2)
-        ps = make_params(sc, schedule(sc))
+        ps = draw_params(sc)
         hs = []
-        out = stack_forward(sc, schedule(sc), ps, E, [], hidden=hs)
+        out = fwd(sc, ps, hidden=hs)
+        x1 = hs[1].reshape(10, 16)  # hs[0] is x_0 = E
         p2 = {}
         for k, v in ps.items():
             m = re.match(r"blocks\.(\d+)\.(.*)$", k)
@@ -682,30 +529,28 @@ def self_checks():
                 p2[k] = v
             elif int(m.group(1)) >= 1:
                 p2["blocks.%d.%s" % (int(m.group(1)) - 1, m.group(2))] = v
-        assert sorted(p2) == sorted(make_params(hyb2, schedule(hyb2))), star
-        assert torch.allclose(out, stack_forward(hyb2, schedule(hyb2), p2, hs[0], []), rtol=0,
-                              atol=1e-12), star
-        l0 = stack_forward(hyb1, schedule(hyb1), ps, E, [], final=False)
-        assert not torch.allclose(hs[0], l0, atol=1e-3), star
+        assert sorted(p2) == names(hyb2), star
+        assert torch.allclose(out, fwd(hyb2, p2, x=x1), rtol=0, atol=1e-12), star
+        assert not torch.allclose(x1, fwd(hyb1, ps, final=False), atol=1e-3), star
     # first_qkv_pre differs from HybridNorm's layer 0 only in the FFN residual: with FR set,
     # First-QKV-Pre's layer 0 is HybridNorm's
     fq = make_cfg("FIRST_QKV_PRE", 1, 16, 4, 2)
-    pq = make_params(fq, schedule(fq))
-    sq = schedule(fq)
-    sq[0]["ffn"] = P(1, 1)
+    pq = draw_params(fq)
+    layers = twin.resolve(twin_config(fq, preset_key("FIRST_QKV_PRE"))).layers
+    layers[0].ffn = twin.Placement(input_norm=True, residual_from_norm=True)
     h1 = make_cfg("HYBRID", 1, 16, 4, 2)
-    assert torch.allclose(stack_forward(fq, sq, pq, E, []), stack_forward(h1, schedule(h1), pq,
-                                                                          E, []), atol=1e-12)
+    assert torch.allclose(fwd(fq, pq, preset="default", layers=layers), fwd(h1, pq), rtol=0,
+                          atol=1e-12)
 
     # SiameseNorm degenerate case: gamma = 0 and N_f gain = 0 make the Y stream a
     # Pre-Norm network of its own: u_a = N_ay(y), u_f = N_in(N_fy(y1))
     sc = make_cfg("SIAMESE", 3, 16, 4, 2)
-    ps = make_siamese_params(sc)
+    ps = draw_params(sc)
     for l in range(3):
         ps["blocks.%d.c1" % l] = torch.zeros(16)
         ps["blocks.%d.ff_norm.weight" % l] = torch.zeros(16)
-    ys = []
-    siamese_forward(sc, ps, E, [], ystream=ys)
+    hs = []
+    fwd(sc, ps, hidden=hs)
     y = E
     for l in range(3):
         pre = "blocks.%d." % l
@@ -713,7 +558,7 @@ def self_checks():
                            PER_HEAD, [])
         y = y1 + ffn(sc, ps, pre, rn(sc, ps, pre + "ff_input_norm.weight",
                                      rn(sc, ps, pre + "ff_y_norm.weight", y1)))
-    assert torch.allclose(ys[0], y, rtol=0, atol=1e-12)
+    assert torch.allclose(hs[-1][1].reshape(10, 16), y, rtol=0, atol=1e-12)
     # depth constants: code sqrt(2(l+1)), paper sqrt(l+1) (D1)
     assert [siamese_c(dict(siamese_paper_scale=0), l) for l in range(3)] == \
         [math.sqrt(2), 2.0, math.sqrt(6)]
@@ -721,14 +566,14 @@ def self_checks():
         [1.0, math.sqrt(2), math.sqrt(3)]
     # dE = dx_0 + dy_0: E enters both streams (autograd sums the two paths)
     sc = make_cfg("SIAMESE_POST_PRE", 2, 16, 4, 2)
-    ps = make_siamese_params(sc)
+    ps = draw_params(sc)
     Ex = E.clone().requires_grad_(True)
     Ey = E.clone().requires_grad_(True)
     Eb = E.clone().requires_grad_(True)
     dout = torch.randn(10, 16)
 
     def two_stream(x, y):
-        # siamese_forward with separate stream inputs (x_0 = Ex, y_0 = Ey)
+        # the post-pre layers with separate stream inputs (x_0 = Ex, y_0 = Ey)
         for l in range(2):
             pre, c = "blocks.%d." % l, siamese_c(sc, l)
             for sub, nx, ny, nin in (("attn", "attn_norm", "attn_y_norm", "attn_input_norm"),
@@ -741,7 +586,7 @@ def self_checks():
         return rn(sc, ps, "ln_final_f.weight",
                   rn(sc, ps, "ln_f.weight", x) + rn(sc, ps, "ln_y_f.weight", y))
     (two_stream(Ex, Ey) * dout).sum().backward()
-    ob = siamese_forward(sc, ps, Eb, [])
+    ob = fwd(sc, ps, x=Eb)
     (ob * dout).sum().backward()
     assert torch.allclose(two_stream(E, E), ob, rtol=0, atol=1e-12)
     assert torch.allclose(Eb.grad, Ex.grad + Ey.grad, rtol=0, atol=1e-12)

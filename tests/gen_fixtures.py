@@ -3,9 +3,11 @@
 
     /usr/bin/python3 tests/gen_fixtures.py tests/fixtures
 
-Writes <outdir>/primitives.bin. The references are built from plain torch ops and autograd in
-float64 (nothing here knows how normblocks computes anything): for every case,
-loss = sum(out * upstream) with a random upstream gradient, then loss.backward().
+Writes <outdir>/primitives.bin. The norms are the PyTorch twin's (normblocks_twin.norm),
+checked against their direct transcription (nbfixture.norm_fn) to 1e-12, output and gradients;
+the softmax is torch's own. All in float64 with autograd (nothing here knows how normblocks
+computes anything): for every case, loss = sum(out * upstream) with a random upstream gradient,
+then loss.backward().
 
 File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h. Scalar parameters
 are stored as 1-element tensors (dims = [1]).
@@ -20,7 +22,7 @@ import os
 
 import torch
 
-from nbfixture import LAYER, RMS, Writer, norm_fn, output_dir
+from nbfixture import LAYER, NORM_KINDS, RMS, Writer, norm_fn, output_dir, twin
 
 SEED = 20240601
 
@@ -30,22 +32,30 @@ def uniform_gain(n):
     return 1.0 + (torch.rand(n) * 2 - 1) * 0.5
 
 
-def seg_norm(kind, x, gain, bias, seg, eps):
-    # RMSNorm / LayerNorm over each segment of seg values of a row
+def seg_norm(fn, x, gain, bias, seg, eps):
+    # the norm fn(x, gain, bias, eps) over each segment of seg values of a row
     rows, width = x.shape
-    xs = x.reshape(rows, width // seg, seg)
-    return norm_fn(kind, xs, gain, bias, eps).reshape(rows, width)
+    return fn(x.reshape(rows, width // seg, seg), gain, bias, eps).reshape(rows, width)
 
 
 def norm_case(w, name, kind, x, seg, eps, gain=None, bias=None):
     rows, width = x.shape
-    segn = seg if seg else width
-    x = x.clone().requires_grad_(True)
-    g = gain.clone().requires_grad_(True) if gain is not None else None
-    b = bias.clone().requires_grad_(True) if bias is not None else None
-    y = seg_norm(RMS if kind == "rms" else LAYER, x, g, b, segn, eps)
+    code = RMS if kind == "rms" else LAYER
     dy = torch.randn(rows, width)
-    (y * dy).sum().backward()
+
+    def run(fn):  # y and the leaves x, gain, bias (None where absent), after the backward
+        leaves = [t.clone().requires_grad_(True) if t is not None else None
+                  for t in (x, gain, bias)]
+        y = seg_norm(fn, *leaves, seg if seg else width, eps)
+        (y * dy).sum().backward()
+        return y, leaves
+
+    y, leaves = run(lambda t, g, b, e: twin.norm(NORM_KINDS[code], t, g, b, e))
+    ref, direct = run(lambda t, g, b, e: norm_fn(code, t, g, b, e))
+    for got, want in zip([y] + [t.grad for t in leaves if t is not None],
+                         [ref] + [t.grad for t in direct if t is not None]):
+        assert torch.allclose(got, want, rtol=1e-12, atol=1e-12), name
+    x, g, b = leaves
     w.add(name + ".x", x)
     if g is not None:
         w.add(name + ".gain", g)

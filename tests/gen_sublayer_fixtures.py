@@ -3,11 +3,13 @@
 
     /usr/bin/python3 tests/gen_sublayer_fixtures.py tests/fixtures
 
-Writes <outdir>/attention.bin and <outdir>/ffn.bin. The references are written the way the
-original PyTorch code (OLMo / the HybridNorm fork) computes the
-sublayers, with plain torch ops and autograd in float64; nothing here knows how normblocks
-computes anything. For every case loss = sum(out * dout) with a random dout, then
-loss.backward() gives dx and the gradient of every parameter.
+Writes <outdir>/attention.bin and <outdir>/ffn.bin. The references are the sublayers of the
+PyTorch twin (examples/pytorch/normblocks_twin.py: Block.attention and Block.ffn), in float64
+with autograd, checked against direct transcriptions of how the original PyTorch code (OLMo /
+the HybridNorm fork) computes them (nbfixture.attention, ffn_direct below): the output and every
+gradient must agree to 1e-12 before a case is written. Nothing here knows how normblocks computes
+anything. For every case loss = sum(out * dout) with a random dout, then loss.backward() gives
+dx and the gradient of every parameter.
 
 File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h. Scalars are
 1-element tensors (dims = [1]). Names are "<case>.<field>".
@@ -33,20 +35,54 @@ import os
 import torch
 import torch.nn.functional as F
 
-from nbfixture import (FULL, GELU_ERF, GELU_TANH, LAYER, PER_HEAD, RMS, SITE_C, SITE_K, SITE_Q,
-                       SITE_V, SITES, SWIGLU, Writer, apply_rope, attention,
-                       check_norm_rope_order, norm_fn, output_dir, rand_gain, rope_sin_cos,
-                       site_width)
+from nbfixture import (FFN_TYPES, FULL, GELU_ERF, GELU_TANH, LAYER, NORM_KINDS, PER_HEAD, RMS,
+                       SITE_C, SITE_K, SITE_Q, SITE_V, SITES, SWIGLU, Writer, apply_rope,
+                       attention, check_norm_rope_order, norm_fn, output_dir, rand_gain,
+                       rope_sin_cos, site_width, twin)
 
 SEED = 20240602
 MAX_BYTES = 400 * 1024
 
 
-# ---- attention (OLMo / HybridNorm fork structure) ---------------------------------------
+# ---- the twin's sublayers ----------------------------------------------------------------
+
+
+def twin_block(d, H, Hkv, **fields):
+    """Layer 0 of a one-layer twin stack (StackConfig fields on top of the "pre" preset, whose
+    attention has no site norms unless `sites` says so); its parameters are left for the caller
+    to fill, and their initialization does not advance the generator's random stream."""
+    cfg = twin.resolve(twin.StackConfig(n_layers=1, d_model=d, n_heads=H, n_kv_heads=Hkv,
+                                        **fields))
+    with torch.random.fork_rng(devices=[]):
+        return twin.Block(cfg, 0)
+
+
+def set_params(module, values):
+    """Copy values (attribute path -> tensor) into the module's parameters."""
+    with torch.no_grad():
+        for path, v in values.items():
+            module.get_parameter(path).copy_(v)
+
+
+def backward_both(outs, dout, leaves):
+    """loss = sum(out * dout) of every output; returns the gradients of each leaf list."""
+    for out in outs:
+        (out * dout).sum().backward()
+    return [[t.grad for t in ls] for ls in leaves]
+
+
+def check_same(name, twin_vals, direct_vals):
+    # the twin and the direct transcription: the same float64 ops up to their order
+    for a, b in zip(twin_vals, direct_vals):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-12), name
+
+
+def leaf(t):
+    return t.detach().clone().requires_grad_(True)
 
 
 def attn_forward(cfg, x, w_qkv, w_o, gains):
-    """The attention of nbfixture.attention; the site norms have no bias (OLMo style)."""
+    """The direct transcription (nbfixture.attention); the site norms have no bias (OLMo)."""
     kind, eps = cfg["norm"], cfg["eps"]
 
     def snorm(site, t):
@@ -62,16 +98,31 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
                theta=theta, causal=causal, eps=eps)
     dk = d // H
     assert d % H == 0 and H % Hkv == 0 and dk % 2 == 0
-    x = torch.randn(B * T, d).requires_grad_(True)
-    w_qkv = (0.3 * torch.randn(d + 2 * Hkv * dk, d)).requires_grad_(True)
-    w_o = (0.3 * torch.randn(d, d)).requires_grad_(True)
+    x = torch.randn(B * T, d)
+    w_qkv = 0.3 * torch.randn(d + 2 * Hkv * dk, d)
+    w_o = 0.3 * torch.randn(d, d)
     gains = {}
     for site, bit in SITES:
         if sites & bit and not no_gain:
-            gains[site] = rand_gain(site_width(d, H, Hkv, width, site)).requires_grad_(True)
-    out, p = attn_forward(cfg, x, w_qkv, w_o, gains)
+            gains[site] = rand_gain(site_width(d, H, Hkv, width, site))
+
+    # the twin (site norms without gain: the twin's gains stay 1)
+    blk = twin_block(d, H, Hkv, sites=sites, site_width="per_head" if width == PER_HEAD else
+                     "full", norm=NORM_KINDS[norm], eps=eps, rope=bool(rope), rope_theta=theta,
+                     non_causal=not causal)
+    set_params(blk, dict({"att_proj.weight": w_qkv, "attn_out.weight": w_o},
+                         **{s + "_norm.weight": g for s, g in gains.items()}))
+    blk.probs = []
+    xt = leaf(x)
+    out = blk.attention(xt.reshape(B, T, d)).reshape(B * T, d)
+    twin_params = [blk.att_proj.weight, blk.attn_out.weight] + \
+        [blk.get_parameter(s + "_norm.weight") for s in gains]
+    # the direct transcription
+    direct = [leaf(t) for t in [x, w_qkv, w_o] + list(gains.values())]
+    ref, p = attn_forward(cfg, direct[0], direct[1], direct[2], dict(zip(gains, direct[3:])))
     dout = torch.randn(B * T, d)
-    (out * dout).sum().backward()
+    grads, ref_grads = backward_both((out, ref), dout, ([xt] + twin_params, direct))
+    check_same(name, [out, blk.probs[0]] + grads, [ref, p] + ref_grads)
 
     # attention must not be (nearly) uniform, or the score path is barely tested
     pv = p.detach()
@@ -85,17 +136,12 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
     w.add(name + ".x", x)
     w.add(name + ".w_qkv", w_qkv)
     w.add(name + ".w_o", w_o)
-    for site in ("q", "k", "v", "c"):
-        if site in gains:
-            w.add(name + "." + site + "_gain", gains[site])
+    for site in gains:
+        w.add(name + "." + site + "_gain", gains[site])
     w.add(name + ".dout", dout)
     w.add(name + ".out", out)
-    w.add(name + ".dx", x.grad)
-    w.add(name + ".dw_qkv", w_qkv.grad)
-    w.add(name + ".dw_o", w_o.grad)
-    for site in ("q", "k", "v", "c"):
-        if site in gains:
-            w.add(name + ".d" + site + "_gain", gains[site].grad)
+    for field, g in zip(["dx", "dw_qkv", "dw_o"] + ["d%s_gain" % s for s in gains], grads):
+        w.add(name + "." + field, g)
 
 
 # ---- FFN -----------------------------------------------------------------------------------
@@ -106,48 +152,59 @@ def gelu_tanh_explicit(h):
     return 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h.pow(3))))
 
 
-def ffn_case(w, name, B, T, d, f, typ, bias):
-    x = torch.randn(B * T, d).requires_grad_(True)
-    rows_in = 2 * f if typ == SWIGLU else f
-    w_in = (0.3 * torch.randn(rows_in, d)).requires_grad_(True)
-    w_out = (0.3 * torch.randn(d, f)).requires_grad_(True)
-    b_in = (0.5 * torch.randn(rows_in)).requires_grad_(True) if bias else None
-    b_out = (0.5 * torch.randn(d)).requires_grad_(True) if bias else None
-
+def ffn_direct(x, w_in, b_in, w_out, b_out, typ):
+    """The FFN as OLMo / GPT-2 write it."""
     h = F.linear(x, w_in, b_in)  # x W_in^T (+ b_in)
     if typ == SWIGLU:
         # OLMo SwiGLU: x, gate = h.chunk(2, -1); silu(gate) * x  (first half value, second gate)
         u, z = h.chunk(2, dim=-1)
         a = F.silu(z) * u
     elif typ == GELU_TANH:
-        a = F.gelu(h, approximate="tanh")
-        assert torch.allclose(a, gelu_tanh_explicit(h), rtol=0, atol=1e-14)
+        a = gelu_tanh_explicit(h)
     else:
-        a = F.gelu(h)  # exact erf form
-        assert torch.allclose(a, 0.5 * h * (1 + torch.erf(h / math.sqrt(2))), rtol=0, atol=1e-14)
-    out = F.linear(a, w_out, b_out)
+        a = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))  # the exact erf form
+    return F.linear(a, w_out, b_out)
+
+
+def ffn_case(w, name, B, T, d, f, typ, bias):
+    x = torch.randn(B * T, d)
+    rows_in = 2 * f if typ == SWIGLU else f
+    vals = {"ff_proj.weight": 0.3 * torch.randn(rows_in, d),
+            "ff_out.weight": 0.3 * torch.randn(d, f)}
+    if bias:
+        vals["ff_proj.bias"] = 0.5 * torch.randn(rows_in)
+        vals["ff_out.bias"] = 0.5 * torch.randn(d)
+
+    blk = twin_block(d, 2, 2, d_ff=f, ffn=FFN_TYPES[typ], ffn_bias=1 if bias else -1)
+    set_params(blk, vals)
+    xt = leaf(x)
+    out = blk.ffn(xt)
+    twin_params = [blk.get_parameter(k) for k in vals]
+    direct = {k: leaf(v) for k, v in vals.items()}
+    xd = leaf(x)
+    ref = ffn_direct(xd, direct["ff_proj.weight"], direct.get("ff_proj.bias"),
+                     direct["ff_out.weight"], direct.get("ff_out.bias"), typ)
     dout = torch.randn(B * T, d)
-    (out * dout).sum().backward()
+    grads, ref_grads = backward_both((out, ref), dout, ([xt] + twin_params,
+                                                        [xd] + list(direct.values())))
+    check_same(name, [out] + grads, [ref] + ref_grads)
 
     for field, val in (("B", B), ("T", T), ("d", d), ("f", f), ("type", typ),
                        ("bias", 1 if bias else 0)):
         w.add(name + "." + field, val)
     w.add(name + ".x", x)
-    w.add(name + ".w_in", w_in)
+    w.add(name + ".w_in", vals["ff_proj.weight"])
     if bias:
-        w.add(name + ".b_in", b_in)
-    w.add(name + ".w_out", w_out)
+        w.add(name + ".b_in", vals["ff_proj.bias"])
+    w.add(name + ".w_out", vals["ff_out.weight"])
     if bias:
-        w.add(name + ".b_out", b_out)
+        w.add(name + ".b_out", vals["ff_out.bias"])
     w.add(name + ".dout", dout)
     w.add(name + ".out", out)
-    w.add(name + ".dx", x.grad)
-    w.add(name + ".dw_in", w_in.grad)
-    if bias:
-        w.add(name + ".db_in", b_in.grad)
-    w.add(name + ".dw_out", w_out.grad)
-    if bias:
-        w.add(name + ".db_out", b_out.grad)
+    named = dict(zip(["dx"] + ["dw_in", "dw_out", "db_in", "db_out"][:len(vals)], grads))
+    for field in ("dx", "dw_in", "db_in", "dw_out", "db_out"):
+        if field in named:
+            w.add(name + "." + field, named[field])
 
 
 def self_checks():

@@ -1,9 +1,16 @@
-"""nbfixture.py - what the PyTorch fixture generators share: the fixture file writer, the codes
-stored in the fixtures, and the reference norms, RoPE and attention (float64 torch ops,
-nothing that knows how normblocks computes anything).
+"""nbfixture.py - what the PyTorch fixture generators share: the fixture file format, the codes
+stored in the fixtures, the way to the PyTorch twin, and direct transcriptions of the norms,
+RoPE and attention.
 
-Imported by tests/gen_fixtures.py, tests/gen_sublayer_fixtures.py and
-tests/gen_block_fixtures.py; run as scripts, they find it through their own directory, which
+The fixtures' values come from the twin (examples/pytorch/normblocks_twin.py, the library's
+model written as an nn.Module). The transcriptions here are the generators' independent check
+of it: the original codes' equations written out once more with plain float64 torch ops (OLMo's
+fused projection and norms, NeoX RoPE through sin/cos tables, GQA by repeated KV heads), and
+every generator asserts that the twin agrees with them before it writes anything. Nothing here
+knows how normblocks computes anything.
+
+Imported by tests/gen_fixtures.py, tests/gen_sublayer_fixtures.py, tests/gen_block_fixtures.py
+and tests/test_twin_fixtures.py; run as scripts, they find it through their own directory, which
 Python puts first on sys.path.
 
 File format (little-endian), read by tests/fixture.h:
@@ -18,6 +25,10 @@ import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                                "pytorch"))
+import normblocks_twin as twin  # noqa: E402
 
 MAGIC = b"NBFX0001"
 
@@ -83,6 +94,44 @@ class Writer:
         with open(path, "wb") as f:
             f.write(bytes(out))
         return len(out)
+
+
+def read_nbfx(path):
+    """name -> float64 tensor of an NBFX0001 file (the format above)."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    assert buf[:8] == MAGIC, path
+    (count,), pos, out = struct.unpack_from("<I", buf, 8), 12, {}
+    for _ in range(count):
+        (n,) = struct.unpack_from("<I", buf, pos)
+        name = buf[pos + 4:pos + 4 + n].decode()
+        pos += 4 + n
+        (ndim,) = struct.unpack_from("<I", buf, pos)
+        dims = struct.unpack_from("<%dI" % ndim, buf, pos + 4)
+        pos += 4 + 4 * ndim
+        numel = math.prod(dims)
+        vals = struct.unpack_from("<%dd" % numel, buf, pos)
+        pos += 8 * numel
+        out[name] = torch.tensor(vals, dtype=torch.float64).reshape(dims)
+    return out
+
+
+NORM_KINDS = {RMS: "rms", LAYER: "layer", DYT: "dyt"}
+FFN_TYPES = {SWIGLU: "swiglu", GELU_TANH: "gelu_tanh", GELU_ERF: "gelu_erf"}
+
+
+def twin_config(s, preset):
+    """The twin's StackConfig of a stack case: s holds the fields a block fixture stores (L, d,
+    H, Hkv, f, sites, mixln_alpha, norm, eps, ffn, rope, theta, siamese_*), preset is the
+    library's preset key."""
+    return twin.StackConfig(
+        preset=preset, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
+        n_kv_heads=int(s["Hkv"]), d_ff=int(s["f"]), sites=int(s["sites"]),
+        mixln_alpha=float(s["mixln_alpha"]), norm=NORM_KINDS[int(s["norm"])],
+        eps=float(s["eps"]), ffn=FFN_TYPES[int(s["ffn"])], rope=bool(s["rope"]),
+        rope_theta=float(s["theta"]), siamese_paper_scale=int(s["siamese_paper_scale"]),
+        siamese_paper_fusion=int(s["siamese_paper_fusion"]),
+        siamese_no_fusion_norm=int(s.get("siamese_no_fusion_norm", 0)))
 
 
 def output_dir(prog):

@@ -2,10 +2,11 @@
 
    usage: test_block_fixtures FIXTURE_DIR   (reads FIXTURE_DIR/blocks.bin)
 
-   The references come from tests/gen_block_fixtures.py: each preset's stack (the equations of normblocks.h,
-   THE PRESETS, with its attention and FFN) written with plain torch
-   ops, float64 autograd on loss = sum(out * dout), parameters named as the library's tensor
-   table names them. Regenerate with
+   The references come from tests/gen_block_fixtures.py: each preset's stack (the equations of
+   normblocks.h, THE PRESETS, with its attention and FFN) computed by the PyTorch twin
+   (examples/pytorch), checked there against direct transcriptions of the papers' equations,
+   float64 autograd on loss = sum(out * dout), parameters named as the library's tensor table
+   names them. Regenerate with
        /usr/bin/python3 tests/gen_block_fixtures.py tests/fixtures
    PyTorch is not needed to run this test; a missing fixture file or case is a failure.
 

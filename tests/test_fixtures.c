@@ -2,8 +2,9 @@
 
    usage: test_fixtures FIXTURE_DIR      (reads FIXTURE_DIR/primitives.bin)
 
-   The references in primitives.bin come from tests/gen_fixtures.py: float64 torch ops and
-   .backward() on loss = sum(out * upstream), independent of this library. Regenerate them with
+   The references in primitives.bin come from tests/gen_fixtures.py: the PyTorch twin's norms
+   (checked there against a direct transcription) and torch's softmax, float64 autograd on
+   loss = sum(out * upstream), independent of this library. Regenerate them with
        /usr/bin/python3 tests/gen_fixtures.py tests/fixtures
    PyTorch is not needed to run this test; a missing fixture file is a failure, not a skip.
 

@@ -43,7 +43,6 @@ D, HKV, FF, B, T = 32, 2, 48, 2, 7
 
 def llama_layout(stack, p):
     """The Mix-LN code's Llama names of the twin's parameters."""
-    c = stack.config
     out = {"model.embed_tokens.weight": torch.randn(256, D), "lm_head.weight": torch.randn(256, D)}
     kv = stack.config.n_kv_heads * (D // H)
     for blk in stack.blocks:

@@ -2,9 +2,9 @@
 
    usage: test_sublayer_fixtures FIXTURE_DIR   (reads FIXTURE_DIR/attention.bin and ffn.bin)
 
-   The references come from tests/gen_sublayer_fixtures.py: the sublayers written the way the
-   original PyTorch code (OLMo / the HybridNorm fork) computes them, float64 autograd on
-   loss = sum(out * dout). Regenerate with
+   The references come from tests/gen_sublayer_fixtures.py: the PyTorch twin's sublayers
+   (examples/pytorch), checked there against the way the original PyTorch code (OLMo / the
+   HybridNorm fork) computes them, float64 autograd on loss = sum(out * dout). Regenerate with
        /usr/bin/python3 tests/gen_sublayer_fixtures.py tests/fixtures
    PyTorch is not needed to run this test; a missing fixture file or case is a failure.
 

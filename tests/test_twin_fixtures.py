@@ -6,15 +6,17 @@
 tests/fixtures/blocks.bin holds the float64 references test_block_fixtures checks the library
 against: one case per preset and option (Mix-LN alphas, the HybridNorm site ablations with
 explicit site masks, SiameseNorm's paper scale, paper fusion and no-fusion-norm ablation, ...),
-many of which the trainer cannot build. For each case the twin is built from the case's
+many of which the trainer cannot build. gen_block_fixtures.py computed them with the twin, after
+checking it against its direct transcriptions of the papers' equations. This test holds the
+twin of today to those committed values: for each case the twin is built from the case's
 description, takes the case's parameters by name (strict: the same names and shapes as the
-library's tensor table), and in float64 must give the case's output, input gradient and
-parameter gradients (loss = sum(out * dout)) within 1e-9 + 1e-9 |ref|: the same equations
-in the same precision, so only float64 rounding separates them.
+library's tensor table) and through the library's flat-buffer order (load_flat), and in float64
+must give the case's output, input gradient and parameter gradients (loss = sum(out * dout))
+within 1e-9 + 1e-9 |ref|: a change of the twin's math or of its parameter table fails here
+before a regenerated fixture could carry it into the library's tests.
 Exits 77 (CTest's skip) when torch cannot be imported.
 """
 import os
-import struct
 import sys
 
 try:
@@ -24,35 +26,12 @@ except ImportError:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "examples", "pytorch"))
-from normblocks_twin import Stack, StackConfig  # noqa: E402
+from nbfixture import read_nbfx, twin, twin_config  # noqa: E402
 
 ATOL, RTOL = 1e-9, 1e-9
 SCALARS = ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", "ffn",
            "mixln_alpha", "siamese_paper_scale", "siamese_paper_fusion", "sites",
            "siamese_no_fusion_norm")
-
-
-def read_nbfx(path):
-    """name -> float64 tensor of an NBFX0001 file (tests/nbfixture.py describes the format)."""
-    with open(path, "rb") as f:
-        buf = f.read()
-    assert buf[:8] == b"NBFX0001", path
-    (count,), pos, out = struct.unpack_from("<I", buf, 8), 12, {}
-    for _ in range(count):
-        (n,) = struct.unpack_from("<I", buf, pos)
-        name = buf[pos + 4:pos + 4 + n].decode()
-        pos += 4 + n
-        (ndim,) = struct.unpack_from("<I", buf, pos)
-        dims = struct.unpack_from("<%dI" % ndim, buf, pos + 4)
-        pos += 4 + 4 * ndim
-        numel = 1
-        for k in dims:
-            numel *= k
-        vals = struct.unpack_from("<%dd" % numel, buf, pos)
-        pos += 8 * numel
-        out[name] = torch.tensor(vals, dtype=torch.float64).reshape(dims)
-    return out
 
 
 def cases(recs):
@@ -66,20 +45,13 @@ def cases(recs):
 def check_case(name, c):
     s = {k: float(c[k].item()) for k in SCALARS if k in c}
     key = "".join(chr(int(v)) for v in c["preset_key"].tolist())
-    cfg = StackConfig(
-        preset=key, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
-        n_kv_heads=int(s["Hkv"]), d_ff=int(s["f"]), sites=int(s["sites"]),
-        mixln_alpha=s["mixln_alpha"], norm={1: "rms", 2: "layer", 3: "dyt"}[int(s["norm"])], eps=s["eps"],
-        ffn="swiglu" if s["ffn"] == 1 else "gelu_tanh", rope=bool(s["rope"]),
-        rope_theta=s["theta"], siamese_paper_scale=int(s["siamese_paper_scale"]),
-        siamese_paper_fusion=int(s["siamese_paper_fusion"]),
-        siamese_no_fusion_norm=int(s.get("siamese_no_fusion_norm", 0)))
-    stack = Stack(cfg).double()
+    cfg = twin_config(s, key)
+    stack = twin.Stack(cfg).double()
     params = {k: v for k, v in c.items()
               if k.startswith(("blocks.", "embed_norm.", "ln_")) and not k.startswith("grad.")}
     stack.load_state_dict(params, strict=True)  # names and shapes of the library's table
     flat = torch.cat([p.detach().reshape(-1) for _, p in stack.library_parameters()])
-    again = Stack(cfg).double()
+    again = twin.Stack(cfg).double()
     again.load_flat(flat)  # the flat buffer round trip
     for k, v in again.state_dict().items():
         if not torch.equal(v, params[k]):

@@ -64,7 +64,7 @@ import torch.nn.functional as F
 
 __all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "SITES_NONE",
            "Placement", "LayerSpec", "StackConfig", "PRESETS", "place_code", "resolve",
-           "Norm", "Block", "Stack", "NormBlocksLM", "read_safetensors",
+           "norm", "Norm", "Block", "Stack", "NormBlocksLM", "read_safetensors",
            "config_from_metadata", "load_checkpoint", "text_val_batches",
            "text_eval_loss", "text_train_batch", "VOCAB"]
 
@@ -347,12 +347,20 @@ class Norm(nn.Module):
             self.register_parameter("bias", None)
 
     def forward(self, x):
-        if self.kind == "dyt":
-            y = torch.tanh(self.alpha * x) * self.weight
-            return y + self.bias if self.bias is not None else y
-        if self.kind == "rms":
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
+        return norm(self.kind, x, self.weight, self.bias, self.eps, getattr(self, "alpha", None))
+
+
+def norm(kind, x, weight=None, bias=None, eps=1e-5, alpha=None):
+    """The Norm module's function: "rms", "layer" or "dyt" over the last dimension of x, with an
+    optional gain and bias (alpha: DyT's scalar)."""
+    if kind == "dyt":
+        y = torch.tanh(alpha * x)
+    elif kind == "rms":
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    else:
+        return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+    y = y * weight if weight is not None else y
+    return y + bias if bias is not None else y
 
 
 class _LayerScale(nn.Module):
@@ -372,7 +380,7 @@ def rope(x, theta):
     """NeoX rotate-half RoPE on (B, heads, T, d_k): pair (i, i + d_k/2) of position t rotates by
     t * theta^(-2i/d_k) (angles in float64, as normblocks)."""
     T, dk = x.shape[-2], x.shape[-1]
-    inv = theta ** (-torch.arange(0, dk, 2, dtype=torch.float64) / dk)
+    inv = 1.0 / theta ** (torch.arange(0, dk, 2, dtype=torch.float64) / dk)  # as HF Llama
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
     ang = torch.cat((ang, ang), dim=-1)
     return x * ang.cos().to(x.dtype) + _rotate_half(x) * ang.sin().to(x.dtype)
@@ -393,6 +401,7 @@ class Block(nn.Module):
         super().__init__()
         self.c, self.l, self.spec = c, l, c.layers[l]
         self.tracer = None  # set by Stack.forward while tracing
+        self.probs = None   # a list: attention() appends its probabilities (B, H, T, T)
         d, H, Hkv = c.d_model, c.n_heads, c.n_kv_heads
         dk = d // H
         self.dims = (d, H, Hkv, dk)
@@ -478,7 +487,10 @@ class Block(nn.Module):
         if not self.c.non_causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             s = s.masked_fill(mask, float("-inf"))
-        o = (torch.softmax(s, dim=-1) @ v).transpose(1, 2)  # (B, T, H, d_k)
+        p = torch.softmax(s, dim=-1)
+        if self.probs is not None:
+            self.probs.append(p.detach())
+        o = (p @ v).transpose(1, 2)  # (B, T, H, d_k)
         self._t("attn", "context", o.reshape(B, T, d))
         if sites & SITE_C:
             o = self.c_norm(o.reshape(B, T, d) if full else o)
@@ -605,18 +617,19 @@ class Stack(nn.Module):
         if off != flat.numel():
             raise ValueError("the buffer has %d values, the stack %d" % (flat.numel(), off))
 
-    def forward(self, E, hidden=None, trace=None):
+    def forward(self, E, hidden=None, trace=None, probs=None):
         """E: (B, T, d). hidden: an optional list that receives x_0 .. x_L (and, for
         SiameseNorm, (x_l, y_l) pairs), the states nb_stack_hidden reads. trace: an optional
         Trace that records the library's TRACE NAMES (nb_ctx.trace) of this forward and, once
-        the loss is backpropagated, of the backward."""
+        the loss is backpropagated, of the backward. probs: an optional list that receives
+        each layer's attention probabilities (B, H, T, T)."""
         x = self.embed_norm(E) if hasattr(self, "embed_norm") else E
         y = x if _streams(self.config) == 2 else None
         if trace is not None:
             trace.grad("grad_in", E, -1, 0)
             trace("x0", x)
         for blk in self.blocks:
-            blk.tracer = trace
+            blk.tracer, blk.probs = trace, probs
             if hidden is not None:
                 hidden.append(x if y is None else (x, y))
             if trace is not None:  # the gradient of each stream's layer input (own nodes)
@@ -624,7 +637,7 @@ class Stack(nn.Module):
                 if y is not None:
                     y = trace.grad("blocks.%d.grad_y_in" % blk.l, y.view_as(y), blk.l, 1)
             x, y = blk(x, y)
-            blk.tracer = None
+            blk.tracer = blk.probs = None
             if trace is not None:
                 trace("blocks.%d.x" % blk.l, x)
                 if y is not None:

@@ -154,7 +154,8 @@
                      F = F(n + N_fy(y1)); gamma ("c1") starts at 1
        siamese_post_pre  per sublayer: u = N_x(x);  z = F(N_in(u + N_y(y)));  x' = u + z/c;
                      y' = y + z   (the DeiT code's form)
-       gpt2          pre with LayerNorm and a GELU-tanh MLP with biases
+       gpt2          pre with LayerNorm, a GELU-tanh MLP with biases and attention biases
+                     (b_qkv, b_o: desc.attn_bias), as GPT-2
        lns           y = x + MHA(N(x) / sqrt(l));  x' = y + F(N(y) / sqrt(l)), l = 1..L
                      (LayerNorm Scaling; its code's 1/sqrt(layer_index + 1)); eps 1e-6
        none          y = x + MHA(x);  x' = y + F(y); no final norm
@@ -173,8 +174,8 @@
      desc.sites change the norm kind and the attention sites of any preset.
 
    TENSOR NAMES (nb_stack.tensors, in buffer order; matrices (out, in) as nn.Linear)
-     embed_norm.*, then per layer "blocks.<l>.": att_proj.weight ([Q|K|V] rows), attn_out.weight,
-     {q,k,v,c}_norm.{alpha,weight} (sites on), ff_proj.weight (SwiGLU: [up|gate] rows) and .bias,
+     embed_norm.*, then per layer "blocks.<l>.": att_proj.weight ([Q|K|V] rows) and .bias,
+     attn_out.weight and .bias (attention biases: desc.attn_bias), {q,k,v,c}_norm.{alpha,weight} (sites on), ff_proj.weight (SwiGLU: [up|gate] rows) and .bias,
      ff_out.weight and .bias, the block norms {alpha,weight,bias} in the order attn_norm,
      attn_out_norm, attn_post_norm, ff_norm, ff_out_norm, ff_post_norm, attn_y_norm,
      attn_input_norm, ff_y_norm, ff_input_norm (those the layer has), c1 (SiameseNorm gamma),
@@ -184,9 +185,9 @@
    TRACE NAMES (nb_ctx.trace; every tensor B*T rows, in the order computed)
      forward:  x0 (the stack's input, or its embedding norm); per layer l, for its attention
        sublayer "blocks.<l>.attn.": h (the input norm's output, times input_scale), qkv (the
-       projection [Q|K|V]), qkv_normed (after the Q/K/V site norms, when any), qkv_rope (after
+       projection [Q|K|V], with its bias), qkv_normed (after the Q/K/V site norms, when any), qkv_rope (after
        RoPE), context (the heads' outputs concatenated, before the C norm), c_normed (site C),
-       out (W_o's output), sum (before the post norm, when one), x_out (the sublayer's output);
+       out (W_o's output, with its bias), sum (before the post norm, when one), x_out (the sublayer's output);
        for its FFN "blocks.<l>.ffn.": h, proj (x W_in^T + b_in), act (the activation), out,
        sum, x_out; then blocks.<l>.x (and blocks.<l>.y, SiameseNorm's second stream), the
        layer's output; out (the stack's output, after the final norms). SiameseNorm layers
@@ -386,9 +387,11 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
                         nb_real theta, int inverse);
 
 /* ---- attention sublayer ----------------------------------------------------------------------
-   out = C W_o^T,  C = concat_h Nc(softmax(s * RoPE(Nq(Q_h)) RoPE(Nk(K_j))^T + mask) Nv(V_j))
-   with [Q|K|V] = x W_qkv^T (Q: H heads, K and V: H_kv heads, query head h uses KV head
-   h / (H/H_kv)), s = 1/sqrt(d_k). Each of the norm sites Q, K, V, C is on or off. */
+   out = C W_o^T (+ b_o),
+   C = concat_h Nc(softmax(s * RoPE(Nq(Q_h)) RoPE(Nk(K_j))^T + mask) Nv(V_j))
+   with [Q|K|V] = x W_qkv^T (+ b_qkv) (Q: H heads, K and V: H_kv heads, query head h uses KV
+   head h / (H/H_kv)), s = 1/sqrt(d_k). Each of the norm sites Q, K, V, C is on or off; the
+   biases are off unless asked for (GPT-2 has both, Qwen2 the Q|K|V one). */
 typedef enum nb_norm_type {
     NB_NORM_DEFAULT = 0,  /* RMSNorm */
     NB_NORM_RMS,
@@ -400,6 +403,7 @@ typedef enum nb_norm_type {
 enum { NB_SITE_Q = 1, NB_SITE_K = 2, NB_SITE_V = 4, NB_SITE_C = 8 };  /* nb_attn_desc.sites */
 #define NB_SITES_QKV  (NB_SITE_Q | NB_SITE_K | NB_SITE_V)
 #define NB_SITES_QKVC (NB_SITES_QKV | NB_SITE_C)
+enum { NB_ATTN_BIAS_QKV = 1, NB_ATTN_BIAS_OUT = 2 };  /* nb_attn_desc.bias */
 
 typedef enum nb_norm_width {
     NB_WIDTH_DEFAULT = 0,  /* per head */
@@ -427,15 +431,18 @@ typedef struct nb_attn_desc {
     nb_real rope_theta;     /* 0 = 10000; else finite and > 1 */
     int non_causal;         /* 1 = no causal mask */
     nb_attn_memory memory;
+    unsigned bias;          /* NB_ATTN_BIAS_* mask: b_qkv, b_o; 0 = none */
 } nb_attn_desc;
 
 /* Parameter (or gradient) pointers. Shapes: w_qkv (d + 2*H_kv*d_k) x d, rows Q|K|V;
    w_o d x d; q/k/v/c_gain: d_k each (per head) or the site's full width; q/k/v/c_alpha: DyT's
-   scalar of the site (norm NB_NORM_DYT only); NULL when absent. Bound in the order w_qkv, w_o,
-   then per normalized site Q, K, V, C: alpha (DyT), gain. */
+   scalar of the site (norm NB_NORM_DYT only); b_qkv: d + 2*H_kv*d_k; b_o: d; NULL when absent.
+   Bound in the order w_qkv, b_qkv, w_o, b_o (nn.Linear's weight, bias), then per normalized
+   site Q, K, V, C: alpha (DyT), gain. */
 typedef struct nb_attn_params {
     nb_real *w_qkv, *w_o, *q_gain, *k_gain, *v_gain, *c_gain;
     nb_real *q_alpha, *k_alpha, *v_alpha, *c_alpha;
+    nb_real *b_qkv, *b_o;
 } nb_attn_params;
 
 /* A plan: the validated, resolved description for batches of at most max_batch sequences of
@@ -454,8 +461,8 @@ typedef struct nb_attn_plan {
 
 NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn_desc* desc,
                                   int max_batch, int max_seq);
-/* Point p's members into a contiguous buffer of plan->n_params values (w_qkv, w_o, then the
-   gains of the enabled sites in Q, K, V, C order); absent gains are NULL. With plan or p NULL
+/* Point p's members into a contiguous buffer of plan->n_params values (w_qkv, b_qkv, w_o, b_o,
+   then the alphas and gains of the enabled sites in Q, K, V, C order); absent ones are NULL. With plan or p NULL
    nothing is done; with base NULL every member is NULL (a forward then reports it). */
 NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_params* p);
 /* out: B*T x d. x: B*T x d (kept by the caller for backward). */
@@ -613,6 +620,8 @@ typedef struct nb_stack_desc {
     nb_norm_width site_width;  /* 0 = preset default (per head; full width for OLMO2) */
     nb_ffn_type ffn;
     int ffn_bias;              /* as nb_ffn_desc.bias */
+    unsigned attn_bias;        /* every attention's nb_attn_desc.bias (NB_ATTN_BIAS_QKV | OUT:
+                                  "att_proj.bias", "attn_out.bias"); 0 = none */
     int rope;                  /* 1 = RoPE in attention */
     nb_real rope_theta;        /* 0 = 10000; else finite and > 1 */
     int non_causal;
@@ -689,10 +698,9 @@ NBDEF const char* nb_preset_name(nb_preset p);
                           FFN input norm after one of those), post_feedforward_layernorm (FFN
                           output or post norm)
      NB_NAMES_HF_GPT2     Hugging Face GPT-2: "transformer.h.<l>." attn.c_attn (Q|K|V),
-                          attn.c_proj, mlp.c_fc, mlp.c_proj (Conv1D, transposed, with biases),
-                          ln_1, ln_2, "transformer.ln_f". GPT-2's attention biases
-                          (attn.c_attn.bias, attn.c_proj.bias) have no tensor here: a loader must
-                          find them zero or refuse the file.
+                          attn.c_proj, mlp.c_fc, mlp.c_proj (Conv1D, transposed, with biases:
+                          the attention's with desc.attn_bias, which the name "gpt2" sets),
+                          ln_1, ln_2, "transformer.ln_f"
    Returns the number of parts (written to parts[0..2]), 0 when the style has no name for the
    tensor (a norm the codebase does not have), -1 for a NULL s or parts or t out of range. */
 typedef enum nb_name_style {
@@ -707,7 +715,8 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
                                 nb_tensor_part parts[3]);
 /* Fill desc->preset (and desc->sites) from a name: "pre", "post", "hybrid", "hybrid_star",
    "mixln", "siamese", ..., the paper's names ("Pre-Norm", "HybridNorm*", "QKV-Post",
-   "Pre-QK-Pre", "KC-Post", "Pre-Post", ...) and "gpt2" (Pre-Norm, LayerNorm, GELU). */
+   "Pre-QK-Pre", "KC-Post", "Pre-Post", ...) and "gpt2" (Pre-Norm, LayerNorm, GELU, attention
+   biases). */
 NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char* name);
 
 /* in: B*T x d (the embedding). out: B*T x d. The cache (n_cache) holds everything backward
@@ -1773,7 +1782,7 @@ static int nb__tiles(int T) { return T / NB__TILE + (T % NB__TILE != 0); }
    function sizes the buffers at plan time (base NULL) and carves them at run time. */
 typedef struct nb__attn_mem {
     nb_real *hdr, *qkv, *raw, *stat[4], *o, *c, *probs, *lse; /* cache */
-    nb_real *dqkv, *dc, *tiles, *partials, *kv_parts;   /* scratch */
+    nb_real *dqkv, *dc, *tiles, *partials, *kv_parts, *ones; /* scratch */
     size_t n_cache, n_scratch;
 } nb__attn_mem;
 
@@ -1879,6 +1888,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     /* dK/dV partial sums of the extra parts when B * n_kv_heads < threads (nb__kv_split) */
     m->kv_parts = nb__take(scratch, &su, nb__mulz((size_t)(pl->desc.n_kv_heads < nt ? nt - 1 : 0),
                                                   nb__mulz((size_t)T, 2 * (size_t)pl->head_dim)));
+    if (pl->desc.bias) m->ones = nb__take(scratch, &su, BT); /* bias gradients: column sums */
     m->n_cache = cu;
     m->n_scratch = su;
 }
@@ -1893,7 +1903,7 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hash(h, (unsigned)d->width); h = nb__hash(h, (unsigned)d->norm);
     h = nb__hash(h, (unsigned)d->no_gain); h = nb__hash(h, (unsigned)d->rope);
     h = nb__hash(h, (unsigned)d->non_causal); h = nb__hash(h, (unsigned)d->memory);
-    h = nb__hashd(h, (double)d->eps); h = nb__hashd(h, (double)d->rope_theta);
+    h = nb__hash(h, d->bias); h = nb__hashd(h, (double)d->eps); h = nb__hashd(h, (double)d->rope_theta);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -1927,6 +1937,8 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               d.d_model / d.n_heads);
     NB__CHECK(d.sites & ~(unsigned)NB_SITES_QKVC, NB_ERR_CONFIG,
               "nb_attn_plan_make: sites (0x%x) has bits other than NB_SITE_Q|K|V|C", d.sites);
+    NB__CHECK(d.bias & ~(unsigned)(NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT), NB_ERR_CONFIG,
+              "nb_attn_plan_make: bias (0x%x) has bits other than NB_ATTN_BIAS_QKV|OUT", d.bias);
     NB__CHECK(d.width != NB_WIDTH_PER_HEAD && d.width != NB_WIDTH_FULL, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm width %d", (int)d.width);
     NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DYT, NB_ERR_CONFIG,
@@ -1968,6 +1980,8 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: d_model*qkv_width (%d*%lld) overflows size_t", d.d_model,
               qkv_width);
     nparams = nb__addz(nparams, nb__mulz((size_t)d.d_model, (size_t)d.d_model));
+    if (d.bias & NB_ATTN_BIAS_QKV) nparams = nb__addz(nparams, (size_t)qkv_width);
+    if (d.bias & NB_ATTN_BIAS_OUT) nparams = nb__addz(nparams, (size_t)d.d_model);
     for (site = 0; site < 4; site++)
         if (nb__site_on(&pl, site))
             nparams = nb__addz(nparams, (size_t)(nb__norm_kinds[d.norm].alpha +
@@ -2005,8 +2019,16 @@ NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_
     d = plan->desc.d_model;
     p->w_qkv = base;
     base += (size_t)plan->qkv_width * d;
+    if (plan->desc.bias & NB_ATTN_BIAS_QKV) {
+        p->b_qkv = base;
+        base += plan->qkv_width;
+    }
     p->w_o = base;
     base += (size_t)d * d;
+    if (plan->desc.bias & NB_ATTN_BIAS_OUT) {
+        p->b_o = base;
+        base += d;
+    }
     for (site = 0; site < 4; site++)
         if (nb__site_on(plan, site)) {
             if (nb__norm_kinds[plan->desc.norm].alpha) *nb__site_alpha(p, site) = base++;
@@ -2029,6 +2051,13 @@ static const char* nb__site_missing(const nb_attn_plan* pl, const nb_attn_params
         if (nb__norm_kinds[pl->desc.norm].alpha && !*nb__site_alpha(q, site))
             return names[4 + site];
     }
+    return NULL;
+}
+
+/* A planned bias without its pointer in p: its name, or NULL. */
+static const char* nb__bias_missing(const nb_attn_plan* pl, const nb_attn_params* p) {
+    if ((pl->desc.bias & NB_ATTN_BIAS_QKV) && !p->b_qkv) return "b_qkv";
+    if ((pl->desc.bias & NB_ATTN_BIAS_OUT) && !p->b_o) return "b_o";
     return NULL;
 }
 
@@ -2060,6 +2089,8 @@ static nb_result nb__attn_check_call(nb_ctx* ctx, const char* fn, const nb_attn_
     if ((rc = nb__need(ctx, fn, "params.w_qkv params.w_o", 2, ptrs + 4))) return rc;
     NB__CHECK(nb__site_missing(pl, p), NB_ERR_NULL, "%s: a normalized site has no %s pointer",
               fn, nb__site_missing(pl, p));
+    NB__CHECK(nb__bias_missing(pl, p), NB_ERR_NULL, "%s: the plan has biases but params.%s is NULL",
+              fn, nb__bias_missing(pl, p));
     return NB_OK;
 }
 
@@ -2080,6 +2111,19 @@ static nb_result nb__site_norm(nb_ctx* ctx, const nb_attn_plan* pl, int site,
     return nb__kind_forward(ctx, pl->desc.norm, y, ldy, stats, nstat, x, ldx,
                             *nb__site_gain(q, site), NULL, *nb__site_alpha(q, site), rows, width,
                             seg, pl->desc.eps);
+}
+
+/* y[r] += b for each of `rows` rows of width w at stride ld: a projection's bias. */
+static void nb__add_rows(nb_ctx* ctx, nb_real* y, int ld, int rows, int w, const nb_real* b) {
+    int r;
+    (void)ctx; /* the thread count, with OpenMP */
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)rows * w >= NB__PAR_MIN))
+    for (r = 0; r < rows; r++) {
+        nb_real* yr = y + (size_t)r * ld;
+        int i;
+        for (i = 0; i < w; i++) yr[i] += b[i];
+    }
 }
 
 /* Scores of query rows [i0, i0+rows) of head h against keys [0, ncols) into p (ld T), then
@@ -2232,6 +2276,7 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
     /* [Q|K|V] = x W_qkv^T; with site norms the raw projection is kept for their backward */
     rc = nb_gemm(ctx, 0, 1, BT, P, d, 1, x, d, p->w_qkv, d, 0, m.raw ? m.raw : m.qkv, P);
     if (rc) return rc;
+    if (p->b_qkv) nb__add_rows(ctx, m.raw ? m.raw : m.qkv, P, BT, P, p->b_qkv);
     nb__trace(ctx, "qkv", m.raw ? m.raw : m.qkv, BT, P);
     for (site = 0; m.raw && site < 3; site++) {
         const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
@@ -2261,6 +2306,7 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
         nb__trace(ctx, "c_normed", m.c, BT, d);
     }
     if ((rc = nb_gemm(ctx, 0, 1, BT, d, d, 1, m.c, d, p->w_o, d, 0, out, d))) return rc;
+    if (p->b_o) nb__add_rows(ctx, out, d, BT, d, p->b_o);
     nb__trace(ctx, "out", out, BT, d);
     nb__hdr_put(m.hdr, NB__MAGIC_ATTN, nb__attn_id(pl), B, T);
     return NB_OK;
@@ -2292,6 +2338,8 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
     NB__CHECK(nb__site_missing(pl, g), NB_ERR_NULL,
               "nb_attn_backward: a normalized site has no %s gradient pointer",
               nb__site_missing(pl, g));
+    NB__CHECK(nb__bias_missing(pl, g), NB_ERR_NULL,
+              "nb_attn_backward: the plan has biases but g.%s is NULL", nb__bias_missing(pl, g));
     if ((rc = nb__attn_cache_ok(ctx, "nb_attn_backward", pl, cache, B, T))) return rc;
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
     /* the cache is only read; carving needs a non-const base */
@@ -2300,6 +2348,13 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
     if ((rc = nb_gemm(ctx, 0, 0, BT, d, d, 1, dout, d, p->w_o, d, 0, m.dc, d))) /* dC = dout W_o */
         return rc;
     if ((rc = nb_gemm(ctx, 1, 0, d, d, BT, 1, dout, d, m.c, d, 1, g->w_o, d))) /* dW_o += dout^T C */
+        return rc;
+    if (m.ones) { /* bias gradients are column sums: GEMMs with ones (deterministic) */
+        int r;
+        for (r = 0; r < BT; r++) m.ones[r] = 1;
+    }
+    if ((pl->desc.bias & NB_ATTN_BIAS_OUT) &&                               /* db_o += dout^T 1 */
+        (rc = nb_gemm(ctx, 1, 0, d, 1, BT, 1, dout, d, m.ones, 1, 1, g->b_o, 1)))
         return rc;
     if (nb__site_on(pl, 3)) {                                             /* dO = Nc'(dC), in place */
         rc = nb__site_norm(ctx, pl, 3, p, g, m.dc, d, m.stat[3], m.o, d, m.dc, BT, d, m.partials);
@@ -2319,6 +2374,9 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
             if (rc) return rc;
         }
     if ((rc = nb_gemm(ctx, 1, 0, P, d, BT, 1, m.dqkv, P, x, d, 1, g->w_qkv, d))) /* dW_qkv */
+        return rc;
+    if ((pl->desc.bias & NB_ATTN_BIAS_QKV) &&        /* db_qkv += dQKV^T 1 (the raw projection's) */
+        (rc = nb_gemm(ctx, 1, 0, P, 1, BT, 1, m.dqkv, P, m.ones, 1, 1, g->b_qkv, 1)))
         return rc;
     return nb_gemm(ctx, 0, 0, BT, d, P, 1, m.dqkv, P, p->w_qkv, d,        /* dx = dQKV W_qkv */
                    accumulate_dx ? 1 : 0, dx, d);
@@ -2687,7 +2745,11 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
     char buf[32];
     memset(lp, 0, sizeof *lp);
     lp->attn.w_qkv = nb__put(w, l, "att_proj.weight", NB_TENSOR_QKV, ap->qkv_width, d);
+    if (ap->desc.bias & NB_ATTN_BIAS_QKV)
+        lp->attn.b_qkv = nb__put(w, l, "att_proj.bias", NB_TENSOR_BIAS, ap->qkv_width, 1);
     lp->attn.w_o = nb__put(w, l, "attn_out.weight", NB_TENSOR_ATTN_OUT, d, d);
+    if (ap->desc.bias & NB_ATTN_BIAS_OUT)
+        lp->attn.b_o = nb__put(w, l, "attn_out.bias", NB_TENSOR_BIAS, d, 1);
     for (k = 0; k < 4; k++) /* as nb_attn_params_bind: per site alpha (DyT), then gain */
         if (nb__site_on(ap, k)) {
             if (nb__norm_kinds[ap->desc.norm].alpha) {
@@ -3045,6 +3107,7 @@ NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char
         desc->preset = NB_PRESET_PRE;
         desc->norm = NB_NORM_LAYER;
         desc->ffn = NB_FFN_GELU_TANH;
+        desc->attn_bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
         return NB_OK;
     }
     /* the HybridNorm ablation names: "#-Post", "#-Pre", "Pre-#-Post", "Pre-#-Pre" */
@@ -3108,7 +3171,9 @@ static void nb__preset_layer(const nb_stack_desc* d, int l, int n_post, unsigned
 typedef struct nb__name_row { const char *lib, *llama, *gpt2; int transposed; } nb__name_row;
 static const nb__name_row nb__name_rows[] = {
     {"att_proj.weight", "", "attn.c_attn.weight", 1},
+    {"att_proj.bias", "", "attn.c_attn.bias", 0},
     {"attn_out.weight", "self_attn.o_proj.weight", "attn.c_proj.weight", 1},
+    {"attn_out.bias", "self_attn.o_proj.bias", "attn.c_proj.bias", 0},
     {"ff_proj.weight", "", "mlp.c_fc.weight", 1},
     {"ff_proj.bias", NULL, "mlp.c_fc.bias", 0},
     {"ff_out.weight", "mlp.down_proj.weight", "mlp.c_proj.weight", 1},
@@ -3163,12 +3228,13 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
             parts[0].transposed = style == NB_NAMES_HF_GPT2 && row->transposed;
             return 1;
         }
-        if (!strcmp(row->lib, "att_proj.weight")) { /* Llama's separate Q, K, V */
+        if (!strncmp(row->lib, "att_proj.", 9)) { /* Llama's separate Q, K, V (and biases) */
             const nb_attn_plan* ap = &s->layers[l].attn;
             static const char* const qkv[3] = {"q_proj", "k_proj", "v_proj"};
             const int kv = ap->desc.n_kv_heads * ap->head_dim, rows[3] = {ap->desc.d_model, kv, kv};
             for (n = 0; n < 3; n++) {
-                snprintf(parts[n].name, sizeof parts[n].name, "%sself_attn.%s.weight", pre, qkv[n]);
+                snprintf(parts[n].name, sizeof parts[n].name, "%sself_attn.%s.%s", pre, qkv[n],
+                         row->lib + 9);
                 parts[n].row0 = n ? rows[0] + (n - 1) * kv : 0;
                 parts[n].rows = rows[n];
             }
@@ -3226,10 +3292,10 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
     return NB_OK;
 }
 
-/* Most tensors one layer can have (2 attention matrices, 4 site norms with alpha and gain, FFN
-   weights and biases, 10 norms with alpha, gain and bias, gamma, 2 branch scales) and the stack
-   adds (4 norms of 3): bounds n_tensors. */
-#define NB__LAYER_TENSORS 49
+/* Most tensors one layer can have (2 attention matrices and their biases, 4 site norms with
+   alpha and gain, FFN weights and biases, 10 norms with alpha, gain and bias, gamma, 2 branch
+   scales) and the stack adds (4 norms of 3): bounds n_tensors. */
+#define NB__LAYER_TENSORS 51
 #define NB__TOP_TENSORS 12
 
 NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
@@ -3344,7 +3410,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
         ad.d_model = d.d_model; ad.n_heads = d.n_heads; ad.n_kv_heads = d.n_kv_heads;
         ad.sites = ld->sites; ad.width = d.site_width; ad.norm = d.norm; ad.eps = d.eps;
         ad.rope = d.rope; ad.rope_theta = d.rope_theta; ad.non_causal = d.non_causal;
-        ad.memory = d.memory;
+        ad.memory = d.memory; ad.bias = d.attn_bias;
         rc = nb_attn_plan_make(ctx, &s->layers[l].attn, &ad, max_batch, max_seq);
         if (rc) { nb_stack_free(s); return rc; }
     }

@@ -9,17 +9,19 @@
      STYLE   hf-llama | hf-gpt2 | normblocks
      MODEL   the weights; its __metadata__ describes the stack: preset (any name
              nb_preset_from_name accepts, e.g. pre, mixln, sandwich, gpt2), n_layers, d_model,
-             n_heads, n_kv_heads, d_ff, rope (0/1), and optionally norm (rms|layer) and ffn
-             (swiglu|gelu_tanh) and mixln_alpha
+             n_heads, n_kv_heads, d_ff, rope (0/1), and optionally norm (rms|layer), ffn
+             (swiglu|gelu_tanh), mixln_alpha and attn_bias (the NB_ATTN_BIAS_* mask: 1 the Q|K|V
+             projection's bias, 2 the output projection's; "gpt2" sets 3)
      INPUT   a tensor "E" of shape (B, T, d): the embedded input
      OUT     written: "out" (B, T, d), the stack's output
-   Every tensor of the stack must be in MODEL with its shape; every tensor of MODEL must be used,
-   except the embedding and head (model.embed_tokens, lm_head, transformer.wte, transformer.wpe)
-   and GPT-2's attention biases when they are zero (the library's attention has none: nonzero
-   ones are refused).
+   Every tensor of the stack must be in MODEL with its shape (GPT-2's also without the
+   "transformer." prefix, as the hub's files have them); every tensor of MODEL must be used,
+   except the embedding and head (model.embed_tokens, lm_head, [transformer.]wte, wpe) and
+   Hugging Face's non-weight buffers (GPT-2's attn.bias / attn.masked_bias causal masks, older
+   Llama files' rotary_emb.inv_freq).
    --export: the other way: MODEL in the library's names (e.g. a stack's tensors as
    examples/train saves them, without the "transformer." prefix), OUT in STYLE's names and
-   layouts (GPT-2's attention biases written as zeros), with MODEL's metadata.
+   layouts, with MODEL's metadata.
    Exit status 0, or 1 with a message. */
 #define _POSIX_C_SOURCE 200809L
 #define ST_TOOL "nbimport"
@@ -60,29 +62,32 @@ static int shape2(const st_tensor* t, int* rows, int* cols) {
     return 0;
 }
 
-static int ignorable(const char* name) {
-    static const char* const io[4] = {"model.embed_tokens.weight", "lm_head.weight",
-                                      "transformer.wte.weight", "transformer.wpe.weight"};
-    int i;
-    for (i = 0; i < 4; i++)
-        if (!strcmp(name, io[i])) return 1;
-    return 0;
-}
-
 static int ends_with(const char* s, const char* suffix) {
     const size_t n = strlen(s), m = strlen(suffix);
     return n >= m && !strcmp(s + n - m, suffix);
 }
 
-/* GPT-2's attention biases, which the library has no place for: 1 when zero (accepted), -1 when
-   not, 0 for any other tensor. */
-static int zero_attention_bias(const st_file* f, const st_tensor* t) {
-    size_t i;
-    if (!ends_with(t->name, ".attn.c_attn.bias") && !ends_with(t->name, ".attn.c_proj.bias"))
-        return 0;
-    for (i = 0; i < t->count; i++)
-        if (value(f, t, i) != 0) return -1;
-    return 1;
+/* Tensors outside the stack: the embeddings and the head, and the buffers Hugging Face files
+   may carry (GPT-2's causal masks "attn.bias" / "attn.masked_bias", older Llama files'
+   "rotary_emb.inv_freq"), which are not weights. */
+static int ignorable(const char* name) {
+    static const char* const io[6] = {"model.embed_tokens.weight", "lm_head.weight",
+                                      "transformer.wte.weight", "transformer.wpe.weight",
+                                      "wte.weight", "wpe.weight"};
+    int i;
+    for (i = 0; i < 6; i++)
+        if (!strcmp(name, io[i])) return 1;
+    return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") ||
+           ends_with(name, ".rotary_emb.inv_freq");
+}
+
+/* MODEL's entry of a part: its name, or for GPT-2 also without the "transformer." prefix (the
+   hub's GPT2Model files are saved so). */
+static const cJSON* find_part(const st_file* M, const char* name) {
+    const cJSON* e = cJSON_GetObjectItemCaseSensitive(M->root, name);
+    if (!e && !strncmp(name, "transformer.", 12))
+        e = cJSON_GetObjectItemCaseSensitive(M->root, name + 12);
+    return e;
 }
 
 static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_real* params,
@@ -95,7 +100,7 @@ static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_rea
         const int n = nb_stack_tensor_parts(s, t, style, parts);
         if (n <= 0) return fail("the stack's %s has no name in this layout", ti->name);
         for (k = 0; k < n; k++) {
-            const cJSON* pe = cJSON_GetObjectItemCaseSensitive(M->root, parts[k].name);
+            const cJSON* pe = find_part(M, parts[k].name);
             st_tensor pt;
             int rows, cols, r, c, idx = 0;
             if (!pe) return fail("MODEL has no %s", parts[k].name);
@@ -116,15 +121,8 @@ static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_rea
         }
     }
     cJSON_ArrayForEach(e, M->root) { /* every tensor of MODEL has a place */
-        st_tensor pt;
-        int z;
-        if (strcmp(e->string, "__metadata__") && !used[i] && !ignorable(e->string)) {
-            if (st_tensor_of(M, e, &pt)) return 1;
-            z = style == NB_NAMES_HF_GPT2 ? zero_attention_bias(M, &pt) : 0;
-            if (z < 0)
-                return fail("%s is not zero: the library's attention has no biases", e->string);
-            if (!z) return fail("%s has no place in this stack", e->string);
-        }
+        if (strcmp(e->string, "__metadata__") && !used[i] && !ignorable(e->string))
+            return fail("%s has no place in this stack", e->string);
         i++;
     }
     return 0;
@@ -177,16 +175,14 @@ static int write_out(const char* path, const nb_real* out, int B, int T, int d) 
 }
 
 /* --export: every tensor of the stack (params) under STYLE's names into path: the header
-   first, then the data in the same order (GPT-2's attention biases as zeros). */
+   first, then the data in the same order. */
 static int export_to(const char* path, const nb_stack* s, nb_name_style style,
                      const nb_real* params, const st_file* M) {
     cJSON* root = cJSON_CreateObject();
     const cJSON* meta = cJSON_GetObjectItemCaseSensitive(M->root, "__metadata__");
-    static const char* const biases[2] = {"c_attn", "c_proj"};
-    const float zero = 0;
     FILE* f = fopen(path, "wb");
     size_t off = 0;
-    int pass, t, k, l, i;
+    int pass, t, k;
     if (!f) { cJSON_Delete(root); return fail("cannot write %s", path); }
     if (meta) cJSON_AddItemToObject(root, "__metadata__", cJSON_Duplicate(meta, 1));
     for (pass = 0; pass < 2; pass++) { /* 0: the header entries, 1: the data */
@@ -218,14 +214,6 @@ static int export_to(const char* path, const nb_stack* s, nb_name_style style,
                         }
             }
         }
-        for (l = 0; style == NB_NAMES_HF_GPT2 && l < s->desc.n_layers; l++)
-            for (k = 0; k < 2; k++) {
-                const int n = k ? s->desc.d_model : s->layers[l].attn.qkv_width;
-                char name[64];
-                snprintf(name, sizeof name, "transformer.h.%d.attn.%s.bias", l, biases[k]);
-                if (pass == 0) put_entry(root, name, 1, &n, &off);
-                else for (i = 0; i < n; i++) fwrite(&zero, 4, 1, f);
-            }
     }
     cJSON_Delete(root);
     if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
@@ -248,6 +236,7 @@ static int stack_of(const st_file* M, int B, int T, nb_stack* s) {
     if ((v = meta_get(M, "norm")) && !strcmp(v, "layer")) d.norm = NB_NORM_LAYER;
     if ((v = meta_get(M, "ffn")) && !strcmp(v, "gelu_tanh")) d.ffn = NB_FFN_GELU_TANH;
     if ((v = meta_get(M, "mixln_alpha"))) d.mixln_alpha = strtod(v, NULL);
+    if ((v = meta_get(M, "attn_bias"))) d.attn_bias = (unsigned)strtoul(v, NULL, 10);
     if (nb_stack_init(&ctx, s, &d, B, T)) return fail("%s", ctx.err);
     return 0;
 }

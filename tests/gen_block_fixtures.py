@@ -27,7 +27,8 @@ Per case (names "<case>.<field>"):
     scalars  L, B, T, d, H, Hkv, f, rope, theta, eps, norm (1 RMS, 2 LayerNorm, 3 DyT),
              ffn (1 SwiGLU, 2 GELU tanh), sites (0 = preset default, else the NB_SITE_*
              mask, 0x100 = explicitly none), mixln_alpha (0 = unused/default),
-             siamese_paper_scale, siamese_paper_fusion; siamese_no_fusion_norm only when 1
+             siamese_paper_scale, siamese_paper_fusion; siamese_no_fusion_norm only when 1,
+             attn_bias (the NB_ATTN_BIAS_* mask, GPT-2's 3) only when not 0
     preset_key  the preset's key (nb_preset_name) as character codes, one per value
     tensors  E (B*T, d), dout, out, din (B*T, d)
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
@@ -189,7 +190,7 @@ def attention(cfg, p, pre, x, sites, width, probs):
 
     out, pr = mha(x, p[pre + "att_proj.weight"], p[pre + "attn_out.weight"], cfg["B"], cfg["T"],
                   cfg["d"], cfg["H"], cfg["Hkv"], sites, width, snorm, cfg["rope"], cfg["theta"],
-                  True)
+                  True, p.get(pre + "att_proj.bias"), p.get(pre + "attn_out.bias"))
     probs.append(pr.detach())
     return out
 
@@ -365,7 +366,7 @@ def direct_forward(cfg, p, E):
 
 
 def make_cfg(preset, L, d, H, Hkv, f=None, ffn_type=SWIGLU, norm=RMS, rope=1, theta=10000.0,
-             sites=0, mixln_alpha=0.0, paper_scale=0, paper_fusion=0, B=2, T=5):
+             sites=0, mixln_alpha=0.0, paper_scale=0, paper_fusion=0, attn_bias=0, B=2, T=5):
     if f is None:
         f = 3 * d // 2 if ffn_type == SWIGLU else 4 * d
     # the library defaults: 1e-6 for the OLMo-2 and the Mix-LN code presets (MX's rms_norm_eps,
@@ -374,6 +375,7 @@ def make_cfg(preset, L, d, H, Hkv, f=None, ffn_type=SWIGLU, norm=RMS, rope=1, th
     return dict(preset=preset, L=L, B=B, T=T, d=d, H=H, Hkv=Hkv, f=f, ffn=ffn_type, norm=norm,
                 rope=rope, theta=theta, eps=eps, sites=sites, mixln_alpha=mixln_alpha,
                 siamese_paper_scale=paper_scale, siamese_paper_fusion=paper_fusion,
+                attn_bias=attn_bias,
                 embed_norm=1 if preset in ("EMBEDNORM", "PERILN") else 0)
 
 
@@ -442,8 +444,10 @@ def add_case(w, name, cfg, report):
     for field in ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", "ffn",
                   "mixln_alpha", "siamese_paper_scale", "siamese_paper_fusion", "sites"):
         w.add(name + "." + field, cfg[field])
-    if cfg.get("siamese_no_fusion_norm"):  # optional scalar: absent = 0
+    if cfg.get("siamese_no_fusion_norm"):  # optional scalars: absent = 0
         w.add(name + ".siamese_no_fusion_norm", 1)
+    if cfg["attn_bias"]:
+        w.add(name + ".attn_bias", cfg["attn_bias"])
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)
     w.add(name + ".dout", dout)
@@ -619,7 +623,7 @@ def main():
                ("first_qkv_pre", "FIRST_QKV_PRE", {}), ("embednorm", "EMBEDNORM", {}),
                ("mixln", "MIXLN", {}), ("siamese", "SIAMESE", {}),
                ("siamese_post_pre", "SIAMESE_POST_PRE", {}),
-               ("gpt2", "PRE", dict(norm=LAYER, ffn_type=GELU_TANH, rope=0))]
+               ("gpt2", "PRE", dict(norm=LAYER, ffn_type=GELU_TANH, rope=0, attn_bias=3))]
     mha_l1 = ("PRE", "HYBRID", "SIAMESE", "POST_FLAGS")  # the other L=1 cases are GQA
     for i, (n, pr, kw) in enumerate(presets):
         kw3 = dict(kw)

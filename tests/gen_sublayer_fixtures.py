@@ -81,7 +81,7 @@ def leaf(t):
     return t.detach().clone().requires_grad_(True)
 
 
-def attn_forward(cfg, x, w_qkv, w_o, gains):
+def attn_forward(cfg, x, w_qkv, w_o, gains, b_qkv=None, b_o=None):
     """The direct transcription (nbfixture.attention); the site norms have no bias (OLMo)."""
     kind, eps = cfg["norm"], cfg["eps"]
 
@@ -89,39 +89,46 @@ def attn_forward(cfg, x, w_qkv, w_o, gains):
         return norm_fn(kind, t, gains.get(site), None, eps)
 
     return attention(x, w_qkv, w_o, cfg["B"], cfg["T"], cfg["d"], cfg["H"], cfg["Hkv"],
-                     cfg["sites"], cfg["width"], snorm, cfg["rope"], cfg["theta"], cfg["causal"])
+                     cfg["sites"], cfg["width"], snorm, cfg["rope"], cfg["theta"], cfg["causal"],
+                     b_qkv, b_o)
 
 
 def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
-              theta=10000.0, causal=1, eps=1e-5, no_gain=0):
+              theta=10000.0, causal=1, eps=1e-5, no_gain=0, bias=0):
     cfg = dict(B=B, T=T, d=d, H=H, Hkv=Hkv, sites=sites, width=width, norm=norm, rope=rope,
                theta=theta, causal=causal, eps=eps)
     dk = d // H
     assert d % H == 0 and H % Hkv == 0 and dk % 2 == 0
     x = torch.randn(B * T, d)
-    w_qkv = 0.3 * torch.randn(d + 2 * Hkv * dk, d)
-    w_o = 0.3 * torch.randn(d, d)
-    gains = {}
+    # the parameters under the twin's names, in nb_attn_params_bind's order
+    vals = {"att_proj.weight": 0.3 * torch.randn(d + 2 * Hkv * dk, d),
+            "attn_out.weight": 0.3 * torch.randn(d, d)}
     for site, bit in SITES:
         if sites & bit and not no_gain:
-            gains[site] = rand_gain(site_width(d, H, Hkv, width, site))
+            vals[site + "_norm.weight"] = rand_gain(site_width(d, H, Hkv, width, site))
+    if bias & twin.ATTN_BIAS_QKV:
+        vals["att_proj.bias"] = 0.5 * torch.randn(d + 2 * Hkv * dk)
+    if bias & twin.ATTN_BIAS_OUT:
+        vals["attn_out.bias"] = 0.5 * torch.randn(d)
 
     # the twin (site norms without gain: the twin's gains stay 1)
     blk = twin_block(d, H, Hkv, sites=sites, site_width="per_head" if width == PER_HEAD else
                      "full", norm=NORM_KINDS[norm], eps=eps, rope=bool(rope), rope_theta=theta,
-                     non_causal=not causal)
-    set_params(blk, dict({"att_proj.weight": w_qkv, "attn_out.weight": w_o},
-                         **{s + "_norm.weight": g for s, g in gains.items()}))
+                     non_causal=not causal, attn_bias=bias)
+    set_params(blk, vals)
     blk.probs = []
     xt = leaf(x)
     out = blk.attention(xt.reshape(B, T, d)).reshape(B * T, d)
-    twin_params = [blk.att_proj.weight, blk.attn_out.weight] + \
-        [blk.get_parameter(s + "_norm.weight") for s in gains]
     # the direct transcription
-    direct = [leaf(t) for t in [x, w_qkv, w_o] + list(gains.values())]
-    ref, p = attn_forward(cfg, direct[0], direct[1], direct[2], dict(zip(gains, direct[3:])))
+    direct = {k: leaf(v) for k, v in vals.items()}
+    xd = leaf(x)
+    ref, p = attn_forward(cfg, xd, direct["att_proj.weight"], direct["attn_out.weight"],
+                          {s: direct[s + "_norm.weight"] for s, _ in SITES
+                           if s + "_norm.weight" in direct},
+                          direct.get("att_proj.bias"), direct.get("attn_out.bias"))
     dout = torch.randn(B * T, d)
-    grads, ref_grads = backward_both((out, ref), dout, ([xt] + twin_params, direct))
+    grads, ref_grads = backward_both((out, ref), dout, (
+        [xt] + [blk.get_parameter(k) for k in vals], [xd] + list(direct.values())))
     check_same(name, [out, blk.probs[0]] + grads, [ref, p] + ref_grads)
 
     # attention must not be (nearly) uniform, or the score path is barely tested
@@ -133,15 +140,23 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
                        ("width", width), ("norm", norm), ("no_gain", no_gain), ("rope", rope),
                        ("theta", theta), ("causal", causal), ("eps", eps)):
         w.add(name + "." + field, val)
+    if bias:  # optional: absent = no biases
+        w.add(name + ".bias", bias)
+    fixture = {"att_proj.weight": "w_qkv", "attn_out.weight": "w_o", "att_proj.bias": "b_qkv",
+               "attn_out.bias": "b_o"}
+    fixture.update({s + "_norm.weight": s + "_gain" for s, _ in SITES})
     w.add(name + ".x", x)
-    w.add(name + ".w_qkv", w_qkv)
-    w.add(name + ".w_o", w_o)
-    for site in gains:
-        w.add(name + "." + site + "_gain", gains[site])
+    for k in ("att_proj.weight", "attn_out.weight", "q_norm.weight", "k_norm.weight",
+              "v_norm.weight", "c_norm.weight", "att_proj.bias", "attn_out.bias"):
+        if k in vals:
+            w.add(name + "." + fixture[k], vals[k])
     w.add(name + ".dout", dout)
     w.add(name + ".out", out)
-    for field, g in zip(["dx", "dw_qkv", "dw_o"] + ["d%s_gain" % s for s in gains], grads):
-        w.add(name + "." + field, g)
+    named = dict(zip(["x"] + list(vals), grads))
+    for k in ("x", "att_proj.weight", "attn_out.weight", "q_norm.weight", "k_norm.weight",
+              "v_norm.weight", "c_norm.weight", "att_proj.bias", "attn_out.bias"):
+        if k in named:
+            w.add(name + ".d" + fixture.get(k, k), named[k])
 
 
 # ---- FFN -----------------------------------------------------------------------------------
@@ -261,6 +276,12 @@ def main():
     attn_case(w, "attn_qkv_theta500k", 1, 7, 24, 4, 2, Q | K | V, theta=500000.0)
     # site norms without gain
     attn_case(w, "attn_qkvc_nogain_gqa", 1, 7, 16, 4, 2, Q | K | V | C, no_gain=1)
+    # projection biases (GPT-2 both, here under QKVC norms and RoPE: b_qkv enters before the
+    # norms); their own random stream, so that the cases above and the FFN's keep theirs
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED + 1)
+        attn_case(w, "attn_bias_qkvc_gqa_rope", 2, 5, 16, 4, 2, Q | K | V | C, bias=3)
+        attn_case(w, "attn_bias_out_mha", 1, 7, 16, 4, 4, 0, rope=0, bias=2)
     write(w, outdir, "attention.bin")
 
     w = Writer(MAX_BYTES)

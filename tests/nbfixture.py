@@ -131,7 +131,8 @@ def twin_config(s, preset):
         eps=float(s["eps"]), ffn=FFN_TYPES[int(s["ffn"])], rope=bool(s["rope"]),
         rope_theta=float(s["theta"]), siamese_paper_scale=int(s["siamese_paper_scale"]),
         siamese_paper_fusion=int(s["siamese_paper_fusion"]),
-        siamese_no_fusion_norm=int(s.get("siamese_no_fusion_norm", 0)))
+        siamese_no_fusion_norm=int(s.get("siamese_no_fusion_norm", 0)),
+        attn_bias=int(s.get("attn_bias", 0)))
 
 
 def output_dir(prog):
@@ -217,10 +218,12 @@ def site_width(d, H, Hkv, width, site):
     return d if site in ("q", "c") else Hkv * dk
 
 
-def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, causal):
-    """MHA_#(x): fused Q|K|V projection (nn.Linear without bias), GQA, site norms
+def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, causal,
+              b_qkv=None, b_o=None):
+    """MHA_#(x): fused Q|K|V projection (nn.Linear, bias b_qkv optional), GQA, site norms
     snorm(site, t) per head with one d_k gain (or full width, OLMo-2, before the head split),
-    RoPE after the norms (V is never rotated), scale 1/sqrt(d_k), C norm before W_o.
+    RoPE after the norms (V is never rotated), scale 1/sqrt(d_k), C norm before W_o (bias b_o
+    optional).
     x (B*T, d). Returns the output (B*T, d) and the attention probabilities (B, H, T, T)."""
     dk = d // H
 
@@ -234,6 +237,8 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
         return q, k, v
 
     qkv = x @ w_qkv.T  # (B*T, d + 2*Hkv*dk)
+    if b_qkv is not None:
+        qkv = qkv + b_qkv
     q, k, v = qkv.view(B, T, -1).split((d, Hkv * dk, Hkv * dk), dim=-1)
     if width == FULL:
         # OLMo-2: norm over the flattened projection row, before the head split
@@ -265,4 +270,5 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
     if sites & SITE_C:
         # per head, before the concatenation (or over the whole row at full width)
         o = snorm("c", o if width == PER_HEAD else o.reshape(B, T, d))
-    return o.reshape(B * T, d) @ w_o.T, p
+    out = o.reshape(B * T, d) @ w_o.T
+    return (out + b_o if b_o is not None else out), p

@@ -316,9 +316,11 @@ static void run_case(const block_case* bc, const variant* v) {
     desc.rope_theta = (nb_real)theta;
     desc.siamese_paper_scale = pscale;
     desc.siamese_paper_fusion = pfusion;
-    {   /* optional: written only for the ablation's cases */
+    {   /* optional: written only for the ablation's cases, and GPT-2's attention biases */
         const nbf_tensor* nf = nbf_field(cs, "siamese_no_fusion_norm", 0);
+        const nbf_tensor* ab = nbf_field(cs, "attn_bias", 0);
         desc.siamese_no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
+        desc.attn_bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
     }
     desc.memory = v->memory;
     desc.check_finite = v->check_finite;

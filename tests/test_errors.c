@@ -207,6 +207,15 @@ static void nonfinite(void) {
         ad.rope = 0;
         expect13(nb_attn_plan_make(&ctx, &ap, &ad, 1, 4), NB_ERR_CONFIG,
                  "nb_attn_plan_make|rope_theta", "attention rope_theta non-finite without rope");
+        ad.rope_theta = 0; ad.bias = 4u << k;
+        snprintf(what, sizeof what, "attention bias 0x%x", ad.bias);
+        expect13(nb_attn_plan_make(&ctx, &ap, &ad, 1, 4), NB_ERR_CONFIG,
+                 "nb_attn_plan_make|bias (0x", what);
+        sd = small_desc(NB_PRESET_PRE, 2);
+        sd.attn_bias = ad.bias | NB_ATTN_BIAS_QKV;
+        snprintf(what, sizeof what, "stack attn_bias 0x%x", sd.attn_bias);
+        expect13(nb_stack_init(&ctx, &s, &sd, 1, 4), NB_ERR_CONFIG, "nb_attn_plan_make|bias", what);
+        ad.bias = 0;
         ad.rope_theta = 0; ad.eps = bad[k];
         snprintf(what, sizeof what, "attention eps %g", (double)bad[k]);
         expect13(nb_attn_plan_make(&ctx, &ap, &ad, 1, 4), NB_ERR_CONFIG, "nb_attn_plan_make|eps",
@@ -551,6 +560,7 @@ static void null_args(void) {
 
     memset(&ad, 0, sizeof ad);
     ad.d_model = 8; ad.n_heads = 2; ad.sites = NB_SITES_QKVC;
+    ad.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
     NULLS(nb_attn_plan_make(&ctx, NULL, &ad, 2, 8), "nb_attn_plan_make", "plan");
     NULLS(nb_attn_plan_make(&ctx, &ap, NULL, 2, 8), "nb_attn_plan_make", "desc");
     nb_attn_plan_make(&c, &ap, &ad, 2, 8);
@@ -559,7 +569,7 @@ static void null_args(void) {
     nb_attn_params_bind(&ap, w, &P); nb_attn_params_bind(&ap, gw, &G);
     nb_attn_params_bind(NULL, w, &Pn); nb_attn_params_bind(&ap, w, NULL);
     nb_attn_params_bind(&ap, NULL, &Pn);
-    nbt_check(!Pn.w_qkv && !Pn.w_o && !Pn.q_gain && !Pn.c_gain,
+    nbt_check(!Pn.w_qkv && !Pn.w_o && !Pn.q_gain && !Pn.c_gain && !Pn.b_qkv && !Pn.b_o,
               "attn params_bind: NULL plan/p do nothing, NULL base binds NULL");
     NULLS(nb_attn_forward(&ctx, NULL, &P, o, b, 2, 8, cache, scr), "nb_attn_forward", "plan");
     NULLS(nb_attn_forward(&ctx, &ap, NULL, o, b, 2, 8, cache, scr), "nb_attn_forward", "params");
@@ -572,6 +582,10 @@ static void null_args(void) {
     NULLS(nb_attn_forward(&ctx, &ap, &Pn, o, b, 2, 8, cache, scr), "nb_attn_forward", "w_o");
     Pn = P; Pn.c_gain = NULL;
     NULLS(nb_attn_forward(&ctx, &ap, &Pn, o, b, 2, 8, cache, scr), "nb_attn_forward", "gain");
+    Pn = P; Pn.b_qkv = NULL;
+    NULLS(nb_attn_forward(&ctx, &ap, &Pn, o, b, 2, 8, cache, scr), "nb_attn_forward", "b_qkv");
+    Pn = P; Pn.b_o = NULL;
+    NULLS(nb_attn_forward(&ctx, &ap, &Pn, o, b, 2, 8, cache, scr), "nb_attn_forward", "b_o");
     nb_attn_forward(&c, &ap, &P, o, b, 2, 8, cache, scr);
     NULLS(nb_attn_backward(&ctx, &ap, &P, NULL, y, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "g");
     NULLS(nb_attn_backward(&ctx, &ap, &P, &G, NULL, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "dx");
@@ -583,6 +597,10 @@ static void null_args(void) {
     NULLS(nb_attn_backward(&ctx, &ap, &P, &Pn, y, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "g.w_qkv");
     Pn = G; Pn.q_gain = NULL;
     NULLS(nb_attn_backward(&ctx, &ap, &P, &Pn, y, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "gain");
+    Pn = G; Pn.b_o = NULL;
+    NULLS(nb_attn_backward(&ctx, &ap, &P, &Pn, y, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "g.b_o");
+    Pn = G; Pn.b_qkv = NULL;
+    NULLS(nb_attn_backward(&ctx, &ap, &P, &Pn, y, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "g.b_qkv");
     free(w); free(gw); free(cache); free(scr);
 
     memset(&fd, 0, sizeof fd);

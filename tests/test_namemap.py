@@ -10,11 +10,13 @@ table: Hugging Face Llama as the Mix-LN code names its norms (Pre-LN layers: inp
 post_attention_layernorm; Post-LN layers: post_attention_layernorm after the attention add,
 post_feedforward_layernorm after the MLP add; sandwich: input_, post_attention_,
 pre_feedforward_, post_feedforward_layernorm), separate q/k/v and gate/up/down projections;
-Hugging Face GPT-2 with Conv1D weights stored (in, out), fused c_attn [Q|K|V] and zero attention
-biases. `nbimport --export` of the library-named tensors must write exactly those files (names,
-shapes, values; embeddings aside). Tolerance: float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin|
-(measured ~1e-6). Also: a GPT-2 file with a nonzero attention bias, and a Llama file missing a
-norm, are refused with a message. Exits 77 (CTest's skip) without torch.
+Hugging Face GPT-2 with Conv1D weights stored (in, out), fused c_attn [Q|K|V] and attention
+biases, also as the hub's files have it (no "transformer." prefix, causal-mask buffers); a
+Llama file with Q/K/V biases (Qwen2's). `nbimport --export` of the library-named tensors must
+write exactly those files (names, shapes, values; embeddings and buffers aside). Tolerance:
+float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin| (measured ~1e-6).
+Also: a GPT-2 file with a tensor that has no place, and a Llama file missing a norm, are
+refused with a message naming it. Exits 77 (CTest's skip) without torch.
 """
 import os
 import subprocess
@@ -37,6 +39,7 @@ CASES = [("pre", "pre", 2, "hf-llama", {}),
          ("mixln", "mixln", 4, "hf-llama", {}),        # layer 0 Post-LN, layers 1-3 Pre-LN
          ("sandwich", "sandwich", 2, "hf-llama", {}),
          ("gpt2", "gpt2", 2, "hf-gpt2", {"n_kv_heads": H}),  # GPT-2 has no GQA
+         ("qkv_bias", "pre", 2, "hf-llama", {"attn_bias": 1}),  # Qwen2's Q/K/V biases
          ("hybrid", "hybrid", 2, "normblocks", {})]
 D, HKV, FF, B, T = 32, 2, 48, 2, 7
 
@@ -47,10 +50,12 @@ def llama_layout(stack, p):
     kv = stack.config.n_kv_heads * (D // H)
     for blk in stack.blocks:
         pre, lib = "model.layers.%d." % blk.l, "blocks.%d." % blk.l
-        q, k, v = p[lib + "att_proj.weight"].split((D, kv, kv))
-        out[pre + "self_attn.q_proj.weight"] = q
-        out[pre + "self_attn.k_proj.weight"] = k
-        out[pre + "self_attn.v_proj.weight"] = v
+        for kind in ("weight", "bias"):
+            if lib + "att_proj." + kind in p:
+                q, k, v = p[lib + "att_proj." + kind].split((D, kv, kv))
+                out[pre + "self_attn.q_proj." + kind] = q
+                out[pre + "self_attn.k_proj." + kind] = k
+                out[pre + "self_attn.v_proj." + kind] = v
         out[pre + "self_attn.o_proj.weight"] = p[lib + "attn_out.weight"]
         up, gate = p[lib + "ff_proj.weight"].chunk(2)  # SwiGLU: silu(gate) * up
         out[pre + "mlp.up_proj.weight"] = up
@@ -74,16 +79,16 @@ def llama_layout(stack, p):
 
 
 def gpt2_layout(stack, p):
-    """Hugging Face GPT-2's names: Conv1D weights (in, out), zero attention biases."""
+    """Hugging Face GPT-2's names: Conv1D weights (in, out), biases everywhere."""
     out = {"transformer.wte.weight": torch.randn(256, D), "transformer.wpe.weight": torch.randn(64, D)}
     for blk in stack.blocks:
         pre, lib = "transformer.h.%d." % blk.l, "blocks.%d." % blk.l
         out[pre + "ln_1.weight"] = p[lib + "attn_norm.weight"]
         out[pre + "ln_1.bias"] = p[lib + "attn_norm.bias"]
         out[pre + "attn.c_attn.weight"] = p[lib + "att_proj.weight"].t()
-        out[pre + "attn.c_attn.bias"] = torch.zeros(3 * D)
+        out[pre + "attn.c_attn.bias"] = p[lib + "att_proj.bias"]
         out[pre + "attn.c_proj.weight"] = p[lib + "attn_out.weight"].t()
-        out[pre + "attn.c_proj.bias"] = torch.zeros(D)
+        out[pre + "attn.c_proj.bias"] = p[lib + "attn_out.bias"]
         out[pre + "ln_2.weight"] = p[lib + "ff_norm.weight"]
         out[pre + "ln_2.bias"] = p[lib + "ff_norm.bias"]
         out[pre + "mlp.c_fc.weight"] = p[lib + "ff_proj.weight"].t()
@@ -112,7 +117,8 @@ def main():
         for name, preset, L, layout, extra in CASES:
             kv_heads = extra.get("n_kv_heads", HKV)
             cfg = StackConfig.from_name(preset, n_layers=L, d_model=D, n_heads=H,
-                                        n_kv_heads=kv_heads, d_ff=FF, rope=True)
+                                        n_kv_heads=kv_heads, d_ff=FF, rope=True,
+                                        **{k: v for k, v in extra.items() if k != "n_kv_heads"})
             stack = Stack(cfg)
             with torch.no_grad():
                 for n_, t in stack.named_parameters():
@@ -125,7 +131,7 @@ def main():
             c = stack.config
             META = {"preset": preset, "n_layers": str(L), "d_model": str(D), "n_heads": str(H),
                     "n_kv_heads": str(kv_heads), "d_ff": str(FF), "rope": "1",
-                    "norm": c.norm, "ffn": c.ffn}
+                    "norm": c.norm, "ffn": c.ffn, "attn_bias": str(c.attn_bias)}
             model = (llama_layout(stack, p) if layout == "hf-llama" else
                      gpt2_layout(stack, p) if layout == "hf-gpt2" else dict(p))
             r, out = run(nbimport, layout, model, E, work, name)
@@ -153,12 +159,24 @@ def main():
             failed += not ok
             print("%s: %s: --export writes the layout's names, shapes and values (%s)" %
                   ("ok" if ok else "FAIL", name, r.stderr.strip() or "%d tensors" % len(got)))
-            if layout == "hf-gpt2":  # a nonzero attention bias has no place: refused
-                model["transformer.h.1.attn.c_proj.bias"] = torch.full((D,), 0.1)
-                r, out = run(nbimport, layout, model, E, work, name + "_bias")
-                ok = r.returncode == 1 and "not zero" in r.stderr
+            if layout == "hf-gpt2":
+                # the hub's files: no "transformer." prefix, causal-mask buffers per layer
+                hub = {k[len("transformer."):] if k.startswith("transformer.") else k: v
+                       for k, v in model.items()}
+                for l in range(L):
+                    hub["h.%d.attn.bias" % l] = torch.ones(T, T).tril()[None, None]
+                    hub["h.%d.attn.masked_bias" % l] = torch.tensor(-1e4)
+                r, out = run(nbimport, layout, hub, E, work, name + "_hub")
+                ok = out is not None and bool(((out - ref).abs() <= 1e-5 + 1e-4 * ref.abs()).all())
                 failed += not ok
-                print("%s: %s: a nonzero attention bias is refused (%s)" %
+                print("%s: %s: the hub's names and buffers load and run (%s)" %
+                      ("ok" if ok else "FAIL", name, r.stderr.strip() or "same output"))
+                # a tensor the stack has no place for is refused, by name
+                model["transformer.h.1.mlp.c_fc2.weight"] = torch.zeros(D, FF)
+                r, out = run(nbimport, layout, model, E, work, name + "_extra")
+                ok = r.returncode == 1 and "h.1.mlp.c_fc2.weight has no place" in r.stderr
+                failed += not ok
+                print("%s: %s: a tensor with no place is refused (%s)" %
                       ("ok" if ok else "FAIL", name, r.stderr.strip()))
             if layout == "hf-llama" and name == "pre":  # a missing norm is named
                 del model["model.layers.1.post_attention_layernorm.weight"]

@@ -35,7 +35,8 @@ static const char* const attn_cases[] = {
     "attn_qkc_mqa_rope",      "attn_qk_gqa_rope",        "attn_kv_mha_rope",
     "attn_kc_gqa_norope",     "attn_qkv_full_gqa_rope",  "attn_qk_full_rope",
     "attn_qkvc_full_mqa_rope", "attn_qkvc_ln_gqa_rope",  "attn_qkv_noncausal_gqa",
-    "attn_qkv_theta500k",     "attn_qkvc_nogain_gqa",
+    "attn_qkv_theta500k",     "attn_qkvc_nogain_gqa",    "attn_bias_qkvc_gqa_rope",
+    "attn_bias_out_mha",
 };
 static const char* const ffn_cases[] = {
     "ffn_swiglu", "ffn_swiglu_bias", "ffn_gelu_tanh_bias", "ffn_gelu_erf_bias",
@@ -70,9 +71,10 @@ static void copy_in(nb_real* dst, const nbf_tensor* t) {
 static const char* const site_names[4] = {"q", "k", "v", "c"};
 
 static void run_attn(const char* cs, const variant* v) {
-    int B, T, d, H, Hkv, sites, width, norm, no_gain, rope, causal, dk, qkvw, s;
+    int B, T, d, H, Hkv, sites, width, norm, no_gain, rope, causal, dk, qkvw, s, bias = 0;
     double theta, eps;
     const nbf_tensor *x, *w_qkv, *w_o, *dout, *out, *dx, *dw_qkv, *dw_o;
+    const nbf_tensor *b_qkv = NULL, *b_o = NULL, *db_qkv = NULL, *db_o = NULL;
     const nbf_tensor *gain[4] = {NULL, NULL, NULL, NULL}, *dgain[4] = {NULL, NULL, NULL, NULL};
     size_t expect_params, n_act;
     nb_attn_desc desc;
@@ -107,6 +109,19 @@ static void run_attn(const char* cs, const variant* v) {
     dw_o = nbf_shaped(cs, "dw_o", d, d);
     if (!x || !w_qkv || !w_o || !dout || !out || !dx || !dw_qkv || !dw_o) return;
     expect_params = (size_t)qkvw * d + (size_t)d * d;
+    if (nbf_field(cs, "bias", 0) && !nbf_int(cs, "bias", &bias)) return; /* optional: absent = 0 */
+    if (bias & NB_ATTN_BIAS_QKV) {
+        b_qkv = nbf_shaped(cs, "b_qkv", qkvw, 0);
+        db_qkv = nbf_shaped(cs, "db_qkv", qkvw, 0);
+        if (!b_qkv || !db_qkv) return;
+        expect_params += (size_t)qkvw;
+    }
+    if (bias & NB_ATTN_BIAS_OUT) {
+        b_o = nbf_shaped(cs, "b_o", d, 0);
+        db_o = nbf_shaped(cs, "db_o", d, 0);
+        if (!b_o || !db_o) return;
+        expect_params += (size_t)d;
+    }
     for (s = 0; s < 4; s++) {
         char f[16], df[16];
         int n = width == 1 ? dk : ((s == 0 || s == 3) ? d : Hkv * dk);
@@ -136,6 +151,7 @@ static void run_attn(const char* cs, const variant* v) {
     desc.rope_theta = (nb_real)theta;
     desc.non_causal = !causal;
     desc.memory = v->memory;
+    desc.bias = (unsigned)bias;
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = v->threads;
     memset(&plan, 0, sizeof plan);
@@ -153,8 +169,11 @@ static void run_attn(const char* cs, const variant* v) {
     nbf_run_params(&r, plan.n_params, v->accumulate);
     nb_attn_params_bind(&plan, r.params, &p);
     nb_attn_params_bind(&plan, r.grads, &g);
-    snprintf(name, sizeof name, "%s/%s: params_bind sets exactly the present gains", cs, v->tag);
-    nbt_check(p.w_qkv == r.params && p.w_o == r.params + (size_t)qkvw * d &&
+    snprintf(name, sizeof name, "%s/%s: params_bind sets exactly the present gains and biases",
+             cs, v->tag);
+    nbt_check(p.w_qkv == r.params && (p.b_qkv != NULL) == (b_qkv != NULL) &&
+                  (p.b_o != NULL) == (b_o != NULL) &&
+                  p.w_o == r.params + (size_t)qkvw * d + (b_qkv ? (size_t)qkvw : 0) &&
                   (p.q_gain != NULL) == (gain[0] != NULL) &&
                   (p.k_gain != NULL) == (gain[1] != NULL) &&
                   (p.v_gain != NULL) == (gain[2] != NULL) &&
@@ -162,6 +181,8 @@ static void run_attn(const char* cs, const variant* v) {
               name);
     copy_in(p.w_qkv, w_qkv);
     copy_in(p.w_o, w_o);
+    if (b_qkv && p.b_qkv) copy_in(p.b_qkv, b_qkv);
+    if (b_o && p.b_o) copy_in(p.b_o, b_o);
     if (gain[0] && p.q_gain) copy_in(p.q_gain, gain[0]);
     if (gain[1] && p.k_gain) copy_in(p.k_gain, gain[1]);
     if (gain[2] && p.v_gain) copy_in(p.v_gain, gain[2]);
@@ -184,6 +205,15 @@ static void run_attn(const char* cs, const variant* v) {
             nbf_run_compare_grad(name, g.w_qkv, e, 0, dw_qkv, dw_qkv->n);
             snprintf(name, sizeof name, "%s/%s: dw_o", cs, v->tag);
             nbf_run_compare_grad(name, g.w_o, e, (size_t)(g.w_o - r.grads), dw_o, dw_o->n);
+            if (db_qkv && g.b_qkv) {
+                snprintf(name, sizeof name, "%s/%s: db_qkv", cs, v->tag);
+                nbf_run_compare_grad(name, g.b_qkv, e, (size_t)(g.b_qkv - r.grads), db_qkv,
+                                     db_qkv->n);
+            }
+            if (db_o && g.b_o) {
+                snprintf(name, sizeof name, "%s/%s: db_o", cs, v->tag);
+                nbf_run_compare_grad(name, g.b_o, e, (size_t)(g.b_o - r.grads), db_o, db_o->n);
+            }
             for (s = 0; s < 4; s++) {
                 nb_real* gs = s == 0 ? g.q_gain : s == 1 ? g.k_gain : s == 2 ? g.v_gain
                                                                     : g.c_gain;

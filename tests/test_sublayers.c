@@ -34,8 +34,9 @@ static int attn_setup(attn_run* r, const nb_attn_desc* desc, int B, int T, nbt_r
     /* weights large enough that attention is far from uniform; gains far from 1 so that a
        norm/RoPE order mistake shows */
     nbt_fill(rng, r->params, r->plan.n_params, 0, 0.5);
-    {   /* the site gains follow w_o to the end of the buffer */
-        nb_real* gains = r->p.w_o + (size_t)desc->d_model * desc->d_model;
+    {   /* the site gains follow w_o (and b_o) to the end of the buffer */
+        nb_real* gains = r->p.w_o + (size_t)desc->d_model * desc->d_model +
+                         (r->p.b_o ? desc->d_model : 0);
         nbt_fill(rng, gains, (size_t)(r->params + r->plan.n_params - gains), 1, 0.3);
     }
     nbt_fill(rng, r->x, n, 0, 1);
@@ -103,11 +104,11 @@ static void attn_fd_case(const nb_attn_desc* desc, int B, int T, int threads, nb
     char name[256], what[160];
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = threads;
-    snprintf(what, sizeof what, "attn %s B=%d H=%d Hkv=%d threads=%d rope=%d %s %s %s",
+    snprintf(what, sizeof what, "attn %s B=%d H=%d Hkv=%d threads=%d rope=%d %s %s %s bias=%u",
              sites_name(desc->sites), B, desc->n_heads, desc->n_kv_heads, threads, desc->rope,
              desc->width == NB_WIDTH_FULL ? "full" : "per-head",
              desc->norm == NB_NORM_LAYER ? "LN" : "RMS",
-             desc->memory == NB_ATTN_MEMORY_LSE ? "lse" : "probs");
+             desc->memory == NB_ATTN_MEMORY_LSE ? "lse" : "probs", desc->bias);
     if (!nbt_check(attn_setup(&r, desc, B, T, rng, &ctx), what)) return;
     attn_grads(&r, &ctx);
     snprintf(name, sizeof name, "%s: dx", what);
@@ -436,6 +437,21 @@ int main(void) {
         attn_fd_case(&d, 1, 70, 3, &rng);
         d = make_desc(8, 4, 2, 0, 0, NB_WIDTH_PER_HEAD);
         attn_fd_case(&d, 1, 66, 3, &rng);
+    }
+    {   /* projection biases (GPT-2 both, Qwen2 Q|K|V): b_qkv enters before the site norms and
+           RoPE, so QKV-normed and rotated cases check that order */
+        nb_attn_desc d = make_desc(8, 2, 1, NB_SITES_QKVC, 1, NB_WIDTH_PER_HEAD);
+        d.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
+        attn_fd_case(&d, 2, 5, 1, &rng);
+        d = make_desc(8, 2, 2, 0, 0, NB_WIDTH_PER_HEAD);
+        d.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
+        attn_fd_case(&d, 2, 5, 3, &rng);
+        d = make_desc(8, 2, 1, NB_SITE_Q | NB_SITE_K, 1, NB_WIDTH_FULL);
+        d.bias = NB_ATTN_BIAS_QKV;
+        attn_fd_case(&d, 1, 6, 1, &rng);
+        d = make_desc(8, 2, 2, NB_SITE_V, 0, NB_WIDTH_PER_HEAD);
+        d.bias = NB_ATTN_BIAS_OUT;
+        attn_fd_case(&d, 2, 4, 1, &rng);
     }
     ffn_fd_case(NB_FFN_SWIGLU, 0, &rng);
     ffn_fd_case(NB_FFN_SWIGLU, 1, &rng);

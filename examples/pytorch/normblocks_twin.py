@@ -22,10 +22,11 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   over the last dimension; block norms have width d; the attention "site"
                   norms have a gain only (also LayerNorm, DyT) of width d_k (one gain shared by
                   all heads, "per head") or of the whole projection row ("full", OLMo-2).
-  Attention       [Q|K|V] = x W_qkv^T (Q: H heads, K, V: H_kv heads of d_k = d/H),
+  Attention       [Q|K|V] = x W_qkv^T (+ b_qkv) (Q: H heads, K, V: H_kv heads of d_k = d/H),
                   Q, K, V normalized at their sites, then RoPE on Q and K (NeoX rotate-half),
                   P = softmax(Q K^T / sqrt(d_k) + causal mask), query head h reads KV head
-                  h / (H/H_kv), C = concat_h P V (normalized at site C), out = C W_o^T.
+                  h / (H/H_kv), C = concat_h P V (normalized at site C), out = C W_o^T (+ b_o);
+                  the biases with attn_bias (GPT-2 both, Qwen2 b_qkv).
   FFN             SwiGLU: [u|z] = x W_in^T (+b_in), out = (silu(z) * u) W_out^T (+b_out)
                   GELU:   out = gelu(x W_in^T + b_in) W_out^T + b_out (tanh or erf form)
   A sublayer F (attention or FFN) inside its placement (nb_placement):
@@ -63,6 +64,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "SITES_NONE",
+           "ATTN_BIAS_QKV", "ATTN_BIAS_OUT",
            "Placement", "LayerSpec", "StackConfig", "PRESETS", "place_code", "resolve",
            "norm", "Norm", "Block", "Stack", "NormBlocksLM", "read_safetensors",
            "config_from_metadata", "load_checkpoint", "text_val_batches",
@@ -73,6 +75,7 @@ SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8
 SITES_QKV = SITE_Q | SITE_K | SITE_V
 SITES_QKVC = SITES_QKV | SITE_C
 SITES_NONE = 0x100  # StackConfig.sites: explicitly none (0 = the preset's default)
+ATTN_BIAS_QKV, ATTN_BIAS_OUT = 1, 2  # StackConfig.attn_bias (NB_ATTN_BIAS_*)
 
 VOCAB = 256  # examples/train is byte-level
 
@@ -196,7 +199,7 @@ def _preset_from_name(name):
         if low == p.key or low in (a.lower() for a in p.aliases):
             return p.key, {}
     if low == "gpt2":
-        return "pre", dict(norm="layer", ffn="gelu_tanh")
+        return "pre", dict(norm="layer", ffn="gelu_tanh", attn_bias=ATTN_BIAS_QKV | ATTN_BIAS_OUT)
     pre = len(low) > 4 and low.startswith("pre-")
     body = low[4:] if pre else low
     if "-" in body:
@@ -229,6 +232,7 @@ class StackConfig:
     site_width: str = ""         # "" = preset's; "per_head" or "full"
     ffn: str = "swiglu"          # "swiglu", "gelu_tanh" or "gelu_erf"
     ffn_bias: int = 0            # 0 = type default (GELU: on, SwiGLU: off), 1 on, -1 off
+    attn_bias: int = 0           # ATTN_BIAS_* mask: att_proj.bias, attn_out.bias; 0 = none
     rope: bool = False
     rope_theta: float = 0.0      # 0 = 10000
     non_causal: bool = False
@@ -286,6 +290,8 @@ def resolve(cfg):
         raise ValueError("ffn: swiglu, gelu_tanh or gelu_erf")
     if c.d_ff == 0:
         c.d_ff = (8 * d // 3 + 63) // 64 * 64 if c.ffn == "swiglu" else 4 * d
+    if c.attn_bias & ~(ATTN_BIAS_QKV | ATTN_BIAS_OUT):
+        raise ValueError("attn_bias: a mask of ATTN_BIAS_QKV and ATTN_BIAS_OUT")
     if c.ffn_bias == 0:
         c.ffn_bias = -1 if c.ffn == "swiglu" else 1
     c.n_kv_heads = c.n_kv_heads or H
@@ -405,8 +411,8 @@ class Block(nn.Module):
         d, H, Hkv = c.d_model, c.n_heads, c.n_kv_heads
         dk = d // H
         self.dims = (d, H, Hkv, dk)
-        self.att_proj = nn.Linear(d, d + 2 * Hkv * dk, bias=False)
-        self.attn_out = nn.Linear(d, d, bias=False)
+        self.att_proj = nn.Linear(d, d + 2 * Hkv * dk, bias=bool(c.attn_bias & ATTN_BIAS_QKV))
+        self.attn_out = nn.Linear(d, d, bias=bool(c.attn_bias & ATTN_BIAS_OUT))
         for name, bit in (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C)):
             if self.spec.sites & bit:
                 full = (H if name in "qc" else Hkv) * dk

@@ -119,6 +119,7 @@ static void run_attn(rd* r, nb_ctx* c) {
     d.no_gain = u8(r) & 1; d.eps = pick_real(r); d.rope = u8(r) & 1; d.rope_theta = pick_real(r);
     d.non_causal = u8(r) & 1; d.memory = (nb_attn_memory)pick_int(r, 2);
     mb = pick_int(r, 3); ms = pick_int(r, 16);
+    d.bias = u8(r) < 230 ? u8(r) & 3 : u32(r); /* read last: older seeds keep their meaning */
     memset(&pl, 0x77, sizeof pl);
     rc = nb_attn_plan_make(c, &pl, &d, mb, ms);
     check_rc(c, rc);
@@ -249,6 +250,7 @@ static void run_stack(rd* r, nb_ctx* c) {
         d.dyt_alpha = (double)pick_real(r); d.dyt_alpha_attn = (double)pick_real(r);
         d.layerscale_init = (double)pick_real(r);
     }
+    d.attn_bias = u8(r) < 230 ? u8(r) & 3 : u32(r); /* read last: older seeds keep their meaning */
     rc = nb_stack_init(c, &s, &d, mb, ms);
     check_rc(c, rc);
     if (rc) {

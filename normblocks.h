@@ -192,8 +192,9 @@
        sum, x_out; then blocks.<l>.x (and blocks.<l>.y, SiameseNorm's second stream), the
        layer's output; out (the stack's output, after the final norms). SiameseNorm layers
        trace their attention and FFN internals and x, y.
-     backward: blocks.<l>.grad_x_in (and grad_y_in) for l = L-1 down to 0: the gradient of the
-       layer's input; grad_in: of the stack's input.
+     backward: for l = L-1 down to 0: blocks.<l>.ffn.grad_out, blocks.<l>.attn.grad_out (the
+       gradient of the sublayer function's output F(h), "out" above), blocks.<l>.grad_x_in (and
+       grad_y_in): of the layer's input; then grad_in: of the stack's input.
 
    EXTENDING (where each kind of change goes; the tests to extend are named)
      - A norm kind: an nb_norm_type value; its row in nb__norm_kinds (statistics per segment,
@@ -3615,6 +3616,7 @@ static nb_result nb__branch_fwd(nb__run* r, int l, int k, const nb__layer_tensor
 static nb_result nb__branch_bwd(nb__run* r, int l, int k, const nb__layer_tensors* p,
                                 nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dh,
                                 const nb_real* df, const nb_real* h, int accumulate) {
+    nb__trace_layer(r, l, k, "grad_out", df);
     if (k == 0)
         return nb_attn_backward(r->ctx, &r->s->layers[l].attn, &p->attn, &g->attn, dh, df, h,
                                 r->B, r->T, c->acache, r->sc.sub, accumulate);

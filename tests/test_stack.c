@@ -804,7 +804,9 @@ static void trace_names(nbt_rng* rng) {
         "blocks.0.x", "blocks.1.attn.h", "blocks.1.attn.qkv", "blocks.1.attn.qkv_rope",
         "blocks.1.attn.context", "blocks.1.attn.out", "blocks.1.attn.x_out", "blocks.1.ffn.h",
         "blocks.1.ffn.proj", "blocks.1.ffn.act", "blocks.1.ffn.out", "blocks.1.ffn.x_out",
-        "blocks.1.x", "out", "blocks.1.grad_x_in", "blocks.0.grad_x_in", "grad_in"};
+        "blocks.1.x", "out", "blocks.1.ffn.grad_out", "blocks.1.attn.grad_out",
+        "blocks.1.grad_x_in", "blocks.0.ffn.grad_out", "blocks.0.attn.grad_out",
+        "blocks.0.grad_x_in", "grad_in"};
     nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
     run a, b;
     nbt_rng keep = *rng;

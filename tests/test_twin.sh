@@ -77,16 +77,18 @@ check schedule --schedule post,pre,hybrid,qkvpre,prepost,postpre,sandwich,normaf
 # blocks.0.attn.context (the scores themselves are not a traced tensor).
 NBDIFF="$(dirname "$TRAIN")/nbdiff"
 dump_check() {
-  local ck="hybrid.safetensors"
-  if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
-     ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
-    FAILED=$((FAILED + 1)); echo "FAIL: dumps"; cat dump.log; return
-  fi
-  if "$NBDIFF" c.dump t.dump --atol 1e-5 --rtol 1e-5 --scaled > diff.log 2>&1; then
-    PASSED=$((PASSED + 1)); echo "ok: dumps agree"; sed 's/^/    /' diff.log
-  else
-    FAILED=$((FAILED + 1)); echo "FAIL: dumps differ"; cat dump.log diff.log; return
-  fi
+  local ck
+  for ck in siamese.safetensors hybrid.safetensors; do  # two streams, then one (kept below)
+    if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
+       ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
+      FAILED=$((FAILED + 1)); echo "FAIL: dumps of $ck"; cat dump.log; return
+    fi
+    if "$NBDIFF" c.dump t.dump --atol 1e-5 --rtol 1e-5 --scaled > diff.log 2>&1; then
+      PASSED=$((PASSED + 1)); echo "ok: dumps of $ck agree"; sed 's/^/    /' diff.log
+    else
+      FAILED=$((FAILED + 1)); echo "FAIL: dumps of $ck differ"; cat dump.log diff.log; return
+    fi
+  done
   mkdir -p bug
   cp "$ROOT/examples/pytorch/normblocks_twin.py" "$ROOT/examples/pytorch/compare.py" bug/
   sed -i 's|s = q @ k.transpose(-2, -1) / math.sqrt(dk)|s = q @ k.transpose(-2, -1) / dk|' \

@@ -459,6 +459,14 @@ class Block(nn.Module):
         if self.tracer is not None:
             self.tracer("blocks.%d.%s.%s" % (self.l, sub, name), t.reshape(-1, t.shape[-1]))
 
+    def _g(self, sub, f):
+        """The trace of the backward: the gradient of the sublayer function's output f as
+        "blocks.<l>.<sub>.grad_out" (nb_ctx.trace)."""
+        if self.tracer is None:
+            return f
+        return self.tracer.grad("blocks.%d.%s.grad_out" % (self.l, sub), f, self.l,
+                                0 if sub == "ffn" else 1)
+
     def _t_qkv(self, name, q, k, v, heads_first):
         """Trace [Q|K|V] rows as the library lays them out (B*T, d + 2 H_kv d_k)."""
         if self.tracer is None:
@@ -538,7 +546,7 @@ class Block(nn.Module):
                 h = pl.input_scale * h
             self._t(sub, "h", h)
         r = h if pl.residual_from_norm else x
-        f = fn(h)
+        f = self._g(sub, fn(h))
         if pl.output_norm:
             f = getattr(self, which + "_out_norm")(f)
         if pl.branch_scale == "scalar":
@@ -558,18 +566,18 @@ class Block(nn.Module):
             return self.sublayer("ff", self.sublayer("attn", x)), None
         c = self.depth_c
         if not self.post_pre:  # hybrid-pre
-            A = self.attention(x * self.c1 + self.attn_y_norm(y))
+            A = self._g("attn", self.attention(x * self.c1 + self.attn_y_norm(y)))
             x1, y1 = x + A / c, y + A
             n = self.ff_norm(x1)
             u = n + self.ff_y_norm(y1)
             if not self.c.siamese_no_fusion_norm:
                 u = self.ff_input_norm(u)
-            Fo = self.ffn(u)
+            Fo = self._g("ffn", self.ffn(u))
             return n + Fo / c, y1 + Fo
         for which, fn in (("attn", self.attention), ("ff", self.ffn)):  # post-pre
             u = getattr(self, which + "_norm")(x)
             v = getattr(self, which + "_input_norm")(u + getattr(self, which + "_y_norm")(y))
-            z = fn(v)
+            z = self._g("attn" if which == "attn" else "ffn", fn(v))
             x, y = u + z / c, y + z
         return x, y
 
@@ -639,9 +647,9 @@ class Stack(nn.Module):
             if hidden is not None:
                 hidden.append(x if y is None else (x, y))
             if trace is not None:  # the gradient of each stream's layer input (own nodes)
-                x = trace.grad("blocks.%d.grad_x_in" % blk.l, x.view_as(x), blk.l, 0)
+                x = trace.grad("blocks.%d.grad_x_in" % blk.l, x.view_as(x), blk.l, 2)
                 if y is not None:
-                    y = trace.grad("blocks.%d.grad_y_in" % blk.l, y.view_as(y), blk.l, 1)
+                    y = trace.grad("blocks.%d.grad_y_in" % blk.l, y.view_as(y), blk.l, 3)
             x, y = blk(x, y)
             blk.tracer = blk.probs = None
             if trace is not None:
@@ -673,9 +681,11 @@ class Trace:
     def __call__(self, name, t):
         self.fwd.append((name, t.detach().reshape(-1, t.shape[-1]).float().clone()))
 
-    def grad(self, name, t, layer, stream):
+    def grad(self, name, t, layer, rank):
+        """Record the gradient of t under name; layer -1 for the stack's input, rank the order
+        within a layer (0 ffn.grad_out, 1 attn.grad_out, 2 grad_x_in, 3 grad_y_in)."""
         if t.requires_grad:
-            key = (-layer if layer >= 0 else 1, stream)
+            key = (-layer if layer >= 0 else 1, rank)
             t.register_hook(lambda g: self.bwd.__setitem__(
                 key, (name, g.detach().reshape(-1, g.shape[-1]).float().clone())))
         return t

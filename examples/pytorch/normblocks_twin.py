@@ -672,7 +672,8 @@ class Stack(nn.Module):
 class Trace:
     """The library's trace (nb_ctx.trace, TRACE NAMES in normblocks.h) from the twin: called
     with (name, tensor) during the forward; grad() hooks the gradients of the backward, which
-    items() then lists in the library's order (layers L-1 down to 0, x before y, grad_in last).
+    items() then lists in the library's order (layers L-1 down to 0; in a layer ffn.grad_out,
+    attn.grad_out, grad_x_in, grad_y_in; grad_in last).
     items(): (name, float32 (rows, cols) tensor) in the library's order."""
 
     def __init__(self):

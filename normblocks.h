@@ -98,6 +98,7 @@
    PRIMITIVES
      nb_rmsnorm_forward / nb_rmsnorm_backward     y = gain * x / sqrt(mean(x^2) + eps)
      nb_layernorm_forward / nb_layernorm_backward y = gain * (x - mu) / sqrt(var + eps) + bias
+     nb_dyt_forward / nb_dyt_backward             y = gain * tanh(alpha x) + bias (DyT)
      nb_softmax_forward / nb_softmax_backward     p = softmax(scale * s) over rows, causal option
      nb_gemm (BLAS or reference), nb_gemm_ref (always the reference)
      nb_add, nb_axpby                             elementwise helpers
@@ -339,6 +340,22 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
                                       const nb_real* rstd, const nb_real* gain,
                                       int rows, int width, int seg, int accumulate,
                                       nb_real* scratch);
+
+/* DyT, Dynamic Tanh ("Transformers without Normalization", 2025): y = gain * tanh(alpha x) + bias
+   on each segment of seg values, alpha one learnable scalar (*alpha, finite); no statistics and
+   no eps. gain, bias: seg values or NULL. Trusted: x, y hold (rows-1)*ld + width values. */
+NBDEF nb_result nb_dyt_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* x, int ldx,
+                               const nb_real* alpha, const nb_real* gain, const nb_real* bias,
+                               int rows, int width, int seg);
+/* With t = tanh(alpha x) and g = dy*gain: dx = alpha g (1 - t^2); dgain += sum dy t;
+   dbias += sum dy; dalpha[0] += sum g x (1 - t^2). dgain, dbias, dalpha may be NULL to skip
+   them; scratch (nb_norm_scratch_size values) is needed when any is not. dx is overwritten or
+   accumulated as in nb_rmsnorm_backward. Trusted: as nb_rmsnorm_backward (no statistics). */
+NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
+                                nb_real* dbias, nb_real* dalpha, const nb_real* dy, int lddy,
+                                const nb_real* x, int ldx, const nb_real* alpha,
+                                const nb_real* gain, int rows, int width, int seg,
+                                int accumulate, nb_real* scratch);
 
 /* ---- softmax ------------------------------------------------------------------------------ */
 /* p = softmax(scale * s) per row of `cols`. causal: row i sees columns j <= i + (cols - rows)
@@ -1454,6 +1471,35 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
     NB__CHECK(!mean, NB_ERR_NULL, "nb_layernorm_backward: mean is required");
     return nb__norm_backward(ctx, "nb_layernorm_backward", dx, lddx, dgain, dbias, NULL, dy,
                              lddy, x, ldx, mean, rstd, gain, NULL, rows, width, seg,
+                             accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
+}
+
+static nb_result nb__check_alpha(nb_ctx* ctx, const char* fn, const nb_real* alpha) {
+    NB__CHECK(!alpha, NB_ERR_NULL, "%s: alpha is required", fn);
+    NB__CHECK(!isfinite((double)*alpha), NB_ERR_VALUE, "%s: alpha (%g) must be finite", fn,
+              (double)*alpha);
+    return NB_OK;
+}
+
+NBDEF nb_result nb_dyt_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* x, int ldx,
+                               const nb_real* alpha, const nb_real* gain, const nb_real* bias,
+                               int rows, int width, int seg) {
+    nb_result rc = nb__check_rows(ctx, "nb_dyt_forward", rows, width, &seg, ldx, ldy, 1);
+    if (rc || (rc = nb__check_alpha(ctx, "nb_dyt_forward", alpha))) return rc;
+    NB__CHECK(!y || !x, NB_ERR_NULL, "nb_dyt_forward: y and x are required");
+    nb__norm_forward(ctx, y, ldy, NULL, NULL, x, ldx, gain, bias, alpha, rows, width, seg, 1);
+    return NB_OK;
+}
+
+NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
+                                nb_real* dbias, nb_real* dalpha, const nb_real* dy, int lddy,
+                                const nb_real* x, int ldx, const nb_real* alpha,
+                                const nb_real* gain, int rows, int width, int seg,
+                                int accumulate, nb_real* scratch) {
+    nb_result rc = nb__check_alpha(ctx, "nb_dyt_backward", alpha);
+    if (rc) return rc;
+    return nb__norm_backward(ctx, "nb_dyt_backward", dx, lddx, dgain, dbias, dalpha, dy, lddy,
+                             x, ldx, NULL, NULL, gain, alpha, rows, width, seg,
                              accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
 }
 

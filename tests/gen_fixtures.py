@@ -13,8 +13,8 @@ File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h. S
 are stored as 1-element tensors (dims = [1]).
 
 Per-case tensors (names are "<case>.<field>"):
-    norms:   x, gain (optional), bias (optional, LayerNorm), dy, y, dx, dgain, dbias,
-             seg (0 = whole row), eps
+    norms:   x, gain (optional), bias (optional, LayerNorm and DyT), alpha (DyT, 1 value),
+             dy, y, dx, dgain, dbias, dalpha (DyT), seg (0 = whole row), eps (DyT: unused, 1)
     softmax: s, dp, p, lse, ds, scale, causal
 The test takes rows/width (rows/cols) from the dims of x (s).
 """
@@ -22,7 +22,7 @@ import os
 
 import torch
 
-from nbfixture import LAYER, NORM_KINDS, RMS, Writer, norm_fn, output_dir, twin
+from nbfixture import DYT, LAYER, NORM_KINDS, RMS, Writer, norm_fn, output_dir, twin
 
 SEED = 20240601
 
@@ -32,30 +32,31 @@ def uniform_gain(n):
     return 1.0 + (torch.rand(n) * 2 - 1) * 0.5
 
 
-def seg_norm(fn, x, gain, bias, seg, eps):
-    # the norm fn(x, gain, bias, eps) over each segment of seg values of a row
+def seg_norm(fn, x, gain, bias, alpha, seg, eps):
+    # the norm fn(x, gain, bias, alpha, eps) over each segment of seg values of a row
     rows, width = x.shape
-    return fn(x.reshape(rows, width // seg, seg), gain, bias, eps).reshape(rows, width)
+    return fn(x.reshape(rows, width // seg, seg), gain, bias, alpha, eps).reshape(rows, width)
 
 
-def norm_case(w, name, kind, x, seg, eps, gain=None, bias=None):
+def norm_case(w, name, kind, x, seg, eps, gain=None, bias=None, alpha=None):
     rows, width = x.shape
-    code = RMS if kind == "rms" else LAYER
+    code = {"rms": RMS, "ln": LAYER, "dyt": DYT}[kind]
+    alpha = torch.tensor([alpha]) if alpha is not None else None
     dy = torch.randn(rows, width)
 
-    def run(fn):  # y and the leaves x, gain, bias (None where absent), after the backward
+    def run(fn):  # y and the leaves x, gain, bias, alpha (None where absent), after backward
         leaves = [t.clone().requires_grad_(True) if t is not None else None
-                  for t in (x, gain, bias)]
+                  for t in (x, gain, bias, alpha)]
         y = seg_norm(fn, *leaves, seg if seg else width, eps)
         (y * dy).sum().backward()
         return y, leaves
 
-    y, leaves = run(lambda t, g, b, e: twin.norm(NORM_KINDS[code], t, g, b, e))
-    ref, direct = run(lambda t, g, b, e: norm_fn(code, t, g, b, e))
+    y, leaves = run(lambda t, g, b, a, e: twin.norm(NORM_KINDS[code], t, g, b, e, a))
+    ref, direct = run(lambda t, g, b, a, e: norm_fn(code, t, g, b, e, a))
     for got, want in zip([y] + [t.grad for t in leaves if t is not None],
                          [ref] + [t.grad for t in direct if t is not None]):
         assert torch.allclose(got, want, rtol=1e-12, atol=1e-12), name
-    x, g, b = leaves
+    x, g, b, a = leaves
     w.add(name + ".x", x)
     if g is not None:
         w.add(name + ".gain", g)
@@ -68,6 +69,9 @@ def norm_case(w, name, kind, x, seg, eps, gain=None, bias=None):
         w.add(name + ".dgain", g.grad)
     if b is not None:
         w.add(name + ".dbias", b.grad)
+    if a is not None:  # DyT
+        w.add(name + ".alpha", a)
+        w.add(name + ".dalpha", a.grad)
     w.add(name + ".seg", seg)
     w.add(name + ".eps", eps)
 
@@ -119,6 +123,12 @@ def main():
     softmax_case(w, "sm_full", 5, 7, 0.35, False)
     softmax_case(w, "sm_causal", 6, 6, 0.35, True)
     softmax_case(w, "sm_causal_rect", 3, 6, 0.35, True)
+
+    # DyT (eps unused: stored as 1): alpha scales the slope; 2.5 with |x| ~ 2 saturates tanh
+    norm_case(w, "dyt_row", "dyt", torch.randn(6, 16), 0, 1.0, gain=uniform_gain(16),
+              bias=torch.randn(16) * 0.5, alpha=0.8)
+    norm_case(w, "dyt_seg", "dyt", torch.randn(5, 24), 8, 1.0, gain=uniform_gain(8), alpha=1.4)
+    norm_case(w, "dyt_plain", "dyt", 2 * torch.randn(3, 10), 0, 1.0, alpha=2.5)
 
     path = os.path.join(outdir, "primitives.bin")
     n = w.write(path)

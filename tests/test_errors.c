@@ -237,6 +237,11 @@ static void nonfinite(void) {
         snprintf(what, sizeof what, "layernorm eps %g", (double)bad[k]);
         expect(nb_layernorm_forward(&ctx, y, 8, m, r, x, 8, g, NULL, 2, 8, 0, bad[k]),
                NB_ERR_VALUE, "eps", what);
+        snprintf(what, sizeof what, "dyt alpha %g", (double)bad[k]);
+        expect(nb_dyt_forward(&ctx, y, 8, x, 8, &bad[k], g, NULL, 2, 8, 0), NB_ERR_VALUE,
+               "alpha", what);
+        expect(nb_dyt_backward(&ctx, dx, 8, g, NULL, m, dy, 8, x, 8, &bad[k], g, 2, 8, 0, 0,
+                               scratch), NB_ERR_VALUE, "alpha", what);
         snprintf(what, sizeof what, "rope theta %g", (double)bad[k]);
         expect(nb_rope(&ctx, y, 8, 1, 2, 2, 4, bad[k], 0), NB_ERR_VALUE, "theta", what);
         snprintf(what, sizeof what, "softmax scale %g", (double)bad[k]);
@@ -538,6 +543,16 @@ static void null_args(void) {
     NULLS(nb_layernorm_backward(&ctx, dx, 8, g, NULL, dy, 8, x, 8, NULL, r, g, 2, 8, 0, 0, sc), "nb_layernorm_backward", "mean");
     NULLS(nb_layernorm_backward(&ctx, dx, 8, g, NULL, dy, 8, x, 8, m, NULL, g, 2, 8, 0, 0, sc), "nb_layernorm_backward", "rstd");
     NULLS(nb_layernorm_backward(&ctx, dx, 8, NULL, g, dy, 8, x, 8, m, r, g, 2, 8, 0, 0, NULL), "nb_layernorm_backward", "scratch");
+    e1 = (nb_real)0.5; /* a DyT alpha */
+    NULLS(nb_dyt_forward(&ctx, NULL, 8, x, 8, &e1, g, NULL, 2, 8, 0), "nb_dyt_forward", "y");
+    NULLS(nb_dyt_forward(&ctx, y, 8, NULL, 8, &e1, g, NULL, 2, 8, 0), "nb_dyt_forward", "x");
+    NULLS(nb_dyt_forward(&ctx, y, 8, x, 8, NULL, g, NULL, 2, 8, 0), "nb_dyt_forward", "alpha");
+    NULLS(nb_dyt_backward(&ctx, NULL, 8, g, NULL, m, dy, 8, x, 8, &e1, g, 2, 8, 0, 0, sc), "nb_dyt_backward", "dx");
+    NULLS(nb_dyt_backward(&ctx, dx, 8, g, NULL, m, NULL, 8, x, 8, &e1, g, 2, 8, 0, 0, sc), "nb_dyt_backward", "dy");
+    NULLS(nb_dyt_backward(&ctx, dx, 8, g, NULL, m, dy, 8, NULL, 8, &e1, g, 2, 8, 0, 0, sc), "nb_dyt_backward", "x");
+    NULLS(nb_dyt_backward(&ctx, dx, 8, g, NULL, m, dy, 8, x, 8, NULL, g, 2, 8, 0, 0, sc), "nb_dyt_backward", "alpha");
+    NULLS(nb_dyt_backward(&ctx, dx, 8, NULL, NULL, m, dy, 8, x, 8, &e1, g, 2, 8, 0, 0, NULL), "nb_dyt_backward", "scratch");
+    e1 = 0;
     NULLS(nb_softmax_forward(&ctx, NULL, 8, NULL, x, 8, 2, 8, 1, 0), "nb_softmax_forward", "p");
     NULLS(nb_softmax_forward(&ctx, y, 8, NULL, NULL, 8, 2, 8, 1, 0), "nb_softmax_forward", "s");
     NULLS(nb_softmax_backward(&ctx, NULL, 8, dy, 8, x, 8, 2, 8, 1, 0), "nb_softmax_backward", "ds");

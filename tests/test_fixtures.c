@@ -70,12 +70,21 @@ static void compare(const char* cs, const variant* v, const char* what, const nb
     free(got);
 }
 
-static void run_norm(const char* cs, int is_ln, const variant* v) {
+enum { RMS, LN, DYT }; /* norm kinds of the cases */
+static const char* const fwd_names[3] = {"nb_rmsnorm_forward", "nb_layernorm_forward",
+                                         "nb_dyt_forward"};
+static const char* const bwd_names[3] = {"nb_rmsnorm_backward", "nb_layernorm_backward",
+                                         "nb_dyt_backward"};
+
+static void run_norm(const char* cs, int kind, const variant* v) {
     const nbf_tensor *x = nbf_field(cs, "x", 1), *dy = nbf_field(cs, "dy", 1),
                      *y = nbf_field(cs, "y", 1), *dx = nbf_field(cs, "dx", 1),
                      *gain = nbf_field(cs, "gain", 0), *bias = nbf_field(cs, "bias", 0);
     const nbf_tensor *dgain = gain ? nbf_field(cs, "dgain", 1) : NULL,
                      *dbias = bias ? nbf_field(cs, "dbias", 1) : NULL;
+    const nbf_tensor *alpha = kind == DYT ? nbf_shaped(cs, "alpha", 1, 0) : NULL,
+                     *dalpha = kind == DYT ? nbf_shaped(cs, "dalpha", 1, 0) : NULL;
+    nb_real a = 0, da = 0;
     double segd, epsd;
     int rows, width, seg, segn, nseg, ld, i;
     nb_ctx ctx;
@@ -86,6 +95,7 @@ static void run_norm(const char* cs, int is_ln, const variant* v) {
     char name[160];
 
     if (!x || !dy || !y || !dx || (gain && !dgain) || (bias && !dbias)) return;
+    if (kind == DYT && (!alpha || !dalpha)) return;
     if (!nbf_real(cs, "seg", &segd) || !nbf_real(cs, "eps", &epsd)) return;
     if (x->ndim != 2) { nbf_fail("%s.x: expected 2-D", cs); return; }
     rows = x->dims[0];
@@ -139,25 +149,34 @@ static void run_norm(const char* cs, int is_ln, const variant* v) {
     scratch = nbt_alloc(nscratch + NBF_CANARY);
     nbf_set_canary(scratch, nscratch);
 
-    if (is_ln)
+    if (alpha) {
+        a = (nb_real)alpha->data[0];
+        da = v->accumulate ? (nb_real)nbf_prefill(0) : 0;
+    }
+    if (kind == LN)
         rc = nb_layernorm_forward(&ctx, yb, ld, mean, rstd, v->inplace ? yb : xb, ld, gb, bb,
                                   rows, width, seg, (nb_real)epsd);
-    else
+    else if (kind == RMS)
         rc = nb_rmsnorm_forward(&ctx, yb, ld, rstd, v->inplace ? yb : xb, ld, gb, rows, width,
                                 seg, (nb_real)epsd);
-    if (nbf_check_rc(&ctx, rc, cs, v->tag, is_ln ? "nb_layernorm_forward" : "nb_rmsnorm_forward")) {
+    else
+        rc = nb_dyt_forward(&ctx, yb, ld, v->inplace ? yb : xb, ld, &a, gb, bb, rows, width, seg);
+    if (nbf_check_rc(&ctx, rc, cs, v->tag, fwd_names[kind])) {
         compare(cs, v, "y", yb, rows, width, ld, y->data, 0);
-        if (is_ln)
+        if (kind == LN)
             rc = nb_layernorm_backward(&ctx, dxb, ld, dgb, dbb, dyb, ld, xb, ld, mean, rstd, gb,
                                        rows, width, seg, v->accumulate, scratch);
-        else
+        else if (kind == RMS)
             rc = nb_rmsnorm_backward(&ctx, dxb, ld, dgb, dyb, ld, xb, ld, rstd, gb, rows, width,
                                      seg, v->accumulate, scratch);
-        if (nbf_check_rc(&ctx, rc, cs, v->tag,
-                     is_ln ? "nb_layernorm_backward" : "nb_rmsnorm_backward")) {
+        else
+            rc = nb_dyt_backward(&ctx, dxb, ld, dgb, dbb, &da, dyb, ld, xb, ld, &a, gb, rows,
+                                 width, seg, v->accumulate, scratch);
+        if (nbf_check_rc(&ctx, rc, cs, v->tag, bwd_names[kind])) {
             compare(cs, v, "dx", dxb, rows, width, ld, dx->data, v->accumulate);
             if (gain) compare(cs, v, "dgain", dgb, 1, segn, segn, dgain->data, v->accumulate);
             if (bias) compare(cs, v, "dbias", dbb, 1, segn, segn, dbias->data, v->accumulate);
+            if (dalpha) compare(cs, v, "dalpha", &da, 1, 1, 1, dalpha->data, v->accumulate);
             snprintf(name, sizeof name, "%s/%s: scratch stays within nb_norm_scratch_size", cs,
                      v->tag);
             nbt_check(nbf_canary_ok(scratch, nscratch), name);
@@ -325,6 +344,7 @@ static void test_loader(const char* dir, const char* path) {
 int main(int argc, char** argv) {
     static const char* rms_cases[] = {"rms_row", "rms_seg", "rms_nogain", "rms_big"};
     static const char* ln_cases[] = {"ln_row", "ln_seg", "ln_offset", "ln_plain"};
+    static const char* dyt_cases[] = {"dyt_row", "dyt_seg", "dyt_plain"};
     static const char* sm_cases[] = {"sm_full", "sm_causal", "sm_causal_rect"};
     char path[1024];
     size_t c, k;
@@ -337,9 +357,11 @@ int main(int argc, char** argv) {
     }
     for (k = 0; k < NBF_NCASES(variants); k++) {
         for (c = 0; c < NBF_NCASES(rms_cases); c++)
-            run_norm(rms_cases[c], 0, &variants[k]);
+            run_norm(rms_cases[c], RMS, &variants[k]);
         for (c = 0; c < NBF_NCASES(ln_cases); c++)
-            run_norm(ln_cases[c], 1, &variants[k]);
+            run_norm(ln_cases[c], LN, &variants[k]);
+        for (c = 0; c < NBF_NCASES(dyt_cases); c++)
+            run_norm(dyt_cases[c], DYT, &variants[k]);
         for (c = 0; c < NBF_NCASES(sm_cases); c++)
             run_softmax(sm_cases[c], &variants[k]);
     }

@@ -11,15 +11,21 @@
 
 /* ---- double references ---- */
 
-/* mode 0 = RMSNorm, 1 = LayerNorm. Strided rows, segments sharing gain/bias. */
+/* mode 0 = RMSNorm, 1 = LayerNorm, 2 = DyT (tanh(alpha x), no statistics). Strided rows,
+   segments sharing gain/bias. */
 static void ref_norm(int mode, double* y, const double* x, int ld, const double* gain,
-                     const double* bias, int rows, int width, int seg, double eps) {
+                     const double* bias, double alpha, int rows, int width, int seg, double eps) {
     int r, s, i;
     for (r = 0; r < rows; r++)
         for (s = 0; s < width / seg; s++) {
             const double* xs = x + r * ld + s * seg;
             double* ys = y + r * ld + s * seg;
             double mu = 0, v = 0;
+            if (mode == 2) {
+                for (i = 0; i < seg; i++)
+                    ys[i] = tanh(alpha * xs[i]) * (gain ? gain[i] : 1) + (bias ? bias[i] : 0);
+                continue;
+            }
             if (mode == 1) {
                 for (i = 0; i < seg; i++) mu += xs[i];
                 mu /= seg;
@@ -72,13 +78,19 @@ typedef struct norm_case {
        float mean alone is off by ~ulp(1000) = 6e-5, so xhat is too, whatever the algorithm;
        a one-pass E[x^2]-E[x]^2 variance would be off by ~3e-2, still far outside. */
     double float_tol;
+    double alpha; /* DyT's (mode 2) */
 } norm_case;
 
 /* loss(p) = sum(dy * norm(x; gain, bias)) with one of x/gain/bias perturbed */
-typedef struct norm_args { const norm_case* c; int seg; double *x, *gain, *bias, *dy, *y; } norm_args;
+typedef struct norm_args {
+    const norm_case* c;
+    int seg;
+    double *x, *gain, *bias, *dy, *y, alpha;
+} norm_args;
 static double norm_loss(const norm_args* a) {
     const norm_case* c = a->c;
-    ref_norm(c->mode, a->y, a->x, c->ld, a->gain, a->bias, c->rows, c->width, a->seg, c->eps);
+    ref_norm(c->mode, a->y, a->x, c->ld, a->gain, a->bias, a->alpha, c->rows, c->width, a->seg,
+             c->eps);
     return dot(a->y, a->dy, (size_t)c->rows * c->ld);
 }
 static void fd_grad(norm_args* a, double* v, size_t n, double* g) {
@@ -99,6 +111,7 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
     nb_real *x = nbt_alloc(n), *y = nbt_alloc(n), *dy = nbt_alloc(n), *dx = nbt_alloc(n);
     nb_real *gain = nbt_alloc(seg), *bias = nbt_alloc(seg), *dgain = nbt_alloc(seg),
             *dbias = nbt_alloc(seg), *mean = nbt_alloc(ns), *rstd = nbt_alloc(ns);
+    nb_real alpha = (nb_real)c->alpha, dalpha = (nb_real)0.25; /* accumulated into */
     nb_real* scratch = nbt_alloc(nb_norm_scratch_size(NULL, c->width, c->seg));
     double *xd, *gd, *bd, *dyd, *yref = (double*)calloc(n, sizeof(double)),
            *gref = (double*)calloc(n, sizeof(double));
@@ -122,10 +135,13 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
     nbt_fill(rng, dx, n, 0, 1); /* prefill: accumulate must add to it, overwrite must ignore it */
     xd = to_d(x, n); gd = to_d(gain, seg); bd = to_d(bias, seg); dyd = to_d(dy, n);
     a.c = c; a.seg = seg; a.x = xd; a.gain = c->has_gain ? gd : NULL; a.bias = c->has_bias ? bd : NULL;
-    a.dy = dyd; a.y = yref;
+    a.dy = dyd; a.y = yref; a.alpha = (double)alpha;
 
     /* forward */
-    if (c->mode == 0)
+    if (c->mode == 2)
+        rc = nb_dyt_forward(&ctx, y, c->ld, x, c->ld, &alpha, c->has_gain ? gain : NULL,
+                            c->has_bias ? bias : NULL, c->rows, c->width, c->seg);
+    else if (c->mode == 0)
         rc = nb_rmsnorm_forward(&ctx, y, c->ld, rstd, x, c->ld, c->has_gain ? gain : NULL,
                                 c->rows, c->width, c->seg, (nb_real)c->eps);
     else
@@ -144,7 +160,12 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
     {
         nb_real* dx0 = nbt_alloc(n);
         memcpy(dx0, dx, n * sizeof(nb_real));
-        if (c->mode == 0)
+        if (c->mode == 2)
+            rc = nb_dyt_backward(&ctx, dx, c->ld, c->has_gain ? dgain : NULL,
+                                 c->has_bias ? dbias : NULL, &dalpha, dy, c->ld, x, c->ld, &alpha,
+                                 c->has_gain ? gain : NULL, c->rows, c->width, c->seg,
+                                 c->accumulate, scratch);
+        else if (c->mode == 0)
             rc = nb_rmsnorm_backward(&ctx, dx, c->ld, c->has_gain ? dgain : NULL, dy, c->ld, x,
                                      c->ld, rstd, c->has_gain ? gain : NULL, c->rows, c->width,
                                      c->seg, c->accumulate, scratch);
@@ -174,6 +195,12 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
         fd_grad(&a, bd, seg, gref);
         snprintf(name, sizeof name, "%s: dbias matches finite differences", c->name);
         nbt_close(name, dbias, gref, seg, atol, rtol);
+    }
+    if (c->mode == 2) { /* dalpha was 0.25 and is added to */
+        fd_grad(&a, &a.alpha, 1, gref);
+        gref[0] += 0.25;
+        snprintf(name, sizeof name, "%s: dalpha matches finite differences", c->name);
+        nbt_close(name, &dalpha, gref, 1, atol, rtol);
     }
     free(x); free(y); free(dy); free(dx); free(gain); free(bias); free(dgain); free(dbias);
     free(mean); free(rstd); free(scratch); free(xd); free(gd); free(bd); free(dyd); free(yref);
@@ -278,20 +305,26 @@ static void run_gemm_case(int ta, int tb, int M, int N, int K, double alpha, dou
 
 int main(void) {
     static const norm_case cases[] = {
-        /* name                      mode rows width seg ld gain bias acc  eps   scale shift ftol */
-        {"rms whole row",              0, 7, 16, 0, 16, 1, 0, 0, 1e-5, 1, 0, 0},
-        {"rms no gain",                0, 5, 12, 0, 12, 0, 0, 0, 1e-5, 1, 0, 0},
-        {"rms per-head strided",       0, 6, 24, 8, 40, 1, 0, 0, 1e-6, 1, 0, 0},
-        {"rms accumulate",             0, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0},
-        {"rms large eps small x",      0, 5, 8, 0, 8, 1, 0, 0, 1e-1, 0.2, 0, 0},
-        {"rms big offset",             0, 3, 32, 0, 32, 1, 0, 0, 1e-5, 30, 5, 0},
-        {"ln whole row",               1, 7, 16, 0, 16, 1, 1, 0, 1e-5, 1, 0, 0},
-        {"ln no affine",               1, 5, 12, 0, 12, 0, 0, 0, 1e-5, 1, 0, 0},
-        {"ln per-head strided",        1, 6, 24, 8, 40, 1, 1, 0, 1e-6, 1, 0, 0},
-        {"ln accumulate gain only",    1, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0},
-        {"ln mean far from zero",      1, 4, 16, 0, 16, 1, 1, 0, 1e-5, 1, 1000, 20},
+        /* name                      mode rows width seg ld gain bias acc  eps   scale shift ftol
+           alpha */
+        {"rms whole row",              0, 7, 16, 0, 16, 1, 0, 0, 1e-5, 1, 0, 0, 0},
+        {"rms no gain",                0, 5, 12, 0, 12, 0, 0, 0, 1e-5, 1, 0, 0, 0},
+        {"rms per-head strided",       0, 6, 24, 8, 40, 1, 0, 0, 1e-6, 1, 0, 0, 0},
+        {"rms accumulate",             0, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0, 0},
+        {"rms large eps small x",      0, 5, 8, 0, 8, 1, 0, 0, 1e-1, 0.2, 0, 0, 0},
+        {"rms big offset",             0, 3, 32, 0, 32, 1, 0, 0, 1e-5, 30, 5, 0, 0},
+        {"ln whole row",               1, 7, 16, 0, 16, 1, 1, 0, 1e-5, 1, 0, 0, 0},
+        {"ln no affine",               1, 5, 12, 0, 12, 0, 0, 0, 1e-5, 1, 0, 0, 0},
+        {"ln per-head strided",        1, 6, 24, 8, 40, 1, 1, 0, 1e-6, 1, 0, 0, 0},
+        {"ln accumulate gain only",    1, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0, 0},
+        {"ln mean far from zero",      1, 4, 16, 0, 16, 1, 1, 0, 1e-5, 1, 1000, 20, 0},
         /* mean^2 about 3 var: rows on both sides of the one-pass variance limit */
-        {"ln mean at one-pass limit",  1, 24, 64, 0, 64, 1, 1, 0, 1e-5, 1, 1.7, 0},
+        {"ln mean at one-pass limit",  1, 24, 64, 0, 64, 1, 1, 0, 1e-5, 1, 1.7, 0, 0},
+        /* DyT: alpha scales the slope; a large alpha saturates tanh (1 - t^2 near 0) */
+        {"dyt whole row",              2, 7, 16, 0, 16, 1, 1, 0, 1, 1, 0, 0, 0.7},
+        {"dyt per-head strided acc",   2, 6, 24, 8, 40, 1, 0, 1, 1, 1, 0, 0, 1.3},
+        {"dyt no affine",              2, 5, 12, 0, 12, 0, 0, 0, 1, 1, 0, 0, 0.5},
+        {"dyt saturating",             2, 4, 16, 0, 16, 1, 1, 0, 1, 2, 0, 0, 4.0},
     };
     nbt_rng rng = {0x9E3779B97F4A7C15ULL};
     size_t c;

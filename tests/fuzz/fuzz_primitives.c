@@ -94,7 +94,9 @@ static void finish(bufs* B, nb_result rc, const nb_ctx* c, const char* fn) {
 static int fits(double a, double b, double c) { return a <= CAP && b <= CAP && c <= CAP; }
 static int finite_pos(nb_real v) { return v > 0 && isfinite((double)v); }
 
-static void norms(rd* r, nb_ctx* c, int backward, int layer) {
+/* kind: 0 RMSNorm, 1 LayerNorm, 2 DyT (the picked eps is its alpha: any finite value) */
+static void norms(rd* r, nb_ctx* c, int backward, int kind) {
+    const int layer = kind == 1, dyt = kind == 2;
     const int rows = pick_int(r, 9), width = pick_int(r, 40), seg = pick_int(r, 40);
     const int ldx = pick_ld(r, width), ldy = pick_ld(r, width), ldz = pick_ld(r, width);
     const nb_real eps = pick_real(r);
@@ -108,32 +110,38 @@ static void norms(rd* r, nb_ctx* c, int backward, int layer) {
     nb_result rc;
     memset(&B, 0, sizeof B);
     B.valid = rows > 0 && width > 0 && seg >= 0 && sg > 0 && width % sg == 0 && ldx >= width &&
-              ldy >= width && (backward ? ldz >= width : finite_pos(eps));
+              ldy >= width && (backward ? ldz >= width : dyt || finite_pos(eps)) &&
+              (!dyt || isfinite((double)eps));
     if (B.valid && !fits(xs, ys, zs)) return; /* valid but too big to run here */
     if (!backward) {
         nb_real *x = get(&B, 0, xs), *y = get(&B, 1, ys), *rs = get(&B, 2, nst);
         nb_real *mu = layer ? get(&B, 3, nst) : NULL, *g = opt & 1 ? get(&B, 4, sg) : NULL;
-        nb_real* bias = layer && (opt & 2) ? get(&B, 5, sg) : NULL;
+        nb_real* bias = !kind ? NULL : (opt & 2) ? get(&B, 5, sg) : NULL;
         if (opt & 4 && ldy == ldx) y = x; /* in place is documented */
-        fn = layer ? "nb_layernorm_forward" : "nb_rmsnorm_forward";
-        rc = layer ? nb_layernorm_forward(c, y, ldy, mu, rs, x, ldx, g, bias, rows, width, seg, eps)
-                   : nb_rmsnorm_forward(c, y, ldy, rs, x, ldx, g, rows, width, seg, eps);
+        fn = dyt ? "nb_dyt_forward" : layer ? "nb_layernorm_forward" : "nb_rmsnorm_forward";
+        rc = dyt ? nb_dyt_forward(c, y, ldy, x, ldx, &eps, g, bias, rows, width, seg)
+             : layer ? nb_layernorm_forward(c, y, ldy, mu, rs, x, ldx, g, bias, rows, width, seg, eps)
+                     : nb_rmsnorm_forward(c, y, ldy, rs, x, ldx, g, rows, width, seg, eps);
     } else {
         /* dx (ldz), dy (ldy), x (ldx), stats, gain, dgain, dbias, scratch */
         nb_real *dx = get(&B, 0, zs), *dy = get(&B, 1, ys), *x = get(&B, 2, xs);
-        nb_real *rs = get(&B, 3, nst), *mu = layer ? get(&B, 4, nst) : NULL;
+        nb_real *rs = dyt ? NULL : get(&B, 3, nst), *mu = layer ? get(&B, 4, nst) : NULL;
         nb_real* g = opt & 1 ? get(&B, 5, sg) : NULL;
         nb_real* dg = opt & 2 ? get(&B, 6, sg) : NULL;
         nb_real* sc = opt & 2 ? get(&B, 7, (double)nb_norm_scratch_size(c, width, seg)) : NULL;
-        if (B.valid) { /* stats of a forward: rstd > 0 */
+        nb_real* da = dyt && (opt & 16) ? get(&B, 4, 1) : NULL;
+        if (dyt && (opt & 16) && !sc) sc = get(&B, 7, (double)nb_norm_scratch_size(c, width, seg));
+        if (B.valid && rs) { /* stats of a forward: rstd > 0 */
             size_t i;
             for (i = 0; i < B.n[3]; i++) rs[i] = 1;
         }
-        fn = layer ? "nb_layernorm_backward" : "nb_rmsnorm_backward";
-        rc = layer ? nb_layernorm_backward(c, dx, ldz, dg, NULL, dy, ldy, x, ldx, mu, rs, g, rows,
-                                           width, seg, (int)(opt & 8), sc)
-                   : nb_rmsnorm_backward(c, dx, ldz, dg, dy, ldy, x, ldx, rs, g, rows, width, seg,
-                                         (int)(opt & 8), sc);
+        fn = dyt ? "nb_dyt_backward" : layer ? "nb_layernorm_backward" : "nb_rmsnorm_backward";
+        rc = dyt ? nb_dyt_backward(c, dx, ldz, dg, NULL, da, dy, ldy, x, ldx, &eps, g, rows, width,
+                                   seg, (int)(opt & 8), sc)
+             : layer ? nb_layernorm_backward(c, dx, ldz, dg, NULL, dy, ldy, x, ldx, mu, rs, g,
+                                             rows, width, seg, (int)(opt & 8), sc)
+                     : nb_rmsnorm_backward(c, dx, ldz, dg, dy, ldy, x, ldx, rs, g, rows, width,
+                                           seg, (int)(opt & 8), sc);
     }
     finish(&B, rc, c, fn);
 }
@@ -225,7 +233,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     unsigned what;
     r.p = data; r.n = size; r.at = 0;
     memset(&c, 0, sizeof c);
-    what = u8(&r) % 9;
+    what = u8(&r) % 11;
     c.num_threads = 1 + (int)(u8(&r) % 4);
     switch (what) {
     case 0: norms(&r, &c, 0, 0); break;
@@ -236,6 +244,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 5: softmax(&r, &c, 1); break;
     case 6: gemm(&r, &c); break;
     case 7: rope(&r, &c); break;
+    case 9: norms(&r, &c, 0, 2); break;
+    case 10: norms(&r, &c, 1, 2); break;
     default: elementwise(&r, &c); break;
     }
     return 0;
@@ -267,13 +277,13 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (argc > 2 && strcmp(argv[1], "--write-seeds") == 0) {
-        for (i = 0; i < 18; i++) {
+        for (i = 0; i < 22; i++) {
             char path[512];
             FILE* f;
             size_t k;
             st = 0x5EED1000ULL + (unsigned long long)i;
             for (k = 0; k < 32; k++) b[k] = (uint8_t)(mix(&st) % 40);
-            b[0] = (uint8_t)(i % 9);
+            b[0] = (uint8_t)(i % 11);
             snprintf(path, sizeof path, "%s/seed%02d", argv[2], i);
             if (!(f = fopen(path, "wb"))) return 1;
             fwrite(b, 1, 32, f);

@@ -176,23 +176,25 @@
 
    TENSOR NAMES (nb_stack.tensors, in buffer order; matrices (out, in) as nn.Linear)
      embed_norm.*, then per layer "blocks.<l>.": att_proj.weight ([Q|K|V] rows) and .bias,
-     attn_out.weight and .bias (attention biases: desc.attn_bias), {q,k,v,c}_norm.{alpha,weight} (sites on), ff_proj.weight (SwiGLU: [up|gate] rows) and .bias,
-     ff_out.weight and .bias, the block norms {alpha,weight,bias} in the order attn_norm,
-     attn_out_norm, attn_post_norm, ff_norm, ff_out_norm, ff_post_norm, attn_y_norm,
-     attn_input_norm, ff_y_norm, ff_input_norm (those the layer has), c1 (SiameseNorm gamma),
-     ls1.gamma / resweight / ls2.gamma; then ln_f.*, ln_y_f.*, ln_final_f.*  A norm's parameters
-     are alpha (DyT), weight, bias (LayerNorm and DyT block norms) as PyTorch orders them.
+     attn_out.weight and .bias (attention biases: desc.attn_bias), {q,k,v,c}_norm.{alpha,weight}
+     (sites on), ff_proj.weight (SwiGLU: [up|gate] rows) and .bias, ff_out.weight and .bias,
+     the block norms {alpha,weight,bias} in the order attn_norm, attn_out_norm, attn_post_norm,
+     ff_norm, ff_out_norm, ff_post_norm, attn_y_norm, attn_input_norm, ff_y_norm, ff_input_norm
+     (those the layer has), c1 (SiameseNorm gamma), ls1.gamma / resweight / ls2.gamma; then
+     ln_f.*, ln_y_f.*, ln_final_f.*  A norm's parameters are alpha (DyT), weight, bias (LayerNorm
+     and DyT block norms) as PyTorch orders them.
 
    TRACE NAMES (nb_ctx.trace; every tensor B*T rows, in the order computed)
      forward:  x0 (the stack's input, or its embedding norm); per layer l, for its attention
        sublayer "blocks.<l>.attn.": h (the input norm's output, times input_scale), qkv (the
-       projection [Q|K|V], with its bias), qkv_normed (after the Q/K/V site norms, when any), qkv_rope (after
-       RoPE), context (the heads' outputs concatenated, before the C norm), c_normed (site C),
-       out (W_o's output, with its bias), sum (before the post norm, when one), x_out (the sublayer's output);
-       for its FFN "blocks.<l>.ffn.": h, proj (x W_in^T + b_in), act (the activation), out,
-       sum, x_out; then blocks.<l>.x (and blocks.<l>.y, SiameseNorm's second stream), the
-       layer's output; out (the stack's output, after the final norms). SiameseNorm layers
-       trace their attention and FFN internals and x, y.
+       projection [Q|K|V], with its bias), qkv_normed (after the Q/K/V site norms, when any),
+       qkv_rope (after RoPE), context (the heads' outputs concatenated, before the C norm),
+       c_normed (site C), out (W_o's output, with its bias), sum (before the post norm, when
+       one), x_out (the sublayer's output); for its FFN "blocks.<l>.ffn.": h, proj
+       (x W_in^T + b_in), act (the activation), out, sum, x_out; then blocks.<l>.x (and
+       blocks.<l>.y, SiameseNorm's second stream), the layer's output; out (the stack's output,
+       after the final norms). SiameseNorm layers trace their attention and FFN internals and
+       x, y.
      backward: for l = L-1 down to 0: blocks.<l>.ffn.grad_out, blocks.<l>.attn.grad_out (the
        gradient of the sublayer function's output F(h), "out" above), blocks.<l>.grad_x_in (and
        grad_y_in): of the layer's input; then grad_in: of the stack's input.
@@ -480,8 +482,9 @@ typedef struct nb_attn_plan {
 NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn_desc* desc,
                                   int max_batch, int max_seq);
 /* Point p's members into a contiguous buffer of plan->n_params values (w_qkv, b_qkv, w_o, b_o,
-   then the alphas and gains of the enabled sites in Q, K, V, C order); absent ones are NULL. With plan or p NULL
-   nothing is done; with base NULL every member is NULL (a forward then reports it). */
+   then the alphas and gains of the enabled sites in Q, K, V, C order); absent ones are NULL.
+   With plan or p NULL nothing is done; with base NULL every member is NULL (a forward then
+   reports it). */
 NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_params* p);
 /* out: B*T x d. x: B*T x d (kept by the caller for backward). */
 NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
@@ -1950,7 +1953,8 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hash(h, (unsigned)d->width); h = nb__hash(h, (unsigned)d->norm);
     h = nb__hash(h, (unsigned)d->no_gain); h = nb__hash(h, (unsigned)d->rope);
     h = nb__hash(h, (unsigned)d->non_causal); h = nb__hash(h, (unsigned)d->memory);
-    h = nb__hash(h, d->bias); h = nb__hashd(h, (double)d->eps); h = nb__hashd(h, (double)d->rope_theta);
+    h = nb__hash(h, d->bias); h = nb__hashd(h, (double)d->eps);
+    h = nb__hashd(h, (double)d->rope_theta);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -2160,17 +2164,26 @@ static nb_result nb__site_norm(nb_ctx* ctx, const nb_attn_plan* pl, int site,
                             seg, pl->desc.eps);
 }
 
-/* y[r] += b for each of `rows` rows of width w at stride ld: a projection's bias. */
-static void nb__add_rows(nb_ctx* ctx, nb_real* y, int ld, int rows, int w, const nb_real* b) {
+/* y[r] += bias for each of `rows` rows of n values: a projection's bias */
+static void nb__add_bias(nb_ctx* ctx, nb_real* y, const nb_real* bias, int rows, int n) {
     int r;
     (void)ctx; /* the thread count, with OpenMP */
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
-            if((size_t)rows * w >= NB__PAR_MIN))
+            if((size_t)rows * n >= NB__PAR_MIN))
     for (r = 0; r < rows; r++) {
-        nb_real* yr = y + (size_t)r * ld;
+        nb_real* yr = y + (size_t)r * n;
         int i;
-        for (i = 0; i < w; i++) yr[i] += b[i];
+        for (i = 0; i < n; i++) yr[i] += bias[i];
     }
+}
+
+/* db += dy^T 1: the column sums of the rows x n matrix dy (a bias's gradient) as a GEMM with
+   `ones` (rows values, filled here): deterministic, and as fast as the BLAS */
+static nb_result nb__bias_grad(nb_ctx* ctx, nb_real* db, const nb_real* dy, int rows, int n,
+                               nb_real* ones) {
+    int r;
+    for (r = 0; r < rows; r++) ones[r] = 1;
+    return nb_gemm(ctx, 1, 0, n, 1, rows, 1, dy, n, ones, 1, 1, db, 1);
 }
 
 /* Scores of query rows [i0, i0+rows) of head h against keys [0, ncols) into p (ld T), then
@@ -2323,7 +2336,7 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
     /* [Q|K|V] = x W_qkv^T; with site norms the raw projection is kept for their backward */
     rc = nb_gemm(ctx, 0, 1, BT, P, d, 1, x, d, p->w_qkv, d, 0, m.raw ? m.raw : m.qkv, P);
     if (rc) return rc;
-    if (p->b_qkv) nb__add_rows(ctx, m.raw ? m.raw : m.qkv, P, BT, P, p->b_qkv);
+    if (p->b_qkv) nb__add_bias(ctx, m.raw ? m.raw : m.qkv, p->b_qkv, BT, P);
     nb__trace(ctx, "qkv", m.raw ? m.raw : m.qkv, BT, P);
     for (site = 0; m.raw && site < 3; site++) {
         const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
@@ -2353,7 +2366,7 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
         nb__trace(ctx, "c_normed", m.c, BT, d);
     }
     if ((rc = nb_gemm(ctx, 0, 1, BT, d, d, 1, m.c, d, p->w_o, d, 0, out, d))) return rc;
-    if (p->b_o) nb__add_rows(ctx, out, d, BT, d, p->b_o);
+    if (p->b_o) nb__add_bias(ctx, out, p->b_o, BT, d);
     nb__trace(ctx, "out", out, BT, d);
     nb__hdr_put(m.hdr, NB__MAGIC_ATTN, nb__attn_id(pl), B, T);
     return NB_OK;
@@ -2396,12 +2409,8 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
         return rc;
     if ((rc = nb_gemm(ctx, 1, 0, d, d, BT, 1, dout, d, m.c, d, 1, g->w_o, d))) /* dW_o += dout^T C */
         return rc;
-    if (m.ones) { /* bias gradients are column sums: GEMMs with ones (deterministic) */
-        int r;
-        for (r = 0; r < BT; r++) m.ones[r] = 1;
-    }
     if ((pl->desc.bias & NB_ATTN_BIAS_OUT) &&                               /* db_o += dout^T 1 */
-        (rc = nb_gemm(ctx, 1, 0, d, 1, BT, 1, dout, d, m.ones, 1, 1, g->b_o, 1)))
+        (rc = nb__bias_grad(ctx, g->b_o, dout, BT, d, m.ones)))
         return rc;
     if (nb__site_on(pl, 3)) {                                             /* dO = Nc'(dC), in place */
         rc = nb__site_norm(ctx, pl, 3, p, g, m.dc, d, m.stat[3], m.o, d, m.dc, BT, d, m.partials);
@@ -2422,8 +2431,8 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
         }
     if ((rc = nb_gemm(ctx, 1, 0, P, d, BT, 1, m.dqkv, P, x, d, 1, g->w_qkv, d))) /* dW_qkv */
         return rc;
-    if ((pl->desc.bias & NB_ATTN_BIAS_QKV) &&        /* db_qkv += dQKV^T 1 (the raw projection's) */
-        (rc = nb_gemm(ctx, 1, 0, P, 1, BT, 1, m.dqkv, P, m.ones, 1, 1, g->b_qkv, 1)))
+    if ((pl->desc.bias & NB_ATTN_BIAS_QKV) && /* of the raw projection: dQKV is after the norms' */
+        (rc = nb__bias_grad(ctx, g->b_qkv, m.dqkv, BT, P, m.ones)))
         return rc;
     return nb_gemm(ctx, 0, 0, BT, d, P, 1, m.dqkv, P, p->w_qkv, d,        /* dx = dQKV W_qkv */
                    accumulate_dx ? 1 : 0, dx, d);
@@ -2545,19 +2554,6 @@ static nb_real nb__gelu_erf(nb_real x, nb_real* dgelu) {
     return (nb_real)(x * cdf);
 }
 
-/* out[r] += bias for every row */
-static void nb__add_bias(nb_ctx* ctx, nb_real* y, const nb_real* bias, int rows, int n) {
-    int r;
-    (void)ctx;
-    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
-            if((size_t)rows * n >= NB__PAR_MIN))
-    for (r = 0; r < rows; r++) {
-        nb_real* yr = y + (size_t)r * n;
-        int i;
-        for (i = 0; i < n; i++) yr[i] += bias[i];
-    }
-}
-
 NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
                                nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                                nb_real* scratch) {
@@ -2633,10 +2629,7 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
         return rc;
     if ((rc = nb_gemm(ctx, 1, 0, d, f, BT, 1, dout, d, a, f, 1, g->w_out, f))) /* dW_out += dout^T a */
         return rc;
-    if (g->b_out) {                     /* column sums as a GEMM with ones: deterministic, fast */
-        for (r = 0; r < BT; r++) ones[r] = 1;
-        if ((rc = nb_gemm(ctx, 1, 0, d, 1, BT, 1, dout, d, ones, 1, 1, g->b_out, 1))) return rc;
-    }
+    if (g->b_out && (rc = nb__bias_grad(ctx, g->b_out, dout, BT, d, ones))) return rc;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
             if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
@@ -2669,10 +2662,7 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
     }
     if ((rc = nb_gemm(ctx, 1, 0, W, d, BT, 1, dh, W, x, d, 1, g->w_in, d))) /* dW_in += dh^T x */
         return rc;
-    if (g->b_in) {
-        for (r = 0; r < BT; r++) ones[r] = 1;
-        if ((rc = nb_gemm(ctx, 1, 0, W, 1, BT, 1, dh, W, ones, 1, 1, g->b_in, 1))) return rc;
-    }
+    if (g->b_in && (rc = nb__bias_grad(ctx, g->b_in, dh, BT, W, ones))) return rc;
     return nb_gemm(ctx, 0, 0, BT, d, W, 1, dh, W, p->w_in, d,           /* dx = dh W_in */
                    accumulate_dx ? 1 : 0, dx, d);
 }

@@ -813,6 +813,7 @@ def config_from_metadata(meta):
         cfg.ffn = "gelu_tanh"
     if meta["norm"] in ("layer", "dyt"):
         cfg.norm = meta["norm"]
+    cfg.attn_bias = int(meta.get("attn_bias", "0"))  # checkpoints before the key had none
     return cfg
 
 

@@ -21,6 +21,7 @@ static const meta_key k_keys[] = {
     {"preset", 1, NULL}, {"schedule", 1, NULL}, {"n_layers", 1, NULL}, {"d_model", 1, NULL},
     {"n_heads", 1, NULL}, {"n_kv_heads", 1, NULL}, {"d_ff", 1, NULL}, {"ffn", 1, NULL},
     {"norm", 1, NULL}, {"rope", 1, NULL}, {"vocab_size", 1, NULL}, {"embed_scale", 1, "0"},
+    {"attn_bias", 1, "0"},
     {"steps", 0, NULL}, {"lr", 0, NULL}, {"warmup", 0, NULL}, {"min_lr", 0, NULL},
     {"wd", 0, NULL}, {"wd_norms", 0, "0"}, {"beta1", 0, NULL}, {"beta2", 0, NULL},
     {"adam_eps", 0, NULL}, {"clip", 0, NULL}, {"seed", 0, NULL}, {"batch", 0, NULL},
@@ -43,6 +44,7 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTS("norm", c->norm);
     PUTI("rope", c->rope);
     PUTI("embed_scale", m->es);
+    PUTI("attn_bias", m->s.desc.attn_bias);
     PUTI("vocab_size", VOCAB);
     PUTI("steps", c->steps);
     PUTD("lr", c->lr);
@@ -273,7 +275,9 @@ int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, co
         if (!strcmp(have, need)) continue;
         if (k_keys[i].arch) {
             fail("checkpoint %s is from a different config: %s is \"%s\" in the checkpoint, "
-                 "\"%s\" here (pass the same model flags)", path, key, have, need);
+                 "\"%s\" here (%s)", path, key, have, need,
+                 meta_str(meta, key) ? "pass the same model flags"
+                                     : "the checkpoint predates the key: an older train wrote it");
             goto done;
         }
         if (!listed(c->allow_change, key)) {

@@ -14,11 +14,12 @@
              projection's bias, 2 the output projection's; "gpt2" sets 3)
      INPUT   a tensor "E" of shape (B, T, d): the embedded input
      OUT     written: "out" (B, T, d), the stack's output
-   Every tensor of the stack must be in MODEL with its shape (GPT-2's also without the
-   "transformer." prefix, as the hub's files have them); every tensor of MODEL must be used,
-   except the embedding and head (model.embed_tokens, lm_head, [transformer.]wte, wpe) and
-   Hugging Face's non-weight buffers (GPT-2's attn.bias / attn.masked_bias causal masks, older
-   Llama files' rotary_emb.inv_freq).
+   MODEL's tensors may be F32, F64, F16 or BF16 (most published checkpoints are half
+   precision); the output is F32. Every tensor of the stack must be in MODEL with its shape
+   (GPT-2's also without the "transformer." prefix, as the hub's files have them); every tensor
+   of MODEL must be used, except the embedding and head (model.embed_tokens, lm_head,
+   [transformer.]wte, wpe) and Hugging Face's non-weight buffers (GPT-2's attn.bias /
+   attn.masked_bias causal masks, older Llama files' rotary_emb.inv_freq).
    --export: the other way: MODEL in the library's names (e.g. a stack's tensors as
    examples/train saves them, without the "transformer." prefix), OUT in STYLE's names and
    layouts, with MODEL's metadata.

@@ -1,4 +1,5 @@
-/* safetensors_read.h: a small reader of safetensors files (F32 and F64 tensors) for the
+/* safetensors_read.h: a small reader of safetensors files (F32, F64, F16 and BF16 tensors, read
+   as double: the half-precision types of most published checkpoints are exact in it) for the
    example tools (nbdiff, nbimport). Include once, after defining ST_TOOL (the tool's name for
    messages); needs cJSON. Errors print "<tool>: ..." and return 2. */
 #include <cjson/cJSON.h>
@@ -15,9 +16,11 @@ typedef struct st_file {
     size_t n_data;
 } st_file;
 
+typedef enum st_dtype { ST_F32, ST_F64, ST_F16, ST_BF16 } st_dtype;
+
 typedef struct st_tensor {
     const char* name;
-    int f64;
+    st_dtype dtype;
     size_t count, offset;
     const cJSON* shape;
 } st_tensor;
@@ -70,33 +73,57 @@ static int st_open(st_file* f, const char* path) {
 static int st_tensor_of(const st_file* f, const cJSON* e, st_tensor* t) {
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype"), *x;
     const cJSON* offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    static const char* const names[4] = {"F32", "F64", "F16", "BF16"};
+    static const int bytes[4] = {4, 8, 2, 2};
     double a, b, count = 1;
+    int k;
     t->name = e->string;
     t->shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-    if (!cJSON_IsString(dt) || (strcmp(dt->valuestring, "F32") && strcmp(dt->valuestring, "F64")))
-        return err("%s: tensor %s is not F32 or F64", f->path, e->string);
-    t->f64 = !strcmp(dt->valuestring, "F64");
+    for (k = 0; k < 4 && !(cJSON_IsString(dt) && !strcmp(dt->valuestring, names[k])); k++) {}
+    if (k == 4) return err("%s: tensor %s is not F32, F64, F16 or BF16", f->path, e->string);
+    t->dtype = (st_dtype)k;
     cJSON_ArrayForEach(x, t->shape) count *= cJSON_IsNumber(x) ? x->valuedouble : NAN;
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !(count >= 0))
         return err("%s: tensor %s has a bad shape or data_offsets", f->path, e->string);
     a = cJSON_GetArrayItem(offs, 0)->valuedouble;
     b = cJSON_GetArrayItem(offs, 1)->valuedouble;
-    if (!(a >= 0 && b <= (double)f->n_data && b - a == count * (t->f64 ? 8 : 4)))
+    if (!(a >= 0 && b <= (double)f->n_data && b - a == count * bytes[k]))
         return err("%s: tensor %s has data_offsets outside the file or of the wrong size", f->path, e->string);
     t->count = (size_t)count;
     t->offset = (size_t)a;
     return 0;
 }
 
+/* IEEE half: sign, 5 exponent bits (bias 15), 10 fraction bits; exponent 0 is subnormal */
+static double st_half(unsigned h) {
+    const unsigned e = h >> 10 & 31, m = h & 1023;
+    const double v = e == 31 ? (m ? NAN : INFINITY)
+                     : e == 0 ? ldexp((double)m, -24) : ldexp((double)(m | 1024), (int)e - 25);
+    return h >> 15 ? -v : v;
+}
+
+/* element i of t; the file is little-endian (safetensors) */
 static double value(const st_file* f, const st_tensor* t, size_t i) {
-    if (t->f64) {
+    const unsigned char* p = f->data + t->offset;
+    switch (t->dtype) {
+    case ST_F64: {
         double v;
-        memcpy(&v, f->data + t->offset + 8 * i, 8);
+        memcpy(&v, p + 8 * i, 8);
         return v;
-    } else {
+    }
+    case ST_F16: return st_half((unsigned)p[2 * i] | (unsigned)p[2 * i + 1] << 8);
+    case ST_BF16: { /* the upper half of a float */
+        const unsigned long u = ((unsigned long)p[2 * i] | (unsigned long)p[2 * i + 1] << 8) << 16;
         float v;
-        memcpy(&v, f->data + t->offset + 4 * i, 4);
+        unsigned int w = (unsigned int)u;
+        memcpy(&v, &w, 4);
         return v;
+    }
+    default: {
+        float v;
+        memcpy(&v, p + 4 * i, 4);
+        return v;
+    }
     }
 }
 

@@ -15,8 +15,9 @@ biases, also as the hub's files have it (no "transformer." prefix, causal-mask b
 Llama file with Q/K/V biases (Qwen2's). `nbimport --export` of the library-named tensors must
 write exactly those files (names, shapes, values; embeddings and buffers aside). Tolerance:
 float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin| (measured ~1e-6).
-Also: a GPT-2 file with a tensor that has no place, and a Llama file missing a norm, are
-refused with a message naming it. Exits 77 (CTest's skip) without torch.
+BF16 and F16 files (the weights rounded to them) run to the twin's output on the same rounded
+weights. Also: a GPT-2 file with a tensor that has no place, and a Llama file missing a norm,
+are refused with a message naming it. Exits 77 (CTest's skip) without torch.
 """
 import os
 import subprocess
@@ -100,9 +101,9 @@ def gpt2_layout(stack, p):
     return out
 
 
-def run(nbimport, layout, model, E, work, tag):
+def run(nbimport, layout, model, E, work, tag, dtype="F32"):
     mpath, ipath, opath = (os.path.join(work, tag + s) for s in (".model", ".input", ".out"))
-    write_safetensors(mpath, list(model.items()), META)
+    write_safetensors(mpath, list(model.items()), META, dtype)
     write_safetensors(ipath, [("E", E)])
     r = subprocess.run([nbimport, layout, mpath, ipath, opath], capture_output=True, text=True)
     return r, (read_safetensors(opath)[0]["out"] if r.returncode == 0 else None)
@@ -178,6 +179,22 @@ def main():
                 failed += not ok
                 print("%s: %s: a tensor with no place is refused (%s)" %
                       ("ok" if ok else "FAIL", name, r.stderr.strip()))
+            if name in ("pre", "gpt2"):  # half-precision files, as most published checkpoints
+                for dtype, tdt in (("BF16", torch.bfloat16), ("F16", torch.float16)):
+                    p_h = {k: v.to(tdt).float() for k, v in p.items()}  # exact in the file
+                    with torch.no_grad():
+                        for k, v in stack.named_parameters():
+                            v.copy_(p_h[k])
+                        ref_h = stack(E)
+                    model_h = llama_layout(stack, p_h) if layout == "hf-llama" else \
+                        gpt2_layout(stack, p_h)
+                    r, out = run(nbimport, layout, model_h, E, work, name + dtype, dtype)
+                    ok = out is not None and bool(
+                        ((out - ref_h).abs() <= 1e-5 + 1e-4 * ref_h.abs()).all())
+                    failed += not ok
+                    print("%s: %s: a %s file loads and runs (%s)" %
+                          ("ok" if ok else "FAIL", name, dtype, r.stderr.strip() or
+                           "max |C - twin| %.2e" % float((out - ref_h).abs().max())))
             if layout == "hf-llama" and name == "pre":  # a missing norm is named
                 del model["model.layers.1.post_attention_layernorm.weight"]
                 r, out = run(nbimport, layout, model, E, work, name + "_missing")

@@ -741,17 +741,22 @@ class NormBlocksLM(nn.Module):
 # ---- checkpoints of examples/train ------------------------------------------------------------
 
 
-def write_safetensors(path, items, metadata=None):
-    """Write (name, tensor) items as a safetensors file, F32, in the order given (the order
-    nbdiff compares in)."""
-    import json
-    import struct
+_ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16,
+              "BF16": torch.bfloat16}
+
+
+def write_safetensors(path, items, metadata=None, dtype="F32"):
+    """Write (name, tensor) items as a safetensors file in the order given (the order nbdiff
+    compares in), every tensor as dtype: F32 (what the trainer writes), F64, F16 or BF16."""
     header, off, blobs = {}, 0, []
     if metadata:
         header["__metadata__"] = dict(metadata)
     for name, t in items:
-        b = t.detach().to(torch.float32).contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        t = t.detach().to(_ST_DTYPES[dtype]).contiguous()
+        if dtype == "BF16":  # numpy has no bfloat16: the same bytes as int16
+            t = t.view(torch.int16)
+        b = t.numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header, separators=(",", ":")).encode()
@@ -764,8 +769,8 @@ def write_safetensors(path, items, metadata=None):
 
 
 def read_safetensors(path):
-    """(tensors, metadata) of a safetensors file: name -> float32 tensor (F32 only, what the
-    trainer writes), and the __metadata__ strings."""
+    """(tensors, metadata) of a safetensors file: name -> float32 tensor (from F32, F16 or BF16;
+    F64 stays float64), and the __metadata__ strings."""
     with open(path, "rb") as f:
         buf = f.read()
     (hlen,) = struct.unpack("<Q", buf[:8])
@@ -774,10 +779,12 @@ def read_safetensors(path):
     data = memoryview(buf)[8 + hlen:]
     out = {}
     for name, e in header.items():
-        if e["dtype"] != "F32":
-            raise ValueError("%s: tensor %s is %s, not F32" % (path, name, e["dtype"]))
+        if e["dtype"] not in _ST_DTYPES:
+            raise ValueError("%s: tensor %s is %s, not F32, F64, F16 or BF16" %
+                             (path, name, e["dtype"]))
         a, b = e["data_offsets"]
-        t = torch.frombuffer(bytearray(data[a:b]), dtype=torch.float32)
+        t = torch.frombuffer(bytearray(data[a:b]), dtype=_ST_DTYPES[e["dtype"]])
+        t = t if e["dtype"] == "F64" else t.float()
         out[name] = t.reshape(e["shape"]) if e["shape"] else t
     return out, meta
 

@@ -17,10 +17,10 @@ File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h. S
 attention.bin, per case:
     scalars  B, T, d, H, Hkv, sites (Q=1 K=2 V=4 C=8), width (1 per head, 2 full),
              norm (1 RMS, 2 LayerNorm), no_gain (1 = site norms without gain), rope (0/1),
-             theta, causal (0/1), eps
+             theta, causal (0/1), eps; bias (NB_ATTN_BIAS_* mask) only when not 0
     inputs   x (B*T, d), w_qkv (d + 2*Hkv*dk, d), w_o (d, d), q_gain/k_gain/v_gain/c_gain
-             (present for normalized sites unless no_gain), dout (B*T, d)
-    results  out, dx, dw_qkv, dw_o, dq_gain/dk_gain/dv_gain/dc_gain
+             (present for normalized sites unless no_gain), b_qkv, b_o (with bias), dout
+    results  out, dx, dw_qkv, dw_o, dq_gain/dk_gain/dv_gain/dc_gain, db_qkv, db_o
 ffn.bin, per case:
     scalars  B, T, d, f, type (1 SwiGLU, 2 GELU tanh, 3 GELU erf), bias (1/0)
     inputs   x (B*T, d), w_in (2f or f, d), b_in, w_out (d, f), b_out, dout (B*T, d)

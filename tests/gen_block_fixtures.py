@@ -398,9 +398,15 @@ def draw(name, cfg, seed):
     dout = 0.5 * torch.randn(BT, d)
     out, din, grads, probs, hidden = run(cfg, p, E, dout)
 
-    # the twin agrees with the direct transcription (a bug in one of them if not)
-    dref = direct_siamese(cfg, p, E) if siamese else direct_forward(cfg, p, E)
+    # the twin agrees with the direct transcription, forward and backward (a bug in one of them
+    # if not; a detached path would leave the forward equal)
+    pd = {k: v.detach().clone().requires_grad_(True) for k, v in p.items()}
+    Ed = E.detach().clone().requires_grad_(True)
+    dref = direct_siamese(cfg, pd, Ed) if siamese else direct_forward(cfg, pd, Ed)
+    (dref * dout).sum().backward()
     assert torch.allclose(dref, out, rtol=0, atol=1e-12), name
+    for k, got, want in [("din", din, Ed.grad)] + [(k, grads[k], pd[k].grad) for k in grads]:
+        assert torch.allclose(got, want, rtol=1e-10, atol=1e-10), (name, k)
 
     # attention is not (nearly) uniform beyond the first token, in every layer
     for l, pr in enumerate(probs):

@@ -23,6 +23,7 @@
 
 typedef struct shape {
     int B, T, d, H, Hkv, dk, P, W, f, bias, probs, causal, nt;
+    unsigned attn_bias; /* NB_ATTN_BIAS_* */
 } shape;
 
 typedef struct block_run {
@@ -59,6 +60,7 @@ typedef struct skel {
     int par;
     float *x, *w_qkv, *qkv, *probs, *tiles, *o, *w_o, *out, *dout, *dc, *dqkv, *g_qkv, *g_o, *dx;
     float *w_in, *w_out, *h, *a, *da, *dh, *g_in, *g_out, *ones, *b_in_g, *b_out_g;
+    float *b_qkv_g, *b_o_g;
     double t_fwd, t_bwd;
 } skel;
 
@@ -149,8 +151,12 @@ static void skel_step(void* arg) {
     nb_gemm(c, 0, 0, BT, d, W, 1, k->dh, W, k->w_in, d, 0, k->dx, d);
     nb_gemm(c, 0, 0, BT, d, d, 1, k->dout, d, k->w_o, d, 0, k->dc, d);
     nb_gemm(c, 1, 0, d, d, BT, 1, k->dout, d, k->o, d, 1, k->g_o, d);
+    if (s->attn_bias & NB_ATTN_BIAS_OUT)
+        nb_gemm(c, 1, 0, d, 1, BT, 1, k->dout, d, k->ones, 1, 1, k->b_o_g, 1);
     skel_attn_core_bwd(k);
     nb_gemm(c, 1, 0, P, d, BT, 1, k->dqkv, P, k->x, d, 1, k->g_qkv, d);
+    if (s->attn_bias & NB_ATTN_BIAS_QKV)
+        nb_gemm(c, 1, 0, P, 1, BT, 1, k->dqkv, P, k->ones, 1, 1, k->b_qkv_g, 1);
     nb_gemm(c, 0, 0, BT, d, P, 1, k->dqkv, P, k->w_qkv, d, 1, k->dx, d);
     k->t_fwd = t1 - t0;
     k->t_bwd = nbb_now() - t1;
@@ -187,6 +193,8 @@ static void skel_init(skel* k, const shape* s) {
     k->ones = nbb_alloc(BT);
     k->b_in_g = nbb_alloc((size_t)s->W);
     k->b_out_g = nbb_alloc((size_t)s->d);
+    k->b_qkv_g = nbb_alloc((size_t)s->P);
+    k->b_o_g = nbb_alloc((size_t)s->d);
     /* small non-zero values: denormals or NaNs would distort the timing */
     nb_fill_normal(k->x, BT * s->d, 1, 3, 1);
     nb_fill_normal(k->w_qkv, (size_t)s->P * s->d, 0.02, 3, 2);
@@ -256,6 +264,7 @@ int main(int argc, char** argv) {
     sh.B = B; sh.T = T; sh.d = d; sh.H = H; sh.Hkv = r.s.layers[0].attn.desc.n_kv_heads;
     sh.dk = r.s.layers[0].attn.head_dim; sh.P = r.s.layers[0].attn.qkv_width;
     sh.W = r.s.ffn.in_width; sh.f = r.s.ffn.desc.d_ff; sh.bias = r.s.ffn.desc.bias > 0;
+    sh.attn_bias = r.s.desc.attn_bias;
     sh.probs = r.s.layers[0].attn.desc.memory == NB_ATTN_MEMORY_PROBS;
     sh.causal = !r.s.desc.non_causal; sh.nt = nt;
     fl = 3 * block_fwd_flops(&sh);

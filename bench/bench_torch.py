@@ -12,9 +12,9 @@ attention (full T x T; 1.13 has no fused CPU attention), composed RMSNorm (1.13 
 native F.layer_norm, F.silu / F.gelu(approximate="tanh").
   pre     x1 = x + Attn(RMS(x)); out = x1 + SwiGLU(RMS(x1))
   hybrid  y = x + Attn_QKVnorm(x); h = RMS(y); out = h + SwiGLU(h)   (per-head RMS on q, k, v)
-  siamese SiameseNorm hybrid-pre with the 3-norm output fusion (SPEC 4.10.2)
-  gpt2    pre with LayerNorm (gain+bias), GELU-tanh FFN with biases, 4d (attention has no biases,
-          like normblocks)
+  siamese SiameseNorm hybrid-pre with the 3-norm output fusion (normblocks.h, THE PRESETS)
+  gpt2    pre with LayerNorm (gain+bias), GELU-tanh FFN with biases, 4d, and biases on the
+          attention's projections (as normblocks' gpt2)
 Each call runs one case in its own process, so ru_maxrss is the case's peak RSS (it includes
 the ~300 MiB that importing torch costs; the RSS right after import is printed too).
 Prints the same RESULT lines as the C benches (kind=torch_block / torch_norm); GFLOP/s and GB/s
@@ -171,11 +171,12 @@ def main():
 
     def make_attn(sites):
         wqkv, wo = reg(P(3 * d, d), P(d, d))
+        bqkv, bo = reg(P(3 * d, init="zero"), P(d, init="zero")) if gpt2 else (None, None)
         if sites:
             gq, gk, gv = reg(P(dk, init="one"), P(dk, init="one"), P(dk, init="one"))
 
         def attn(x):
-            q, k, v = F.linear(x, wqkv).split(d, dim=-1)
+            q, k, v = F.linear(x, wqkv, bqkv).split(d, dim=-1)
             q, k, v = (t.view(B, T, H, dk) for t in (q, k, v))
             if sites:  # per-head RMSNorm, one gain of d_k shared by the heads
                 q, k, v = rms(q, gq), rms(k, gk), rms(v, gv)
@@ -183,7 +184,7 @@ def main():
             att = (q @ k.transpose(-2, -1)) * scale
             att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
             y = (att @ v).transpose(1, 2).reshape(B, T, d)
-            return F.linear(y, wo)
+            return F.linear(y, wo, bo)
         return attn
 
     def make_ffn():

@@ -189,12 +189,12 @@
        sublayer "blocks.<l>.attn.": h (the input norm's output, times input_scale), qkv (the
        projection [Q|K|V], with its bias), qkv_normed (after the Q/K/V site norms, when any),
        qkv_rope (after RoPE), context (the heads' outputs concatenated, before the C norm),
-       c_normed (site C), out (W_o's output, with its bias), sum (before the post norm, when
-       one), x_out (the sublayer's output); for its FFN "blocks.<l>.ffn.": h, proj
-       (x W_in^T + b_in), act (the activation), out, sum, x_out; then blocks.<l>.x (and
-       blocks.<l>.y, SiameseNorm's second stream), the layer's output; out (the stack's output,
-       after the final norms). SiameseNorm layers trace their attention and FFN internals and
-       x, y.
+       c_normed (site C), out (W_o's output, with its bias), out_normed (the output norm's
+       result, when one), sum (before the post norm, when one), x_out (the sublayer's output);
+       for its FFN "blocks.<l>.ffn.": h, proj (x W_in^T + b_in), act (the activation), out,
+       out_normed, sum, x_out; then blocks.<l>.x (and blocks.<l>.y, SiameseNorm's second
+       stream), the layer's output; out (the stack's output, after the final norms).
+       SiameseNorm layers trace their attention and FFN internals and x, y.
      backward: for l = L-1 down to 0: blocks.<l>.ffn.grad_out, blocks.<l>.attn.grad_out (the
        gradient of the sublayer function's output F(h), "out" above), blocks.<l>.grad_x_in (and
        grad_y_in): of the layer's input; then grad_in: of the stack's input.
@@ -3727,6 +3727,14 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
         }
         if (place->post_norm)
             nb__block_norm_fwd_row(r, &p->n[n_post], out + o, sum, c->st[n_post], row);
+    }
+    if (place->output_norm && r->ctx->trace) { /* the fused pass kept N_out(f) per row only */
+        nb_real* t = bs ? c->u[k] : r->sc.tmp[0];
+        if (!bs)
+            for (row = 0; row < r->rows; row++) /* the same stats again: the cache is unchanged */
+                nb__block_norm_fwd_row(r, &p->n[n_out], t + (size_t)row * d, f + (size_t)row * d,
+                                       c->st[n_out], row);
+        nb__trace_layer(r, l, k, "out_normed", t);
     }
     if (place->post_norm) nb__trace_layer(r, l, k, "sum", c->s[k]);
     nb__trace_layer(r, l, k, "x_out", out);

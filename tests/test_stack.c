@@ -831,6 +831,47 @@ static void trace_names(nbt_rng* rng) {
     nbt_same_bits("trace: tracing changes no gradient", b.grads, a.grads, a.s.n_params);
     teardown(&a);
     teardown(&b);
+    /* output norms (their result is traced from a pass of its own) with and without a branch
+       scale: every name of a sublayer once, and still no change to the results */
+    for (i = 0; i < 2; i++) {
+        static const char* const need[] = {"blocks.1.attn.out_normed", "blocks.1.ffn.out_normed",
+                                           "blocks.0.ffn.x_out"};
+        char what[96];
+        int j, k, found;
+        d = base_desc(i ? NB_PRESET_DEFAULT : NB_PRESET_SANDWICH, 2);
+        if (i) { /* output norms times a LayerScale vector, and a post norm */
+            static nb_layer_desc ls[2];
+            memset(ls, 0, sizeof ls);
+            for (k = 0; k < 2; k++) {
+                ls[k].attn.output_norm = ls[k].ffn.output_norm = 1;
+                ls[k].attn.branch_scale = ls[k].ffn.branch_scale = NB_BRANCH_SCALE_CHANNEL;
+                ls[k].ffn.post_norm = 1;
+            }
+            d.layers = ls;
+        }
+        keep = *rng;
+        setup(&a, &d, 2, 3, rng, 2);
+        *rng = keep;
+        setup(&b, &d, 2, 3, rng, 2);
+        memset(&log, 0, sizeof log);
+        b.ctx.trace = trace_collect;
+        b.ctx.trace_user = &log;
+        grads(&a);
+        grads(&b);
+        for (j = 0, found = 1; j < 3; j++) {
+            for (k = 0; k < log.n && strcmp(log.names[k], need[j]); k++) {}
+            found &= k < log.n;
+        }
+        snprintf(what, sizeof what, "trace: output norms traced (%s)", i ? "custom" : "sandwich");
+        nbt_check(found, what);
+        snprintf(what, sizeof what, "trace: tracing changes no output (%s)", i ? "custom" : "sandwich");
+        nbt_same_bits(what, b.out, a.out, 2 * 3 * 8);
+        snprintf(what, sizeof what, "trace: tracing changes no gradient (%s)",
+                 i ? "custom" : "sandwich");
+        nbt_same_bits(what, b.grads, a.grads, a.s.n_params);
+        teardown(&a);
+        teardown(&b);
+    }
 }
 
 /* Name maps: every mapped tensor's parts tile its rows, no two tensors share an outside name,

@@ -78,7 +78,8 @@ check schedule --schedule post,pre,hybrid,qkvpre,prepost,postpre,sandwich,normaf
 NBDIFF="$(dirname "$TRAIN")/nbdiff"
 dump_check() {
   local ck
-  for ck in siamese.safetensors hybrid.safetensors; do  # two streams, then one (kept below)
+  # two streams; output norms (out_normed) at full-width QK sites; one stream (kept below)
+  for ck in siamese.safetensors olmo2_mha.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
       FAILED=$((FAILED + 1)); echo "FAIL: dumps of $ck"; cat dump.log; return

@@ -549,6 +549,7 @@ class Block(nn.Module):
         f = self._g(sub, fn(h))
         if pl.output_norm:
             f = getattr(self, which + "_out_norm")(f)
+            self._t(sub, "out_normed", f)
         if pl.branch_scale == "scalar":
             f = self.resweight * f
         elif pl.branch_scale == "channel":

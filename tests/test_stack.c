@@ -796,6 +796,26 @@ static void trace_collect(void* user, const char* name, const nb_real* x, int ro
         for (i = 0; i < rows * cols; i++) t->out_sum += x[i];
     }
 }
+/* The same stack run twice from the same draw, the second traced into log; checks that tracing
+   changes no bit of the output or the gradients. a and b are left for the caller's checks. */
+static void traced_pair(const char* what, const nb_stack_desc* d, nbt_rng* rng, run* a, run* b,
+                        trace_log* log) {
+    const nbt_rng keep = *rng;
+    char name[96];
+    setup(a, d, 2, 3, rng, 2);
+    *rng = keep;
+    setup(b, d, 2, 3, rng, 2);
+    memset(log, 0, sizeof *log);
+    b->ctx.trace = trace_collect;
+    b->ctx.trace_user = log;
+    grads(a);
+    grads(b);
+    snprintf(name, sizeof name, "trace: tracing changes no output (%s)", what);
+    nbt_same_bits(name, b->out, a->out, 2 * 3 * 8);
+    snprintf(name, sizeof name, "trace: tracing changes no gradient (%s)", what);
+    nbt_same_bits(name, b->grads, a->grads, a->s.n_params);
+}
+
 static void trace_names(nbt_rng* rng) {
     static const char* const want[] = {
         "x0", "blocks.0.attn.h", "blocks.0.attn.qkv", "blocks.0.attn.qkv_rope",
@@ -807,68 +827,40 @@ static void trace_names(nbt_rng* rng) {
         "blocks.1.x", "out", "blocks.1.ffn.grad_out", "blocks.1.attn.grad_out",
         "blocks.1.grad_x_in", "blocks.0.ffn.grad_out", "blocks.0.attn.grad_out",
         "blocks.0.grad_x_in", "grad_in"};
+    static const char* const normed[] = {"blocks.1.attn.out_normed", "blocks.1.ffn.out_normed"};
+    static nb_layer_desc ls[2];
     nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
     run a, b;
-    nbt_rng keep = *rng;
     trace_log log;
-    int i, same_names;
+    int i, k, same_names;
     double sum = 0;
-    setup(&a, &d, 2, 3, rng, 2);
-    *rng = keep;
-    setup(&b, &d, 2, 3, rng, 2);
-    memset(&log, 0, sizeof log);
-    b.ctx.trace = trace_collect;
-    b.ctx.trace_user = &log;
-    grads(&a);
-    grads(&b);
+    traced_pair("pre", &d, rng, &a, &b, &log);
     same_names = log.n == (int)(sizeof want / sizeof want[0]);
     for (i = 0; same_names && i < log.n; i++) same_names = !strcmp(log.names[i], want[i]);
     if (!nbt_check(same_names, "trace: the documented names in order (pre, 2 layers)"))
         for (i = 0; i < log.n; i++) printf("  %d %s\n", i, log.names[i]);
     for (i = 0; i < 2 * 3 * 8; i++) sum += a.out[i];
     nbt_check(log.out_sum == sum, "trace: \"out\" is the forward's output");
-    nbt_same_bits("trace: tracing changes no output", b.out, a.out, 2 * 3 * 8);
-    nbt_same_bits("trace: tracing changes no gradient", b.grads, a.grads, a.s.n_params);
     teardown(&a);
     teardown(&b);
-    /* output norms (their result is traced from a pass of its own) with and without a branch
-       scale: every name of a sublayer once, and still no change to the results */
+    /* output norms, whose result is traced from a pass of its own: sandwich, and output norms
+       times a LayerScale vector before a post norm (a custom schedule) */
+    for (k = 0; k < 2; k++) {
+        ls[k].attn.output_norm = ls[k].ffn.output_norm = 1;
+        ls[k].attn.branch_scale = ls[k].ffn.branch_scale = NB_BRANCH_SCALE_CHANNEL;
+        ls[k].ffn.post_norm = 1;
+    }
     for (i = 0; i < 2; i++) {
-        static const char* const need[] = {"blocks.1.attn.out_normed", "blocks.1.ffn.out_normed",
-                                           "blocks.0.ffn.x_out"};
-        char what[96];
-        int j, k, found;
+        int found = 1, j;
         d = base_desc(i ? NB_PRESET_DEFAULT : NB_PRESET_SANDWICH, 2);
-        if (i) { /* output norms times a LayerScale vector, and a post norm */
-            static nb_layer_desc ls[2];
-            memset(ls, 0, sizeof ls);
-            for (k = 0; k < 2; k++) {
-                ls[k].attn.output_norm = ls[k].ffn.output_norm = 1;
-                ls[k].attn.branch_scale = ls[k].ffn.branch_scale = NB_BRANCH_SCALE_CHANNEL;
-                ls[k].ffn.post_norm = 1;
-            }
-            d.layers = ls;
-        }
-        keep = *rng;
-        setup(&a, &d, 2, 3, rng, 2);
-        *rng = keep;
-        setup(&b, &d, 2, 3, rng, 2);
-        memset(&log, 0, sizeof log);
-        b.ctx.trace = trace_collect;
-        b.ctx.trace_user = &log;
-        grads(&a);
-        grads(&b);
-        for (j = 0, found = 1; j < 3; j++) {
-            for (k = 0; k < log.n && strcmp(log.names[k], need[j]); k++) {}
+        d.layers = i ? ls : NULL;
+        traced_pair(i ? "custom" : "sandwich", &d, rng, &a, &b, &log);
+        for (j = 0; j < 2; j++) {
+            for (k = 0; k < log.n && strcmp(log.names[k], normed[j]); k++) {}
             found &= k < log.n;
         }
-        snprintf(what, sizeof what, "trace: output norms traced (%s)", i ? "custom" : "sandwich");
-        nbt_check(found, what);
-        snprintf(what, sizeof what, "trace: tracing changes no output (%s)", i ? "custom" : "sandwich");
-        nbt_same_bits(what, b.out, a.out, 2 * 3 * 8);
-        snprintf(what, sizeof what, "trace: tracing changes no gradient (%s)",
-                 i ? "custom" : "sandwich");
-        nbt_same_bits(what, b.grads, a.grads, a.s.n_params);
+        nbt_check(found, i ? "trace: output norms traced (custom)"
+                           : "trace: output norms traced (sandwich)");
         teardown(&a);
         teardown(&b);
     }

@@ -1523,7 +1523,7 @@ static const nb__norm_kind nb__norm_kinds[] = {
     {1, 0, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"}, /* NB_NORM_DEFAULT = RMSNorm */
     {1, 0, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"},
     {2, 1, 0, "nb_layernorm_forward", "nb_layernorm_backward"},
-    {0, 1, 1, "DyT forward", "DyT backward"}};
+    {0, 1, 1, "nb_dyt_forward", "nb_dyt_backward"}};
 typedef char nb__norm_kinds_one_row_each[sizeof nb__norm_kinds / sizeof nb__norm_kinds[0] ==
                                          NB_NORM_DYT + 1 ? 1 : -1];
 

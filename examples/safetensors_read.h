@@ -112,11 +112,10 @@ static double value(const st_file* f, const st_tensor* t, size_t i) {
         return v;
     }
     case ST_F16: return st_half((unsigned)p[2 * i] | (unsigned)p[2 * i + 1] << 8);
-    case ST_BF16: { /* the upper half of a float */
-        const unsigned long u = ((unsigned long)p[2 * i] | (unsigned long)p[2 * i + 1] << 8) << 16;
+    case ST_BF16: { /* the upper half of a float's bits */
+        const unsigned char b[4] = {0, 0, p[2 * i], p[2 * i + 1]};
         float v;
-        unsigned int w = (unsigned int)u;
-        memcpy(&v, &w, 4);
+        memcpy(&v, b, 4);
         return v;
     }
     default: {

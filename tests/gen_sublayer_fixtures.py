@@ -142,21 +142,20 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
         w.add(name + "." + field, val)
     if bias:  # optional: absent = no biases
         w.add(name + ".bias", bias)
-    fixture = {"att_proj.weight": "w_qkv", "attn_out.weight": "w_o", "att_proj.bias": "b_qkv",
-               "attn_out.bias": "b_o"}
-    fixture.update({s + "_norm.weight": s + "_gain" for s, _ in SITES})
+    # the fixture's names of the twin's parameters, in the order the file has always had
+    fixture = [("att_proj.weight", "w_qkv"), ("attn_out.weight", "w_o")] + \
+        [(s + "_norm.weight", s + "_gain") for s, _ in SITES] + \
+        [("att_proj.bias", "b_qkv"), ("attn_out.bias", "b_o")]
     w.add(name + ".x", x)
-    for k in ("att_proj.weight", "attn_out.weight", "q_norm.weight", "k_norm.weight",
-              "v_norm.weight", "c_norm.weight", "att_proj.bias", "attn_out.bias"):
+    for k, f in fixture:
         if k in vals:
-            w.add(name + "." + fixture[k], vals[k])
+            w.add(name + "." + f, vals[k])
     w.add(name + ".dout", dout)
     w.add(name + ".out", out)
     named = dict(zip(["x"] + list(vals), grads))
-    for k in ("x", "att_proj.weight", "attn_out.weight", "q_norm.weight", "k_norm.weight",
-              "v_norm.weight", "c_norm.weight", "att_proj.bias", "attn_out.bias"):
+    for k, f in [("x", "x")] + fixture:
         if k in named:
-            w.add(name + ".d" + fixture.get(k, k), named[k])
+            w.add(name + ".d" + f, named[k])
 
 
 # ---- FFN -----------------------------------------------------------------------------------

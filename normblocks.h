@@ -871,28 +871,37 @@ static int omp_get_num_threads(void) { return 1; }
 #endif
 
 #ifdef NB_DOUBLE
+#define NB__SIMD_EXP(x) /* loops over libm's exp: nothing to vectorize (clang would warn) */
 #define NB__EXP exp
 #define NB__LOG log
 #define NB__SQRT sqrt
 #else
+#define NB__SIMD_EXP(x) NB__OMP(x)
 #define NB__EXP nb__expf
 #define NB__LOG logf
 #define NB__SQRT sqrtf
 /* exp for float that vectorizes inside `omp simd` loops (libm's expf is a call per element):
-   exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2 in two parts, Cephes' degree-6
-   polynomial; within 1.4 ulp of exp over the normal range. Overflow gives +inf and underflow
-   0 through the clamped exponent. The clamps are selects (min/max, vectorized); each is written
-   so that NaN keeps x NaN (the result is NaN) but turns the exponent into a bound before the
-   int conversion, which would be undefined for NaN and for |n| >= 2^31. */
+   exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2, Cephes' degree-6 polynomial; within
+   2 ulp of exp over the normal range (results below 2^-126 flush to 0). Overflow gives +inf,
+   NaN gives NaN. Written to compute the same under -ffast-math / -Ofast as under -O2, so every
+   step is one that fast-math cannot change: n is rounded by an int conversion (the classic
+   "+ 1.5*2^23 - 1.5*2^23" shift folds to nothing under -fassociative-math); r is reduced in
+   double (a two-constant float reduction is reassociated into one rounded product, 60 ulp off
+   at |x| = 70); the clamp and the NaN test work on the bits (-ffinite-math-only folds isnan and
+   x != x to false), so only finite values reach the int conversion. Every select is integer or
+   arithmetic, never a branch around float operations (gcc would not vectorize one). */
 static inline float nb__expf(float x) {
-    float t, n, r, p, ne;
-    int e;
-    x = x > 100.0f ? 100.0f : x;   /* beyond +-100 the exponent clamps decide alone; keeps r */
-    x = x < -100.0f ? -100.0f : x; /* small, so p stays finite (no inf * 0) */
-    t = x * 1.44269504088896341f + 12582912.0f;
-    n = t - 12582912.0f; /* round to nearest via the 1.5*2^23 shift */
-    r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
+    float xc, r, p, t;
+    int n, e;
+    unsigned u, a, nan;
+    memcpy(&u, &x, sizeof u);
+    a = u & 0x7fffffffu;
+    a = a < 0x42c80000u ? a : 0x42c80000u; /* |x| <= 100 (NaN, inf too): beyond, the exponent */
+    a |= u & 0x80000000u;                  /* clamps decide alone; keeps r small, p finite */
+    memcpy(&xc, &a, sizeof xc);
+    t = xc * 1.44269504088896341f;
+    n = (int)(t + 256.5f) - 256; /* round(t): t + 256.5 > 0, so the conversion is a floor */
+    r = (float)((double)xc - (double)n * 0.69314718055994531); /* no float ln2 split to undo */
     p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
@@ -900,11 +909,17 @@ static inline float nb__expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    ne = n > -127.0f ? n : -127.0f; /* 2^-127 has the bits of 0.0f; NaN lands here */
-    ne = ne < 128.0f ? ne : 128.0f; /* 2^128 has the bits of +inf */
-    e = ((int)ne + 127) << 23;
+    n = n > -127 ? n : -127; /* 2^-127 has the bits of 0.0f */
+    n = n < 128 ? n : 128;   /* 2^128 has the bits of +inf */
+    e = (n + 127) << 23;
     memcpy(&t, &e, sizeof t);
-    return p * t;
+    t = p * t;
+    /* NaN in, NaN out, as a bit select: a branch would stop the loop vectorizing */
+    memcpy(&a, &t, sizeof a);
+    nan = 0u - (unsigned)((u & 0x7fffffffu) > 0x7f800000u);
+    a = (u & nan) | (a & ~nan);
+    memcpy(&t, &a, sizeof t);
+    return t;
 }
 #endif
 
@@ -976,6 +991,35 @@ static size_t nb__mulz(size_t a, size_t b) {
 static size_t nb__addz(size_t a, size_t b) { return a > (size_t)-1 - b ? (size_t)-1 : a + b; }
 /* A count of values whose bytes would not fit size_t (SIZE_MAX included: saturated). */
 static int nb__too_big(size_t n) { return n >= (size_t)-1 / sizeof(nb_real); }
+/* Finite (not NaN, not +-inf), told by the exponent bits: -ffinite-math-only (in -Ofast and
+   -ffast-math) lets the compiler fold isfinite, isnan and x != x to constants, and every
+   hyperparameter check and the optional non-finite check must still see a NaN. */
+static int nb__fin(double x) {
+    unsigned long long u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7ff0000000000000ULL) != 0x7ff0000000000000ULL;
+}
+static int nb__isnan(double x) {
+    unsigned long long u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7fffffffffffffffULL) > 0x7ff0000000000000ULL;
+}
+/* +0 or -0, by the bits: "zero means default" must not take a NaN for a zero (under
+   -ffinite-math-only gcc compiles x == 0 without the unordered test, true for NaN) */
+static int nb__is0(double x) {
+    unsigned long long u;
+    memcpy(&u, &x, sizeof u);
+    return (u << 1) == 0;
+}
+#ifdef NB_DOUBLE
+#define nb__fin_real nb__fin
+#else
+static int nb__fin_real(float x) {
+    unsigned u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7f800000u) != 0x7f800000u;
+}
+#endif
 /* a * b as long long (ints: cannot overflow) */
 static long long nb__mulll(int a, int b) { return (long long)a * b; }
 #define NB__INT_MAX 2147483647LL
@@ -1028,7 +1072,7 @@ static nb_result nb__check_rows(nb_ctx* ctx, const char* fn, int rows, int width
               "%s: seg (%d) must divide width (%d)", fn, *seg, width);
     NB__CHECK(lda < width || ldb < width, NB_ERR_SHAPE,
               "%s: strides (%d, %d) must be >= width (%d)", fn, lda, ldb, width);
-    NB__CHECK(!(eps > 0) || !isfinite((double)eps), NB_ERR_VALUE,
+    NB__CHECK(!(eps > 0) || !nb__fin((double)eps), NB_ERR_VALUE,
               "%s: eps (%g) must be finite and > 0", fn, (double)eps);
     return NB_OK;
 }
@@ -1249,7 +1293,7 @@ static inline nb_real nb__tanh(nb_real x) { return 1 - 2 / (1 + NB__EXP(2 * x));
 static void nb__dyt_seg_fwd(nb_real* ys, const nb_real* xs, int seg, const nb_real* gain,
                             const nb_real* bias, nb_real alpha) {
     int i;
-    NB__OMP(simd)
+    NB__SIMD_EXP(simd)
     for (i = 0; i < seg; i++) {
         const nb_real t = nb__tanh(alpha * xs[i]);
         ys[i] = (gain ? gain[i] * t : t) + (bias ? bias[i] : 0);
@@ -1264,7 +1308,7 @@ static nb_real nb__dyt_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* 
                                nb_real add_alpha, nb_real* pg) {
     nb_real da = 0;
     int i;
-    NB__OMP(simd reduction(+:da))
+    NB__SIMD_EXP(simd reduction(+:da))
     for (i = 0; i < seg; i++) {
         const nb_real t = nb__tanh(alpha * xs[i]), dy = dys[i];
         const nb_real u = (gain ? dy * gain[i] : dy) * (1 - t * t);
@@ -1479,7 +1523,7 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
 
 static nb_result nb__check_alpha(nb_ctx* ctx, const char* fn, const nb_real* alpha) {
     NB__CHECK(!alpha, NB_ERR_NULL, "%s: alpha is required", fn);
-    NB__CHECK(!isfinite((double)*alpha), NB_ERR_VALUE, "%s: alpha (%g) must be finite", fn,
+    NB__CHECK(!nb__fin((double)*alpha), NB_ERR_VALUE, "%s: alpha (%g) must be finite", fn,
               (double)*alpha);
     return NB_OK;
 }
@@ -1581,7 +1625,7 @@ static nb_result nb__check_softmax(nb_ctx* ctx, const char* fn, int rows, int co
               fn, rows, cols);
     NB__CHECK(lda < cols || ldb < cols, NB_ERR_SHAPE, "%s: strides (%d, %d) must be >= cols (%d)",
               fn, lda, ldb, cols);
-    NB__CHECK(!(scale > 0) || !isfinite((double)scale), NB_ERR_VALUE,
+    NB__CHECK(!(scale > 0) || !nb__fin((double)scale), NB_ERR_VALUE,
               "%s: scale (%g) must be finite and > 0", fn, (double)scale);
     return NB_OK;
 }
@@ -1601,7 +1645,7 @@ static nb_real nb__softmax_row(nb_real* p, const nb_real* s, int n, int cols, nb
     for (i = n; i < cols; i++) p[i] = 0;
     if (n == 0) return -INFINITY;
     mx = nb__max(s, n);
-    NB__OMP(simd)
+    NB__SIMD_EXP(simd)
     for (i = 0; i < n; i++) p[i] = NB__EXP(scale * (s[i] - mx));
     total = nb__sum(p, n); /* a second pass over L1: the exp loop vectorizes better alone */
     inv = 1 / total;
@@ -1787,7 +1831,7 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
     NB__CHECK(head_dim % 2, NB_ERR_SHAPE, "nb_rope: head_dim (%d) must be even", head_dim);
     NB__CHECK(ldx < nb__mulll(heads, head_dim), NB_ERR_SHAPE,
               "nb_rope: ldx (%d) < heads*head_dim (%lld)", ldx, nb__mulll(heads, head_dim));
-    NB__CHECK(!(theta > 1) || !isfinite((double)theta), NB_ERR_VALUE,
+    NB__CHECK(!(theta > 1) || !nb__fin((double)theta), NB_ERR_VALUE,
               "nb_rope: theta (%g) must be finite and > 1", (double)theta);
     NB__CHECK(!x, NB_ERR_NULL, "nb_rope: x is required");
     {
@@ -1972,8 +2016,8 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     if (d.n_kv_heads == 0) d.n_kv_heads = d.n_heads;
     if (d.width == NB_WIDTH_DEFAULT) d.width = NB_WIDTH_PER_HEAD;
     if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
-    if (d.eps == 0) d.eps = (nb_real)1e-5;
-    if (d.rope_theta == 0) d.rope_theta = 10000;
+    if (nb__is0(d.eps)) d.eps = (nb_real)1e-5;
+    if (nb__is0(d.rope_theta)) d.rope_theta = 10000;
     NB__CHECK(d.d_model <= 0 || d.n_heads <= 0 || d.n_kv_heads <= 0, NB_ERR_CONFIG,
               "nb_attn_plan_make: d_model (%d), n_heads (%d), n_kv_heads (%d) must be > 0",
               d.d_model, d.n_heads, d.n_kv_heads);
@@ -1994,9 +2038,9 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: unknown norm width %d", (int)d.width);
     NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DYT, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm type %d", (int)d.norm);
-    NB__CHECK(!(d.eps > 0) || !isfinite((double)d.eps), NB_ERR_CONFIG,
+    NB__CHECK(!(d.eps > 0) || !nb__fin((double)d.eps), NB_ERR_CONFIG,
               "nb_attn_plan_make: eps (%g) must be finite and > 0", (double)d.eps);
-    NB__CHECK(!(d.rope_theta > 1) || !isfinite((double)d.rope_theta), NB_ERR_CONFIG,
+    NB__CHECK(!(d.rope_theta > 1) || !nb__fin((double)d.rope_theta), NB_ERR_CONFIG,
               "nb_attn_plan_make: rope_theta (%g) must be finite and > 1", (double)d.rope_theta);
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_attn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
@@ -2203,7 +2247,7 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb_real* qkv, int T, in
         const int n = pl->desc.non_causal ? ncols : i0 + r + 1;
         if (lse_in) {
             const nb_real l = lse_in[r];
-            NB__OMP(simd)
+            NB__SIMD_EXP(simd)
             for (c = 0; c < n; c++) pr[c] = NB__EXP(scale * pr[c] - l);
             for (c = n; c < ncols; c++) pr[c] = 0;
         } else {
@@ -2579,10 +2623,10 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
             for (i = 0; i < W; i++) hr[i] += p->b_in[i];
         }
         if (plan->desc.type == NB_FFN_SWIGLU) {
-            NB__OMP(simd)
+            NB__SIMD_EXP(simd)
             for (i = 0; i < f; i++) ar[i] = hr[f + i] * nb__sigmoid(hr[f + i]) * hr[i];
         } else if (plan->desc.type == NB_FFN_GELU_TANH) {
-            NB__OMP(simd private(dg))
+            NB__SIMD_EXP(simd private(dg))
             for (i = 0; i < f; i++) ar[i] = nb__gelu_tanh(hr[i], &dg);
         } else {
             for (i = 0; i < f; i++) ar[i] = nb__gelu_erf(hr[i], &dg);
@@ -2639,14 +2683,14 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
         int i;
         if (plan->desc.type == NB_FFN_SWIGLU) {
             /* a = silu(z) u: du = da silu(z), dz = da u sig(z)(1 + z(1 - sig(z))) */
-            NB__OMP(simd)
+            NB__SIMD_EXP(simd)
             for (i = 0; i < f; i++) {
                 const nb_real u = hr[i], z = hr[f + i], sg = nb__sigmoid(z);
                 dhr[i] = dar[i] * z * sg;
                 dhr[f + i] = dar[i] * u * sg * (1 + z * (1 - sg));
             }
         } else if (plan->desc.type == NB_FFN_GELU_TANH) {
-            NB__OMP(simd)
+            NB__SIMD_EXP(simd)
             for (i = 0; i < f; i++) {
                 nb_real dg;
                 nb__gelu_tanh(hr[i], &dg);
@@ -2738,8 +2782,12 @@ static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind
     nb_real* p = w->base ? w->base + w->off : NULL;
     if (w->table) {
         nb_tensor_info* t = &w->table[w->n];
-        if (layer >= 0) snprintf(t->name, sizeof t->name, "blocks.%d.%s", layer, name);
-        else snprintf(t->name, sizeof t->name, "%s", name);
+        /* the longest name, "blocks.<int>.attn_input_norm.weight", fits; using the length
+           keeps gcc's -Wformat-truncation quiet at -O3/-Ofast */
+        const int len = layer >= 0 ? snprintf(t->name, sizeof t->name, "blocks.%d.%s", layer, name)
+                                   : snprintf(t->name, sizeof t->name, "%s", name);
+        NB_ASSERT(len > 0 && (size_t)len < sizeof t->name);
+        (void)len;
         t->layer = layer;
         t->kind = kind;
         t->ndim = kind >= NB_TENSOR_GAIN ? 1 : 2;
@@ -3308,12 +3356,12 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
         NB__CHECK(pl[k]->residual_from_norm && !pl[k]->input_norm, NB_ERR_CONFIG,
                   "nb_stack_init: layer %d %s: residual_from_norm needs input_norm "
                   "(layers[%d].%s)", l, which, l, which);
-        NB__CHECK(pl[k]->residual_scale != 0 && (!(pl[k]->residual_scale > 0) ||
-                                                 !isfinite((double)pl[k]->residual_scale)),
+        NB__CHECK(!nb__is0(pl[k]->residual_scale) && (!(pl[k]->residual_scale > 0) ||
+                                                 !nb__fin((double)pl[k]->residual_scale)),
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s: residual_scale (%g) must be "
                   "finite and > 0", l, which, (double)pl[k]->residual_scale);
-        NB__CHECK(pl[k]->input_scale != 0 && (!(pl[k]->input_scale > 0) ||
-                                              !isfinite((double)pl[k]->input_scale)),
+        NB__CHECK(!nb__is0(pl[k]->input_scale) && (!(pl[k]->input_scale > 0) ||
+                                              !nb__fin((double)pl[k]->input_scale)),
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s: input_scale (%g) must be "
                   "finite and > 0", l, which, (double)pl[k]->input_scale);
         NB__CHECK((int)pl[k]->branch_scale < NB_BRANCH_SCALE_NONE ||
@@ -3367,8 +3415,10 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     NB__CHECK(d.sites & ~(NB_SITES_QKVC | NB_SITES_NONE), NB_ERR_CONFIG,
               "nb_stack_init: sites (0x%x) has unknown bits", d.sites);
     sites = d.sites == 0 ? nb__presets[d.preset].sites : d.sites & NB_SITES_QKVC;
-    if (d.mixln_alpha == 0) d.mixln_alpha = 0.25;
-    NB__CHECK(d.mixln_alpha != -1 && !(d.mixln_alpha > 0 && d.mixln_alpha <= 1), NB_ERR_CONFIG,
+    if (nb__is0(d.mixln_alpha)) d.mixln_alpha = 0.25;
+    NB__CHECK(!nb__fin(d.mixln_alpha) ||
+                  (d.mixln_alpha != -1 && !(d.mixln_alpha > 0 && d.mixln_alpha <= 1)),
+              NB_ERR_CONFIG,
               "nb_stack_init: mixln_alpha (%g) must be in (0, 1], or -1 for none (0 is the "
               "default 0.25)", d.mixln_alpha);
     n_post = d.mixln_alpha < 0 ? 0 : (int)floor(d.mixln_alpha * L + 1e-9);
@@ -3376,21 +3426,21 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
     NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DYT, NB_ERR_CONFIG,
               "nb_stack_init: unknown norm type %d", (int)d.norm);
-    NB__CHECK(!(d.dyt_alpha >= 0) || !isfinite(d.dyt_alpha) || !(d.dyt_alpha_attn >= 0) ||
-                  !isfinite(d.dyt_alpha_attn), NB_ERR_CONFIG,
+    NB__CHECK(!(d.dyt_alpha >= 0) || !nb__fin(d.dyt_alpha) || !(d.dyt_alpha_attn >= 0) ||
+                  !nb__fin(d.dyt_alpha_attn), NB_ERR_CONFIG,
               "nb_stack_init: dyt_alpha (%g) and dyt_alpha_attn (%g) must be finite and > 0 "
               "(0 = default)", d.dyt_alpha, d.dyt_alpha_attn);
-    NB__CHECK(!(d.layerscale_init >= 0) || !isfinite(d.layerscale_init), NB_ERR_CONFIG,
+    NB__CHECK(!(d.layerscale_init >= 0) || !nb__fin(d.layerscale_init), NB_ERR_CONFIG,
               "nb_stack_init: layerscale_init (%g) must be finite and > 0 (0 = default)",
               d.layerscale_init);
-    if (d.layerscale_init == 0) d.layerscale_init = L <= 18 ? 0.1 : L <= 24 ? 1e-5 : 1e-6;
-    if (d.dyt_alpha == 0)
+    if (nb__is0(d.layerscale_init)) d.layerscale_init = L <= 18 ? 0.1 : L <= 24 ? 1e-5 : 1e-6;
+    if (nb__is0(d.dyt_alpha))
         d.dyt_alpha = d.d_model <= 1024 ? 1 : d.d_model <= 2048 ? 0.5 : d.d_model <= 4096 ? 0.2
                                                                                          : 0.05;
-    if (d.dyt_alpha_attn == 0)
+    if (nb__is0(d.dyt_alpha_attn))
         d.dyt_alpha_attn = d.d_model <= 2048 ? 1 : d.d_model <= 4096 ? 0.8 : 0.2;
-    if (d.eps == 0) d.eps = (nb_real)nb__presets[d.preset].eps;
-    NB__CHECK(!(d.eps > 0) || !isfinite((double)d.eps), NB_ERR_CONFIG,
+    if (nb__is0(d.eps)) d.eps = (nb_real)nb__presets[d.preset].eps;
+    NB__CHECK(!(d.eps > 0) || !nb__fin((double)d.eps), NB_ERR_CONFIG,
               "nb_stack_init: eps (%g) must be finite and > 0", (double)d.eps);
     if (d.site_width == NB_WIDTH_DEFAULT) d.site_width = nb__presets[d.preset].width;
     NB__CHECK(d.final_norm < -1 || d.final_norm > 1 || d.embed_norm < -1 || d.embed_norm > 1,
@@ -3436,10 +3486,10 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
         nb_layer_desc* ld = &s->layers[l].desc;
         if (desc->layers) {
             *ld = desc->layers[l];
-            if (ld->attn.residual_scale == 0) ld->attn.residual_scale = 1;
-            if (ld->ffn.residual_scale == 0) ld->ffn.residual_scale = 1;
-            if (ld->attn.input_scale == 0) ld->attn.input_scale = 1;
-            if (ld->ffn.input_scale == 0) ld->ffn.input_scale = 1;
+            if (nb__is0(ld->attn.residual_scale)) ld->attn.residual_scale = 1;
+            if (nb__is0(ld->ffn.residual_scale)) ld->ffn.residual_scale = 1;
+            if (nb__is0(ld->attn.input_scale)) ld->attn.input_scale = 1;
+            if (nb__is0(ld->ffn.input_scale)) ld->ffn.input_scale = 1;
         } else {
             nb__preset_layer(&d, l, n_post, sites, ld);
         }
@@ -3664,7 +3714,7 @@ static nb_result nb__finite(nb__run* r, const nb_real* x, size_t n, const char* 
     size_t i;
     int bad = 0;
     if (!r->s->desc.check_finite) return NB_OK;
-    for (i = 0; i < n && !bad; i++) bad = !isfinite((double)x[i]);
+    for (i = 0; i < n && !bad; i++) bad = !nb__fin_real(x[i]);
     if (!bad) return NB_OK;
     return nb__fail(r->ctx, NB_ERR_NONFINITE, "non-finite value in %s of layer %d (%s)", what, l,
                     nb_preset_name(r->s->desc.preset));
@@ -4382,7 +4432,7 @@ NBDEF nb_result nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
     unsigned long long st = seed;
     size_t i;
     if (n && !x) return NB_ERR_NULL;
-    if (!(std >= 0) || !isfinite(std) || cutoff != cutoff || (cutoff > 0 && cutoff < 0.5))
+    if (!(std >= 0) || !nb__fin(std) || nb__isnan(cutoff) || (cutoff > 0 && cutoff < 0.5))
         return NB_ERR_VALUE;
     for (i = 0; i < n; i++) {
         double z;
@@ -4407,7 +4457,7 @@ NBDEF nb_result nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double 
     double s0, d, e, h;
     if (!s) return NB_ERR_NULL;
     if ((int)scheme < NB_INIT_DEFAULT || scheme > NB_INIT_DEEPNORM || !(std0 >= 0) ||
-        !isfinite(std0))
+        !nb__fin(std0))
         return NB_ERR_VALUE;
     s0 = nb__base_std(s, scheme, std0); d = s->desc.d_model; e = s0; h = s0;
     switch (scheme) {
@@ -4446,7 +4496,7 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
     if (scheme == NB_INIT_DEFAULT) scheme = NB_INIT_NORMAL;
     NB__CHECK((int)scheme < NB_INIT_NORMAL || scheme > NB_INIT_DEEPNORM, NB_ERR_CONFIG,
               "nb_stack_init_params: unknown scheme %d", (int)scheme);
-    NB__CHECK(!(std0 >= 0) || !isfinite(std0), NB_ERR_VALUE,
+    NB__CHECK(!(std0 >= 0) || !nb__fin(std0), NB_ERR_VALUE,
               "nb_stack_init_params: std0 (%g) must be finite and >= 0", std0);
     s0 = nb__base_std(s, scheme, std0);
     for (t = 0; t < s->n_tensors; t++) {
@@ -4624,7 +4674,7 @@ NBDEF nb_result nb_axpby(nb_ctx* ctx, nb_real* y, nb_real alpha, const nb_real* 
     long long i;
     if (n == 0) return NB_OK;
     NB__CHECK(!y || !x, NB_ERR_NULL, "nb_axpby: x and y are required");
-    NB__CHECK(!isfinite((double)alpha) || !isfinite((double)beta), NB_ERR_VALUE,
+    NB__CHECK(!nb__fin((double)alpha) || !nb__fin((double)beta), NB_ERR_VALUE,
               "nb_axpby: alpha (%g) and beta (%g) must be finite", (double)alpha, (double)beta);
     NB__CHECK(nn < 0, NB_ERR_SHAPE, "nb_axpby: n (%zu) overflows long long", n);
     if (beta == 0) {

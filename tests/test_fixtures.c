@@ -63,7 +63,7 @@ static void compare(const char* cs, const variant* v, const char* what, const nb
     if (ld > width) {
         int ok = 1;
         for (r = 0; r < rows; r++)
-            for (c = width; c < ld; c++) ok &= isnan((double)b[(size_t)r * ld + c]) ? 1 : 0;
+            for (c = width; c < ld; c++) ok &= nbt_isnan((double)b[(size_t)r * ld + c]) ? 1 : 0;
         snprintf(name, sizeof name, "%s/%s: %s padding untouched", cs, v->tag, what);
         nbt_check(ok, name);
     }

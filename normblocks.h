@@ -31,6 +31,24 @@
                          within their planned sizes, thread shares within the scratch; bad input
                          is reported through return codes, never through asserts).
 
+   FLOATING-POINT FLAGS (the header takes the flags of the file that includes it)
+     Supported, with results equal to those of -O2 to float32 rounding (a few ulp), with gcc
+     (12) and clang (14), as C and as C++: -O0 to -O3, -Ofast, -ffast-math and each flag it
+     implies (-ffinite-math-only, -fno-math-errno, -fassociative-math, -freciprocal-math,
+     -fno-signed-zeros, -fno-trapping-math), -march=native. CTest builds the fixture tests
+     (norms, sublayers, stacks, float32 and float64), the bad-hyperparameter and the
+     non-finite-check tests with -Ofast -march=native and with -O2 -ffast-math, with both
+     compilers. How: no kernel relies on IEEE evaluation order, NaN or Inf in arithmetic (exp
+     rounds by an int conversion and reduces in double; every NaN/Inf test - hyperparameters,
+     nb_stack_desc.check_finite, "zero means default" - reads the bits, which no flag changes).
+     What the flags change, and the header cannot: under -ffinite-math-only non-finite values
+     in the data (an Inf mask in scores, a NaN activation) have no defined result, as anywhere
+     in a program built so (the check_finite test still reports them by layer: use it);
+     -ffast-math reorders sums (results move by rounding, still bitwise reproducible for one
+     binary and thread count); -Ofast links code that flushes subnormals to zero.
+     Refused at compile time (#error): -ffast-math with a compiler that is neither gcc nor clang
+     (__FAST_MATH__ without __GNUC__) and MSVC's /fp:fast, where these guarantees are untested.
+
    CONVENTIONS
      - Matrices are row-major. A linear layer stores W as (out, in), like PyTorch nn.Linear,
        and computes y = x W^T.
@@ -295,7 +313,7 @@ typedef struct nb_ctx {
     void (*trace)(void* user, const char* name, const nb_real* x, int rows, int cols);
     void* trace_user;
     char trace_scope[24]; /* internal: the stack's "blocks.<l>.attn." around a sublayer */
-    char err[256];     /* message of the last failure of a call made with this context */
+    char err[1024];    /* message of the last failure of a call made with this context */
 } nb_ctx;
 
 NBDEF const char* nb_result_string(nb_result r);
@@ -617,6 +635,13 @@ typedef enum nb_preset {
 
 #define NB_SITES_NONE 0x100u /* nb_stack_desc.sites: explicitly none (0 means preset default) */
 
+/* How nb_stack_backward writes a gradient (nb_stack_desc.param_grads, .input_grad) */
+typedef enum nb_grad_mode {
+    NB_GRAD_DEFAULT = 0,  /* param_grads: ACCUMULATE; input_grad: OVERWRITE (as PyTorch) */
+    NB_GRAD_ACCUMULATE,   /* g += this call's gradient (the caller zeroes it once per step) */
+    NB_GRAD_OVERWRITE     /* g = this call's gradient (no zeroing needed) */
+} nb_grad_mode;
+
 typedef struct nb_stack_desc {
     int n_layers, d_model, n_heads, n_kv_heads; /* n_kv_heads 0 = n_heads */
     int d_ff;                  /* 0 = FFN default */
@@ -655,6 +680,13 @@ typedef struct nb_stack_desc {
     int siamese_no_fusion_norm;/* 1 = the paper's ablation without the FFN fusion's input norm:
                                   u_f = n + N_fy(y1) (hybrid-pre form only) */
     int check_finite;          /* 1 = forward/backward fail with the first non-finite layer named */
+    nb_grad_mode param_grads;  /* grads of nb_stack_backward: 0 = ACCUMULATE; OVERWRITE: each
+                                  tensor is zeroed right before its layer's backward writes
+                                  it (in cache: as fast as accumulating into a zeroed buffer) */
+    nb_grad_mode input_grad;   /* din of nb_stack_backward: 0 = OVERWRITE; ACCUMULATE: din +=
+                                  (as llm.c's backward functions; din may not be dout then) */
+    char name[32];             /* the preset's name as the caller spelled it, for messages
+                                  (nb_preset_from_name fills it; empty = the preset's key) */
 } nb_stack_desc;
 
 typedef enum nb_tensor_kind {
@@ -679,7 +711,8 @@ typedef struct nb_tensor_info {
 typedef struct nb_layer {      /* resolved per-layer plan (read-only) */
     nb_layer_desc desc;
     nb_attn_plan attn;
-    size_t param_offset, n_params, cache_offset;
+    size_t param_offset, n_params, cache_offset; /* param_*: the stack's own layout only */
+    int tensor0, n_tensors;    /* the layer's rows of nb_stack.tensors */
 } nb_layer;
 
 typedef struct nb_stack {
@@ -704,6 +737,22 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
 NBDEF void nb_stack_free(nb_stack* s);
 NBDEF const char* nb_preset_name(nb_preset p);
 
+/* Bind the stack to the caller's own parameter layout, so a trainer's existing buffers are used
+   without copies: tensor t (of s->tensors, the same rows and shapes: matrices (out, in) as
+   nn.Linear, [Q|K|V] rows) lives at offsets[t] of the caller's buffers of `count` values. The
+   parameters, the gradients (and any optimizer state) share that layout, as in llm.c, where
+   all layers' QKV weights lie together, then all output projections, and so on. Values of the
+   buffers that no tensor covers (the trainer's embedding, LM head) are never read or written.
+   Refused, the stack unchanged: a tensor that ends past count (NB_ERR_SHAPE), two tensors
+   that overlap (NB_ERR_SHAPE, both named), NULL s (NB_ERR_NULL), no memory for the check
+   (NB_ERR_NOMEM). After it s->n_params = count and s->tensors[t].offset = offsets[t]:
+   forward, backward, nb_stack_init_params and the diagnostics use the caller's layout;
+   layers[].param_offset/n_params keep describing the stack's own one. offsets NULL restores
+   the stack's own layout (one block per layer). A cache written before still serves a
+   backward. Trusted: offsets has s->n_tensors values. */
+NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offsets,
+                                    size_t count);
+
 /* Name maps: where a tensor of the table lives in another codebase's checkpoint, so a loader
    (or exporter) can move weights between layouts. A library tensor is made of 1 to 3 parts,
    each a whole tensor of that codebase filling rows [row0, row0 + rows) of it; `transposed`:
@@ -722,10 +771,17 @@ NBDEF const char* nb_preset_name(nb_preset p);
                           attn.c_proj, mlp.c_fc, mlp.c_proj (Conv1D, transposed, with biases:
                           the attention's with desc.attn_bias, which the name "gpt2" sets),
                           ln_1, ln_2, "transformer.ln_f"
+     NB_NAMES_GPT2_LINEAR the same names in the nn.Linear layout (out, in) that nanoGPT's and
+                          llm.c's PyTorch GPT-2 keep (c_attn (3d, d)): nothing transposed
+   Telling the two GPT-2 layouts apart: the names are the same; c_attn.weight is (d, 3d) in
+   HF's Conv1D layout and (3d, d) in the Linear one (c_fc likewise, (d, f) against (f, d)). The
+   square attn.c_proj.weight (d, d) cannot be told by its shape: a loader decides the layout
+   from c_attn (which comes first in every layer of the table) and applies it to the square
+   ones; examples/nbimport refuses a c_attn in the other layout, naming the style to use.
    Returns the number of parts (written to parts[0..2]), 0 when the style has no name for the
    tensor (a norm the codebase does not have), -1 for a NULL s or parts or t out of range. */
 typedef enum nb_name_style {
-    NB_NAMES_NORMBLOCKS = 0, NB_NAMES_HF_LLAMA, NB_NAMES_HF_GPT2
+    NB_NAMES_NORMBLOCKS = 0, NB_NAMES_HF_LLAMA, NB_NAMES_HF_GPT2, NB_NAMES_GPT2_LINEAR
 } nb_name_style;
 typedef struct nb_tensor_part {
     char name[96];
@@ -831,14 +887,22 @@ NBDEF nb_result nb_stack_angular_distance(const nb_stack* s, const nb_real* cach
 #ifndef NORMBLOCKS_IMPLEMENTATION_DONE
 #define NORMBLOCKS_IMPLEMENTATION_DONE
 
+/* FLOATING-POINT FLAGS at the top: what was not tested is refused, never miscomputed */
+#if defined(__FAST_MATH__) && !defined(__GNUC__)
+#error "normblocks: -ffast-math is supported with gcc and clang only (this compiler defines __FAST_MATH__ but not __GNUC__): build this file without it"
+#endif
+#if defined(_MSC_VER) && defined(_M_FP_FAST)
+#error "normblocks: MSVC /fp:fast is not supported (its reassociation and NaN handling are untested): build this file with /fp:precise"
+#endif
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h> /* qsort; malloc and free unless NB_MALLOC/NB_FREE */
 #include <string.h>
 
 #if defined(NB_MALLOC) && defined(NB_FREE)
 #elif !defined(NB_MALLOC) && !defined(NB_FREE)
-#include <stdlib.h>
 #define NB_MALLOC(size, user) ((void)(user), malloc(size))
 #define NB_FREE(ptr, user) ((void)(user), free(ptr))
 #else
@@ -2773,13 +2837,14 @@ static void nb__top_norms(const nb_stack* s, int on[NB__TOP_NORMS]) {
 typedef struct nb__walk {
     nb_real* base;
     size_t off;
-    nb_tensor_info* table;
+    nb_tensor_info* table;          /* filled when set (the init's naming pass) */
+    const nb_tensor_info* layout;   /* binding: tensor n lives at layout[n].offset */
     int n;
 } nb__walk;
 
 static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind kind, int rows,
                         int cols) {
-    nb_real* p = w->base ? w->base + w->off : NULL;
+    nb_real* p = w->base ? w->base + (w->layout ? w->layout[w->n].offset : w->off) : NULL;
     if (w->table) {
         nb_tensor_info* t = &w->table[w->n];
         /* the longest name, "blocks.<int>.attn_input_norm.weight", fits; using the length
@@ -2877,19 +2942,31 @@ static void nb__walk_all(const nb_stack* s, nb__walk* w, nb__top_tensors* tp) {
     memset(tp, 0, sizeof *tp);
     if (on[NB__EMBED]) nb__put_norm(w, s, -1, nb__top_names[NB__EMBED], &tp->n[NB__EMBED]);
     for (l = 0; l < s->desc.n_layers; l++) {
-        if (s->layers) s->layers[l].param_offset = w->off; /* sizing pass fills it */
+        nb_layer* ly = &s->layers[l];
+        const size_t off = w->off;
+        const int n = w->n;
         nb__walk_layer(s, l, w, &lp);
-        if (s->layers) s->layers[l].n_params = w->off - s->layers[l].param_offset;
+        ly->param_offset = off; /* the stack's own layout */
+        ly->n_params = w->off - off;
+        ly->tensor0 = n;
+        ly->n_tensors = w->n - n;
     }
     for (k = NB__LNF; k < NB__TOP_NORMS; k++)
         if (on[k]) nb__put_norm(w, s, -1, nb__top_names[k], &tp->n[k]);
+}
+
+/* the first of the final norms' tensors (the end of the table when there are none) */
+static int nb__final_tensor0(const nb_stack* s) {
+    const nb_layer* last = &s->layers[s->desc.n_layers - 1];
+    return last->tensor0 + last->n_tensors;
 }
 
 static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb__layer_tensors* lp) {
     nb__walk w;
     memset(&w, 0, sizeof w);
     w.base = (nb_real*)(size_t)base; /* binding read-only params reuses the same walker */
-    w.off = s->layers[l].param_offset;
+    w.layout = s->tensors;
+    w.n = s->layers[l].tensor0;
     nb__walk_layer(s, l, &w, lp);
 }
 
@@ -2899,9 +2976,10 @@ static void nb__bind_top(const nb_stack* s, const nb_real* base, nb__top_tensors
     memset(&w, 0, sizeof w);
     memset(tp, 0, sizeof *tp);
     w.base = (nb_real*)(size_t)base;
+    w.layout = s->tensors;
     nb__top_norms(s, on);
     if (on[NB__EMBED]) nb__put_norm(&w, s, -1, "", &tp->n[NB__EMBED]);
-    w.off = s->layers[s->desc.n_layers - 1].param_offset + s->layers[s->desc.n_layers - 1].n_params;
+    w.n = nb__final_tensor0(s);
     for (k = NB__LNF; k < NB__TOP_NORMS; k++)
         if (on[k]) nb__put_norm(&w, s, -1, "", &tp->n[k]);
 }
@@ -3137,6 +3215,12 @@ NBDEF const char* nb_preset_name(nb_preset p) {
     return (int)p >= 0 && p < NB_PRESET_COUNT ? nb__presets[p].key : "unknown";
 }
 
+/* The preset as the caller named it (desc.name), else its key; "custom" for a schedule. */
+static const char* nb__desc_name(const nb_stack_desc* d) {
+    if (d->name[0]) return d->name;
+    return d->preset == NB_PRESET_DEFAULT ? "custom" : nb_preset_name(d->preset);
+}
+
 /* ASCII case-insensitive: 1 when a starts with b (prefix) or equals it */
 static int nb__strmatch(const char* a, const char* b, int prefix) {
     for (; *a && *b; a++, b++) {
@@ -3179,21 +3263,48 @@ static int nb__in_list(const char* name, const char* list) {
     return 0;
 }
 
+/* Appends "key (alias, alias), " for every preset to buf: the names nb_preset_from_name takes. */
+static void nb__preset_names(char* buf, size_t size) {
+    size_t i, n = strlen(buf);
+    for (i = 1; i < NB_PRESET_COUNT && n < size; i++) {
+        const char* a = nb__presets[i].aliases;
+        int k = snprintf(buf + n, size - n, "%s", nb__presets[i].key);
+        while (k > 0 && *a && (n += (size_t)k) < size) {
+            const char* end = strchr(a, '|');
+            const int len = end ? (int)(end - a) : (int)strlen(a);
+            k = snprintf(buf + n, size - n, "%s%.*s", a == nb__presets[i].aliases ? " (" : ", ",
+                         len, a);
+            a += len + (end != NULL);
+            if (!*a && k > 0 && (n += (size_t)k) < size) k = snprintf(buf + n, size - n, ")");
+        }
+        if (k > 0 && (n += (size_t)k) < size) n += (size_t)snprintf(buf + n, size - n, ", ");
+    }
+}
+
+static nb_result nb__named(nb_stack_desc* desc, const char* name) {
+    const size_t n = strlen(name);
+    const size_t m = n < sizeof desc->name - 1 ? n : sizeof desc->name - 1;
+    memcpy(desc->name, name, m);
+    desc->name[m] = 0;
+    return NB_OK;
+}
+
 NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char* name) {
     const char* dash;
+    char names[800];
     size_t i, n;
     NB__CHECK(!desc || !name, NB_ERR_NULL, "nb_preset_from_name: desc and name are required");
     for (i = 1; i < NB_PRESET_COUNT; i++)
         if (nb__streq(name, nb__presets[i].key) || nb__in_list(name, nb__presets[i].aliases)) {
             desc->preset = (nb_preset)i;
-            return NB_OK;
+            return nb__named(desc, name);
         }
-    if (nb__streq(name, "gpt2")) {
+    if (nb__streq(name, "gpt2") || nb__streq(name, "gpt-2")) {
         desc->preset = NB_PRESET_PRE;
         desc->norm = NB_NORM_LAYER;
         desc->ffn = NB_FFN_GELU_TANH;
         desc->attn_bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
-        return NB_OK;
+        return nb__named(desc, name);
     }
     /* the HybridNorm ablation names: "#-Post", "#-Pre", "Pre-#-Post", "Pre-#-Pre" */
     n = strlen(name);
@@ -3206,18 +3317,21 @@ NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char
             if (nb__streq(dash + 1, "Post")) {
                 desc->preset = pre ? NB_PRESET_PRE_SITES_POST : NB_PRESET_SITES_POST;
                 desc->sites = sites;
-                return NB_OK;
+                return nb__named(desc, name);
             }
             if (nb__streq(dash + 1, "Pre")) {
                 desc->preset = pre ? NB_PRESET_PRE_SITES_PRE : NB_PRESET_SITES_PRE;
                 desc->sites = sites;
-                return NB_OK;
+                return nb__named(desc, name);
             }
         }
     }
+    names[0] = 0;
+    nb__preset_names(names, sizeof names);
     return nb__fail(ctx, NB_ERR_CONFIG,
-                    "nb_preset_from_name: unknown preset \"%s\" (try pre, post, hybrid, "
-                    "hybrid_star, mixln, siamese, sandwich, olmo2, deepnorm, QKV-Post, ...)", name);
+                    "nb_preset_from_name: unknown preset \"%s\"; the names (any case): %sgpt2 "
+                    "(GPT-2), and #-Post, #-Pre, Pre-#-Post, Pre-#-Pre with # one of QKVC, QKV, "
+                    "QKC, QK, KV, KC", name, names);
 }
 
 /* The placement of a code of the preset table (see nb__presets) in layer l of n_layers. */
@@ -3290,7 +3404,8 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
         parts[0].rows = ti->rows;
         return 1;
     }
-    if (style != NB_NAMES_HF_LLAMA && style != NB_NAMES_HF_GPT2) return -1;
+    if (style != NB_NAMES_HF_LLAMA && style != NB_NAMES_HF_GPT2 && style != NB_NAMES_GPT2_LINEAR)
+        return -1;
     l = ti->layer;
     suffix = l < 0 ? ti->name : strchr(strchr(ti->name, '.') + 1, '.') + 1; /* "blocks.<l>." */
     for (i = 0; i < sizeof nb__name_rows / sizeof nb__name_rows[0]; i++) {
@@ -3336,6 +3451,56 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
         return 2;
     }
     return 0;
+}
+
+typedef struct nb__span { size_t off; int t; } nb__span;
+static int nb__span_cmp(const void* a, const void* b) {
+    const nb__span *x = (const nb__span*)a, *y = (const nb__span*)b;
+    return x->off < y->off ? -1 : x->off > y->off ? 1 : x->t - y->t;
+}
+
+NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offsets,
+                                    size_t count) {
+    nb__span* sp;
+    int t;
+    NB__CHECK(!s || !s->tensors, NB_ERR_NULL, "nb_stack_set_layout: s (an initialized stack) "
+              "is required");
+    if (!offsets) { /* the stack's own layout: tensors back to back in table order */
+        size_t off = 0;
+        for (t = 0; t < s->n_tensors; t++) {
+            s->tensors[t].offset = off;
+            off += s->tensors[t].count;
+        }
+        s->n_params = off;
+        return NB_OK;
+    }
+    for (t = 0; t < s->n_tensors; t++)
+        NB__CHECK(offsets[t] > count || s->tensors[t].count > count - offsets[t], NB_ERR_SHAPE,
+                  "nb_stack_set_layout: %s (%zu values at offset %zu) ends past count (%zu)",
+                  s->tensors[t].name, s->tensors[t].count, offsets[t], count);
+    sp = (nb__span*)NB_MALLOC(sizeof *sp * (size_t)s->n_tensors, s->alloc_user);
+    NB__CHECK(!sp, NB_ERR_NOMEM, "nb_stack_set_layout: out of memory (%d tensors)",
+              s->n_tensors);
+    for (t = 0; t < s->n_tensors; t++) {
+        sp[t].off = offsets[t];
+        sp[t].t = t;
+    }
+    qsort(sp, (size_t)s->n_tensors, sizeof *sp, nb__span_cmp);
+    for (t = 1; t < s->n_tensors; t++) {
+        const nb_tensor_info *a = &s->tensors[sp[t - 1].t], *b = &s->tensors[sp[t].t];
+        if (sp[t - 1].off + a->count > sp[t].off) {
+            nb_result rc = nb__fail(ctx, NB_ERR_SHAPE, "nb_stack_set_layout: %s [%zu, %zu) "
+                                    "overlaps %s [%zu, %zu)", a->name, sp[t - 1].off,
+                                    sp[t - 1].off + a->count, b->name, sp[t].off,
+                                    sp[t].off + b->count);
+            NB_FREE(sp, s->alloc_user);
+            return rc;
+        }
+    }
+    NB_FREE(sp, s->alloc_user);
+    for (t = 0; t < s->n_tensors; t++) s->tensors[t].offset = offsets[t];
+    s->n_params = count;
+    return NB_OK;
 }
 
 NBDEF void nb_stack_free(nb_stack* s) {
@@ -3407,9 +3572,16 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               "nb_stack_init: n_layers (%d) overflows int in the tensor table (n_tensors)", L);
     NB__CHECK((int)d.preset < 0 || d.preset >= NB_PRESET_COUNT, NB_ERR_CONFIG,
               "nb_stack_init: unknown preset %d", (int)d.preset);
+    NB__CHECK((unsigned)d.param_grads > NB_GRAD_OVERWRITE ||
+                  (unsigned)d.input_grad > NB_GRAD_OVERWRITE, NB_ERR_CONFIG,
+              "nb_stack_init: param_grads (%d) and input_grad (%d) must be nb_grad_mode values",
+              (int)d.param_grads, (int)d.input_grad);
+    if (d.param_grads == NB_GRAD_DEFAULT) d.param_grads = NB_GRAD_ACCUMULATE;
+    if (d.input_grad == NB_GRAD_DEFAULT) d.input_grad = NB_GRAD_OVERWRITE;
+    d.name[sizeof d.name - 1] = 0;
     NB__CHECK(d.layers && d.preset != NB_PRESET_DEFAULT, NB_ERR_CONFIG,
               "nb_stack_init: give either a preset (%s) or a custom layer schedule, not both",
-              nb_preset_name(d.preset));
+              nb__desc_name(&d));
     if (d.preset == NB_PRESET_DEFAULT && !d.layers) d.preset = NB_PRESET_PRE;
     NB_ASSERT(nb__presets[d.preset].id == d.preset); /* the table is in enum order */
     NB__CHECK(d.sites & ~(NB_SITES_QKVC | NB_SITES_NONE), NB_ERR_CONFIG,
@@ -3717,7 +3889,7 @@ static nb_result nb__finite(nb__run* r, const nb_real* x, size_t n, const char* 
     for (i = 0; i < n && !bad; i++) bad = !nb__fin_real(x[i]);
     if (!bad) return NB_OK;
     return nb__fail(r->ctx, NB_ERR_NONFINITE, "non-finite value in %s of layer %d (%s)", what, l,
-                    nb_preset_name(r->s->desc.preset));
+                    nb__desc_name(&r->s->desc));
 }
 
 /* Generic sublayer forward: x -> out, see the placement equations at nb_placement. What follows
@@ -4326,12 +4498,27 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
 }
 
 /* End of the last layer's parameters: the final norms follow. */
-static size_t nb__layers_end(const nb_stack* s) {
-    const nb_layer* last = &s->layers[s->desc.n_layers - 1];
-    return last->param_offset + last->n_params;
+/* Tensors [t0, t0 + n) of the table are about to get their gradients: with
+   param_grads = OVERWRITE they start from zero here, right before the backward that writes them
+   (the range is then in cache; this replaces the trainer's zeroing pass, it adds none). */
+static void nb__grads_start(const nb_stack* s, nb_real* grads, int t0, int n) {
+    int t;
+    if (s->desc.param_grads != NB_GRAD_OVERWRITE) return;
+    for (t = t0; t < t0 + n; t++)
+        memset(grads + s->tensors[t].offset, 0, s->tensors[t].count * sizeof *grads);
 }
-static void nb__grads_ready(nb_ctx* ctx, int layer, size_t offset, size_t count) {
-    if (ctx && ctx->grads_ready && count) ctx->grads_ready(ctx->grads_ready_user, layer, offset, count);
+/* Tensors [t0, t0 + n) are final: one grads_ready call per run of tensors contiguous in the
+   buffer (a whole layer in the stack's own layout, as before layouts existed). */
+static void nb__grads_ready(nb_ctx* ctx, const nb_stack* s, int layer, int t0, int n) {
+    int t = t0;
+    if (!ctx || !ctx->grads_ready) return;
+    while (t < t0 + n) {
+        const size_t off = s->tensors[t].offset;
+        size_t count = s->tensors[t].count;
+        for (t++; t < t0 + n && s->tensors[t].offset == off + count; t++)
+            count += s->tensors[t].count;
+        if (count) ctx->grads_ready(ctx->grads_ready_user, layer, off, count);
+    }
 }
 
 NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
@@ -4344,6 +4531,8 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
                                  "params grads din dout cache", params, grads, din, dout,
                                  cache);
     const int L = s ? s->desc.n_layers : 0;
+    const int din_acc = s && s->desc.input_grad == NB_GRAD_ACCUMULATE;
+    const int top0 = s ? nb__final_tensor0(s) : 0, n_top = s ? s->n_tensors - top0 : 0;
     int l, k, top_is_dout, into_din;
     if (rc) return rc;
     NB__CHECK(!scratch, NB_ERR_NULL, "nb_stack_backward: scratch is required");
@@ -4354,13 +4543,16 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
               B, T);
     for (l = 0; l < L; l++)
         if ((rc = nb__layer_cache_ok(ctx, "nb_stack_backward", s, l, cache, B, T))) return rc;
+    NB__CHECK(din_acc && din == dout, NB_ERR_VALUE, "nb_stack_backward: din may not be dout "
+              "when input_grad accumulates (din += ...)");
     nb__bind_top(s, params, &tp);
     nb__bind_top(s, grads, &tg);
     cur[0] = r.sc.grad[0]; cur[1] = r.sc.grad[1]; nxt[0] = r.sc.grad[2]; nxt[1] = r.sc.grad[3];
     /* Without final and embedding norms the last layer reads dout and the first writes din
        directly (no copies); din may be dout: a layer reads dout before it writes din. */
     top_is_dout = s->streams == 1 && !tp.n[NB__LNF].g;
-    into_din = s->streams == 1 && !tp.n[NB__EMBED].g;
+    into_din = s->streams == 1 && !tp.n[NB__EMBED].g && !din_acc;
+    nb__grads_start(s, grads, top0, n_top);
     {
         const nb_real* xL = nb__hidden(s, r.sc.hidden, L, 0);
         if (s->streams == 1) {
@@ -4381,7 +4573,7 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         }
         if (rc) return rc;
     }
-    nb__grads_ready(ctx, -1, nb__layers_end(s), s->n_params - nb__layers_end(s));
+    nb__grads_ready(ctx, s, -1, top0, n_top);
     for (l = L - 1; l >= 0; l--) {
         const nb_real* i[2];
         const nb_real* d[2];
@@ -4393,22 +4585,29 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         }
         if (l == L - 1 && top_is_dout) d[0] = dout;
         if (l == 0 && into_din) o[0] = din;
+        nb__grads_start(s, grads, s->layers[l].tensor0, s->layers[l].n_tensors);
         if ((rc = nb__layer_bwd(&r, l, params, grads, o, d, i, cache))) return rc;
-        nb__grads_ready(ctx, l, s->layers[l].param_offset, s->layers[l].n_params);
+        nb__grads_ready(ctx, s, l, s->layers[l].tensor0, s->layers[l].n_tensors);
         nb__trace_layer(&r, l, -1, "grad_x_in", o[0]);
         if (s->streams == 2) nb__trace_layer(&r, l, -1, "grad_y_in", o[1]);
         for (k = 0; k < 2; k++) { t = cur[k]; cur[k] = nxt[k]; nxt[k] = t; }
     }
     if (into_din) {
         /* the first layer wrote din */
-    } else if (!tp.n[NB__EMBED].g) { /* both SiameseNorm streams start from the input */
-        nb__lin(&r, din, 1, cur[0], 1, cur[1]);                             /* dE = dx_0 + dy_0 */
+    } else if (!tp.n[NB__EMBED].g) { /* dE = dx_0 (+ dy_0: both SiameseNorm streams start at E) */
+        if (s->streams == 2 && !din_acc) {
+            nb__lin(&r, din, 1, cur[0], 1, cur[1]);
+        } else {                                                          /* din += dE */
+            if (s->streams == 2) nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);
+            nb__lin(&r, din, 1, cur[0], 1, din);
+        }
     } else {
         if (s->streams == 2) nb__lin(&r, cur[0], 1, cur[0], 1, cur[1]);
+        nb__grads_start(s, grads, 0, s->layers[0].tensor0);
         rc = nb__block_norm_bwd(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,
-                                r.sc.st[NB__EMBED], 0);
+                                r.sc.st[NB__EMBED], din_acc);
         if (rc) return rc;
-        nb__grads_ready(ctx, -1, 0, s->layers[0].param_offset);
+        nb__grads_ready(ctx, s, -1, 0, s->layers[0].tensor0);
     }
     nb__trace_layer(&r, -1, -1, "grad_in", din);
     return NB_OK;

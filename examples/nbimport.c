@@ -2,11 +2,14 @@
    run it: the stack's forward on an input, written to a file (to compare with that codebase's
    output). The names and layouts come from the library's name maps (nb_stack_tensor_parts):
    Hugging Face Llama (the Mix-LN and LayerNorm-Scaling codes: separate q/k/v and up/gate
-   projections), Hugging Face GPT-2 (Conv1D weights stored transposed), or the library's own.
+   projections), Hugging Face GPT-2 (Conv1D weights stored transposed), GPT-2 in the nn.Linear
+   layout of nanoGPT and llm.c (the same names, nothing transposed), or the library's own.
 
    usage: nbimport STYLE MODEL.safetensors INPUT.safetensors OUT.safetensors
           nbimport --export STYLE MODEL.safetensors OUT.safetensors
-     STYLE   hf-llama | hf-gpt2 | normblocks
+     STYLE   hf-llama | hf-gpt2 | gpt2-linear | normblocks (a GPT-2 file in the other GPT-2
+             layout is refused at its first c_attn, naming the style to use: the square
+             c_proj cannot be told apart by its shape)
      MODEL   the weights; its __metadata__ describes the stack: preset (any name
              nb_preset_from_name accepts, e.g. pre, mixln, sandwich, gpt2), n_layers, d_model,
              n_heads, n_kv_heads, d_ff, rope (0/1), and optionally norm (rms|layer), ffn
@@ -103,12 +106,21 @@ static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_rea
         for (k = 0; k < n; k++) {
             const cJSON* pe = find_part(M, parts[k].name);
             st_tensor pt;
-            int rows, cols, r, c, idx = 0;
+            int rows, cols, fr, fc, r, c, idx = 0;
             if (!pe) return fail("MODEL has no %s", parts[k].name);
             if (st_tensor_of(M, pe, &pt)) return 1;
             if (shape2(&pt, &rows, &cols))
                 return fail("%s: not a 1-D or 2-D tensor", parts[k].name);
+            fr = rows; fc = cols; /* as the file stores it */
             if (parts[k].transposed) { const int x = rows; rows = cols; cols = x; }
+            if (ti->ndim == 2 && rows != cols && cols == parts[k].rows && rows == ti->cols &&
+                (style == NB_NAMES_HF_GPT2 || style == NB_NAMES_GPT2_LINEAR)) {
+                fprintf(stderr, "nbimport: %s is stored (%d, %d): the %s layout; run with "
+                        "STYLE %s\n", parts[k].name, fr, fc,
+                        style == NB_NAMES_HF_GPT2 ? "nn.Linear (nanoGPT, llm.c)" : "Conv1D (HF)",
+                        style == NB_NAMES_HF_GPT2 ? "gpt2-linear" : "hf-gpt2");
+                return 1;
+            }
             if (rows != parts[k].rows || cols != (ti->ndim == 2 ? ti->cols : 1))
                 return fail("%s: shape does not match the stack's tensor", parts[k].name);
             cJSON_ArrayForEach(e, M->root) { /* mark it used */
@@ -245,8 +257,9 @@ static int stack_of(const st_file* M, int B, int T, nb_stack* s) {
 static int parse_style(const char* a, nb_name_style* style) {
     if (!strcmp(a, "hf-llama")) *style = NB_NAMES_HF_LLAMA;
     else if (!strcmp(a, "hf-gpt2")) *style = NB_NAMES_HF_GPT2;
+    else if (!strcmp(a, "gpt2-linear")) *style = NB_NAMES_GPT2_LINEAR;
     else if (!strcmp(a, "normblocks")) *style = NB_NAMES_NORMBLOCKS;
-    else return fail("unknown layout \"%s\" (hf-llama, hf-gpt2, normblocks)", a);
+    else return fail("unknown layout \"%s\" (hf-llama, hf-gpt2, gpt2-linear, normblocks)", a);
     return 0;
 }
 
@@ -289,9 +302,9 @@ int main(int argc, char** argv) {
     size_t i;
     if (argc > 1 && !strcmp(argv[1], "--export")) return run_export(argc, argv);
     if (argc != 5) {
-        fprintf(stderr, "usage: nbimport hf-llama|hf-gpt2|normblocks MODEL.safetensors "
+        fprintf(stderr, "usage: nbimport hf-llama|hf-gpt2|gpt2-linear|normblocks MODEL.safetensors "
                         "INPUT.safetensors OUT.safetensors\n"
-                        "       nbimport --export hf-llama|hf-gpt2|normblocks MODEL.safetensors "
+                        "       nbimport --export hf-llama|hf-gpt2|gpt2-linear|normblocks MODEL.safetensors "
                         "OUT.safetensors\n");
         return 1;
     }

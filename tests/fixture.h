@@ -407,7 +407,7 @@ static inline void nbf_check_canary(const char* cs, const char* tag, const char*
 /* Check "<cs>/<tag>: <fn> returns NB_OK", with the error in the name when it does not. */
 static inline int nbf_check_rc(nb_ctx* ctx, nb_result rc, const char* cs, const char* tag,
                                const char* fn) {
-    char name[600];
+    char name[1280];
     snprintf(name, sizeof name, "%s/%s: %s returns NB_OK (%s%s%s)", cs, tag, fn,
              nb_result_string(rc), rc ? ": " : "", rc ? ctx->err : "");
     return nbt_check(rc == NB_OK, name);

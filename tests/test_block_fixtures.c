@@ -156,7 +156,7 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
 /* The tensor table against the fixture's parameters. Returns 1 when parameters can be loaded
    by name (every table entry has a fixture tensor of the same count, no overlaps). */
 static int check_table(const char* cs, const char* tag, const nb_stack* s) {
-    char name[600];
+    char name[1280];
     unsigned char* covered = (unsigned char*)calloc(s->n_params ? s->n_params : 1, 1);
     int i, ok = 1, n_fixture = 0, usable = 1;
     size_t k, n_cov = 0;
@@ -267,7 +267,7 @@ static void run_case(const block_case* bc, const variant* v) {
     nb_result rc;
     nbf_run r;
     size_t n_act, k;
-    char name[600];
+    char name[1280];
 
     if (!nbf_int(cs, "L", &L) || !nbf_int(cs, "B", &B) || !nbf_int(cs, "T", &T) ||
         !nbf_int(cs, "d", &d) || !nbf_int(cs, "H", &H) || !nbf_int(cs, "Hkv", &Hkv) ||

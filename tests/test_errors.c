@@ -22,7 +22,7 @@ static nb_real x[64], y[64], r[16], m[16], g[8], dy[64], dx[64], scratch[4096];
 
 /* Check code, that the message mentions `needle`, that the logger got it, and y untouched. */
 static void expect(nb_result got, nb_result want, const char* needle, const char* what) {
-    char name[512];
+    char name[1280];
     int i, untouched = 1;
     for (i = 0; i < 64; i++) untouched &= (y[i] == -7 && dx[i] == -7);
     snprintf(name, sizeof name, "%s -> %s (got %s: \"%s\")", what, nb_result_string(want),
@@ -46,7 +46,7 @@ static int msg_has(const char* needles) {
     return 1;
 }
 static void expect13(nb_result got, nb_result want, const char* needles, const char* what) {
-    char name[512];
+    char name[1280];
     snprintf(name, sizeof name, "%s -> %s (got %s: \"%s\")", what, nb_result_string(want),
              nb_result_string(got), ctx.err);
     nbt_check(got == want && msg_has(needles) && seen.last == want &&

@@ -172,6 +172,25 @@ def main():
                 failed += not ok
                 print("%s: %s: the hub's names and buffers load and run (%s)" %
                       ("ok" if ok else "FAIL", name, r.stderr.strip() or "same output"))
+                # nanoGPT's and llm.c's nn.Linear layout: the same names, nothing transposed
+                linear = {k: (v.t() if v.dim() == 2 and k.endswith(
+                    ("c_attn.weight", "c_proj.weight", "c_fc.weight")) else v)
+                    for k, v in model.items()}
+                r, out = run(nbimport, "gpt2-linear", linear, E, work, name + "_linear")
+                ok = out is not None and bool(((out - ref).abs() <= 1e-5 + 1e-4 * ref.abs()).all())
+                failed += not ok
+                print("%s: %s: the nn.Linear layout loads as gpt2-linear (%s)" %
+                      ("ok" if ok else "FAIL", name, r.stderr.strip() or "same output"))
+                # the wrong GPT-2 layout is refused at c_attn, naming the right style (the
+                # square c_proj alone could not tell: it is never reached)
+                for style, f, want in (("hf-gpt2", linear, "gpt2-linear"),
+                                       ("gpt2-linear", model, "hf-gpt2")):
+                    r, out = run(nbimport, style, f, E, work, name + "_wrong")
+                    ok = (r.returncode == 1 and "h.0.attn.c_attn.weight" in r.stderr and
+                          "STYLE " + want in r.stderr)
+                    failed += not ok
+                    print("%s: %s: a file in the other layout is refused as %s (%s)" %
+                          ("ok" if ok else "FAIL", name, style, r.stderr.strip()))
                 # a tensor the stack has no place for is refused, by name
                 model["transformer.h.1.mlp.c_fc2.weight"] = torch.zeros(D, FF)
                 r, out = run(nbimport, layout, model, E, work, name + "_extra")

@@ -130,7 +130,7 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
                  rtol = NBT_RTOL * (c->float_tol ? c->float_tol : 1);
 #endif
     nb_ctx ctx;
-    char name[512];
+    char name[1280];
     nb_result rc;
     norm_args a;
     size_t i;
@@ -227,7 +227,7 @@ static void run_softmax_case(const char* cname, int rows, int cols, int ld, doub
             *lse = nbt_alloc(rows);
     double *sd, *pref = (double*)calloc(n, sizeof(double)), *pt = (double*)calloc(n, sizeof(double)),
            *gref = (double*)calloc(n, sizeof(double)), *lref = (double*)calloc(rows, sizeof(double));
-    char name[512];
+    char name[1280];
     nb_ctx ctx;
     int i, j;
     memset(&ctx, 0, sizeof ctx);
@@ -285,7 +285,7 @@ static void run_gemm_case(int ta, int tb, int M, int N, int K, double alpha, dou
                  nc = (size_t)M * ldc;
     nb_real *A = nbt_alloc(na), *B = nbt_alloc(nb), *C1 = nbt_alloc(nc), *C2 = nbt_alloc(nc);
     double* ref = (double*)calloc(nc, sizeof(double));
-    char name[512];
+    char name[1280];
     int i, j, k;
     nbt_fill(rng, A, na, 0, 1);
     nbt_fill(rng, B, nb, 0, 1);

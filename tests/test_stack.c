@@ -515,6 +515,142 @@ static void in_place_backward(nbt_rng* rng) {
     }
 }
 
+/* A trainer's own layout (issue 21): one buffer per tensor kind across layers, as llm.c keeps
+   it (all layers' QKV weights, then all output projections, ...), stack-level tensors first,
+   with the trainer's own values (an "embedding") and gaps between the kinds. Returns the
+   buffer size; offsets[t] for each tensor. */
+static size_t kind_major_layout(const nb_stack* s, size_t* offsets) {
+    size_t off = 100; /* the trainer's embedding lives at [0, 100) */
+    int t, u;
+    for (t = 0; t < s->n_tensors; t++) offsets[t] = (size_t)-1;
+    for (t = 0; t < s->n_tensors; t++) {
+        const char* kind = s->tensors[t].layer < 0 ? s->tensors[t].name
+                                                   : strchr(s->tensors[t].name + 7, '.') + 1;
+        if (offsets[t] != (size_t)-1) continue;
+        for (u = t; u < s->n_tensors; u++) { /* every layer's tensor of this kind, in order */
+            const char* k2 = s->tensors[u].layer < 0 ? s->tensors[u].name
+                                                     : strchr(s->tensors[u].name + 7, '.') + 1;
+            if (offsets[u] != (size_t)-1 || strcmp(kind, k2)) continue;
+            offsets[u] = off;
+            off += s->tensors[u].count;
+        }
+        off += 3; /* a gap between the kinds */
+    }
+    return off + 5;
+}
+
+static void copy_tensors(const nb_stack* s, nb_real* dst, const size_t* dst_off, const nb_real* src,
+                         const size_t* src_off) {
+    int t;
+    for (t = 0; t < s->n_tensors; t++)
+        memcpy(dst + dst_off[t], src + src_off[t], s->tensors[t].count * sizeof(nb_real));
+}
+
+typedef struct span_log { size_t total; int calls; } span_log;
+static void on_span(void* user, int layer, size_t offset, size_t count) {
+    span_log* g = (span_log*)user;
+    (void)layer; (void)offset;
+    g->total += count;
+    g->calls++;
+}
+
+/* The trainer's layout binds without copies and computes the same bits as the stack's own;
+   the gradient conventions (overwrite parameter gradients, accumulate the input gradient) give
+   the results of accumulate-into-zeros and overwrite plus an add. */
+static void trainer_layout_and_conventions(nbt_rng* rng) {
+    static const char* const names[] = {"pre", "gpt2", "siamese", "embednorm", "rezero",
+                                        "layerscale", "dyt"};
+    int i;
+    for (i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
+        nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 3);
+        const size_t n = (size_t)2 * 3 * d.d_model;
+        run r, c;
+        size_t *own, *mine, count, k;
+        nb_real *params, *gr, *din;
+        span_log sp;
+        int t, untouched = 1, ok;
+        char what[1280];
+        nb_preset_from_name(NULL, &d, names[i]);
+        nbt_check(setup(&r, &d, 2, 3, rng, 2) && grads(&r), "layout: reference run");
+        own = (size_t*)malloc(sizeof(size_t) * (size_t)r.s.n_tensors);
+        mine = (size_t*)malloc(sizeof(size_t) * (size_t)r.s.n_tensors);
+        for (t = 0; t < r.s.n_tensors; t++) own[t] = r.s.tensors[t].offset;
+        count = kind_major_layout(&r.s, mine);
+        params = nbt_alloc(count);
+        gr = nbt_alloc(count);
+        for (k = 0; k < count; k++) params[k] = gr[k] = (nb_real)-7; /* the trainer's values */
+        copy_tensors(&r.s, params, mine, r.params, own);
+
+        /* c: the same stack on the trainer's buffers, gradients overwritten (no zeroing: the
+           tensors hold -7), din accumulated onto 0.5 */
+        d.param_grads = NB_GRAD_OVERWRITE;
+        d.input_grad = NB_GRAD_ACCUMULATE;
+        nbt_check(setup(&c, &d, 2, 3, rng, 2), "layout: second stack");
+        snprintf(what, sizeof what, "%s: nb_stack_set_layout takes a kind-major layout (%s)",
+                 names[i], c.ctx.err);
+        nbt_check(nb_stack_set_layout(&c.ctx, &c.s, mine, count) == NB_OK && c.s.n_params == count,
+                  what);
+        memcpy(c.in, r.in, n * sizeof(nb_real));
+        memcpy(c.dout, r.dout, n * sizeof(nb_real));
+        for (k = 0; k < n; k++) c.din[k] = (nb_real)0.5;
+        memset(&sp, 0, sizeof sp);
+        c.ctx.grads_ready = on_span;
+        c.ctx.grads_ready_user = &sp;
+        ok = nb_stack_forward(&c.ctx, &c.s, params, c.out, c.in, 2, 3, c.cache, c.scratch) == NB_OK &&
+             nb_stack_backward(&c.ctx, &c.s, params, gr, c.din, c.dout, 2, 3, c.cache,
+                               c.scratch) == NB_OK;
+        snprintf(what, sizeof what, "%s: forward and backward on the trainer's buffers (%s)",
+                 names[i], c.ctx.err);
+        nbt_check(ok, what);
+        snprintf(what, sizeof what, "%s: trainer's layout: the same output bits", names[i]);
+        nbt_same_bits(what, c.out, r.out, n);
+        snprintf(what, sizeof what, "%s: overwritten gradients: the bits of accumulating into "
+                 "zeros", names[i]);
+        copy_tensors(&r.s, r.params, own, gr, mine); /* r.params: scratch space now */
+        nbt_same_bits(what, r.params, r.grads, r.s.n_params);
+        for (k = 0; k < count; k++) { /* the values no tensor covers */
+            int covered = 0;
+            for (t = 0; t < c.s.n_tensors && !covered; t++)
+                covered = k >= mine[t] && k < mine[t] + c.s.tensors[t].count;
+            if (!covered) untouched &= params[k] == -7 && gr[k] == -7;
+        }
+        snprintf(what, sizeof what, "%s: the trainer's own values are not touched", names[i]);
+        nbt_check(untouched, what);
+        din = nbt_alloc(n);
+        for (k = 0; k < n; k++) din[k] = (nb_real)0.5 + r.din[k];
+        snprintf(what, sizeof what, "%s: accumulated input gradient = 0.5 + din", names[i]);
+        nbt_close_r(what, c.din, din, n, 1e-6, 1e-6);
+        snprintf(what, sizeof what, "%s: grads_ready reports every tensor once (%d calls)",
+                 names[i], sp.calls);
+        nbt_check(sp.total == r.s.n_params && sp.calls >= 3, what);
+        snprintf(what, sizeof what, "%s: din may not be dout when it accumulates", names[i]);
+        nbt_check(nb_stack_backward(&c.ctx, &c.s, params, gr, c.dout, c.dout, 2, 3, c.cache,
+                                    c.scratch) == NB_ERR_VALUE && strstr(c.ctx.err, "dout"),
+                  what);
+
+        /* refused layouts leave the stack as it was */
+        mine[1] = mine[0] + 1;
+        snprintf(what, sizeof what, "%s: overlapping tensors are refused, both named", names[i]);
+        nbt_check(nb_stack_set_layout(&c.ctx, &c.s, mine, count) == NB_ERR_SHAPE &&
+                      strstr(c.ctx.err, c.s.tensors[0].name) &&
+                      strstr(c.ctx.err, c.s.tensors[1].name) && c.s.n_params == count,
+                  what);
+        mine[1] = count - c.s.tensors[1].count + 1;
+        snprintf(what, sizeof what, "%s: a tensor past the buffer is refused", names[i]);
+        nbt_check(nb_stack_set_layout(&c.ctx, &c.s, mine, count) == NB_ERR_SHAPE &&
+                      strstr(c.ctx.err, "past count"),
+                  what);
+        snprintf(what, sizeof what, "%s: NULL offsets restore the stack's own layout", names[i]);
+        ok = nb_stack_set_layout(&c.ctx, &c.s, NULL, 0) == NB_OK &&
+             c.s.n_params == r.s.n_params;
+        for (t = 0; t < c.s.n_tensors; t++) ok &= c.s.tensors[t].offset == own[t];
+        nbt_check(ok, what);
+        free(own); free(mine); free(params); free(gr); free(din);
+        teardown(&r);
+        teardown(&c);
+    }
+}
+
 /* The grads_ready hook: the ranges tile [0, n_params) once, in descending order, and each
    range already holds its final values when reported (a trainer reduces it right away). */
 typedef struct ready_log {
@@ -935,6 +1071,15 @@ static void name_maps(void) {
                       parts[0].transposed && !strcmp(part_name(&s, "blocks.1.ff_norm.bias",
                       NB_NAMES_HF_GPT2, 0), "transformer.h.1.ln_2.bias"),
                       "name maps: HF GPT-2, Conv1D transposed");
+            for (t = 0; t < s.n_tensors; t++) { /* nn.Linear GPT-2: HF's names, untransposed */
+                nb_tensor_part hf[3], lin[3];
+                const int nh = nb_stack_tensor_parts(&s, t, NB_NAMES_HF_GPT2, hf);
+                unique &= nb_stack_tensor_parts(&s, t, NB_NAMES_GPT2_LINEAR, lin) == nh &&
+                          nh == 1 && !strcmp(hf[0].name, lin[0].name) && !lin[0].transposed &&
+                          lin[0].rows == hf[0].rows;
+            }
+            nbt_check(unique, "name maps: GPT-2 nn.Linear (nanoGPT, llm.c): the same names, "
+                      "nothing transposed");
         }
         {
             nb_tensor_part parts[3];
@@ -1064,5 +1209,6 @@ int main(void) {
     trace_names(&rng);
     name_maps();
     bad_configs();
+    trainer_layout_and_conventions(&rng);
     return nbt_finish();
 }

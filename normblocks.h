@@ -76,6 +76,7 @@
        nb_stack_desc.check_finite asks.
      - Backward functions ACCUMULATE parameter gradients (dgain, dbias): zero them once per step.
        Input gradients (dx) are overwritten, or accumulated when `accumulate` is non-zero.
+       nb_stack_backward can do either for both (nb_stack_desc.param_grads, .input_grad).
      - Threads: ctx->num_threads (0 = omp_get_max_threads()) sets the OpenMP team of every
        kernel through a num_threads clause; normblocks never calls omp_set_num_threads. Rows are
        split statically and per-thread partial sums are reduced in thread order, so results are
@@ -790,10 +791,14 @@ typedef struct nb_tensor_part {
 } nb_tensor_part;
 NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
                                 nb_tensor_part parts[3]);
-/* Fill desc->preset (and desc->sites) from a name: "pre", "post", "hybrid", "hybrid_star",
+/* Fill desc->preset from a name, in any case: "pre", "post", "hybrid", "hybrid_star",
    "mixln", "siamese", ..., the paper's names ("Pre-Norm", "HybridNorm*", "QKV-Post",
-   "Pre-QK-Pre", "KC-Post", "Pre-Post", ...) and "gpt2" (Pre-Norm, LayerNorm, GELU, attention
-   biases). */
+   "Pre-QK-Pre", "KC-Post", "Pre-Post", ...) and "gpt2" / "GPT-2" (Pre-Norm, LayerNorm, GELU,
+   attention biases). Written: preset and name (the caller's spelling, for messages; truncated
+   to 31 characters), and sites for the HybridNorm ablation names; norm, ffn and attn_bias for
+   gpt2 (overwriting what the caller set there). Every other field keeps the caller's value, so
+   set shapes and options before or after the call alike. An unknown name is NB_ERR_CONFIG with
+   every accepted name listed in ctx->err; desc is then untouched. */
 NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char* name);
 
 /* in: B*T x d (the embedding). out: B*T x d. The cache (n_cache) holds everything backward
@@ -802,9 +807,12 @@ NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char
 NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch);
-/* din (B*T x d) is overwritten, and may be dout; grads (n_params) are accumulated. The cache
-   must hold a successful nb_stack_forward of this stack (the same init) with the same B and T,
-   else NB_ERR_CONFIG before anything is written. */
+/* din (B*T x d) is overwritten, and may be dout; grads (n_params) are accumulated: the
+   defaults. desc.param_grads = NB_GRAD_OVERWRITE: grads are overwritten (no zeroing needed;
+   in the caller's layout only the stack's tensors are written); desc.input_grad =
+   NB_GRAD_ACCUMULATE: din += the input gradient (din may not be dout: NB_ERR_VALUE). The
+   cache must hold a successful nb_stack_forward of this stack (the same init) with the same B
+   and T, else NB_ERR_CONFIG before anything is written. */
 NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
                                   nb_real* grads, nb_real* din, const nb_real* dout, int B,
                                   int T, const nb_real* cache, nb_real* scratch);

@@ -340,7 +340,8 @@ int main(int argc, char** argv) {
     }
     rc = write_out(argv[4], out, B, T, dm);
     if (!rc) printf("nbimport: %s (%s, %d layers) run on %s: %s\n", argv[2],
-                    nb_preset_name(s.desc.preset), s.desc.n_layers, argv[3], argv[4]);
+                    s.desc.name[0] ? s.desc.name : nb_preset_name(s.desc.preset),
+                    s.desc.n_layers, argv[3], argv[4]);
 done:
     nb_stack_free(&s);
     free(params); free(cache); free(scratch); free(in); free(out); free(used);

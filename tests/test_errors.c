@@ -8,7 +8,7 @@
 #include "normblocks.h"
 #include "nbtest.h"
 
-typedef struct log_seen { int calls; nb_result last; char msg[256]; } log_seen;
+typedef struct log_seen { int calls; nb_result last; char msg[1024]; } log_seen;
 static void logger(void* user, nb_result code, const char* msg) {
     log_seen* s = (log_seen*)user;
     s->calls++;
@@ -740,6 +740,73 @@ static void issue13(void) {
     null_args();
 }
 
+/* Preset names (issue 21): every spelling of GPT-2, the caller's spelling in messages, every
+   accepted name offered for an unknown one, and the fields nb_preset_from_name writes. */
+static void preset_names(void) {
+    static const char* const gpt2[] = {"gpt2", "GPT-2", "gpt-2", "GPT2", "Gpt2"};
+    nb_ctx c;
+    nb_stack_desc d;
+    nb_stack s;
+    char name[1280];
+    size_t i;
+    int all = 1;
+    memset(&c, 0, sizeof c);
+    for (i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
+        memset(&d, 0, sizeof d);
+        snprintf(name, sizeof name, "\"%s\" is the gpt2 preset, named so", gpt2[i]);
+        nbt_check(nb_preset_from_name(&c, &d, gpt2[i]) == NB_OK && d.preset == NB_PRESET_PRE &&
+                      d.norm == NB_NORM_LAYER && d.ffn == NB_FFN_GELU_TANH &&
+                      d.attn_bias == (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT) &&
+                      !strcmp(d.name, gpt2[i]),
+                  name);
+    }
+    /* the caller's fields survive the call; messages name the preset as the caller did */
+    memset(&d, 0, sizeof d);
+    d.n_layers = 2; d.d_model = 8; d.n_heads = 2; d.eps = (nb_real)1e-6; d.rope = 1;
+    d.mixln_alpha = 7; /* invalid: the init's message names the preset */
+    nbt_check(nb_preset_from_name(&c, &d, "Mix-LN") == NB_OK && d.preset == NB_PRESET_MIXLN &&
+                  d.n_layers == 2 && d.d_model == 8 && d.eps == (nb_real)1e-6 && d.rope == 1,
+              "nb_preset_from_name keeps the caller's other fields");
+    d.mixln_alpha = 0;
+    d.layers = NULL;
+    nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_OK && !strcmp(s.desc.name, "Mix-LN"),
+              "the stack keeps the preset's name as given");
+    nb_stack_free(&s);
+    memset(&d, 0, sizeof d);
+    d.n_layers = 2; d.d_model = 8; d.n_heads = 2; d.check_finite = 1;
+    nb_preset_from_name(&c, &d, "GPT-2");
+    {   /* a non-finite value: the message names the layer and the preset as given */
+        nb_real *p, *ca, *sc, io[2 * 8];
+        nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_OK, "gpt2 stack");
+        p = (nb_real*)calloc(s.n_params, sizeof *p);
+        ca = (nb_real*)calloc(s.n_cache, sizeof *ca);
+        sc = (nb_real*)calloc(s.n_scratch, sizeof *sc);
+        memset(io, 0, sizeof io);
+        nb_stack_init_params(&c, &s, p, NB_INIT_GPT2, 0, 1);
+        p[s.tensors[2].offset] = (nb_real)nbt_inf(1);
+        snprintf(name, sizeof name, "a non-finite value names the preset as given (%s)", c.err);
+        nbt_check(nb_stack_forward(&c, &s, p, io, io, 1, 2, ca, sc) == NB_ERR_NONFINITE &&
+                      strstr(c.err, "(GPT-2)") != NULL,
+                  name);
+        free(p); free(ca); free(sc);
+        nb_stack_free(&s);
+    }
+    /* an unknown name lists every accepted one */
+    memset(&d, 0, sizeof d);
+    nbt_check(nb_preset_from_name(&c, &d, "Pre-LN-ish") == NB_ERR_CONFIG &&
+                  d.preset == NB_PRESET_DEFAULT && !d.name[0],
+              "an unknown preset name is refused, desc untouched");
+    for (i = 1; i < NB_PRESET_COUNT; i++) all &= strstr(c.err, nb_preset_name((nb_preset)i)) != NULL;
+    all &= strstr(c.err, "GPT-2") && strstr(c.err, "HybridNorm*") && strstr(c.err, "Mix-LN") &&
+           strstr(c.err, "QKVC") && strstr(c.err, "Pre-#-Post");
+    snprintf(name, sizeof name, "the unknown-name message lists every accepted name (%s)", c.err);
+    nbt_check(all, name);
+    d.param_grads = (nb_grad_mode)3;
+    d.n_layers = 1; d.d_model = 8; d.n_heads = 2;
+    nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG && strstr(c.err, "param_grads"),
+              "an unknown gradient mode is refused");
+}
+
 int main(void) {
     int i;
     ctx.log = logger;
@@ -809,5 +876,6 @@ int main(void) {
         nbt_check(strlen(nb_result_string((nb_result)i)) > 0, "every code has a string");
     nbt_check(strcmp(nb_result_string((nb_result)99), "unknown result code") == 0,
               "unknown code has a string");
+    preset_names();
     return nbt_finish();
 }

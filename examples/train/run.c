@@ -95,8 +95,8 @@ void print_model(const config* c, const model* m, int arch_only) {
     char on[160], off[160];
     size_t n_on, n_off;
     say("model: %s, L=%d d=%d H=%d H_kv=%d d_ff=%d %s %s eps %g%s%s, %zu parameters (stack %zu)\n",
-        c->schedule[0] ? c->schedule : nb_preset_name(d->preset), d->n_layers, m->d,
-        d->n_heads, d->n_kv_heads, d->d_ff, d->ffn == NB_FFN_GELU_TANH ? "gelu" : "swiglu",
+        c->schedule[0] ? c->schedule : d->name[0] ? d->name : nb_preset_name(d->preset),
+        d->n_layers, m->d, d->n_heads, d->n_kv_heads, d->d_ff, d->ffn == NB_FFN_GELU_TANH ? "gelu" : "swiglu",
         d->norm == NB_NORM_LAYER ? "layernorm" : d->norm == NB_NORM_DYT ? "dyt" : "rmsnorm",
         (double)d->eps, d->rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "",
         m->n, m->s.n_params);

@@ -3271,21 +3271,30 @@ static int nb__in_list(const char* name, const char* list) {
     return 0;
 }
 
-/* Appends "key (alias, alias), " for every preset to buf: the names nb_preset_from_name takes. */
+/* Appends len characters of str to buf (size values, *n used), as far as they fit. */
+static void nb__cat(char* buf, size_t size, size_t* n, const char* str, size_t len) {
+    if (*n + len >= size) return;
+    memcpy(buf + *n, str, len);
+    *n += len;
+    buf[*n] = 0;
+}
+
+/* "key (alias, alias), " for every preset: the names nb_preset_from_name takes. */
 static void nb__preset_names(char* buf, size_t size) {
-    size_t i, n = strlen(buf);
-    for (i = 1; i < NB_PRESET_COUNT && n < size; i++) {
+    size_t i, n = 0;
+    buf[0] = 0;
+    for (i = 1; i < NB_PRESET_COUNT; i++) {
         const char* a = nb__presets[i].aliases;
-        int k = snprintf(buf + n, size - n, "%s", nb__presets[i].key);
-        while (k > 0 && *a && (n += (size_t)k) < size) {
-            const char* end = strchr(a, '|');
-            const int len = end ? (int)(end - a) : (int)strlen(a);
-            k = snprintf(buf + n, size - n, "%s%.*s", a == nb__presets[i].aliases ? " (" : ", ",
-                         len, a);
-            a += len + (end != NULL);
-            if (!*a && k > 0 && (n += (size_t)k) < size) k = snprintf(buf + n, size - n, ")");
+        nb__cat(buf, size, &n, nb__presets[i].key, strlen(nb__presets[i].key));
+        if (*a) nb__cat(buf, size, &n, " (", 2);
+        while (*a) {
+            const char* bar = strchr(a, '|');
+            const size_t len = bar ? (size_t)(bar - a) : strlen(a);
+            nb__cat(buf, size, &n, a, len);
+            nb__cat(buf, size, &n, bar ? ", " : ")", bar ? 2 : 1);
+            a += len + (bar != NULL);
         }
-        if (k > 0 && (n += (size_t)k) < size) n += (size_t)snprintf(buf + n, size - n, ", ");
+        nb__cat(buf, size, &n, ", ", 2);
     }
 }
 
@@ -3334,7 +3343,6 @@ NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char
             }
         }
     }
-    names[0] = 0;
     nb__preset_names(names, sizeof names);
     return nb__fail(ctx, NB_ERR_CONFIG,
                     "nb_preset_from_name: unknown preset \"%s\"; the names (any case): %sgpt2 "

@@ -565,7 +565,7 @@ static void trainer_layout_and_conventions(nbt_rng* rng) {
         nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 3);
         const size_t n = (size_t)2 * 3 * d.d_model;
         run r, c;
-        size_t *own, *mine, count, k;
+        size_t *own, *mine, count, k, at1;
         nb_real *params, *gr, *din;
         span_log sp;
         int t, untouched = 1, ok;
@@ -629,6 +629,7 @@ static void trainer_layout_and_conventions(nbt_rng* rng) {
                   what);
 
         /* refused layouts leave the stack as it was */
+        at1 = mine[1];
         mine[1] = mine[0] + 1;
         snprintf(what, sizeof what, "%s: overlapping tensors are refused, both named", names[i]);
         nbt_check(nb_stack_set_layout(&c.ctx, &c.s, mine, count) == NB_ERR_SHAPE &&
@@ -640,11 +641,26 @@ static void trainer_layout_and_conventions(nbt_rng* rng) {
         nbt_check(nb_stack_set_layout(&c.ctx, &c.s, mine, count) == NB_ERR_SHAPE &&
                       strstr(c.ctx.err, "past count"),
                   what);
+        mine[1] = at1;
         snprintf(what, sizeof what, "%s: NULL offsets restore the stack's own layout", names[i]);
         ok = nb_stack_set_layout(&c.ctx, &c.s, NULL, 0) == NB_OK &&
              c.s.n_params == r.s.n_params;
         for (t = 0; t < c.s.n_tensors; t++) ok &= c.s.tensors[t].offset == own[t];
         nbt_check(ok, what);
+        /* overwriting in the stack's own layout: the same bits, whatever the buffer held */
+        copy_tensors(&c.s, c.params, own, params, mine);
+        for (k = 0; k < c.s.n_params; k++) c.grads[k] = (nb_real)-7;
+        c.ctx.grads_ready = NULL;
+        ok = nb_stack_forward(&c.ctx, &c.s, c.params, c.out, c.in, 2, 3, c.cache, c.scratch) ==
+                 NB_OK &&
+             nb_stack_backward(&c.ctx, &c.s, c.params, c.grads, c.din, c.dout, 2, 3, c.cache,
+                               c.scratch) == NB_OK;
+        snprintf(what, sizeof what, "%s: forward and backward in the stack's own layout (%s)",
+                 names[i], c.ctx.err);
+        nbt_check(ok, what);
+        snprintf(what, sizeof what, "%s: overwritten gradients in the stack's own layout",
+                 names[i]);
+        nbt_same_bits(what, c.grads, r.grads, r.s.n_params);
         free(own); free(mine); free(params); free(gr); free(din);
         teardown(&r);
         teardown(&c);

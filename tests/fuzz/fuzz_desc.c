@@ -251,6 +251,14 @@ static void run_stack(rd* r, nb_ctx* c) {
         d.layerscale_init = (double)pick_real(r);
     }
     d.attn_bias = u8(r) < 230 ? u8(r) & 3 : u32(r); /* read last: older seeds keep their meaning */
+    {   /* after it: gradient modes (3 and 4 are refused) and a name of any bytes, unterminated */
+        const unsigned gm = u8(r);
+        size_t i;
+        d.param_grads = (nb_grad_mode)(gm % 5);
+        d.input_grad = (nb_grad_mode)((gm / 5) % 5);
+        if (gm >= 200)
+            for (i = 0; i < sizeof d.name; i++) d.name[i] = (char)(1 + u8(r) % 255);
+    }
     rc = nb_stack_init(c, &s, &d, mb, ms);
     check_rc(c, rc);
     if (rc) {
@@ -266,6 +274,23 @@ static void run_stack(rd* r, nb_ctx* c) {
             at += s.tensors[t].count;
         }
         CHECK(at == s.n_params, "table covers %zu of %zu", at, s.n_params);
+    }
+    {   /* a trainer's layout: the tensors in reverse order with gaps (valid), or all at 0 */
+        const unsigned how = u8(r);
+        size_t* off = (size_t*)malloc(sizeof(size_t) * (size_t)s.n_tensors);
+        size_t at = how % 3, count;
+        for (t = s.n_tensors - 1; t >= 0; t--) {
+            off[t] = how & 8 ? 0 : at;
+            at += s.tensors[t].count + how % 3;
+        }
+        count = at + (how >> 4);
+        if (how & 4) {
+            rc = nb_stack_set_layout(c, &s, off, count);
+            check_rc(c, rc);
+            CHECK((rc == NB_OK) == (!(how & 8) || s.n_tensors == 1), "set_layout: %s", c->err);
+            CHECK(rc != NB_OK || s.n_params == count, "set_layout: n_params");
+        }
+        free(off);
     }
     if (s.n_params + s.n_cache + s.n_scratch <= 2 * MAX_VALUES &&
         (size_t)s.desc.n_layers * mb * ms * (s.n_params / (size_t)s.desc.n_layers + (size_t)ms *

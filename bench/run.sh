@@ -61,8 +61,8 @@ echo "== building benches in $BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNORMBLOCKS_BUILD_BENCH=ON \
   -DNORMBLOCKS_NATIVE=$NATIVE -DNORMBLOCKS_BUILD_TESTS=OFF -DNORMBLOCKS_BUILD_EXAMPLES=OFF \
   -DNORMBLOCKS_INSTALL=OFF >/dev/null || exit 1
-cmake --build "$BUILD" --target bench_block bench_norm bench_attn -j 2 >/dev/null || {
-  cmake --build "$BUILD" --target bench_block bench_norm bench_attn; exit 1; }
+cmake --build "$BUILD" --target bench_block bench_norm bench_attn bench_grads -j 2 >/dev/null || {
+  cmake --build "$BUILD" --target bench_block bench_norm bench_attn bench_grads; exit 1; }
 
 mkdir -p "$OUT"
 RAW="$OUT/raw.txt"
@@ -148,6 +148,10 @@ for t in $ATTN_T; do
     run A "$B/bench_attn" "$m" "$t" 1024 16 2 "$reps" 1
     if [ "$t" -le 1024 ]; then run B "$B/bench_attn" "$m" "$t" 1024 16 2 "$reps" 1; fi
   done
+done
+echo "== parameter gradients: overwritten by the backward vs zeroed by the trainer (L=4)"
+for nt in 1 2; do
+  run A "$B/bench_grads" pre 4 8 256 512 8 "$nt" 7
 done
 echo "ELAPSED seconds=$(( $(date +%s) - T0 ))" >>"$RAW"
 

@@ -245,7 +245,9 @@
      - allocate inside any kernel; scratch and caches are the caller's (size queries tell how much)
      - keep global state: any number of contexts, models and threads can coexist
      - call exit(), print, or change the OpenMP/BLAS thread settings of the process
-     - do mixed precision: everything is nb_real (float, or double with NB_DOUBLE)
+     - store anything in half precision: buffers are nb_real (float, or double with NB_DOUBLE).
+       desc.precision = NB_PRECISION_BF16 runs the GEMMs on bf16 operands (float32 sums), today
+       through the portable emulation (nb_bf16_kernels()), slower than float32
 
    See the end of the file for the license (MIT or public domain, your choice).
 */
@@ -403,6 +405,19 @@ NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K
 NBDEF nb_result nb_gemm_ref(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                             nb_real alpha, const nb_real* A, int lda, const nb_real* B, int ldb,
                             nb_real beta, nb_real* C, int ldc);
+/* As nb_gemm with bf16 operands: C = alpha * bf16(op(A)) bf16(op(B)) + beta * C, products
+   accumulated in float32 (a bf16 x bf16 product is exact in float32), bf16(x) rounding to
+   nearest even (NaN stays NaN, overflow gives inf). For a trainer's own GEMMs (embedding, LM
+   head) in the precision of a BF16 stack. NB_ERR_CONFIG in an NB_DOUBLE build. */
+NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
+                             nb_real alpha, const nb_real* A, int lda, const nb_real* B,
+                             int ldb, nb_real beta, nb_real* C, int ldc);
+/* Which kernels a BF16 GEMM runs on this build and CPU, for logs and benchmark rows. Today
+   always the portable path: "emulated: bf16-rounded operands in blocks, float32 GEMM". It
+   computes bf16 numerics exactly (up to summation order) on any CPU, and is slower than
+   float32 (the rounding passes and smaller GEMM blocks): BF16 is for matching a bf16
+   training run's numerics until the CPU's bf16 matrix units are used. */
+NBDEF const char* nb_bf16_kernels(void);
 /* Threads the BLAS uses per call: 1 for a sequential or OpenMP-built BLAS (then normblocks
    splits its GEMMs over ctx->num_threads itself and calls BLAS from its own threads), more for
    Debian's default pthread OpenBLAS (then big GEMMs are left to BLAS and per-head attention
@@ -439,6 +454,19 @@ typedef enum nb_norm_type {
                              alpha per norm (gain only at attention sites); no statistics */
 } nb_norm_type;
 
+/* The compute precision of a sublayer's or stack's GEMMs (nb_attn_desc, nb_ffn_desc,
+   nb_stack_desc .precision). BF16: every GEMM of forward and backward (projections, the
+   attention's scores and context, their gradients) multiplies bf16-rounded operands (round to
+   nearest even) and accumulates in float32; norms and their statistics, softmax, RoPE, the
+   residual stream, activations and every parameter gradient stay float32, parameters stay
+   float32 in the caller's buffer. A float32-build feature (refused with NB_DOUBLE).
+   Which kernels run: nb_bf16_kernels(). */
+typedef enum nb_precision {
+    NB_PRECISION_DEFAULT = 0,  /* FP32 */
+    NB_PRECISION_FP32,
+    NB_PRECISION_BF16
+} nb_precision;
+
 enum { NB_SITE_Q = 1, NB_SITE_K = 2, NB_SITE_V = 4, NB_SITE_C = 8 };  /* nb_attn_desc.sites */
 #define NB_SITES_QKV  (NB_SITE_Q | NB_SITE_K | NB_SITE_V)
 #define NB_SITES_QKVC (NB_SITES_QKV | NB_SITE_C)
@@ -471,6 +499,7 @@ typedef struct nb_attn_desc {
     int non_causal;         /* 1 = no causal mask */
     nb_attn_memory memory;
     unsigned bias;          /* NB_ATTN_BIAS_* mask: b_qkv, b_o; 0 = none */
+    nb_precision precision; /* of its GEMMs; 0 = FP32 */
 } nb_attn_desc;
 
 /* Parameter (or gradient) pointers. Shapes: w_qkv (d + 2*H_kv*d_k) x d, rows Q|K|V;
@@ -533,6 +562,7 @@ typedef struct nb_ffn_desc {
     int d_ff;             /* f, inner width; 0 = 4d for GELU, 8d/3 rounded up to 64 for SwiGLU */
     nb_ffn_type type;
     int bias;             /* 0 = type default (GELU: biases, SwiGLU: none); 1 = on; -1 = off */
+    nb_precision precision; /* of its GEMMs; 0 = FP32 */
 } nb_ffn_desc;
 
 /* w_in: (2f or f) x d, b_in: 2f or f, w_out: d x f, b_out: d; biases NULL when off. */
@@ -688,6 +718,7 @@ typedef struct nb_stack_desc {
                                   (as llm.c's backward functions; din may not be dout then) */
     char name[32];             /* the preset's name as the caller spelled it, for messages
                                   (nb_preset_from_name fills it; empty = the preset's key) */
+    nb_precision precision;    /* of every GEMM of every layer; 0 = FP32 */
 } nb_stack_desc;
 
 typedef enum nb_tensor_kind {
@@ -1828,7 +1859,7 @@ NBDEF nb_result nb_gemm_ref(nb_ctx* ctx, int transa, int transb, int M, int N, i
 
 /* One GEMM on the calling thread (BLAS or reference), no checks: for use inside our own
    parallel regions and by nb_gemm. */
-static void nb__gemm1(int transa, int transb, int M, int N, int K, nb_real alpha,
+static void nb__sgemm1(int transa, int transb, int M, int N, int K, nb_real alpha,
                       const nb_real* A, int lda, const nb_real* B, int ldb, nb_real beta,
                       nb_real* C, int ldc) {
 #ifdef NB_NO_BLAS
@@ -1848,6 +1879,70 @@ static void nb__gemm1(int transa, int transb, int M, int N, int K, nb_real alpha
 #endif
 }
 
+/* bf16(x): x rounded to nearest even at 8 significand bits, kept as a float (its low 16 bits
+   zero). NaN stays NaN (quieted, so the truncation cannot make it inf); a value past the
+   largest bf16 rounds to inf, as a bf16 conversion does. Bit operations only: exact under
+   any floating-point flags, and it vectorizes. */
+static inline float nb__bf16(float x) {
+    unsigned u, r, nan;
+    memcpy(&u, &x, sizeof u);
+    r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    nan = 0u - (unsigned)((u & 0x7fffffffu) > 0x7f800000u);
+    r = ((u | 0x00400000u) & 0xffff0000u & nan) | (r & ~nan);
+    memcpy(&x, &r, sizeof x);
+    return x;
+}
+
+#ifndef NB_DOUBLE
+/* The portable BF16 GEMM: op(A) and op(B) are rounded block by block into this thread's stack
+   (NB__BF_M x NB__BF_K and NB__BF_K x NB__BF_N floats, 96 KiB) and each pair of blocks is
+   one float32 GEMM, accumulating over K in C. Each product is then a bf16 x bf16 product,
+   exact in float32, summed in float32: the numerics of a bf16 matrix unit up to summation
+   order. Every element of C is computed in the same order whatever the thread count. */
+enum { NB__BF_M = 32, NB__BF_N = 64, NB__BF_K = 256 };
+static void nb__gemm1_bf16(int transa, int transb, int M, int N, int K, float alpha,
+                           const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                           int ldc) {
+    float a[NB__BF_M * NB__BF_K], b[NB__BF_K * NB__BF_N];
+    int i0, j0, k0, i, k, j;
+    for (j0 = 0; j0 < N; j0 += NB__BF_N) {
+        const int nb = N - j0 < NB__BF_N ? N - j0 : NB__BF_N;
+        for (k0 = 0; k0 < K; k0 += NB__BF_K) {
+            const int kb = K - k0 < NB__BF_K ? K - k0 : NB__BF_K;
+            for (k = 0; k < kb; k++) /* b = bf16(op(B)[k0.., j0..]), row-major kb x nb */
+                for (j = 0; j < nb; j++)
+                    b[k * nb + j] = nb__bf16(transb ? B[(size_t)(j0 + j) * ldb + k0 + k]
+                                                    : B[(size_t)(k0 + k) * ldb + j0 + j]);
+            for (i0 = 0; i0 < M; i0 += NB__BF_M) {
+                const int mb = M - i0 < NB__BF_M ? M - i0 : NB__BF_M;
+                for (i = 0; i < mb; i++)
+                    for (k = 0; k < kb; k++)
+                        a[i * kb + k] = nb__bf16(transa ? A[(size_t)(k0 + k) * lda + i0 + i]
+                                                        : A[(size_t)(i0 + i) * lda + k0 + k]);
+                nb__sgemm1(0, 0, mb, nb, kb, alpha, a, kb, b, nb, k0 ? 1 : beta,
+                           C + (size_t)i0 * ldc + j0, ldc);
+            }
+        }
+    }
+}
+#endif
+
+#define NB__BF16(plan) ((plan)->desc.precision == NB_PRECISION_BF16)
+
+/* One GEMM on the calling thread, in float32 (bf16 = 0) or with bf16 operands. */
+static void nb__gemm1(int bf16, int transa, int transb, int M, int N, int K, nb_real alpha,
+                      const nb_real* A, int lda, const nb_real* B, int ldb, nb_real beta,
+                      nb_real* C, int ldc) {
+#ifndef NB_DOUBLE
+    if (bf16) {
+        nb__gemm1_bf16(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#endif
+    (void)bf16;
+    nb__sgemm1(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 NBDEF int nb_blas_threads(void) {
 #if !defined(NB_NO_BLAS) && defined(OPENBLAS_SEQUENTIAL)
     /* the pthread build runs every call on its own pool; the OpenMP build runs single-threaded
@@ -1857,10 +1952,11 @@ NBDEF int nb_blas_threads(void) {
     return 1;
 }
 
-NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
-                        nb_real alpha, const nb_real* A, int lda, const nb_real* B, int ldb,
-                        nb_real beta, nb_real* C, int ldc) {
-    nb_result rc = nb__check_gemm(ctx, "nb_gemm", transa, transb, M, N, K, A, lda, B, ldb, C, ldc);
+/* nb_gemm and nb_gemm_bf16, and the sublayers' GEMMs (bf16 from their plan's precision) */
+static nb_result nb__gemm(nb_ctx* ctx, const char* fn, int bf16, int transa, int transb, int M,
+                          int N, int K, nb_real alpha, const nb_real* A, int lda,
+                          const nb_real* B, int ldb, nb_real beta, nb_real* C, int ldc) {
+    nb_result rc = nb__check_gemm(ctx, fn, transa, transb, M, N, K, A, lda, B, ldb, C, ldc);
     int nt = nb_num_threads(ctx);
     if (rc) return rc;
 #ifdef _OPENMP
@@ -1870,7 +1966,7 @@ NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K
        (or of columns when M is small) and call the single-threaded BLAS once per thread. Each
        element of C is computed by one call, in the same order whatever nt is. */
     if (nt == 1 || nb_blas_threads() > 1 || (double)M * N * K < 65536.0) {
-        nb__gemm1(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        nb__gemm1(bf16, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return NB_OK;
     }
     {
@@ -1881,16 +1977,41 @@ NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K
             nb__split(by_rows ? M : N, omp_get_num_threads(), omp_get_thread_num(), &lo, &hi);
             if (hi > lo) {
                 if (by_rows)
-                    nb__gemm1(transa, transb, hi - lo, N, K, alpha,
+                    nb__gemm1(bf16, transa, transb, hi - lo, N, K, alpha,
                               transa ? A + lo : A + (size_t)lo * lda, lda, B, ldb, beta,
                               C + (size_t)lo * ldc, ldc);
                 else
-                    nb__gemm1(transa, transb, M, hi - lo, K, alpha, A, lda,
+                    nb__gemm1(bf16, transa, transb, M, hi - lo, K, alpha, A, lda,
                               transb ? B + (size_t)lo * ldb : B + lo, ldb, beta, C + lo, ldc);
             }
         }
     }
     return NB_OK;
+}
+
+NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
+                        nb_real alpha, const nb_real* A, int lda, const nb_real* B, int ldb,
+                        nb_real beta, nb_real* C, int ldc) {
+    return nb__gemm(ctx, "nb_gemm", 0, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                    ldc);
+}
+
+NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
+                             nb_real alpha, const nb_real* A, int lda, const nb_real* B,
+                             int ldb, nb_real beta, nb_real* C, int ldc) {
+#ifdef NB_DOUBLE
+    (void)transa; (void)transb; (void)M; (void)N; (void)K; (void)alpha; (void)A; (void)lda;
+    (void)B; (void)ldb; (void)beta; (void)C; (void)ldc;
+    return nb__fail(ctx, NB_ERR_CONFIG, "nb_gemm_bf16: bf16 is a float32-build feature "
+                    "(this build defines NB_DOUBLE)");
+#else
+    return nb__gemm(ctx, "nb_gemm_bf16", 1, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta,
+                    C, ldc);
+#endif
+}
+
+NBDEF const char* nb_bf16_kernels(void) {
+    return "emulated: bf16-rounded operands in blocks, float32 GEMM";
 }
 
 /* ---- RoPE ----------------------------------------------------------------------------------- */
@@ -2075,6 +2196,18 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     return nb__hash(h, pl->n_cache);
 }
 
+/* A precision field: known, and BF16 only in a float32 build. Resolves the default. */
+static nb_result nb__check_precision(nb_ctx* ctx, const char* fn, nb_precision* p) {
+    if (*p == NB_PRECISION_DEFAULT) *p = NB_PRECISION_FP32;
+    NB__CHECK(*p != NB_PRECISION_FP32 && *p != NB_PRECISION_BF16, NB_ERR_CONFIG,
+              "%s: unknown precision %d", fn, (int)*p);
+#ifdef NB_DOUBLE
+    NB__CHECK(*p == NB_PRECISION_BF16, NB_ERR_CONFIG, "%s: precision BF16 is a float32-build "
+              "feature (this build defines NB_DOUBLE)", fn);
+#endif
+    return NB_OK;
+}
+
 NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn_desc* desc,
                                   int max_batch, int max_seq) {
     nb_attn_desc d;
@@ -2106,6 +2239,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: sites (0x%x) has bits other than NB_SITE_Q|K|V|C", d.sites);
     NB__CHECK(d.bias & ~(unsigned)(NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT), NB_ERR_CONFIG,
               "nb_attn_plan_make: bias (0x%x) has bits other than NB_ATTN_BIAS_QKV|OUT", d.bias);
+    if (nb__check_precision(ctx, "nb_attn_plan_make", &d.precision)) return NB_ERR_CONFIG;
     NB__CHECK(d.width != NB_WIDTH_PER_HEAD && d.width != NB_WIDTH_FULL, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm width %d", (int)d.width);
     NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DYT, NB_ERR_CONFIG,
@@ -2308,12 +2442,12 @@ static nb_result nb__bias_grad(nb_ctx* ctx, nb_real* db, const nb_real* dy, int 
 static void nb__attn_probs(const nb_attn_plan* pl, const nb_real* qkv, int T, int b, int h,
                            int i0, int rows, int ncols, nb_real* p, const nb_real* lse_in,
                            nb_real* lse_out) {
-    const int P = pl->qkv_width, dk = pl->head_dim, j = h / pl->group;
+    const int P = pl->qkv_width, dk = pl->head_dim, j = h / pl->group, bf = NB__BF16(pl);
     const nb_real scale = (nb_real)(1.0 / sqrt((double)dk));
     const nb_real* q = qkv + ((size_t)b * T + i0) * P + (size_t)h * dk;
     const nb_real* k = qkv + (size_t)b * T * P + pl->desc.d_model + (size_t)j * dk;
     int r, c;
-    nb__gemm1(0, 1, rows, ncols, dk, 1, q, P, k, P, 0, p, T);
+    nb__gemm1(bf, 0, 1, rows, ncols, dk, 1, q, P, k, P, 0, p, T);
     for (r = 0; r < rows; r++) {
         nb_real* pr = p + (size_t)r * T;
         const int n = pl->desc.non_causal ? ncols : i0 + r + 1;
@@ -2334,7 +2468,7 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb_real* qkv, int T, in
 static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
                                   const nb__attn_mem* m) {
     const int H = pl->desc.n_heads, dk = pl->head_dim, P = pl->qkv_width, d = pl->desc.d_model;
-    const int ntiles = nb__tiles(T), ntasks = B * H * ntiles;
+    const int ntiles = nb__tiles(T), ntasks = B * H * ntiles, bf = NB__BF16(pl);
     const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
     int task;
     (void)par; (void)ctx;
@@ -2350,7 +2484,7 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
         const nb_real* v = m->qkv + (size_t)b * T * P + d + (size_t)(pl->desc.n_kv_heads +
                                                                      h / pl->group) * dk;
         nb__attn_probs(pl, m->qkv, T, b, h, i0, rows, ncols, p, NULL, m->lse ? m->lse + prow : NULL);
-        nb__gemm1(0, 0, rows, dk, ncols, 1, p, T, v, P, 0,
+        nb__gemm1(bf, 0, 0, rows, dk, ncols, 1, p, T, v, P, 0,
                   m->o + ((size_t)b * T + i0) * d + (size_t)h * dk, d);
     }
 }
@@ -2362,7 +2496,7 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
 static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
                                    const nb__attn_mem* m) {
     const int H = pl->desc.n_heads, Hkv = pl->desc.n_kv_heads, dk = pl->head_dim;
-    const int P = pl->qkv_width, d = pl->desc.d_model, g = pl->group;
+    const int P = pl->qkv_width, d = pl->desc.d_model, g = pl->group, bf = NB__BF16(pl);
     const int ntiles = nb__tiles(T);
     const nb_real scale = (nb_real)(1.0 / sqrt((double)dk));
     const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
@@ -2398,8 +2532,8 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
             int r, c;
             if (m->probs) p = m->probs + prow * T;
             else nb__attn_probs(pl, m->qkv, T, b, h, i0, rows, ncols, ptile, m->lse + prow, NULL);
-            nb__gemm1(0, 1, rows, ncols, dk, 1, dout, d, v_j, P, 0, dp, T);  /* dP = dO V^T */
-            nb__gemm1(1, 0, ncols, dk, rows, 1, p, T, dout, d, 1, dv_j, ld);  /* dV += P^T dO */
+            nb__gemm1(bf, 0, 1, rows, ncols, dk, 1, dout, d, v_j, P, 0, dp, T);  /* dP = dO V^T */
+            nb__gemm1(bf, 1, 0, ncols, dk, rows, 1, p, T, dout, d, 1, dv_j, ld);  /* dV += P^T dO */
             for (r = 0; r < rows; r++) {
                 const nb_real* pr = p + (size_t)r * T;
                 nb_real* dpr = dp + (size_t)r * T;
@@ -2409,8 +2543,8 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
                 for (c = 0; c < n; c++) dpr[c] = scale * pr[c] * (dpr[c] - dot);
                 for (c = n; c < ncols; c++) dpr[c] = 0;
             }
-            nb__gemm1(0, 0, rows, dk, ncols, 1, dp, T, k_j, P, 1, dq, P);    /* dQ += dS K */
-            nb__gemm1(1, 0, ncols, dk, rows, 1, dp, T, q, P, 1, dk_j, ld);   /* dK += dS^T Q */
+            nb__gemm1(bf, 0, 0, rows, dk, ncols, 1, dp, T, k_j, P, 1, dq, P);    /* dQ += dS K */
+            nb__gemm1(bf, 1, 0, ncols, dk, rows, 1, dp, T, q, P, 1, dk_j, ld);   /* dK += dS^T Q */
         }
     }
     if (nparts == 1) return;
@@ -2438,19 +2572,20 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
 NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                                 nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                                 nb_real* scratch) {
+    const char* const fn = "nb_attn_forward";
     const nb_attn_plan* pl = plan;
     nb__attn_mem m;
-    nb_result rc = nb__attn_check_call(ctx, "nb_attn_forward", plan, p, B, T,
-                                       "out x cache scratch", out, x, cache,
-                                       scratch);
-    int site, d, P, BT;
+    nb_result rc = nb__attn_check_call(ctx, fn, plan, p, B, T, "out x cache scratch", out, x,
+                                       cache, scratch);
+    int site, d, P, BT, bf;
     if (rc) return rc;
+    bf = NB__BF16(pl);
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
     nb__attn_carve(pl, B, T, pl->max_threads, cache, scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
     nb__hdr_put(m.hdr, 0, 0, 0, 0); /* not a complete forward until the end */
     /* [Q|K|V] = x W_qkv^T; with site norms the raw projection is kept for their backward */
-    rc = nb_gemm(ctx, 0, 1, BT, P, d, 1, x, d, p->w_qkv, d, 0, m.raw ? m.raw : m.qkv, P);
+    rc = nb__gemm(ctx, fn, bf, 0, 1, BT, P, d, 1, x, d, p->w_qkv, d, 0, m.raw ? m.raw : m.qkv, P);
     if (rc) return rc;
     if (p->b_qkv) nb__add_bias(ctx, m.raw ? m.raw : m.qkv, p->b_qkv, BT, P);
     nb__trace(ctx, "qkv", m.raw ? m.raw : m.qkv, BT, P);
@@ -2481,7 +2616,7 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
         if (rc) return rc;
         nb__trace(ctx, "c_normed", m.c, BT, d);
     }
-    if ((rc = nb_gemm(ctx, 0, 1, BT, d, d, 1, m.c, d, p->w_o, d, 0, out, d))) return rc;
+    if ((rc = nb__gemm(ctx, fn, bf, 0, 1, BT, d, d, 1, m.c, d, p->w_o, d, 0, out, d))) return rc;
     if (p->b_o) nb__add_bias(ctx, out, p->b_o, BT, d);
     nb__trace(ctx, "out", out, BT, d);
     nb__hdr_put(m.hdr, NB__MAGIC_ATTN, nb__attn_id(pl), B, T);
@@ -2501,13 +2636,14 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
                                  nb_attn_params* g, nb_real* dx, const nb_real* dout,
                                  const nb_real* x, int B, int T, const nb_real* cache,
                                  nb_real* scratch, int accumulate_dx) {
+    const char* const fn = "nb_attn_backward";
     const nb_attn_plan* pl = plan;
     nb__attn_mem m;
-    nb_result rc = nb__attn_check_call(ctx, "nb_attn_backward", plan, p, B, T,
-                                       "dx dout cache scratch", dx, dout, cache,
-                                       scratch);
-    int site, d, P, BT;
+    nb_result rc = nb__attn_check_call(ctx, fn, plan, p, B, T, "dx dout cache scratch", dx, dout,
+                                       cache, scratch);
+    int site, d, P, BT, bf;
     if (rc) return rc;
+    bf = NB__BF16(pl);
     NB__CHECK(!g || !g->w_qkv || !g->w_o || !x, NB_ERR_NULL,
               "nb_attn_backward: %s is required (NULL)",
               !g ? "g" : !g->w_qkv ? "g.w_qkv" : !g->w_o ? "g.w_o" : "x");
@@ -2521,9 +2657,11 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
     /* the cache is only read; carving needs a non-const base */
     nb__attn_carve(pl, B, T, pl->max_threads, (nb_real*)(size_t)cache, scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
-    if ((rc = nb_gemm(ctx, 0, 0, BT, d, d, 1, dout, d, p->w_o, d, 0, m.dc, d))) /* dC = dout W_o */
+    /* dC = dout W_o */
+    if ((rc = nb__gemm(ctx, fn, bf, 0, 0, BT, d, d, 1, dout, d, p->w_o, d, 0, m.dc, d)))
         return rc;
-    if ((rc = nb_gemm(ctx, 1, 0, d, d, BT, 1, dout, d, m.c, d, 1, g->w_o, d))) /* dW_o += dout^T C */
+    /* dW_o += dout^T C */
+    if ((rc = nb__gemm(ctx, fn, bf, 1, 0, d, d, BT, 1, dout, d, m.c, d, 1, g->w_o, d)))
         return rc;
     if ((pl->desc.bias & NB_ATTN_BIAS_OUT) &&                               /* db_o += dout^T 1 */
         (rc = nb__bias_grad(ctx, g->b_o, dout, BT, d, m.ones)))
@@ -2545,13 +2683,15 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
                                P, m.dqkv + off, BT, w, m.partials);
             if (rc) return rc;
         }
-    if ((rc = nb_gemm(ctx, 1, 0, P, d, BT, 1, m.dqkv, P, x, d, 1, g->w_qkv, d))) /* dW_qkv */
+    /* dW_qkv */
+    if ((rc = nb__gemm(ctx, fn, bf, 1, 0, P, d, BT, 1, m.dqkv, P, x, d, 1, g->w_qkv, d)))
         return rc;
     if ((pl->desc.bias & NB_ATTN_BIAS_QKV) && /* of the raw projection: dQKV is after the norms' */
         (rc = nb__bias_grad(ctx, g->b_qkv, m.dqkv, BT, P, m.ones)))
         return rc;
-    return nb_gemm(ctx, 0, 0, BT, d, P, 1, m.dqkv, P, p->w_qkv, d,        /* dx = dQKV W_qkv */
-                   accumulate_dx ? 1 : 0, dx, d);
+    /* dx = dQKV W_qkv */
+    return nb__gemm(ctx, fn, bf, 0, 0, BT, d, P, 1, m.dqkv, P, p->w_qkv, d,
+                    accumulate_dx ? 1 : 0, dx, d);
 }
 
 /* ---- feed-forward sublayer ------------------------------------------------------------------ */
@@ -2571,6 +2711,7 @@ NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_de
               "nb_ffn_plan_make: d_model (%d) must be > 0 and d_ff (%d) >= 0", d.d_model, d.d_ff);
     NB__CHECK(d.bias < -1 || d.bias > 1, NB_ERR_CONFIG,
               "nb_ffn_plan_make: bias (%d) must be -1, 0 or 1", d.bias);
+    if (nb__check_precision(ctx, "nb_ffn_plan_make", &d.precision)) return NB_ERR_CONFIG;
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_ffn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
               max_seq);
@@ -2673,16 +2814,18 @@ static nb_real nb__gelu_erf(nb_real x, nb_real* dgelu) {
 NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
                                nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                                nb_real* scratch) {
-    nb_result rc = nb__ffn_check_call(ctx, "nb_ffn_forward", plan, p, B, T, "out x cache scratch",
-                                      out, x, cache, scratch);
-    int d, f, W, BT, r;
+    const char* const fn = "nb_ffn_forward";
+    nb_result rc = nb__ffn_check_call(ctx, fn, plan, p, B, T, "out x cache scratch", out, x,
+                                      cache, scratch);
+    int d, f, W, BT, r, bf;
     nb_real *h, *a;
     if (rc) return rc;
+    bf = NB__BF16(plan);
     d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
     nb__hdr_put(cache, 0, 0, 0, 0); /* not a complete forward until the end */
     h = cache + NB__HDR;
     a = h + NB__PAD((size_t)BT * W);
-    if ((rc = nb_gemm(ctx, 0, 1, BT, W, d, 1, x, d, p->w_in, d, 0, h, W))) return rc;
+    if ((rc = nb__gemm(ctx, fn, bf, 0, 1, BT, W, d, 1, x, d, p->w_in, d, 0, h, W))) return rc;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
             if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
@@ -2706,7 +2849,7 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
     }
     nb__trace(ctx, "proj", h, BT, W);
     nb__trace(ctx, "act", a, BT, f);
-    if ((rc = nb_gemm(ctx, 0, 1, BT, d, f, 1, a, f, p->w_out, f, 0, out, d))) return rc;
+    if ((rc = nb__gemm(ctx, fn, bf, 0, 1, BT, d, f, 1, a, f, p->w_out, f, 0, out, d))) return rc;
     if (p->b_out) nb__add_bias(ctx, out, p->b_out, BT, d);
     nb__trace(ctx, "out", out, BT, d);
     nb__hdr_put(cache, NB__MAGIC_FFN, nb__ffn_id(plan), B, T);
@@ -2724,13 +2867,14 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
                                 nb_ffn_params* g, nb_real* dx, const nb_real* dout,
                                 const nb_real* x, int B, int T, const nb_real* cache,
                                 nb_real* scratch, int accumulate_dx) {
-    nb_result rc = nb__ffn_check_call(ctx, "nb_ffn_backward", plan, p, B, T,
-                                      "dx dout cache scratch", dx, dout, cache,
-                                      scratch);
-    int d, f, W, BT, r;
+    const char* const fn = "nb_ffn_backward";
+    nb_result rc = nb__ffn_check_call(ctx, fn, plan, p, B, T, "dx dout cache scratch", dx, dout,
+                                      cache, scratch);
+    int d, f, W, BT, r, bf;
     const nb_real *h, *a;
     nb_real *dh, *da, *ones;
     if (rc) return rc;
+    bf = NB__BF16(plan);
     NB__CHECK(!g || !g->w_in || !g->w_out || !x || (plan->desc.bias > 0 && (!g->b_in || !g->b_out)),
               NB_ERR_NULL, "nb_ffn_backward: %s is required (NULL)",
               !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !x ? "x" : "g.b_in/g.b_out");
@@ -2741,9 +2885,11 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
     dh = scratch;
     da = scratch + NB__PAD((size_t)BT * W);
     ones = da + NB__PAD((size_t)BT * f);
-    if ((rc = nb_gemm(ctx, 0, 0, BT, f, d, 1, dout, d, p->w_out, f, 0, da, f))) /* da = dout W_out */
+    /* da = dout W_out */
+    if ((rc = nb__gemm(ctx, fn, bf, 0, 0, BT, f, d, 1, dout, d, p->w_out, f, 0, da, f)))
         return rc;
-    if ((rc = nb_gemm(ctx, 1, 0, d, f, BT, 1, dout, d, a, f, 1, g->w_out, f))) /* dW_out += dout^T a */
+    /* dW_out += dout^T a */
+    if ((rc = nb__gemm(ctx, fn, bf, 1, 0, d, f, BT, 1, dout, d, a, f, 1, g->w_out, f)))
         return rc;
     if (g->b_out && (rc = nb__bias_grad(ctx, g->b_out, dout, BT, d, ones))) return rc;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
@@ -2776,10 +2922,11 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
             }
         }
     }
-    if ((rc = nb_gemm(ctx, 1, 0, W, d, BT, 1, dh, W, x, d, 1, g->w_in, d))) /* dW_in += dh^T x */
+    /* dW_in += dh^T x */
+    if ((rc = nb__gemm(ctx, fn, bf, 1, 0, W, d, BT, 1, dh, W, x, d, 1, g->w_in, d)))
         return rc;
     if (g->b_in && (rc = nb__bias_grad(ctx, g->b_in, dh, BT, W, ones))) return rc;
-    return nb_gemm(ctx, 0, 0, BT, d, W, 1, dh, W, p->w_in, d,           /* dx = dh W_in */
+    return nb__gemm(ctx, fn, bf, 0, 0, BT, d, W, 1, dh, W, p->w_in, d,           /* dx = dh W_in */
                    accumulate_dx ? 1 : 0, dx, d);
 }
 
@@ -3592,6 +3739,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
                   (unsigned)d.input_grad > NB_GRAD_OVERWRITE, NB_ERR_CONFIG,
               "nb_stack_init: param_grads (%d) and input_grad (%d) must be nb_grad_mode values",
               (int)d.param_grads, (int)d.input_grad);
+    if (nb__check_precision(ctx, "nb_stack_init", &d.precision)) return NB_ERR_CONFIG;
     if (d.param_grads == NB_GRAD_DEFAULT) d.param_grads = NB_GRAD_ACCUMULATE;
     if (d.input_grad == NB_GRAD_DEFAULT) d.input_grad = NB_GRAD_OVERWRITE;
     d.name[sizeof d.name - 1] = 0;
@@ -3655,6 +3803,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     /* the FFN plan is shared by every layer */
     memset(&fd, 0, sizeof fd);
     fd.d_model = d.d_model; fd.d_ff = d.d_ff; fd.type = d.ffn; fd.bias = d.ffn_bias;
+    fd.precision = d.precision;
     rc = nb_ffn_plan_make(ctx, &s->ffn, &fd, max_batch, max_seq);
     if (rc) return rc;
     d.d_ff = s->ffn.desc.d_ff;
@@ -3685,7 +3834,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
         ad.d_model = d.d_model; ad.n_heads = d.n_heads; ad.n_kv_heads = d.n_kv_heads;
         ad.sites = ld->sites; ad.width = d.site_width; ad.norm = d.norm; ad.eps = d.eps;
         ad.rope = d.rope; ad.rope_theta = d.rope_theta; ad.non_causal = d.non_causal;
-        ad.memory = d.memory; ad.bias = d.attn_bias;
+        ad.memory = d.memory; ad.bias = d.attn_bias; ad.precision = d.precision;
         rc = nb_attn_plan_make(ctx, &s->layers[l].attn, &ad, max_batch, max_seq);
         if (rc) { nb_stack_free(s); return rc; }
     }

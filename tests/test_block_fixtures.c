@@ -110,12 +110,60 @@ typedef struct variant {
     int by_name;           /* description from nb_preset_from_name */
 } variant;
 
+#ifndef NBT_BF16
 static const variant variants[] = {
     {"probs", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0},
     {"lse", NB_ATTN_MEMORY_LSE, 3, 0, 0, 0, 0, 0},
     {"accum", NB_ATTN_MEMORY_DEFAULT, 2, 1, 3, 1, 1, 0},
     {"name", NB_ATTN_MEMORY_PROBS, 1, 0, 0, 0, 0, 1},
 };
+#else
+/* NBT_BF16: every case with precision BF16 (every GEMM on bf16 operands), in both attention
+   memory modes, against the same float64 references, normwise (see bf16_close). */
+static const variant variants[] = {
+    {"bf16", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0},
+    {"bf16_lse", NB_ATTN_MEMORY_LSE, 3, 0, 0, 0, 0, 0},
+};
+
+/* Tolerance of a BF16 stack against float64, normwise per tensor, and its derivation.
+   A GEMM on bf16-rounded operands computes sum_k a_k b_k (1 + d1_k)(1 + d2_k), |d| <= u =
+   2^-8 (bf16's unit roundoff; float32 accumulation adds ~2^-24, negligible). The rounding
+   errors are independent and uniform (rms u / sqrt(3) each), so one GEMM's error has rms
+   sqrt(2/3) u ||(a_k b_k)_k|| per element: normwise, e1 = sqrt(2/3) u relative for data without
+   cancellation (random signs: ||(a_k b_k)|| ~ |sum a_k b_k|). A checked tensor depends on a
+   chain of G GEMMs (forward: Q|K|V, scores, context, W_o, the FFN's two: 6 per layer; the
+   gradients: those of the forward plus as many backward, 12 per layer), whose independent
+   errors add in quadrature: e = e1 sqrt(G), when the maps between the GEMMs have gain 1. They
+   have up to about 2 here: a norm's backward scales by its rstd, up to ~2 for the fixtures'
+   activations (rms ~0.5), and Post-style chains pass the gradient through one per sublayer.
+   Allowed: 3 sigma times that gain, 6 e ||ref||, plus, for a parameter gradient, 6 e sqrt(n)
+   times the rms of all the case's gradients (floor_rms): a tensor of a few values that are
+   sums with cancellation (a scalar's gradient, a small bias) has a small norm but errors of
+   the size of its terms. L = 3: 6 e = 0.085 for out, 0.12 for din and the gradients. Over the
+   2184 tensors of all cases the largest error is 0.75 of that, the median 0.07. A dropped
+   term changes a tensor by more: mutation-checked (dV not accumulated over query tiles, the
+   attention's dW_o not accumulated, the FFN's input gradient dropped). */
+static int bf16_close(const char* name, const nb_real* got, const double* ref, size_t n, int L,
+                      int backward, double floor_rms) {
+    const double e = sqrt(2.0 / 3.0) / 256 * sqrt((backward ? 12.0 : 6.0) * L);
+    double err = 0, nref = 0, lim;
+    size_t i;
+    int finite = 1;
+    for (i = 0; i < n; i++) {
+        const double dlt = (double)got[i] - ref[i];
+        finite &= nbt_finite((double)got[i]);
+        err += dlt * dlt;
+        nref += ref[i] * ref[i];
+    }
+    err = sqrt(err);
+    nref = sqrt(nref);
+    lim = 6 * e * (nref + sqrt((double)n) * floor_rms);
+    if (!nbt_check(finite && err <= lim, name) || getenv("NBT_BF16_VERBOSE"))
+        printf("  %s: normwise error %.3g of %.3g (%.3g of the allowed)\n", name, err, nref,
+               err / lim);
+    return finite && err <= lim;
+}
+#endif
 
 /* A parameter of the case: a field with a '.' that is not a gradient ("blocks.0.ff_norm.weight",
    "ln_f.weight"); scalars, E, dout, out and din have no '.'. Returns the parameter name or NULL. */
@@ -324,6 +372,9 @@ static void run_case(const block_case* bc, const variant* v) {
     }
     desc.memory = v->memory;
     desc.check_finite = v->check_finite;
+#ifdef NBT_BF16
+    desc.precision = NB_PRECISION_BF16;
+#endif
 
     memset(&s, 0, sizeof s);
     rc = nb_stack_init(&ctx, &s, &desc, B + v->extra_b, T + v->extra_t);
@@ -353,21 +404,43 @@ static void run_case(const block_case* bc, const variant* v) {
     rc = nb_stack_forward(&ctx, &s, r.params, r.out, r.x, B, T, r.cache, r.scratch);
     if (nbf_check_rc(&ctx, rc, cs, v->tag, "nb_stack_forward")) {
         snprintf(name, sizeof name, "%s/%s: out", cs, v->tag);
+#ifdef NBT_BF16
+        bf16_close(name, r.out, out->data, n_act, L, 0, 0);
+#else
         nbt_close(name, r.out, out->data, n_act, FX_ATOL, FX_RTOL);
+#endif
         nbf_fill_nan(r.scratch, s.n_scratch);
         rc = nb_stack_backward(&ctx, &s, r.params, r.grads, r.dx, r.dout, B, T, r.cache,
                                r.scratch);
         if (nbf_check_rc(&ctx, rc, cs, v->tag, "nb_stack_backward")) {
             double* e = nbf_run_expected(&r, v->accumulate);
             snprintf(name, sizeof name, "%s/%s: din", cs, v->tag);
+#ifdef NBT_BF16
+            double rms = 0;
+            bf16_close(name, r.dx, din->data, n_act, L, 1, 0);
+            for (i = 0; i < s.n_tensors; i++) { /* e: the reference gradients, in place */
+                const nb_tensor_info* ti = &s.tensors[i];
+                char gfield[160];
+                snprintf(gfield, sizeof gfield, "grad.%s", ti->name);
+                for (k = 0; k < ti->count; k++)
+                    e[ti->offset + k] = nbf_field(cs, gfield, 1)->data[k];
+            }
+            for (k = 0; k < s.n_params; k++) rms += e[k] * e[k];
+            rms = sqrt(rms / (double)s.n_params);
+#else
             nbt_close(name, r.dx, din->data, n_act, FX_ATOL, FX_RTOL);
+#endif
             for (i = 0; i < s.n_tensors; i++) {
                 const nb_tensor_info* ti = &s.tensors[i];
                 char gfield[160];
                 snprintf(gfield, sizeof gfield, "grad.%s", ti->name);
                 snprintf(name, sizeof name, "%s/%s: grad %s", cs, v->tag, ti->name);
+#ifdef NBT_BF16
+                bf16_close(name, r.grads + ti->offset, e + ti->offset, ti->count, L, 1, rms);
+#else
                 nbf_run_compare_grad(name, r.grads + ti->offset, e, ti->offset,
                                      nbf_field(cs, gfield, 1), ti->count);
+#endif
             }
             free(e);
             nbf_run_check_backward(&r, cs, v->tag, "din");

@@ -805,6 +805,36 @@ static void preset_names(void) {
     d.n_layers = 1; d.d_model = 8; d.n_heads = 2;
     nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG && strstr(c.err, "param_grads"),
               "an unknown gradient mode is refused");
+    d.param_grads = NB_GRAD_DEFAULT;
+    d.precision = (nb_precision)3;
+    nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG && strstr(c.err, "precision"),
+              "an unknown precision is refused");
+    {
+        nb_attn_desc ad;
+        nb_ffn_desc fd;
+        nb_attn_plan ap;
+        nb_ffn_plan fp;
+        memset(&ad, 0, sizeof ad);
+        memset(&fd, 0, sizeof fd);
+        ad.d_model = fd.d_model = 8; ad.n_heads = 2;
+        ad.precision = fd.precision = (nb_precision)7;
+        nbt_check(nb_attn_plan_make(&c, &ap, &ad, 1, 2) == NB_ERR_CONFIG &&
+                      nb_ffn_plan_make(&c, &fp, &fd, 1, 2) == NB_ERR_CONFIG &&
+                      strstr(c.err, "precision"),
+                  "plans refuse an unknown precision");
+        d.precision = ad.precision = NB_PRECISION_BF16;
+#ifdef NB_DOUBLE
+        nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG && strstr(c.err, "NB_DOUBLE") &&
+                      nb_attn_plan_make(&c, &ap, &ad, 1, 2) == NB_ERR_CONFIG,
+                  "BF16 is refused in the float64 build, saying why");
+#else
+        nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_OK && s.desc.precision == NB_PRECISION_BF16 &&
+                      s.layers[0].attn.desc.precision == NB_PRECISION_BF16 &&
+                      s.ffn.desc.precision == NB_PRECISION_BF16,
+                  "a BF16 stack passes its precision to its plans");
+        nb_stack_free(&s);
+#endif
+    }
 }
 
 int main(void) {

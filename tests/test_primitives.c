@@ -311,6 +311,106 @@ static void run_gemm_case(int ta, int tb, int M, int N, int K, double alpha, dou
     free(A); free(B); free(C1); free(C2); free(ref);
 }
 
+#ifndef NB_DOUBLE
+/* bf16(x) computed independently of the header's bit operations: the nearest value with 8
+   significant bits, ties to even, by frexp/ldexp in double (x finite and normal here). */
+static double bf16_ref(double x) {
+    int e;
+    double m = frexp(x, &e), scaled = ldexp(m, 8), lo = floor(scaled), r;
+    r = scaled - lo;
+    if (r > 0.5 || (r == 0.5 && fmod(lo, 2) != 0)) lo += 1;
+    return ldexp(lo, e - 8);
+}
+
+/* nb_gemm_bf16: C = alpha bf16(op(A)) bf16(op(B)) + beta C with float32 sums. Against a
+   double loop over independently rounded operands, within float32 summation error
+   (2 K 2^-24 of sum |terms|: each product is exact, each of the K adds rounds once); and
+   measurably away from the float32 GEMM of the unrounded operands (the rounding happens). */
+static void run_gemm_bf16_case(int ta, int tb, int M, int N, int K, double alpha, double beta,
+                               int threads, nbt_rng* rng) {
+    const int lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 3, ldc = N + 2;
+    const size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb,
+                 nc = (size_t)M * ldc;
+    nb_real *A = nbt_alloc(na), *B = nbt_alloc(nb), *C = nbt_alloc(nc);
+    double *ref = (double*)calloc(nc, sizeof(double)), *unrounded = (double*)calloc(nc, 8);
+    double far = 0, norm = 0;
+    nb_ctx ctx;
+    char name[1280];
+    int i, j, k, within = 1;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.num_threads = threads;
+    nbt_fill(rng, A, na, 0, 1);
+    nbt_fill(rng, B, nb, 0, 1);
+    nbt_fill(rng, C, nc, 0, 1);
+    if (beta == 0) C[0] = (nb_real)NAN;
+    for (i = 0; i < M; i++)
+        for (j = 0; j < ldc; j++) {
+            double acc = 0, plain = 0;
+            const double c0 = (double)C[i * ldc + j];
+            if (j >= N) { ref[i * ldc + j] = unrounded[i * ldc + j] = c0; continue; }
+            for (k = 0; k < K; k++) {
+                const double a = ta ? A[k * lda + i] : A[i * lda + k];
+                const double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+                acc += bf16_ref(a) * bf16_ref(b);
+                plain += a * b;
+            }
+            ref[i * ldc + j] = alpha * acc + (beta == 0 ? 0 : beta * c0);
+            unrounded[i * ldc + j] = alpha * plain + (beta == 0 ? 0 : beta * c0);
+        }
+    snprintf(name, sizeof name, "nb_gemm_bf16 ta=%d tb=%d %dx%dx%d beta=%g threads %d returns OK",
+             ta, tb, M, N, K, beta, threads);
+    nbt_check(nb_gemm_bf16(&ctx, ta, tb, M, N, K, (nb_real)alpha, A, lda, B, ldb, (nb_real)beta,
+                           C, ldc) == NB_OK, name);
+    for (i = 0; i < M; i++)
+        for (j = 0; j < ldc; j++) {
+            double mag = 0;
+            const double got = (double)C[i * ldc + j], want = ref[i * ldc + j];
+            if (j >= N) { within &= got == want; continue; } /* padding untouched */
+            for (k = 0; k < K; k++)
+                mag += fabs(bf16_ref(ta ? A[k * lda + i] : A[i * lda + k]) *
+                            bf16_ref(tb ? B[j * ldb + k] : B[k * ldb + j]));
+            mag = fabs(alpha) * mag + fabs(beta * want);
+            within &= nbt_finite(got) && fabs(got - want) <= 2.0 * (K + 2) * 0x1p-24 * mag + 1e-30;
+            far += (got - unrounded[i * ldc + j]) * (got - unrounded[i * ldc + j]);
+            norm += want * want;
+        }
+    snprintf(name, sizeof name, "nb_gemm_bf16 ta=%d tb=%d %dx%dx%d beta=%g threads %d: bf16 "
+             "operands, float32 sums", ta, tb, M, N, K, beta, threads);
+    nbt_check(within, name);
+    snprintf(name, sizeof name, "nb_gemm_bf16 ta=%d tb=%d %dx%dx%d: the operands are rounded "
+             "(%.2g from the unrounded product)", ta, tb, M, N, K, sqrt(far / norm));
+    nbt_check(sqrt(far / norm) > 1e-4, name);
+    free(A); free(B); free(C); free(ref); free(unrounded);
+}
+
+/* bf16 rounding on single values through a 1x1x1 product (x * 1 is exact): ties to even,
+   overflow to inf, NaN kept. */
+static void gemm_bf16_values(void) {
+    static const struct { float x, want; const char* what; } v[] = {
+        {1.00390625f, 1.0f, "1 + 2^-8 (a tie) rounds to even: 1"},
+        {1.01171875f, 1.015625f, "1 + 3 2^-8 (a tie) rounds to even: 1 + 2^-6"},
+        {-1.00390625f, -1.0f, "-(1 + 2^-8) rounds to -1"},
+        {1.0048828125f, 1.0078125f, "1 + 2^-8 + 2^-10 rounds up"},
+        {3.3961e38f, 3.3895314e38f, "the largest bf16 stays"},
+    };
+    float one = 1, c;
+    size_t i;
+    char name[160];
+    for (i = 0; i < sizeof v / sizeof v[0]; i++) {
+        nb_gemm_bf16(NULL, 0, 0, 1, 1, 1, 1, &v[i].x, 1, &one, 1, 0, &c, 1);
+        snprintf(name, sizeof name, "bf16: %s (got %.9g)", v[i].what, (double)c);
+        nbt_check(c == v[i].want, name);
+    }
+    {
+        float big = 3.4e38f, nan = (float)NAN;
+        nb_gemm_bf16(NULL, 0, 0, 1, 1, 1, 1, &big, 1, &one, 1, 0, &c, 1);
+        nbt_check(!nbt_finite(c) && c > 0, "bf16: a value past the largest bf16 rounds to inf");
+        nb_gemm_bf16(NULL, 0, 0, 1, 1, 1, 1, &nan, 1, &one, 1, 0, &c, 1);
+        nbt_check(nbt_isnan(c), "bf16: NaN stays NaN");
+    }
+}
+#endif
+
 int main(void) {
     static const norm_case cases[] = {
         /* name                      mode rows width seg ld gain bias acc  eps   scale shift ftol
@@ -354,6 +454,24 @@ int main(void) {
             run_gemm_case(ta, tb, 4, 6, 3, -1.5, 0.25, &rng);
             run_gemm_case(ta, tb, 130, 70, 80, 1.0, 1.0, &rng);  /* split over rows */
             run_gemm_case(ta, tb, 9, 300, 40, 1.0, 0.0, &rng);   /* split over columns */
+#ifndef NB_DOUBLE
+            /* across the emulation's blocks (32 x 64 x 256) and the threads' split */
+            run_gemm_bf16_case(ta, tb, 7, 5, 9, 1.0, 0.0, 1, &rng);
+            run_gemm_bf16_case(ta, tb, 70, 130, 300, 0.5, 1.0, 2, &rng);
+            run_gemm_bf16_case(ta, tb, 33, 65, 513, -1.5, 0.25, 3, &rng);
+#endif
         }
+#ifndef NB_DOUBLE
+    gemm_bf16_values();
+#else
+    {   /* bf16 is a float32-build feature */
+        nb_ctx c;
+        nb_real a = 1, b = 1, r = 0;
+        memset(&c, 0, sizeof c);
+        nbt_check(nb_gemm_bf16(&c, 0, 0, 1, 1, 1, 1, &a, 1, &b, 1, 0, &r, 1) == NB_ERR_CONFIG &&
+                      strstr(c.err, "NB_DOUBLE") != NULL,
+                  "nb_gemm_bf16 refuses in the float64 build");
+    }
+#endif
     return nbt_finish();
 }

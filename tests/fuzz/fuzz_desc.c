@@ -256,6 +256,7 @@ static void run_stack(rd* r, nb_ctx* c) {
         size_t i;
         d.param_grads = (nb_grad_mode)(gm % 5);
         d.input_grad = (nb_grad_mode)((gm / 5) % 5);
+        d.precision = (nb_precision)((gm / 25) % 4); /* 3 is refused */
         if (gm >= 200)
             for (i = 0; i < sizeof d.name; i++) d.name[i] = (char)(1 + u8(r) % 255);
     }

@@ -1895,11 +1895,11 @@ static inline float nb__bf16(float x) {
 
 #ifndef NB_DOUBLE
 /* The portable BF16 GEMM: op(A) and op(B) are rounded block by block into this thread's stack
-   (NB__BF_M x NB__BF_K and NB__BF_K x NB__BF_N floats, 96 KiB) and each pair of blocks is
+   (NB__BF_M x NB__BF_K and NB__BF_K x NB__BF_N floats, 320 KiB) and each pair of blocks is
    one float32 GEMM, accumulating over K in C. Each product is then a bf16 x bf16 product,
    exact in float32, summed in float32: the numerics of a bf16 matrix unit up to summation
    order. Every element of C is computed in the same order whatever the thread count. */
-enum { NB__BF_M = 32, NB__BF_N = 64, NB__BF_K = 256 };
+enum { NB__BF_M = 64, NB__BF_N = 256, NB__BF_K = 256 };
 static void nb__gemm1_bf16(int transa, int transb, int M, int N, int K, float alpha,
                            const float* A, int lda, const float* B, int ldb, float beta, float* C,
                            int ldc) {
@@ -1909,16 +1909,26 @@ static void nb__gemm1_bf16(int transa, int transb, int M, int N, int K, float al
         const int nb = N - j0 < NB__BF_N ? N - j0 : NB__BF_N;
         for (k0 = 0; k0 < K; k0 += NB__BF_K) {
             const int kb = K - k0 < NB__BF_K ? K - k0 : NB__BF_K;
-            for (k = 0; k < kb; k++) /* b = bf16(op(B)[k0.., j0..]), row-major kb x nb */
+            /* b = bf16(op(B)[k0.., j0..]), row-major kb x nb; the loops along rows of the
+               source vectorize */
+            if (transb)
                 for (j = 0; j < nb; j++)
-                    b[k * nb + j] = nb__bf16(transb ? B[(size_t)(j0 + j) * ldb + k0 + k]
-                                                    : B[(size_t)(k0 + k) * ldb + j0 + j]);
+                    for (k = 0; k < kb; k++)
+                        b[k * nb + j] = nb__bf16(B[(size_t)(j0 + j) * ldb + k0 + k]);
+            else
+                for (k = 0; k < kb; k++)
+                    for (j = 0; j < nb; j++)
+                        b[k * nb + j] = nb__bf16(B[(size_t)(k0 + k) * ldb + j0 + j]);
             for (i0 = 0; i0 < M; i0 += NB__BF_M) {
                 const int mb = M - i0 < NB__BF_M ? M - i0 : NB__BF_M;
-                for (i = 0; i < mb; i++)
+                if (transa)
                     for (k = 0; k < kb; k++)
-                        a[i * kb + k] = nb__bf16(transa ? A[(size_t)(k0 + k) * lda + i0 + i]
-                                                        : A[(size_t)(i0 + i) * lda + k0 + k]);
+                        for (i = 0; i < mb; i++)
+                            a[i * kb + k] = nb__bf16(A[(size_t)(k0 + k) * lda + i0 + i]);
+                else
+                    for (i = 0; i < mb; i++)
+                        for (k = 0; k < kb; k++)
+                            a[i * kb + k] = nb__bf16(A[(size_t)(i0 + i) * lda + k0 + k]);
                 nb__sgemm1(0, 0, mb, nb, kb, alpha, a, kb, b, nb, k0 ? 1 : beta,
                            C + (size_t)i0 * ldc + j0, ldc);
             }

@@ -455,9 +455,9 @@ int main(void) {
             run_gemm_case(ta, tb, 130, 70, 80, 1.0, 1.0, &rng);  /* split over rows */
             run_gemm_case(ta, tb, 9, 300, 40, 1.0, 0.0, &rng);   /* split over columns */
 #ifndef NB_DOUBLE
-            /* across the emulation's blocks (32 x 64 x 256) and the threads' split */
+            /* across the emulation's blocks (64 x 256 x 256) and the threads' split */
             run_gemm_bf16_case(ta, tb, 7, 5, 9, 1.0, 0.0, 1, &rng);
-            run_gemm_bf16_case(ta, tb, 70, 130, 300, 0.5, 1.0, 2, &rng);
+            run_gemm_bf16_case(ta, tb, 70, 270, 300, 0.5, 1.0, 2, &rng);
             run_gemm_bf16_case(ta, tb, 33, 65, 513, -1.5, 0.25, 3, &rng);
 #endif
         }

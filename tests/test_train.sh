@@ -42,6 +42,24 @@ else
   fail "60 steps lower the validation loss (rc $rc, '$v0' -> '$v1')"; cat learn.log
 fi
 
+# 1b. bf16 GEMMs (--precision bf16): learns as well, says which kernels, and a float32
+# checkpoint written by one precision resumes in the other
+"$TRAIN" "${TINY[@]}" --steps 60 --precision bf16 --save bf16.safetensors > learn_bf16.log 2>&1
+rc=$?
+vb="$(final_field learn_bf16.log val_loss)"
+if [ $rc = 0 ] && [ -n "$vb" ] && grep -q '^precision: bf16 GEMMs (' learn_bf16.log &&
+   awk -v a="$v0" -v b="$vb" -v f="$v1" 'BEGIN { exit !(b < a - 0.5 && b < f + 0.3 && b != f) }'; then
+  pass "bf16: 60 steps lower the validation loss as float32 does ($v0 -> $vb, float32 $v1)"
+else
+  fail "bf16: 60 steps (rc $rc, '$v0' -> '$vb', float32 '$v1')"; cat learn_bf16.log
+fi
+if "$TRAIN" "${TINY[@]}" --steps 62 --allow-change steps --resume bf16.safetensors > resume_fp32.log 2>&1 &&
+   head -c 65536 bf16.safetensors | grep -q '"transformer.wte.weight":{"dtype":"F32"'; then
+  pass "bf16: the checkpoint is float32 and resumes in float32"
+else
+  fail "bf16: checkpoint resume in float32"; cat resume_fp32.log
+fi
+
 # 2. checkpoint round trip: save, load, save again -> identical bytes
 "$TRAIN" "${TINY[@]}" --steps 20 --save full.safetensors > full.log 2>&1
 rc1=$?
@@ -130,6 +148,7 @@ expect_error() { # expect_error NAME PATTERN ARGS...
 }
 : > empty.txt
 head -c 5 full.safetensors > trunc_len.safetensors
+expect_error "unknown precision" "fp32 or bf16" "${TINY[@]}" --precision fp16
 head -c 3000 full.safetensors > trunc_data.safetensors
 printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a":[1,2,,]}   ' > badjson.safetensors
 sed 's/"transformer.wte.weight"/"transformer.xyz.weight"/' full.safetensors > missing.safetensors

@@ -103,6 +103,8 @@ void usage(void) {
 "                     sets the number of layers (e.g. --schedule post,pre,pre,hybrid)\n"
 "  --d N --layers N --heads N --kv-heads N --ff N       [128 4 4 heads 8d/3->64]\n"
 "  --ffn swiglu|gelu  --norm rms|layer|dyt  --no-rope\n"
+"  --precision fp32|bf16  the GEMMs' operands (sums, norms, softmax, weights, gradients and\n"
+"                     checkpoints stay float32; the model line names the bf16 kernels) [fp32]\n"
 "  --dyt-alpha A  --dyt-alpha-attn A   DyT's initial alpha (others / norms feeding attention)\n"
 "                     [DyT's LLM rule by width: 1 and 1 up to d = 1024]\n"
 "  --layerscale-init X  LayerScale's initial scale [CaiT's rule by depth: 0.1 up to 18 layers]\n"
@@ -264,6 +266,11 @@ int parse_args(int argc, char** argv, config* c, int* help) {
             NEEDV;
             if (strcmp(v, "swiglu") && strcmp(v, "gelu")) return fail("--ffn: swiglu or gelu, not \"%s\"", v);
             snprintf(c->ffn, sizeof c->ffn, "%s", v);
+        } else if (!strcmp(a, "--precision")) {
+            NEEDV;
+            if (strcmp(v, "fp32") && strcmp(v, "bf16"))
+                return fail("--precision: fp32 or bf16, not \"%s\"", v);
+            c->bf16 = !strcmp(v, "bf16");
         } else if (!strcmp(a, "--norm")) {
             NEEDV;
             if (strcmp(v, "rms") && strcmp(v, "layer") && strcmp(v, "dyt"))
@@ -464,6 +471,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->d_ff = c->d_ff;
     d->rope = c->rope;
     d->check_finite = c->check_finite;
+    d->precision = c->bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
     if (!strcmp(c->ffn, "gelu")) d->ffn = NB_FFN_GELU_TANH;
     else if (d->ffn == NB_FFN_DEFAULT) d->ffn = NB_FFN_SWIGLU;
     if (!strcmp(c->norm, "layer")) d->norm = NB_NORM_LAYER;

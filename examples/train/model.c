@@ -164,6 +164,15 @@ int model_tensors(const model* m, ck_tensor* table) {
 
 size_t tensor_count(const ck_tensor* t) { return (size_t)t->rows * (size_t)(t->cols ? t->cols : 1); }
 
+/* The LM head's GEMMs (C overwritten) in the stack's precision. */
+static nb_result head_gemm(model* m, int ta, int tb, int M, int N, int K, nb_real alpha,
+                           const nb_real* A, int lda, const nb_real* B, int ldb, nb_real* C,
+                           int ldc) {
+    return m->s.desc.precision == NB_PRECISION_BF16
+               ? nb_gemm_bf16(&m->ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0, C, ldc)
+               : nb_gemm(&m->ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0, C, ldc);
+}
+
 int model_step(model* m, int train, double* count, double* out) {
     const int B = m->B, T = m->T, d = m->d, nt = nb_num_threads(&m->ctx);
     const long long bt = (long long)B * T;
@@ -187,7 +196,7 @@ int model_step(model* m, int train, double* count, double* out) {
     if (nb_stack_forward(&m->ctx, &m->s, m->p + m->off_stack, m->h, m->x, B, T, m->cache,
                          m->scratch) != NB_OK)
         return train ? fail("forward, step %d: %s", m->step + 1, m->ctx.err) : fail("forward: %s", m->ctx.err);
-    if (nb_gemm(&m->ctx, 0, 1, (int)bt, VOCAB, d, 1, m->h, d, head, d, 0, m->logits, VOCAB))
+    if (head_gemm(m, 0, 1, (int)bt, VOCAB, d, 1, m->h, d, head, d, m->logits, VOCAB))
         return fail("head: %s", m->ctx.err);
     /* per row: loss = lse(z) - z[target]; with train, z becomes softmax(z) - onehot (the
        1/count of the mean is applied by the head GEMMs, once the global count is known) */
@@ -228,9 +237,9 @@ int model_step(model* m, int train, double* count, double* out) {
        reduction as soon as it is final (head first, wte last: descending offsets) */
     inv = sums[1] > 0 ? 1.0 / sums[1] : 0;
     dist_grads_begin(m->dist, m->g);
-    if (nb_gemm(&m->ctx, 1, 0, VOCAB, d, (int)bt, (nb_real)inv, m->logits, VOCAB, m->h, d, 0,
-                m->g + m->off_head, d) ||
-        nb_gemm(&m->ctx, 0, 0, (int)bt, d, VOCAB, (nb_real)inv, m->logits, VOCAB, head, d, 0, m->dh, d))
+    if (head_gemm(m, 1, 0, VOCAB, d, (int)bt, (nb_real)inv, m->logits, VOCAB, m->h, d,
+                  m->g + m->off_head, d) ||
+        head_gemm(m, 0, 0, (int)bt, d, VOCAB, (nb_real)inv, m->logits, VOCAB, head, d, m->dh, d))
         return fail("head backward: %s", m->ctx.err);
     dist_grads_ready(m->dist, m->off_head, m->n - m->off_head);
     memset(m->g + m->off_stack, 0, m->s.n_params * sizeof(nb_real));

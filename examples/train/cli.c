@@ -472,6 +472,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->rope = c->rope;
     d->check_finite = c->check_finite;
     d->precision = c->bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
+    d->param_grads = NB_GRAD_OVERWRITE; /* one backward per step: no zero-grad pass */
     if (!strcmp(c->ffn, "gelu")) d->ffn = NB_FFN_GELU_TANH;
     else if (d->ffn == NB_FFN_DEFAULT) d->ffn = NB_FFN_SWIGLU;
     if (!strcmp(c->norm, "layer")) d->norm = NB_NORM_LAYER;

@@ -242,8 +242,7 @@ int model_step(model* m, int train, double* count, double* out) {
         head_gemm(m, 0, 0, (int)bt, d, VOCAB, (nb_real)inv, m->logits, VOCAB, head, d, m->dh, d))
         return fail("head backward: %s", m->ctx.err);
     dist_grads_ready(m->dist, m->off_head, m->n - m->off_head);
-    memset(m->g + m->off_stack, 0, m->s.n_params * sizeof(nb_real));
-    m->bad_grad[0] = 0;
+    m->bad_grad[0] = 0; /* the stack overwrites its gradients (param_grads): no zeroing pass */
     if (nb_stack_backward(&m->ctx, &m->s, m->p + m->off_stack, m->g + m->off_stack, m->dx, m->dh,
                           B, T, m->cache, m->scratch) != NB_OK)
         return fail("backward: %s", m->ctx.err);

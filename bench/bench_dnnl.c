@@ -1,0 +1,158 @@
+/* The GEMM backends for mixed precision, measured on a block's own GEMM shapes: the 12 linear
+   GEMMs of a Pre-Norm SwiGLU block (forward, dX, dW of W_qkv, W_o, W_in, W_out) at (B, T, d),
+   each timed with
+     openblas  cblas_sgemm (the library's float32 backend today)
+     dnnl_f32  oneDNN's matmul primitive in float32
+     dnnl_bf16 oneDNN's matmul on bf16 operands, float32 output (operands converted beforehand,
+               as cached bf16 activations and weights would be)
+     emulated  nb_gemm_bf16 (the library's portable bf16 path)
+   Each row names the oneDNN implementation that ran (its ISA: brg:avx512_core_amx_bf16 on an
+   AMX CPU, avx512_core_bf16 without, ...). Primitives are created once per shape, outside the
+   timing (creating one costs milliseconds). oneDNN runs on omp_get_max_threads() threads
+   (OMP_NUM_THREADS), the others on THREADS. Built when CMake finds oneDNN (libdnnl-dev).
+
+   usage: bench_dnnl B T d THREADS REPS */
+#define _POSIX_C_SOURCE 200809L
+#define NORMBLOCKS_IMPLEMENTATION
+#include "normblocks.h"
+#include "bench_common.h"
+#include <oneapi/dnnl/dnnl.h>
+#include <stdint.h>
+
+typedef struct gemm_shape {
+    const char* what;
+    int ta, tb, M, N, K; /* C (M x N) = op(A) op(B), row-major, op(A) M x K, op(B) K x N */
+} gemm_shape;
+
+typedef struct mm_gemm {
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+    const char* impl;
+} mm_gemm;
+
+#define DNNL_OK(call) do { if ((call) != dnnl_success) { \
+    fprintf(stderr, "bench_dnnl: %s failed\n", #call); exit(1); } } while (0)
+
+/* A matmul primitive for one shape and data type of the operands; transposes are strides. */
+static void mm_make(mm_gemm* g, dnnl_engine_t eng, const gemm_shape* s, dnnl_data_type_t dt,
+                      void* A, void* B, float* C) {
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_dims_t ad = {s->M, s->K}, bd = {s->K, s->N}, cd = {s->M, s->N};
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd;
+    DNNL_OK(dnnl_memory_desc_init_by_tag(&a_md, 2, ad, dt, s->ta ? dnnl_ba : dnnl_ab));
+    DNNL_OK(dnnl_memory_desc_init_by_tag(&b_md, 2, bd, dt, s->tb ? dnnl_ba : dnnl_ab));
+    DNNL_OK(dnnl_memory_desc_init_by_tag(&c_md, 2, cd, dnnl_f32, dnnl_ab));
+    DNNL_OK(dnnl_matmul_desc_init(&md, &a_md, &b_md, NULL, &c_md));
+    DNNL_OK(dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL));
+    DNNL_OK(dnnl_primitive_create(&g->prim, pd));
+    DNNL_OK(dnnl_memory_create(&g->a, &a_md, eng, A));
+    DNNL_OK(dnnl_memory_create(&g->b, &b_md, eng, B));
+    DNNL_OK(dnnl_memory_create(&g->c, &c_md, eng, C));
+    DNNL_OK(dnnl_primitive_desc_destroy(pd));
+    {   /* the implementation's name, from the primitive's own copy of its descriptor */
+        const_dnnl_primitive_desc_t own;
+        DNNL_OK(dnnl_primitive_get_primitive_desc(g->prim, &own));
+        DNNL_OK(dnnl_primitive_desc_query(own, dnnl_query_impl_info_str, 0, &g->impl));
+    }
+}
+
+static void mm_run(const mm_gemm* g, dnnl_stream_t st) {
+    dnnl_exec_arg_t args[3];
+    args[0].arg = DNNL_ARG_SRC; args[0].memory = g->a;
+    args[1].arg = DNNL_ARG_WEIGHTS; args[1].memory = g->b;
+    args[2].arg = DNNL_ARG_DST; args[2].memory = g->c;
+    DNNL_OK(dnnl_primitive_execute(g->prim, st, 3, args));
+    DNNL_OK(dnnl_stream_wait(st));
+}
+
+static void mm_free(mm_gemm* g) {
+    dnnl_primitive_destroy(g->prim);
+    dnnl_memory_destroy(g->a); dnnl_memory_destroy(g->b); dnnl_memory_destroy(g->c);
+}
+
+static uint16_t to_bf16(float x) { /* round to nearest even; the data here is finite */
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+int main(int argc, char** argv) {
+    int B, T, d, nt, reps, BT, f, P, i, r, k;
+    gemm_shape sh[12];
+    double tot[4] = {0, 0, 0, 0}, flops = 0;
+    dnnl_engine_t eng;
+    dnnl_stream_t st;
+    nb_ctx ctx;
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s B T d THREADS REPS\n", argv[0]);
+        return 2;
+    }
+    B = atoi(argv[1]); T = atoi(argv[2]); d = atoi(argv[3]); nt = atoi(argv[4]);
+    reps = atoi(argv[5]);
+    BT = B * T; P = 3 * d; f = (8 * d / 3 + 63) / 64 * 64;
+    {   /* forward, dX, dW of each linear layer, as nb_attn/ffn_forward/backward call them */
+        const gemm_shape s[12] = {
+            {"qkv fwd", 0, 1, BT, P, d}, {"qkv dX", 0, 0, BT, d, P}, {"qkv dW", 1, 0, P, d, BT},
+            {"o fwd", 0, 1, BT, d, d}, {"o dX", 0, 0, BT, d, d}, {"o dW", 1, 0, d, d, BT},
+            {"in fwd", 0, 1, BT, 2 * f, d}, {"in dX", 0, 0, BT, d, 2 * f},
+            {"in dW", 1, 0, 2 * f, d, BT}, {"out fwd", 0, 1, BT, d, f},
+            {"out dX", 0, 0, BT, f, d}, {"out dW", 1, 0, d, f, BT}};
+        memcpy(sh, s, sizeof s);
+    }
+    nbb_print_env("bench_dnnl");
+    memset(&ctx, 0, sizeof ctx);
+    ctx.num_threads = nt;
+    DNNL_OK(dnnl_engine_create(&eng, dnnl_cpu, 0));
+    DNNL_OK(dnnl_stream_create(&st, eng, dnnl_stream_default_flags));
+    printf("# the 12 linear GEMMs of a Pre-Norm SwiGLU block, (B,T,d) = (%d,%d,%d), d_ff %d, "
+           "%d threads (oneDNN: %d), median of %d; GFLOP/s\n", B, T, d, f, nt,
+           omp_get_max_threads(), reps);
+    printf("%-8s %6s %6s %6s %9s %9s %9s %9s  oneDNN f32 / bf16 implementation\n", "gemm", "M",
+           "N", "K", "openblas", "dnnl_f32", "dnnl_bf16", "emulated");
+    for (i = 0; i < 12; i++) {
+        const gemm_shape* s = &sh[i];
+        const size_t na = (size_t)s->M * s->K, nb = (size_t)s->K * s->N, nc = (size_t)s->M * s->N;
+        float *A = nbb_alloc(na), *Bm = nbb_alloc(nb), *C = nbb_alloc(nc);
+        uint16_t *A16 = (uint16_t*)malloc(na * 2), *B16 = (uint16_t*)malloc(nb * 2);
+        double* t = (double*)malloc(sizeof(double) * (size_t)reps), med[4];
+        const double fl = 2.0 * s->M * s->N * s->K;
+        mm_gemm g32, g16;
+        nb_fill_normal(A, na, 1, 3, (unsigned long long)i + 1);
+        nb_fill_normal(Bm, nb, 1, 3, (unsigned long long)i + 100);
+        for (k = 0; k < (int)na; k++) A16[k] = to_bf16(A[k]);
+        for (k = 0; k < (int)nb; k++) B16[k] = to_bf16(Bm[k]);
+        mm_make(&g32, eng, s, dnnl_f32, A, Bm, C);
+        mm_make(&g16, eng, s, dnnl_bf16, A16, B16, C);
+        for (k = 0; k < 4; k++) {
+            for (r = -1; r < reps; r++) { /* r = -1: warm-up */
+                const int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+                const double t0 = nbb_now();
+                if (k == 0)
+                    nb_gemm(&ctx, s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, Bm, ldb, 0, C, s->N);
+                else if (k == 1) mm_run(&g32, st);
+                else if (k == 2) mm_run(&g16, st);
+                else nb_gemm_bf16(&ctx, s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, Bm, ldb, 0, C,
+                                  s->N);
+                if (r >= 0) t[r] = nbb_now() - t0;
+            }
+            med[k] = nbb_median(t, reps);
+            tot[k] += med[k];
+        }
+        flops += fl;
+        printf("%-8s %6d %6d %6d %9.1f %9.1f %9.1f %9.1f  %s / %s\n", s->what, s->M, s->N, s->K,
+               fl / med[0] * 1e-9, fl / med[1] * 1e-9, fl / med[2] * 1e-9, fl / med[3] * 1e-9,
+               g32.impl, g16.impl);
+        mm_free(&g32); mm_free(&g16);
+        free(A); free(Bm); free(C); free(A16); free(B16); free(t);
+    }
+    printf("%-8s %20s %9.1f %9.1f %9.1f %9.1f  (ms: %.1f %.1f %.1f %.1f)\n", "all 12", "",
+           flops / tot[0] * 1e-9, flops / tot[1] * 1e-9, flops / tot[2] * 1e-9,
+           flops / tot[3] * 1e-9, 1e3 * tot[0], 1e3 * tot[1], 1e3 * tot[2], 1e3 * tot[3]);
+    printf("RESULT kind=dnnl B=%d T=%d d=%d threads=%d reps=%d openblas_ms=%.3f dnnl_f32_ms=%.3f "
+           "dnnl_bf16_ms=%.3f emulated_ms=%.3f core=%s\n", B, T, d, nt, reps, 1e3 * tot[0],
+           1e3 * tot[1], 1e3 * tot[2], 1e3 * tot[3], nbb_corename());
+    dnnl_stream_destroy(st);
+    dnnl_engine_destroy(eng);
+    return 0;
+}

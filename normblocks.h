@@ -131,6 +131,8 @@
      nb_stack_init / nb_stack_forward / nb_stack_backward     L blocks with a placement
                                                   schedule (presets: nb_preset_from_name)
      nb_layer_forward / nb_layer_backward         one layer of a stack
+     nb_stack_set_layout                          bind a trainer's own parameter layout
+     nb_gemm_bf16, nb_bf16_kernels, .precision    bf16 GEMM operands (mixed precision)
      nb_stack_init_params, nb_init_io_std         the initializers of the papers' code
      nb_preset_init                               which of them a preset's code used
      nb_stack_grad_norms, nb_stack_hidden_norms, nb_stack_angular_distance, nb_stack.skip,

@@ -63,6 +63,7 @@ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNORMBLOCKS_BUILD_BENCH
   -DNORMBLOCKS_INSTALL=OFF >/dev/null || exit 1
 cmake --build "$BUILD" --target bench_block bench_norm bench_attn bench_grads -j 2 >/dev/null || {
   cmake --build "$BUILD" --target bench_block bench_norm bench_attn bench_grads; exit 1; }
+cmake --build "$BUILD" --target bench_dnnl -j 2 >/dev/null 2>&1 || true  # only with oneDNN
 
 mkdir -p "$OUT"
 RAW="$OUT/raw.txt"
@@ -149,6 +150,16 @@ for t in $ATTN_T; do
     if [ "$t" -le 1024 ]; then run B "$B/bench_attn" "$m" "$t" 1024 16 2 "$reps" 1; fi
   done
 done
+echo "== bf16: the Pre-Norm block with precision BF16 (its row names the kernels), and the GEMM backends"
+for s in $SHAPES; do
+  IFS=, read -r b t d h reps <<<"$s"
+  for nt in 1 2; do
+    run A env NBB_BF16=1 "$B/bench_block" pre "$b" "$t" "$d" "$h" "$nt" "$reps" 1
+    if [ -x "$B/bench_dnnl" ]; then run A env OMP_NUM_THREADS="$nt" "$B/bench_dnnl" "$b" "$t" "$d" "$nt" "$reps"; fi
+  done
+done
+[ -x "$B/bench_dnnl" ] || echo "  (bench_dnnl not built: apt-get install libdnnl-dev)"
+
 echo "== parameter gradients: overwritten by the backward vs zeroed by the trainer (L=4)"
 for nt in 1 2; do
   run A "$B/bench_grads" pre 4 8 256 512 8 "$nt" 7

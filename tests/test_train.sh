@@ -312,6 +312,15 @@ if [ $? = 0 ] && grep -q "^dump: [0-9]* tensors" dump.log && [ "$names" = "x0 bl
 else
   fail "--dump ($names)"; cat dump.log
 fi
+# the same dump in bf16: the same tensors, other values (the GEMMs' operands are rounded)
+"$TRAIN" --load ev.st --precision bf16 --dump ev_dump16.st > dump16.log 2>&1
+n32="$(sed -n 's/^dump: \([0-9]*\) tensors.*/\1/p' dump.log)"
+n16="$(sed -n 's/^dump: \([0-9]*\) tensors.*/\1/p' dump16.log)"
+if [ -n "$n16" ] && [ "$n16" = "$n32" ] && [ -s ev_dump16.st ] && ! cmp -s ev_dump.st ev_dump16.st; then
+  pass "--dump in bf16: the same $n16 tensors, other values"
+else
+  fail "--dump in bf16 ('$n16' vs '$n32' tensors)"; cat dump16.log
+fi
 
 # 12. a sweep: 2 presets x 2 seeds x 2 learning rates, one of which diverges
 SWB=(--d 32 --heads 2 --seq 24 --batch 4 --log-every 10 --eval-batches 2 --warmup 5 --layers 2

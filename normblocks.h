@@ -996,6 +996,10 @@ static int omp_get_num_threads(void) { return 1; }
    at |x| = 70); the clamp and the NaN test work on the bits (-ffinite-math-only folds isnan and
    x != x to false), so only finite values reach the int conversion. Every select is integer or
    arithmetic, never a branch around float operations (gcc would not vectorize one). */
+/* All ones when the float with bits u is a NaN, else 0: for selects that stay vectorized */
+static inline unsigned nb__nan_mask(unsigned u) {
+    return 0u - (unsigned)((u & 0x7fffffffu) > 0x7f800000u);
+}
 static inline float nb__expf(float x) {
     float xc, r, p, t;
     int n, e;
@@ -1022,7 +1026,7 @@ static inline float nb__expf(float x) {
     t = p * t;
     /* NaN in, NaN out, as a bit select: a branch would stop the loop vectorizing */
     memcpy(&a, &t, sizeof a);
-    nan = 0u - (unsigned)((u & 0x7fffffffu) > 0x7f800000u);
+    nan = nb__nan_mask(u);
     a = (u & nan) | (a & ~nan);
     memcpy(&t, &a, sizeof t);
     return t;
@@ -1860,11 +1864,10 @@ NBDEF nb_result nb_gemm_ref(nb_ctx* ctx, int transa, int transb, int M, int N, i
     return NB_OK;
 }
 
-/* One GEMM on the calling thread (BLAS or reference), no checks: for use inside our own
-   parallel regions and by nb_gemm. */
+/* One nb_real GEMM on the calling thread (BLAS or reference), no checks: under nb__gemm1. */
 static void nb__sgemm1(int transa, int transb, int M, int N, int K, nb_real alpha,
-                      const nb_real* A, int lda, const nb_real* B, int ldb, nb_real beta,
-                      nb_real* C, int ldc) {
+                       const nb_real* A, int lda, const nb_real* B, int ldb, nb_real beta,
+                       nb_real* C, int ldc) {
 #ifdef NB_NO_BLAS
     nb_ctx one;
     memset(&one, 0, sizeof one);
@@ -1882,6 +1885,7 @@ static void nb__sgemm1(int transa, int transb, int M, int N, int K, nb_real alph
 #endif
 }
 
+#ifndef NB_DOUBLE
 /* bf16(x): x rounded to nearest even at 8 significand bits, kept as a float (its low 16 bits
    zero). NaN stays NaN (quieted, so the truncation cannot make it inf); a value past the
    largest bf16 rounds to inf, as a bf16 conversion does. Bit operations only: exact under
@@ -1890,13 +1894,12 @@ static inline float nb__bf16(float x) {
     unsigned u, r, nan;
     memcpy(&u, &x, sizeof u);
     r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    nan = 0u - (unsigned)((u & 0x7fffffffu) > 0x7f800000u);
+    nan = nb__nan_mask(u);
     r = ((u | 0x00400000u) & 0xffff0000u & nan) | (r & ~nan);
     memcpy(&x, &r, sizeof x);
     return x;
 }
 
-#ifndef NB_DOUBLE
 /* The portable BF16 GEMM: op(A) and op(B) are rounded block by block into this thread's stack
    (NB__BF_M x NB__BF_K and NB__BF_K x NB__BF_N floats, 320 KiB) and each pair of blocks is
    one float32 GEMM, accumulating over K in C. Each product is then a bf16 x bf16 product,
@@ -2002,6 +2005,18 @@ static nb_result nb__gemm(nb_ctx* ctx, const char* fn, int bf16, int transa, int
     return NB_OK;
 }
 
+/* A precision field: known, and BF16 only in a float32 build. Resolves the default. */
+static nb_result nb__check_precision(nb_ctx* ctx, const char* fn, nb_precision* p) {
+    if (*p == NB_PRECISION_DEFAULT) *p = NB_PRECISION_FP32;
+    NB__CHECK(*p != NB_PRECISION_FP32 && *p != NB_PRECISION_BF16, NB_ERR_CONFIG,
+              "%s: unknown precision %d", fn, (int)*p);
+#ifdef NB_DOUBLE
+    NB__CHECK(*p == NB_PRECISION_BF16, NB_ERR_CONFIG, "%s: precision BF16 is a float32-build "
+              "feature (this build defines NB_DOUBLE)", fn);
+#endif
+    return NB_OK;
+}
+
 NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                         nb_real alpha, const nb_real* A, int lda, const nb_real* B, int ldb,
                         nb_real beta, nb_real* C, int ldc) {
@@ -2012,15 +2027,11 @@ NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K
 NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                              nb_real alpha, const nb_real* A, int lda, const nb_real* B,
                              int ldb, nb_real beta, nb_real* C, int ldc) {
-#ifdef NB_DOUBLE
-    (void)transa; (void)transb; (void)M; (void)N; (void)K; (void)alpha; (void)A; (void)lda;
-    (void)B; (void)ldb; (void)beta; (void)C; (void)ldc;
-    return nb__fail(ctx, NB_ERR_CONFIG, "nb_gemm_bf16: bf16 is a float32-build feature "
-                    "(this build defines NB_DOUBLE)");
-#else
+    nb_precision bf16 = NB_PRECISION_BF16; /* refused in an NB_DOUBLE build */
+    nb_result rc = nb__check_precision(ctx, "nb_gemm_bf16", &bf16);
+    if (rc) return rc;
     return nb__gemm(ctx, "nb_gemm_bf16", 1, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta,
                     C, ldc);
-#endif
 }
 
 NBDEF const char* nb_bf16_kernels(void) {
@@ -2207,18 +2218,6 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hashd(h, (double)d->rope_theta);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
-}
-
-/* A precision field: known, and BF16 only in a float32 build. Resolves the default. */
-static nb_result nb__check_precision(nb_ctx* ctx, const char* fn, nb_precision* p) {
-    if (*p == NB_PRECISION_DEFAULT) *p = NB_PRECISION_FP32;
-    NB__CHECK(*p != NB_PRECISION_FP32 && *p != NB_PRECISION_BF16, NB_ERR_CONFIG,
-              "%s: unknown precision %d", fn, (int)*p);
-#ifdef NB_DOUBLE
-    NB__CHECK(*p == NB_PRECISION_BF16, NB_ERR_CONFIG, "%s: precision BF16 is a float32-build "
-              "feature (this build defines NB_DOUBLE)", fn);
-#endif
-    return NB_OK;
 }
 
 NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn_desc* desc,
@@ -2939,8 +2938,9 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
     if ((rc = nb__gemm(ctx, fn, bf, 1, 0, W, d, BT, 1, dh, W, x, d, 1, g->w_in, d)))
         return rc;
     if (g->b_in && (rc = nb__bias_grad(ctx, g->b_in, dh, BT, W, ones))) return rc;
-    return nb__gemm(ctx, fn, bf, 0, 0, BT, d, W, 1, dh, W, p->w_in, d,           /* dx = dh W_in */
-                   accumulate_dx ? 1 : 0, dx, d);
+    /* dx = dh W_in */
+    return nb__gemm(ctx, fn, bf, 0, 0, BT, d, W, 1, dh, W, p->w_in, d, accumulate_dx ? 1 : 0, dx,
+                    d);
 }
 
 /* ---- blocks and stacks ---------------------------------------------------------------------- */
@@ -3698,11 +3698,11 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
                   "nb_stack_init: layer %d %s: residual_from_norm needs input_norm "
                   "(layers[%d].%s)", l, which, l, which);
         NB__CHECK(!nb__is0(pl[k]->residual_scale) && (!(pl[k]->residual_scale > 0) ||
-                                                 !nb__fin((double)pl[k]->residual_scale)),
+                                                      !nb__fin((double)pl[k]->residual_scale)),
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s: residual_scale (%g) must be "
                   "finite and > 0", l, which, (double)pl[k]->residual_scale);
         NB__CHECK(!nb__is0(pl[k]->input_scale) && (!(pl[k]->input_scale > 0) ||
-                                              !nb__fin((double)pl[k]->input_scale)),
+                                                   !nb__fin((double)pl[k]->input_scale)),
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s: input_scale (%g) must be "
                   "finite and > 0", l, which, (double)pl[k]->input_scale);
         NB__CHECK((int)pl[k]->branch_scale < NB_BRANCH_SCALE_NONE ||
@@ -3723,6 +3723,18 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
    scales) and the stack adds (4 norms of 3): bounds n_tensors. */
 #define NB__LAYER_TENSORS 51
 #define NB__TOP_TENSORS 12
+
+/* The stack's run modes: gradient conventions, precision, the name for messages. */
+static nb_result nb__stack_modes(nb_ctx* ctx, nb_stack_desc* d) {
+    NB__CHECK((unsigned)d->param_grads > NB_GRAD_OVERWRITE ||
+                  (unsigned)d->input_grad > NB_GRAD_OVERWRITE, NB_ERR_CONFIG,
+              "nb_stack_init: param_grads (%d) and input_grad (%d) must be nb_grad_mode values",
+              (int)d->param_grads, (int)d->input_grad);
+    if (d->param_grads == NB_GRAD_DEFAULT) d->param_grads = NB_GRAD_ACCUMULATE;
+    if (d->input_grad == NB_GRAD_DEFAULT) d->input_grad = NB_GRAD_OVERWRITE;
+    d->name[sizeof d->name - 1] = 0;
+    return nb__check_precision(ctx, "nb_stack_init", &d->precision);
+}
 
 NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
                               int max_batch, int max_seq) {
@@ -3748,14 +3760,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               "nb_stack_init: n_layers (%d) overflows int in the tensor table (n_tensors)", L);
     NB__CHECK((int)d.preset < 0 || d.preset >= NB_PRESET_COUNT, NB_ERR_CONFIG,
               "nb_stack_init: unknown preset %d", (int)d.preset);
-    NB__CHECK((unsigned)d.param_grads > NB_GRAD_OVERWRITE ||
-                  (unsigned)d.input_grad > NB_GRAD_OVERWRITE, NB_ERR_CONFIG,
-              "nb_stack_init: param_grads (%d) and input_grad (%d) must be nb_grad_mode values",
-              (int)d.param_grads, (int)d.input_grad);
-    if (nb__check_precision(ctx, "nb_stack_init", &d.precision)) return NB_ERR_CONFIG;
-    if (d.param_grads == NB_GRAD_DEFAULT) d.param_grads = NB_GRAD_ACCUMULATE;
-    if (d.input_grad == NB_GRAD_DEFAULT) d.input_grad = NB_GRAD_OVERWRITE;
-    d.name[sizeof d.name - 1] = 0;
+    if ((rc = nb__stack_modes(ctx, &d))) return rc;
     NB__CHECK(d.layers && d.preset != NB_PRESET_DEFAULT, NB_ERR_CONFIG,
               "nb_stack_init: give either a preset (%s) or a custom layer schedule, not both",
               nb__desc_name(&d));
@@ -4675,7 +4680,6 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
     return rc;
 }
 
-/* End of the last layer's parameters: the final norms follow. */
 /* Tensors [t0, t0 + n) of the table are about to get their gradients: with
    param_grads = OVERWRITE they start from zero here, right before the backward that writes them
    (the range is then in cache; this replaces the trainer's zeroing pass, it adds none). */

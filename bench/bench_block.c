@@ -234,6 +234,7 @@ int main(int argc, char** argv) {
     double others;
     nbb_load l0;
     int B, T, d, H, nt, reps, warm, i;
+    const int bf16 = getenv("NBB_BF16") != NULL;
     size_t n;
     if (argc < 8) {
         fprintf(stderr, "usage: %s PRESET B T d H THREADS REPS [WARMUP]\n", argv[0]);
@@ -249,7 +250,7 @@ int main(int argc, char** argv) {
     memset(&desc, 0, sizeof desc);
     desc.n_layers = 1; desc.d_model = d; desc.n_heads = H;
     if (nb_preset_from_name(&r.ctx, &desc, preset)) die("nb_preset_from_name", &r.ctx);
-    if (getenv("NBB_BF16")) desc.precision = NB_PRECISION_BF16;
+    if (bf16) desc.precision = NB_PRECISION_BF16;
     desc.final_norm = -1;
     if (desc.preset == NB_PRESET_SIAMESE || desc.preset == NB_PRESET_SIAMESE_POST_PRE)
         desc.final_norm = 0; /* SiameseNorm's output fusion (3 norms) cannot be switched off */
@@ -275,9 +276,8 @@ int main(int argc, char** argv) {
 
     printf("# block %s (B,T,d,H)=(%d,%d,%d,%d) threads=%d precision=%s%s%s: d_ff=%d ffn=%s "
            "attn memory=%s final_norm=%s params=%zu cache=%.1f MiB scratch=%.1f MiB\n",
-           preset, B, T, d, H, nt, desc.precision == NB_PRECISION_BF16 ? "bf16" : "fp32",
-           desc.precision == NB_PRECISION_BF16 ? " kernels: " : "",
-           desc.precision == NB_PRECISION_BF16 ? nb_bf16_kernels() : "", sh.f,
+           preset, B, T, d, H, nt, bf16 ? "bf16" : "fp32", bf16 ? " kernels: " : "",
+           bf16 ? nb_bf16_kernels() : "", sh.f,
            sh.bias ? "GELU+bias" : "SwiGLU", sh.probs ? "PROBS" : "LSE",
            r.s.desc.final_norm > 0 ? "on" : "off", r.s.n_params,
            r.s.n_cache * 4.0 / 1048576, r.s.n_scratch * 4.0 / 1048576);
@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
     printf("RESULT kind=block%s preset=%s B=%d T=%d d=%d H=%d threads=%d reps=%d ms=%.3f fwd_ms=%.3f "
            "bwd_ms=%.3f gemm_ms=%.3f gemm_fwd_ms=%.3f gemm_bwd_ms=%.3f gflop=%.4f gbytes=%.4f "
            "rss_mib=%.1f cache_mib=%.1f scratch_mib=%.1f spread=%.3f others=%.3f core=%s blas_threads=%d\n",
-           desc.precision == NB_PRECISION_BF16 ? "_bf16" : "", preset, B, T, d, H, nt, reps,
+           bf16 ? "_bf16" : "", preset, B, T, d, H, nt, reps,
            1e3 * t_block, 1e3 * fwd_b, 1e3 * bwd_b, 1e3 * t_skel,
            1e3 * fwd_s, 1e3 * bwd_s, fl * 1e-9, bytes * 1e-9, rss_block,
            r.s.n_cache * 4.0 / 1048576, r.s.n_scratch * 4.0 / 1048576, spread, others, nbb_corename(),

@@ -763,12 +763,9 @@ static void preset_names(void) {
     /* the caller's fields survive the call; messages name the preset as the caller did */
     memset(&d, 0, sizeof d);
     d.n_layers = 2; d.d_model = 8; d.n_heads = 2; d.eps = (nb_real)1e-6; d.rope = 1;
-    d.mixln_alpha = 7; /* invalid: the init's message names the preset */
     nbt_check(nb_preset_from_name(&c, &d, "Mix-LN") == NB_OK && d.preset == NB_PRESET_MIXLN &&
                   d.n_layers == 2 && d.d_model == 8 && d.eps == (nb_real)1e-6 && d.rope == 1,
               "nb_preset_from_name keeps the caller's other fields");
-    d.mixln_alpha = 0;
-    d.layers = NULL;
     nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_OK && !strcmp(s.desc.name, "Mix-LN"),
               "the stack keeps the preset's name as given");
     nb_stack_free(&s);

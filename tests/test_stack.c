@@ -519,18 +519,19 @@ static void in_place_backward(nbt_rng* rng) {
    it (all layers' QKV weights, then all output projections, ...), stack-level tensors first,
    with the trainer's own values (an "embedding") and gaps between the kinds. Returns the
    buffer size; offsets[t] for each tensor. */
+static const char* tensor_kind_name(const nb_tensor_info* t) { /* "blocks.<l>." dropped */
+    return t->layer < 0 ? t->name : strchr(t->name + 7, '.') + 1;
+}
 static size_t kind_major_layout(const nb_stack* s, size_t* offsets) {
     size_t off = 100; /* the trainer's embedding lives at [0, 100) */
     int t, u;
     for (t = 0; t < s->n_tensors; t++) offsets[t] = (size_t)-1;
     for (t = 0; t < s->n_tensors; t++) {
-        const char* kind = s->tensors[t].layer < 0 ? s->tensors[t].name
-                                                   : strchr(s->tensors[t].name + 7, '.') + 1;
+        const char* kind = tensor_kind_name(&s->tensors[t]);
         if (offsets[t] != (size_t)-1) continue;
         for (u = t; u < s->n_tensors; u++) { /* every layer's tensor of this kind, in order */
-            const char* k2 = s->tensors[u].layer < 0 ? s->tensors[u].name
-                                                     : strchr(s->tensors[u].name + 7, '.') + 1;
-            if (offsets[u] != (size_t)-1 || strcmp(kind, k2)) continue;
+            if (offsets[u] != (size_t)-1 || strcmp(kind, tensor_kind_name(&s->tensors[u])))
+                continue;
             offsets[u] = off;
             off += s->tensors[u].count;
         }

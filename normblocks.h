@@ -470,6 +470,19 @@ typedef enum nb_precision {
     NB_PRECISION_BF16
 } nb_precision;
 
+/* Who runs a stack's linear GEMMs (nb_stack_desc.backend; the per-head attention products run
+   on the BLAS, or the portable bf16 path, in every case). oneDNN is compiled in by defining
+   NB_USE_DNNL (link -ldnnl; Debian: libdnnl-dev) in a float32 build. */
+typedef enum nb_backend {
+    NB_BACKEND_DEFAULT = 0,  /* FP32: BLAS. BF16: oneDNN when compiled in and it has a bf16
+                                matrix kernel on this CPU (AMX or AVX512-BF16), else BLAS */
+    NB_BACKEND_BLAS,         /* the BLAS; BF16 on the portable path (bf16 operands, float32
+                                sgemm in blocks: exact bf16 numerics, slower than float32) */
+    NB_BACKEND_DNNL          /* oneDNN's matmul primitive, in either precision (NB_ERR_CONFIG
+                                in a build without it, or for BF16 when oneDNN has no bf16
+                                matmul on this CPU) */
+} nb_backend;
+
 enum { NB_SITE_Q = 1, NB_SITE_K = 2, NB_SITE_V = 4, NB_SITE_C = 8 };  /* nb_attn_desc.sites */
 #define NB_SITES_QKV  (NB_SITE_Q | NB_SITE_K | NB_SITE_V)
 #define NB_SITES_QKVC (NB_SITES_QKV | NB_SITE_C)
@@ -528,6 +541,8 @@ typedef struct nb_attn_plan {
     size_t n_params;        /* contiguous parameters in the order of nb_attn_params */
     size_t n_cache;         /* kept from forward to backward, per call */
     size_t n_scratch;       /* temporary, reusable by any other sublayer between calls */
+    struct nb__mm* mm;      /* internal: the oneDNN matmuls of the stack that owns the plan
+                               (NULL for a plan of nb_attn_plan_make: BLAS, portable bf16) */
 } nb_attn_plan;
 
 NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn_desc* desc,
@@ -576,6 +591,7 @@ typedef struct nb_ffn_plan {
     int max_batch, max_seq;
     int in_width;         /* rows of w_in: 2f (SwiGLU) or f */
     size_t n_params, n_cache, n_scratch;
+    struct nb__mm* mm;    /* internal, as nb_attn_plan.mm */
 } nb_ffn_plan;
 
 NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_desc* desc,
@@ -722,6 +738,7 @@ typedef struct nb_stack_desc {
     char name[32];             /* the preset's name as the caller spelled it, for messages
                                   (nb_preset_from_name fills it; empty = the preset's key) */
     nb_precision precision;    /* of every GEMM of every layer; 0 = FP32 */
+    nb_backend backend;        /* who runs the projections' GEMMs; 0 = by precision, below */
 } nb_stack_desc;
 
 typedef enum nb_tensor_kind {
@@ -761,6 +778,8 @@ typedef struct nb_stack {
     int n_tensors;
     unsigned char* skip;       /* n_layers flags: 1 = layer is the identity (diagnostics) */
     void* alloc_user;
+    struct nb__mm* mm;         /* internal: oneDNN's engine and matmuls (backend DNNL) */
+    char kernels[192];         /* which GEMM kernels run: see nb_stack_kernels */
 } nb_stack;
 
 /* Resolve and validate the description, lay out parameters and buffers for batches up to
@@ -770,6 +789,10 @@ typedef struct nb_stack {
 NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
                               int max_batch, int max_seq);
 NBDEF void nb_stack_free(nb_stack* s);
+/* Which GEMM kernels the stack runs, one line for logs and benchmark rows, e.g. "bf16:
+   projections oneDNN brg:avx512_core_amx_bf16, attention products portable bf16". The
+   backend actually chosen is s->desc.backend. */
+NBDEF const char* nb_stack_kernels(const nb_stack* s);
 NBDEF const char* nb_preset_name(nb_preset p);
 
 /* Bind the stack to the caller's own parameter layout, so a trainer's existing buffers are used
@@ -1899,64 +1922,133 @@ static inline float nb__bf16(float x) {
     memcpy(&x, &r, sizeof x);
     return x;
 }
+/* the bits of bf16(x), and the float a bf16 is (exact) */
+static inline unsigned short nb__bf16_bits(float x) {
+    unsigned u;
+    x = nb__bf16(x);
+    memcpy(&u, &x, sizeof u);
+    return (unsigned short)(u >> 16);
+}
+static inline float nb__bf16_float(unsigned short h) {
+    const unsigned u = (unsigned)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+#endif
 
-/* The portable BF16 GEMM: op(A) and op(B) are rounded block by block into this thread's stack
+/* A GEMM operand: op(X) read from p with leading dimension ld, transposed (trans) or not,
+   nb_real values or bf16 bits (half: a BF16 plan's copies of weights and activations). */
+typedef struct nb__mat { const void* p; int ld, trans, half; } nb__mat;
+static inline nb__mat nb__m(const nb_real* p, int ld, int trans) {
+    nb__mat m;
+    m.p = p; m.ld = ld; m.trans = trans; m.half = 0;
+    return m;
+}
+static inline nb__mat nb__mh(const unsigned short* p, int ld, int trans) {
+    nb__mat m;
+    m.p = p; m.ld = ld; m.trans = trans; m.half = 1;
+    return m;
+}
+/* op(X) from row r and column c of op(X) on */
+static inline nb__mat nb__mat_at(nb__mat m, int r, int c) {
+    const size_t off = m.trans ? (size_t)c * m.ld + r : (size_t)r * m.ld + c;
+    m.p = m.half ? (const void*)((const unsigned short*)m.p + off)
+                 : (const void*)((const nb_real*)m.p + off);
+    return m;
+}
+
+#ifndef NB_DOUBLE
+/* op(X)[r0.., c0..] (rows x cols) into dst (row-major, ld cols) as bf16 values in floats:
+   rounded from float, or widened from bf16 bits (exact). The loops along the rows of the
+   source vectorize. */
+static void nb__bf16_block(float* dst, nb__mat X, int r0, int c0, int rows, int cols) {
+    int r, c;
+    X = nb__mat_at(X, r0, c0);
+    if (X.half) {
+        const unsigned short* x = (const unsigned short*)X.p;
+        if (X.trans)
+            for (c = 0; c < cols; c++)
+                for (r = 0; r < rows; r++)
+                    dst[r * cols + c] = nb__bf16_float(x[(size_t)c * X.ld + r]);
+        else
+            for (r = 0; r < rows; r++)
+                for (c = 0; c < cols; c++)
+                    dst[r * cols + c] = nb__bf16_float(x[(size_t)r * X.ld + c]);
+    } else {
+        const float* x = (const float*)X.p;
+        if (X.trans)
+            for (c = 0; c < cols; c++)
+                for (r = 0; r < rows; r++) dst[r * cols + c] = nb__bf16(x[(size_t)c * X.ld + r]);
+        else
+            for (r = 0; r < rows; r++)
+                for (c = 0; c < cols; c++) dst[r * cols + c] = nb__bf16(x[(size_t)r * X.ld + c]);
+    }
+}
+
+/* The portable BF16 GEMM: op(A) and op(B) are made bf16 block by block in this thread's stack
    (NB__BF_M x NB__BF_K and NB__BF_K x NB__BF_N floats, 320 KiB) and each pair of blocks is
    one float32 GEMM, accumulating over K in C. Each product is then a bf16 x bf16 product,
    exact in float32, summed in float32: the numerics of a bf16 matrix unit up to summation
    order. Every element of C is computed in the same order whatever the thread count. */
 enum { NB__BF_M = 64, NB__BF_N = 256, NB__BF_K = 256 };
-static void nb__gemm1_bf16(int transa, int transb, int M, int N, int K, float alpha,
-                           const float* A, int lda, const float* B, int ldb, float beta, float* C,
-                           int ldc) {
+static void nb__gemm1_bf16(int M, int N, int K, float alpha, nb__mat A, nb__mat B, float beta,
+                           float* C, int ldc) {
     float a[NB__BF_M * NB__BF_K], b[NB__BF_K * NB__BF_N];
-    int i0, j0, k0, i, k, j;
+    int i0, j0, k0;
     for (j0 = 0; j0 < N; j0 += NB__BF_N) {
         const int nb = N - j0 < NB__BF_N ? N - j0 : NB__BF_N;
         for (k0 = 0; k0 < K; k0 += NB__BF_K) {
             const int kb = K - k0 < NB__BF_K ? K - k0 : NB__BF_K;
-            /* b = bf16(op(B)[k0.., j0..]), row-major kb x nb; the loops along rows of the
-               source vectorize */
-            if (transb)
-                for (j = 0; j < nb; j++)
-                    for (k = 0; k < kb; k++)
-                        b[k * nb + j] = nb__bf16(B[(size_t)(j0 + j) * ldb + k0 + k]);
-            else
-                for (k = 0; k < kb; k++)
-                    for (j = 0; j < nb; j++)
-                        b[k * nb + j] = nb__bf16(B[(size_t)(k0 + k) * ldb + j0 + j]);
+            nb__bf16_block(b, B, k0, j0, kb, nb);
             for (i0 = 0; i0 < M; i0 += NB__BF_M) {
                 const int mb = M - i0 < NB__BF_M ? M - i0 : NB__BF_M;
-                if (transa)
-                    for (k = 0; k < kb; k++)
-                        for (i = 0; i < mb; i++)
-                            a[i * kb + k] = nb__bf16(A[(size_t)(k0 + k) * lda + i0 + i]);
-                else
-                    for (i = 0; i < mb; i++)
-                        for (k = 0; k < kb; k++)
-                            a[i * kb + k] = nb__bf16(A[(size_t)(i0 + i) * lda + k0 + k]);
+                nb__bf16_block(a, A, i0, k0, mb, kb);
                 nb__sgemm1(0, 0, mb, nb, kb, alpha, a, kb, b, nb, k0 ? 1 : beta,
                            C + (size_t)i0 * ldc + j0, ldc);
             }
         }
     }
 }
+
+/* dst (row-major, cols wide) = the bf16 bits of the rows x cols matrix x (ld ldx); threaded */
+static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const float* x, int rows, int cols,
+                        int ldx) {
+    int r;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)rows * cols >= NB__PAR_MIN && !omp_in_parallel()))
+    for (r = 0; r < rows; r++) {
+        const float* xr = x + (size_t)r * ldx;
+        unsigned short* dr = dst + (size_t)r * cols;
+        int c;
+        NB__OMP(simd)
+        for (c = 0; c < cols; c++) dr[c] = nb__bf16_bits(xr[c]);
+    }
+}
+#else
+static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const nb_real* x, int rows, int cols,
+                        int ldx) { /* never called: BF16 plans are refused with NB_DOUBLE */
+    (void)ctx; (void)dst; (void)x; (void)rows; (void)cols; (void)ldx;
+    NB_ASSERT(0);
+}
 #endif
 
 #define NB__BF16(plan) ((plan)->desc.precision == NB_PRECISION_BF16)
 
-/* One GEMM on the calling thread, in float32 (bf16 = 0) or with bf16 operands. */
-static void nb__gemm1(int bf16, int transa, int transb, int M, int N, int K, nb_real alpha,
-                      const nb_real* A, int lda, const nb_real* B, int ldb, nb_real beta,
-                      nb_real* C, int ldc) {
+/* One GEMM on the calling thread: float32, or bf16 numerics when bf16 (or an operand is
+   half). */
+static void nb__gemm1(int bf16, int M, int N, int K, nb_real alpha, nb__mat A, nb__mat B,
+                      nb_real beta, nb_real* C, int ldc) {
 #ifndef NB_DOUBLE
-    if (bf16) {
-        nb__gemm1_bf16(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (bf16 || A.half || B.half) {
+        nb__gemm1_bf16(M, N, K, alpha, A, B, beta, C, ldc);
         return;
     }
 #endif
     (void)bf16;
-    nb__sgemm1(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    nb__sgemm1(A.trans, B.trans, M, N, K, alpha, (const nb_real*)A.p, A.ld, (const nb_real*)B.p,
+               B.ld, beta, C, ldc);
 }
 
 NBDEF int nb_blas_threads(void) {
@@ -1968,21 +2060,199 @@ NBDEF int nb_blas_threads(void) {
     return 1;
 }
 
-/* nb_gemm and nb_gemm_bf16, and the sublayers' GEMMs (bf16 from their plan's precision) */
-static nb_result nb__gemm(nb_ctx* ctx, const char* fn, int bf16, int transa, int transb, int M,
-                          int N, int K, nb_real alpha, const nb_real* A, int lda,
-                          const nb_real* B, int ldb, nb_real beta, nb_real* C, int ldc) {
-    nb_result rc = nb__check_gemm(ctx, fn, transa, transb, M, N, K, A, lda, B, ldb, C, ldc);
+/* ---- oneDNN matmul (NB_USE_DNNL) ----
+   A stack with backend DNNL owns an nb__mm: oneDNN's engine and stream, and a matmul primitive
+   per GEMM it has run (sizes, transposes, leading dimensions, beta, data type, thread count),
+   created on first use (a millisecond or more each) and kept until nb_stack_free (NB__MM_CAP
+   of them; past that the least recently used is replaced). A lock serializes a stack's
+   oneDNN calls, so threads sharing a stack stay correct. oneDNN's OpenMP runtime sizes its
+   team from the calling thread's nthreads setting: it is set to ctx's thread count around
+   each call and restored. */
+typedef struct nb__mm nb__mm;
+#if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
+#include <oneapi/dnnl/dnnl.h>
+enum { NB__MM_CAP = 48, NB__MM_KEY = 11 };
+typedef struct nb__mm_prim {
+    int key[NB__MM_KEY];
+    dnnl_primitive_t prim;
+    unsigned long long used;
+} nb__mm_prim;
+struct nb__mm {
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    int native_bf16;                  /* a bf16 matrix kernel (AMX or AVX512-BF16) */
+    char bf16_impl[40], f32_impl[40]; /* what oneDNN runs for a probe matmul */
+    unsigned long long tick;
+    int n;
+    nb__mm_prim prims[NB__MM_CAP];
+};
+
+static nb_result nb__dnnl_fail(nb_ctx* ctx, dnnl_status_t st, const char* what, int M, int N,
+                               int K) {
+    return nb__fail(ctx, st == dnnl_out_of_memory ? NB_ERR_NOMEM : NB_ERR_CONFIG,
+                    "oneDNN: %s failed (status %d) for a %dx%dx%d matmul", what, (int)st, M, N,
+                    K);
+}
+
+/* The memory descriptors of C (M x N, f32) = op(A) op(B) for key k; transposes are strides. */
+static dnnl_status_t nb__mm_descs(const int* k, dnnl_memory_desc_t* md) {
+    const dnnl_data_type_t dt = k[9] ? dnnl_bf16 : dnnl_f32;
+    dnnl_dims_t ad, bd, cd, as, bs, cs;
+    dnnl_status_t st;
+    ad[0] = k[2]; ad[1] = k[4]; as[0] = k[0] ? 1 : k[5]; as[1] = k[0] ? k[5] : 1;
+    bd[0] = k[4]; bd[1] = k[3]; bs[0] = k[1] ? 1 : k[6]; bs[1] = k[1] ? k[6] : 1;
+    cd[0] = k[2]; cd[1] = k[3]; cs[0] = k[7]; cs[1] = 1;
+    if ((st = dnnl_memory_desc_init_by_strides(&md[0], 2, ad, dt, as))) return st;
+    if ((st = dnnl_memory_desc_init_by_strides(&md[1], 2, bd, dt, bs))) return st;
+    return dnnl_memory_desc_init_by_strides(&md[2], 2, cd, dnnl_f32, cs);
+}
+
+/* key: transa, transb, M, N, K, lda, ldb, ldc, beta != 0 (a sum post-op), bf16, threads */
+static dnnl_status_t nb__mm_make(const nb__mm* mm, const int* k, dnnl_primitive_t* prim,
+                                 const char** impl) {
+    dnnl_memory_desc_t md[3];
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st;
+    *prim = NULL;
+    if ((st = nb__mm_descs(k, md)) || (st = dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL,
+                                                                  &md[2])) ||
+        (st = dnnl_primitive_attr_create(&attr)))
+        return st;
+    if (k[8] && !(st = dnnl_post_ops_create(&po)) && !(st = dnnl_post_ops_append_sum(po, 1.0f)))
+        st = dnnl_primitive_attr_set_post_ops(attr, po);
+    if (!st) st = dnnl_primitive_desc_create(&pd, &desc, attr, mm->eng, NULL);
+    if (!st && impl) st = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, impl);
+    if (!st) st = dnnl_primitive_create(prim, pd);
+    if (pd) dnnl_primitive_desc_destroy(pd); /* the primitive keeps its own copy */
+    if (po) dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+static void nb__mm_free(nb__mm* mm, void* alloc_user) {
+    int i;
+    if (!mm) return;
+    for (i = 0; i < mm->n; i++) dnnl_primitive_destroy(mm->prims[i].prim);
+    if (mm->stream) dnnl_stream_destroy(mm->stream);
+    if (mm->eng) dnnl_engine_destroy(mm->eng);
+    NB_FREE(mm, alloc_user);
+}
+
+/* The engine and stream, and which kernels oneDNN has here for bf16 and float32 (a probe). */
+static nb_result nb__mm_create(nb_ctx* ctx, nb__mm** out, void* alloc_user) {
+    nb__mm* mm = (nb__mm*)NB_MALLOC(sizeof(nb__mm), alloc_user);
+    int probe[NB__MM_KEY] = {0, 1, 256, 256, 256, 256, 256, 256, 0, 0, 1}, bf;
+    dnnl_status_t st;
+    *out = NULL;
+    NB__CHECK(!mm, NB_ERR_NOMEM, "nb_stack_init: out of memory (oneDNN state)");
+    memset(mm, 0, sizeof *mm);
+    if ((st = dnnl_engine_create(&mm->eng, dnnl_cpu, 0)) ||
+        (st = dnnl_stream_create(&mm->stream, mm->eng, dnnl_stream_default_flags))) {
+        nb__mm_free(mm, alloc_user);
+        return nb__dnnl_fail(ctx, st, "creating the CPU engine", 0, 0, 0);
+    }
+    for (bf = 0; bf < 2; bf++) {
+        dnnl_primitive_t prim;
+        const char* impl = "none";
+        probe[9] = bf;
+        if (nb__mm_make(mm, probe, &prim, &impl) == dnnl_success) dnnl_primitive_destroy(prim);
+        else impl = "none";
+        snprintf(bf ? mm->bf16_impl : mm->f32_impl, sizeof mm->f32_impl, "%s", impl);
+    }
+    mm->native_bf16 = strstr(mm->bf16_impl, "amx") || strstr(mm->bf16_impl, "avx512_core_bf16");
+    *out = mm;
+    return NB_OK;
+}
+
+/* The primitive for key, made on first use (in the lock). */
+static nb__mm_prim* nb__mm_find(nb__mm* mm, const int* key, dnnl_status_t* st) {
+    int i, lru = 0;
+    dnnl_primitive_t prim;
+    for (i = 0; i < mm->n; i++)
+        if (!memcmp(mm->prims[i].key, key, sizeof mm->prims[i].key)) return &mm->prims[i];
+    if ((*st = nb__mm_make(mm, key, &prim, NULL))) return NULL;
+    if (mm->n < NB__MM_CAP) {
+        lru = mm->n++;
+    } else {
+        for (i = 1; i < mm->n; i++)
+            if (mm->prims[i].used < mm->prims[lru].used) lru = i;
+        dnnl_primitive_destroy(mm->prims[lru].prim);
+    }
+    memcpy(mm->prims[lru].key, key, sizeof mm->prims[lru].key);
+    mm->prims[lru].prim = prim;
+    return &mm->prims[lru];
+}
+
+/* C = op(A) op(B) + beta C (beta 0 or 1) on oneDNN with nt threads; A, B both bf16 or float. */
+static nb_result nb__mm_gemm(nb_ctx* ctx, nb__mm* mm, int nt, int M, int N, int K, nb__mat A,
+                             nb__mat B, nb_real beta, nb_real* C, int ldc) {
+    int key[NB__MM_KEY], i;
+    dnnl_status_t st = dnnl_success;
+    const char* what = "creating the primitive";
+    key[0] = A.trans; key[1] = B.trans; key[2] = M; key[3] = N; key[4] = K; key[5] = A.ld;
+    key[6] = B.ld; key[7] = ldc; key[8] = beta != 0; key[9] = A.half; key[10] = nt;
+    NB__OMP(critical(nb__dnnl))
+    {
+#ifdef _OPENMP
+        const int saved = omp_get_max_threads();
+        omp_set_num_threads(nt);
+#endif
+        nb__mm_prim* e = nb__mm_find(mm, key, &st);
+        if (e) {
+            dnnl_memory_desc_t md[3];
+            dnnl_memory_t mem[3] = {NULL, NULL, NULL};
+            void* ptr[3];
+            dnnl_exec_arg_t args[3];
+            ptr[0] = (void*)(size_t)A.p; ptr[1] = (void*)(size_t)B.p; ptr[2] = C;
+            args[0].arg = DNNL_ARG_SRC; args[1].arg = DNNL_ARG_WEIGHTS; args[2].arg = DNNL_ARG_DST;
+            e->used = ++mm->tick;
+            what = "executing";
+            st = nb__mm_descs(key, md);
+            for (i = 0; i < 3 && !st; i++)
+                st = dnnl_memory_create(&mem[i], &md[i], mm->eng, ptr[i]);
+            for (i = 0; i < 3; i++) args[i].memory = mem[i];
+            if (!st) st = dnnl_primitive_execute(e->prim, mm->stream, 3, args);
+            if (!st) st = dnnl_stream_wait(mm->stream);
+            for (i = 0; i < 3; i++)
+                if (mem[i]) dnnl_memory_destroy(mem[i]);
+        }
+#ifdef _OPENMP
+        omp_set_num_threads(saved);
+#endif
+    }
+    return st ? nb__dnnl_fail(ctx, st, what, M, N, K) : NB_OK;
+}
+#else
+struct nb__mm { int native_bf16; }; /* no oneDNN in this build: never created */
+#endif
+
+/* nb_gemm and nb_gemm_bf16, and the sublayers' GEMMs: float32, or bf16 numerics when bf16 (or
+   an operand is half). On oneDNN when the plan has it (mm) and both operands are of the plan's
+   precision, else BLAS (the portable path for bf16). */
+static nb_result nb__gemm(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16, int M, int N,
+                          int K, nb_real alpha, nb__mat A, nb__mat B, nb_real beta, nb_real* C,
+                          int ldc) {
+    nb_result rc = nb__check_gemm(ctx, fn, A.trans, B.trans, M, N, K, A.p, A.ld, B.p, B.ld, C,
+                                  ldc);
     int nt = nb_num_threads(ctx);
     if (rc) return rc;
 #ifdef _OPENMP
     if (omp_in_parallel()) nt = 1;
 #endif
+#if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
+    if (mm && A.half == B.half && A.half == (bf16 != 0) && alpha == 1 && (beta == 0 || beta == 1))
+        return nb__mm_gemm(ctx, mm, nt, M, N, K, A, B, beta, C, ldc);
+#else
+    (void)mm;
+#endif
     /* A threaded BLAS parallelizes the call itself; otherwise we split C into nt blocks of rows
        (or of columns when M is small) and call the single-threaded BLAS once per thread. Each
        element of C is computed by one call, in the same order whatever nt is. */
     if (nt == 1 || nb_blas_threads() > 1 || (double)M * N * K < 65536.0) {
-        nb__gemm1(bf16, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        nb__gemm1(bf16, M, N, K, alpha, A, B, beta, C, ldc);
         return NB_OK;
     }
     {
@@ -1993,12 +2263,11 @@ static nb_result nb__gemm(nb_ctx* ctx, const char* fn, int bf16, int transa, int
             nb__split(by_rows ? M : N, omp_get_num_threads(), omp_get_thread_num(), &lo, &hi);
             if (hi > lo) {
                 if (by_rows)
-                    nb__gemm1(bf16, transa, transb, hi - lo, N, K, alpha,
-                              transa ? A + lo : A + (size_t)lo * lda, lda, B, ldb, beta,
+                    nb__gemm1(bf16, hi - lo, N, K, alpha, nb__mat_at(A, lo, 0), B, beta,
                               C + (size_t)lo * ldc, ldc);
                 else
-                    nb__gemm1(bf16, transa, transb, M, hi - lo, K, alpha, A, lda,
-                              transb ? B + (size_t)lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+                    nb__gemm1(bf16, M, hi - lo, K, alpha, A, nb__mat_at(B, 0, lo), beta,
+                              C + lo, ldc);
             }
         }
     }
@@ -2020,8 +2289,8 @@ static nb_result nb__check_precision(nb_ctx* ctx, const char* fn, nb_precision* 
 NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                         nb_real alpha, const nb_real* A, int lda, const nb_real* B, int ldb,
                         nb_real beta, nb_real* C, int ldc) {
-    return nb__gemm(ctx, "nb_gemm", 0, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                    ldc);
+    return nb__gemm(ctx, "nb_gemm", NULL, 0, M, N, K, alpha, nb__m(A, lda, transa),
+                    nb__m(B, ldb, transb), beta, C, ldc);
 }
 
 NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
@@ -2030,8 +2299,8 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
     nb_precision bf16 = NB_PRECISION_BF16; /* refused in an NB_DOUBLE build */
     nb_result rc = nb__check_precision(ctx, "nb_gemm_bf16", &bf16);
     if (rc) return rc;
-    return nb__gemm(ctx, "nb_gemm_bf16", 1, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta,
-                    C, ldc);
+    return nb__gemm(ctx, "nb_gemm_bf16", NULL, 1, M, N, K, alpha, nb__m(A, lda, transa),
+                    nb__m(B, ldb, transb), beta, C, ldc);
 }
 
 NBDEF const char* nb_bf16_kernels(void) {
@@ -2094,6 +2363,8 @@ static int nb__tiles(int T) { return T / NB__TILE + (T % NB__TILE != 0); }
 typedef struct nb__attn_mem {
     nb_real *hdr, *qkv, *raw, *stat[4], *o, *c, *probs, *lse; /* cache */
     nb_real *dqkv, *dc, *tiles, *partials, *kv_parts, *ones; /* scratch */
+    /* BF16 only: the GEMM operands as bf16 (cache: W_qkv, W_o, x, C; scratch: dout, dQKV) */
+    unsigned short *wqkv16, *wo16, *x16, *c16, *dout16, *dqkv16;
     size_t n_cache, n_scratch;
 } nb__attn_mem;
 
@@ -2116,6 +2387,14 @@ static nb_real* nb__take(nb_real* base, size_t* used, size_t n) {
     nb_real* p = base ? base + *used : NULL;
     *used = nb__addz(*used, NB__PAD(n)); /* keep every buffer 64-byte aligned to the base */
     return p;
+}
+/* n bf16 values (two to a float of the buffer) */
+static unsigned short* nb__take16(nb_real* base, size_t* used, size_t n) {
+    return (unsigned short*)nb__take(base, used, n / 2 + n % 2);
+}
+/* A GEMM operand: the bf16 copy h when the plan made one (BF16), else the values f */
+static nb__mat nb__op(const nb_real* f, const unsigned short* h, int ld, int trans) {
+    return h ? nb__mh(h, ld, trans) : nb__m(f, ld, trans);
 }
 
 /* ---- cache headers ----
@@ -2172,7 +2451,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
                            nb_real* scratch, nb__attn_mem* m) {
     const size_t BT = nb__mulz((size_t)B, (size_t)T), P = (size_t)pl->qkv_width;
     const size_t d = (size_t)pl->desc.d_model, BH = nb__mulz((size_t)B, (size_t)pl->desc.n_heads);
-    const int stats = nb__norm_kinds[pl->desc.norm].stats;
+    const int stats = nb__norm_kinds[pl->desc.norm].stats, half = NB__BF16(pl);
     size_t cu = 0, su = 0;
     int site, maxw = 1;
     memset(m, 0, sizeof *m);
@@ -2186,8 +2465,19 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
                                      (size_t)(nb__site_heads(pl, site) * pl->head_dim / seg)));
             if (seg > maxw) maxw = seg;
         }
-    m->o = nb__take(cache, &cu, nb__mulz(BT, d));
-    m->c = nb__site_on(pl, 3) ? nb__take(cache, &cu, nb__mulz(BT, d)) : m->o;
+    /* In BF16 the GEMMs read C's bf16 copy: O stays cached only for the C norm's backward */
+    if (half && !nb__site_on(pl, 3)) m->o = nb__take(scratch, &su, nb__mulz(BT, d));
+    else m->o = nb__take(cache, &cu, nb__mulz(BT, d));
+    m->c = !nb__site_on(pl, 3) ? m->o : half ? nb__take(scratch, &su, nb__mulz(BT, d))
+                                             : nb__take(cache, &cu, nb__mulz(BT, d));
+    if (half) {
+        m->wqkv16 = nb__take16(cache, &cu, nb__mulz(P, d));
+        m->wo16 = nb__take16(cache, &cu, nb__mulz(d, d));
+        m->x16 = nb__take16(cache, &cu, nb__mulz(BT, d));
+        m->c16 = nb__take16(cache, &cu, nb__mulz(BT, d));
+        m->dout16 = nb__take16(scratch, &su, nb__mulz(BT, d));
+        m->dqkv16 = nb__take16(scratch, &su, nb__mulz(BT, P));
+    }
     if (pl->desc.memory == NB_ATTN_MEMORY_PROBS)
         m->probs = nb__take(cache, &cu, nb__mulz(nb__mulz(BH, (size_t)T), (size_t)T));
     else
@@ -2215,7 +2505,7 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hash(h, (unsigned)d->no_gain); h = nb__hash(h, (unsigned)d->rope);
     h = nb__hash(h, (unsigned)d->non_causal); h = nb__hash(h, (unsigned)d->memory);
     h = nb__hash(h, d->bias); h = nb__hashd(h, (double)d->eps);
-    h = nb__hashd(h, (double)d->rope_theta);
+    h = nb__hashd(h, (double)d->rope_theta); h = nb__hash(h, (unsigned)d->precision);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -2459,7 +2749,7 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb_real* qkv, int T, in
     const nb_real* q = qkv + ((size_t)b * T + i0) * P + (size_t)h * dk;
     const nb_real* k = qkv + (size_t)b * T * P + pl->desc.d_model + (size_t)j * dk;
     int r, c;
-    nb__gemm1(bf, 0, 1, rows, ncols, dk, 1, q, P, k, P, 0, p, T);
+    nb__gemm1(bf, rows, ncols, dk, 1, nb__m(q, P, 0), nb__m(k, P, 1), 0, p, T);
     for (r = 0; r < rows; r++) {
         nb_real* pr = p + (size_t)r * T;
         const int n = pl->desc.non_causal ? ncols : i0 + r + 1;
@@ -2496,7 +2786,7 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
         const nb_real* v = m->qkv + (size_t)b * T * P + d + (size_t)(pl->desc.n_kv_heads +
                                                                      h / pl->group) * dk;
         nb__attn_probs(pl, m->qkv, T, b, h, i0, rows, ncols, p, NULL, m->lse ? m->lse + prow : NULL);
-        nb__gemm1(bf, 0, 0, rows, dk, ncols, 1, p, T, v, P, 0,
+        nb__gemm1(bf, rows, dk, ncols, 1, nb__m(p, T, 0), nb__m(v, P, 0), 0,
                   m->o + ((size_t)b * T + i0) * d + (size_t)h * dk, d);
     }
 }
@@ -2544,8 +2834,8 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
             int r, c;
             if (m->probs) p = m->probs + prow * T;
             else nb__attn_probs(pl, m->qkv, T, b, h, i0, rows, ncols, ptile, m->lse + prow, NULL);
-            nb__gemm1(bf, 0, 1, rows, ncols, dk, 1, dout, d, v_j, P, 0, dp, T);  /* dP = dO V^T */
-            nb__gemm1(bf, 1, 0, ncols, dk, rows, 1, p, T, dout, d, 1, dv_j, ld);  /* dV += P^T dO */
+            nb__gemm1(bf, rows, ncols, dk, 1, nb__m(dout, d, 0), nb__m(v_j, P, 1), 0, dp, T); /* dP=dO V^T */
+            nb__gemm1(bf, ncols, dk, rows, 1, nb__m(p, T, 1), nb__m(dout, d, 0), 1, dv_j, ld); /* dV+=P^T dO */
             for (r = 0; r < rows; r++) {
                 const nb_real* pr = p + (size_t)r * T;
                 nb_real* dpr = dp + (size_t)r * T;
@@ -2555,8 +2845,8 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
                 for (c = 0; c < n; c++) dpr[c] = scale * pr[c] * (dpr[c] - dot);
                 for (c = n; c < ncols; c++) dpr[c] = 0;
             }
-            nb__gemm1(bf, 0, 0, rows, dk, ncols, 1, dp, T, k_j, P, 1, dq, P);    /* dQ += dS K */
-            nb__gemm1(bf, 1, 0, ncols, dk, rows, 1, dp, T, q, P, 1, dk_j, ld);   /* dK += dS^T Q */
+            nb__gemm1(bf, rows, dk, ncols, 1, nb__m(dp, T, 0), nb__m(k_j, P, 0), 1, dq, P); /* dQ += dS K */
+            nb__gemm1(bf, ncols, dk, rows, 1, nb__m(dp, T, 1), nb__m(q, P, 0), 1, dk_j, ld); /* dK+=dS^T Q */
         }
     }
     if (nparts == 1) return;
@@ -2596,8 +2886,14 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
     nb__attn_carve(pl, B, T, pl->max_threads, cache, scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
     nb__hdr_put(m.hdr, 0, 0, 0, 0); /* not a complete forward until the end */
+    if (bf) { /* the bf16 copies of the weights and x serve the forward and the backward */
+        nb__to_bf16(ctx, m.wqkv16, p->w_qkv, P, d, d);
+        nb__to_bf16(ctx, m.wo16, p->w_o, d, d, d);
+        nb__to_bf16(ctx, m.x16, x, BT, d, d);
+    }
     /* [Q|K|V] = x W_qkv^T; with site norms the raw projection is kept for their backward */
-    rc = nb__gemm(ctx, fn, bf, 0, 1, BT, P, d, 1, x, d, p->w_qkv, d, 0, m.raw ? m.raw : m.qkv, P);
+    rc = nb__gemm(ctx, fn, pl->mm, bf, BT, P, d, 1, nb__op(x, m.x16, d, 0),
+                  nb__op(p->w_qkv, m.wqkv16, d, 1), 0, m.raw ? m.raw : m.qkv, P);
     if (rc) return rc;
     if (p->b_qkv) nb__add_bias(ctx, m.raw ? m.raw : m.qkv, p->b_qkv, BT, P);
     nb__trace(ctx, "qkv", m.raw ? m.raw : m.qkv, BT, P);
@@ -2628,7 +2924,10 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
         if (rc) return rc;
         nb__trace(ctx, "c_normed", m.c, BT, d);
     }
-    if ((rc = nb__gemm(ctx, fn, bf, 0, 1, BT, d, d, 1, m.c, d, p->w_o, d, 0, out, d))) return rc;
+    if (bf) nb__to_bf16(ctx, m.c16, m.c, BT, d, d);
+    rc = nb__gemm(ctx, fn, pl->mm, bf, BT, d, d, 1, nb__op(m.c, m.c16, d, 0),
+                  nb__op(p->w_o, m.wo16, d, 1), 0, out, d);
+    if (rc) return rc;
     if (p->b_o) nb__add_bias(ctx, out, p->b_o, BT, d);
     nb__trace(ctx, "out", out, BT, d);
     nb__hdr_put(m.hdr, NB__MAGIC_ATTN, nb__attn_id(pl), B, T);
@@ -2669,11 +2968,14 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
     /* the cache is only read; carving needs a non-const base */
     nb__attn_carve(pl, B, T, pl->max_threads, (nb_real*)(size_t)cache, scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
+    if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
     /* dC = dout W_o */
-    if ((rc = nb__gemm(ctx, fn, bf, 0, 0, BT, d, d, 1, dout, d, p->w_o, d, 0, m.dc, d)))
+    if ((rc = nb__gemm(ctx, fn, pl->mm, bf, BT, d, d, 1, nb__op(dout, m.dout16, d, 0),
+                       nb__op(p->w_o, m.wo16, d, 0), 0, m.dc, d)))
         return rc;
     /* dW_o += dout^T C */
-    if ((rc = nb__gemm(ctx, fn, bf, 1, 0, d, d, BT, 1, dout, d, m.c, d, 1, g->w_o, d)))
+    if ((rc = nb__gemm(ctx, fn, pl->mm, bf, d, d, BT, 1, nb__op(dout, m.dout16, d, 1),
+                       nb__op(m.c, m.c16, d, 0), 1, g->w_o, d)))
         return rc;
     if ((pl->desc.bias & NB_ATTN_BIAS_OUT) &&                               /* db_o += dout^T 1 */
         (rc = nb__bias_grad(ctx, g->b_o, dout, BT, d, m.ones)))
@@ -2696,23 +2998,61 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
             if (rc) return rc;
         }
     /* dW_qkv */
-    if ((rc = nb__gemm(ctx, fn, bf, 1, 0, P, d, BT, 1, m.dqkv, P, x, d, 1, g->w_qkv, d)))
+    if (bf) nb__to_bf16(ctx, m.dqkv16, m.dqkv, BT, P, P);
+    if ((rc = nb__gemm(ctx, fn, pl->mm, bf, P, d, BT, 1, nb__op(m.dqkv, m.dqkv16, P, 1),
+                       nb__op(x, m.x16, d, 0), 1, g->w_qkv, d)))
         return rc;
     if ((pl->desc.bias & NB_ATTN_BIAS_QKV) && /* of the raw projection: dQKV is after the norms' */
         (rc = nb__bias_grad(ctx, g->b_qkv, m.dqkv, BT, P, m.ones)))
         return rc;
     /* dx = dQKV W_qkv */
-    return nb__gemm(ctx, fn, bf, 0, 0, BT, d, P, 1, m.dqkv, P, p->w_qkv, d,
-                    accumulate_dx ? 1 : 0, dx, d);
+    return nb__gemm(ctx, fn, pl->mm, bf, BT, d, P, 1, nb__op(m.dqkv, m.dqkv16, P, 0),
+                    nb__op(p->w_qkv, m.wqkv16, d, 0), accumulate_dx ? 1 : 0, dx, d);
 }
 
 /* ---- feed-forward sublayer ------------------------------------------------------------------ */
+
+/* Where an FFN's buffers live (as nb__attn_carve). In BF16 the activation a is made in
+   scratch and cached as bf16, the only form its GEMMs read. */
+typedef struct nb__ffn_mem {
+    nb_real *hdr, *h, *a;               /* cache (a: scratch in BF16) */
+    nb_real *dh, *da, *ones;            /* scratch */
+    unsigned short *w_in16, *w_out16, *x16, *a16, *dout16, *dh16; /* BF16 only */
+    size_t n_cache, n_scratch;
+} nb__ffn_mem;
+
+static void nb__ffn_carve(const nb_ffn_plan* pl, int B, int T, nb_real* cache, nb_real* scratch,
+                          nb__ffn_mem* m) {
+    const size_t BT = nb__mulz((size_t)B, (size_t)T), W = (size_t)pl->in_width;
+    const size_t d = (size_t)pl->desc.d_model, f = (size_t)pl->desc.d_ff;
+    const int half = NB__BF16(pl);
+    size_t cu = 0, su = 0;
+    memset(m, 0, sizeof *m);
+    m->hdr = nb__take(cache, &cu, NB__HDR);
+    m->h = nb__take(cache, &cu, nb__mulz(BT, W));
+    m->dh = nb__take(scratch, &su, nb__mulz(BT, W));
+    m->da = nb__take(scratch, &su, nb__mulz(BT, f));
+    m->ones = nb__take(scratch, &su, BT);
+    if (half) {
+        m->a = m->da; /* the forward's a, the backward's da */
+        m->a16 = nb__take16(cache, &cu, nb__mulz(BT, f));
+        m->w_in16 = nb__take16(cache, &cu, nb__mulz(W, d));
+        m->w_out16 = nb__take16(cache, &cu, nb__mulz(d, f));
+        m->x16 = nb__take16(cache, &cu, nb__mulz(BT, d));
+        m->dout16 = nb__take16(scratch, &su, nb__mulz(BT, d));
+        m->dh16 = nb__take16(scratch, &su, nb__mulz(BT, W));
+    } else {
+        m->a = nb__take(cache, &cu, nb__mulz(BT, f));
+    }
+    m->n_cache = cu;
+    m->n_scratch = su;
+}
 
 NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_desc* desc,
                                  int max_batch, int max_seq) {
     nb_ffn_desc d;
     nb_ffn_plan pl;
-    size_t BT;
+    nb__ffn_mem m;
     long long f, w;
     NB__CHECK(!plan || !desc, NB_ERR_NULL, "nb_ffn_plan_make: plan and desc are required");
     d = *desc;
@@ -2750,11 +3090,9 @@ NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_de
     NB__CHECK(nb__too_big(pl.n_params), NB_ERR_SHAPE,
               "nb_ffn_plan_make: n_params = (in_width + d_ff)*d_model (%lld, %d) overflows size_t",
               w + f, d.d_model);
-    BT = (size_t)max_batch * (size_t)max_seq;
-    pl.n_cache = nb__addz(nb__addz(NB__HDR, NB__PAD(nb__mulz(BT, (size_t)w))),   /* header, h, a */
-                          NB__PAD(nb__mulz(BT, (size_t)f)));
-    pl.n_scratch = nb__addz(nb__addz(NB__PAD(nb__mulz(BT, (size_t)w)),        /* dh, da, ones */
-                                     NB__PAD(nb__mulz(BT, (size_t)f))), NB__PAD(BT));
+    nb__ffn_carve(&pl, max_batch, max_seq, NULL, NULL, &m);
+    pl.n_cache = m.n_cache;
+    pl.n_scratch = m.n_scratch;
     NB__CHECK(nb__too_big(pl.n_cache) || nb__too_big(pl.n_scratch), NB_ERR_SHAPE,
               "nb_ffn_plan_make: n_cache and n_scratch = max_batch*max_seq*(in_width + d_ff) "
               "(%d*%d*%lld) overflow size_t", max_batch, max_seq, w + f);
@@ -2768,6 +3106,7 @@ static unsigned long long nb__ffn_id(const nb_ffn_plan* pl) {
     unsigned long long h = 0x66666EULL;
     h = nb__hash(h, (unsigned)pl->desc.d_model); h = nb__hash(h, (unsigned)pl->desc.d_ff);
     h = nb__hash(h, (unsigned)pl->desc.type); h = nb__hash(h, (unsigned)pl->desc.bias);
+    h = nb__hash(h, (unsigned)pl->desc.precision);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -2830,14 +3169,22 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
     nb_result rc = nb__ffn_check_call(ctx, fn, plan, p, B, T, "out x cache scratch", out, x,
                                       cache, scratch);
     int d, f, W, BT, r, bf;
+    nb__ffn_mem m;
     nb_real *h, *a;
     if (rc) return rc;
     bf = NB__BF16(plan);
     d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
+    nb__ffn_carve(plan, B, T, cache, scratch, &m);
+    h = m.h; a = m.a;
     nb__hdr_put(cache, 0, 0, 0, 0); /* not a complete forward until the end */
-    h = cache + NB__HDR;
-    a = h + NB__PAD((size_t)BT * W);
-    if ((rc = nb__gemm(ctx, fn, bf, 0, 1, BT, W, d, 1, x, d, p->w_in, d, 0, h, W))) return rc;
+    if (bf) { /* the bf16 copies of the weights and x serve the forward and the backward */
+        nb__to_bf16(ctx, m.w_in16, p->w_in, W, d, d);
+        nb__to_bf16(ctx, m.w_out16, p->w_out, d, f, f);
+        nb__to_bf16(ctx, m.x16, x, BT, d, d);
+    }
+    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, W, d, 1, nb__op(x, m.x16, d, 0),
+                       nb__op(p->w_in, m.w_in16, d, 1), 0, h, W)))
+        return rc;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
             if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
@@ -2861,7 +3208,10 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
     }
     nb__trace(ctx, "proj", h, BT, W);
     nb__trace(ctx, "act", a, BT, f);
-    if ((rc = nb__gemm(ctx, fn, bf, 0, 1, BT, d, f, 1, a, f, p->w_out, f, 0, out, d))) return rc;
+    if (bf) nb__to_bf16(ctx, m.a16, a, BT, f, f);
+    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, d, f, 1, nb__op(a, m.a16, f, 0),
+                       nb__op(p->w_out, m.w_out16, f, 1), 0, out, d)))
+        return rc;
     if (p->b_out) nb__add_bias(ctx, out, p->b_out, BT, d);
     nb__trace(ctx, "out", out, BT, d);
     nb__hdr_put(cache, NB__MAGIC_FFN, nb__ffn_id(plan), B, T);
@@ -2883,8 +3233,9 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
     nb_result rc = nb__ffn_check_call(ctx, fn, plan, p, B, T, "dx dout cache scratch", dx, dout,
                                       cache, scratch);
     int d, f, W, BT, r, bf;
-    const nb_real *h, *a;
-    nb_real *dh, *da, *ones;
+    nb__ffn_mem m;
+    const nb_real *h;
+    nb_real *dh, *da;
     if (rc) return rc;
     bf = NB__BF16(plan);
     NB__CHECK(!g || !g->w_in || !g->w_out || !x || (plan->desc.bias > 0 && (!g->b_in || !g->b_out)),
@@ -2892,18 +3243,19 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
               !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !x ? "x" : "g.b_in/g.b_out");
     if ((rc = nb__ffn_cache_ok(ctx, "nb_ffn_backward", plan, cache, B, T))) return rc;
     d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
-    h = cache + NB__HDR;
-    a = h + NB__PAD((size_t)BT * W);
-    dh = scratch;
-    da = scratch + NB__PAD((size_t)BT * W);
-    ones = da + NB__PAD((size_t)BT * f);
+    /* the cache is only read; carving needs a non-const base */
+    nb__ffn_carve(plan, B, T, (nb_real*)(size_t)cache, scratch, &m);
+    h = m.h; dh = m.dh; da = m.da;
+    if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
     /* da = dout W_out */
-    if ((rc = nb__gemm(ctx, fn, bf, 0, 0, BT, f, d, 1, dout, d, p->w_out, f, 0, da, f)))
+    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, f, d, 1, nb__op(dout, m.dout16, d, 0),
+                       nb__op(p->w_out, m.w_out16, f, 0), 0, da, f)))
         return rc;
     /* dW_out += dout^T a */
-    if ((rc = nb__gemm(ctx, fn, bf, 1, 0, d, f, BT, 1, dout, d, a, f, 1, g->w_out, f)))
+    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, d, f, BT, 1, nb__op(dout, m.dout16, d, 1),
+                       nb__op(m.a, m.a16, f, 0), 1, g->w_out, f)))
         return rc;
-    if (g->b_out && (rc = nb__bias_grad(ctx, g->b_out, dout, BT, d, ones))) return rc;
+    if (g->b_out && (rc = nb__bias_grad(ctx, g->b_out, dout, BT, d, m.ones))) return rc;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
             if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
@@ -2935,12 +3287,14 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
         }
     }
     /* dW_in += dh^T x */
-    if ((rc = nb__gemm(ctx, fn, bf, 1, 0, W, d, BT, 1, dh, W, x, d, 1, g->w_in, d)))
+    if (bf) nb__to_bf16(ctx, m.dh16, dh, BT, W, W);
+    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, W, d, BT, 1, nb__op(dh, m.dh16, W, 1),
+                       nb__op(x, m.x16, d, 0), 1, g->w_in, d)))
         return rc;
-    if (g->b_in && (rc = nb__bias_grad(ctx, g->b_in, dh, BT, W, ones))) return rc;
+    if (g->b_in && (rc = nb__bias_grad(ctx, g->b_in, dh, BT, W, m.ones))) return rc;
     /* dx = dh W_in */
-    return nb__gemm(ctx, fn, bf, 0, 0, BT, d, W, 1, dh, W, p->w_in, d, accumulate_dx ? 1 : 0, dx,
-                    d);
+    return nb__gemm(ctx, fn, plan->mm, bf, BT, d, W, 1, nb__op(dh, m.dh16, W, 0),
+                    nb__op(p->w_in, m.w_in16, d, 0), accumulate_dx ? 1 : 0, dx, d);
 }
 
 /* ---- blocks and stacks ---------------------------------------------------------------------- */
@@ -3681,6 +4035,10 @@ NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offs
 
 NBDEF void nb_stack_free(nb_stack* s) {
     if (!s) return;
+#if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
+    nb__mm_free(s->mm, s->alloc_user);
+#endif
+    s->mm = NULL;
     if (s->layers) NB_FREE(s->layers, s->alloc_user);
     if (s->tensors) NB_FREE(s->tensors, s->alloc_user);
     if (s->skip) NB_FREE(s->skip, s->alloc_user);
@@ -3726,6 +4084,8 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
 
 /* The stack's run modes: gradient conventions, precision, the name for messages. */
 static nb_result nb__stack_modes(nb_ctx* ctx, nb_stack_desc* d) {
+    NB__CHECK((unsigned)d->backend > NB_BACKEND_DNNL, NB_ERR_CONFIG,
+              "nb_stack_init: unknown backend %d", (int)d->backend);
     NB__CHECK((unsigned)d->param_grads > NB_GRAD_OVERWRITE ||
                   (unsigned)d->input_grad > NB_GRAD_OVERWRITE, NB_ERR_CONFIG,
               "nb_stack_init: param_grads (%d) and input_grad (%d) must be nb_grad_mode values",
@@ -3734,6 +4094,61 @@ static nb_result nb__stack_modes(nb_ctx* ctx, nb_stack_desc* d) {
     if (d->input_grad == NB_GRAD_DEFAULT) d->input_grad = NB_GRAD_OVERWRITE;
     d->name[sizeof d->name - 1] = 0;
     return nb__check_precision(ctx, "nb_stack_init", &d->precision);
+}
+
+/* The backend resolved (desc.backend), oneDNN's state made when it runs, the plans pointed at
+   it, and the line of nb_stack_kernels. */
+static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
+    nb_stack_desc* d = &s->desc;
+    const int bf = d->precision == NB_PRECISION_BF16;
+    const char* prec = bf ? "bf16" : "float32";
+    const char* core = bf ? "portable bf16" :
+#ifdef NB_NO_BLAS
+        "the reference GEMM";
+#else
+        "BLAS sgemm";
+#endif
+    char why[96] = "";
+    int l;
+#if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
+    if (d->backend == NB_BACKEND_DNNL || (d->backend == NB_BACKEND_DEFAULT && bf)) {
+        nb__mm* mm;
+        nb_result rc = nb__mm_create(ctx, &mm, s->alloc_user);
+        if (rc) return rc;
+        if (d->backend == NB_BACKEND_DNNL && bf && !strcmp(mm->bf16_impl, "none")) {
+            nb__mm_free(mm, s->alloc_user);
+            return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: backend DNNL with BF16: oneDNN "
+                            "has no bf16 matmul on this CPU");
+        }
+        if (d->backend == NB_BACKEND_DEFAULT && !mm->native_bf16) {
+            snprintf(why, sizeof why, " (oneDNN's bf16 matmul here is %s: no bf16 matrix unit)",
+                     mm->bf16_impl);
+            nb__mm_free(mm, s->alloc_user);
+        } else {
+            s->mm = mm;
+        }
+    }
+#else
+    NB__CHECK(d->backend == NB_BACKEND_DNNL, NB_ERR_CONFIG, "nb_stack_init: backend DNNL: this "
+              "build has no oneDNN (float32 builds with NB_USE_DNNL defined, linked with -ldnnl)");
+    if (bf) snprintf(why, sizeof why, " (this build has no oneDNN: NB_USE_DNNL)");
+#endif
+    d->backend = s->mm ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
+    for (l = 0; l < d->n_layers; l++) s->layers[l].attn.mm = s->mm;
+    s->ffn.mm = s->mm;
+#if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
+    if (s->mm)
+        snprintf(s->kernels, sizeof s->kernels, "%s: projections oneDNN %s, attention products "
+                 "%s", prec, bf ? s->mm->bf16_impl : s->mm->f32_impl, core);
+    else
+#endif
+        snprintf(s->kernels, sizeof s->kernels, "%s: projections %s, attention products %s%s",
+                 prec, bf ? "portable bf16" : core, core, why);
+    return NB_OK;
+}
+
+NBDEF const char* nb_stack_kernels(const nb_stack* s) {
+    return s && s->kernels[0] ? s->kernels : "no stack";
 }
 
 NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
@@ -3903,7 +4318,8 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     }
     s->n_cache = cu;
     s->n_scratch = su;
-    return NB_OK;
+    if ((rc = nb__stack_backend(ctx, s))) nb_stack_free(s);
+    return rc;
 }
 
 /* ---- forward and backward ---- */

@@ -4131,7 +4131,8 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
 #else
     NB__CHECK(d->backend == NB_BACKEND_DNNL, NB_ERR_CONFIG, "nb_stack_init: backend DNNL: this "
               "build has no oneDNN (float32 builds with NB_USE_DNNL defined, linked with -ldnnl)");
-    if (bf) snprintf(why, sizeof why, " (this build has no oneDNN: NB_USE_DNNL)");
+    if (bf && d->backend == NB_BACKEND_DEFAULT)
+        snprintf(why, sizeof why, " (this build has no oneDNN: NB_USE_DNNL)");
 #endif
     d->backend = s->mm ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
     for (l = 0; l < d->n_layers; l++) s->layers[l].attn.mm = s->mm;

@@ -1,0 +1,206 @@
+/* The GEMM backends of a stack (nb_stack_desc.backend) on every GEMM shape a stack runs.
+   1. Each projection's output, read through the trace hook, against an independent double
+      product of its traced input and the weights: op(A) op(B) exactly, with A and B first
+      rounded to bf16 (this file's own round-to-nearest-even) in BF16. Allowed: the float32
+      accumulation bound gamma_K sum_k |a_k b_k|, gamma_K = K u / (1 - K u), u = 2^-24, which
+      holds for any summation order, blocked or fused (Higham, Accuracy and Stability, 3.1).
+      A product on truncated or unrounded operands misses it by orders of magnitude (u_bf16 =
+      2^-8), so this checks that each backend computes bf16 numerics, not merely something
+      close to float32. The backward's GEMMs are checked against float64 in
+      test_block_fixtures_bf16 on both backends.
+   2. Run to run: forward and backward bitwise equal (same thread count), also after the stack
+      has run another (B, T) in between (oneDNN primitives are per shape and cached).
+   3. oneDNN leaves the caller's OpenMP nthreads setting as it found it.
+   4. Refusals: an unknown backend; DNNL in a build without oneDNN (test_backend_nodnnl).
+   The oneDNN cases run in builds with NB_USE_DNNL; on a CPU where oneDNN has no bf16 matmul
+   they are skipped, and the output says so. */
+#define NORMBLOCKS_IMPLEMENTATION
+#include "normblocks.h"
+#include "nbtest.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+enum { L = 2, D = 64, H = 4, B = 3, T = 20 };
+
+/* a trace captured by name */
+typedef struct capture {
+    const char* want[4];
+    nb_real* got[4];
+    int rows[4], cols[4];
+} capture;
+
+static void on_trace(void* user, const char* name, const nb_real* x, int rows, int cols) {
+    capture* c = (capture*)user;
+    int i;
+    for (i = 0; i < 4; i++)
+        if (c->want[i] && !strcmp(name, c->want[i])) {
+            free(c->got[i]);
+            c->got[i] = nbt_alloc((size_t)rows * cols);
+            memcpy(c->got[i], x, sizeof(nb_real) * (size_t)rows * cols);
+            c->rows[i] = rows;
+            c->cols[i] = cols;
+        }
+}
+
+static double rne_bf16(double v) { /* round a float to bf16, nearest even (finite data) */
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* y (M x N) = x (M x K) W^T (W: N x K) against double, within gamma_K sum |a b| */
+static void check_product(const char* name, const nb_real* y, const nb_real* x, const nb_real* w,
+                          int M, int N, int K, int bf16) {
+    const double u = 1.0 / 16777216.0, gamma = K * u / (1 - K * u);
+    double worst = 0;
+    int i, j, k, ok = 1;
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            double s = 0, sa = 0;
+            for (k = 0; k < K; k++) {
+                double a = x[(size_t)i * K + k], b = w[(size_t)j * K + k];
+                if (bf16) { a = rne_bf16(a); b = rne_bf16(b); }
+                s += a * b;
+                sa += fabs(a * b);
+            }
+            {
+                const double err = fabs((double)y[(size_t)i * N + j] - s);
+                if (!(err <= gamma * sa)) ok = 0;
+                if (sa > 0 && err / (gamma * sa) > worst) worst = err / (gamma * sa);
+            }
+        }
+    if (!nbt_check(ok, name)) printf("  worst error %.3g of the bound\n", worst);
+}
+
+/* One stack run: forward and backward; the projections checked against double. */
+static void run(nb_precision prec, nb_backend be, int b, int t, nb_real* out, nb_real* grads,
+                int check) {
+    nb_ctx ctx;
+    nb_stack s;
+    nb_stack_desc desc;
+    capture cap;
+    nb_real *params, *x, *dout, *dx, *cache, *scratch;
+    nbt_rng rng = {42};
+    char name[400];
+    int i;
+    memset(&ctx, 0, sizeof ctx);
+    memset(&desc, 0, sizeof desc);
+    memset(&cap, 0, sizeof cap);
+    desc.n_layers = L; desc.d_model = D; desc.n_heads = H; desc.n_kv_heads = 2;
+    desc.preset = NB_PRESET_PRE; desc.rope = 1;
+    desc.precision = prec;
+    desc.backend = be;
+    if (b != B) ctx.num_threads = 1; /* oneDNN's team set to 1 and the caller's restored */
+    if (nb_stack_init(&ctx, &s, &desc, B, T)) {
+        if (be == NB_BACKEND_DNNL && strstr(ctx.err, "no bf16 matmul")) {
+            printf("SKIP (oneDNN, bf16): %s\n", ctx.err);
+            memset(out, 0, sizeof(nb_real) * (size_t)B * T * D);
+            return;
+        }
+        nbt_check(0, ctx.err);
+        return;
+    }
+    snprintf(name, sizeof name, "backend %d precision %d resolves to backend %d: %s", (int)be,
+             (int)prec, (int)s.desc.backend, nb_stack_kernels(&s));
+    nbt_check(be == NB_BACKEND_DEFAULT || s.desc.backend == be, name);
+    if (check) printf("%s\n", name);
+    params = nbt_alloc(s.n_params);
+    x = nbt_alloc((size_t)B * T * D);
+    dout = nbt_alloc((size_t)B * T * D);
+    dx = nbt_alloc((size_t)B * T * D);
+    cache = nbt_alloc(s.n_cache);
+    scratch = nbt_alloc(s.n_scratch);
+    nb_stack_init_params(&ctx, &s, params, NB_INIT_DEFAULT, 0.02, 7);
+    nbt_fill(&rng, x, (size_t)B * T * D, 0, 1);
+    nbt_fill(&rng, dout, (size_t)B * T * D, 0, 1);
+    memset(grads, 0, sizeof(nb_real) * s.n_params);
+    cap.want[0] = "blocks.1.attn.h"; cap.want[1] = "blocks.1.attn.qkv";
+    cap.want[2] = "blocks.1.ffn.act"; cap.want[3] = "blocks.1.ffn.out";
+    ctx.trace = on_trace;
+    ctx.trace_user = &cap;
+    nbt_check(nb_stack_forward(&ctx, &s, params, out, x, b, t, cache, scratch) == NB_OK,
+              "forward");
+    ctx.trace = NULL;
+    nbt_check(nb_stack_backward(&ctx, &s, params, grads, dx, dout, b, t, cache, scratch) == NB_OK,
+              "backward");
+    if (check) {
+        const int bf = prec == NB_PRECISION_BF16, M = b * t;
+        const nb_tensor_info *wqkv = NULL, *wout = NULL;
+        for (i = 0; i < s.n_tensors; i++) {
+            if (!strcmp(s.tensors[i].name, "blocks.1.att_proj.weight")) wqkv = &s.tensors[i];
+            if (!strcmp(s.tensors[i].name, "blocks.1.ff_out.weight")) wout = &s.tensors[i];
+        }
+        if (nbt_check(wqkv && wout && cap.got[0] && cap.got[1] && cap.got[2] && cap.got[3],
+                      "the traced tensors and weights are there")) {
+            snprintf(name, sizeof name, "%s: qkv = h W_qkv^T", nb_stack_kernels(&s));
+            check_product(name, cap.got[1], cap.got[0], params + wqkv->offset, M, wqkv->rows, D,
+                          bf);
+            snprintf(name, sizeof name, "%s: ffn out = act W_out^T", nb_stack_kernels(&s));
+            check_product(name, cap.got[3], cap.got[2], params + wout->offset, M, D, wout->cols,
+                          bf);
+        }
+    }
+    for (i = 0; i < 4; i++) free(cap.got[i]);
+    free(params); free(x); free(dout); free(dx); free(cache); free(scratch);
+    nb_stack_free(&s);
+}
+
+static void backend(nb_precision prec, nb_backend be) {
+    nb_real *out1 = nbt_alloc((size_t)B * T * D), *out2 = nbt_alloc((size_t)B * T * D);
+    nb_real *g1 = nbt_alloc(1 << 20), *g2 = nbt_alloc(1 << 20), *scrap = nbt_alloc(1 << 20);
+    run(prec, be, B, T, out1, g1, 1);
+    run(prec, be, B, T, out2, g2, 0);
+    nbt_same_bits("run to run: out", out1, out2, (size_t)B * T * D);
+    nbt_same_bits("run to run: grads", g1, g2, 1 << 20);
+    run(prec, be, B - 1, T - 7, scrap, scrap, 0); /* another shape in between */
+    run(prec, be, B, T, out2, g2, 0);
+    nbt_same_bits("after another (B, T): out", out1, out2, (size_t)B * T * D);
+    free(out1); free(out2); free(g1); free(g2); free(scrap);
+}
+
+static void refusals(void) {
+    nb_ctx ctx;
+    nb_stack s;
+    nb_stack_desc desc;
+    memset(&ctx, 0, sizeof ctx);
+    memset(&desc, 0, sizeof desc);
+    desc.n_layers = 1; desc.d_model = D; desc.n_heads = H;
+    desc.backend = (nb_backend)7;
+    nbt_check(nb_stack_init(&ctx, &s, &desc, 1, 4) == NB_ERR_CONFIG &&
+                  strstr(ctx.err, "unknown backend 7"), "an unknown backend is refused");
+    nb_stack_free(&s);
+#ifndef NB_USE_DNNL
+    desc.backend = NB_BACKEND_DNNL;
+    nbt_check(nb_stack_init(&ctx, &s, &desc, 1, 4) == NB_ERR_CONFIG &&
+                  strstr(ctx.err, "NB_USE_DNNL"), "DNNL without oneDNN is refused, how to get it");
+    nb_stack_free(&s);
+    desc.backend = NB_BACKEND_DEFAULT;
+    desc.precision = NB_PRECISION_BF16;
+    nbt_check(nb_stack_init(&ctx, &s, &desc, 1, 4) == NB_OK && s.desc.backend == NB_BACKEND_BLAS &&
+                  strstr(nb_stack_kernels(&s), "no oneDNN"),
+              "BF16 without oneDNN: the portable path, and the kernels line says why");
+    nb_stack_free(&s);
+#endif
+}
+
+int main(void) {
+#ifdef _OPENMP
+    const int before = omp_get_max_threads();
+#endif
+    backend(NB_PRECISION_FP32, NB_BACKEND_BLAS);
+    backend(NB_PRECISION_BF16, NB_BACKEND_BLAS);
+#ifdef NB_USE_DNNL
+    backend(NB_PRECISION_FP32, NB_BACKEND_DNNL);
+    backend(NB_PRECISION_BF16, NB_BACKEND_DNNL);
+    backend(NB_PRECISION_BF16, NB_BACKEND_DEFAULT);
+#endif
+#ifdef _OPENMP
+    nbt_check(omp_get_max_threads() == before, "the caller's OpenMP nthreads is unchanged");
+#endif
+    refusals();
+    return nbt_finish();
+}

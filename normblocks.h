@@ -1959,31 +1959,26 @@ static inline nb__mat nb__mat_at(nb__mat m, int r, int c) {
 }
 
 #ifndef NB_DOUBLE
-/* op(X)[r0.., c0..] (rows x cols) into dst (row-major, ld cols) as bf16 values in floats:
-   rounded from float, or widened from bf16 bits (exact). The loops along the rows of the
-   source vectorize. */
-static void nb__bf16_block(float* dst, nb__mat X, int r0, int c0, int rows, int cols) {
+/* The block op(X)[r0.., c0..] (rows x cols) into dst as bf16 values in floats: rounded from
+   float, or widened from bf16 bits (exact), copied in X's own orientation (so both loops run
+   along X's rows and vectorize; the GEMM transposes). Returns dst's leading dimension. */
+static int nb__bf16_block(float* dst, nb__mat X, int r0, int c0, int rows, int cols) {
+    const int sr = X.trans ? cols : rows, sc = X.trans ? rows : cols; /* as stored */
     int r, c;
     X = nb__mat_at(X, r0, c0);
-    if (X.half) {
-        const unsigned short* x = (const unsigned short*)X.p;
-        if (X.trans)
-            for (c = 0; c < cols; c++)
-                for (r = 0; r < rows; r++)
-                    dst[r * cols + c] = nb__bf16_float(x[(size_t)c * X.ld + r]);
-        else
-            for (r = 0; r < rows; r++)
-                for (c = 0; c < cols; c++)
-                    dst[r * cols + c] = nb__bf16_float(x[(size_t)r * X.ld + c]);
-    } else {
-        const float* x = (const float*)X.p;
-        if (X.trans)
-            for (c = 0; c < cols; c++)
-                for (r = 0; r < rows; r++) dst[r * cols + c] = nb__bf16(x[(size_t)c * X.ld + r]);
-        else
-            for (r = 0; r < rows; r++)
-                for (c = 0; c < cols; c++) dst[r * cols + c] = nb__bf16(x[(size_t)r * X.ld + c]);
+    for (r = 0; r < sr; r++) {
+        float* d = dst + (size_t)r * sc;
+        if (X.half) {
+            const unsigned short* x = (const unsigned short*)X.p + (size_t)r * X.ld;
+            NB__OMP(simd)
+            for (c = 0; c < sc; c++) d[c] = nb__bf16_float(x[c]);
+        } else {
+            const float* x = (const float*)X.p + (size_t)r * X.ld;
+            NB__OMP(simd)
+            for (c = 0; c < sc; c++) d[c] = nb__bf16(x[c]);
+        }
     }
+    return sc;
 }
 
 /* The portable BF16 GEMM: op(A) and op(B) are made bf16 block by block in this thread's stack
@@ -2000,11 +1995,11 @@ static void nb__gemm1_bf16(int M, int N, int K, float alpha, nb__mat A, nb__mat 
         const int nb = N - j0 < NB__BF_N ? N - j0 : NB__BF_N;
         for (k0 = 0; k0 < K; k0 += NB__BF_K) {
             const int kb = K - k0 < NB__BF_K ? K - k0 : NB__BF_K;
-            nb__bf16_block(b, B, k0, j0, kb, nb);
+            const int ldb = nb__bf16_block(b, B, k0, j0, kb, nb);
             for (i0 = 0; i0 < M; i0 += NB__BF_M) {
                 const int mb = M - i0 < NB__BF_M ? M - i0 : NB__BF_M;
-                nb__bf16_block(a, A, i0, k0, mb, kb);
-                nb__sgemm1(0, 0, mb, nb, kb, alpha, a, kb, b, nb, k0 ? 1 : beta,
+                const int lda = nb__bf16_block(a, A, i0, k0, mb, kb);
+                nb__sgemm1(A.trans, B.trans, mb, nb, kb, alpha, a, lda, b, ldb, k0 ? 1 : beta,
                            C + (size_t)i0 * ldc + j0, ldc);
             }
         }

@@ -6,8 +6,9 @@
 
    usage: bench_block PRESET B T d H THREADS REPS [WARMUP]
    (NBB_NO_SKELETON=1 in the environment times the block alone, for profiling; NBB_BF16=1 runs
-   the block with precision BF16, its row naming the kernels, against the same float32
-   skeleton)
+   the block with precision BF16, against the same float32 skeleton; NBB_BACKEND=blas|dnnl
+   picks the stack's GEMM backend (default: the library's choice). Each row names the kernels
+   that ran (nb_stack_kernels); bench_dnnl times the linear GEMMs alone in bf16 on oneDNN)
      PRESET: any nb_preset_from_name name (pre, hybrid, siamese, gpt2, ...)
 
    Flops counted (the same count is used for normblocks, the skeleton and PyTorch):
@@ -251,6 +252,8 @@ int main(int argc, char** argv) {
     desc.n_layers = 1; desc.d_model = d; desc.n_heads = H;
     if (nb_preset_from_name(&r.ctx, &desc, preset)) die("nb_preset_from_name", &r.ctx);
     if (bf16) desc.precision = NB_PRECISION_BF16;
+    if (getenv("NBB_BACKEND"))
+        desc.backend = !strcmp(getenv("NBB_BACKEND"), "dnnl") ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
     desc.final_norm = -1;
     if (desc.preset == NB_PRESET_SIAMESE || desc.preset == NB_PRESET_SIAMESE_POST_PRE)
         desc.final_norm = 0; /* SiameseNorm's output fusion (3 norms) cannot be switched off */
@@ -274,10 +277,9 @@ int main(int argc, char** argv) {
     fl = 3 * block_fwd_flops(&sh);
     bytes = 4.0 * (4.0 * (double)r.s.n_params + 2.0 * (double)r.s.n_cache);
 
-    printf("# block %s (B,T,d,H)=(%d,%d,%d,%d) threads=%d precision=%s%s%s: d_ff=%d ffn=%s "
+    printf("# block %s (B,T,d,H)=(%d,%d,%d,%d) threads=%d kernels: %s: d_ff=%d ffn=%s "
            "attn memory=%s final_norm=%s params=%zu cache=%.1f MiB scratch=%.1f MiB\n",
-           preset, B, T, d, H, nt, bf16 ? "bf16" : "fp32", bf16 ? " kernels: " : "",
-           bf16 ? nb_bf16_kernels() : "", sh.f,
+           preset, B, T, d, H, nt, nb_stack_kernels(&r.s), sh.f,
            sh.bias ? "GELU+bias" : "SwiGLU", sh.probs ? "PROBS" : "LSE",
            r.s.desc.final_norm > 0 ? "on" : "off", r.s.n_params,
            r.s.n_cache * 4.0 / 1048576, r.s.n_scratch * 4.0 / 1048576);
@@ -335,12 +337,12 @@ int main(int argc, char** argv) {
            100 * others);
     printf("RESULT kind=block%s preset=%s B=%d T=%d d=%d H=%d threads=%d reps=%d ms=%.3f fwd_ms=%.3f "
            "bwd_ms=%.3f gemm_ms=%.3f gemm_fwd_ms=%.3f gemm_bwd_ms=%.3f gflop=%.4f gbytes=%.4f "
-           "rss_mib=%.1f cache_mib=%.1f scratch_mib=%.1f spread=%.3f others=%.3f core=%s blas_threads=%d\n",
-           bf16 ? "_bf16" : "", preset, B, T, d, H, nt, reps,
+           "rss_mib=%.1f cache_mib=%.1f scratch_mib=%.1f spread=%.3f others=%.3f core=%s blas_threads=%d "
+           "backend=%s\n", bf16 ? "_bf16" : "", preset, B, T, d, H, nt, reps,
            1e3 * t_block, 1e3 * fwd_b, 1e3 * bwd_b, 1e3 * t_skel,
            1e3 * fwd_s, 1e3 * bwd_s, fl * 1e-9, bytes * 1e-9, rss_block,
            r.s.n_cache * 4.0 / 1048576, r.s.n_scratch * 4.0 / 1048576, spread, others, nbb_corename(),
-           nb_blas_threads());
+           nb_blas_threads(), r.s.desc.backend == NB_BACKEND_DNNL ? "dnnl" : "blas");
     nb_stack_free(&r.s);
     return 0;
 }

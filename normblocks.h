@@ -11,6 +11,8 @@
    or, with CMake:  find_package(normblocks) + target_link_libraries(app normblocks::normblocks)
    Without BLAS, define NB_NO_BLAS: a portable reference GEMM is used instead (slow, correct).
    Without -fopenmp everything runs on one thread.
+   With oneDNN (bf16 on the CPU's matrix units), define NB_USE_DNNL and add -ldnnl
+   (Debian: libdnnl-dev; its runtime is GNU OpenMP, so build with gcc's -fopenmp).
 
    PERFORMANCE TRAPS (read before timing anything)
      - Debian's OpenBLAS 0.3.21 does not recognise recent Xeons and silently uses SSE3 kernels:
@@ -24,6 +26,9 @@
      NB_DOUBLE           nb_real is double instead of float (the tests use this for gradient
                          checks). Define it identically in every file of the program.
      NB_NO_BLAS          use the built-in reference GEMM instead of cblas_sgemm/cblas_dgemm.
+     NB_USE_DNNL         compile in the oneDNN backend of stacks (nb_stack_desc.backend): the
+                         projections' GEMMs on oneDNN's matmul primitive, bf16 on AMX or
+                         AVX512-BF16 (float32 builds; link -ldnnl).
      NB_STATIC           make every function static (private to the including file).
      NB_MALLOC/NB_FREE   override the allocator (both or neither). They receive the user pointer
                          of nb_ctx.alloc_user:  NB_MALLOC(size, user), NB_FREE(ptr, user).
@@ -133,6 +138,7 @@
      nb_layer_forward / nb_layer_backward         one layer of a stack
      nb_stack_set_layout                          bind a trainer's own parameter layout
      nb_gemm_bf16, nb_bf16_kernels, .precision    bf16 GEMM operands (mixed precision)
+     .backend, nb_stack_kernels                   who runs a stack's GEMMs (BLAS, oneDNN)
      nb_stack_init_params, nb_init_io_std         the initializers of the papers' code
      nb_preset_init                               which of them a preset's code used
      nb_stack_grad_norms, nb_stack_hidden_norms, nb_stack_angular_distance, nb_stack.skip,
@@ -247,9 +253,9 @@
      - allocate inside any kernel; scratch and caches are the caller's (size queries tell how much)
      - keep global state: any number of contexts, models and threads can coexist
      - call exit(), print, or change the OpenMP/BLAS thread settings of the process
-     - store anything in half precision: buffers are nb_real (float, or double with NB_DOUBLE).
-       desc.precision = NB_PRECISION_BF16 runs the GEMMs on bf16 operands (float32 sums), today
-       through the portable emulation (nb_bf16_kernels()), slower than float32
+     - keep parameters, gradients or the residual stream in half precision: with
+       desc.precision = NB_PRECISION_BF16 only the GEMMs' operands are bf16 (float32 sums), and
+       the cache holds bf16 copies of what only GEMMs read (see nb_precision)
 
    See the end of the file for the license (MIT or public domain, your choice).
 */
@@ -414,12 +420,11 @@ NBDEF nb_result nb_gemm_ref(nb_ctx* ctx, int transa, int transb, int M, int N, i
 NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                              nb_real alpha, const nb_real* A, int lda, const nb_real* B,
                              int ldb, nb_real beta, nb_real* C, int ldc);
-/* Which kernels a BF16 GEMM runs on this build and CPU, for logs and benchmark rows. Today
-   always the portable path: "emulated: bf16-rounded operands in blocks, float32 GEMM". It
-   computes bf16 numerics exactly (up to summation order) on any CPU, and is slower than
-   float32 (the rounding passes and smaller GEMM blocks; about 2x a float32 block's time) and
-   takes 320 KiB of the calling thread's stack per GEMM: BF16 is for matching a bf16 training
-   run's numerics until the CPU's bf16 matrix units are used. */
+/* The kernels of nb_gemm_bf16 and of BF16 plans made by nb_attn/ffn_plan_make: the portable
+   path, "emulated: bf16-rounded operands in blocks, float32 GEMM". It computes bf16 numerics
+   exactly (up to summation order) on any CPU, is slower than float32 (about 1.3x a float32
+   block's time) and takes 320 KiB of the calling thread's stack per GEMM. A stack runs its
+   projections on oneDNN where it can (nb_stack_desc.backend; which: nb_stack_kernels). */
 NBDEF const char* nb_bf16_kernels(void);
 /* Threads the BLAS uses per call: 1 for a sequential or OpenMP-built BLAS (then normblocks
    splits its GEMMs over ctx->num_threads itself and calls BLAS from its own threads), more for
@@ -462,8 +467,12 @@ typedef enum nb_norm_type {
    attention's scores and context, their gradients) multiplies bf16-rounded operands (round to
    nearest even) and accumulates in float32; norms and their statistics, softmax, RoPE, the
    residual stream, activations and every parameter gradient stay float32, parameters stay
-   float32 in the caller's buffer. A float32-build feature (refused with NB_DOUBLE).
-   Which kernels run: nb_bf16_kernels(). */
+   float32 in the caller's buffer. The forward rounds the weights once into the cache (so the
+   backward multiplies by the same bf16 weights), and caches in bf16 what only GEMMs read (the
+   sublayer inputs, the attention's C, the FFN's activation; O and the activation are then no
+   longer cached in float32): the cache sizes of the plans and the stack include them. The
+   backward rounds dout, dQKV and the FFN's dh into scratch. A float32-build feature (refused
+   with NB_DOUBLE). Which kernels run: nb_stack_kernels (a stack), nb_bf16_kernels (plans). */
 typedef enum nb_precision {
     NB_PRECISION_DEFAULT = 0,  /* FP32 */
     NB_PRECISION_FP32,
@@ -552,14 +561,16 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
    With plan or p NULL nothing is done; with base NULL every member is NULL (a forward then
    reports it). */
 NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_params* p);
-/* out: B*T x d. x: B*T x d (kept by the caller for backward). */
+/* out: B*T x d. x: B*T x d (kept by the caller for backward). A plan of nb_attn_plan_make runs
+   its GEMMs on the BLAS (BF16: the portable path); a stack's plans on the stack's backend. */
 NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                                 nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                                 nb_real* scratch);
 /* dx (B*T x d) is overwritten, or accumulated when accumulate_dx != 0; every member of g is
    accumulated (g's gains are required where p's are). cache must be untouched since the forward
    with the same x, B, T: a cache not written by a successful forward of an equal plan with the
-   same B and T is refused (NB_ERR_CONFIG). Trusted: x is the forward's x. */
+   same B and T is refused (NB_ERR_CONFIG). Trusted: x is the forward's x (and in BF16 p the
+   forward's p: the backward multiplies by the bf16 weights the forward cached). */
 NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                                  nb_attn_params* g, nb_real* dx, const nb_real* dout,
                                  const nb_real* x, int B, int T, const nb_real* cache,
@@ -869,7 +880,8 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
    in the caller's layout only the stack's tensors are written); desc.input_grad =
    NB_GRAD_ACCUMULATE: din += the input gradient (din may not be dout: NB_ERR_VALUE). The
    cache must hold a successful nb_stack_forward of this stack (the same init) with the same B
-   and T, else NB_ERR_CONFIG before anything is written. */
+   and T, else NB_ERR_CONFIG before anything is written. Trusted: params are the forward's (in
+   BF16 the backward multiplies by the bf16 copies of the weights the forward cached). */
 NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
                                   nb_real* grads, nb_real* din, const nb_real* dout, int B,
                                   int T, const nb_real* cache, nb_real* scratch);

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""PyTorch peers of the normblocks benchmarks (Debian's python3-torch, CPU, float32).
+"""PyTorch peers of the normblocks benchmarks (Debian's python3-torch, CPU, float32; blocks also
+under bf16 autocast).
 
 usage:
   bench_torch.py block PRESET B T d H THREADS REPS [WARMUP]
+  NBB_BF16=1 bench_torch.py block PRESET B T d H THREADS REPS [WARMUP]
   bench_torch.py norm rms|layer N d THREADS REPS [WARMUP]
 
 The blocks are the same functions as normblocks' 1-layer stacks (final norm off, except
@@ -19,6 +21,17 @@ Each call runs one case in its own process, so ru_maxrss is the case's peak RSS 
 the ~300 MiB that importing torch costs; the RSS right after import is printed too).
 Prints the same RESULT lines as the C benches (kind=torch_block / torch_norm); GFLOP/s and GB/s
 are computed by bench/report.py from the C bench's flop and byte counts of the same case.
+
+NBB_BF16=1 in the environment (the variable with which bench_block runs the block with precision
+BF16) runs the block's timed forward under torch.autocast("cpu", dtype=torch.bfloat16), the
+backward outside it (as PyTorch recommends); parameters, input and dout stay float32, so autocast
+casts the weights to bf16 on every forward and runs linear / matmul in bf16 (on oneDNN's bf16
+matmul where the CPU has bf16 instructions: brg:avx512_core_bf16 on AVX512-BF16 hosts, seen with
+DNNL_VERBOSE=1). 1.13's CPU autocast also leaves the softmax of the bf16 scores (and the per-head
+q/k/v norms of hybrid and siamese) in bf16; the residual sums come back float32 by type
+promotion, so the norms of the residual stream run in float32. Its RESULT line says
+kind=torch_block_bf16, the peer of bench_block's kind=block_bf16 rows. The norm case ignores
+NBB_BF16.
 """
 import math
 import os
@@ -231,21 +244,28 @@ def main():
 
     x = torch.randn(B, T, d, requires_grad=True)
     dout = torch.randn(B, T, d)
+    bf16 = "NBB_BF16" in os.environ  # set at all, as bench_block reads it (getenv != NULL)
 
     def step():
         x.grad = None
         for p in params:
             p.grad = None
-        block(x).backward(dout)
+        if bf16:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = block(x)
+            out.float().backward(dout)  # .float(): a no-op when the residual sum is float32
+        else:
+            block(x).backward(dout)
 
     t, spread = timeit(step, reps, warm)
-    print("# torch block %s (B,T,d,H)=(%d,%d,%d,%d) threads=%d %s core=%s: %.2f ms (spread %.0f%%) "
+    print("# torch block %s (B,T,d,H)=(%d,%d,%d,%d) threads=%d%s %s core=%s: %.2f ms (spread %.0f%%) "
           "peak RSS %.0f MiB (%.0f after import)"
-          % (preset, B, T, d, H, nt, env, core, 1e3 * t, 100 * spread, rss_mib(), rss_import))
-    print("RESULT kind=torch_block preset=%s B=%d T=%d d=%d H=%d threads=%d reps=%d ms=%.3f "
+          % (preset, B, T, d, H, nt, " autocast bf16" if bf16 else "", env, core, 1e3 * t,
+             100 * spread, rss_mib(), rss_import))
+    print("RESULT kind=torch_block%s preset=%s B=%d T=%d d=%d H=%d threads=%d reps=%d ms=%.3f "
           "rss_mib=%.1f rss_import_mib=%.1f spread=%.3f others=%.3f core=%s torch=%s"
-          % (preset, B, T, d, H, nt, reps, 1e3 * t, rss_mib(), rss_import, spread, OTHERS, core,
-             torch.__version__))
+          % ("_bf16" if bf16 else "", preset, B, T, d, H, nt, reps, 1e3 * t, rss_mib(), rss_import,
+             spread, OTHERS, core, torch.__version__))
     return 0
 
 

@@ -2,14 +2,19 @@
 # Whole training step (embedding, stack, head, loss, backward, gradient reduction, clipping,
 # AdamW) in tokens/s: normblocks' trainer on 1 process x 1 thread, 1 process x 2 threads,
 # 2 MPI ranks x 1 thread (plain data parallel and ZeRO-1), and the same model and optimizer in
-# PyTorch (bench/bench_train_torch.py) on 1 and 2 threads, in the same session. Two sizes:
-#   small  d=64  L=16 H=4 T=64  B=8   (targets: 2 ranks >= 1.8x 1 rank x 1 thread; >= 3x PyTorch)
-#   large  d=512 L=4  H=8 T=128 B=8   (target: >= 1.3x PyTorch)
+# PyTorch (bench/bench_train_torch.py) on 1 and 2 threads, in the same session. Three sizes:
+#   small  d=64   L=16 H=4  T=64  B=8  (targets: 2 ranks >= 1.8x 1 rank x 1 thread; >= 3x PyTorch)
+#   large  d=512  L=4  H=8  T=128 B=8  (target: >= 1.3x PyTorch)
+#   xl     d=1024 L=2  H=16 T=128 B=8  (no target)
+# At the large and xl sizes also bf16: the trainer with --precision bf16 (GEMM operands in bf16,
+# on oneDNN where it has a bf16 kernel) on 1 process x 1 and x 2 threads, and PyTorch with
+# --bf16 (torch.autocast("cpu", dtype=torch.bfloat16) around forward and loss) on 1 and 2 threads.
 # "comm %" is the communication not hidden behind compute: time blocked in the gradient
 # reduction's final wait, the ZeRO parameter all-gather and the loss all-reduce (which also
 # absorbs any imbalance between the ranks), as a share of the step.
 #
-#   bash bench/bench_train.sh            # both sizes, best of 2 runs per case (~6 min)
+#   bash bench/bench_train.sh            # all sizes, best of 2 runs per case (~8 min for small
+#                                        # and large in fp32; the bf16 rows and xl add to it)
 #   bash bench/bench_train.sh --quick    # small size only, one run
 #   bash bench/bench_train.sh --no-torch
 # Environment: NB_BENCH_BUILD (default /tmp/normblocks-bench-build), PYTHON (/usr/bin/python3),
@@ -23,7 +28,7 @@ for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
     --no-torch) TORCH=0 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "bench_train.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -58,7 +63,7 @@ best_of() {
   shift
   for i in $(seq 1 "$n"); do
     out=$("$@" 2>&1)
-    t=$(sed -n 's/^throughput: \([0-9.]*\) tok\/s.*/\1/p; s/^torch_train .*tok_s=\([0-9.]*\).*/\1/p' <<< "$out" | tail -1)
+    t=$(sed -n 's/^throughput: \([0-9.]*\) tok\/s.*/\1/p; s/^torch_train[_a-z0-9]* .*tok_s=\([0-9.]*\).*/\1/p' <<< "$out" | tail -1)
     c=$(sed -n 's/.*communication not hidden: \([0-9.]*\)%.*/\1/p' <<< "$out" | tail -1)
     [ -z "$t" ] && { echo "  failed: $*" >&2; tail -3 <<< "$out" >&2; continue; }
     if [ -z "$best" ] || awk -v a="$t" -v b="${best% *}" 'BEGIN { exit !(a > b) }'; then best="$t ${c:--}"; fi
@@ -67,15 +72,16 @@ best_of() {
 }
 
 echo "normblocks training step, $(nproc) cores, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, best of $RUNS"
-printf "%-6s %-24s %12s %8s\n" size case "tok/s" "comm %"
-SIZES=("small:64:16:4:64:8:150" "large:512:4:8:128:8:12")
-[ $QUICK = 1 ] && SIZES=("small:64:16:4:64:8:150")
+printf "%-6s %-28s %12s %8s\n" size case "tok/s" "comm %"
+# name:d:L:H:T:B:steps:bf16 (bf16=1: the bf16 rows too)
+SIZES=("small:64:16:4:64:8:150:0" "large:512:4:8:128:8:12:1" "xl:1024:2:16:128:8:8:1")
+[ $QUICK = 1 ] && SIZES=("small:64:16:4:64:8:150:0")
 declare -A R
 for s in "${SIZES[@]}"; do
-  IFS=: read -r name d L H T B steps <<< "$s"
+  IFS=: read -r name d L H T B steps bf16 <<< "$s"
   M=(--d "$d" --layers "$L" --heads "$H" --seq "$T" --batch "$B" --steps "$steps" --warmup 5
      --log-every 100000 --eval-batches 1 --quiet)
-  row() { R[$name,$1]=${2% *}; printf "%-6s %-24s %12s %8s\n" "$name" "$1" "${2% *}" "${2#* }"; }
+  row() { R[$name,$1]=${2% *}; printf "%-6s %-28s %12s %8s\n" "$name" "$1" "${2% *}" "${2#* }"; }
   row "1 process x 1 thread" "$(best_of $RUNS "$BUILD/train" "${M[@]}" --threads 1)"
   row "1 process x 2 threads" "$(best_of $RUNS "$BUILD/train" "${M[@]}" --threads 2)"
   if [ $HAVE_MPI = 1 ]; then
@@ -87,6 +93,15 @@ for s in "${SIZES[@]}"; do
     for th in 1 2; do
       row "PyTorch x $th thread(s)" "$(best_of $RUNS "$PY" "$ROOT/bench/bench_train_torch.py" --d "$d" --layers "$L" \
         --heads "$H" --seq "$T" --batch "$B" --threads $th --steps $tsteps --warmup 3)"
+    done
+  fi
+  [ "$bf16" = 1 ] || continue
+  row "1 process x 1 thread bf16" "$(best_of $RUNS "$BUILD/train" "${M[@]}" --threads 1 --precision bf16)"
+  row "1 process x 2 threads bf16" "$(best_of $RUNS "$BUILD/train" "${M[@]}" --threads 2 --precision bf16)"
+  if [ $HAVE_TORCH = 1 ]; then
+    for th in 1 2; do
+      row "PyTorch bf16 x $th thread(s)" "$(best_of $RUNS "$PY" "$ROOT/bench/bench_train_torch.py" --d "$d" \
+        --layers "$L" --heads "$H" --seq "$T" --batch "$B" --threads $th --steps $tsteps --warmup 3 --bf16)"
     done
   fi
 done
@@ -102,7 +117,15 @@ for s in "${SIZES[@]}"; do
   best2=$(printf "%s\n%s\n%s\n" "$two_t" "$two_r" "$two_z" | sort -g | tail -1)
   echo "$name: 2 ranks / 1x1 = $(ratio "$two_r" "$one") (ZeRO $(ratio "$two_z" "$one"); 1 process x 2 threads $(ratio "$two_t" "$one")); target >= 1.8"
   if [ $HAVE_TORCH = 1 ]; then
-    target=$([ "$name" = small ] && echo 3 || echo 1.3)
-    echo "$name: normblocks / PyTorch: 1 thread $(ratio "$one" "${R[$name,PyTorch x 1 thread(s)]:-0}"), 2 cores $(ratio "$best2" "${R[$name,PyTorch x 2 thread(s)]:-0}") (best normblocks 2-core case vs PyTorch 2 threads); target >= $target"
+    case $name in small) target="; target >= 3" ;; large) target="; target >= 1.3" ;; *) target="" ;; esac
+    echo "$name: normblocks / PyTorch: 1 thread $(ratio "$one" "${R[$name,PyTorch x 1 thread(s)]:-0}"), 2 cores $(ratio "$best2" "${R[$name,PyTorch x 2 thread(s)]:-0}") (best normblocks 2-core case vs PyTorch 2 threads)$target"
+  fi
+  [ "${s##*:}" = 1 ] || continue
+  b1=${R[$name,1 process x 1 thread bf16]:-0} b2=${R[$name,1 process x 2 threads bf16]:-0}
+  echo "$name: normblocks bf16 / fp32: 1 thread $(ratio "$b1" "$one"), 2 threads $(ratio "$b2" "$two_t")"
+  if [ $HAVE_TORCH = 1 ]; then
+    tb1=${R[$name,PyTorch bf16 x 1 thread(s)]:-0} tb2=${R[$name,PyTorch bf16 x 2 thread(s)]:-0}
+    echo "$name: PyTorch autocast bf16 / fp32: 1 thread $(ratio "$tb1" "${R[$name,PyTorch x 1 thread(s)]:-0}"), 2 threads $(ratio "$tb2" "${R[$name,PyTorch x 2 thread(s)]:-0}")"
+    echo "$name: normblocks bf16 / PyTorch autocast bf16: 1 thread $(ratio "$b1" "$tb1"), 2 threads $(ratio "$b2" "$tb2")"
   fi
 done

@@ -17,8 +17,15 @@ trainer's warmup/cosine lr schedule is left out (a scalar per step). Token batch
 before timing; each step is timed with perf_counter over zero_grad, forward, loss, backward,
 clip and optimizer step; tok/s comes from the median step.
 
+--bf16: the forward and the loss run under torch.autocast("cpu", dtype=torch.bfloat16) (the
+backward, clipping and AdamW outside it, as PyTorch recommends; parameters, gradients and the
+optimizer state stay float32), the peer of the C trainer's --precision bf16. Autocast runs
+nn.Linear, baddbmm and bmm in bf16 (oneDNN's bf16 matmul where the CPU has bf16 instructions),
+leaves the softmax of the bf16 scores in bf16 and computes the cross-entropy in float32. Such a
+run says "autocast bf16" in its header and prints torch_train_bf16 instead of torch_train.
+
   OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/bench_train_torch.py \
-      --d 64 --layers 16 --heads 4 --seq 64 --batch 8 --threads 1 --steps 20 --warmup 3
+      --d 64 --layers 16 --heads 4 --seq 64 --batch 8 --threads 1 --steps 20 --warmup 3 [--bf16]
   /usr/bin/python3 bench/bench_train_torch.py --check   # the parameter counts ./build/train prints
 (OPENBLAS_CORETYPE matters: Debian's OpenBLAS, which torch uses, picks slow kernels without it
 on some CPUs. Its pthread pool adds threads to torch's OpenMP ones: with --threads 2 use
@@ -26,6 +33,7 @@ OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE, or =2 with PASSIVE, as bench/run
 spinning OpenMP threads on a shared 2-core machine can cost 3-5x.) The last line is
 machine-readable:
   torch_train d=.. L=.. H=.. T=.. B=.. threads=.. tok_s=.. ms_step=.. median_of=.. params=..
+(torch_train_bf16 with --bf16, the same fields.)
 """
 import argparse
 import ctypes
@@ -157,6 +165,8 @@ def main():
                  ("threads", 1), ("steps", 20), ("warmup", 3)):
         ap.add_argument("--" + k, type=int, default=v)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--bf16", action="store_true",
+                    help='forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)')
     a = ap.parse_args()
     try:
         torch.set_num_interop_threads(1)
@@ -177,7 +187,11 @@ def main():
         tok, tgt = data[i, :, :-1], data[i, :, 1:]
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(tok, tgt)
+        if a.bf16:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(tok, tgt)
+        else:
+            loss = model(tok, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -188,16 +202,17 @@ def main():
     c1 = cpu_now()
     others = max(0.0, (c1[1] - c0[1]) - (c1[2] - c0[2])) / ((c1[0] - c0[0]) * os.cpu_count())
     med = statistics.median(times)
-    print("# torch %s, %d threads, OpenBLAS %s, OPENBLAS_NUM_THREADS=%s OMP_WAIT_POLICY=%s"
-          % (torch.__version__, torch.get_num_threads(), openblas_core(),
+    print("# torch %s, %d threads%s, OpenBLAS %s, OPENBLAS_NUM_THREADS=%s OMP_WAIT_POLICY=%s"
+          % (torch.__version__, torch.get_num_threads(), ", autocast bf16" if a.bf16 else "",
+             openblas_core(),
              os.environ.get("OPENBLAS_NUM_THREADS", "(unset)"),
              os.environ.get("OMP_WAIT_POLICY", "(unset)")))
     print("# %d parameters; loss %.4f -> %.4f; step ms median %.3f min %.3f max %.3f; other "
           "processes used %.0f%% of the CPUs" % (n_params, losses[0], losses[-1], 1e3 * med,
                                                   1e3 * min(times), 1e3 * max(times), 100 * others))
-    print("torch_train d=%d L=%d H=%d T=%d B=%d threads=%d tok_s=%.1f ms_step=%.3f median_of=%d "
-          "params=%d" % (a.d, a.layers, a.heads, T, B, a.threads, B * T / med, 1e3 * med,
-                         len(times), n_params))
+    print("torch_train%s d=%d L=%d H=%d T=%d B=%d threads=%d tok_s=%.1f ms_step=%.3f median_of=%d "
+          "params=%d" % ("_bf16" if a.bf16 else "", a.d, a.layers, a.heads, T, B, a.threads,
+                         B * T / med, 1e3 * med, len(times), n_params))
     return 0
 
 

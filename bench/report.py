@@ -33,8 +33,13 @@ def best(res, kind, **match):
     """of the results of `kind` whose fields equal `match` (None if absent), the fastest of
     those other processes left alone (others <= 0.15), else the least contaminated. Several
     runs of a case (a retry, or run.sh --append) thus count as best-of-N, for normblocks and
-    PyTorch alike: on a shared host a slow run says more about the neighbours than the code."""
-    c = [r for r in res if r.get("kind") == kind and all(r.get(k) == str(v) for k, v in match.items())]
+    PyTorch alike: on a shared host a slow run says more about the neighbours than the code.
+    A tuple in `match` accepts any of its values (None: the field absent)."""
+    def ok(r, k, v):
+        if isinstance(v, tuple):
+            return r.get(k) in tuple(None if x is None else str(x) for x in v)
+        return r.get(k) == str(v)
+    c = [r for r in res if r.get("kind") == kind and all(ok(r, k, v) for k, v in match.items())]
     if not c:
         return None
 
@@ -239,6 +244,43 @@ def report(res, meta):
                 float(r["plan_mib"]), float(r["rss_mib"]),
                 (f(ratio, 2) + "x") if (ratio and mode == "LSE") else "", r.get("others", "?")))
     out.append("")
+
+    # ---- bf16 (run.sh: pre at every block shape, 1 and 2 threads, env A)
+    bf_cases = []
+    for r in res:
+        if r.get("kind") in ("block_bf16", "torch_block_bf16"):
+            c = (r["preset"], (int(r["B"]), int(r["T"]), int(r["d"]), int(r["H"])), int(r["threads"]))
+            if c not in bf_cases:
+                bf_cases.append(c)
+    if bf_cases:
+        out.append("### bf16: block forward+backward with precision BF16 vs float32 and vs PyTorch autocast (env A)")
+        out.append("")
+        out.append("| block | (B,T,d,H) | thr | float32 ms | bf16 oneDNN ms | bf16 portable ms | bf16 / float32 | "
+                   "PyTorch float32 ms | PyTorch autocast bf16 ms | vs PyTorch bf16 | others (max) |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for p, s, nt in sorted(bf_cases, key=lambda c: (c[1], ("pre", "hybrid", "siamese", "gpt2", c[0]).index(c[0]), c[2])):
+            key = dict(preset=p, B=s[0], T=s[1], d=s[2], H=s[3], threads=nt, env="A")
+            f32 = best(res, "block", **key)
+            dn = best(res, "block_bf16", backend="dnnl", **key)
+            po = best(res, "block_bf16", backend=("blas", None), **key)  # no field: before oneDNN
+            t32, tbf = best(res, "torch_block", **key), best(res, "torch_block_bf16", **key)
+            nb = min((x for x in (dn, po) if x is not None), key=ms, default=None)
+            rows = [x for x in (f32, dn, po, t32, tbf) if x is not None]
+            oth = max((float(x.get("others", 0)) for x in rows), default=None)
+            out.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                NAMES.get(p, p), ",".join(map(str, s)), nt, f(ms(f32), 2), f(ms(dn), 2), f(ms(po), 2),
+                (f(ms(f32) / ms(nb), 2) + "x") if f32 and nb else "-", f(ms(t32), 2), f(ms(tbf), 2),
+                (f(ms(tbf) / ms(nb), 2) + "x") if tbf and nb else "-", f(oth, 3)))
+        out.append("")
+        out.append("bf16 = `NBB_BF16=1 bench_block` (precision BF16: GEMM operands in bf16, sums, norms, "
+                   "softmax and weights float32): oneDNN = the library's choice in a build with oneDNN on a "
+                   "CPU with a bf16 kernel (`backend=dnnl`), portable = `NBB_BACKEND=blas` (the portable "
+                   "path on OpenBLAS; also the choice of a build without oneDNN). \"bf16 / float32\" = float32 ms / the faster bf16 ms (> 1: bf16 is "
+                   "faster). PyTorch autocast bf16 = `NBB_BF16=1 bench_torch.py block`: the forward under "
+                   "`torch.autocast(\"cpu\", dtype=torch.bfloat16)`, the backward outside it, float32 "
+                   "parameters (linear and matmul in bf16 on oneDNN, softmax in bf16). \"vs PyTorch bf16\" "
+                   "= PyTorch autocast ms / the faster normblocks bf16 ms.")
+        out.append("")
 
     # ---- targets
     out.append("### Targets")

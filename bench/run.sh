@@ -150,11 +150,15 @@ for t in $ATTN_T; do
     if [ "$t" -le 1024 ]; then run B "$B/bench_attn" "$m" "$t" 1024 16 2 "$reps" 1; fi
   done
 done
-echo "== bf16: the Pre-Norm block with precision BF16 (its row names the kernels), and the GEMM backends"
+echo "== bf16: the Pre-Norm block with precision BF16 (its row names the kernels), on the portable"
+echo "   path, vs PyTorch under torch.autocast(\"cpu\", dtype=torch.bfloat16), and the GEMM backends"
 for s in $SHAPES; do
   IFS=, read -r b t d h reps <<<"$s"
   for nt in 1 2; do
     run A env NBB_BF16=1 "$B/bench_block" pre "$b" "$t" "$d" "$h" "$nt" "$reps" 1
+    # the library's choice is oneDNN only in a build with it (then bench_dnnl is built too)
+    if [ -x "$B/bench_dnnl" ]; then run A env NBB_BF16=1 NBB_BACKEND=blas "$B/bench_block" pre "$b" "$t" "$d" "$h" "$nt" "$reps" 1; fi
+    [ "$HAVE_TORCH" = 1 ] && run A env NBB_BF16=1 "$PY" "$ROOT/bench/bench_torch.py" block pre "$b" "$t" "$d" "$h" "$nt" "$reps" 1
     if [ -x "$B/bench_dnnl" ]; then run A env OMP_NUM_THREADS="$nt" "$B/bench_dnnl" "$b" "$t" "$d" "$nt" "$reps"; fi
   done
 done

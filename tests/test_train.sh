@@ -47,11 +47,20 @@ fi
 "$TRAIN" "${TINY[@]}" --steps 60 --precision bf16 --save bf16.safetensors > learn_bf16.log 2>&1
 rc=$?
 vb="$(final_field learn_bf16.log val_loss)"
-if [ $rc = 0 ] && [ -n "$vb" ] && grep -q '^precision: bf16 GEMMs (' learn_bf16.log &&
+if [ $rc = 0 ] && [ -n "$vb" ] && grep -q '^kernels: bf16: ' learn_bf16.log &&
    awk -v a="$v0" -v b="$vb" -v f="$v1" 'BEGIN { exit !(b < a - 0.5 && b < f + 0.3 && b != f) }'; then
   pass "bf16: 60 steps lower the validation loss as float32 does ($v0 -> $vb, float32 $v1)"
 else
   fail "bf16: 60 steps (rc $rc, '$v0' -> '$vb', float32 '$v1')"; cat learn_bf16.log
+fi
+# --precision auto: bf16 where oneDNN has a bf16 matrix kernel, else fp32, and says which
+if "$TRAIN" "${TINY[@]}" --steps 2 --precision auto > auto.log 2>&1 &&
+   { grep -q '^kernels: bf16: projections oneDNN' auto.log ||
+     { grep -q '^precision auto: fp32, as bf16 would run bf16: projections portable' auto.log &&
+       grep -q '^kernels: float32: ' auto.log; }; }; then
+  pass "--precision auto: $(grep -m1 -E '^(kernels|precision auto):' auto.log)"
+else
+  fail "--precision auto"; cat auto.log
 fi
 if "$TRAIN" "${TINY[@]}" --steps 62 --allow-change steps --resume bf16.safetensors > resume_fp32.log 2>&1 &&
    head -c 65536 bf16.safetensors | grep -q '"transformer.wte.weight":{"dtype":"F32"'; then
@@ -148,7 +157,8 @@ expect_error() { # expect_error NAME PATTERN ARGS...
 }
 : > empty.txt
 head -c 5 full.safetensors > trunc_len.safetensors
-expect_error "unknown precision" "fp32 or bf16" "${TINY[@]}" --precision fp16
+expect_error "unknown precision" "fp32, bf16 or auto" "${TINY[@]}" --precision fp16
+expect_error "unknown backend" "auto, blas or dnnl" "${TINY[@]}" --backend mkl
 head -c 3000 full.safetensors > trunc_data.safetensors
 printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a":[1,2,,]}   ' > badjson.safetensors
 sed 's/"transformer.wte.weight"/"transformer.xyz.weight"/' full.safetensors > missing.safetensors

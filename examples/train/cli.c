@@ -103,8 +103,11 @@ void usage(void) {
 "                     sets the number of layers (e.g. --schedule post,pre,pre,hybrid)\n"
 "  --d N --layers N --heads N --kv-heads N --ff N       [128 4 4 heads 8d/3->64]\n"
 "  --ffn swiglu|gelu  --norm rms|layer|dyt  --no-rope\n"
-"  --precision fp32|bf16  the GEMMs' operands (sums, norms, softmax, weights, gradients and\n"
-"                     checkpoints stay float32; the model line names the bf16 kernels) [fp32]\n"
+"  --precision fp32|bf16|auto  the GEMMs' operands (sums, norms, softmax, weights, gradients\n"
+"                     and checkpoints stay float32; the kernels line names what runs); auto:\n"
+"                     bf16 where oneDNN has a bf16 matrix kernel (AMX, AVX512-BF16), else fp32 [fp32]\n"
+"  --backend auto|blas|dnnl  the stack's GEMMs: OpenBLAS (bf16: portable, slow) or oneDNN\n"
+"                     (builds with NB_USE_DNNL); auto: oneDNN for bf16 where it has a kernel [auto]\n"
 "  --dyt-alpha A  --dyt-alpha-attn A   DyT's initial alpha (others / norms feeding attention)\n"
 "                     [DyT's LLM rule by width: 1 and 1 up to d = 1024]\n"
 "  --layerscale-init X  LayerScale's initial scale [CaiT's rule by depth: 0.1 up to 18 layers]\n"
@@ -268,9 +271,15 @@ int parse_args(int argc, char** argv, config* c, int* help) {
             snprintf(c->ffn, sizeof c->ffn, "%s", v);
         } else if (!strcmp(a, "--precision")) {
             NEEDV;
-            if (strcmp(v, "fp32") && strcmp(v, "bf16"))
-                return fail("--precision: fp32 or bf16, not \"%s\"", v);
-            c->bf16 = !strcmp(v, "bf16");
+            if (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "auto"))
+                return fail("--precision: fp32, bf16 or auto, not \"%s\"", v);
+            c->bf16 = !strcmp(v, "bf16") ? 1 : !strcmp(v, "auto") ? 2 : 0;
+        } else if (!strcmp(a, "--backend")) {
+            NEEDV;
+            if (strcmp(v, "auto") && strcmp(v, "blas") && strcmp(v, "dnnl"))
+                return fail("--backend: auto, blas or dnnl, not \"%s\"", v);
+            c->backend = !strcmp(v, "blas") ? NB_BACKEND_BLAS
+                         : !strcmp(v, "dnnl") ? NB_BACKEND_DNNL : NB_BACKEND_DEFAULT;
         } else if (!strcmp(a, "--norm")) {
             NEEDV;
             if (strcmp(v, "rms") && strcmp(v, "layer") && strcmp(v, "dyt"))
@@ -471,7 +480,8 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->d_ff = c->d_ff;
     d->rope = c->rope;
     d->check_finite = c->check_finite;
-    d->precision = c->bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32;
+    d->precision = c->bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32; /* auto: see model_init */
+    d->backend = (nb_backend)c->backend;
     d->param_grads = NB_GRAD_OVERWRITE; /* one backward per step: no zero-grad pass */
     if (!strcmp(c->ffn, "gelu")) d->ffn = NB_FFN_GELU_TANH;
     else if (d->ffn == NB_FFN_DEFAULT) d->ffn = NB_FFN_SWIGLU;

@@ -81,6 +81,13 @@ int model_init(model* m, const config* c) {
     m->B = (int)((long long)c->batch * (g_rank + 1) / g_ranks) - m->b0;
     if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->seq) != NB_OK)
         return fail("invalid model: %s", m->ctx.err);
+    if (c->bf16 == 2 && m->s.desc.backend != NB_BACKEND_DNNL) { /* auto: bf16 would be slower */
+        say("precision auto: fp32, as bf16 would run %s\n", nb_stack_kernels(&m->s));
+        nb_stack_free(&m->s);
+        d.precision = NB_PRECISION_FP32;
+        if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->seq) != NB_OK)
+            return fail("invalid model: %s", m->ctx.err);
+    }
     m->d = c->d_model; m->T = c->seq;
     bt = (size_t)m->B * m->T;
     /* DyT's LLaMA code multiplies the embedding by a learnable scalar, initialized to sqrt(d) */

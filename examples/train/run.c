@@ -100,7 +100,8 @@ void print_model(const config* c, const model* m, int arch_only) {
         d->norm == NB_NORM_LAYER ? "layernorm" : d->norm == NB_NORM_DYT ? "dyt" : "rmsnorm",
         (double)d->eps, d->rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "",
         m->n, m->s.n_params);
-    if (d->precision == NB_PRECISION_BF16) say("precision: bf16 GEMMs (%s)\n", nb_bf16_kernels());
+    say("kernels: %s%s\n", nb_stack_kernels(&m->s),
+        d->precision == NB_PRECISION_BF16 ? "; LM head portable bf16" : "");
     if (arch_only) return;
     if (m->init_std0 > 0) say("init: %s std %g (%s)\n", init_scheme_name(m->init), m->init_std0, m->init_why);
     else say("init: %s (%s)\n", init_scheme_name(m->init), m->init_why);

@@ -65,8 +65,10 @@ typedef struct config {
     int d_model, n_layers, n_heads, n_kv_heads, d_ff, rope;
     char ffn[16], norm[16];
     char init[24];            /* --init; "" = the preset's paper init (preset_init) */
-    int bf16;                 /* --precision bf16: every GEMM (stack, LM head) on bf16 operands;
-                                 a run option, not a property of the model or checkpoint */
+    int bf16;                 /* --precision bf16 (1) or auto (2): every GEMM (stack, LM head)
+                                 on bf16 operands; a run option, not a property of the model or
+                                 checkpoint */
+    int backend;              /* --backend: an nb_backend */
     /* training */
     int batch, seq, steps, warmup, threads, log_every, eval_batches, save_every, stop_after;
     double lr, min_lr_frac, wd, beta1, beta2, adam_eps, clip;

@@ -252,7 +252,8 @@
    DOES NOT
      - allocate inside any kernel; scratch and caches are the caller's (size queries tell how much)
      - keep global state: any number of contexts, models and threads can coexist
-     - call exit(), print, or change the OpenMP/BLAS thread settings of the process
+     - call exit(), print, or change the OpenMP/BLAS thread settings of the process (a oneDNN
+       call sets the calling thread's OpenMP team size for its duration and restores it)
      - keep parameters, gradients or the residual stream in half precision: with
        desc.precision = NB_PRECISION_BF16 only the GEMMs' operands are bf16 (float32 sums), and
        the cache holds bf16 copies of what only GEMMs read (see nb_precision)

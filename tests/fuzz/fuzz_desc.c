@@ -260,10 +260,12 @@ static void run_stack(rd* r, nb_ctx* c) {
         if (gm >= 200)
             for (i = 0; i < sizeof d.name; i++) d.name[i] = (char)(1 + u8(r) % 255);
     }
+    d.backend = (nb_backend)(u8(r) % 4); /* read last; 3 is refused, DNNL without oneDNN too */
     rc = nb_stack_init(c, &s, &d, mb, ms);
     check_rc(c, rc);
     if (rc) {
-        CHECK(s.layers == NULL && s.tensors == NULL && s.skip == NULL, "failed init left tables");
+        CHECK(s.layers == NULL && s.tensors == NULL && s.skip == NULL && s.mm == NULL,
+              "failed init left tables");
         nb_stack_free(&s);
         return;
     }

@@ -2371,8 +2371,9 @@ static int nb__tiles(int T) { return T / NB__TILE + (T % NB__TILE != 0); }
 typedef struct nb__attn_mem {
     nb_real *hdr, *qkv, *raw, *stat[4], *o, *c, *probs, *lse; /* cache */
     nb_real *dqkv, *dc, *tiles, *partials, *kv_parts, *ones; /* scratch */
-    /* BF16 only: the GEMM operands as bf16 (cache: W_qkv, W_o, x, C; scratch: dout, dQKV) */
-    unsigned short *wqkv16, *wo16, *x16, *c16, *dout16, *dqkv16;
+    /* BF16 only: the GEMM operands as bf16 (cache: W_qkv, W_o, x, Q|K|V after RoPE, C;
+       scratch: dout, dQKV); qkv (float) is then the forward's, in dqkv's scratch */
+    unsigned short *wqkv16, *wo16, *x16, *qkv16, *c16, *dout16, *dqkv16;
     size_t n_cache, n_scratch;
 } nb__attn_mem;
 
@@ -2464,7 +2465,8 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     int site, maxw = 1;
     memset(m, 0, sizeof *m);
     m->hdr = nb__take(cache, &cu, NB__HDR);
-    m->qkv = nb__take(cache, &cu, nb__mulz(BT, P));
+    if (half) m->qkv16 = nb__take16(cache, &cu, nb__mulz(BT, P));
+    else m->qkv = nb__take(cache, &cu, nb__mulz(BT, P));
     if (pl->desc.sites & NB_SITES_QKV) m->raw = nb__take(cache, &cu, nb__mulz(BT, P));
     for (site = 0; site < 4; site++)
         if (nb__site_on(pl, site)) {
@@ -2491,6 +2493,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     else
         m->lse = nb__take(cache, &cu, nb__mulz(BH, (size_t)T));
     m->dqkv = nb__take(scratch, &su, nb__mulz(BT, P));
+    if (half) m->qkv = m->dqkv;
     m->dc = nb__take(scratch, &su, nb__mulz(BT, d));
     m->tiles = nb__take(scratch, &su, nb__mulz((size_t)nt * 2 * NB__TILE, (size_t)T));
     m->partials = nb__take(scratch, &su, nb__mulz((size_t)nt, nb__part_stride(maxw)));
@@ -2749,15 +2752,23 @@ static nb_result nb__bias_grad(nb_ctx* ctx, nb_real* db, const nb_real* dy, int 
 /* Scores of query rows [i0, i0+rows) of head h against keys [0, ncols) into p (ld T), then
    probabilities. lse given (backward recompute): p = exp(scale*s - lse); else softmax, and the
    row lse is written to lse_out when not NULL. */
-static void nb__attn_probs(const nb_attn_plan* pl, const nb_real* qkv, int T, int b, int h,
+/* Q|K|V from token row `row` and column `col` on as a GEMM operand (transposed when trans):
+   the cached bf16 copy in BF16, else the floats */
+static nb__mat nb__qkv_at(const nb_attn_plan* pl, const nb__attn_mem* m, int row, int col,
+                          int trans) {
+    nb__mat x = nb__mat_at(nb__op(m->qkv, m->qkv16, pl->qkv_width, 0), row, col);
+    x.trans = trans;
+    return x;
+}
+
+static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T, int b, int h,
                            int i0, int rows, int ncols, nb_real* p, const nb_real* lse_in,
                            nb_real* lse_out) {
-    const int P = pl->qkv_width, dk = pl->head_dim, j = h / pl->group, bf = NB__BF16(pl);
+    const int dk = pl->head_dim, j = h / pl->group, bf = NB__BF16(pl);
     const nb_real scale = (nb_real)(1.0 / sqrt((double)dk));
-    const nb_real* q = qkv + ((size_t)b * T + i0) * P + (size_t)h * dk;
-    const nb_real* k = qkv + (size_t)b * T * P + pl->desc.d_model + (size_t)j * dk;
     int r, c;
-    nb__gemm1(bf, rows, ncols, dk, 1, nb__m(q, P, 0), nb__m(k, P, 1), 0, p, T);
+    nb__gemm1(bf, rows, ncols, dk, 1, nb__qkv_at(pl, m, b * T + i0, h * dk, 0),
+              nb__qkv_at(pl, m, b * T, pl->desc.d_model + j * dk, 1), 0, p, T);
     for (r = 0; r < rows; r++) {
         nb_real* pr = p + (size_t)r * T;
         const int n = pl->desc.non_causal ? ncols : i0 + r + 1;
@@ -2777,7 +2788,7 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb_real* qkv, int T, in
    writes its own rows of O (and P or lse), so any schedule gives the same bits. */
 static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
                                   const nb__attn_mem* m) {
-    const int H = pl->desc.n_heads, dk = pl->head_dim, P = pl->qkv_width, d = pl->desc.d_model;
+    const int H = pl->desc.n_heads, dk = pl->head_dim, d = pl->desc.d_model;
     const int ntiles = nb__tiles(T), ntasks = B * H * ntiles, bf = NB__BF16(pl);
     const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
     int task;
@@ -2791,10 +2802,9 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
         const size_t prow = ((size_t)b * H + h) * T + i0;
         nb_real* p = m->probs ? m->probs + prow * T
                               : m->tiles + (size_t)omp_get_thread_num() * 2 * NB__TILE * T;
-        const nb_real* v = m->qkv + (size_t)b * T * P + d + (size_t)(pl->desc.n_kv_heads +
-                                                                     h / pl->group) * dk;
-        nb__attn_probs(pl, m->qkv, T, b, h, i0, rows, ncols, p, NULL, m->lse ? m->lse + prow : NULL);
-        nb__gemm1(bf, rows, dk, ncols, 1, nb__m(p, T, 0), nb__m(v, P, 0), 0,
+        const nb__mat v = nb__qkv_at(pl, m, b * T, d + (pl->desc.n_kv_heads + h / pl->group) * dk, 0);
+        nb__attn_probs(pl, m, T, b, h, i0, rows, ncols, p, NULL, m->lse ? m->lse + prow : NULL);
+        nb__gemm1(bf, rows, dk, ncols, 1, nb__m(p, T, 0), v, 0,
                   m->o + ((size_t)b * T + i0) * d + (size_t)h * dk, d);
     }
 }
@@ -2820,8 +2830,8 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
         nb_real* ptile = m->tiles + (size_t)omp_get_thread_num() * 2 * NB__TILE * T;
         nb_real* dp = ptile + (size_t)NB__TILE * T;
         const size_t base = (size_t)b * T * P;
-        const nb_real* k_j = m->qkv + base + d + (size_t)j * dk;
-        const nb_real* v_j = m->qkv + base + d + (size_t)(Hkv + j) * dk;
+        const nb__mat k_j = nb__qkv_at(pl, m, b * T, d + j * dk, 0);
+        const nb__mat v_jt = nb__qkv_at(pl, m, b * T, d + (Hkv + j) * dk, 1);
         nb_real* dk_j = m->dqkv + base + d + (size_t)j * dk;
         int ld = P, item;
         if (part > 0) { /* rows [dK_j | dV_j] of width 2 dk */
@@ -2834,15 +2844,15 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
             const int i0 = tile * NB__TILE, rows = T - i0 < NB__TILE ? T - i0 : NB__TILE;
             const int ncols = pl->desc.non_causal ? T : i0 + rows;
             const size_t prow = ((size_t)b * H + h) * T + i0;
-            const nb_real* q = m->qkv + base + (size_t)i0 * P + (size_t)h * dk;
+            const nb__mat q = nb__qkv_at(pl, m, b * T + i0, h * dk, 0);
             nb_real* dq = m->dqkv + base + (size_t)i0 * P + (size_t)h * dk;
             nb_real* dv_j = part > 0 ? dk_j + dk : dk_j + (size_t)Hkv * dk;
             const nb_real* dout = m->dc + ((size_t)b * T + i0) * d + (size_t)h * dk;
             const nb_real* p = ptile;
             int r, c;
             if (m->probs) p = m->probs + prow * T;
-            else nb__attn_probs(pl, m->qkv, T, b, h, i0, rows, ncols, ptile, m->lse + prow, NULL);
-            nb__gemm1(bf, rows, ncols, dk, 1, nb__m(dout, d, 0), nb__m(v_j, P, 1), 0, dp, T); /* dP=dO V^T */
+            else nb__attn_probs(pl, m, T, b, h, i0, rows, ncols, ptile, m->lse + prow, NULL);
+            nb__gemm1(bf, rows, ncols, dk, 1, nb__m(dout, d, 0), v_jt, 0, dp, T); /* dP = dO V^T */
             nb__gemm1(bf, ncols, dk, rows, 1, nb__m(p, T, 1), nb__m(dout, d, 0), 1, dv_j, ld); /* dV+=P^T dO */
             for (r = 0; r < rows; r++) {
                 const nb_real* pr = p + (size_t)r * T;
@@ -2853,8 +2863,8 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
                 for (c = 0; c < n; c++) dpr[c] = scale * pr[c] * (dpr[c] - dot);
                 for (c = n; c < ncols; c++) dpr[c] = 0;
             }
-            nb__gemm1(bf, rows, dk, ncols, 1, nb__m(dp, T, 0), nb__m(k_j, P, 0), 1, dq, P); /* dQ += dS K */
-            nb__gemm1(bf, ncols, dk, rows, 1, nb__m(dp, T, 1), nb__m(q, P, 0), 1, dk_j, ld); /* dK+=dS^T Q */
+            nb__gemm1(bf, rows, dk, ncols, 1, nb__m(dp, T, 0), k_j, 1, dq, P); /* dQ += dS K */
+            nb__gemm1(bf, ncols, dk, rows, 1, nb__m(dp, T, 1), q, 1, dk_j, ld); /* dK += dS^T Q */
         }
     }
     if (nparts == 1) return;
@@ -2925,6 +2935,7 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
                       pl->desc.rope_theta, 0)))
         return rc;
     if (pl->desc.rope) nb__trace(ctx, "qkv_rope", m.qkv, BT, P);
+    if (bf) nb__to_bf16(ctx, m.qkv16, m.qkv, BT, P, P); /* the core's only copy */
     nb__attn_core_forward(ctx, pl, B, T, &m);
     nb__trace(ctx, "context", m.o, BT, d);
     if (nb__site_on(pl, 3)) {

@@ -14,6 +14,21 @@ trainer's loss on the same batch.
 
 Only torch (and the standard library) are needed: the safetensors file is read by hand.
 
+Precision. StackConfig(precision="bf16") is the library's mixed precision (nb_stack_desc
+.precision = NB_PRECISION_BF16): every GEMM of the forward and the backward multiplies operands
+rounded to bfloat16 (round to nearest even) and sums in the module's dtype; everything else
+(norms, softmax, RoPE, activations, residual adds, bias adds and bias gradients) stays in it.
+The GEMMs are the projections (Q|K|V, attention output, FFN in and out: y = bf16(x) bf16(W)^T,
+the bias added after), the attention's scores bf16(Q) bf16(K)^T (scaled by 1/sqrt(d_k) after)
+and context bf16(P) bf16(V); in the backward each of their gradient products rounds the incoming
+gradient too: dX = bf16(dY) bf16(W), dW = bf16(dY)^T bf16(X), dP = bf16(dO) bf16(V)^T,
+dV = bf16(P)^T bf16(dO), dQ = bf16(dS) bf16(K), dK = bf16(dS)^T bf16(Q) (bf16_matmul, a custom
+autograd Function; the softmax backward itself uses the unrounded P). In float32 that is the
+library's arithmetic up to the order of the float32 sums; in float64 it is "bf16 operands,
+exact sums", the reference tests/fixtures/blocks_bf16.bin holds. NormBlocksLM's LM head is
+then a bf16 GEMM too, as the trainer's (examples/train --precision bf16). The default
+(precision "" = "fp32") rounds nothing.
+
 Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias for LayerNorm)
 
   Norms           RMSNorm    N(x) = g * x / sqrt(mean(x^2) + eps)
@@ -66,9 +81,9 @@ import torch.nn.functional as F
 __all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "SITES_NONE",
            "ATTN_BIAS_QKV", "ATTN_BIAS_OUT",
            "Placement", "LayerSpec", "StackConfig", "PRESETS", "place_code", "resolve",
-           "norm", "Norm", "Block", "Stack", "NormBlocksLM", "read_safetensors",
-           "config_from_metadata", "load_checkpoint", "text_val_batches",
-           "text_eval_loss", "text_train_batch", "VOCAB"]
+           "norm", "Norm", "Block", "Stack", "NormBlocksLM", "bf16_round", "bf16_matmul",
+           "bf16_linear", "read_safetensors", "config_from_metadata", "load_checkpoint",
+           "text_val_batches", "text_eval_loss", "text_train_batch", "VOCAB"]
 
 # attention norm sites (NB_SITE_*)
 SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8
@@ -241,6 +256,8 @@ class StackConfig:
     siamese_paper_scale: int = 0     # c_l: 0 sqrt(2(l+1)), 1 sqrt(l+1), 2 1
     siamese_paper_fusion: int = 0    # 1: output x_L + N(y_L)
     siamese_no_fusion_norm: int = 0  # 1: u_f = n + N_fy(y1) (siamese only)
+    precision: str = ""          # "" = "fp32"; "bf16": every GEMM on bf16-rounded operands
+                                 # (NB_PRECISION_BF16; see "Precision" at the top)
 
     @classmethod
     def from_name(cls, name, **fields):
@@ -286,6 +303,9 @@ def resolve(cfg):
         raise ValueError("SiameseNorm needs its output fusion (final_norm cannot be -1)")
     if c.siamese_no_fusion_norm and c.preset != "siamese":
         raise ValueError("siamese_no_fusion_norm is for the siamese preset")
+    c.precision = c.precision or "fp32"
+    if c.precision not in ("fp32", "bf16"):
+        raise ValueError("precision: fp32 or bf16")
     if c.ffn not in ("swiglu", "gelu_tanh", "gelu_erf"):
         raise ValueError("ffn: swiglu, gelu_tanh or gelu_erf")
     if c.d_ff == 0:
@@ -369,6 +389,57 @@ def norm(kind, x, weight=None, bias=None, eps=1e-5, alpha=None):
     return y + bias if bias is not None else y
 
 
+def bf16_round(x):
+    """x rounded to bfloat16 (to nearest even) and back to x's dtype. PyTorch converts float64
+    through float32 (two roundings), which is the library's: it rounds float32 values."""
+    return x.to(torch.bfloat16).to(x.dtype)
+
+
+class _BF16MatMul(torch.autograd.Function):
+    """a @ b on bf16-rounded operands, summed in their dtype; the backward's two products round
+    their operands too, the incoming gradient included (the library's BF16 GEMMs)."""
+
+    @staticmethod
+    def forward(ctx, a, b, grad_scale):
+        ra, rb = bf16_round(a), bf16_round(b)
+        ctx.save_for_backward(ra, rb)
+        ctx.grad_scale = grad_scale
+        return ra @ rb
+
+    @staticmethod
+    def backward(ctx, g):
+        ra, rb = ctx.saved_tensors
+        s = ctx.grad_scale
+        rg = bf16_round(g if s == 1 else g * s)
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = (rg @ rb.transpose(-2, -1)).sum_to_size(ra.shape)
+            ga = ga if s == 1 else ga * (1.0 / s)
+        if ctx.needs_input_grad[1]:
+            gb = (ra.transpose(-2, -1) @ rg).sum_to_size(rb.shape)
+            gb = gb if s == 1 else gb * (1.0 / s)
+        return ga, gb, None
+
+
+def bf16_matmul(a, b, grad_scale=1.0):
+    """a @ b (matrices, or batches of them of the same shape) with every GEMM of the forward
+    and backward on bf16-rounded operands: forward bf16(a) bf16(b), backward
+    grad_a = bf16(g) bf16(b)^T, grad_b = bf16(a)^T bf16(g). grad_scale s: the backward rounds
+    s g instead and scales the products by 1/s (a mean loss over s terms passes s: the rounded
+    gradient is then that of the sum, as the trainer's LM head has it). Not twice
+    differentiable."""
+    return _BF16MatMul.apply(a, b, grad_scale)
+
+
+def bf16_linear(x, weight, bias=None, grad_scale=1.0):
+    """F.linear(x, weight, bias) as a BF16 stack's projection: bf16(x) bf16(weight)^T over the
+    rows of x (one GEMM, as the library's: its weight gradient sums over all of them), the bias
+    added (and its gradient summed) unrounded. grad_scale: see bf16_matmul."""
+    y = bf16_matmul(x.reshape(-1, x.shape[-1]), weight.t(), grad_scale)
+    y = y.reshape(*x.shape[:-1], weight.shape[0])
+    return y + bias if bias is not None else y
+
+
 class _LayerScale(nn.Module):
     """timm's LayerScale: a learnable per-channel `gamma` (named ls1.gamma / ls2.gamma)."""
 
@@ -408,6 +479,7 @@ class Block(nn.Module):
         self.c, self.l, self.spec = c, l, c.layers[l]
         self.tracer = None  # set by Stack.forward while tracing
         self.probs = None   # a list: attention() appends its probabilities (B, H, T, T)
+        self.bf16 = c.precision == "bf16"  # every GEMM on bf16 operands (_linear, _matmul)
         d, H, Hkv = c.d_model, c.n_heads, c.n_kv_heads
         dk = d // H
         self.dims = (d, H, Hkv, dk)
@@ -454,6 +526,14 @@ class Block(nn.Module):
 
     # -- the two sublayer functions F --
 
+    def _linear(self, layer, x):
+        """A projection (nn.Linear layer): bf16_linear in precision bf16."""
+        return bf16_linear(x, layer.weight, layer.bias) if self.bf16 else layer(x)
+
+    def _matmul(self, a, b):
+        """The attention's products: bf16_matmul in precision bf16."""
+        return bf16_matmul(a, b) if self.bf16 else a @ b
+
     def _t(self, sub, name, t):
         """The trace (Stack.trace): "blocks.<l>.<sub>.<name>", rows B*T, as nb_ctx.trace."""
         if self.tracer is not None:
@@ -480,7 +560,7 @@ class Block(nn.Module):
         d, H, Hkv, dk = self.dims
         B, T, _ = x.shape
         sites, full = self.spec.sites, self.c.site_width == _FULL
-        qkv = self.att_proj(x)
+        qkv = self._linear(self.att_proj, x)
         self._t("attn", "qkv", qkv)
         q, k, v = qkv.split((d, Hkv * dk, Hkv * dk), dim=-1)
         if full:  # OLMo-2: over the whole projection row, before the head split
@@ -497,19 +577,19 @@ class Block(nn.Module):
         if H != Hkv:  # query head h reads KV head h // (H / H_kv)
             k = k.repeat_interleave(H // Hkv, dim=1)
             v = v.repeat_interleave(H // Hkv, dim=1)
-        s = q @ k.transpose(-2, -1) / math.sqrt(dk)
+        s = self._matmul(q, k.transpose(-2, -1)) / math.sqrt(dk)
         if not self.c.non_causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             s = s.masked_fill(mask, float("-inf"))
         p = torch.softmax(s, dim=-1)
         if self.probs is not None:
             self.probs.append(p.detach())
-        o = (p @ v).transpose(1, 2)  # (B, T, H, d_k)
+        o = self._matmul(p, v).transpose(1, 2)  # (B, T, H, d_k)
         self._t("attn", "context", o.reshape(B, T, d))
         if sites & SITE_C:
             o = self.c_norm(o.reshape(B, T, d) if full else o)
             self._t("attn", "c_normed", o.reshape(B, T, d))
-        out = self.attn_out(o.reshape(B, T, d))
+        out = self._linear(self.attn_out, o.reshape(B, T, d))
         self._t("attn", "out", out)
         return out
 
@@ -520,7 +600,7 @@ class Block(nn.Module):
 
     def ffn(self, x):
         """SwiGLU (first half value u, second half gate z) or GELU MLP."""
-        h = self.ff_proj(x)
+        h = self._linear(self.ff_proj, x)
         if self.c.ffn == "swiglu":
             u, z = h.chunk(2, dim=-1)
             a = F.silu(z) * u
@@ -528,7 +608,7 @@ class Block(nn.Module):
             a = F.gelu(h, approximate="tanh" if self.c.ffn == "gelu_tanh" else "none")
         self._t("ffn", "proj", h)
         self._t("ffn", "act", a)
-        out = self.ff_out(a)
+        out = self._linear(self.ff_out, a)
         self._t("ffn", "out", out)
         return out
 
@@ -722,20 +802,32 @@ class NormBlocksLM(nn.Module):
         self.lm_head = nn.Linear(cfg.d_model, vocab, bias=False)
 
     def forward(self, tok, trace=None):
-        """tok: (B, T) integer bytes -> logits (B, T, vocab). trace: see Stack.forward."""
-        return self.lm_head(self.transformer(self.transformer.embed(tok), trace=trace))
+        """tok: (B, T) integer bytes -> logits (B, T, vocab). trace: see Stack.forward. In
+        precision bf16 the head is a bf16 GEMM (bf16_linear), as the trainer's."""
+        return self._logits(tok, trace, 1.0)
+
+    def _logits(self, tok, trace, grad_scale):
+        h = self.transformer(self.transformer.embed(tok), trace=trace)
+        if self.transformer.config.precision == "bf16":
+            return bf16_linear(h, self.lm_head.weight, grad_scale=grad_scale)
+        return self.lm_head(h)
 
     def loss(self, tok, mask=None, trace=None):
         """The trainer's loss of a batch: tok (B, T+1), inputs tok[:, :-1], targets tok[:, 1:];
         mask (B, T) bool selects the counted targets (None: all). The mean over them, with
-        the log-sum-exp in float64 as model.c computes it. Returns (loss, count)."""
-        logits = self(tok[:, :-1], trace=trace)
+        the log-sum-exp in float64 as model.c computes it. Returns (loss, count). In precision
+        bf16 the head's backward rounds the gradient of the sum (softmax - onehot) and scales
+        by 1/count after, as model.c."""
         tgt = tok[:, 1:]
         if mask is None:
             mask = torch.ones_like(tgt, dtype=torch.bool)
+        n = int(mask.sum())
+        if self.transformer.config.precision == "bf16":
+            logits = self._logits(tok[:, :-1], trace, max(n, 1))
+        else:
+            logits = self(tok[:, :-1], trace=trace)
         z = logits[mask].double()
         nll = torch.logsumexp(z, dim=-1) - z.gather(1, tgt[mask][:, None])[:, 0]
-        n = int(mask.sum())
         return (nll.sum() / n if n else nll.sum()), n
 
 

@@ -805,6 +805,10 @@ NBDEF void nb_stack_free(nb_stack* s);
    projections oneDNN brg:avx512_core_amx_bf16, attention products portable bf16". The
    backend actually chosen is s->desc.backend. */
 NBDEF const char* nb_stack_kernels(const nb_stack* s);
+/* Bytes oneDNN allocates itself to run the stack's primitives made so far (their scratchpads;
+   it grows as new GEMM shapes run, to at most 48 primitives); 0 on the BLAS backend.
+   The bf16 copies of weights and activations are in the cache, counted by n_cache. */
+NBDEF size_t nb_stack_backend_bytes(const nb_stack* s);
 NBDEF const char* nb_preset_name(nb_preset p);
 
 /* Bind the stack to the caller's own parameter layout, so a trainer's existing buffers are used
@@ -2019,6 +2023,13 @@ static void nb__gemm1_bf16(int M, int N, int K, float alpha, nb__mat A, nb__mat 
     }
 }
 
+/* dst = the bf16 bits of x's n values: where a kernel writes a row a GEMM will read, while the
+   row is in cache */
+static void nb__row_bf16(unsigned short* dst, const float* x, int n) {
+    int c;
+    NB__OMP(simd)
+    for (c = 0; c < n; c++) dst[c] = nb__bf16_bits(x[c]);
+}
 /* dst (row-major, cols wide) = the bf16 bits of the rows x cols matrix x (ld ldx); threaded */
 static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const float* x, int rows, int cols,
                         int ldx) {
@@ -2026,17 +2037,15 @@ static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const float* x, int ro
     (void)ctx;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
             if((size_t)rows * cols >= NB__PAR_MIN && !omp_in_parallel()))
-    for (r = 0; r < rows; r++) {
-        const float* xr = x + (size_t)r * ldx;
-        unsigned short* dr = dst + (size_t)r * cols;
-        int c;
-        NB__OMP(simd)
-        for (c = 0; c < cols; c++) dr[c] = nb__bf16_bits(xr[c]);
-    }
+    for (r = 0; r < rows; r++) nb__row_bf16(dst + (size_t)r * cols, x + (size_t)r * ldx, cols);
 }
-#else
+#else /* never called: BF16 plans are refused with NB_DOUBLE */
+static void nb__row_bf16(unsigned short* dst, const nb_real* x, int n) {
+    (void)dst; (void)x; (void)n;
+    NB_ASSERT(0);
+}
 static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const nb_real* x, int rows, int cols,
-                        int ldx) { /* never called: BF16 plans are refused with NB_DOUBLE */
+                        int ldx) {
     (void)ctx; (void)dst; (void)x; (void)rows; (void)cols; (void)ldx;
     NB_ASSERT(0);
 }
@@ -2072,10 +2081,10 @@ NBDEF int nb_blas_threads(void) {
    A stack with backend DNNL owns an nb__mm: oneDNN's engine and stream, and a matmul primitive
    per GEMM it has run (sizes, transposes, leading dimensions, beta, data type, thread count),
    created on first use (a millisecond or more each) and kept until nb_stack_free (NB__MM_CAP
-   of them; past that the least recently used is replaced). A lock serializes a stack's
-   oneDNN calls, so threads sharing a stack stay correct. oneDNN's OpenMP runtime sizes its
-   team from the calling thread's nthreads setting: it is set to ctx's thread count around
-   each call and restored. */
+   of them; past that the least recently used is replaced). The stack's lock serializes its
+   oneDNN calls (a stream is not thread-safe), so threads sharing a stack stay correct.
+   oneDNN's OpenMP runtime sizes its team from the calling thread's nthreads setting: it is
+   set to ctx's thread count around each call and restored. */
 typedef struct nb__mm nb__mm;
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
 #include <oneapi/dnnl/dnnl.h>
@@ -2084,6 +2093,7 @@ typedef struct nb__mm_prim {
     int key[NB__MM_KEY];
     dnnl_primitive_t prim;
     unsigned long long used;
+    size_t bytes;                     /* what oneDNN allocates to run it (its scratchpad) */
 } nb__mm_prim;
 struct nb__mm {
     dnnl_engine_t eng;
@@ -2092,7 +2102,11 @@ struct nb__mm {
     char bf16_impl[40], f32_impl[40]; /* what oneDNN runs for a probe matmul */
     unsigned long long tick;
     int n;
+    size_t bytes;                     /* sum of the primitives' bytes */
     nb__mm_prim prims[NB__MM_CAP];
+#ifdef _OPENMP
+    omp_lock_t lock;
+#endif
 };
 
 static nb_result nb__dnnl_fail(nb_ctx* ctx, dnnl_status_t st, const char* what, int M, int N,
@@ -2117,7 +2131,7 @@ static dnnl_status_t nb__mm_descs(const int* k, dnnl_memory_desc_t* md) {
 
 /* key: transa, transb, M, N, K, lda, ldb, ldc, beta != 0 (a sum post-op), bf16, threads */
 static dnnl_status_t nb__mm_make(const nb__mm* mm, const int* k, dnnl_primitive_t* prim,
-                                 const char** impl) {
+                                 const char** impl, size_t* bytes) {
     dnnl_memory_desc_t md[3];
     dnnl_matmul_desc_t desc;
     dnnl_primitive_attr_t attr = NULL;
@@ -2133,6 +2147,11 @@ static dnnl_status_t nb__mm_make(const nb__mm* mm, const int* k, dnnl_primitive_
         st = dnnl_primitive_attr_set_post_ops(attr, po);
     if (!st) st = dnnl_primitive_desc_create(&pd, &desc, attr, mm->eng, NULL);
     if (!st && impl) st = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, impl);
+    if (!st && bytes) {
+        long long n = 0;
+        st = dnnl_primitive_desc_query(pd, dnnl_query_memory_consumption_s64, 0, &n);
+        *bytes = n > 0 ? (size_t)n : 0;
+    }
     if (!st) st = dnnl_primitive_create(prim, pd);
     if (pd) dnnl_primitive_desc_destroy(pd); /* the primitive keeps its own copy */
     if (po) dnnl_post_ops_destroy(po);
@@ -2144,6 +2163,9 @@ static void nb__mm_free(nb__mm* mm, void* alloc_user) {
     int i;
     if (!mm) return;
     for (i = 0; i < mm->n; i++) dnnl_primitive_destroy(mm->prims[i].prim);
+#ifdef _OPENMP
+    omp_destroy_lock(&mm->lock);
+#endif
     if (mm->stream) dnnl_stream_destroy(mm->stream);
     if (mm->eng) dnnl_engine_destroy(mm->eng);
     NB_FREE(mm, alloc_user);
@@ -2157,6 +2179,9 @@ static nb_result nb__mm_create(nb_ctx* ctx, nb__mm** out, void* alloc_user) {
     *out = NULL;
     NB__CHECK(!mm, NB_ERR_NOMEM, "nb_stack_init: out of memory (oneDNN state)");
     memset(mm, 0, sizeof *mm);
+#ifdef _OPENMP
+    omp_init_lock(&mm->lock);
+#endif
     if ((st = dnnl_engine_create(&mm->eng, dnnl_cpu, 0)) ||
         (st = dnnl_stream_create(&mm->stream, mm->eng, dnnl_stream_default_flags))) {
         nb__mm_free(mm, alloc_user);
@@ -2166,7 +2191,8 @@ static nb_result nb__mm_create(nb_ctx* ctx, nb__mm** out, void* alloc_user) {
         dnnl_primitive_t prim;
         const char* impl = "none";
         probe[9] = bf;
-        if (nb__mm_make(mm, probe, &prim, &impl) == dnnl_success) dnnl_primitive_destroy(prim);
+        if (nb__mm_make(mm, probe, &prim, &impl, NULL) == dnnl_success)
+            dnnl_primitive_destroy(prim);
         else impl = "none";
         snprintf(bf ? mm->bf16_impl : mm->f32_impl, sizeof mm->f32_impl, "%s", impl);
     }
@@ -2179,18 +2205,22 @@ static nb_result nb__mm_create(nb_ctx* ctx, nb__mm** out, void* alloc_user) {
 static nb__mm_prim* nb__mm_find(nb__mm* mm, const int* key, dnnl_status_t* st) {
     int i, lru = 0;
     dnnl_primitive_t prim;
+    size_t bytes = 0;
     for (i = 0; i < mm->n; i++)
         if (!memcmp(mm->prims[i].key, key, sizeof mm->prims[i].key)) return &mm->prims[i];
-    if ((*st = nb__mm_make(mm, key, &prim, NULL))) return NULL;
+    if ((*st = nb__mm_make(mm, key, &prim, NULL, &bytes))) return NULL;
     if (mm->n < NB__MM_CAP) {
         lru = mm->n++;
     } else {
         for (i = 1; i < mm->n; i++)
             if (mm->prims[i].used < mm->prims[lru].used) lru = i;
         dnnl_primitive_destroy(mm->prims[lru].prim);
+        mm->bytes -= mm->prims[lru].bytes;
     }
     memcpy(mm->prims[lru].key, key, sizeof mm->prims[lru].key);
     mm->prims[lru].prim = prim;
+    mm->prims[lru].bytes = bytes;
+    mm->bytes += bytes;
     return &mm->prims[lru];
 }
 
@@ -2202,10 +2232,10 @@ static nb_result nb__mm_gemm(nb_ctx* ctx, nb__mm* mm, int nt, int M, int N, int 
     const char* what = "creating the primitive";
     key[0] = A.trans; key[1] = B.trans; key[2] = M; key[3] = N; key[4] = K; key[5] = A.ld;
     key[6] = B.ld; key[7] = ldc; key[8] = beta != 0; key[9] = A.half; key[10] = nt;
-    NB__OMP(critical(nb__dnnl))
     {
 #ifdef _OPENMP
         const int saved = omp_get_max_threads();
+        omp_set_lock(&mm->lock);
         omp_set_num_threads(nt);
 #endif
         nb__mm_prim* e = nb__mm_find(mm, key, &st);
@@ -2229,6 +2259,7 @@ static nb_result nb__mm_gemm(nb_ctx* ctx, nb__mm* mm, int nt, int M, int N, int 
         }
 #ifdef _OPENMP
         omp_set_num_threads(saved);
+        omp_unset_lock(&mm->lock);
 #endif
     }
     return st ? nb__dnnl_fail(ctx, st, what, M, N, K) : NB_OK;
@@ -3224,10 +3255,10 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
         } else {
             for (i = 0; i < f; i++) ar[i] = nb__gelu_erf(hr[i], &dg);
         }
+        if (m.a16) nb__row_bf16(m.a16 + (size_t)r * f, ar, f);
     }
     nb__trace(ctx, "proj", h, BT, W);
     nb__trace(ctx, "act", a, BT, f);
-    if (bf) nb__to_bf16(ctx, m.a16, a, BT, f, f);
     if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, d, f, 1, nb__op(a, m.a16, f, 0),
                        nb__op(p->w_out, m.w_out16, f, 1), 0, out, d)))
         return rc;
@@ -3304,9 +3335,9 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
                 dhr[i] = dar[i] * dg;
             }
         }
+        if (m.dh16) nb__row_bf16(m.dh16 + (size_t)r * W, dhr, W);
     }
     /* dW_in += dh^T x */
-    if (bf) nb__to_bf16(ctx, m.dh16, dh, BT, W, W);
     if ((rc = nb__gemm(ctx, fn, plan->mm, bf, W, d, BT, 1, nb__op(dh, m.dh16, W, 1),
                        nb__op(x, m.x16, d, 0), 1, g->w_in, d)))
         return rc;
@@ -4169,6 +4200,14 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
 
 NBDEF const char* nb_stack_kernels(const nb_stack* s) {
     return s && s->kernels[0] ? s->kernels : "no stack";
+}
+
+NBDEF size_t nb_stack_backend_bytes(const nb_stack* s) {
+#if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
+    if (s && s->mm) return s->mm->bytes;
+#endif
+    (void)s;
+    return 0;
 }
 
 NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,

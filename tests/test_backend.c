@@ -10,7 +10,8 @@
       test_block_fixtures_bf16 on both backends.
    2. Run to run: forward and backward bitwise equal (same thread count), also after the stack
       has run another (B, T) in between (oneDNN primitives are per shape and cached).
-   3. oneDNN leaves the caller's OpenMP nthreads setting as it found it.
+   3. oneDNN leaves the caller's OpenMP nthreads setting as it found it; two threads sharing
+      one stack (each its own context, cache and scratch) get what each gets alone.
    4. Refusals: an unknown backend; DNNL in a build without oneDNN (test_backend_nodnnl).
    The oneDNN cases run in builds with NB_USE_DNNL; on a CPU where oneDNN has no bf16 matmul
    they are skipped, and the output says so. */
@@ -162,6 +163,53 @@ static void backend(nb_precision prec, nb_backend be) {
     free(out1); free(out2); free(g1); free(g2); free(scrap);
 }
 
+/* Two threads run forwards of one stack at once, each with its own context (1 thread),
+   cache and scratch: the stack's oneDNN state is shared, and must give each the bits it gives
+   a forward alone. */
+static void shared(nb_precision prec, nb_backend be) {
+    nb_ctx ctx;
+    nb_stack s;
+    nb_stack_desc desc;
+    nb_real *params, *x, *alone, *out[2], *cache[2], *scratch[2];
+    const size_t n = (size_t)B * T * D;
+    nbt_rng rng = {7};
+    int k;
+    memset(&ctx, 0, sizeof ctx);
+    memset(&desc, 0, sizeof desc);
+    ctx.num_threads = 1;
+    desc.n_layers = L; desc.d_model = D; desc.n_heads = H; desc.rope = 1;
+    desc.precision = prec; desc.backend = be;
+    if (nb_stack_init(&ctx, &s, &desc, B, T)) {
+        nbt_check(strstr(ctx.err, "no bf16 matmul") != NULL, ctx.err);
+        return;
+    }
+    params = nbt_alloc(s.n_params); x = nbt_alloc(n); alone = nbt_alloc(n);
+    nb_stack_init_params(&ctx, &s, params, NB_INIT_DEFAULT, 0.02, 3);
+    nbt_fill(&rng, x, n, 0, 1);
+    for (k = 0; k < 2; k++) {
+        out[k] = nbt_alloc(n); cache[k] = nbt_alloc(s.n_cache); scratch[k] = nbt_alloc(s.n_scratch);
+    }
+    nb_stack_forward(&ctx, &s, params, alone, x, B, T, cache[0], scratch[0]);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(2)
+#endif
+    for (k = 0; k < 2; k++) {
+        nb_ctx own;
+        int rep;
+        memset(&own, 0, sizeof own);
+        own.num_threads = 1;
+        for (rep = 0; rep < 20; rep++)
+            nb_stack_forward(&own, &s, params, out[k], x, B, T, cache[k], scratch[k]);
+    }
+    nbt_same_bits("two threads sharing a stack: thread 0", out[0], alone, n);
+    nbt_same_bits("two threads sharing a stack: thread 1", out[1], alone, n);
+    nbt_check(be == NB_BACKEND_DNNL || nb_stack_backend_bytes(&s) == 0,
+              "no oneDNN memory on the BLAS backend");
+    for (k = 0; k < 2; k++) { free(out[k]); free(cache[k]); free(scratch[k]); }
+    free(params); free(x); free(alone);
+    nb_stack_free(&s);
+}
+
 static void refusals(void) {
     nb_ctx ctx;
     nb_stack s;
@@ -193,10 +241,13 @@ int main(void) {
 #endif
     backend(NB_PRECISION_FP32, NB_BACKEND_BLAS);
     backend(NB_PRECISION_BF16, NB_BACKEND_BLAS);
+    shared(NB_PRECISION_BF16, NB_BACKEND_BLAS);
 #ifdef NB_USE_DNNL
     backend(NB_PRECISION_FP32, NB_BACKEND_DNNL);
     backend(NB_PRECISION_BF16, NB_BACKEND_DNNL);
     backend(NB_PRECISION_BF16, NB_BACKEND_DEFAULT);
+    shared(NB_PRECISION_FP32, NB_BACKEND_DNNL);
+    shared(NB_PRECISION_BF16, NB_BACKEND_DNNL);
 #endif
 #ifdef _OPENMP
     nbt_check(omp_get_max_threads() == before, "the caller's OpenMP nthreads is unchanged");

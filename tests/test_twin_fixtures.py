@@ -14,10 +14,13 @@ library's tensor table) and through the library's flat-buffer order (load_flat),
 must give the case's output, input gradient and parameter gradients (loss = sum(out * dout))
 within 1e-9 + 1e-9 |ref|: a change of the twin's math or of its parameter table fails here
 before a regenerated fixture could carry it into the library's tests.
+blocks_bf16.bin next to it (gen_bf16_fixtures.py: cases "bf16_<case>", the references of
+test_block_fixtures_bf16) is checked the same way with the twin in precision "bf16".
 Exits 77 (CTest's skip) when torch cannot be imported.
 """
 import os
 import sys
+from dataclasses import replace
 
 try:
     import torch
@@ -46,6 +49,8 @@ def check_case(name, c):
     s = {k: float(c[k].item()) for k in SCALARS if k in c}
     key = "".join(chr(int(v)) for v in c["preset_key"].tolist())
     cfg = twin_config(s, key)
+    if name.startswith("bf16_"):  # blocks_bf16.bin: the twin's bf16 mode
+        cfg = replace(cfg, precision="bf16")
     stack = twin.Stack(cfg).double()
     params = {k: v for k, v in c.items()
               if k.startswith(("blocks.", "embed_norm.", "ln_")) and not k.startswith("grad.")}
@@ -76,6 +81,9 @@ def main():
     torch.set_num_threads(1)
     failed = 0
     all_cases = cases(read_nbfx(path))
+    bf16 = os.path.join(os.path.dirname(path), "blocks_bf16.bin")
+    if os.path.exists(bf16):
+        all_cases.update(cases(read_nbfx(bf16)))
     for name, c in all_cases.items():
         try:
             worst, what, n = check_case(name, c)

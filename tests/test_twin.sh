@@ -92,9 +92,9 @@ dump_check() {
   done
   mkdir -p bug
   cp "$ROOT/examples/pytorch/normblocks_twin.py" "$ROOT/examples/pytorch/compare.py" bug/
-  sed -i 's|s = q @ k.transpose(-2, -1) / math.sqrt(dk)|s = q @ k.transpose(-2, -1) / dk|' \
+  sed -i 's|s = self._matmul(q, k.transpose(-2, -1)) / math.sqrt(dk)|s = self._matmul(q, k.transpose(-2, -1)) / dk|' \
     bug/normblocks_twin.py
-  if ! grep -q 'k.transpose(-2, -1) / dk' bug/normblocks_twin.py; then
+  if ! grep -q 'k.transpose(-2, -1)) / dk' bug/normblocks_twin.py; then
     FAILED=$((FAILED + 1)); echo "FAIL: the bug was not injected (the twin changed?)"; return
   fi
   "$PY" bug/compare.py "$ck" --data "$DATA" --dump b.dump > /dev/null 2>&1

@@ -4194,7 +4194,7 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
     else
 #endif
         snprintf(s->kernels, sizeof s->kernels, "%s: projections %s, attention products %s%s",
-                 prec, bf ? "portable bf16" : core, core, why);
+                 prec, core, core, why);
     return NB_OK;
 }
 

@@ -60,12 +60,27 @@ static int st_open(st_file* f, const char* path) {
         fread(f->data, 1, f->n_data, fp) != f->n_data) {
         free(hdr);
         fclose(fp);
+        st_close(f);
+        memset(f, 0, sizeof *f);
         return err("cannot read %s%s", path, "");
     }
     fclose(fp);
-    f->root = cJSON_ParseWithLength(hdr, (size_t)h);
+    {
+        const char* end = NULL;
+        f->root = cJSON_ParseWithLengthOpts(hdr, (size_t)h, &end, 0);
+        /* after the JSON only the spaces that pad the header (safetensors) */
+        while (f->root && end && end < hdr + h && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+            end++;
+        if (!cJSON_IsObject(f->root) || end != hdr + h) {
+            const int object = cJSON_IsObject(f->root);
+            free(hdr);
+            st_close(f);
+            memset(f, 0, sizeof *f);
+            return err("%s: the header %s", path,
+                       object ? "has bytes after its JSON object other than spaces" : "is not a JSON object");
+        }
+    }
     free(hdr);
-    if (!cJSON_IsObject(f->root)) return err("%s: the header is not JSON%s", path, "");
     return 0;
 }
 

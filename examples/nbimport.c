@@ -12,9 +12,11 @@
              c_proj cannot be told apart by its shape)
      MODEL   the weights; its __metadata__ describes the stack: preset (any name
              nb_preset_from_name accepts, e.g. pre, mixln, sandwich, gpt2), n_layers, d_model,
-             n_heads, n_kv_heads, d_ff, rope (0/1), and optionally norm (rms|layer), ffn
-             (swiglu|gelu_tanh), mixln_alpha and attn_bias (the NB_ATTN_BIAS_* mask: 1 the Q|K|V
-             projection's bias, 2 the output projection's; "gpt2" sets 3)
+             n_heads, n_kv_heads, d_ff, rope (0/1), and optionally norm (rms|layer|dyt), ffn
+             (swiglu|gelu_tanh, or gelu as examples/train writes it: gelu_tanh), mixln_alpha (a
+             finite number) and attn_bias (0-3, the NB_ATTN_BIAS_* mask: 1 the Q|K|V
+             projection's bias, 2 the output projection's; "gpt2" sets 3). Each a JSON string
+             (safetensors metadata); a value not listed here is an error, never ignored
      INPUT   a tensor "E" of shape (B, T, d): the embedded input
      OUT     written: "out" (B, T, d), the stack's output
    MODEL's tensors may be F32, F64, F16 or BF16 (most published checkpoints are half
@@ -26,6 +28,11 @@
    --export: the other way: MODEL in the library's names (e.g. a stack's tensors as
    examples/train saves them, without the "transformer." prefix), OUT in STYLE's names and
    layouts, with MODEL's metadata.
+   Refused with a message naming the tensor or key (issue 23): a weight (or E) that is not a
+   finite float, a shape or data_offsets that are not non-negative integers inside the data and
+   of the shape's size, a key named twice in a header or in __metadata__ (readers disagree on
+   which counts), OUT naming MODEL or INPUT (the same file: it would be overwritten), a MODEL or
+   INPUT that is not a regular file (a FIFO would block), a forward whose output is not finite.
    Exit status 0, or 1 with a message. */
 #define _POSIX_C_SOURCE 200809L
 #define ST_TOOL "nbimport"
@@ -40,29 +47,73 @@ static int fail(const char* fmt, const char* a) {
     return 1;
 }
 
-static const char* meta_get(const st_file* f, const char* key) {
+/* MODEL's metadata value of key: 0 and *v the string (NULL when absent), or 1 with a message
+   (a value that is not a string: safetensors metadata is strings) */
+static int meta_str(const st_file* f, const char* key, const char** v) {
     const cJSON* m = cJSON_GetObjectItemCaseSensitive(f->root, "__metadata__");
-    const cJSON* v = m ? cJSON_GetObjectItemCaseSensitive(m, key) : NULL;
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    const cJSON* x = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, key) : NULL;
+    *v = NULL;
+    if (!x) return 0;
+    if (!cJSON_IsString(x)) return fail("MODEL metadata \"%s\" must be a string (safetensors metadata is strings)", key);
+    *v = x->valuestring;
+    return 0;
 }
 
-static int meta_int(const st_file* f, const char* key, int* out) {
-    const char* v = meta_get(f, key);
-    char* end;
-    long x;
+static int meta_int(const st_file* f, const char* key, int max, int* out) {
+    const char* v;
+    const char* p;
+    long x = 0;
+    if (meta_str(f, key, &v)) return 1;
     if (!v) return fail("MODEL metadata has no \"%s\"", key);
-    x = strtol(v, &end, 10);
-    if (*end || x < 0 || x > 1 << 24) return fail("MODEL metadata \"%s\" is not a count", key);
+    for (p = v; *p >= '0' && *p <= '9' && x <= max; p++) x = x * 10 + (*p - '0');
+    if (p == v || *p || x > max) {
+        fprintf(stderr, "nbimport: MODEL metadata \"%s\" is \"%s\", not an integer from 0 to %d\n", key, v, max);
+        return 1;
+    }
     *out = (int)x;
     return 0;
 }
 
-/* The 2-D (rows, cols) shape of a tensor (a 1-D tensor is (n, 1)). */
+/* A header (the root object, and MODEL's __metadata__) must not name a key twice: readers
+   disagree on which one counts (cJSON the first, Python's json and serde the last). */
+static int by_str(const void* a, const void* b) { return strcmp(*(const char* const*)a, *(const char* const*)b); }
+static int no_duplicates(const char* path, const cJSON* obj, const char* what) {
+    const int n = cJSON_GetArraySize(obj);
+    const char** k = (const char**)malloc(((size_t)n + 1) * sizeof *k);
+    const cJSON* e;
+    int i = 0, rc = 0;
+    if (!k) return fail("out of memory%s", "");
+    cJSON_ArrayForEach(e, obj) k[i++] = e->string;
+    qsort(k, (size_t)n, sizeof *k, by_str);
+    for (i = 1; i < n && !rc; i++)
+        if (!strcmp(k[i], k[i - 1])) {
+            fprintf(stderr, "nbimport: %s: key \"%s\" appears twice in %s\n", path, k[i], what);
+            rc = 1;
+        }
+    free(k);
+    return rc;
+}
+
+static int check_keys(const st_file* f) {
+    const cJSON* m = cJSON_GetObjectItemCaseSensitive(f->root, "__metadata__");
+    if (no_duplicates(f->path, f->root, "the header")) return 1;
+    if (m && !cJSON_IsObject(m)) return fail("%s: __metadata__ is not a JSON object", f->path);
+    return m ? no_duplicates(f->path, m, "__metadata__") : 0;
+}
+
+/* 1 for a value that is not finite or beyond float's range (nb_real is float unless NB_DOUBLE,
+   and the files written are F32: the conversion of such a value is undefined) */
+static int bad_value(double v) { return !isfinite(v) || fabs(v) > 3.4028234663852886e38; }
+
+/* The 2-D (rows, cols) shape of a tensor (a 1-D tensor is (n, 1)); st_tensor_of checked the
+   dimensions are non-negative integers. */
 static int shape2(const st_tensor* t, int* rows, int* cols) {
     const int nd = cJSON_GetArraySize(t->shape);
-    if (nd < 1 || nd > 2) return 1;
-    *rows = (int)cJSON_GetArrayItem(t->shape, 0)->valuedouble;
-    *cols = nd == 2 ? (int)cJSON_GetArrayItem(t->shape, 1)->valuedouble : 1;
+    const double r = nd >= 1 ? cJSON_GetArrayItem(t->shape, 0)->valuedouble : 0;
+    const double c = nd == 2 ? cJSON_GetArrayItem(t->shape, 1)->valuedouble : 1;
+    if (nd < 1 || nd > 2 || r > 1 << 30 || c > 1 << 30) return 1;
+    *rows = (int)r;
+    *cols = (int)c;
     return 0;
 }
 
@@ -110,7 +161,7 @@ static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_rea
             if (!pe) return fail("MODEL has no %s", parts[k].name);
             if (st_tensor_of(M, pe, &pt)) return 1;
             if (shape2(&pt, &rows, &cols))
-                return fail("%s: not a 1-D or 2-D tensor", parts[k].name);
+                return fail("%s: not a 1-D or 2-D tensor (of dimensions up to 2^30)", parts[k].name);
             fr = rows; fc = cols; /* as the file stores it */
             if (parts[k].transposed) { const int x = rows; rows = cols; cols = x; }
             if (ti->ndim == 2 && rows != cols && cols == parts[k].rows && rows == ti->cols &&
@@ -128,9 +179,16 @@ static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_rea
                 idx++;
             }
             for (r = 0; r < rows; r++)
-                for (c = 0; c < cols; c++)
-                    params[ti->offset + (size_t)(parts[k].row0 + r) * cols + c] = (nb_real)value(
-                        M, &pt, parts[k].transposed ? (size_t)c * rows + r : (size_t)r * cols + c);
+                for (c = 0; c < cols; c++) {
+                    const size_t at = parts[k].transposed ? (size_t)c * rows + r : (size_t)r * cols + c;
+                    const double v = value(M, &pt, at);
+                    if (bad_value(v)) {
+                        fprintf(stderr, "nbimport: %s: tensor %s has a non-finite value (%g at element %zu)%s\n",
+                                M->path, parts[k].name, v, at, isfinite(v) ? ", beyond float's range" : "");
+                        return 1;
+                    }
+                    params[ti->offset + (size_t)(parts[k].row0 + r) * cols + c] = (nb_real)v;
+                }
         }
     }
     cJSON_ArrayForEach(e, M->root) { /* every tensor of MODEL has a place */
@@ -174,7 +232,13 @@ static int write_out(const char* path, const nb_real* out, int B, int T, int d) 
     cJSON* root = cJSON_CreateObject();
     const int shape[3] = {B, T, d};
     size_t off = 0, i;
-    FILE* f = fopen(path, "wb");
+    FILE* f;
+    for (i = 0; i < (size_t)B * T * d; i++)
+        if (bad_value((double)out[i])) {
+            cJSON_Delete(root);
+            return fail("the stack's output has a value that is not a finite float: %s not written", path);
+        }
+    f = fopen(path, "wb");
     if (!f) { cJSON_Delete(root); return fail("cannot write %s", path); }
     put_entry(root, "out", 3, shape, &off);
     put_header(f, root);
@@ -233,6 +297,22 @@ static int export_to(const char* path, const nb_stack* s, nb_name_style style,
     return 0;
 }
 
+static int bad_meta(const char* key, const char* v, const char* known) {
+    fprintf(stderr, "nbimport: MODEL metadata \"%s\" is \"%s\", not %s\n", key, v, known);
+    return 1;
+}
+
+/* 1 with a message when out (to be written) is the same file as in (read) */
+static int same_file(const char* out, const st_file* in) {
+    struct stat sb;
+    if (stat(out, &sb) == 0 && sb.st_dev == in->dev && sb.st_ino == in->ino) {
+        fprintf(stderr, "nbimport: OUT %s is the same file as %s: refused (it would be overwritten)\n", out,
+                in->path);
+        return 1;
+    }
+    return 0;
+}
+
 /* The stack that MODEL's metadata describes, for batches of B x T. */
 static int stack_of(const st_file* M, int B, int T, nb_stack* s) {
     nb_ctx ctx;
@@ -240,16 +320,41 @@ static int stack_of(const st_file* M, int B, int T, nb_stack* s) {
     const char *preset, *v;
     memset(&ctx, 0, sizeof ctx);
     memset(&d, 0, sizeof d);
-    if (!(preset = meta_get(M, "preset"))) return fail("MODEL metadata has no \"%s\"", "preset");
+    if (meta_str(M, "preset", &preset)) return 1;
+    if (!preset) return fail("MODEL metadata has no \"%s\"", "preset");
     if (nb_preset_from_name(&ctx, &d, preset)) return fail("%s", ctx.err);
-    if (meta_int(M, "n_layers", &d.n_layers) || meta_int(M, "d_model", &d.d_model) ||
-        meta_int(M, "n_heads", &d.n_heads) || meta_int(M, "n_kv_heads", &d.n_kv_heads) ||
-        meta_int(M, "d_ff", &d.d_ff) || meta_int(M, "rope", &d.rope))
+    if (meta_int(M, "n_layers", 1 << 24, &d.n_layers) || meta_int(M, "d_model", 1 << 24, &d.d_model) ||
+        meta_int(M, "n_heads", 1 << 24, &d.n_heads) || meta_int(M, "n_kv_heads", 1 << 24, &d.n_kv_heads) ||
+        meta_int(M, "d_ff", 1 << 24, &d.d_ff) || meta_int(M, "rope", 1, &d.rope))
         return 1;
-    if ((v = meta_get(M, "norm")) && !strcmp(v, "layer")) d.norm = NB_NORM_LAYER;
-    if ((v = meta_get(M, "ffn")) && !strcmp(v, "gelu_tanh")) d.ffn = NB_FFN_GELU_TANH;
-    if ((v = meta_get(M, "mixln_alpha"))) d.mixln_alpha = strtod(v, NULL);
-    if ((v = meta_get(M, "attn_bias"))) d.attn_bias = (unsigned)strtoul(v, NULL, 10);
+    /* the optional keys: a value not known is an error, never ignored */
+    if (meta_str(M, "norm", &v)) return 1;
+    if (v) {
+        if (!strcmp(v, "rms")) d.norm = NB_NORM_RMS;
+        else if (!strcmp(v, "layer")) d.norm = NB_NORM_LAYER;
+        else if (!strcmp(v, "dyt")) d.norm = NB_NORM_DYT;
+        else return bad_meta("norm", v, "rms, layer or dyt");
+    }
+    if (meta_str(M, "ffn", &v)) return 1;
+    if (v) {
+        if (!strcmp(v, "swiglu")) d.ffn = NB_FFN_SWIGLU;
+        else if (!strcmp(v, "gelu_tanh") || !strcmp(v, "gelu")) d.ffn = NB_FFN_GELU_TANH; /* gelu: examples/train's name */
+        else return bad_meta("ffn", v, "swiglu, gelu_tanh or gelu (= gelu_tanh, as examples/train writes it)");
+    }
+    if (meta_str(M, "mixln_alpha", &v)) return 1;
+    if (v) {
+        char* end;
+        errno = 0;
+        d.mixln_alpha = strtod(v, &end);
+        if (!*v || !strchr("+-.0123456789", *v) || *end || errno == ERANGE || !isfinite(d.mixln_alpha))
+            return bad_meta("mixln_alpha", v, "a finite number");
+    }
+    if (meta_str(M, "attn_bias", &v)) return 1;
+    if (v) {
+        if (strlen(v) != 1 || *v < '0' || *v > '3') return bad_meta("attn_bias", v, "0, 1, 2 or 3");
+        d.attn_bias = (unsigned)(*v - '0');
+    }
+    d.check_finite = 1; /* a forward that overflows fails naming the layer, no Inf/NaN output */
     if (nb_stack_init(&ctx, s, &d, B, T)) return fail("%s", ctx.err);
     return 0;
 }
@@ -274,7 +379,7 @@ static int run_export(int argc, char** argv) {
         return fail("usage: nbimport --export STYLE MODEL.safetensors OUT.safetensors%s", "");
     if (parse_style(argv[2], &style) || st_open(&M, argv[3])) return 1;
     memset(&s, 0, sizeof s);
-    if (!stack_of(&M, 1, 1, &s)) {
+    if (!check_keys(&M) && !same_file(argv[4], &M) && !stack_of(&M, 1, 1, &s)) {
         params = (nb_real*)calloc(s.n_params ? s.n_params : 1, sizeof(nb_real));
         used = (unsigned char*)calloc((size_t)cJSON_GetArraySize(M.root) + 1, 1);
         if (!params || !used) fail("out of memory%s", "");
@@ -313,10 +418,16 @@ int main(int argc, char** argv) {
     if (st_open(&In, argv[3])) { st_close(&M); return 1; }
     memset(&ctx, 0, sizeof ctx);
     memset(&s, 0, sizeof s);
+    if (check_keys(&M) || check_keys(&In) || same_file(argv[4], &M) || same_file(argv[4], &In)) goto done;
     ee = cJSON_GetObjectItemCaseSensitive(In.root, "E");
     if (!ee) { fail("%s has no tensor \"E\"", argv[3]); goto done; }
     if (st_tensor_of(&In, ee, &E)) goto done;
     if (cJSON_GetArraySize(E.shape) != 3) { fail("%s: E is not (B, T, d)", argv[3]); goto done; }
+    for (i = 0; i < 3; i++)
+        if (cJSON_GetArrayItem(E.shape, (int)i)->valuedouble > 1 << 30) {
+            fail("%s: E has a dimension beyond 2^30", argv[3]);
+            goto done;
+        }
     B = (int)cJSON_GetArrayItem(E.shape, 0)->valuedouble;
     T = (int)cJSON_GetArrayItem(E.shape, 1)->valuedouble;
     dm = (int)cJSON_GetArrayItem(E.shape, 2)->valuedouble;
@@ -333,7 +444,15 @@ int main(int argc, char** argv) {
         goto done;
     }
     if (load(&s, style, &M, params, used)) goto done;
-    for (i = 0; i < E.count; i++) in[i] = (nb_real)value(&In, &E, i);
+    for (i = 0; i < E.count; i++) {
+        const double v = value(&In, &E, i);
+        if (bad_value(v)) {
+            fprintf(stderr, "nbimport: %s: tensor E has a non-finite value (%g at element %zu)%s\n", argv[3], v, i,
+                    isfinite(v) ? ", beyond float's range" : "");
+            goto done;
+        }
+        in[i] = (nb_real)v;
+    }
     if (nb_stack_forward(&ctx, &s, params, out, in, B, T, cache, scratch)) {
         fail("%s", ctx.err);
         goto done;

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""nbimport against small valid and hostile safetensors files (issue 23): a valid Llama and
+GPT-2 file run (exit 0, the output checked where it is known in closed form), and each hostile
+file is refused with exit 1 and a message naming the tensor or key: non-finite weights, shapes
+and data_offsets that are not non-negative integers in range, metadata values that are unknown,
+unparsable or not strings, keys named twice, OUT naming an input file, a FIFO as MODEL.
+Python standard library only.
+
+    python3 tests/test_nbimport.py path/to/nbimport
+"""
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+NBIMPORT = os.path.realpath(sys.argv[1])
+passed = failed = 0
+D, FF, B, T = 8, 16, 2, 3
+
+
+def tensors(items, meta=None):
+    """items: (name, shape, values) F32 -> (header dict, data bytes), contiguous"""
+    header, data = {}, b""
+    if meta is not None:
+        header["__metadata__"] = meta
+    for name, shape, vals in items:
+        b = b"".join(struct.pack("<f", v) for v in vals)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    return header, data
+
+
+def write(path, header, data=b"", raw_header=None):
+    h = raw_header if raw_header is not None else json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+    return path
+
+
+def read_out(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n])
+    a, b = h["out"]["data_offsets"]
+    return h["out"]["shape"], struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])
+
+
+def check(what, args, rc, *words):
+    global passed, failed
+    try:
+        r = subprocess.run([NBIMPORT] + args, capture_output=True, text=True, timeout=30)
+        code, out, err = r.returncode, r.stdout, r.stderr
+    except subprocess.TimeoutExpired:
+        code, out, err = "timeout", "", ""
+    msgs = [w for w in words if w not in err]
+    if code == rc and not msgs:
+        passed += 1
+        print(f"ok: {what} (exit {rc})")
+        return True
+    failed += 1
+    print(f"FAIL: {what}: exit {code} (expected {rc}); missing {msgs}\n  stdout: {out!r}\n  stderr: {err!r}")
+    return False
+
+
+def record(what, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok: {what}")
+    else:
+        failed += 1
+        print(f"FAIL: {what}: {detail}")
+
+
+def llama(zero=True):
+    """A 1-layer Pre-LN Llama in HF names: projections zero (or small values), gains 1."""
+    def w(r, c):
+        return [0.0 if zero else 0.01 * ((i * 7) % 11 - 5) for i in range(r * c)]
+    p = "model.layers.0."
+    return [(p + "self_attn.q_proj.weight", [D, D], w(D, D)), (p + "self_attn.k_proj.weight", [D, D], w(D, D)),
+            (p + "self_attn.v_proj.weight", [D, D], w(D, D)), (p + "self_attn.o_proj.weight", [D, D], w(D, D)),
+            (p + "mlp.up_proj.weight", [FF, D], w(FF, D)), (p + "mlp.gate_proj.weight", [FF, D], w(FF, D)),
+            (p + "mlp.down_proj.weight", [D, FF], w(D, FF)), (p + "input_layernorm.weight", [D], [1.0] * D),
+            (p + "post_attention_layernorm.weight", [D], [1.0] * D), ("model.norm.weight", [D], [1.0] * D)]
+
+
+def gpt2():
+    """A 1-layer GPT-2 in the hub's names (no "transformer." prefix), Conv1D (in, out)."""
+    p = "h.0."
+    z = lambda n: [0.0] * n  # noqa: E731
+    return [(p + "ln_1.weight", [D], [1.0] * D), (p + "ln_1.bias", [D], z(D)),
+            (p + "attn.c_attn.weight", [D, 3 * D], z(3 * D * D)), (p + "attn.c_attn.bias", [3 * D], z(3 * D)),
+            (p + "attn.c_proj.weight", [D, D], z(D * D)), (p + "attn.c_proj.bias", [D], z(D)),
+            (p + "ln_2.weight", [D], [1.0] * D), (p + "ln_2.bias", [D], z(D)),
+            (p + "mlp.c_fc.weight", [D, FF], z(D * FF)), (p + "mlp.c_fc.bias", [FF], z(FF)),
+            (p + "mlp.c_proj.weight", [FF, D], z(FF * D)), (p + "mlp.c_proj.bias", [D], z(D)),
+            ("ln_f.weight", [D], [1.0] * D), ("ln_f.bias", [D], z(D))]
+
+
+META = {"preset": "pre", "n_layers": "1", "d_model": str(D), "n_heads": "2", "n_kv_heads": "2",
+        "d_ff": str(FF), "rope": "0", "format": "pt"}
+GMETA = dict(META, preset="gpt2")
+X = [0.1 * ((i * 5) % 13 - 6) for i in range(B * T * D)]
+
+
+def model(path, items=None, meta=None, edit=None):
+    header, data = tensors(llama() if items is None else items, META if meta is None else meta)
+    if edit:
+        edit(header)
+    return write(path, header, data)
+
+
+def run(what, mpath, rc, *words, style="hf-llama", out="out.st"):
+    return check(what, [style, mpath, inp, out], rc, *words)
+
+
+os.chdir(tempfile.mkdtemp(prefix="test_nbimport."))
+inp = write("in.st", *tensors([("E", [B, T, D], X)]))
+
+# --- valid files ----------------------------------------------------------------------------
+# zero projections: every residual branch is 0, the output is the final norm of the input
+# (gain 1, eps 1e-5): RMSNorm for Llama, LayerNorm for GPT-2
+for what, mp, style, layer in [("a valid Llama file", model("llama.st"), "hf-llama", False),
+                               ("a valid GPT-2 file", model("gpt2.st", gpt2(), GMETA), "hf-gpt2", True)]:
+    if os.path.exists("out.st"):
+        os.remove("out.st")
+    if run(what, mp, 0, style=style):
+        shape, out = read_out("out.st")
+        worst = 0.0
+        for r in range(B * T):
+            x = X[r * D:(r + 1) * D]
+            mu = sum(x) / D if layer else 0.0
+            var = sum((v - mu) ** 2 for v in x) / D
+            worst = max(worst, max(abs((v - mu) / math.sqrt(var + 1e-5) - o) for v, o in zip(x, out[r * D:])))
+        record(f"{what}: the output is the final norm of E", shape == [B, T, D] and worst < 1e-5,
+               f"shape {shape}, max error {worst:.3g}")
+check("a valid Llama file of non-zero weights", ["hf-llama", model("llama2.st", llama(False)), inp, "out.st"], 0)
+
+# --- 1: non-finite weights --------------------------------------------------------------------
+for v, word in [(math.nan, "nan"), (math.inf, "inf"), (-math.inf, "-inf")]:
+    items = llama()
+    name, shape, vals = items[4]
+    items[4] = (name, shape, [0.0] * 5 + [v] + vals[6:])
+    run(f"a {word} weight", model("nf.st", items), 1, "model.layers.0.mlp.up_proj.weight", "non-finite",
+        "element 5")
+items = llama(False)
+items[7] = (items[7][0], [D], [1e30] * D)  # finite, but the forward overflows
+check("finite weights whose forward overflows", ["hf-llama", model("ovf.st", items), inp, "ovf_out.st"], 1,
+      "non-finite")
+check("...writes no output", ["hf-llama", "ovf_out.st", inp, "x.st"], 1, "cannot open ovf_out.st")
+check("a NaN in E", ["hf-llama", model("llama.st"), write("nan_in.st", *tensors([("E", [B, T, D],
+                     [math.nan] + X[1:])])), "out.st"], 1, "tensor E", "non-finite")
+
+
+# --- 2: shapes and data_offsets ---------------------------------------------------------------
+def set_(key, value, name="model.layers.0.self_attn.q_proj.weight"):
+    def f(h):
+        h[name][key] = value
+    return f
+
+
+def del_(key, name="model.layers.0.self_attn.q_proj.weight"):
+    def f(h):
+        del h[name][key]
+    return f
+
+
+for what, edit, word in [
+        ("a shape of 1e10", set_("shape", [1e10, 8]), "shape"),
+        ("a shape of 1e10 x 0", set_("shape", [1e10, 0]), "shape"),
+        ("a shape of 2^40 x 2^40", set_("shape", [2 ** 40, 2 ** 40]), "shape"),
+        ("a shape of 1e300", set_("shape", [1e300]), "shape"),
+        ("a fractional shape [8, 32.5]", set_("shape", [8, 32.5]), "shape"),
+        ("a fractional shape [0.5, 8]", set_("shape", [0.5, 8]), "shape"),
+        ("a negative shape [-8, -8]", set_("shape", [-8, -8]), "shape"),
+        ("a shape that is a string", set_("shape", "8x8"), "shape"),
+        ("a shape of strings", set_("shape", ["8", "8"]), "shape"),
+        ("no shape", del_("shape"), "has no shape"),
+        ("no data_offsets", del_("data_offsets"), "data_offsets"),
+        ("data_offsets []", set_("data_offsets", []), "data_offsets"),
+        ("negative data_offsets", set_("data_offsets", [-256, 0]), "data_offsets"),
+        ("fractional data_offsets", set_("data_offsets", [0.5, 256.5]), "data_offsets"),
+        ("data_offsets of strings", set_("data_offsets", ["0", "256"]), "data_offsets"),
+        ("data_offsets in the wrong order", set_("data_offsets", [256, 0]), "end before they begin"),
+        ("data_offsets beyond the data", set_("data_offsets", [0, 1e12]), "beyond"),
+        ("data_offsets of the wrong size", set_("data_offsets", [0, 252]), "bytes"),
+        ("data_offsets of three numbers", set_("data_offsets", [0, 128, 256]), "data_offsets"),
+        ("a tensor entry that is a number", lambda h: h.__setitem__("model.layers.0.self_attn.q_proj.weight", 3),
+         "not a JSON object")]:
+    run(what, model("bad.st", edit=edit), 1, "model.layers.0.self_attn.q_proj.weight", word)
+eh, ed = tensors([("E", [B, T, D], X)])
+eh["E"]["shape"] = [1e10, T, D]
+check("E of shape [1e10, T, d]", ["hf-llama", model("llama.st"), write("e.st", eh, ed), "out.st"], 1, "E", "shape")
+eh["E"]["shape"] = [B, T, D + 0.5]
+check("E of shape [B, T, d + 0.5]", ["hf-llama", model("llama.st"), write("e.st", eh, ed), "out.st"], 1, "E",
+      "shape")
+
+
+# --- 3: metadata values -------------------------------------------------------------------------
+def meta(base=META, **kw):
+    m = dict(base)
+    for k, v in kw.items():
+        if v is None:
+            del m[k]
+        else:
+            m[k] = v
+    return m
+
+
+# norm rms on a GPT-2 file: RMSNorm (no biases), so the LayerNorm biases have no place
+run("norm: rms on a GPT-2 file is RMSNorm", model("g.st", gpt2(), meta(GMETA, norm="rms")), 1, "ln_1.bias",
+    "no place", style="hf-gpt2")
+for key, val, word in [("norm", "rmsnorm", "rms, layer or dyt"), ("norm", "", "rms, layer or dyt"),
+                       ("ffn", "relu", "swiglu"), ("mixln_alpha", "abc", "a finite number"),
+                       ("mixln_alpha", "0.5x", "a finite number"), ("mixln_alpha", "", "a finite number"),
+                       ("mixln_alpha", "nan", "a finite number"), ("mixln_alpha", "1e999", "a finite number"),
+                       ("mixln_alpha", "\n0.5", "a finite number"),
+                       ("attn_bias", "x", "0, 1, 2 or 3"), ("attn_bias", "4", "0, 1, 2 or 3"),
+                       ("attn_bias", "", "0, 1, 2 or 3"), ("n_layers", "", "not an integer"),
+                       ("n_layers", "1.5", "not an integer"), ("n_layers", "-1", "not an integer"),
+                       ("n_layers", " 1", "not an integer"), ("n_layers", "99999999999999999999", "not an integer"),
+                       ("rope", "2", "not an integer from 0 to 1"), ("preset", "nosuch", "unknown preset")]:
+    run(f"{key}: {val!r}", model("m.st", meta=meta(**{key: val})), 1, f'"{key}"' if key != "preset" else val,
+        word)
+for key, val in [("n_layers", 1), ("preset", 3), ("norm", None), ("mixln_alpha", 0.5), ("attn_bias", 1),
+                 ("rope", False)]:
+    m = meta(**{key: "x"})
+    m[key] = val
+    run(f"{key} as JSON {json.dumps(val)}", model("m.st", meta=m), 1, f'"{key}"', "must be a string")
+run("no n_heads", model("m.st", meta=meta(n_heads=None)), 1, '"n_heads"', "no")
+run("__metadata__ not an object", write("mo.st", *tensors(llama(), "x")), 1, "__metadata__", "not a JSON object")
+run("norm: rms, ffn: swiglu, attn_bias: 0, mixln_alpha: 0.5 (valid values)",
+    model("m.st", meta=meta(norm="rms", ffn="swiglu", attn_bias="0", mixln_alpha="0.5")), 0)
+
+
+# --- 4: keys named twice --------------------------------------------------------------------------
+def dup_meta(first, second):
+    h, d = tensors(llama(), None)
+    body = json.dumps(h)[1:]
+    m = json.dumps(META)[:-1] + ", " + json.dumps(first)[1:-1] + ", " + json.dumps(second)[1:-1] + "}"
+    return write("dup.st", None, d, raw_header=('{"__metadata__": ' + m + ", " + body).encode())
+
+
+run("norm twice in __metadata__", dup_meta({"norm": "rms"}, {"norm": "layer"}), 1, '"norm"', "twice", "__metadata__")
+run("a key nbimport does not read twice in __metadata__", dup_meta({"x": "1"}, {"x": "1"}), 1, '"x"', "twice")
+h, d = tensors(llama(), META)
+body = json.dumps(h)
+q = '"model.norm.weight": ' + json.dumps(h["model.norm.weight"])
+run("a tensor named twice", write("dupt.st", None, d, raw_header=(body[:-1] + ", " + q + "}").encode()), 1,
+    "model.norm.weight", "twice")
+run("__metadata__ twice", write("dupm.st", None, d, raw_header=(body[:-1] + ', "__metadata__": {}}').encode()),
+    1, "__metadata__", "twice")
+eh, ed = tensors([("E", [B, T, D], X)])
+check("E twice in INPUT", ["hf-llama", model("llama.st"),
+                           write("dupe.st", None, ed, raw_header=(json.dumps(eh)[:-1] + ', "E": ' +
+                                                                  json.dumps(eh["E"]) + "}").encode()), "out.st"],
+      1, '"E"', "twice")
+
+# --- 5: OUT naming an input -------------------------------------------------------------------------
+mp = model("keep.st")
+with open(mp, "rb") as f:
+    before = f.read()
+check("OUT is MODEL", ["hf-llama", mp, inp, mp], 1, "same file", mp)
+check("OUT is INPUT", ["hf-llama", mp, inp, inp], 1, "same file", inp)
+os.symlink(mp, "link.st")
+check("OUT is a symlink to MODEL", ["hf-llama", mp, inp, "link.st"], 1, "same file")
+os.link(mp, "hard.st")
+check("OUT is a hard link to MODEL", ["hf-llama", mp, inp, "hard.st"], 1, "same file")
+check("--export: OUT is MODEL", ["--export", "hf-llama", mp, mp], 1, "same file")
+with open(mp, "rb") as f:
+    record("MODEL unchanged after all of them", f.read() == before, "MODEL was overwritten")
+check("MODEL still runs", ["hf-llama", mp, inp, "out.st"], 0)
+
+# --- 6: not a regular file -----------------------------------------------------------------------
+os.mkfifo("fifo.st")
+check("a FIFO as MODEL", ["hf-llama", "fifo.st", inp, "out.st"], 1, "fifo.st", "not a regular file")
+check("a FIFO as INPUT", ["hf-llama", mp, "fifo.st", "out.st"], 1, "fifo.st", "not a regular file")
+check("a directory as MODEL", ["hf-llama", ".", inp, "out.st"], 1, "not a regular file")
+check("a missing MODEL", ["hf-llama", "nosuch.st", inp, "out.st"], 1, "nosuch.st")
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

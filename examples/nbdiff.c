@@ -54,12 +54,6 @@ static int parse_tol(const char* opt, const char* s, double* out) {
     return 0;
 }
 
-/* a JSON number that is a non-negative integer a double holds exactly */
-static int is_count(const cJSON* x) {
-    return cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= 9007199254740992.0 &&
-           x->valuedouble == floor(x->valuedouble);
-}
-
 typedef struct entry { const cJSON* e; double off, end; int index; } entry;
 static int by_offset(const void* x, const void* y) {
     const entry *a = (const entry*)x, *b = (const entry*)y;
@@ -106,15 +100,15 @@ static int check_header(const st_file* f, entry** out, int* n_out) {
         if (!shape) { rc = fail("%s: tensor %s has no shape", f->path, e->string); break; }
         if (!cJSON_IsArray(shape)) { rc = fail("%s: tensor %s has a shape that is not an array", f->path, e->string); break; }
         cJSON_ArrayForEach(x, shape) {
-            if (!is_count(x)) break;
+            if (!st_is_count(x)) break;
             count *= x->valuedouble;
         }
         if (x) {
             rc = fail("%s: tensor %s has a shape that is not non-negative integers", f->path, e->string);
             break;
         }
-        if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !is_count(cJSON_GetArrayItem(offs, 0)) ||
-            !is_count(cJSON_GetArrayItem(offs, 1))) {
+        if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !st_is_count(cJSON_GetArrayItem(offs, 0)) ||
+            !st_is_count(cJSON_GetArrayItem(offs, 1))) {
             rc = fail("%s: tensor %s has data_offsets that are not two non-negative integers", f->path,
                       e->string);
             break;

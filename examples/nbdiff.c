@@ -3,9 +3,14 @@
    values differ beyond |a - b| <= atol + rtol * |b|, with its largest absolute and relative
    error. The usage text below (USAGE, printed by --help) is the reference. */
 #define _POSIX_C_SOURCE 200809L
-#define ST_TOOL "nbdiff"
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
-#include "safetensors_read.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define ST_IMPLEMENTATION
+#include "safetensors.h"
 
 #define USAGE "usage: nbdiff A.safetensors B.safetensors [--atol X] [--rtol X] [--scaled] [--all] [--prefix P]"
 static const char* const help =
@@ -54,124 +59,30 @@ static int parse_tol(const char* opt, const char* s, double* out) {
     return 0;
 }
 
-typedef struct entry { const cJSON* e; double off, end; int index; } entry;
-static int by_offset(const void* x, const void* y) {
-    const entry *a = (const entry*)x, *b = (const entry*)y;
-    if (a->off != b->off) return a->off < b->off ? -1 : 1;
-    if (a->end != b->end) return a->end < b->end ? -1 : 1;
-    return (a->index > b->index) - (a->index < b->index);
-}
-static int by_name(const void* x, const void* y) {
-    return strcmp(((const entry*)x)->e->string, ((const entry*)y)->e->string);
-}
-
-/* The whole header of f, every tensor (whatever --prefix): an object per tensor with a dtype of
-   safetensors, a shape of non-negative integers, data_offsets [begin, end] of integers whose
-   difference is the shape's size in bytes; the tensors tile the data from byte 0 to its end
-   (no hole, no overlap, nothing after); no name twice. Fills *out (caller frees) with the
-   tensors sorted by offset. 2 with a message naming the file, the tensor and the problem. */
-static int check_header(const st_file* f, entry** out, int* n_out) {
-    static const char* const dtypes[] = {"F64", "I64", "U64", "F32", "I32", "U32", "F16", "BF16",
-                                         "I16", "U16", "F8_E4M3", "F8_E5M2", "I8", "U8", "BOOL"};
-    static const int sizes[] = {8, 8, 8, 4, 4, 4, 2, 2, 2, 2, 1, 1, 1, 1, 1};
-    const int total = cJSON_GetArraySize(f->root);
-    entry* t = (entry*)calloc((size_t)total + 1, sizeof(entry));
-    const cJSON* e;
-    double cursor = 0;
-    int n = 0, i, rc = 0;
-    if (!t) return fail("out of memory");
-    cJSON_ArrayForEach(e, f->root) {
-        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype"), *shape, *offs, *x;
-        double count = 1, bytes;
-        int k;
-        if (!strcmp(e->string, "__metadata__")) {
-            if (!cJSON_IsObject(e)) { rc = fail("%s: __metadata__ is not a JSON object", f->path); break; }
-            continue;
-        }
-        if (!cJSON_IsObject(e)) { rc = fail("%s: tensor %s is not a JSON object", f->path, e->string); break; }
-        shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-        offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-        for (k = 0; k < (int)(sizeof sizes / sizeof *sizes); k++)
-            if (cJSON_IsString(dt) && !strcmp(dt->valuestring, dtypes[k])) break;
-        if (k == (int)(sizeof sizes / sizeof *sizes)) {
-            rc = fail("%s: tensor %s has no dtype or an unknown one", f->path, e->string);
-            break;
-        }
-        if (!shape) { rc = fail("%s: tensor %s has no shape", f->path, e->string); break; }
-        if (!cJSON_IsArray(shape)) { rc = fail("%s: tensor %s has a shape that is not an array", f->path, e->string); break; }
-        cJSON_ArrayForEach(x, shape) {
-            if (!st_is_count(x)) break;
-            count *= x->valuedouble;
-        }
-        if (x) {
-            rc = fail("%s: tensor %s has a shape that is not non-negative integers", f->path, e->string);
-            break;
-        }
-        if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !st_is_count(cJSON_GetArrayItem(offs, 0)) ||
-            !st_is_count(cJSON_GetArrayItem(offs, 1))) {
-            rc = fail("%s: tensor %s has data_offsets that are not two non-negative integers", f->path,
-                      e->string);
-            break;
-        }
-        t[n].e = e;
-        t[n].off = cJSON_GetArrayItem(offs, 0)->valuedouble;
-        t[n].end = cJSON_GetArrayItem(offs, 1)->valuedouble;
-        t[n].index = n;
-        bytes = count * sizes[k];
-        if (!(t[n].off <= t[n].end)) {
-            rc = fail("%s: tensor %s has data_offsets [%.0f, %.0f] that end before they begin", f->path, e->string,
-                      t[n].off, t[n].end);
-            break;
-        }
-        if (t[n].end > (double)f->n_data) {
-            rc = fail("%s: tensor %s has data_offsets [%.0f, %.0f] beyond the %zu bytes of data", f->path,
-                      e->string, t[n].off, t[n].end, f->n_data);
-            break;
-        }
-        if (!(t[n].end - t[n].off == bytes)) {
-            rc = fail("%s: tensor %s has data_offsets [%.0f, %.0f] (%.0f bytes), its shape and dtype %.0f bytes",
-                      f->path, e->string, t[n].off, t[n].end, t[n].end - t[n].off, bytes);
-            break;
-        }
-        n++;
-    }
-    if (!rc) {
-        qsort(t, (size_t)n, sizeof(entry), by_name);
-        for (i = 1; i < n && !rc; i++)
-            if (!strcmp(t[i].e->string, t[i - 1].e->string))
-                rc = fail("%s: tensor %s appears twice in the header", f->path, t[i].e->string);
-    }
-    if (!rc) {
-        qsort(t, (size_t)n, sizeof(entry), by_offset);
-        for (i = 0; i < n && !rc; i++) {
-            if (t[i].off != cursor)
-                rc = fail("%s: tensor %s begins at byte %.0f of the data, not at %.0f (%s%s): a hole or an overlap",
-                          f->path, t[i].e->string, t[i].off, cursor, i ? "the end of tensor " : "the start of the data",
-                          i ? t[i - 1].e->string : "");
-            cursor = t[i].end;
-        }
-        if (!rc && cursor != (double)f->n_data)
-            rc = fail("%s: %.0f bytes of data after the last tensor's, in no tensor (junk)", f->path,
-                      (double)f->n_data - cursor);
-    }
-    if (rc) { free(t); return rc; }
-    *out = t;
-    *n_out = n;
-    return 0;
-}
-
 static int has_prefix(const char* name, const char* prefix) { return !strncmp(name, prefix, strlen(prefix)); }
 
-static const char* dtype_name(const cJSON* e) {
-    return cJSON_GetObjectItemCaseSensitive(e, "dtype")->valuestring;
+/* "[2,3]", as the header writes it */
+static const char* shape_str(const st_tensor* t, char* buf, size_t n) {
+    int k, w = snprintf(buf, n, "[");
+    for (k = 0; k < t->ndim && w > 0 && (size_t)w < n; k++)
+        w += snprintf(buf + w, n - (size_t)w, "%s%zu", k ? "," : "", t->shape[k]);
+    if (w > 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, "]");
+    return buf;
+}
+
+static int same_shape(const st_tensor* a, const st_tensor* b) {
+    int k;
+    if (a->ndim != b->ndim) return 0;
+    for (k = 0; k < a->ndim; k++)
+        if (a->shape[k] != b->shape[k]) return 0;
+    return 1;
 }
 
 int main(int argc, char** argv) {
     const char *pa = NULL, *pb = NULL, *prefix = "";
     double atol = 0, rtol = 0;
-    int all = 0, scaled = 0, i, na = 0, nb = 0, rc = 0, compared = 0, differ = 0, only_a = 0, only_b = 0;
+    int all = 0, scaled = 0, i, rc = 0, compared = 0, differ = 0, only_a = 0, only_b = 0;
     st_file A, B;
-    entry *ea = NULL, *eb = NULL;
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(help, stdout); return 0; }
         if ((!strcmp(argv[i], "--atol") || !strcmp(argv[i], "--rtol") || !strcmp(argv[i], "--prefix")) &&
@@ -187,54 +98,54 @@ int main(int argc, char** argv) {
         else return fail("unexpected argument \"%s\"\n" USAGE, argv[i]);
     }
     if (!pa || !pb) return fail("two files to compare are needed\n" USAGE);
-    if (st_open(&A, pa)) return 2;
-    if (st_open(&B, pb)) { st_close(&A); return 2; }
-    if (check_header(&A, &ea, &na) || check_header(&B, &eb, &nb)) { rc = 2; goto done; }
+    memset(&B, 0, sizeof B);
+    if (st_open(&A, pa) || st_open(&B, pb)) {
+        rc = fail("%s", A.err[0] ? A.err : B.err);
+        goto done;
+    }
     /* the tensors of B not in A (B's order), then A's in A's order */
-    for (i = 0; i < nb; i++)
-        if (has_prefix(eb[i].e->string, prefix) && !cJSON_GetObjectItemCaseSensitive(A.root, eb[i].e->string)) {
-            printf("only in %s: %s\n", pb, eb[i].e->string);
+    for (i = 0; i < B.n; i++)
+        if (has_prefix(B.t[i].name, prefix) && !st_find(&A, B.t[i].name)) {
+            printf("only in %s: %s\n", pb, B.t[i].name);
             only_b++;
         }
-    for (i = 0; i < na && rc != 2; i++) {
-        st_tensor ta, tb;
-        const cJSON* e_b;
+    for (i = 0; i < A.n && rc != 2; i++) {
+        const st_tensor *ta = &A.t[i], *tb;
         double max_abs = 0, max_rel = 0, worst_excess = 0, tol = atol;
         size_t k, worst = 0;
         int bad = 0;
-        char* sa;
-        char* sb;
-        if (!has_prefix(ea[i].e->string, prefix)) continue;
-        e_b = cJSON_GetObjectItemCaseSensitive(B.root, ea[i].e->string);
-        if (!e_b) {
-            printf("only in %s: %s\n", pa, ea[i].e->string);
+        char sa[256], sb[256];
+        if (!has_prefix(ta->name, prefix)) continue;
+        if (!(tb = st_find(&B, ta->name))) {
+            printf("only in %s: %s\n", pa, ta->name);
             only_a++;
             continue;
         }
-        if (strcmp(dtype_name(ea[i].e), dtype_name(e_b))) {
-            rc = fail("tensor %s is %s in %s and %s in %s (a dtype mismatch is not compared)", ea[i].e->string,
-                      dtype_name(ea[i].e), pa, dtype_name(e_b), pb);
+        if (ta->dtype != tb->dtype) {
+            rc = fail("tensor %s is %s in %s and %s in %s (a dtype mismatch is not compared)", ta->name,
+                      st_dtype_name(ta->dtype), pa, st_dtype_name(tb->dtype), pb);
             break;
         }
-        if (st_tensor_of(&A, ea[i].e, &ta) || st_tensor_of(&B, e_b, &tb)) { rc = 2; break; }
-        sa = cJSON_PrintUnformatted(ta.shape);
-        sb = cJSON_PrintUnformatted(tb.shape);
-        if (!sa || !sb) rc = fail("out of memory");
-        else if (strcmp(sa, sb))
-            rc = fail("tensor %s has shape %s in %s and %s in %s", ta.name, sa, pa, sb, pb);
-        free(sa);
-        free(sb);
-        if (rc) break;
+        if (!st_is_float(ta->dtype)) {
+            rc = fail("tensor %s is %s: only F32, F64, F16 or BF16 tensors are compared", ta->name,
+                      st_dtype_name(ta->dtype));
+            break;
+        }
+        if (!same_shape(ta, tb)) {
+            rc = fail("tensor %s has shape %s in %s and %s in %s", ta->name, shape_str(ta, sa, sizeof sa), pa,
+                      shape_str(tb, sb, sizeof sb), pb);
+            break;
+        }
         if (scaled) { /* over the finite values: one Inf in B must not make every tolerance Inf */
             double mb = 0;
-            for (k = 0; k < tb.count; k++) {
-                const double b = fabs(value(&B, &tb, k));
+            for (k = 0; k < tb->count; k++) {
+                const double b = fabs(st_value(&B, tb, k));
                 if (isfinite(b)) mb = fmax(mb, b);
             }
             tol = atol * mb;
         }
-        for (k = 0; k < ta.count; k++) {
-            const double a = value(&A, &ta, k), b = value(&B, &tb, k), d = fabs(a - b);
+        for (k = 0; k < ta->count; k++) {
+            const double a = st_value(&A, ta, k), b = st_value(&B, tb, k), d = fabs(a - b);
             const double lim = tol + rtol * fabs(b);
             int out;
             if (a == b || (isnan(a) && isnan(b))) continue;
@@ -253,11 +164,11 @@ int main(int argc, char** argv) {
         }
         compared++;
         if (all || (bad && !differ))
-            printf("%-48s %s  max abs %.3g  max rel %.3g%s", ta.name, bad ? "DIFFERS" : "ok", max_abs,
+            printf("%-48s %s  max abs %.3g  max rel %.3g%s", ta->name, bad ? "DIFFERS" : "ok", max_abs,
                    max_rel, bad ? "" : "\n");
         if (bad && (all || !differ))
-            printf("  (worst [%zu]: %.9g vs %.9g)\n", worst, value(&A, &ta, worst), value(&B, &tb, worst));
-        if (bad && !differ && !all) printf("first tensor that differs, in %s's order: %s\n", pa, ta.name);
+            printf("  (worst [%zu]: %.9g vs %.9g)\n", worst, st_value(&A, ta, worst), st_value(&B, tb, worst));
+        if (bad && !differ && !all) printf("first tensor that differs, in %s's order: %s\n", pa, ta->name);
         differ += bad;
     }
     if (rc != 2) {
@@ -269,8 +180,6 @@ int main(int argc, char** argv) {
         else rc = differ || only_a || only_b ? 1 : 0;
     }
 done:
-    free(ea);
-    free(eb);
     st_close(&A);
     st_close(&B);
     return rc;

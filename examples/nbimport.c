@@ -35,8 +35,14 @@
    INPUT that is not a regular file (a FIFO would block), a forward whose output is not finite.
    Exit status 0, or 1 with a message. */
 #define _POSIX_C_SOURCE 200809L
-#define ST_TOOL "nbimport"
-#include "safetensors_read.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#define ST_IMPLEMENTATION
+#include "safetensors.h"
 #define NORMBLOCKS_IMPLEMENTATION
 #include "normblocks.h"
 
@@ -47,23 +53,16 @@ static int fail(const char* fmt, const char* a) {
     return 1;
 }
 
-/* MODEL's metadata value of key: 0 and *v the string (NULL when absent), or 1 with a message
-   (a value that is not a string: safetensors metadata is strings) */
+/* MODEL's metadata value of key (NULL when absent; the reader checked it is a string) */
 static int meta_str(const st_file* f, const char* key, const char** v) {
-    const cJSON* m = cJSON_GetObjectItemCaseSensitive(f->root, "__metadata__");
-    const cJSON* x = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, key) : NULL;
-    *v = NULL;
-    if (!x) return 0;
-    if (!cJSON_IsString(x)) return fail("MODEL metadata \"%s\" must be a string (safetensors metadata is strings)", key);
-    *v = x->valuestring;
+    *v = st_meta(f, key);
     return 0;
 }
 
 static int meta_int(const st_file* f, const char* key, int max, int* out) {
-    const char* v;
+    const char* v = st_meta(f, key);
     const char* p;
     long x = 0;
-    if (meta_str(f, key, &v)) return 1;
     if (!v) return fail("MODEL metadata has no \"%s\"", key);
     for (p = v; *p >= '0' && *p <= '9' && x <= max; p++) x = x * 10 + (*p - '0');
     if (p == v || *p || x > max) {
@@ -74,44 +73,25 @@ static int meta_int(const st_file* f, const char* key, int max, int* out) {
     return 0;
 }
 
-/* A header (the root object, and MODEL's __metadata__) must not name a key twice: readers
-   disagree on which one counts (cJSON the first, Python's json and serde the last). */
-static int by_str(const void* a, const void* b) { return strcmp(*(const char* const*)a, *(const char* const*)b); }
-static int no_duplicates(const char* path, const cJSON* obj, const char* what) {
-    const int n = cJSON_GetArraySize(obj);
-    const char** k = (const char**)malloc(((size_t)n + 1) * sizeof *k);
-    const cJSON* e;
-    int i = 0, rc = 0;
-    if (!k) return fail("out of memory%s", "");
-    cJSON_ArrayForEach(e, obj) k[i++] = e->string;
-    qsort(k, (size_t)n, sizeof *k, by_str);
-    for (i = 1; i < n && !rc; i++)
-        if (!strcmp(k[i], k[i - 1])) {
-            fprintf(stderr, "nbimport: %s: key \"%s\" appears twice in %s\n", path, k[i], what);
-            rc = 1;
-        }
-    free(k);
-    return rc;
-}
-
-static int check_keys(const st_file* f) {
-    const cJSON* m = cJSON_GetObjectItemCaseSensitive(f->root, "__metadata__");
-    if (no_duplicates(f->path, f->root, "the header")) return 1;
-    if (m && !cJSON_IsObject(m)) return fail("%s: __metadata__ is not a JSON object", f->path);
-    return m ? no_duplicates(f->path, m, "__metadata__") : 0;
-}
+/* Every metadata key is one nbimport reads, or one known not to change the stack's forward
+   (the format's, and examples/train's training settings); any other is refused by name. */
+static const char* const known_keys[] = {
+    "preset", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "rope", "norm", "ffn", "mixln_alpha",
+    "attn_bias", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
+    "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
+    "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", NULL};
 
 /* 1 for a value that is not finite or beyond float's range (nb_real is float unless NB_DOUBLE,
    and the files written are F32: the conversion of such a value is undefined) */
 static int bad_value(double v) { return !isfinite(v) || fabs(v) > 3.4028234663852886e38; }
 
-/* The 2-D (rows, cols) shape of a tensor (a 1-D tensor is (n, 1)); st_tensor_of checked the
-   dimensions are non-negative integers. */
+/* the reader's message, as this tool's */
+static int st_fail(const st_file* f) { return fail("%s", f->err); }
+
+/* The 2-D (rows, cols) shape of a tensor (a 1-D tensor is (n, 1)). */
 static int shape2(const st_tensor* t, int* rows, int* cols) {
-    const int nd = cJSON_GetArraySize(t->shape);
-    const double r = nd >= 1 ? cJSON_GetArrayItem(t->shape, 0)->valuedouble : 0;
-    const double c = nd == 2 ? cJSON_GetArrayItem(t->shape, 1)->valuedouble : 1;
-    if (nd < 1 || nd > 2 || r > 1 << 30 || c > 1 << 30) return 1;
+    const size_t r = t->ndim >= 1 ? t->shape[0] : 0, c = t->ndim == 2 ? t->shape[1] : 1;
+    if (t->ndim < 1 || t->ndim > 2 || r > 1 << 30 || c > 1 << 30) return 1;
     *rows = (int)r;
     *cols = (int)c;
     return 0;
@@ -138,29 +118,26 @@ static int ignorable(const char* name) {
 
 /* MODEL's entry of a part: its name, or for GPT-2 also without the "transformer." prefix (the
    hub's GPT2Model files are saved so). */
-static const cJSON* find_part(const st_file* M, const char* name) {
-    const cJSON* e = cJSON_GetObjectItemCaseSensitive(M->root, name);
-    if (!e && !strncmp(name, "transformer.", 12))
-        e = cJSON_GetObjectItemCaseSensitive(M->root, name + 12);
-    return e;
+static const st_tensor* find_part(const st_file* M, const char* name) {
+    const st_tensor* t = st_find(M, name);
+    if (!t && !strncmp(name, "transformer.", 12)) t = st_find(M, name + 12);
+    return t;
 }
 
-static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_real* params,
+static int load(const nb_stack* s, nb_name_style style, st_file* M, nb_real* params,
                 unsigned char* used) {
-    int t, k, i = 0;
-    const cJSON* e;
+    int t, k, i;
     for (t = 0; t < s->n_tensors; t++) {
         const nb_tensor_info* ti = &s->tensors[t];
         nb_tensor_part parts[3];
         const int n = nb_stack_tensor_parts(s, t, style, parts);
         if (n <= 0) return fail("the stack's %s has no name in this layout", ti->name);
         for (k = 0; k < n; k++) {
-            const cJSON* pe = find_part(M, parts[k].name);
-            st_tensor pt;
-            int rows, cols, fr, fc, r, c, idx = 0;
-            if (!pe) return fail("MODEL has no %s", parts[k].name);
-            if (st_tensor_of(M, pe, &pt)) return 1;
-            if (shape2(&pt, &rows, &cols))
+            const st_tensor* pt = find_part(M, parts[k].name);
+            int rows, cols, fr, fc, r, c;
+            if (!pt) return fail("MODEL has no %s", parts[k].name);
+            if (st_check_finite(M, pt)) return st_fail(M);
+            if (shape2(pt, &rows, &cols))
                 return fail("%s: not a 1-D or 2-D tensor (of dimensions up to 2^30)", parts[k].name);
             fr = rows; fc = cols; /* as the file stores it */
             if (parts[k].transposed) { const int x = rows; rows = cols; cols = x; }
@@ -174,63 +151,23 @@ static int load(const nb_stack* s, nb_name_style style, const st_file* M, nb_rea
             }
             if (rows != parts[k].rows || cols != (ti->ndim == 2 ? ti->cols : 1))
                 return fail("%s: shape does not match the stack's tensor", parts[k].name);
-            cJSON_ArrayForEach(e, M->root) { /* mark it used */
-                if (e == pe) used[idx] = 1;
-                idx++;
-            }
+            used[pt - M->t] = 1;
             for (r = 0; r < rows; r++)
                 for (c = 0; c < cols; c++) {
                     const size_t at = parts[k].transposed ? (size_t)c * rows + r : (size_t)r * cols + c;
-                    const double v = value(M, &pt, at);
-                    if (bad_value(v)) {
-                        fprintf(stderr, "nbimport: %s: tensor %s has a non-finite value (%g at element %zu)%s\n",
-                                M->path, parts[k].name, v, at, isfinite(v) ? ", beyond float's range" : "");
-                        return 1;
-                    }
-                    params[ti->offset + (size_t)(parts[k].row0 + r) * cols + c] = (nb_real)v;
+                    params[ti->offset + (size_t)(parts[k].row0 + r) * cols + c] = (nb_real)st_value(M, pt, at);
                 }
         }
     }
-    cJSON_ArrayForEach(e, M->root) { /* every tensor of MODEL has a place */
-        if (strcmp(e->string, "__metadata__") && !used[i] && !ignorable(e->string))
-            return fail("%s has no place in this stack", e->string);
-        i++;
-    }
+    for (i = 0; i < M->n; i++) /* every tensor of MODEL has a place */
+        if (!used[i] && !ignorable(M->t[i].name)) return fail("%s has no place in this stack", M->t[i].name);
     return 0;
-}
-
-/* An F32 tensor entry of a safetensors header at *off (advanced past its data). */
-static void put_entry(cJSON* root, const char* name, int nd, const int* shape, size_t* off) {
-    cJSON *e = cJSON_CreateObject(), *sh = cJSON_CreateArray(), *offs = cJSON_CreateArray();
-    size_t count = 1;
-    int i;
-    for (i = 0; i < nd; i++) {
-        cJSON_AddItemToArray(sh, cJSON_CreateNumber(shape[i]));
-        count *= (size_t)shape[i];
-    }
-    cJSON_AddStringToObject(e, "dtype", "F32");
-    cJSON_AddItemToObject(e, "shape", sh);
-    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*off));
-    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(*off + count * 4)));
-    cJSON_AddItemToObject(e, "data_offsets", offs);
-    cJSON_AddItemToObject(root, name, e);
-    *off += count * 4;
-}
-
-/* The header: its length (the JSON padded with spaces to 8 bytes), then the JSON. */
-static void put_header(FILE* f, const cJSON* root) {
-    char* json = cJSON_PrintUnformatted(root);
-    const size_t n = json ? strlen(json) : 0, padded = (n + 7) / 8 * 8;
-    size_t i;
-    for (i = 0; i < 8; i++) fputc((int)((unsigned long long)padded >> (8 * i) & 0xff), f);
-    if (json) fwrite(json, 1, n, f);
-    for (i = n; i < padded; i++) fputc(' ', f);
-    free(json);
 }
 
 static int write_out(const char* path, const nb_real* out, int B, int T, int d) {
     cJSON* root = cJSON_CreateObject();
     const int shape[3] = {B, T, d};
+    char err[512];
     size_t off = 0, i;
     FILE* f;
     for (i = 0; i < (size_t)B * T * d; i++)
@@ -238,10 +175,9 @@ static int write_out(const char* path, const nb_real* out, int B, int T, int d) 
             cJSON_Delete(root);
             return fail("the stack's output has a value that is not a finite float: %s not written", path);
         }
-    f = fopen(path, "wb");
-    if (!f) { cJSON_Delete(root); return fail("cannot write %s", path); }
-    put_entry(root, "out", 3, shape, &off);
-    put_header(f, root);
+    if (!(f = st_create(path, err, sizeof err))) { cJSON_Delete(root); return fail("%s", err); }
+    st_put_f32(root, "out", 3, shape, &off);
+    st_put_header(f, root);
     cJSON_Delete(root);
     for (i = 0; i < (size_t)B * T * d; i++) {
         const float v = (float)out[i];
@@ -256,14 +192,14 @@ static int write_out(const char* path, const nb_real* out, int B, int T, int d) 
 static int export_to(const char* path, const nb_stack* s, nb_name_style style,
                      const nb_real* params, const st_file* M) {
     cJSON* root = cJSON_CreateObject();
-    const cJSON* meta = cJSON_GetObjectItemCaseSensitive(M->root, "__metadata__");
-    FILE* f = fopen(path, "wb");
+    char err[512];
+    FILE* f = st_create(path, err, sizeof err);
     size_t off = 0;
     int pass, t, k;
-    if (!f) { cJSON_Delete(root); return fail("cannot write %s", path); }
-    if (meta) cJSON_AddItemToObject(root, "__metadata__", cJSON_Duplicate(meta, 1));
+    if (!f) { cJSON_Delete(root); return fail("%s", err); }
+    if (M->meta) cJSON_AddItemToObject(root, "__metadata__", cJSON_Duplicate(M->meta, 1));
     for (pass = 0; pass < 2; pass++) { /* 0: the header entries, 1: the data */
-        if (pass == 1) put_header(f, root);
+        if (pass == 1) st_put_header(f, root);
         for (t = 0; t < s->n_tensors; t++) {
             const nb_tensor_info* ti = &s->tensors[t];
             nb_tensor_part parts[3];
@@ -281,7 +217,7 @@ static int export_to(const char* path, const nb_stack* s, nb_name_style style,
                 int shape[2], r, c;
                 shape[0] = tr ? cols : rows;
                 shape[1] = tr ? rows : cols;
-                if (pass == 0) put_entry(root, parts[k].name, ti->ndim, shape, &off);
+                if (pass == 0) st_put_f32(root, parts[k].name, ti->ndim, shape, &off);
                 else
                     for (r = 0; r < shape[0]; r++)
                         for (c = 0; c < shape[1]; c++) {
@@ -305,6 +241,8 @@ static int bad_meta(const char* key, const char* v, const char* known) {
 /* 1 with a message when out (to be written) is the same file as in (read) */
 static int same_file(const char* out, const st_file* in) {
     struct stat sb;
+    char err[512];
+    if (st_check_output(out, err, sizeof err)) return fail("%s", err);
     if (stat(out, &sb) == 0 && sb.st_dev == in->dev && sb.st_ino == in->ino) {
         fprintf(stderr, "nbimport: OUT %s is the same file as %s: refused (it would be overwritten)\n", out,
                 in->path);
@@ -368,6 +306,15 @@ static int parse_style(const char* a, nb_name_style* style) {
     return 0;
 }
 
+/* MODEL opened, with metadata this tool knows (and no per-layer schedule, which it cannot run) */
+static int open_model(st_file* M, const char* path) {
+    const char* sched;
+    if (st_open(M, path) || st_meta_known(M, known_keys, "nbimport")) return st_fail(M);
+    sched = st_meta(M, "schedule");
+    if (sched && *sched) return fail("MODEL metadata \"schedule\" is \"%s\": a per-layer placement nbimport cannot run", sched);
+    return 0;
+}
+
 static int run_export(int argc, char** argv) {
     st_file M;
     nb_stack s;
@@ -375,13 +322,13 @@ static int run_export(int argc, char** argv) {
     nb_real* params = NULL;
     unsigned char* used = NULL;
     int rc = 1;
-    if (argc != 5)
-        return fail("usage: nbimport --export STYLE MODEL.safetensors OUT.safetensors%s", "");
-    if (parse_style(argv[2], &style) || st_open(&M, argv[3])) return 1;
+    memset(&M, 0, sizeof M);
     memset(&s, 0, sizeof s);
-    if (!check_keys(&M) && !same_file(argv[4], &M) && !stack_of(&M, 1, 1, &s)) {
+    if (argc != 5) return fail("usage: nbimport --export STYLE MODEL.safetensors OUT.safetensors%s", "");
+    if (!parse_style(argv[2], &style) && !open_model(&M, argv[3]) && !same_file(argv[4], &M) &&
+        !stack_of(&M, 1, 1, &s)) {
         params = (nb_real*)calloc(s.n_params ? s.n_params : 1, sizeof(nb_real));
-        used = (unsigned char*)calloc((size_t)cJSON_GetArraySize(M.root) + 1, 1);
+        used = (unsigned char*)calloc((size_t)M.n + 1, 1);
         if (!params || !used) fail("out of memory%s", "");
         else if (!load(&s, NB_NAMES_NORMBLOCKS, &M, params, used))
             rc = export_to(argv[4], &s, style, params, &M);
@@ -396,11 +343,10 @@ static int run_export(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     st_file M, In;
-    st_tensor E;
+    const st_tensor* E;
     nb_ctx ctx;
     nb_stack s;
     nb_name_style style;
-    const cJSON* ee;
     nb_real *params = NULL, *cache = NULL, *scratch = NULL, *in = NULL, *out = NULL;
     unsigned char* used = NULL;
     int rc = 1, B, T, dm;
@@ -413,46 +359,38 @@ int main(int argc, char** argv) {
                         "OUT.safetensors\n");
         return 1;
     }
-    if (parse_style(argv[1], &style)) return 1;
-    if (st_open(&M, argv[2])) return 1;
-    if (st_open(&In, argv[3])) { st_close(&M); return 1; }
+    memset(&M, 0, sizeof M);
+    memset(&In, 0, sizeof In);
     memset(&ctx, 0, sizeof ctx);
     memset(&s, 0, sizeof s);
-    if (check_keys(&M) || check_keys(&In) || same_file(argv[4], &M) || same_file(argv[4], &In)) goto done;
-    ee = cJSON_GetObjectItemCaseSensitive(In.root, "E");
-    if (!ee) { fail("%s has no tensor \"E\"", argv[3]); goto done; }
-    if (st_tensor_of(&In, ee, &E)) goto done;
-    if (cJSON_GetArraySize(E.shape) != 3) { fail("%s: E is not (B, T, d)", argv[3]); goto done; }
+    if (parse_style(argv[1], &style) || open_model(&M, argv[2])) goto done;
+    if (st_open(&In, argv[3])) { st_fail(&In); goto done; }
+    if (same_file(argv[4], &M) || same_file(argv[4], &In)) goto done;
+    if (!(E = st_find(&In, "E"))) { fail("%s has no tensor \"E\"", argv[3]); goto done; }
+    if (E->ndim != 3) { fail("%s: E is not (B, T, d)", argv[3]); goto done; }
+    if (st_check_finite(&In, E)) { st_fail(&In); goto done; }
     for (i = 0; i < 3; i++)
-        if (cJSON_GetArrayItem(E.shape, (int)i)->valuedouble > 1 << 30) {
-            fail("%s: E has a dimension beyond 2^30", argv[3]);
+        if (E->shape[i] > 1 << 30) {
+            fail("%s: E has a dimension beyond 2^30 in its shape", argv[3]);
             goto done;
         }
-    B = (int)cJSON_GetArrayItem(E.shape, 0)->valuedouble;
-    T = (int)cJSON_GetArrayItem(E.shape, 1)->valuedouble;
-    dm = (int)cJSON_GetArrayItem(E.shape, 2)->valuedouble;
+    B = (int)E->shape[0];
+    T = (int)E->shape[1];
+    dm = (int)E->shape[2];
     if (stack_of(&M, B, T, &s)) goto done;
     if (dm != s.desc.d_model) { fail("%s: E's width is not d_model", argv[3]); goto done; }
     params = (nb_real*)calloc(s.n_params, sizeof(nb_real));
     cache = (nb_real*)calloc(s.n_cache, sizeof(nb_real));
     scratch = (nb_real*)calloc(s.n_scratch, sizeof(nb_real));
-    in = (nb_real*)calloc(E.count, sizeof(nb_real));
-    out = (nb_real*)calloc(E.count, sizeof(nb_real));
-    used = (unsigned char*)calloc((size_t)cJSON_GetArraySize(M.root) + 1, 1);
+    in = (nb_real*)calloc(E->count + 1, sizeof(nb_real));
+    out = (nb_real*)calloc(E->count + 1, sizeof(nb_real));
+    used = (unsigned char*)calloc((size_t)M.n + 1, 1);
     if (!params || !cache || !scratch || !in || !out || !used) {
         fail("out of memory%s", "");
         goto done;
     }
     if (load(&s, style, &M, params, used)) goto done;
-    for (i = 0; i < E.count; i++) {
-        const double v = value(&In, &E, i);
-        if (bad_value(v)) {
-            fprintf(stderr, "nbimport: %s: tensor E has a non-finite value (%g at element %zu)%s\n", argv[3], v, i,
-                    isfinite(v) ? ", beyond float's range" : "");
-            goto done;
-        }
-        in[i] = (nb_real)v;
-    }
+    for (i = 0; i < E->count; i++) in[i] = (nb_real)st_value(&In, E, i);
     if (nb_stack_forward(&ctx, &s, params, out, in, B, T, cache, scratch)) {
         fail("%s", ctx.err);
         goto done;

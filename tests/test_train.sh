@@ -171,11 +171,11 @@ expect_error "missing data file" "cannot open data file" "${TINY_DATA[@]}" --dat
 expect_error "empty data file" "is empty" "${TINY_DATA[@]}" --data empty.txt
 expect_error "truncated checkpoint (header length)" "truncated" "${TINY[@]}" --resume trunc_len.safetensors
 expect_error "truncated checkpoint (data)" "truncated\|bad header length" "${TINY[@]}" --resume trunc_data.safetensors
-expect_error "checkpoint with bad JSON" "not valid JSON" "${TINY[@]}" --resume badjson.safetensors
+expect_error "checkpoint with bad JSON" "not a JSON object" "${TINY[@]}" --resume badjson.safetensors
 expect_error "checkpoint missing a tensor" "tensor transformer.wte.weight is missing" "${TINY[@]}" --steps 20 --resume missing.safetensors
 expect_error "checkpoint from a different config" "different config" "${TINY[@]}" --d 48 --resume full.safetensors
 expect_error "checkpoint from a different preset" "different config" "${TINY[@]}" --preset hybrid --resume full.safetensors
-expect_error "missing checkpoint" "cannot open checkpoint" "${TINY[@]}" --resume nope.safetensors
+expect_error "missing checkpoint" "checkpoint: cannot open nope.safetensors" "${TINY[@]}" --resume nope.safetensors
 
 # 8. hostile input to the loader and the run configuration: each names what is wrong
 cp full.safetensors tail.safetensors; printf 'JUNK' >> tail.safetensors
@@ -187,7 +187,7 @@ cp full.safetensors nan.safetensors
 sz=$(stat -c %s nan.safetensors)
 printf '\xff\xff\xff\x7f' | dd of=nan.safetensors bs=1 seek=$((sz - 8)) conv=notrunc 2>/dev/null
 R20=("${TINY[@]}" --steps 20)
-expect_error "checkpoint with trailing bytes" "tensors end at byte" "${R20[@]}" --resume tail.safetensors
+expect_error "checkpoint with trailing bytes" "after the last tensor" "${R20[@]}" --resume tail.safetensors
 expect_error "checkpoint with a duplicate key" "appears twice" "${R20[@]}" --resume dup.safetensors
 expect_error "checkpoint with junk adam_step" "adam_step" "${R20[@]}" --resume junkstep.safetensors
 expect_error "checkpoint with negative adam_step" "adam_step" "${R20[@]}" --resume negstep.safetensors
@@ -205,7 +205,7 @@ else
 fi
 mkdir -p adir
 expect_error "--data on a directory" "not a regular file" "${TINY_DATA[@]}" --data adir
-expect_error "unwritable --save before training" "cannot write checkpoint" "${TINY[@]}" --save /nonexistent/dir/x.safetensors
+expect_error "unwritable --save before training" "cannot write /nonexistent/dir/x.safetensors" "${TINY[@]}" --save /nonexistent/dir/x.safetensors
 if grep -q "^step" err.log; then fail "unwritable --save is reported before training"; fi
 expect_error "unwritable --diag" "cannot create directory" "${TINY[@]}" --diag /nonexistent/dir/d
 expect_error "--out without --compare" "add --compare" "${TINY[@]}" --out o
@@ -438,8 +438,49 @@ expect_error "a sweep with --save" "are for one run" --compare pre --save x.st
 expect_error "--format unknown" "unknown format" --format roman
 expect_error "--wd-norms bad value" "on or off" --wd-norms maybe
 expect_error "--eval-problems with --data" "counts addition problems" --data corpus.txt --eval-problems 5
-expect_error "--load of a missing file" "cannot open checkpoint" --load nope.st --eval
+expect_error "--load of a missing file" "checkpoint: cannot open nope.st" --load nope.st --eval
 expect_error "unwritable --summary before training" "cannot write" "${TINY[@]}" --summary /nonexistent/dir/s.json
+
+# 14. issue 23: what --load takes from a checkpoint's metadata is understood or refused by name;
+# special files are never opened blocking nor replaced; a killed sweep run is named by its signal
+sed 's/"norm":"rms"/"norm":"rmz"/' full.safetensors > badnorm.safetensors
+sed 's/"ffn":"swiglu"/"ffn":"swiglU"/' full.safetensors > badffn.safetensors
+sed 's/"producer"/"producex"/' full.safetensors > badkey.safetensors
+expect_error "--load: unknown norm metadata" 'metadata "norm" is "rmz", not rms, layer or dyt' --load badnorm.safetensors --eval
+expect_error "--load: unknown ffn metadata" 'metadata "ffn" is "swiglU"' --load badffn.safetensors --eval
+expect_error "--load: unknown metadata key" 'metadata "producex" is not a key this train writes' --load badkey.safetensors --eval
+expect_error "--resume: unknown metadata key" '"producex" is not a key' "${R20[@]}" --resume badkey.safetensors
+mkfifo fifo.safetensors
+expect_error "--load of a FIFO (no blocking)" "not a regular file" --load fifo.safetensors --eval
+expect_error "--resume of a FIFO (no blocking)" "not a regular file" "${TINY[@]}" --resume fifo.safetensors
+expect_error "--save onto a FIFO" "not a regular file" "${TINY[@]}" --save fifo.safetensors
+expect_error "--csv onto a FIFO" "not a regular file" "${TINY[@]}" --csv fifo.safetensors
+expect_error "--save onto a device" "not a regular file" "${TINY[@]}" --save /dev/null
+mkfifo blocked.safetensors.tmp
+expect_error "--save whose temporary is a FIFO" "blocked.safetensors.tmp exists and is not a regular file" \
+  "${TINY[@]}" --save blocked.safetensors
+[ -p fifo.safetensors ] && [ -p blocked.safetensors.tmp ] && [ -c /dev/null ] &&
+  pass "the special files are still there, not replaced" || fail "a special file was replaced"
+head -c 40 corpus.txt > small.txt
+expect_error "--data too small (and no leak under ASan)" "too small" "${TINY_DATA[@]}" --data small.txt
+"$TRAIN" "${TINY[@]}" --steps 20 --resume full.safetensors > atend.log 2>&1
+if grep -q "^final: step 20 (the checkpoint was at --steps: no step trained) val_loss [0-9]" atend.log &&
+   ! grep -q "loss nan" atend.log; then
+  pass "resuming a checkpoint at --steps says no step was trained (no 'loss nan')"
+else
+  fail "resume at --steps"; cat atend.log
+fi
+"$TRAIN" "${SWB[@]}" --steps 1000000 --compare pre --out swkill > swkill.log 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do kid="$(pgrep -P "$pid")" && [ -n "$kid" ] && break; sleep 0.1; done
+sleep 0.5
+[ -n "$kid" ] && kill -KILL $kid
+wait "$pid"
+if [ -n "$kid" ] && grep -q "killed by signal 9 (Killed)" swkill.log; then
+  pass "a sweep run killed by a signal is reported with the signal"
+else
+  fail "a killed sweep run ('$kid')"; cat swkill.log
+fi
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

@@ -7,6 +7,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "train.h"
 
+#define ST_IMPLEMENTATION
+#include "../safetensors.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -81,41 +84,9 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
 #undef PUTD
 }
 
-static void put_le64(unsigned char* b, unsigned long long v) {
-    int i;
-    for (i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-
-/* An F32 entry of a safetensors header, rows x cols (cols 0: 1-D), at *off (advanced). */
-void st_put_entry(cJSON* root, const char* name, int rows, int cols, size_t* off) {
-    cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
-    const size_t bytes = (size_t)rows * (size_t)(cols ? cols : 1) * 4;
-    cJSON_AddStringToObject(e, "dtype", "F32");
-    cJSON_AddItemToArray(shape, cJSON_CreateNumber(rows));
-    if (cols) cJSON_AddItemToArray(shape, cJSON_CreateNumber(cols));
-    cJSON_AddItemToObject(e, "shape", shape);
-    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*off));
-    cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(*off + bytes)));
-    cJSON_AddItemToObject(e, "data_offsets", offs);
-    cJSON_AddItemToObject(root, name, e);
-    *off += bytes;
-}
-
-/* The header of root into f: its length (8 bytes, little endian), then the JSON padded with
-   spaces so the data starts 8-byte aligned. 1 when the JSON cannot be built. */
-int st_put_header(FILE* f, const cJSON* root) {
-    char* json = cJSON_PrintUnformatted(root);
-    size_t hlen, pad;
-    unsigned char le[8];
-    if (!json) return 1;
-    hlen = strlen(json);
-    pad = (8 - hlen % 8) % 8; /* spaces are valid JSON padding */
-    put_le64(le, hlen + pad);
-    fwrite(le, 1, 8, f);
-    fwrite(json, 1, hlen, f);
-    for (; pad; pad--) fputc(' ', f);
-    free(json);
-    return 0;
+void ck_put_entry(cJSON* root, const char* name, int rows, int cols, size_t* off) {
+    const int shape[2] = {rows, cols};
+    st_put_f32(root, name, cols ? 2 : 1, shape, off);
 }
 
 static const char* pass_prefix(int pass) {
@@ -144,11 +115,14 @@ static int write_file(const char* path, const config* c, const dataset* ds, cons
     for (pass = 0; pass < 3; pass++)
         for (t = 0; t < nt; t++) {
             snprintf(buf, sizeof buf, "%s%s", pass_prefix(pass), tab[t].name);
-            st_put_entry(root, buf, tab[t].rows, tab[t].cols, &off);
+            ck_put_entry(root, buf, tab[t].rows, tab[t].cols, &off);
         }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    f = fopen(tmp, "wb");
-    if (!f) { fail("cannot write checkpoint %s: %s", tmp, strerror(errno)); goto done; }
+    /* checked again here (the run may be long): the rename never replaces a special file */
+    if (st_check_output(path, buf, sizeof buf) || !(f = st_create(tmp, buf, sizeof buf))) {
+        fail("checkpoint not saved: %s", buf);
+        goto done;
+    }
     if (st_put_header(f, root)) {
         fclose(f);
         f = NULL;
@@ -224,46 +198,41 @@ static int listed(const char* list, const char* key) {
     return 0;
 }
 
-typedef struct span { double a, b; const char* name; } span;
-static int span_cmp(const void* x, const void* y) {
-    const double a = ((const span*)x)->a, b = ((const span*)y)->a;
-    return a < b ? -1 : a > b;
+/* Every metadata key is one train writes: a key it does not know (a newer train's setting,
+   or another program's) would be silently dropped, so it is refused by name. */
+static int check_meta_keys(const st_file* f) {
+    static const char* const more[] = {"format", "producer", "step", "adam_step", "eval_batches", "eval_problems"};
+    const cJSON* e;
+    size_t i;
+    cJSON_ArrayForEach(e, f->meta) {
+        int known = 0;
+        for (i = 0; i < sizeof k_keys / sizeof k_keys[0]; i++) known |= !strcmp(e->string, k_keys[i].key);
+        for (i = 0; i < sizeof more / sizeof more[0]; i++) known |= !strcmp(e->string, more[i]);
+        if (!known)
+            return fail("checkpoint %s: metadata \"%s\" is not a key this train writes (a newer train's, or "
+                        "another program's): refused rather than ignored", f->path, e->string);
+    }
+    return 0;
 }
 
-int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, const config* c,
-                     const dataset* ds, const model* m, nb_real* const base[3], int* step,
-                     long long* adam_t) {
-    unsigned long long hlen = 0;
-    char* hdr = NULL;
-    const unsigned char* data;
-    size_t dsz;
-    cJSON *root = NULL, *want = cJSON_CreateObject();
-    const cJSON *meta, *e;
+/* A checkpoint the reader validated (layout, unique keys, metadata strings): the
+   configuration against this run, then the model's tensors by name, F32 with their shapes,
+   finite, second moments >= 0. */
+static int checkpoint_check(const st_file* f, const config* c, const dataset* ds, const model* m,
+                            nb_real* const base[3], int* step, long long* adam_t) {
+    const char* path = f->path;
+    cJSON* want = cJSON_CreateObject();
     ck_tensor* tab = NULL;
-    span* spans = NULL;
-    int nt, ns = 0, pass, t, i, rc = 1;
+    int nt, pass, t, i, rc = 1;
     long long v;
-    if (size < 8) { fail("checkpoint %s is truncated (%zu bytes, no header length)", path, size); goto done; }
-    for (i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
-    if (hlen < 2 || hlen > (unsigned long long)(size - 8) || hlen > 100000000ULL) {
-        fail("checkpoint %s: bad header length %llu (file has %zu bytes); truncated or not a "
-             "safetensors file", path, hlen, size);
-        goto done;
-    }
-    hdr = (char*)xcalloc((size_t)hlen + 1, 1);
-    memcpy(hdr, buf + 8, (size_t)hlen);
-    data = buf + 8 + hlen;
-    dsz = size - 8 - (size_t)hlen;
-    root = cJSON_ParseWithLength(hdr, (size_t)hlen);
-    if (!cJSON_IsObject(root)) { fail("checkpoint %s: the header is not valid JSON", path); goto done; }
-    meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
-    if (!cJSON_IsObject(meta)) { fail("checkpoint %s: no __metadata__ (not written by train?)", path); goto done; }
+    if (!f->meta) { fail("checkpoint %s: no __metadata__ (not written by train?)", path); goto done; }
+    if (check_meta_keys(f)) goto done;
 
     /* the configuration: the model must match; run settings only with --allow-change */
     config_meta(c, ds, m, want);
     for (i = 0; i < (int)(sizeof k_keys / sizeof k_keys[0]); i++) {
         const char* key = k_keys[i].key;
-        const char *have = meta_str(meta, key), *need = meta_str(want, key);
+        const char *have = st_meta(f, key), *need = meta_str(want, key);
         if (!have) have = k_keys[i].legacy;
         if (!k_keys[i].arch && c->load) continue;
         if (!have) {
@@ -276,8 +245,8 @@ int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, co
         if (k_keys[i].arch) {
             fail("checkpoint %s is from a different config: %s is \"%s\" in the checkpoint, "
                  "\"%s\" here (%s)", path, key, have, need,
-                 meta_str(meta, key) ? "pass the same model flags"
-                                     : "the checkpoint predates the key: an older train wrote it");
+                 st_meta(f, key) ? "pass the same model flags"
+                                 : "the checkpoint predates the key: an older train wrote it");
             goto done;
         }
         if (!listed(c->allow_change, key)) {
@@ -288,74 +257,21 @@ int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, co
         }
         say("note: %s changes from %s (checkpoint) to %s\n", key, have, need);
     }
-    if (meta_int(meta, "step", 0, 100000000, &v)) { fail("checkpoint %s: step is missing or not an integer in [0, 1e8]", path); goto done; }
+    if (meta_int(f->meta, "step", 0, 100000000, &v)) { fail("checkpoint %s: step is missing or not an integer in [0, 1e8]", path); goto done; }
     *step = (int)v;
-    if (meta_int(meta, "adam_step", 0, v, adam_t)) {
+    if (meta_int(f->meta, "adam_step", 0, v, adam_t)) {
         fail("checkpoint %s: adam_step is missing or not an integer in [0, step %d]", path, *step); goto done;
-    }
-
-    /* the layout: unique names, F32, integer shapes, offsets that tile the data exactly */
-    spans = (span*)xcalloc((size_t)cJSON_GetArraySize(root) + 1, sizeof(span));
-    cJSON_ArrayForEach(e, root) {
-        const cJSON *dt, *shape, *offs, *x, *o;
-        double count = 1;
-        if (!strcmp(e->string, "__metadata__")) continue;
-        for (i = 0; i < ns; i++)
-            if (!strcmp(spans[i].name, e->string)) { fail("checkpoint %s: tensor %s appears twice", path, e->string); goto done; }
-        dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-        if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "F32")) {
-            fail("checkpoint %s: tensor %s is not F32", path, e->string); goto done;
-        }
-        shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-        if (!cJSON_IsArray(shape)) { fail("checkpoint %s: tensor %s has no shape", path, e->string); goto done; }
-        cJSON_ArrayForEach(x, shape) {
-            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != floor(x->valuedouble) || x->valuedouble > 1e12) {
-                fail("checkpoint %s: tensor %s has a bad shape", path, e->string); goto done;
-            }
-            count *= x->valuedouble;
-        }
-        offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-        if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2) { fail("checkpoint %s: tensor %s has bad data_offsets", path, e->string); goto done; }
-        for (i = 0; i < 2; i++) {
-            o = cJSON_GetArrayItem(offs, i);
-            if (!cJSON_IsNumber(o) || o->valuedouble < 0 || o->valuedouble != floor(o->valuedouble)) {
-                fail("checkpoint %s: tensor %s has bad data_offsets", path, e->string); goto done;
-            }
-        }
-        spans[ns].a = cJSON_GetArrayItem(offs, 0)->valuedouble;
-        spans[ns].b = cJSON_GetArrayItem(offs, 1)->valuedouble;
-        spans[ns].name = e->string;
-        if (!(spans[ns].b >= spans[ns].a && spans[ns].b <= (double)dsz)) {
-            fail("checkpoint %s: tensor %s has data_offsets [%.0f, %.0f] outside the %zu data "
-                 "bytes (truncated file?)", path, e->string, spans[ns].a, spans[ns].b, dsz);
-            goto done;
-        }
-        if (spans[ns].b - spans[ns].a != count * 4) {
-            fail("checkpoint %s: tensor %s has %.0f data bytes for %.0f values", path, e->string,
-                 spans[ns].b - spans[ns].a, count);
-            goto done;
-        }
-        ns++;
-    }
-    qsort(spans, (size_t)ns, sizeof(span), span_cmp);
-    for (i = 0; i < ns; i++) {
-        const double prev = i ? spans[i - 1].b : 0;
-        if (spans[i].a != prev) {
-            fail("checkpoint %s: tensor %s starts at byte %.0f, expected %.0f (%s)", path,
-                 spans[i].name, spans[i].a, prev, spans[i].a < prev ? "overlaps the previous tensor" : "gap");
-            goto done;
-        }
-    }
-    if ((ns ? spans[ns - 1].b : 0) != (double)dsz) {
-        fail("checkpoint %s: the tensors end at byte %.0f of %zu data bytes (bad header length "
-             "or trailing bytes)", path, ns ? spans[ns - 1].b : 0, dsz);
-        goto done;
     }
 
     /* the model's tensors, by name, with their shapes; finite values */
     nt = model_tensors(m, NULL);
-    if (ns != 3 * nt) {
-        fail("checkpoint %s has %d tensors, this model %d (parameters and two Adam moments)", path, ns, 3 * nt);
+    for (i = 0; i < f->n; i++)
+        if (f->t[i].dtype != ST_F32) {
+            fail("checkpoint %s: tensor %s is %s, not F32", path, f->t[i].name, st_dtype_name(f->t[i].dtype));
+            goto done;
+        }
+    if (f->n != 3 * nt) {
+        fail("checkpoint %s has %d tensors, this model %d (parameters and two Adam moments)", path, f->n, 3 * nt);
         goto done;
     }
     tab = (ck_tensor*)xcalloc((size_t)nt, sizeof(ck_tensor));
@@ -363,26 +279,19 @@ int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, co
     for (pass = 0; pass < 3; pass++) {
         for (t = 0; t < nt; t++) {
             char name[160];
-            const cJSON* shape;
+            const st_tensor* e;
             const size_t cnt = tensor_count(&tab[t]);
-            const int dims = tab[t].cols ? 2 : 1, want_dims[2] = {tab[t].rows, tab[t].cols};
+            const int dims = tab[t].cols ? 2 : 1;
             nb_real* dst = base[pass] + tab[t].off;
-            int ok, k;
             size_t j;
             snprintf(name, sizeof name, "%s%s", pass_prefix(pass), tab[t].name);
-            e = cJSON_GetObjectItemCaseSensitive(root, name);
-            if (!cJSON_IsObject(e)) { fail("checkpoint %s: tensor %s is missing", path, name); goto done; }
-            shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-            ok = cJSON_GetArraySize(shape) == dims;
-            for (k = 0; ok && k < dims; k++) ok = cJSON_GetArrayItem(shape, k)->valuedouble == want_dims[k];
-            if (!ok) {
-                char* got = cJSON_PrintUnformatted(shape);
-                if (dims == 2) fail("checkpoint %s: tensor %s has shape %s, expected [%d,%d]", path, name, got ? got : "?", tab[t].rows, tab[t].cols);
-                else fail("checkpoint %s: tensor %s has shape %s, expected [%d]", path, name, got ? got : "?", tab[t].rows);
-                free(got);
+            if (!(e = st_find(f, name))) { fail("checkpoint %s: tensor %s is missing", path, name); goto done; }
+            if (e->ndim != dims || e->shape[0] != (size_t)tab[t].rows || (dims == 2 && e->shape[1] != (size_t)tab[t].cols)) {
+                if (dims == 2) fail("checkpoint %s: tensor %s is not of shape [%d,%d]", path, name, tab[t].rows, tab[t].cols);
+                else fail("checkpoint %s: tensor %s is not of shape [%d]", path, name, tab[t].rows);
                 goto done;
             }
-            memcpy(dst, data + (size_t)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "data_offsets"), 0)->valuedouble, cnt * 4);
+            memcpy(dst, f->data + e->begin, cnt * 4);
             for (j = 0; j < cnt; j++)
                 if (!isfinite(dst[j]) || (pass == 2 && dst[j] < 0)) {
                     fail("checkpoint %s: tensor %s holds %s at index %zu: a bad checkpoint, not "
@@ -393,35 +302,28 @@ int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, co
     }
     rc = 0;
 done:
-    free(hdr);
     free(tab);
-    free(spans);
-    cJSON_Delete(root);
     cJSON_Delete(want);
     return rc;
 }
 
-/* rank 0: read the file and parse it into the full buffers base[3], *step and *adam_t */
+int checkpoint_parse(const char* path, const unsigned char* buf, size_t size, const config* c,
+                     const dataset* ds, const model* m, nb_real* const base[3], int* step,
+                     long long* adam_t) {
+    st_file f;
+    const int rc = st_parse(&f, path, buf, size) ? fail("checkpoint: %s", f.err)
+                                                 : checkpoint_check(&f, c, ds, m, base, step, adam_t);
+    st_close(&f);
+    return rc;
+}
+
+/* rank 0: read the file and check it into the full buffers base[3], *step and *adam_t */
 static int read_file(const char* path, const config* c, const dataset* ds, const model* m,
                      nb_real* const base[3], int* step, long long* adam_t) {
-    FILE* f = fopen(path, "rb");
-    unsigned char* buf;
-    long sz;
-    int rc;
-    if (!f) return fail("cannot open checkpoint %s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return fail("cannot read checkpoint %s (not a regular file?)", path);
-    }
-    buf = (unsigned char*)xcalloc((size_t)sz, 1);
-    if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-        fclose(f);
-        free(buf);
-        return fail("cannot read checkpoint %s", path);
-    }
-    fclose(f);
-    rc = checkpoint_parse(path, buf, (size_t)sz, c, ds, m, base, step, adam_t);
-    free(buf);
+    st_file f;
+    const int rc = st_open(&f, path) ? fail("checkpoint: %s", f.err)
+                                     : checkpoint_check(&f, c, ds, m, base, step, adam_t);
+    st_close(&f);
     return rc;
 }
 
@@ -447,32 +349,6 @@ int load_checkpoint(const char* path, const config* c, const dataset* ds, model*
     } else rc = 1;
     if (sharded && g_rank == 0) { free(base[1]); free(base[2]); }
     return rc;
-}
-
-/* rank 0: the JSON header of a checkpoint (NUL-terminated, caller frees), or NULL */
-static char* read_header(const char* path) {
-    FILE* f = fopen(path, "rb");
-    unsigned char le[8];
-    unsigned long long hlen = 0;
-    char* hdr;
-    int i;
-    if (!f) { fail("cannot open checkpoint %s: %s", path, strerror(errno)); return NULL; }
-    if (fread(le, 1, 8, f) != 8) { fclose(f); fail("checkpoint %s is truncated (no header length)", path); return NULL; }
-    for (i = 7; i >= 0; i--) hlen = hlen << 8 | le[i];
-    if (hlen < 2 || hlen > 100000000ULL) {
-        fclose(f);
-        fail("checkpoint %s: bad header length %llu; not a safetensors file", path, hlen);
-        return NULL;
-    }
-    hdr = (char*)xcalloc((size_t)hlen + 1, 1);
-    if (fread(hdr, 1, (size_t)hlen, f) != (size_t)hlen) {
-        fclose(f);
-        free(hdr);
-        fail("checkpoint %s is truncated (header)", path);
-        return NULL;
-    }
-    fclose(f);
-    return hdr;
 }
 
 /* string metadata value into an int field, or an error naming the key */
@@ -525,6 +401,11 @@ static int apply_meta(const cJSON* meta, const char* path, config* c) {
         meta_to_int(meta, path, "batch", 1, 1 << 16, &c->batch) ||
         meta_to_int(meta, path, "seq", 2, 1 << 16, &c->seq) || meta_data(meta, path, c))
         return 1;
+    /* the strings train understands; anything else would run as the default */
+    if (strcmp(c->norm, "rms") && strcmp(c->norm, "layer") && strcmp(c->norm, "dyt"))
+        return fail("checkpoint %s: metadata \"norm\" is \"%s\", not rms, layer or dyt", path, c->norm);
+    if (strcmp(c->ffn, "swiglu") && strcmp(c->ffn, "gelu"))
+        return fail("checkpoint %s: metadata \"ffn\" is \"%s\", not swiglu or gelu", path, c->ffn);
     c->rope = rope;
     c->embed_scale = 0; /* checkpoints before the key have none */
     if (meta_str(meta, "embed_scale") &&
@@ -542,21 +423,27 @@ static int apply_meta(const cJSON* meta, const char* path, config* c) {
 }
 
 int load_config(const char* path, config* c) {
-    char* hdr = NULL;
+    char* json = NULL;
     unsigned long long len = 0;
-    cJSON* root;
-    const cJSON* meta;
-    int rc;
-    if (g_rank == 0 && (hdr = read_header(path)) != NULL) len = strlen(hdr) + 1;
-    if (dist_agree(g_rank == 0 && !hdr)) { free(hdr); return 1; }
-    dist_bcast(&len, sizeof len);  /* every rank reads the same header: rank 0's */
-    if (g_rank != 0) hdr = (char*)xcalloc((size_t)len, 1);
-    dist_bcast(hdr, (size_t)len);
-    root = cJSON_Parse(hdr);
-    meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
-    rc = cJSON_IsObject(meta) ? apply_meta(meta, path, c)
-                              : fail("checkpoint %s: no __metadata__ (not written by train?)", path);
-    cJSON_Delete(root);
-    free(hdr);
+    cJSON* meta;
+    int rc = 0;
+    if (g_rank == 0) { /* the file checked whole, as the loader will; its metadata to every rank */
+        st_file f;
+        if (st_open(&f, path)) rc = fail("checkpoint: %s", f.err);
+        else if (!f.meta) rc = fail("checkpoint %s: no __metadata__ (not written by train?)", path);
+        else if (!check_meta_keys(&f)) json = cJSON_PrintUnformatted(f.meta);
+        else rc = 1;
+        if (!rc && !json) rc = fail("checkpoint %s: out of memory", path);
+        if (json) len = strlen(json) + 1;
+        st_close(&f);
+    }
+    if (dist_agree(rc)) { free(json); return 1; }
+    dist_bcast(&len, sizeof len);
+    if (g_rank != 0) json = (char*)xcalloc((size_t)len, 1);
+    dist_bcast(json, (size_t)len);
+    meta = cJSON_Parse(json);
+    rc = apply_meta(meta, path, c);
+    cJSON_Delete(meta);
+    free(json);
     return dist_agree(rc);
 }

@@ -203,6 +203,8 @@ static int read_corpus(const config* c, dataset* ds) {
     ds->bytes = (unsigned char*)xcalloc(sz, 1);
     if (fread(ds->bytes, 1, sz, f) != sz) {
         fclose(f);
+        free(ds->bytes);
+        ds->bytes = NULL;
         return fail("cannot read data file %s", c->data);
     }
     fclose(f);
@@ -239,10 +241,13 @@ int load_data(const config* c, dataset* ds) {
     ds->hash = fnv1a(ds->bytes, ds->n, 0xCBF29CE484222325ULL);
     min_val = (size_t)(c->val_frac * (double)ds->n);
     if (min_val < (size_t)c->seq + 2) min_val = (size_t)c->seq + 2;
-    if (ds->n < min_val + (size_t)c->seq + 2)
+    if (ds->n < min_val + (size_t)c->seq + 2) {
+        free(ds->bytes); /* the caller frees a dataset only when it loaded */
+        ds->bytes = NULL;
         return fail("data file %s has %zu bytes: too small for --seq %d with a held-out "
                     "split (need at least %zu)", c->data, ds->n, c->seq,
                     min_val + (size_t)c->seq + 2);
+    }
     ds->n_train = ds->n - min_val;
     return 0;
 }

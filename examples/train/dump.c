@@ -5,6 +5,7 @@
    The batch is the first validation batch (the one --eval starts with), backward of its loss
    included; nothing is trained. */
 #include "train.h"
+#include "../safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -38,16 +39,17 @@ static void collect(void* user, const char* name, const nb_real* x, int rows, in
 
 static int write_dump(const char* path, const trace_list* l, const config* c) {
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
+    char err[512];
     size_t off = 0;
     FILE* f;
     int i, rc = 1;
     cJSON_AddItemToObject(root, "__metadata__", meta);
     cJSON_AddStringToObject(meta, "producer", "normblocks " NB_VERSION_STRING " examples/train --dump");
     cJSON_AddStringToObject(meta, "checkpoint", c->load);
-    for (i = 0; i < l->n; i++) st_put_entry(root, l->t[i].name, l->t[i].rows, l->t[i].cols, &off);
-    if (!(f = fopen(path, "wb"))) {
+    for (i = 0; i < l->n; i++) ck_put_entry(root, l->t[i].name, l->t[i].rows, l->t[i].cols, &off);
+    if (!(f = st_create(path, err, sizeof err))) {
         cJSON_Delete(root);
-        return fail("cannot write %s: %s", path, strerror(errno));
+        return fail("dump: %s", err);
     }
     if (st_put_header(f, root)) fail("dump: cannot build the JSON header");
     else {

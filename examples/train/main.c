@@ -29,6 +29,7 @@
    Xeons with OPENBLAS_CORETYPE=SkylakeX (or Haswell), see the README. */
 #define _POSIX_C_SOURCE 200809L
 #include "train.h"
+#include "../safetensors.h"
 
 #include <errno.h>
 #include <math.h>
@@ -43,26 +44,17 @@
 static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
 /* Every output path is checked before training starts, so a typo does not cost the run. */
+/* every output path before any work: an existing regular file or a new one in a writable
+   directory (never a FIFO, device or directory; the checkpoint's temporary too) */
 static int check_outputs(const config* c) {
-    char tmp[4200];
-    FILE* f;
+    const char* const out[4] = {c->save, c->csv, c->dump, c->summary};
+    char err[512], tmp[4200];
+    int i;
+    for (i = 0; i < 4; i++)
+        if (out[i] && st_check_output(out[i], err, sizeof err)) return fail("%s", err);
     if (c->save) {
         snprintf(tmp, sizeof tmp, "%s.tmp", c->save);
-        if (!(f = fopen(tmp, "wb"))) return fail("cannot write checkpoint %s: %s", tmp, strerror(errno));
-        fclose(f);
-        remove(tmp);
-    }
-    if (c->csv) {
-        if (!(f = fopen(c->csv, "a"))) return fail("cannot write %s: %s", c->csv, strerror(errno));
-        fclose(f);
-    }
-    if (c->dump) {
-        if (!(f = fopen(c->dump, "ab"))) return fail("cannot write %s: %s", c->dump, strerror(errno));
-        fclose(f);
-    }
-    if (c->summary) {
-        if (!(f = fopen(c->summary, "a"))) return fail("cannot write %s: %s", c->summary, strerror(errno));
-        fclose(f);
+        if (st_check_output(tmp, err, sizeof err)) return fail("%s", err);
     }
     if (c->diag && make_dir(c->diag)) return 1;
     if (c->out && make_dir(c->out)) return 1;
@@ -107,8 +99,11 @@ static int report(const history* h, const dataset* ds, double unigram) {
         say("training diverged at step %d\n", h->diverged_at);
         return 1;
     }
-    say("final: step %d loss %.9g val_loss %.9g (unigram %.4f)", h->steps_done, h->final_loss,
-        h->final_val, unigram);
+    /* a run resumed at its last step trains nothing: no training loss to report */
+    if (h->n_steps) say("final: step %d loss %.9g val_loss %.9g (unigram %.4f)", h->steps_done, h->final_loss,
+                        h->final_val, unigram);
+    else say("final: step %d (the checkpoint was at --steps: no step trained) val_loss %.9g (unigram %.4f)",
+             h->steps_done, h->final_val, unigram);
     if (!ds->text && isfinite(h->accuracy))
         say(" answer accuracy %.1f%% (exact match on %d held-out problems)", 100 * h->accuracy,
             h->n_problems);

@@ -242,8 +242,8 @@ static void draw_legend(FILE* f, double x, double y, const line* s, int ns) {
 }
 
 static FILE* svg_open(const char* path, double w, double h) {
-    FILE* f = fopen(path, "w");
-    if (!f) { fail("cannot write %s", path); return NULL; }
+    FILE* f = create_out(path);
+    if (!f) return NULL;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
                "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n"
                "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", w, h, w, h);
@@ -404,9 +404,9 @@ int write_diag(const config* c, const model* m, const history* h, double unigram
 
 /* every training step: loss, global gradient norm (before clipping), learning rate */
 int write_steps_csv(const char* path, const history* h) {
-    FILE* f = fopen(path, "w");
+    FILE* f = create_out(path);
     int i;
-    if (!f) return fail("cannot write %s", path);
+    if (!f) return 1;
     fprintf(f, "step,loss,grad_norm,lr\n");
     for (i = 0; i < h->n_steps; i++)
         fprintf(f, "%.0f,%.9g,%.9g,%.9g\n", h->step_x[i], h->loss[i], h->step_gnorm[i], h->step_lr[i]);

@@ -41,6 +41,7 @@ typedef struct sweep_run {
     double unigram;             /* the run's own baseline (its data sample) */
     int state;
     pid_t pid;
+    int signal;                 /* the signal that ended its process, or 0 */
 } sweep_run;
 
 typedef struct sweep {
@@ -107,7 +108,7 @@ int write_summary(const char* path, const config* c, const history* h, double un
     json = cJSON_Print(o);
     cJSON_Delete(o);
     if (!json) return fail("%s: cannot build the summary", path);
-    if (!(f = fopen(path, "w"))) rc = fail("cannot write %s: %s", path, strerror(errno));
+    if (!(f = create_out(path))) rc = 1;
     else {
         fprintf(f, "%s\n", json);
         if (ferror(f) | fclose(f)) rc = fail("writing %s failed", path);
@@ -253,7 +254,9 @@ static void progress(const sweep* sw, const sweep_run* r, int done, double t0) {
     } else {
         char path[1280], why[200];
         snprintf(path, sizeof path, "%s/%s.log", sw->runs_dir, r->name);
-        last_line(path, why, sizeof why);
+        /* a run killed (the OOM killer, a kill) left a log that says nothing about it */
+        if (r->signal) snprintf(why, sizeof why, "killed by signal %d (%s)", r->signal, strsignal(r->signal));
+        else last_line(path, why, sizeof why);
         snprintf(what, sizeof what, "%s: %s (log: %s)", k_state[r->state], why[0] ? why : "no output", path);
     }
     say("[%*d/%d] %-12s lr %-8g seed %-6llu %s (%.0f s)%s%s\n", sw->n_runs >= 100 ? 3 : 2, done,
@@ -362,6 +365,7 @@ static int run_processes(sweep* sw, int argc, char** argv) {
             if (r->state != RUN_RUNNING || r->pid != pid) continue;
             running--;
             done++;
+            r->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
             classify(sw, r, read_run(sw, r) == 0);
             progress(sw, r, done, t0);
         }

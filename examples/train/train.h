@@ -54,6 +54,8 @@ unsigned long long rnd_below(unsigned long long* s, unsigned long long n);
 void* xcalloc(size_t n, size_t size); /* aborts the job with a message when memory runs out */
 int make_dir(const char* dir);
 FILE* open_in(const char* dir, const char* name, char* path, size_t n);
+/* path opened for writing: a regular file or a new one, never a FIFO or device (fails with a message) */
+FILE* create_out(const char* path);
 void fmt_time(double s, char* buf, size_t n);
 unsigned long long fnv1a(const void* data, size_t n, unsigned long long h);
 
@@ -243,11 +245,9 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
 
 /* ---- checkpoint.c ---- */
 int save_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int step);
-/* safetensors writing, shared with dump.c: an F32 entry (rows x cols, cols 0: 1-D) at *off,
-   and the header (length, then the JSON padded to 8 bytes); 1 when the JSON cannot be built */
+/* an F32 entry (rows x cols, cols 0: 1-D) of a safetensors header at *off (dump.c too) */
 struct cJSON;
-void st_put_entry(struct cJSON* root, const char* name, int rows, int cols, size_t* off);
-int st_put_header(FILE* f, const struct cJSON* root);
+void ck_put_entry(struct cJSON* root, const char* name, int rows, int cols, size_t* off);
 int load_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int* step);
 /* The loader's checks on a checkpoint in memory (the fuzz harness calls it directly): fills
    base[0..2] (parameters, first and second moments, each m->n values), *step, *adam_t. */

@@ -1,6 +1,7 @@
 /* util.c: messages, hashing and small helpers shared by the trainer's files. */
 #define _POSIX_C_SOURCE 200809L
 #include "train.h"
+#include "../safetensors.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -95,10 +96,14 @@ int make_dir(const char* dir) {
 }
 
 FILE* open_in(const char* dir, const char* name, char* path, size_t n) {
-    FILE* f;
     snprintf(path, n, "%s/%s", dir, name);
-    f = fopen(path, "w");
-    if (!f) fail("cannot write %s: %s", path, strerror(errno));
+    return create_out(path);
+}
+
+FILE* create_out(const char* path) {
+    char err[512];
+    FILE* f = st_create(path, err, sizeof err);
+    if (!f) fail("%s", err);
     return f;
 }
 

@@ -294,6 +294,17 @@ static int stack_of(const st_file* M, int B, int T, nb_stack* s) {
     }
     d.check_finite = 1; /* a forward that overflows fails naming the layer, no Inf/NaN output */
     if (nb_stack_init(&ctx, s, &d, B, T)) return fail("%s", ctx.err);
+    {   /* every parameter comes from MODEL: a stack larger than its values is refused before
+           its buffers are allocated (metadata of a huge model on a small file) */
+        size_t values = 0;
+        int i;
+        for (i = 0; i < M->n; i++) values += M->t[i].count;
+        if (s->n_params > values) {
+            fprintf(stderr, "nbimport: MODEL metadata describes a stack of %zu parameters; %s holds %zu values\n",
+                    s->n_params, M->path, values);
+            return 1;
+        }
+    }
     return 0;
 }
 

@@ -28,10 +28,10 @@ int main(void) {
     int layer, i, bad = 0;
     srand(1);
     for (i = 0; i < ROWS * WIDTH; i++) {
-        x[i] = (float)rand() / RAND_MAX * 4 - 2;
-        dy[i] = (float)rand() / RAND_MAX - 0.5f;
+        x[i] = (float)rand() / (float)RAND_MAX * 4 - 2;
+        dy[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     }
-    for (i = 0; i < WIDTH; i++) gain[i] = 0.5f + (float)rand() / RAND_MAX;
+    for (i = 0; i < WIDTH; i++) gain[i] = 0.5f + (float)rand() / (float)RAND_MAX;
     scratch = (float*)malloc(nb_norm_scratch_size(&ctx, WIDTH, 0) * sizeof(float));
     printf("normblocks %s, %d OpenMP threads, rows %d x width %d\n", NB_VERSION_STRING,
            nb_num_threads(&ctx), ROWS, WIDTH);

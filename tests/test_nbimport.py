@@ -283,5 +283,23 @@ check("a FIFO as INPUT", ["hf-llama", mp, "fifo.st", "out.st"], 1, "fifo.st", "n
 check("a directory as MODEL", ["hf-llama", ".", inp, "out.st"], 1, "not a regular file")
 check("a missing MODEL", ["hf-llama", "nosuch.st", inp, "out.st"], 1, "nosuch.st")
 
+# --- 7: outputs are checked before any work; special files are never opened or replaced ------------
+check("OUT is a FIFO (no blocking)", ["hf-llama", mp, inp, "fifo.st"], 1, "fifo.st", "not a regular file")
+check("--export: OUT is a FIFO", ["--export", "hf-llama", mp, "fifo.st"], 1, "fifo.st", "not a regular file")
+check("OUT is /dev/null (a device)", ["hf-llama", mp, inp, "/dev/null"], 1, "/dev/null", "not a regular file")
+check("OUT is a directory", ["hf-llama", mp, inp, "."], 1, "not a regular file")
+check("OUT in a missing directory", ["hf-llama", mp, inp, "nosuch/out.st"], 1, "nosuch", "not a directory")
+record("the FIFO is still a FIFO", os.path.exists("fifo.st") and not os.path.isfile("fifo.st"))
+
+# --- 8: every metadata key is understood, or refused by name (issue 23) -----------------------------
+run("a metadata key nbimport does not know", model("m.st", meta=meta(rope_theta="500000")), 1, '"rope_theta"',
+    "not a key nbimport knows")
+run("a per-layer schedule", model("m.st", meta=meta(schedule="pre,post")), 1, '"schedule"', "cannot run")
+run("the training keys examples/train writes are known", model("m.st", meta=meta(lr="0.003", seed="1", steps="10")), 0)
+run("metadata of a model far larger than the file", model("m.st", meta=meta(n_layers="100000", d_model="4096",
+                                                                            n_heads="32", n_kv_heads="32",
+                                                                            d_ff="11008")),
+    1, "describes a stack of", "values")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -16,7 +16,9 @@
              (swiglu|gelu_tanh, or gelu as examples/train writes it: gelu_tanh), mixln_alpha (a
              finite number) and attn_bias (0-3, the NB_ATTN_BIAS_* mask: 1 the Q|K|V
              projection's bias, 2 the output projection's; "gpt2" sets 3). Each a JSON string
-             (safetensors metadata); a value not listed here is an error, never ignored
+             (safetensors metadata); a value not listed here is an error, never ignored, and
+             so is any other key but "format", "producer" and the training settings
+             examples/train writes (an empty "schedule", lr, seed, ...)
      INPUT   a tensor "E" of shape (B, T, d): the embedded input
      OUT     written: "out" (B, T, d), the stack's output
    MODEL's tensors may be F32, F64, F16 or BF16 (most published checkpoints are half
@@ -32,7 +34,10 @@
    finite float, a shape or data_offsets that are not non-negative integers inside the data and
    of the shape's size, a key named twice in a header or in __metadata__ (readers disagree on
    which counts), OUT naming MODEL or INPUT (the same file: it would be overwritten), a MODEL or
-   INPUT that is not a regular file (a FIFO would block), a forward whose output is not finite.
+   INPUT that is not a regular file (a FIFO would block), an OUT that exists and is not a
+   regular file or whose directory is not writable (checked before any work), a stack larger
+   than MODEL's values, a forward whose output is not finite. The files are read by
+   examples/safetensors.h, which validates their whole layout first.
    Exit status 0, or 1 with a message. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>

@@ -331,6 +331,33 @@ static int open_model(st_file* M, const char* path) {
     return 0;
 }
 
+/* --export: a stack the target codebase's own model code would run as another model is refused,
+   naming the field (the names alone could hold it: a GQA + SwiGLU stack fits GPT-2's tensor
+   names, and GPT-2 code would load it and compute something else). */
+static int exportable(const nb_stack* s, nb_name_style style) {
+    const nb_stack_desc* d = &s->desc;
+    const char* why = NULL;
+    if (style == NB_NAMES_HF_GPT2 || style == NB_NAMES_GPT2_LINEAR) {
+        if (d->n_kv_heads != d->n_heads) why = "n_kv_heads != n_heads: GPT-2's c_attn holds Q, K and V of n_heads each (no GQA)";
+        else if (d->ffn != NB_FFN_GELU_TANH) why = "ffn: GPT-2's MLP is GELU (tanh) without a gate";
+        else if (d->norm != NB_NORM_LAYER) why = "norm: GPT-2's ln_1, ln_2, ln_f are LayerNorms";
+        else if (d->rope) why = "rope: GPT-2 adds learned positions (wpe) and has no RoPE";
+        else if (d->attn_bias != (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT) || d->ffn_bias != 1)
+            why = "attn_bias: GPT-2 has the bias of every projection (attn_bias 3)";
+        else if (d->preset != NB_PRESET_PRE || d->sites || d->embed_norm == 1 || d->final_norm == -1)
+            why = "preset: GPT-2 is Pre-LN with a final ln_f and no other norm";
+    } else if (style == NB_NAMES_HF_LLAMA) {
+        if (d->norm != NB_NORM_RMS) why = "norm: Llama's norms are RMSNorm";
+        else if (d->ffn != NB_FFN_SWIGLU) why = "ffn: Llama's MLP is SwiGLU (gate_proj, up_proj, down_proj)";
+        else if (!d->rope) why = "rope: Llama applies RoPE in every attention";
+        else if (d->ffn_bias == 1) why = "ffn bias: Llama's MLP projections have none";
+    }
+    if (!why) return 0;
+    fprintf(stderr, "nbimport: --export: this stack cannot be expressed in the %s layout: %s\n",
+            style == NB_NAMES_HF_LLAMA ? "hf-llama" : style == NB_NAMES_HF_GPT2 ? "hf-gpt2" : "gpt2-linear", why);
+    return 1;
+}
+
 static int run_export(int argc, char** argv) {
     st_file M;
     nb_stack s;
@@ -342,7 +369,7 @@ static int run_export(int argc, char** argv) {
     memset(&s, 0, sizeof s);
     if (argc != 5) return fail("usage: nbimport --export STYLE MODEL.safetensors OUT.safetensors%s", "");
     if (!parse_style(argv[2], &style) && !open_model(&M, argv[3]) && !same_file(argv[4], &M) &&
-        !stack_of(&M, 1, 1, &s)) {
+        !stack_of(&M, 1, 1, &s) && !exportable(&s, style)) {
         params = (nb_real*)calloc(s.n_params ? s.n_params : 1, sizeof(nb_real));
         used = (unsigned char*)calloc((size_t)M.n + 1, 1);
         if (!params || !used) fail("out of memory%s", "");

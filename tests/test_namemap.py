@@ -118,7 +118,7 @@ def main():
         for name, preset, L, layout, extra in CASES:
             kv_heads = extra.get("n_kv_heads", HKV)
             cfg = StackConfig.from_name(preset, n_layers=L, d_model=D, n_heads=H,
-                                        n_kv_heads=kv_heads, d_ff=FF, rope=True,
+                                        n_kv_heads=kv_heads, d_ff=FF, rope=layout != "hf-gpt2",
                                         **{k: v for k, v in extra.items() if k != "n_kv_heads"})
             stack = Stack(cfg)
             with torch.no_grad():
@@ -131,7 +131,7 @@ def main():
                 ref = stack(E)
             c = stack.config
             META = {"preset": preset, "n_layers": str(L), "d_model": str(D), "n_heads": str(H),
-                    "n_kv_heads": str(kv_heads), "d_ff": str(FF), "rope": "1",
+                    "n_kv_heads": str(kv_heads), "d_ff": str(FF), "rope": "0" if layout == "hf-gpt2" else "1",
                     "norm": c.norm, "ffn": c.ffn, "attn_bias": str(c.attn_bias)}
             model = (llama_layout(stack, p) if layout == "hf-llama" else
                      gpt2_layout(stack, p) if layout == "hf-gpt2" else dict(p))

@@ -301,5 +301,38 @@ run("metadata of a model far larger than the file", model("m.st", meta=meta(n_la
                                                                             d_ff="11008")),
     1, "describes a stack of", "values")
 
+
+
+# --- 9: --export refuses a stack the target's model code would run as another model --------------
+def nb_model(kv=2, layer=False):
+    """a 1-layer stack in the library's names (n_heads 2, n_kv_heads kv; LayerNorms carry biases)"""
+    hd = D // 2
+    items = [("blocks.0.att_proj.weight", [D + 2 * kv * hd, D], [0.01] * (D + 2 * kv * hd) * D),
+             ("blocks.0.attn_out.weight", [D, D], [0.01] * D * D),
+             ("blocks.0.ff_proj.weight", [(1 if layer else 2) * FF, D], [0.01] * (1 if layer else 2) * FF * D),
+             ("blocks.0.ff_out.weight", [D, FF], [0.01] * D * FF)]
+    for n in ("blocks.0.attn_norm", "blocks.0.ff_norm", "ln_f"):
+        items.append((n + ".weight", [D], [1.0] * D))
+        if layer:
+            items.append((n + ".bias", [D], [0.0] * D))
+    if layer:
+        items += [("blocks.0.ff_proj.bias", [FF], [0.0] * FF), ("blocks.0.ff_out.bias", [D], [0.0] * D)]
+    return items
+
+
+gqa = model("gqa.st", nb_model(kv=1), meta(n_kv_heads="1", rope="1"))
+check("--export of a GQA + SwiGLU stack as hf-gpt2", ["--export", "hf-gpt2", gqa, "x.st"], 1, "n_kv_heads",
+      "no GQA")
+check("...as gpt2-linear", ["--export", "gpt2-linear", gqa, "x.st"], 1, "gpt2-linear", "n_kv_heads")
+check("--export of a SwiGLU stack as hf-gpt2", ["--export", "hf-gpt2", model("sw.st", nb_model(), META), "x.st"], 1,
+      "ffn", "without a gate")
+check("--export of a stack without RoPE as hf-llama", ["--export", "hf-llama", model("nr.st", nb_model(), META),
+                                                       "x.st"], 1, "rope", "Llama")
+check("--export of a LayerNorm stack as hf-llama",
+      ["--export", "hf-llama", model("ln.st", nb_model(layer=True), meta(norm="layer", ffn="gelu", rope="1")),
+       "x.st"], 1, "norm", "RMSNorm")
+record("...the refusals wrote nothing", not os.path.exists("x.st"), "x.st exists")
+check("--export of a GQA stack with RoPE as hf-llama (Llama has GQA)", ["--export", "hf-llama", gqa, "x.st"], 0)
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -167,6 +167,9 @@ expect_error "unknown preset in --compare" "unknown preset" "${TINY[@]}" --compa
 expect_error "invalid shapes" "invalid model" "${TINY[@]}" --heads 3
 expect_error "unknown option" "unknown option" --frobnicate
 expect_error "bad number" "not an integer" --steps ten
+expect_error "a number with a leading space" "not an integer" --steps " 5"
+expect_error "a number with a trailing %" "not a number" --lr 3e-3%
+expect_error "a real with a leading space" "not a number" --lr " 3e-3"
 expect_error "missing data file" "cannot open data file" "${TINY_DATA[@]}" --data does_not_exist.txt
 expect_error "empty data file" "is empty" "${TINY_DATA[@]}" --data empty.txt
 expect_error "truncated checkpoint (header length)" "truncated" "${TINY[@]}" --resume trunc_len.safetensors

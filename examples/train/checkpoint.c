@@ -374,7 +374,8 @@ static int meta_data(const cJSON* meta, const char* path, config* c) {
     char fmt[32] = "";
     int digits = 0, n = 0;
     if (v && !strcmp(v, "file")) { c->load_text = 1; return 0; }
-    if (!v || sscanf(v, "addition:%d%n", &digits, &n) != 1 || digits < 1 || digits > 9 ||
+    if (!v || strncmp(v, "addition:", 9) || v[9] < '1' || v[9] > '9' ||
+        sscanf(v, "addition:%d%n", &digits, &n) != 1 || digits < 1 || digits > 9 ||
         (v[n] && (v[n] != ':' || strlen(v + n + 1) >= sizeof fmt)))
         return fail("checkpoint %s: metadata \"data\" is missing or not one train writes", path);
     c->digits = digits;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 
 static int parse_int(const char* s, int lo, int hi, int* out, const char* what) {
@@ -12,7 +13,8 @@ static int parse_int(const char* s, int lo, int hi, int* out, const char* what) 
     long v;
     errno = 0;
     v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
+    /* the whole argument: no leading space or sign strtol would skip */
+    if (errno || end == s || *end || !(isdigit((unsigned char)*s) || *s == '-') || v < lo || v > hi)
         return fail("%s: \"%s\" is not an integer in [%d, %d]", what, s, lo, hi);
     *out = (int)v;
     return 0;
@@ -23,7 +25,7 @@ static int parse_double(const char* s, double lo, double hi, double* out, const 
     double v;
     errno = 0;
     v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
+    if (errno || end == s || *end || isspace((unsigned char)*s) || !(v >= lo && v <= hi))
         return fail("%s: \"%s\" is not a number in [%g, %g]", what, s, lo, hi);
     *out = v;
     return 0;

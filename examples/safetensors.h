@@ -62,6 +62,10 @@ typedef struct st_file {
 
 /* Reads path, a regular file (a FIFO or device is refused without blocking), and st_parse's it. */
 int st_open(st_file* f, const char* path);
+/* The whole of path, a regular file (refused without blocking otherwise), into *buf (malloc'ed,
+   NUL-terminated; the caller frees) and *n; its device and inode into dev, ino when not NULL. */
+int st_read_file(const char* path, unsigned char** buf, size_t* n, char* err, size_t n_err, dev_t* dev,
+                 ino_t* ino);
 /* The layout of size bytes at bytes (not copied: they must outlive f); path names it in
    messages. st_close releases f after either, also after a failure. */
 int st_parse(st_file* f, const char* path, const unsigned char* bytes, size_t size);
@@ -131,25 +135,27 @@ void st_close(st_file* f) {
     f->owned = NULL;
 }
 
-int st_open(st_file* f, const char* path) {
+int st_read_file(const char* path, unsigned char** out, size_t* n, char* err, size_t n_err, dev_t* dev,
+                 ino_t* ino) {
     struct stat sb;
     unsigned char* buf;
     size_t got = 0;
     int fd;
-    memset(f, 0, sizeof *f);
-    f->path = path;
+    *out = NULL;
+    *n = 0;
     /* only a regular file: opening a FIFO would block, a device may never end; the
        non-blocking open and the fstat close the race of the path changing after the stat */
-    if (stat(path, &sb)) return ST__FAIL(f, "cannot open %s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return ST__FAIL(f, "%s: not a regular file", path);
-    if ((fd = open(path, O_RDONLY | O_NONBLOCK)) < 0) return ST__FAIL(f, "cannot open %s: %s", path, strerror(errno));
+    if (stat(path, &sb)) return st__fail(err, n_err, "cannot open %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return st__fail(err, n_err, "%s: not a regular file", path);
+    if ((fd = open(path, O_RDONLY | O_NONBLOCK)) < 0)
+        return st__fail(err, n_err, "cannot open %s: %s", path, strerror(errno));
     if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return ST__FAIL(f, "%s: not a regular file", path);
+        return st__fail(err, n_err, "%s: not a regular file", path);
     }
     if ((unsigned long long)sb.st_size > (size_t)-1 / 2 || !(buf = (unsigned char*)malloc((size_t)sb.st_size + 1))) {
         close(fd);
-        return ST__FAIL(f, "%s: out of memory for its %lld bytes", path, (long long)sb.st_size);
+        return st__fail(err, n_err, "%s: out of memory for its %lld bytes", path, (long long)sb.st_size);
     }
     while (got < (size_t)sb.st_size) {
         const ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
@@ -160,15 +166,30 @@ int st_open(st_file* f, const char* path) {
     close(fd);
     if (got != (size_t)sb.st_size) {
         free(buf);
-        return ST__FAIL(f, "cannot read %s (%zu of %lld bytes)", path, got, (long long)sb.st_size);
+        return st__fail(err, n_err, "cannot read %s (%zu of %lld bytes)", path, got, (long long)sb.st_size);
     }
-    {
-        const int rc = st_parse(f, path, buf, got); /* resets f: what follows comes after */
-        f->owned = buf;
-        f->dev = sb.st_dev;
-        f->ino = sb.st_ino;
-        return rc;
-    }
+    buf[got] = 0;
+    *out = buf;
+    *n = got;
+    if (dev) *dev = sb.st_dev;
+    if (ino) *ino = sb.st_ino;
+    return 0;
+}
+
+int st_open(st_file* f, const char* path) {
+    unsigned char* buf;
+    size_t n;
+    dev_t dev;
+    ino_t ino;
+    int rc;
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    if (st_read_file(path, &buf, &n, f->err, sizeof f->err, &dev, &ino)) return 1;
+    rc = st_parse(f, path, buf, n); /* resets f: what follows comes after */
+    f->owned = buf;
+    f->dev = dev;
+    f->ino = ino;
+    return rc;
 }
 
 /* a JSON number that is a non-negative integer a double holds exactly */

@@ -280,7 +280,7 @@ check("MODEL still runs", ["hf-llama", mp, inp, "out.st"], 0)
 os.mkfifo("fifo.st")
 check("a FIFO as MODEL", ["hf-llama", "fifo.st", inp, "out.st"], 1, "fifo.st", "not a regular file")
 check("a FIFO as INPUT", ["hf-llama", mp, "fifo.st", "out.st"], 1, "fifo.st", "not a regular file")
-check("a directory as MODEL", ["hf-llama", ".", inp, "out.st"], 1, "not a regular file")
+check("a directory without config.json as MODEL", ["hf-llama", ".", inp, "out.st"], 1, "without config.json")
 check("a missing MODEL", ["hf-llama", "nosuch.st", inp, "out.st"], 1, "nosuch.st")
 
 # --- 7: outputs are checked before any work; special files are never opened or replaced ------------
@@ -333,6 +333,103 @@ check("--export of a LayerNorm stack as hf-llama",
        "x.st"], 1, "norm", "RMSNorm")
 record("...the refusals wrote nothing", not os.path.exists("x.st"), "x.st exists")
 check("--export of a GQA stack with RoPE as hf-llama (Llama has GQA)", ["--export", "hf-llama", gqa, "x.st"], 0)
+
+
+
+# --- 10: a Hugging Face directory: config.json describes the stack (issue 24) ---------------------
+LLAMA_CFG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": D,
+             "intermediate_size": FF, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+             "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "rope_scaling": None,
+             "attention_bias": False, "mlp_bias": False, "max_position_embeddings": 2048, "vocab_size": 256,
+             "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+             "transformers_version": "4.44.0", "initializer_range": 0.02, "use_cache": True,
+             "pretraining_tp": 1, "attention_dropout": 0.0}
+
+
+def hub(path, cfg, items=None, shards=1):
+    os.makedirs(path, exist_ok=True)
+    for f in os.listdir(path):
+        os.remove(os.path.join(path, f))
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    items = llama() if items is None else items
+    if shards == 1:
+        write(os.path.join(path, "model.safetensors"), *tensors(items, {"format": "pt"}))
+    else:
+        wmap = {}
+        for k in range(shards):
+            part = items[k::shards]
+            name = "model-%05d-of-%05d.safetensors" % (k + 1, shards)
+            write(os.path.join(path, name), *tensors(part, {"format": "pt"}))
+            wmap.update({n: name for n, _, _ in part})
+        with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": 0}, "weight_map": wmap}, f)
+    return path
+
+
+def final_norm_err(out, eps):
+    worst = 0.0
+    for r in range(B * T):
+        x = X[r * D:(r + 1) * D]
+        ms = sum(v * v for v in x) / D
+        worst = max(worst, max(abs(v / math.sqrt(ms + eps) - o) for v, o in zip(x, out[r * D:])))
+    return worst
+
+
+for what, cfg_edit, shards, eps in [("a Llama hub directory", {}, 1, 1e-5),
+                                    ("...its rms_norm_eps honoured (0.5)", {"rms_norm_eps": 0.5}, 1, 0.5),
+                                    ("a sharded hub directory (index.json)", {}, 3, 1e-5),
+                                    ("a Qwen2 directory", {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"],
+                                                           "use_sliding_window": False, "sliding_window": 4096,
+                                                           "max_window_layers": 21}, 1, 1e-5)]:
+    items = llama()
+    if cfg_edit.get("model_type") == "qwen2":  # Qwen2's q, k, v biases (zero)
+        items += [("model.layers.0.self_attn.%s_proj.bias" % x, [D], [0.0] * D) for x in "qkv"]
+    d = hub("hub", dict(LLAMA_CFG, **cfg_edit), items, shards)
+    if os.path.exists("out.st"):
+        os.remove("out.st")
+    if check(what, ["hf-llama", d, inp, "out.st"], 0):
+        shape, out = read_out("out.st")
+        err = final_norm_err(out, eps)
+        record(f"{what}: the output is RMSNorm(E) with eps {eps}", shape == [B, T, D] and err < 1e-5, f"max error {err:.3g}")
+# the file beside a config.json, its metadata without the stack
+os.makedirs("beside", exist_ok=True)
+with open("beside/config.json", "w") as f:
+    json.dump(LLAMA_CFG, f)
+check("a file with config.json beside it", ["hf-llama", write("beside/w.st", *tensors(llama(), {"format": "pt"})), inp,
+                                            "out.st"], 0)
+for what, edit, words in [
+        ("an unknown config key", {"quantization_config": {"bits": 4}}, ['"quantization_config"', "refused"]),
+        ("rope_scaling set (Llama 3.1)", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, ['"rope_scaling"']),
+        ("hidden_act gelu", {"hidden_act": "gelu"}, ['"hidden_act"', "silu"]),
+        ("a sliding window", {"use_sliding_window": True}, ['"use_sliding_window"']),
+        ("head_dim that does not split d_model", {"head_dim": 8}, ['"head_dim"']),
+        ("model_type mistral", {"model_type": "mistral"}, ['"model_type" is mistral']),
+        ("mlp_bias true", {"mlp_bias": True}, ['"mlp_bias"']),
+        ("a string for hidden_size", {"hidden_size": "8"}, ['"hidden_size"', "integer"]),
+        ("rms_norm_eps of 0", {"rms_norm_eps": 0}, ['"rms_norm_eps"']),
+        ("sliding layers in layer_types", {"model_type": "qwen3", "layer_types": ["sliding_attention"]}, ['"layer_types"']),
+        ("no num_hidden_layers", {"num_hidden_layers": None}, ['"num_hidden_layers" is missing'])]:
+    cfg = dict(LLAMA_CFG, **edit)
+    if edit.get("num_hidden_layers", 0) is None:
+        del cfg["num_hidden_layers"]
+    run(f"config.json: {what}", hub("hub", cfg), 1, "config.json", *words)
+run("a llama config.json with STYLE hf-gpt2", hub("hub", LLAMA_CFG), 1, "STYLE hf-llama", style="hf-gpt2")
+GPT2_CFG = {"model_type": "gpt2", "n_layer": 1, "n_embd": D, "n_head": 2, "n_inner": FF, "activation_function": "gelu_new",
+            "layer_norm_epsilon": 1e-5, "n_positions": 1024, "n_ctx": 1024, "vocab_size": 50257, "resid_pdrop": 0.1,
+            "summary_type": "cls_index", "task_specific_params": {"text-generation": {"max_length": 50}}}
+run("a GPT-2 hub directory", hub("hub", GPT2_CFG, gpt2()), 0, style="hf-gpt2")
+run("a GPT-2 config with exact GELU", hub("hub", dict(GPT2_CFG, activation_function="gelu"), gpt2()), 1,
+    '"activation_function"', style="hf-gpt2")
+run("a GPT-2 config scaling attention by layer", hub("hub", dict(GPT2_CFG, scale_attn_by_inverse_layer_idx=True),
+                                                      gpt2()), 1, '"scale_attn_by_inverse_layer_idx"', style="hf-gpt2")
+with open("hub/config.json", "w") as f:
+    f.write("{not json")
+run("a config.json that is not JSON", "hub", 1, "config.json", "not a JSON object")
+run("shards naming a path outside the directory", hub("hub", LLAMA_CFG, shards=2), 0)
+with open("hub/model.safetensors.index.json", "w") as f:
+    json.dump({"weight_map": {"model.norm.weight": "../llama.st"}}, f)
+run("...an index naming ../llama.st", "hub", 1, "not a file name of the directory")
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -485,5 +485,53 @@ else
   fail "a killed sweep run ('$kid')"; cat swkill.log
 fi
 
+# 15. a checkpoint exported as a Hugging Face directory (config.json, embedding and head) runs to
+# the checkpoint's own stack output, exactly (issue 24)
+NBIMPORT="$(dirname "$TRAIN")/nbimport"
+if [ -x "$NBIMPORT" ] && command -v python3 > /dev/null; then
+  python3 - <<'PY'
+import struct, json
+def write(path, name, shape, vals):
+    b = b"".join(struct.pack("<f", v) for v in vals)
+    h = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, len(b)]}}).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + b)
+write("E.st", "E", [2, 5, 32], [0.1 * ((i * 7) % 13 - 6) for i in range(2 * 5 * 32)])
+PY
+  "$TRAIN" "${TINY[@]}" --steps 5 --preset gpt2 --ffn gelu --norm layer --no-rope --save g.safetensors > g.log 2>&1
+  for spec in "full.safetensors|hf-llama|llama|model.embed_tokens.weight" "g.safetensors|hf-gpt2|gpt2|transformer.wpe.weight"; do
+    IFS='|' read -r ck style mtype emb <<< "$spec"
+    rm -rf hf_out
+    if "$NBIMPORT" --export "$style" "$ck" hf_out/ > exp.log 2>&1 &&
+       grep -q "\"model_type\":.*\"$mtype\"" hf_out/config.json && grep -q '"vocab_size":.*256' hf_out/config.json &&
+       "$NBIMPORT" "$style" hf_out E.st from_hf.st > imp.log 2>&1 &&
+       "$NBIMPORT" normblocks "$ck" E.st from_ck.st > imp2.log 2>&1 &&
+       "$(dirname "$TRAIN")/nbdiff" from_hf.st from_ck.st > d.log 2>&1 &&
+       python3 -c "
+import json, struct, sys
+def tensors(p):
+    raw = open(p, 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]; return json.loads(raw[8:8 + n])
+h, c = tensors('hf_out/model.safetensors'), tensors('$ck')
+assert '$emb' in h and 'lm_head.weight' in h and not any(k.startswith('optimizer.') for k in h), sorted(h)
+assert h['lm_head.weight']['shape'] == c['lm_head.weight']['shape'] == [256, 32]
+assert h['__metadata__']['format'] == 'pt'
+"; then
+      pass "a $mtype checkpoint exports as a Hugging Face directory (config.json, embedding, head) that runs to its stack's output exactly"
+    else
+      fail "export of $ck as $style"; cat exp.log imp.log imp2.log d.log hf_out/config.json 2>/dev/null
+    fi
+  done
+  "$TRAIN" "${TINY[@]}" --steps 2 --preset mixln --save mx.safetensors > mx.log 2>&1
+  if ! "$NBIMPORT" --export hf-llama mx.safetensors mx_out/ > mx_exp.log 2>&1 &&
+     grep -q "no Hugging Face model class computes this stack: its preset is not Pre-LN" mx_exp.log &&
+     "$NBIMPORT" --export hf-llama mx.safetensors mx_names.st > /dev/null 2>&1; then
+    pass "a Mix-LN checkpoint: a directory is refused (no HF class computes it), its names export to a file"
+  else
+    fail "Mix-LN export"; cat mx_exp.log
+  fi
+else
+  echo "skip: nbimport or python3 not found: the export checks"
+fi
+
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

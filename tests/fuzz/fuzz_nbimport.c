@@ -46,10 +46,16 @@ int main(int argc, char** argv) {
         "@A", "@B", "@F", "@D", "@N", "@O", "@S", "hf-llama", "hf-gpt2", "gpt2-linear", "normblocks", "--export",
         "--help", "-", "", "x"};
     static const char* const meta = "preset=pre;n_layers=1;d_model=8;n_heads=2;n_kv_heads=2;d_ff=16;rope=0;format=pt";
+    static const char* const rmeta = "preset=pre;n_layers=1;d_model=8;n_heads=2;n_kv_heads=2;d_ff=16;rope=1";
     static const char* const gmeta = "preset=gpt2;n_layers=1;d_model=8;n_heads=2;n_kv_heads=2;d_ff=16;rope=0";
     static const char* const e_name[1] = {"E"};
     static const int e_shape[1][3] = {{2, 3, D}};
-    static tool_in seeds[3];
+    static tool_in seeds[4];
+    static const char* const k_config =
+        "{\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16, \"num_hidden_layers\": 1,"
+        " \"num_attention_heads\": 2, \"num_key_value_heads\": 2, \"hidden_act\": \"silu\", \"rms_norm_eps\": 1e-05,"
+        " \"rope_theta\": 10000.0, \"rope_scaling\": null, \"attention_bias\": false, \"vocab_size\": 256}";
+    const float* vals3[10];
     const float* vals[14];
     const float* ev[1] = {g_e};
     size_t i;
@@ -57,7 +63,7 @@ int main(int argc, char** argv) {
     for (i = 0; i < sizeof g_w / sizeof *g_w; i++) g_w[i] = 0.01f * (float)((int)(i * 7 % 11) - 5);
     for (i = 0; i < sizeof g_one / sizeof *g_one; i++) g_one[i] = 1;
     for (i = 0; i < sizeof g_e / sizeof *g_e; i++) g_e[i] = 0.1f * (float)((int)(i * 5 % 13) - 6);
-    for (k = 0; k < 10; k++) vals[k] = k >= 7 ? g_one : g_w;
+    for (k = 0; k < 10; k++) vals[k] = vals3[k] = k >= 7 ? g_one : g_w;
     seeds[0].nargs = 4;
     seeds[0].args[0] = "hf-llama"; seeds[0].args[1] = "@A"; seeds[0].args[2] = "@B"; seeds[0].args[3] = "@O";
     seeds[0].na = st_small(seeds[0].a, sizeof seeds[0].a, meta, 10, k_llama, k_llama_shapes, vals);
@@ -69,7 +75,11 @@ int main(int argc, char** argv) {
     for (k = 0; k < 7; k++) vals[k] = k < 4 ? g_w : g_one;
     seeds[2] = seeds[0];
     seeds[2].args[0] = "--export"; seeds[2].args[1] = "hf-llama"; seeds[2].args[2] = "@A"; seeds[2].args[3] = "@O";
-    seeds[2].na = st_small(seeds[2].a, sizeof seeds[2].a, meta, 7, k_nb, k_nb_shapes, vals);
-    return tool_driver(argc, argv, "nbimport", seeds, 3, words, (int)(sizeof words / sizeof *words), 1);
+    seeds[2].na = st_small(seeds[2].a, sizeof seeds[2].a, rmeta, 7, k_nb, k_nb_shapes, vals);
+    /* a Llama file without stack metadata, its config.json beside it (file C) */
+    seeds[3] = seeds[0];
+    seeds[3].na = st_small(seeds[3].a, sizeof seeds[3].a, "format=pt", 10, k_llama, k_llama_shapes, vals3);
+    seeds[3].nc = (size_t)snprintf((char*)seeds[3].c, sizeof seeds[3].c, "%s", k_config);
+    return tool_driver(argc, argv, "nbimport", seeds, 4, words, (int)(sizeof words / sizeof *words), 1);
 }
 #endif

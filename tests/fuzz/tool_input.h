@@ -2,7 +2,9 @@
    fuzz_nbimport.c, which include the tool's source with its main renamed tool_main.
 
    Input: byte 0, the number of arguments (mod 8); the arguments, each ending in a NUL byte; then
-   2 bytes (little-endian) n, the n bytes of file A, and the rest, file B. An argument "@X" names
+   2 bytes (little-endian) n, the n bytes of file A, 2 more and file B, and the rest, file C, which
+   is config.json beside A and B (nbimport reads it for a MODEL without stack metadata). An
+   argument "@X" names
    a file: @A and @B (written from the input), @F a FIFO with no writer, @D a directory, @N a
    path that does not exist, @O a new output path, @S /dev/null; any other argument is given as
    it is. run_tool runs the tool in this process (its leaks are LeakSanitizer's reports) with
@@ -11,7 +13,9 @@
    starting with the tool's name (or its usage line). The randomized driver builds inputs with tool_pack and mutates them with
    tool_mutate. */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +41,22 @@ static void tool_fail(const char* what, int argc, char** argv, int rc) {
 #endif
 }
 
+static int tool_rm(const char* path, const struct stat* sb, int flag, struct FTW* ftw) {
+    (void)sb; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+/* the temporary directory and whatever the runs wrote in it */
+static void tool_cleanup(void) { nftw(g_dir, tool_rm, 16, FTW_DEPTH | FTW_PHYS); }
+
 static void tool_setup(void) {
     char p[128];
     if (g_dir[0]) return;
     snprintf(g_dir, sizeof g_dir, "/tmp/nb_fuzz_tool_XXXXXX");
     if (!mkdtemp(g_dir)) abort();
+    /* an output named by a plain argument ("x", "--help") lands here, not in the checkout */
+    if (chdir(g_dir)) abort();
+    atexit(tool_cleanup);
     snprintf(p, sizeof p, "%s/fifo", g_dir);
     if (mkfifo(p, 0600)) abort();
     snprintf(p, sizeof p, "%s/dir", g_dir);
@@ -61,7 +76,7 @@ static int run_tool(const uint8_t* data, size_t size, const char* tool, int max_
     char* argv[10];
     char paths[7][128], errpath[128];
     const char* names = "ABFDNOS";
-    size_t at = 1, na;
+    size_t at = 1, na, nb;
     int argc = 1, k, rc, saved, fd;
     FILE* ef;
     if (size < 1) return -1;
@@ -86,7 +101,14 @@ static int run_tool(const uint8_t* data, size_t size, const char* tool, int max_
     at += 2;
     if (na > size - at) na = size - at;
     write_file(paths[0], data + at, na);
-    write_file(paths[1], data + at + na, size - at - na);
+    at += na;
+    nb = size - at >= 2 ? (data[at] | (size_t)data[at + 1] << 8) : 0;
+    at += size - at >= 2 ? 2 : size - at;
+    if (nb > size - at) nb = size - at;
+    write_file(paths[1], data + at, nb);
+    at += nb;
+    snprintf(errpath, sizeof errpath, "%s/config.json", g_dir);
+    write_file(errpath, data + at, size - at);
     remove(paths[5]);
     /* stderr into a file for the length of the call */
     snprintf(errpath, sizeof errpath, "%s/stderr", g_dir);
@@ -120,8 +142,8 @@ static int run_tool(const uint8_t* data, size_t size, const char* tool, int max_
 typedef struct tool_in {
     const char* args[8];
     int nargs;
-    unsigned char a[4096], b[4096];
-    size_t na, nb;
+    unsigned char a[4096], b[4096], c[2048];
+    size_t na, nb, nc;
 } tool_in;
 
 /* the input bytes of a command line and two files */
@@ -130,15 +152,20 @@ static size_t tool_pack(const tool_in* t, uint8_t* out, size_t cap) {
     out[n++] = (uint8_t)t->nargs;
     for (k = 0; k < (size_t)t->nargs; k++) {
         len = strlen(t->args[k]) + 1;
-        if (n + len + 2 + t->na + t->nb > cap) abort();
+        if (n + len + 4 + t->na + t->nb + t->nc > cap) abort();
         memcpy(out + n, t->args[k], len);
         n += len;
     }
     out[n++] = (uint8_t)(t->na & 0xff);
     out[n++] = (uint8_t)(t->na >> 8);
     memcpy(out + n, t->a, t->na);
-    memcpy(out + n + t->na, t->b, t->nb);
-    return n + t->na + t->nb;
+    n += t->na;
+    out[n++] = (uint8_t)(t->nb & 0xff);
+    out[n++] = (uint8_t)(t->nb >> 8);
+    memcpy(out + n, t->b, t->nb);
+    n += t->nb;
+    memcpy(out + n, t->c, t->nc);
+    return n + t->nc;
 }
 
 static unsigned long long g_rng = 0x70015ULL;
@@ -152,8 +179,9 @@ static unsigned rnd(unsigned n) {
 /* one mutation of t: an argument replaced, inserted, dropped or swapped (from words, the
    tool's options and hostile values), or the bytes of a file flipped, cut or extended */
 static void tool_mutate(tool_in* t, const char* const* words, int n_words) {
-    unsigned char* f = rnd(2) ? t->a : t->b;
-    size_t* nf = f == t->a ? &t->na : &t->nb;
+    const unsigned which = rnd(3);
+    unsigned char* f = which == 0 ? t->a : which == 1 ? t->b : t->c;
+    size_t* nf = which == 0 ? &t->na : which == 1 ? &t->nb : &t->nc;
     int k;
     switch (rnd(7)) {
     case 0: if (t->nargs) t->args[rnd((unsigned)t->nargs)] = words[rnd((unsigned)n_words)]; break;
@@ -256,15 +284,20 @@ static int tool_driver(int argc, char** argv, const char* tool, tool_in* seeds, 
                        const char* const* words, int n_words, int max_code) {
     static uint8_t buf[16384];
     int it, iters = argc > 1 && argv[1][0] != '-' ? atoi(argv[1]) : 2000, k, counts[4] = {0, 0, 0, 0};
-    tool_setup();
     if (argc > 1 && !strcmp(argv[1], "--corpus")) {
+        /* read first: the runs work in a temporary directory (relative paths change) */
+        unsigned char** in = (unsigned char**)calloc((size_t)argc, sizeof *in);
+        size_t* n = (size_t*)calloc((size_t)argc, sizeof *n);
+        if (!in || !n) abort();
+        for (k = 2; k < argc; k++) in[k] = tool_read_all(argv[k], &n[k]);
+        tool_setup();
         if (argc == 2) g_failures++, fprintf(g_out, "FAIL: --corpus without files (an empty seed directory?)\n");
         for (k = 2; k < argc; k++) {
-            size_t n;
-            unsigned char* b = tool_read_all(argv[k], &n);
-            run_tool(b, n, tool, max_code);
-            free(b);
+            run_tool(in[k], n[k], tool, max_code);
+            free(in[k]);
         }
+        free(in);
+        free(n);
         fprintf(g_out, "fuzz_%s: %d corpus inputs, %d failed checks\n", tool, argc - 2, g_failures);
         return g_failures != 0;
     }
@@ -276,6 +309,7 @@ static int tool_driver(int argc, char** argv, const char* tool, tool_in* seeds, 
         }
         return 0;
     }
+    tool_setup();
     for (k = 0; k < n_seeds; k++) /* each seed is a valid run */
         if (run_tool(buf, tool_pack(&seeds[k], buf, sizeof buf), tool, max_code) != 0) {
             fprintf(g_out, "FAIL: seed %d does not run (exit != 0): %.300s\n", k, g_err);

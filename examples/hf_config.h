@@ -1,0 +1,263 @@
+/* hf_config.h: a Hugging Face config.json as a normblocks stack description, and the config.json
+   of a stack (nbimport). Include once, after normblocks.h and safetensors.h; needs cJSON.
+
+   Families (model_type) and what they are in the library:
+     llama   Pre-LN, RMSNorm, SwiGLU (hidden_act "silu"), RoPE; attention_bias: Q, K, V and O biases
+     qwen2   llama with Q, K, V biases (no O bias), as its code hard-codes
+     qwen3   llama with per-head RMSNorm on Q and K before RoPE (q_norm, k_norm: one gain of head_dim)
+     olmo2   the olmo2 preset: x + N(F(x)) on each sublayer, RMSNorm over the whole Q and K projections
+     gpt2    the gpt2 preset: Pre-LN, LayerNorm, GELU (tanh: "gelu_new"), every projection's bias,
+             no RoPE (its learned positions are added with the embedding, outside the stack)
+   Every key of config.json is either honoured (the shape, eps, rope_theta, the biases), checked
+   to hold the only value the library computes (hidden_act, rope_scaling null, no sliding window,
+   head_dim = hidden_size / num_attention_heads, ...), or known not to change the stack's forward
+   (token ids, vocabulary and context sizes, dropout, dtype, tie_word_embeddings: the embedding and
+   head are outside the stack); any other key is refused by name, never ignored. */
+
+typedef struct hf_family {
+    const char* model_type, *architecture, *preset;
+    nb_name_style style;
+} hf_family;
+
+static const hf_family hf_families[] = {
+    {"llama", "LlamaForCausalLM", "pre", NB_NAMES_HF_LLAMA},
+    {"qwen2", "Qwen2ForCausalLM", "pre", NB_NAMES_HF_LLAMA},
+    {"qwen3", "Qwen3ForCausalLM", "pre", NB_NAMES_HF_LLAMA},
+    {"olmo2", "Olmo2ForCausalLM", "olmo2", NB_NAMES_HF_LLAMA},
+    {"gpt2", "GPT2LMHeadModel", "gpt2", NB_NAMES_HF_GPT2}};
+#define HF_N_FAMILIES ((int)(sizeof hf_families / sizeof hf_families[0]))
+
+/* keys that do not change the stack's forward */
+static const char* const hf_inert[] = {
+    "architectures", "model_type", "_name_or_path", "torch_dtype", "dtype", "transformers_version",
+    "bos_token_id", "eos_token_id", "pad_token_id", "vocab_size", "max_position_embeddings", "n_positions",
+    "n_ctx", "initializer_range", "use_cache", "tie_word_embeddings", "attention_dropout", "attn_pdrop",
+    "resid_pdrop", "embd_pdrop", "summary_type", "summary_use_proj", "summary_activation",
+    "summary_proj_to_labels", "summary_first_dropout", "task_specific_params", "pretraining_tp",
+    "reorder_and_upcast_attn", "sliding_window", "max_window_layers", "id2label", "label2id",
+    "output_attentions", "output_hidden_states", "return_dict", "torchscript", "use_bfloat16",
+    "tokenizer_class", "pruned_heads", "chunk_size_feed_forward", "is_encoder_decoder", "is_decoder",
+    "problem_type", NULL};
+
+typedef struct hf_reader {
+    const cJSON* root;
+    const char* path;
+    const char* used[64];
+    int n_used;
+    char* err;
+    size_t n_err;
+} hf_reader;
+
+static int hf_fail(hf_reader* r, const char* fmt, const char* a, const char* b) {
+    char msg[400];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    snprintf(r->err, r->n_err, "%.400s: %s", r->path, msg);
+    return 1;
+}
+
+static const cJSON* hf_get(hf_reader* r, const char* key) {
+    const cJSON* v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (v && r->n_used < 64) r->used[r->n_used++] = key;
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+/* a positive integer key (required), or 0 and *out unchanged when absent and optional */
+static int hf_int(hf_reader* r, const char* key, int required, int* out) {
+    const cJSON* v = hf_get(r, key);
+    if (!v) return required ? hf_fail(r, "\"%s\" is missing%s", key, "") : 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > (1 << 24) || v->valuedouble != floor(v->valuedouble))
+        return hf_fail(r, "\"%s\" is not an integer from 1 to 2^24%s", key, "");
+    *out = (int)v->valuedouble;
+    return 0;
+}
+
+static int hf_real(hf_reader* r, const char* key, double lo, nb_real* out) {
+    const cJSON* v = hf_get(r, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !(v->valuedouble > lo))
+        return hf_fail(r, "\"%s\" is not a finite number above the library's bound%s", key, "");
+    *out = (nb_real)v->valuedouble;
+    return 0;
+}
+
+static int hf_bool(hf_reader* r, const char* key, int* out) {
+    const cJSON* v = hf_get(r, key);
+    if (!v) return 0;
+    if (!cJSON_IsBool(v)) return hf_fail(r, "\"%s\" is not true or false%s", key, "");
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* key, when present, must be one of the values the library computes (a string, or a bool) */
+static int hf_must(hf_reader* r, const char* key, const char* const* ok, const char* what) {
+    const cJSON* v = hf_get(r, key);
+    int i;
+    if (!v) return 0;
+    for (i = 0; ok[i]; i++) {
+        if (cJSON_IsString(v) && !strcmp(v->valuestring, ok[i])) return 0;
+        if (cJSON_IsBool(v) && !strcmp(ok[i], cJSON_IsTrue(v) ? "true" : "false")) return 0;
+    }
+    return hf_fail(r, "\"%s\" has a value the library does not compute (it has %s)", key, what);
+}
+
+/* path's config.json into d (zeroed first) and the family's name style; 1 with err */
+static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** fam, char* err, size_t n_err) {
+    static const char* const silu[] = {"silu", NULL}, *const gelu[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
+    static const char* const no[] = {"false", NULL}, *const yes[] = {"true", NULL};
+    unsigned char* text = NULL;
+    size_t len = 0;
+    cJSON* root;
+    hf_reader r;
+    const cJSON *mt, *e;
+    int i, rc = 1, heads = 0, head_dim = 0, bias = 0, gpt2;
+    memset(d, 0, sizeof *d);
+    memset(&r, 0, sizeof r);
+    r.path = path;
+    r.err = err;
+    r.n_err = n_err;
+    if (st_read_file(path, &text, &len, err, n_err, NULL, NULL)) return 1;
+    root = cJSON_ParseWithLength((const char*)text, len);
+    free(text);
+    r.root = root;
+    if (!cJSON_IsObject(root)) { cJSON_Delete(root); return hf_fail(&r, "not a JSON object%s%s", "", ""); }
+    mt = hf_get(&r, "model_type");
+    for (i = 0; i < HF_N_FAMILIES && !(cJSON_IsString(mt) && !strcmp(mt->valuestring, hf_families[i].model_type)); i++) {}
+    if (i == HF_N_FAMILIES) {
+        hf_fail(&r, "\"model_type\" is %s: nbimport reads llama, qwen2, qwen3, olmo2 and gpt2%s",
+                cJSON_IsString(mt) ? mt->valuestring : "missing or not a string", "");
+        goto done;
+    }
+    *fam = &hf_families[i];
+    gpt2 = !strcmp((*fam)->model_type, "gpt2");
+    {
+        nb_ctx ctx;
+        memset(&ctx, 0, sizeof ctx);
+        if (nb_preset_from_name(&ctx, d, (*fam)->preset)) { snprintf(err, n_err, "%s", ctx.err); goto done; }
+    }
+    if (gpt2) {
+        if (hf_int(&r, "n_layer", 1, &d->n_layers) || hf_int(&r, "n_embd", 1, &d->d_model) ||
+            hf_int(&r, "n_head", 1, &heads) || hf_int(&r, "n_inner", 0, &d->d_ff) ||
+            hf_real(&r, "layer_norm_epsilon", 0, &d->eps) || hf_must(&r, "activation_function", gelu, "GELU tanh: gelu_new") ||
+            hf_must(&r, "scale_attn_weights", yes, "1/sqrt(d_k) scaling") ||
+            hf_must(&r, "scale_attn_by_inverse_layer_idx", no, "no per-layer scaling"))
+            goto done;
+        d->n_heads = d->n_kv_heads = heads;
+        if (!d->d_ff) d->d_ff = 4 * d->d_model; /* n_inner null: 4 n_embd, as GPT-2's code */
+    } else {
+        d->n_kv_heads = 0;
+        if (hf_int(&r, "num_hidden_layers", 1, &d->n_layers) || hf_int(&r, "hidden_size", 1, &d->d_model) ||
+            hf_int(&r, "num_attention_heads", 1, &d->n_heads) || hf_int(&r, "num_key_value_heads", 0, &d->n_kv_heads) ||
+            hf_int(&r, "intermediate_size", 1, &d->d_ff) || hf_int(&r, "head_dim", 0, &head_dim) ||
+            hf_real(&r, "rms_norm_eps", 0, &d->eps) || hf_real(&r, "rope_theta", 1, &d->rope_theta) ||
+            hf_bool(&r, "attention_bias", &bias) || hf_must(&r, "hidden_act", silu, "SwiGLU: silu") ||
+            hf_must(&r, "mlp_bias", no, "no MLP biases") || hf_must(&r, "use_sliding_window", no, "full attention"))
+            goto done;
+        if (head_dim && head_dim * d->n_heads != d->d_model) {
+            hf_fail(&r, "\"head_dim\" is not hidden_size / num_attention_heads (the library's heads split d_model)%s%s", "", "");
+            goto done;
+        }
+        if (!d->eps) d->eps = (nb_real)(!strcmp((*fam)->model_type, "olmo2") ? 1e-5 : 1e-6); /* the classes' defaults */
+        if (!d->rope_theta) d->rope_theta = 10000;
+        d->rope = 1;
+        d->norm = NB_NORM_RMS;
+        d->ffn = NB_FFN_SWIGLU;
+        /* Llama and OLMo-2 put attention_bias on Q, K, V and O; Qwen2 hard-codes Q, K, V */
+        d->attn_bias = !strcmp((*fam)->model_type, "qwen2") ? NB_ATTN_BIAS_QKV
+                       : bias ? NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT : 0;
+        if (!strcmp((*fam)->model_type, "qwen3")) {
+            d->sites = NB_SITE_Q | NB_SITE_K;
+            d->site_width = NB_WIDTH_PER_HEAD;
+        }
+        if ((e = hf_get(&r, "rope_scaling")) != NULL) {
+            hf_fail(&r, "\"rope_scaling\" is set: the library's RoPE has no scaling (only null is computed)%s%s", "", "");
+            goto done;
+        }
+        if ((e = hf_get(&r, "layer_types")) != NULL) {
+            const cJSON* x;
+            int full = cJSON_IsArray(e);
+            cJSON_ArrayForEach(x, e) full &= cJSON_IsString(x) && !strcmp(x->valuestring, "full_attention");
+            if (!full) { hf_fail(&r, "\"layer_types\" has layers other than full_attention%s%s", "", ""); goto done; }
+        }
+    }
+    cJSON_ArrayForEach(e, root) { /* every key honoured, checked or inert; any other refused */
+        int known = 0;
+        for (i = 0; i < r.n_used && !known; i++) known = !strcmp(r.used[i], e->string);
+        for (i = 0; hf_inert[i] && !known; i++) known = !strcmp(hf_inert[i], e->string);
+        if (!known) {
+            hf_fail(&r, "\"%s\" is not a setting nbimport knows for model_type %s: refused rather than ignored",
+                    e->string, (*fam)->model_type);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* The HF family whose model class computes exactly stack s (the names alone could hold more:
+   a Mix-LN stack in Llama's names is the Mix-LN code's, not LlamaForCausalLM's), or NULL with
+   why in err. */
+static const hf_family* hf_family_of(const nb_stack* s, nb_name_style style, char* err, size_t n_err) {
+    const nb_stack_desc* d = &s->desc;
+    const char* why = NULL;
+    const char* type = NULL;
+    if (style == NB_NAMES_HF_GPT2) {
+        type = "gpt2"; /* exportable() checked the rest */
+    } else if (style == NB_NAMES_HF_LLAMA) {
+        const unsigned qk = NB_SITE_Q | NB_SITE_K;
+        if (d->preset == NB_PRESET_OLMO2 && d->sites == qk && d->site_width == NB_WIDTH_FULL) type = "olmo2";
+        else if (d->preset != NB_PRESET_PRE) why = "its preset is not Pre-LN (the names hold it for the code it comes from; no HF class computes it)";
+        else if (d->sites == qk && d->site_width == NB_WIDTH_PER_HEAD) type = d->attn_bias ? NULL : "qwen3";
+        else if (d->sites) why = "it has attention norm sites no HF class has";
+        else if (d->attn_bias == NB_ATTN_BIAS_QKV) type = "qwen2";
+        else type = "llama";
+        if (!type && !why) why = "Qwen3's QK norms come without attention biases";
+        if (type && d->embed_norm == 1) { type = NULL; why = "it normalizes the embedding"; }
+        if (type && d->final_norm == -1) { type = NULL; why = "it has no final norm"; }
+    } else why = style == NB_NAMES_GPT2_LINEAR ? "gpt2-linear is nanoGPT's and llm.c's layout (export hf-gpt2 for Hugging Face)"
+                                               : "the normblocks layout is no Hugging Face class's";
+    if (!type) snprintf(err, n_err, "no Hugging Face model class computes this stack: %s", why);
+    if (type) {
+        int i;
+        for (i = 0; i < HF_N_FAMILIES; i++)
+            if (!strcmp(hf_families[i].model_type, type)) return &hf_families[i];
+    }
+    return NULL;
+}
+
+/* config.json of stack s as family fam, vocabulary vocab, GPT-2's positions (the rows of wpe) */
+static char* hf_config_json(const nb_stack* s, const hf_family* fam, int vocab, int positions) {
+    const nb_stack_desc* d = &s->desc;
+    cJSON *o = cJSON_CreateObject(), *arch = cJSON_AddArrayToObject(o, "architectures");
+    char* json;
+    cJSON_AddItemToArray(arch, cJSON_CreateString(fam->architecture));
+    cJSON_AddStringToObject(o, "model_type", fam->model_type);
+    if (!strcmp(fam->model_type, "gpt2")) {
+        cJSON_AddNumberToObject(o, "n_layer", d->n_layers);
+        cJSON_AddNumberToObject(o, "n_embd", d->d_model);
+        cJSON_AddNumberToObject(o, "n_head", d->n_heads);
+        cJSON_AddNumberToObject(o, "n_inner", d->d_ff);
+        cJSON_AddNumberToObject(o, "layer_norm_epsilon", (double)d->eps);
+        cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+        cJSON_AddNumberToObject(o, "n_positions", positions);
+    } else {
+        cJSON_AddNumberToObject(o, "num_hidden_layers", d->n_layers);
+        cJSON_AddNumberToObject(o, "hidden_size", d->d_model);
+        cJSON_AddNumberToObject(o, "num_attention_heads", d->n_heads);
+        cJSON_AddNumberToObject(o, "num_key_value_heads", d->n_kv_heads);
+        cJSON_AddNumberToObject(o, "intermediate_size", d->d_ff);
+        cJSON_AddNumberToObject(o, "head_dim", d->d_model / d->n_heads);
+        cJSON_AddNumberToObject(o, "rms_norm_eps", (double)d->eps);
+        cJSON_AddNumberToObject(o, "rope_theta", (double)d->rope_theta);
+        cJSON_AddStringToObject(o, "hidden_act", "silu");
+        cJSON_AddBoolToObject(o, "attention_bias", d->attn_bias == (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT));
+        cJSON_AddNullToObject(o, "rope_scaling");
+    }
+    cJSON_AddNumberToObject(o, "vocab_size", vocab);
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", 0);
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    json = cJSON_Print(o);
+    cJSON_Delete(o);
+    return json;
+}

@@ -342,13 +342,14 @@ SWB=(--d 32 --heads 2 --seq 24 --batch 4 --log-every 10 --eval-batches 2 --warmu
 rc=$?
 rows="$(tail -n +2 sw/runs.csv | cut -d, -f1-3 | sort -u | tr '\n' ' ')"
 if [ $rc = 0 ] && [ "$rows" = "hybrid,0.003,1 hybrid,0.003,2 hybrid,10,1 hybrid,10,2 pre,0.003,1 pre,0.003,2 pre,10,1 pre,10,2 " ] &&
-   [ "$(awk -F, '$2 == 10 && $5 == "diverged"' sw/runs.csv | wc -l)" = 4 ] &&
+   [ "$(awk -F, '$2 == 10 && ($5 == "diverged" || $5 == "collapsed")' sw/runs.csv | wc -l)" = 4 ] &&
+   [ "$(awk -F, '$2 == 10 && $5 == "diverged" && $6 == -1 && $9 > 2.3' sw/runs.csv | wc -l)" -ge 1 ] &&
    [ "$(awk -F, '$2 == 0.003 && $5 == "ok"' sw/runs.csv | wc -l)" = 4 ] &&
-   grep -q "^pre  *normal  *10  *2  .*2 diverged" sw.log && grep -q "^hybrid  *megatron  *0.003  *2  .* +- .*2 ok" sw.log &&
+   grep -q "^pre  *normal  *10  *2  .*\(diverged\|collapsed\)" sw.log && grep -q "^hybrid  *megatron  *0.003  *2  .* +- .*2 ok" sw.log &&
    grep -q "^  pre  *0.003" sw.log && grep -q "^  hybrid  *0.003" sw.log &&
    [ "$(wc -l < sw/summary.csv)" = 5 ] && grep -q "<polyline" sw/compare.svg && grep -q "<circle" sw/lr_sweep.svg &&
    [ "$(grep -c ',0.003,1,100,' sw/curves.csv)" = 2 ]; then
-  pass "sweep: runs.csv has every (preset, lr, seed), lr 10 marked diverged, largest stable lr 0.003"
+  pass "sweep: runs.csv has every (preset, lr, seed), lr 10 unstable (diverged: ended above the baseline, or collapsed), largest stable lr 0.003"
 else
   fail "sweep (rc $rc, rows '$rows')"; cat sw.log sw/runs.csv
 fi
@@ -366,6 +367,17 @@ if cmp -s alone.csv sw/runs/hybrid_lr0.003_seed2.csv; then
   pass "a sweep's run is bitwise the run alone (per-step CSV)"
 else
   fail "a sweep's run vs the run alone"; diff alone.csv sw/runs/hybrid_lr0.003_seed2.csv | head
+fi
+
+# divergence follows the protocol: a finite run at lr 10 is not stopped by its spikes (counted),
+# unless --spike-stop asks for the old rule
+"$TRAIN" "${SWB[@]}" --lr 10 --seed 2 > spk.log 2>&1
+"$TRAIN" "${SWB[@]}" --lr 10 --seed 2 --spike-stop 1.5 > spk_stop.log 2>&1
+if grep -q "^final: step 100 " spk.log && grep -q "^loss spikes: [1-9]" spk.log &&
+   grep -q "^diverged at step [0-9]" spk_stop.log; then
+  pass "spikes are counted, not stopped ($(grep '^loss spikes' spk.log | cut -c1-40)...); --spike-stop 1.5 stops the run"
+else
+  fail "spike counting / --spike-stop"; tail -3 spk.log spk_stop.log
 fi
 
 # Ctrl-C ends a sweep's runs (they are their own process groups: the sweep must end them)

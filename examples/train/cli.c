@@ -137,6 +137,10 @@ void usage(void) {
 "                     use 1 thread unless --threads]; train_mpi: one after another\n"
 "  --collapse-margin X  a run whose validation loss stays within X nats of the unigram\n"
 "                     entropy over its last quarter is marked collapsed [0.1]\n"
+"  --spike-stop F     stop a run as diverged when its loss exceeds F x its first loss + 1\n"
+"                     after 10 steps [0: off; a run stops only on a non-finite loss or\n"
+"                     gradient, and loss spikes are counted and reported, as the stability\n"
+"                     protocols do: a spike can recover]\n"
 "  --out DIR          tables, CSVs and plots of the sweep [--diag DIR, else .]; with --diag\n"
 "                     DIR each run also writes its diagnostics to DIR/<run>/\n"
 "sampling and evaluation of a checkpoint (any --save, also --zero/MPI ones)\n"
@@ -180,7 +184,7 @@ static int training_flag(const char* a) {
         "--adam-eps", "--clip", "--init", "--save", "--save-every", "--stop-after", "--resume",
         "--allow-change", "--diag", "--compare", "--seeds", "--lrs", "--jobs", "--out", "--csv",
         "--summary", "--inject", "--check-finite", "--log-every", "--bucket-kb", "--zero",
-        "--collapse-margin", "--dyt-alpha", "--dyt-alpha-attn", "--layerscale-init"};
+        "--collapse-margin", "--spike-stop", "--dyt-alpha", "--dyt-alpha-attn", "--layerscale-init"};
     size_t i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(a, names[i])) return 1;
@@ -325,6 +329,7 @@ int parse_args(int argc, char** argv, config* c, int* help) {
         else if (!strcmp(a, "--clip")) { NEEDV; rc = parse_double(v, 0, 1e30, &c->clip, a); }
         else if (!strcmp(a, "--val-frac")) { NEEDV; rc = parse_double(v, 1e-6, 0.9, &c->val_frac, a); }
         else if (!strcmp(a, "--temperature")) { NEEDV; rc = parse_double(v, 0, 100, &c->temperature, a); seen.sampling = 1; }
+        else if (!strcmp(a, "--spike-stop")) { NEEDV; rc = parse_double(v, 0, 1e6, &c->spike_stop, a); }
         else if (!strcmp(a, "--collapse-margin")) { NEEDV; rc = parse_double(v, 0, 100, &c->collapse_margin, a); seen.margin = 1; }
         else if (!strcmp(a, "--seed") || !strcmp(a, "--sample-seed")) {
             NEEDV;

@@ -108,6 +108,12 @@ static int report(const history* h, const dataset* ds, double unigram) {
         say(" answer accuracy %.1f%% (exact match on %d held-out problems)", 100 * h->accuracy,
             h->n_problems);
     say("\n");
+    if (h->n_steps > 10) {
+        if (h->spikes)
+            say("loss spikes: %d (the largest %.1fx the running average; a spike does not stop a run unless "
+                "--spike-stop asks)\n", h->spikes, h->worst_spike);
+        else say("loss spikes: 0\n");
+    }
     if (h->n_shown) say_shown(ds, h->shown, h->n_shown);
     if (h->train_seconds > 0)
         say("throughput: %.0f tok/s over the training steps (%.2f ms/step); communication not "

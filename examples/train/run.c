@@ -127,10 +127,27 @@ static void history_alloc(history* h, const config* c, int L, int diag) {
     h->ang_l = (double*)xcalloc((size_t)cap_diag * h->streams * L, sizeof(double));
 }
 
+/* A loss spike: the loss above 2x its running average (an exponential average over about 20
+   steps, from step 10 of the run on), counted once per excursion (it ends below 1.2x). */
+static void count_spike(history* h, int k, double loss, double* avg, int* in_spike) {
+    if (!isfinite(loss)) return;
+    if (k >= 10 && *avg > 0) {
+        const double ratio = loss / *avg;
+        if (!*in_spike && ratio > 2) {
+            *in_spike = 1;
+            h->spikes++;
+        } else if (*in_spike && ratio < 1.2) *in_spike = 0;
+        if (*in_spike && ratio > h->worst_spike) h->worst_spike = ratio;
+        if (*in_spike) return; /* the average follows the loss outside spikes only */
+    }
+    *avg = k == 0 ? loss : 0.95 * *avg + 0.05 * loss;
+}
+
 int train_run(const config* c, const dataset* ds, double unigram, history* h, int in_sweep) {
     model m;
     int start = 0, step, L, rc = 1, cap_diag;
-    double t0, t_last, tok_last = 0, first_loss = NAN, gnorm = 0, loss_acc = 0, last_val = NAN;
+    double t0, t_last, tok_last = 0, first_loss = NAN, gnorm = 0, loss_acc = 0, last_val = NAN, loss_avg = 0;
+    int in_spike = 0;
     const double t_start = now_s();
     const char* ind = in_sweep ? "  " : "";
     int loss_n = 0;
@@ -179,7 +196,9 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         h->step_gnorm[h->n_steps] = gnorm;
         h->step_lr[h->n_steps] = lr;
         h->loss[h->n_steps++] = loss;
-        if (!isfinite(loss) || !isfinite(gnorm) || (step - start > 10 && loss > 1.5 * first_loss + 1)) {
+        count_spike(h, step - start, loss, &loss_avg, &in_spike);
+        if (!isfinite(loss) || !isfinite(gnorm) ||
+            (c->spike_stop > 0 && step - start > 10 && loss > c->spike_stop * first_loss + 1)) {
             h->diverged_at = step + 1;
             if (!c->quiet || c->summary)
                 say("%sdiverged at step %d (loss %g, gradient norm %g)\n", ind, step + 1, loss, gnorm);

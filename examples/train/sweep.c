@@ -80,6 +80,17 @@ static int run_collapsed(const history* h, double unigram, double margin) {
     return seen;
 }
 
+/* finite divergence: the final validation loss above the unigram entropy by more than margin,
+   after the loss rose (above the run's lowest validation loss by more than margin, or a last
+   training loss above the first); a short run still coming down from log(256) did not diverge */
+static int run_rose(const history* h, double unigram, double margin) {
+    double lowest = INFINITY;
+    int i;
+    for (i = 0; i < h->n_eval; i++) lowest = fmin(lowest, h->val[i]);
+    return h->diverged_at < 0 && isfinite(h->final_val) && h->final_val > unigram + margin &&
+           (h->final_val > lowest + margin || (h->n_steps > 1 && h->loss[h->n_steps - 1] > h->loss[0]));
+}
+
 int write_summary(const char* path, const config* c, const history* h, double unigram) {
     cJSON* o = cJSON_CreateObject();
     char* json;
@@ -98,6 +109,8 @@ int write_summary(const char* path, const config* c, const history* h, double un
     cJSON_AddNumberToObject(o, "accuracy", h->accuracy);
     cJSON_AddNumberToObject(o, "n_problems", h->n_problems);
     cJSON_AddNumberToObject(o, "diverged_at", h->diverged_at);
+    cJSON_AddNumberToObject(o, "spikes", h->spikes);
+    cJSON_AddNumberToObject(o, "worst_spike", h->worst_spike);
     cJSON_AddNumberToObject(o, "interrupted", h->interrupted);
     cJSON_AddNumberToObject(o, "unigram", unigram);
     cJSON_AddNumberToObject(o, "train_seconds", h->train_seconds);
@@ -200,6 +213,8 @@ static int read_run(const sweep* sw, sweep_run* r) {
     h->accuracy = num(o, "accuracy");
     h->n_problems = (int)num(o, "n_problems");
     h->diverged_at = (int)num(o, "diverged_at");
+    h->spikes = isfinite(num(o, "spikes")) ? (int)num(o, "spikes") : 0; /* older summaries have none */
+    h->worst_spike = num(o, "worst_spike");
     h->interrupted = (int)num(o, "interrupted");
     h->train_seconds = num(o, "train_seconds");
     h->seconds = num(o, "seconds");
@@ -219,6 +234,9 @@ static void classify(const sweep* sw, sweep_run* r, int have_results) {
     if (!have_results) r->state = g_stop ? RUN_INTERRUPTED : RUN_FAILED;
     else if (r->h.interrupted) r->state = RUN_INTERRUPTED;
     else if (r->h.diverged_at >= 0) r->state = RUN_DIVERGED;
+    /* the protocol: a run stays finite and ends under the unigram baseline; one that ends
+       above it, after its validation loss rose again, diverged without a non-finite value */
+    else if (run_rose(&r->h, r->unigram, sw->base->collapse_margin)) r->state = RUN_DIVERGED;
     else if (run_collapsed(&r->h, r->unigram, sw->base->collapse_margin)) r->state = RUN_COLLAPSED;
     else r->state = RUN_OK;
 }
@@ -248,7 +266,9 @@ static void progress(const sweep* sw, const sweep_run* r, int done, double t0) {
         if (isfinite(h->accuracy)) k += snprintf(what + k, sizeof what - (size_t)k, ", accuracy %.1f%%", 100 * h->accuracy);
         if (r->state == RUN_COLLAPSED) snprintf(what + k, sizeof what - (size_t)k, ", collapsed (unigram %.4f)", r->unigram);
     } else if (r->state == RUN_DIVERGED) {
-        snprintf(what, sizeof what, "diverged at step %d", h->diverged_at);
+        if (h->diverged_at >= 0) snprintf(what, sizeof what, "diverged at step %d", h->diverged_at);
+        else snprintf(what, sizeof what, "diverged: ended at val %.4f, above the unigram baseline %.4f", h->final_val,
+                      r->unigram);
     } else if (r->state == RUN_INTERRUPTED) {
         snprintf(what, sizeof what, "interrupted");
     } else {
@@ -549,13 +569,13 @@ static int write_tables(const sweep* sw) {
     int p, l, s, i, rc = 0;
     if (!(f = out_file(sw, "runs.csv", path, sizeof path))) return 1;
     fprintf(f, "preset,lr,seed,init,state,diverged_at,steps_done,final_loss,val_loss,accuracy,"
-               "problems,seconds,log\n");
+               "problems,seconds,log,spikes\n");
     for (i = 0; i < sw->n_runs; i++) {
         const sweep_run* r = &sw->runs[i];
-        fprintf(f, "%s,%.9g,%llu,%s,%s,%d,%d,%.9g,%.9g,%.6g,%d,%.2f,%s/%s.log\n", sw->labels[r->preset],
+        fprintf(f, "%s,%.9g,%llu,%s,%s,%d,%d,%.9g,%.9g,%.6g,%d,%.2f,%s/%s.log,%d\n", sw->labels[r->preset],
                 sw->lrs[r->lr], sw->seeds[r->seed], r->h.init, k_state[r->state], r->h.diverged_at,
                 r->h.steps_done, r->h.final_loss, r->h.final_val, r->h.accuracy, r->h.n_problems,
-                r->h.seconds, sw->runs_dir, r->name);
+                r->h.seconds, sw->runs_dir, r->name, r->h.spikes);
     }
     rc |= close_file(f, path);
     if (!(f = out_file(sw, "summary.csv", path, sizeof path))) return 1;
@@ -817,7 +837,10 @@ int run_sweep(const config* base, const dataset* ds, double unigram, int argc, c
     print_table(&sw, ds->text);
     print_stable(&sw);
     say("unigram baseline %.4f nats/token; collapsed = validation loss within %g nats of it over "
-        "the last quarter of the run\n", unigram, base->collapse_margin);
+        "the last quarter of the run; diverged = a non-finite loss or gradient, or a final validation "
+        "loss above it by more than %g after the loss rose (a loss spike that recovers is counted in "
+        "runs.csv, not stopped)\n",
+        unigram, base->collapse_margin, base->collapse_margin);
     fmt_time(now_s() - t0, elapsed, sizeof elapsed);
     say("sweep time %s\n", elapsed);
     if (g_rank == 0 && finished) {

@@ -116,6 +116,8 @@ typedef struct config {
     int n_seeds, n_lrs;       /* 0: the single --seed / --lr */
     int jobs;                 /* runs at a time (child processes); 0 = one per core */
     double collapse_margin;   /* nats above the unigram entropy that count as collapsed */
+    double spike_stop;        /* > 0: stop as diverged at loss > spike_stop x first loss + 1
+                                 (after 10 steps); 0 = off: only a non-finite loss stops a run */
 } config;
 
 void config_defaults(config* c);
@@ -269,6 +271,8 @@ typedef struct history {       /* what a run records for tables and plots */
     double *hid_l, *ang_l;     /* n_diag x streams x (L+1), n_diag x streams x L */
     double final_loss, final_val, accuracy;
     int diverged_at;           /* -1 = no */
+    int spikes;                /* loss spikes: excursions above 2x the loss's running average */
+    double worst_spike;        /* the largest loss / running average of a spike (0: none) */
     int interrupted, steps_done;
     double train_seconds, comm_seconds, tokens;  /* training steps only (no evaluation) */
     double seconds;            /* the whole run, evaluation included */

@@ -543,19 +543,19 @@ static int diag_layers_svg(const config* c, int L, const history* h) {
     snprintf(path, sizeof path, "%s/layers.svg", c->diag);
     if (!(f = svg_open(path, 520, c, &top))) return 1;
     memset(&p, 0, sizeof p);
-    p.y = top; p.w = 390; p.h = 520; p.int_x = 1;
+    p.y = top; p.w = 380; p.h = 520; p.int_x = 1;
     p.logy = wants_log(sg, np, 0, 10);
     p.title = "Gradient norm per layer"; p.xlabel = "layer l";
     p.ylabel = p.logy ? "||grad of block l||, L2 (log scale)" : "||grad of block l||, L2";
     draw_panel(f, &p, sg, np);
-    p.x = 390; p.title = "Hidden-state magnitude"; p.xlabel = "l (input of block l; L = output)";
+    p.x = 380; p.title = "Hidden-state magnitude"; p.xlabel = "l (input of block l; L = output)";
     p.logy = wants_log(sh, np * S, 0, 10);
     p.ylabel = p.logy ? "mean ||x_l|| per token (log scale)" : "mean ||x_l|| per token";
     draw_panel(f, &p, sh, np * S);
-    p.x = 780; p.title = "Angular distance d(l, l+1)"; p.xlabel = "layer l"; p.logy = 0;
+    p.x = 760; p.title = "Angular distance d(l, l+1)"; p.xlabel = "layer l"; p.logy = 0;
     p.ylabel = "arccos(cos(x_l, x_l+1)) / pi (0 to 1)";
     draw_panel(f, &p, sa, np * S);
-    draw_legend(f, 1180, top + 70, key, nk);
+    draw_legend(f, 1150, top + 70, key, nk);
     return svg_close(f, path);
 }
 

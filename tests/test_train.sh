@@ -125,20 +125,33 @@ fi
 rc=$?
 if [ $rc = 0 ] && grep -q "^preset .* init .* lr .* seeds .* val loss" cmp.log && grep -q "^pre  " cmp.log &&
    grep -q "^hybrid  " cmp.log && grep -q "<polyline" cmp/compare.svg && [ -s cmp/summary.csv ] &&
-   [ "$(grep -c "^cmp/compare.svg\|  cmp/compare.svg " cmp.log)" = 1 ]; then
-  pass "--compare pre,hybrid prints the table and writes compare.svg (path printed once)"
+   [ "$(grep -c "^cmp/compare.svg\|  cmp/compare.svg " cmp.log)" = 1 ] &&
+   grep -q ">presets pre, hybrid | lr 0.003 | seed 1337 | d 32, 2 layers, 2 heads" cmp/compare.svg &&
+   grep -q ">presets pre, hybrid | lr 0.003 | seed 1337 " cmp/accuracy.svg &&
+   grep -q "16 held-out problems" cmp/accuracy.svg && grep -q ">preset (peak learning rate 0.003)<" cmp/accuracy.svg &&
+   [ "$(grep -c "<rect [^>]*fill=\"#1f77b4\"/>\|<rect [^>]*fill=\"#d62728\"/>" cmp/accuracy.svg)" = 4 ]; then
+  pass "--compare pre,hybrid prints the table and writes compare.svg and accuracy.svg (a bar per preset), captioned"
 else
   fail "--compare (rc $rc)"; cat cmp.log
 fi
 
 # 6. diagnostics, a text corpus, a per-layer schedule
 for i in $(seq 1 200); do echo "the quick brown fox $i jumps over the lazy dog"; done > corpus.txt
+"$TRAIN" "${TINY_DATA[@]}" --steps 4 --data corpus.txt --compare pre --out tcmp > tcmp.log 2>&1
+if [ $? = 0 ] && grep -q "| data corpus.txt<" tcmp/compare.svg && [ ! -e tcmp/accuracy.svg ] &&
+   ! grep -q "accuracy.svg" tcmp.log; then
+  pass "a text-corpus sweep: no accuracy plot"
+else
+  fail "a text-corpus sweep"; cat tcmp.log
+fi
 "$TRAIN" "${ANY_DEPTH[@]}" --steps 10 --data corpus.txt --schedule post,hybrid --diag diag > text.log 2>&1
 rc=$?
 if [ $rc = 0 ] && grep -q "^final:" text.log && [ -s diag/layer_grad_norms.csv ] &&
    [ -s diag/angular_distance.csv ] && [ -s diag/hidden_norms.csv ] &&
-   grep -q "<polyline" diag/loss.svg && grep -q "<polyline" diag/layers.svg; then
-  pass "text corpus + --schedule + --diag"
+   grep -q "<polyline" diag/loss.svg && grep -q "<polyline" diag/layers.svg &&
+   grep -q ">schedule post,hybrid | lr 0.003 | seed 1337 | d 32, 2 layers, 2 heads .* | data corpus.txt<" diag/layers.svg &&
+   grep -q "| data corpus.txt<" diag/loss.svg; then
+  pass "text corpus + --schedule + --diag (captioned plots)"
 else
   fail "text corpus + --schedule + --diag (rc $rc)"; cat text.log
 fi
@@ -352,6 +365,22 @@ if [ $rc = 0 ] && [ "$rows" = "hybrid,0.003,1 hybrid,0.003,2 hybrid,10,1 hybrid,
   pass "sweep: runs.csv has every (preset, lr, seed), lr 10 unstable (diverged: ended above the baseline, or collapsed), largest stable lr 0.003"
 else
   fail "sweep (rc $rc, rows '$rows')"; cat sw.log sw/runs.csv
+fi
+# the figures: each names its run; lr_sweep and accuracy have their ticks at exactly the lrs
+# swept, count the diverged seeds (2 of 2 at lr 10, per preset) and draw the presets at one lr
+# side by side (two distinct x for the two dots at 0.003)
+cap=">presets pre, hybrid | lr 0.003, 10 | seeds 1, 2 | d 32, 2 layers, 2 heads | batch 4 x seq 24, 100 steps"
+ok=1
+for f in compare lr_sweep accuracy; do grep -q "$cap" sw/$f.svg || { ok=0; echo "no caption in $f.svg"; }; done
+for f in lr_sweep accuracy; do
+  grep -q ">0.003</text>" sw/$f.svg && grep -q ">10</text>" sw/$f.svg || { ok=0; echo "no lr ticks in $f.svg"; }
+done
+dots="$(grep -o '<circle cx="[0-9.]*" cy="[0-9.]*" r="4.5"' sw/lr_sweep.svg | cut -d'"' -f2 | awk '$1 < 1130' | sort -u | wc -l)"
+if [ $ok = 1 ] && [ "$(grep -c ">2/2</text>" sw/lr_sweep.svg)" = 2 ] && [ "$dots" = 2 ] &&
+   grep -q "3-digit addition (padded), 20 held-out problems" sw/accuracy.svg; then
+  pass "sweep plots: captions, ticks at the lrs, diverged counts, presets dodged, accuracy.svg"
+else
+  fail "sweep plots (dots at $dots x)"; grep -c "" sw/*.svg
 fi
 # summary.csv's mean and sample std of hybrid at 0.003 from runs.csv's two final losses
 if awk -F, 'FNR == 1 { next } FILENAME ~ /runs/ && $1 == "hybrid" && $2 == 0.003 { v[n++] = $9 }

@@ -1,12 +1,19 @@
-/* plot.c: CSV and SVG output: per-step logs, --diag's per-layer profiles, a sweep's curves and
-   learning-rate plot. Plain SVG written by hand: no plotting dependency. Legends sit beside
-   the panels, never over the data; losses that span more than a decade get a log axis, so the
-   end of training (where presets differ) is as readable as the start. */
+/* plot.c: CSV and SVG output: per-step logs, --diag's per-layer profiles, a sweep's curves,
+   learning-rate and accuracy plots. Plain SVG written by hand: no plotting dependency. Every
+   figure is 1400 px wide with text of 15 px and more (readable on a slide), and starts with a
+   caption naming its run (presets, lrs, seeds, model, steps, data). Legends sit beside the
+   panels, never over the data; values that span decades get a log axis, so the end of
+   training (where presets differ) is as readable as the start. */
 #include "train.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+enum { FIG_W = 1400 };                       /* every figure's width (px) */
+enum { FS_TICK = 15, FS_NOTE = 15, FS_LEGEND = 16, FS_AXIS = 17, FS_TITLE = 19, FS_CAPTION = 16 };
+enum { LEGEND_ROW = 26 };
 
 typedef struct line {
     const char* name;
@@ -14,11 +21,12 @@ typedef struct line {
     int n;
     const double *x, *y;
     const double *lo, *hi;    /* optional: a band (or error bars) around y */
-    const int* mark;          /* optional: mark[i] 1 draws a cross at the top (diverged), 2 a
-                                 ring around the point (collapsed) */
-    int mark_row, mark_rows;  /* crosses of line k of mark_rows sit side by side at the top, so
-                                 lines do not hide each other and none looks like a value */
+    const int *n_div, *n_col; /* optional: of `seeds` runs at point i, how many diverged (a
+                                 cross in the strip at the top) and collapsed (a ring around
+                                 the point), each labelled k/seeds */
+    int seeds;
     int dashed, dots, bars;   /* dashed line; circles at the points; lo/hi as error bars */
+    int fill;                 /* drawn as bars: a square in the legend */
 } line;
 
 typedef struct panel {
@@ -26,6 +34,10 @@ typedef struct panel {
     const char *title, *xlabel, *ylabel;
     int logx, logy, int_x;
     double ymax;              /* > 0: values above are drawn at ymax (early transients) */
+    const double* xticks;     /* optional: x ticks exactly at these values (the lrs swept) */
+    int n_xticks;
+    int dodge;                /* lines with error bars side by side at each x, not on top */
+    int strip;                /* a strip at the top for the crosses of diverged runs */
 } panel;
 
 /* tab10, then greys: presets */
@@ -39,8 +51,11 @@ static double nice_step(double range) {
     return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
 }
 
-static void svg_text(FILE* f, double x, double y, const char* anchor, int size, const char* s) {
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%d\">", x, y, anchor, size);
+static void svg_text_fill(FILE* f, double x, double y, const char* anchor, int size,
+                          const char* fill, const char* s) {
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"%d\"", x, y, anchor, size);
+    if (fill) fprintf(f, " fill=\"%s\"", fill);
+    fputc('>', f);
     for (; *s; s++) {
         if (*s == '<') fputs("&lt;", f);
         else if (*s == '>') fputs("&gt;", f);
@@ -49,11 +64,79 @@ static void svg_text(FILE* f, double x, double y, const char* anchor, int size, 
     }
     fputs("</text>\n", f);
 }
+static void svg_text(FILE* f, double x, double y, const char* anchor, int size, const char* s) {
+    svg_text_fill(f, x, y, anchor, size, NULL, s);
+}
+
+/* ---- the caption: which run a figure shows ---- */
+
+static void cat(char* buf, size_t n, const char* fmt, ...) {
+    const size_t k = strlen(buf);
+    va_list ap;
+    if (k + 1 >= n) return;
+    va_start(ap, fmt);
+    vsnprintf(buf + k, n - k, fmt, ap);
+    va_end(ap);
+}
+
+/* "presets pre, hybrid | lr 0.003, 10 | seeds 1, 2 | d 32, 2 layers, 2 heads | batch 4 x seq
+   24, 100 steps | 3-digit addition (padded), 20 held-out problems": the sweep's lists for a
+   sweep's config, the one run's values for a run's */
+static void run_caption(const config* c, char* buf, size_t n) {
+    const char* p;
+    nb_stack_desc d;
+    int i, n_layers = c->n_layers;
+    buf[0] = 0;
+    if (c->compare) {
+        cat(buf, n, "presets ");
+        for (p = c->compare; *p; p++) cat(buf, n, *p == ',' ? ", " : "%c", *p);
+    } else if (c->schedule[0]) cat(buf, n, "schedule %s", c->schedule);
+    else cat(buf, n, "preset %s", c->preset);
+    if (c->init[0]) cat(buf, n, ", init %s", c->init);
+    cat(buf, n, " | lr ");
+    for (i = 0; i < (c->n_lrs ? c->n_lrs : 1); i++) cat(buf, n, "%s%g", i ? ", " : "", c->n_lrs ? c->lrs[i] : c->lr);
+    cat(buf, n, " | seed%s ", c->n_seeds > 1 ? "s" : "");
+    for (i = 0; i < (c->n_seeds ? c->n_seeds : 1); i++)
+        cat(buf, n, "%s%llu", i ? ", " : "", c->n_seeds ? c->seeds[i] : c->seed);
+    if (c->schedule[0]) { /* the layers are the schedule's */
+        nb_layer_desc layers[MAX_LAYERS];
+        if (!make_desc(c, &d, layers)) n_layers = d.n_layers;
+    }
+    cat(buf, n, " | d %d, %d layers, %d heads", c->d_model, n_layers, c->n_heads);
+    if (c->n_kv_heads && c->n_kv_heads != c->n_heads) cat(buf, n, " (%d kv)", c->n_kv_heads);
+    if (c->d_ff) cat(buf, n, ", ff %d", c->d_ff);
+    cat(buf, n, " | batch %d x seq %d, %d steps%s", c->batch, c->seq, c->steps, c->bf16 ? ", bf16" : "");
+    if (c->data) cat(buf, n, " | data %s", (p = strrchr(c->data, '/')) ? p + 1 : c->data);
+    else cat(buf, n, " | %d-digit addition (%s), %d held-out problems", c->digits,
+             format_name(c->format), c->eval_problems);
+}
+
+/* the caption at the top, wrapped at its " | "; returns the height it takes (f NULL: only
+   that) */
+static double draw_caption(FILE* f, const char* s) {
+    const int max = (int)((FIG_W - 32) / (0.58 * FS_CAPTION));
+    double y = 12 + FS_CAPTION;
+    char buf[512];
+    while (*s) {
+        const char *cut = s + strlen(s), *q;
+        if (cut - s > max) {
+            cut = NULL;
+            for (q = strstr(s, " | "); q && q - s <= max; q = strstr(q + 3, " | ")) cut = q;
+            if (!cut) cut = s + max;
+        }
+        snprintf(buf, sizeof buf, "%.*s", (int)(cut - s), s);
+        if (f) svg_text_fill(f, 16, y, "start", FS_CAPTION, "#333", buf);
+        y += FS_CAPTION + 7;
+        s = strncmp(cut, " | ", 3) ? cut : cut + 3;
+    }
+    return y;
+}
 
 /* ---- axes ---- */
 
 typedef struct axes {
     double L, R, Tp, Bt;          /* the data area */
+    double top;                   /* the frame's top: Tp, or above it with a strip */
     double x0, x1, y0, y1;        /* its range, in log10 units on a log axis */
     int logx, logy;
     double ymax;
@@ -95,7 +178,11 @@ static void fit(axes* a, const line* s, int ns) {
     if (xmax - xmin < 1e-12) { xmin -= 0.5; xmax += 0.5; }
     if (ymax - ymin < 1e-12) { ymin -= 0.5; ymax += 0.5; }
     if (a->logx) { xmin -= 0.08 * (xmax - xmin); xmax += 0.08 * (xmax - xmin); }
-    if (a->logy) { ymin = floor(ymin * 10) / 10; ymax = ceil(ymax * 10) / 10; }
+    if (a->logy) { /* a little room: no point on the frame */
+        const double pad = 0.04 * (ymax - ymin);
+        ymin = floor((ymin - pad) * 20) / 20;
+        ymax = ceil((ymax + pad) * 20) / 20;
+    }
     else {
         const double ys = nice_step(ymax - ymin);
         ymin = floor(ymin / ys) * ys;
@@ -106,6 +193,18 @@ static void fit(axes* a, const line* s, int ns) {
 
 static void grid_line(FILE* f, double x1, double y1, double x2, double y2) {
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e6e6e6\"/>\n", x1, y1, x2, y2);
+}
+
+/* one tick: a grid line and its label at value v of the x (vertical 0) or y axis */
+static void tick(FILE* f, const axes* a, int vertical, double v, const char* label) {
+    if (vertical && a->ymax > 0 && v > a->ymax * (1 + 1e-9)) return; /* would sit at ymax */
+    if (vertical) {
+        grid_line(f, a->L, ax_y(a, v), a->R, ax_y(a, v));
+        svg_text(f, a->L - 8, ax_y(a, v) + 5, "end", FS_TICK, label);
+    } else {
+        grid_line(f, ax_x(a, v), a->Tp, ax_x(a, v), a->Bt);
+        svg_text(f, ax_x(a, v), a->Bt + 22, "middle", FS_TICK, label);
+    }
 }
 
 /* ticks of a log axis from lo to hi (log10 units): 1-2-5 per decade when few decades show */
@@ -120,15 +219,7 @@ static void log_ticks(FILE* f, const axes* a, int vertical) {
             const double v = mult[m] * pow(10, e), t = log10(v);
             if (t < lo - 1e-9 || t > hi + 1e-9) continue;
             snprintf(buf, sizeof buf, "%g", v);
-            if (vertical) {
-                const double y = ax_y(a, v);
-                grid_line(f, a->L, y, a->R, y);
-                svg_text(f, a->L - 5, y + 4, "end", 11, buf);
-            } else {
-                const double x = ax_x(a, v);
-                grid_line(f, x, a->Tp, x, a->Bt);
-                svg_text(f, x, a->Bt + 16, "middle", 11, buf);
-            }
+            tick(f, a, vertical, v, buf);
         }
 }
 
@@ -139,13 +230,7 @@ static void lin_ticks(FILE* f, const axes* a, int vertical, int int_x) {
     if (!vertical && int_x && st < 1) st = 1;
     for (v = ceil(lo / st - 1e-9) * st; v <= hi + 1e-9 * st; v += st) {
         snprintf(buf, sizeof buf, "%g", fabs(v) < 1e-9 * st ? 0.0 : v);
-        if (vertical) {
-            grid_line(f, a->L, ax_y(a, v), a->R, ax_y(a, v));
-            svg_text(f, a->L - 5, ax_y(a, v) + 4, "end", 11, buf);
-        } else {
-            grid_line(f, ax_x(a, v), a->Tp, ax_x(a, v), a->Bt);
-            svg_text(f, ax_x(a, v), a->Bt + 16, "middle", 11, buf);
-        }
+        tick(f, a, vertical, v, buf);
     }
 }
 
@@ -166,7 +251,30 @@ static void draw_band(FILE* f, const axes* a, const line* s) {
     }
 }
 
-static void draw_line(FILE* f, const axes* a, const line* s) {
+static void cross(FILE* f, double x, double y, double r, const char* color) {
+    fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" stroke-width=\"2.6\"/>\n",
+            x - r, y - r, x + r, y + r, x - r, y + r, x + r, y - r, color);
+}
+
+/* point i's runs that diverged (a cross in the top strip) or collapsed (a ring), k/seeds */
+static void draw_counts(FILE* f, const axes* a, const line* s, int i, double x) {
+    char buf[24];
+    if (s->n_div && s->n_div[i] > 0) {
+        cross(f, x, a->top + 14, 6, s->color);
+        snprintf(buf, sizeof buf, "%d/%d", s->n_div[i], s->seeds);
+        svg_text_fill(f, x, a->top + 42, "middle", FS_NOTE, s->color, buf);
+    }
+    if (s->n_col && s->n_col[i] > 0 && usable(a, s->x[i], s->y[i])) {
+        const double y = ax_y(a, s->y[i]);
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"9\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+                x, y, s->color);
+        snprintf(buf, sizeof buf, "%d/%d", s->n_col[i], s->seeds);
+        svg_text_fill(f, x, y - 14, "middle", FS_NOTE, s->color, buf);
+    }
+}
+
+/* line s, every point dx px to the right (dodge) */
+static void draw_line(FILE* f, const axes* a, const line* s, double dx) {
     int i, open = 0;
     if (s->lo && s->hi && !s->bars) draw_band(f, a, s);
     for (i = 0; i < s->n; i++) {
@@ -176,77 +284,126 @@ static void draw_line(FILE* f, const axes* a, const line* s) {
             continue;
         }
         if (!open) {
-            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s points=\"",
-                    s->color, s->dashed ? " stroke-dasharray=\"6,4\"" : "");
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.4\"%s points=\"",
+                    s->color, s->dashed ? " stroke-dasharray=\"8,5\"" : "");
             open = 1;
         }
-        fprintf(f, "%.1f,%.1f ", ax_x(a, s->x[i]), ax_y(a, s->y[i]));
+        fprintf(f, "%.1f,%.1f ", ax_x(a, s->x[i]) + dx, ax_y(a, s->y[i]));
     }
     if (open) fputs("\"/>\n", f);
     for (i = 0; i < s->n; i++) {
-        const double x = ax_x(a, s->x[i]);
-        if (s->mark && s->mark[i] == 1 && isfinite(s->x[i])) { /* a cross at the top: diverged */
-            const double y = a->Tp + 8, cx = x + 11 * (s->mark_row - 0.5 * (s->mark_rows - 1));
-            fprintf(f, "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" stroke-width=\"2.2\"/>\n",
-                    cx - 5, y - 5, cx + 5, y + 5, cx - 5, y + 5, cx + 5, y - 5, s->color);
-            continue;
-        }
+        const double x = ax_x(a, s->x[i]) + dx;
+        if (!isfinite(s->x[i])) continue;
+        draw_counts(f, a, s, i, x);
         if (!usable(a, s->x[i], s->y[i])) continue;
         if (s->bars && s->lo && s->hi && usable(a, s->x[i], s->lo[i]) && usable(a, s->x[i], s->hi[i]))
-            fprintf(f, "<path d=\"M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fH%.1f\" stroke=\"%s\" stroke-width=\"1.4\"/>\n",
-                    x, ax_y(a, s->lo[i]), ax_y(a, s->hi[i]), x - 4, ax_y(a, s->lo[i]), x + 4,
-                    x - 4, ax_y(a, s->hi[i]), x + 4, s->color);
+            fprintf(f, "<path d=\"M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fH%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+                    x, ax_y(a, s->lo[i]), ax_y(a, s->hi[i]), x - 6, ax_y(a, s->lo[i]), x + 6,
+                    x - 6, ax_y(a, s->hi[i]), x + 6, s->color);
         if (s->dots || s->n == 1)
-            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.2\" fill=\"%s\"/>\n", x, ax_y(a, s->y[i]), s->color);
-        if (s->mark && s->mark[i] == 2)
-            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"/>\n",
-                    x, ax_y(a, s->y[i]), s->color);
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"/>\n", x, ax_y(a, s->y[i]), s->color);
     }
+}
+
+/* the data area of panel p (room for tick labels, axis labels, title, the strip) */
+static void panel_axes(const panel* p, axes* a) {
+    memset(a, 0, sizeof *a);
+    a->L = p->x + 92; a->R = p->x + p->w - 16; a->top = p->y + 40; a->Bt = p->y + p->h - 66;
+    a->Tp = a->top + (p->strip ? 54 : 0);
+    a->logx = p->logx; a->logy = p->logy; a->ymax = p->ymax;
+}
+
+/* background, title, axis labels; the strip of diverged runs labelled */
+static void panel_frame(FILE* f, const panel* p, const axes* a) {
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"white\"/>\n",
+            a->L, a->top, a->R - a->L, a->Bt - a->top);
+    svg_text(f, (a->L + a->R) / 2, p->y + 26, "middle", FS_TITLE, p->title);
+    svg_text(f, (a->L + a->R) / 2, a->Bt + 50, "middle", FS_AXIS, p->xlabel);
+    fprintf(f, "<text transform=\"translate(%.1f,%.1f) rotate(-90)\" text-anchor=\"middle\" "
+               "font-size=\"%d\">%s</text>\n", p->x + 22, (a->Tp + a->Bt) / 2, FS_AXIS, p->ylabel);
+    if (p->strip) {
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#f4f4f4\"/>\n",
+                a->L, a->top, a->R - a->L, a->Tp - a->top);
+        svg_text_fill(f, a->L - 8, a->top + 32, "end", FS_TICK, "#555", "diverged");
+    }
+}
+
+static void panel_border(FILE* f, const axes* a) {
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#444\"/>\n",
+            a->L, a->top, a->R - a->L, a->Bt - a->top);
+}
+
+/* px between the dodged lines at one x: apart, within the smallest gap between ticks */
+static double dodge_step(const axes* a, const panel* p, int nd) {
+    double gap = a->R - a->L;
+    int i;
+    for (i = 1; i < p->n_xticks; i++) {
+        const double g = ax_x(a, p->xticks[i]) - ax_x(a, p->xticks[i - 1]);
+        if (g < gap) gap = g;
+    }
+    gap = 0.6 * gap / (nd > 1 ? nd : 1);
+    return gap < 28 ? gap : 28;
 }
 
 /* One panel: frame, ticks, labels, lines. */
 static void draw_panel(FILE* f, const panel* p, const line* s, int ns) {
     axes a;
-    int k;
-    memset(&a, 0, sizeof a);
-    a.L = p->x + 64; a.R = p->x + p->w - 12; a.Tp = p->y + 34; a.Bt = p->y + p->h - 46;
-    a.logx = p->logx; a.logy = p->logy; a.ymax = p->ymax;
+    char buf[32];
+    int k, i, nd = 0, j = 0;
+    double step;
+    panel_axes(p, &a);
     fit(&a, s, ns);
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"white\"/>\n",
-            a.L, a.Tp, a.R - a.L, a.Bt - a.Tp);
-    svg_text(f, (a.L + a.R) / 2, p->y + 20, "middle", 14, p->title);
-    svg_text(f, (a.L + a.R) / 2, a.Bt + 36, "middle", 12, p->xlabel);
-    fprintf(f, "<text transform=\"translate(%.1f,%.1f) rotate(-90)\" text-anchor=\"middle\" "
-               "font-size=\"12\">%s</text>\n", p->x + 14, (a.Tp + a.Bt) / 2, p->ylabel);
-    if (a.logx) log_ticks(f, &a, 0); else lin_ticks(f, &a, 0, p->int_x);
-    if (a.logy) log_ticks(f, &a, 1); else lin_ticks(f, &a, 1, 0);
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#444\"/>\n",
-            a.L, a.Tp, a.R - a.L, a.Bt - a.Tp);
-    for (k = 0; k < ns; k++) draw_line(f, &a, &s[k]);
-}
-
-/* the legend in its own column at (x, y), one entry per line (name NULL: none) */
-static void draw_legend(FILE* f, double x, double y, const line* s, int ns) {
-    int k, row = 0;
-    for (k = 0; k < ns; k++) {
-        const double ly = y + 18 * row;
-        if (!s[k].name) continue;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.4\"%s/>\n",
-                x, ly - 4, x + 24, ly - 4, s[k].color, s[k].dashed ? " stroke-dasharray=\"6,4\"" : "");
-        if (s[k].lo && !s[k].bars)
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"24\" height=\"10\" fill=\"%s\" fill-opacity=\"0.18\"/>\n",
-                    x, ly - 9, s[k].color);
-        svg_text(f, x + 30, ly, "start", 12, s[k].name);
-        row++;
+    panel_frame(f, p, &a);
+    for (i = 0; i < p->n_xticks; i++) {
+        snprintf(buf, sizeof buf, "%g", p->xticks[i]);
+        tick(f, &a, 0, p->xticks[i], buf);
     }
+    if (!p->n_xticks) { if (a.logx) log_ticks(f, &a, 0); else lin_ticks(f, &a, 0, p->int_x); }
+    if (a.logy) log_ticks(f, &a, 1); else lin_ticks(f, &a, 1, 0);
+    panel_border(f, &a);
+    for (k = 0; k < ns; k++) nd += s[k].bars;
+    step = p->dodge ? dodge_step(&a, p, nd) : 0;
+    for (k = 0; k < ns; k++) draw_line(f, &a, &s[k], s[k].bars ? step * (j++ - 0.5 * (nd - 1)) : 0);
 }
 
-static FILE* svg_open(const char* path, double w, double h) {
-    FILE* f = create_out(path);
-    if (!f) return NULL;
+/* the legend in its own column at (x, y), one entry per line (name NULL: none); returns the
+   y below it */
+static double draw_legend(FILE* f, double x, double y, const line* s, int ns) {
+    int k;
+    for (k = 0; k < ns; k++) {
+        if (!s[k].name) continue;
+        if (s[k].fill)
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"18\" height=\"18\" fill=\"%s\"/>\n", x + 6, y - 15, s[k].color);
+        else fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>\n",
+                x, y - 5, x + 30, y - 5, s[k].color, s[k].dashed ? " stroke-dasharray=\"8,5\"" : "");
+        if (s[k].lo && !s[k].bars && !s[k].fill)
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"30\" height=\"14\" fill=\"%s\" fill-opacity=\"0.18\"/>\n",
+                    x, y - 12, s[k].color);
+        if (s[k].dots || s[k].bars)
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"/>\n", x + 15, y - 5, s[k].color);
+        svg_text(f, x + 38, y, "start", FS_LEGEND, s[k].name);
+        y += LEGEND_ROW;
+    }
+    return y;
+}
+
+/* lines of grey text under a legend (NULL-terminated), returns the y below them */
+static double draw_notes(FILE* f, double x, double y, const char* const* lines) {
+    for (y += 8; *lines; lines++, y += FS_NOTE + 6) svg_text_fill(f, x, y, "start", FS_NOTE, "#444", *lines);
+    return y;
+}
+
+/* a FIG_W-wide figure: the caption of run c, then h px for the panels, which start at *top */
+static FILE* svg_open(const char* path, double h, const config* c, double* top) {
+    char cap[1024];
+    FILE* f;
+    run_caption(c, cap, sizeof cap);
+    *top = draw_caption(NULL, cap);
+    if (!(f = create_out(path))) return NULL;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-               "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n"
-               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", w, h, w, h);
+               "width=\"%d\" height=\"%.0f\" viewBox=\"0 0 %d %.0f\" font-family=\"sans-serif\">\n"
+               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", FIG_W, h + *top, FIG_W, h + *top);
+    draw_caption(f, cap);
     return f;
 }
 static int svg_close(FILE* f, const char* path) {
@@ -255,9 +412,10 @@ static int svg_close(FILE* f, const char* path) {
     return 0;
 }
 
-/* a log y axis when the positive values span more than a factor of 20 (a loss going to 0.01
-   on a linear axis hides everything after the first drop) */
-static int wants_log(const line* s, int ns, double ymax) {
+/* a log y axis when the positive values span more than `factor` (a loss going to 0.01 on a
+   linear axis hides everything after the first drop; so do tiny gradients of the first
+   layers) */
+static int wants_log(const line* s, int ns, double ymax, double factor) {
     double lo = INFINITY, hi = 0;
     int k, i;
     for (k = 0; k < ns; k++)
@@ -269,7 +427,7 @@ static int wants_log(const line* s, int ns, double ymax) {
             if (y < lo) lo = y;
             if (y > hi) hi = y;
         }
-    return hi > 20 * lo;
+    return hi > factor * lo;
 }
 
 /* ---- --diag ---- */
@@ -324,7 +482,7 @@ static int diag_csvs(const config* c, int L, const history* h) {
 }
 
 static int diag_loss_svg(const config* c, const history* h, double unigram) {
-    double bx[2], by[2], cap = 0;
+    double bx[2], by[2], cap = 0, top;
     char path[1024];
     line s[3];
     panel p;
@@ -338,21 +496,23 @@ static int diag_loss_svg(const config* c, const history* h, double unigram) {
     s[1].name = "validation"; s[1].color = "#d62728"; s[1].n = h->n_eval; s[1].x = h->eval_x; s[1].y = h->val; s[1].dots = 1;
     s[2].name = "unigram baseline"; s[2].color = "#555"; s[2].n = 2; s[2].x = bx; s[2].y = by; s[2].dashed = 1;
     for (i = 0; i < h->n_steps && i < 5; i++) if (isfinite(h->loss[i]) && h->loss[i] > cap) cap = h->loss[i];
-    p.w = 720; p.h = 420; p.title = "Loss"; p.xlabel = "step"; p.ylabel = "cross-entropy (nats)";
-    p.ymax = cap * 1.05;
-    p.logy = wants_log(s, 2, p.ymax);
     snprintf(path, sizeof path, "%s/loss.svg", c->diag);
-    if (!(f = svg_open(path, 900, 420))) return 1;
+    if (!(f = svg_open(path, 540, c, &top))) return 1;
+    p.y = top; p.w = 1130; p.h = 540; p.title = "Loss"; p.xlabel = "training step";
+    p.ylabel = "cross-entropy (nats/token)";
+    p.ymax = cap * 1.05;
+    p.logy = wants_log(s, 2, p.ymax, 20);
     draw_panel(f, &p, s, 3);
-    draw_legend(f, 726, 60, s, 3);
+    draw_legend(f, 1140, top + 70, s, 3);
     return svg_close(f, path);
 }
 
 /* layers.svg: per-layer profiles at up to 4 points of training (one colour each); for
-   SiameseNorm the hidden-state and angular panels have stream x solid and stream y dashed */
+   SiameseNorm the hidden-state and angular panels have stream x solid and stream y dashed.
+   Gradient norms and hidden-state magnitudes that span a decade get a log axis. */
 static int diag_layers_svg(const config* c, int L, const history* h) {
     const int S = h->streams, np = h->n_diag < 4 ? h->n_diag : 4;
-    double lx[MAX_LAYERS + 1];
+    double lx[MAX_LAYERS + 1], top;
     line sg[4], sh[8], sa[8], key[10];
     char names[4][32], path[1024];
     panel p;
@@ -381,18 +541,21 @@ static int diag_layers_svg(const config* c, int L, const history* h) {
         key[nk].name = "stream y (Pre-Norm)"; key[nk].color = "#555"; key[nk++].dashed = 1;
     }
     snprintf(path, sizeof path, "%s/layers.svg", c->diag);
-    if (!(f = svg_open(path, 1440, 400))) return 1;
+    if (!(f = svg_open(path, 520, c, &top))) return 1;
     memset(&p, 0, sizeof p);
-    p.w = 420; p.h = 400; p.int_x = 1;
-    p.title = "Gradient norm per layer"; p.xlabel = "layer l"; p.ylabel = "||grad of block l||";
+    p.y = top; p.w = 380; p.h = 520; p.int_x = 1;
+    p.logy = wants_log(sg, np, 0, 10);
+    p.title = "Gradient norm per layer"; p.xlabel = "layer l";
+    p.ylabel = p.logy ? "||grad of block l||, L2 (log scale)" : "||grad of block l||, L2";
     draw_panel(f, &p, sg, np);
-    p.x = 420; p.title = "Hidden-state magnitude"; p.xlabel = "l (input of block l; L = output)";
-    p.ylabel = "mean ||x_l||";
+    p.x = 380; p.title = "Hidden-state magnitude"; p.xlabel = "l (input of block l; L = output)";
+    p.logy = wants_log(sh, np * S, 0, 10);
+    p.ylabel = p.logy ? "mean ||x_l|| per token (log scale)" : "mean ||x_l|| per token";
     draw_panel(f, &p, sh, np * S);
-    p.x = 840; p.title = "Angular distance d(l, l+1)"; p.xlabel = "layer l";
-    p.ylabel = "arccos(cos(x_l, x_l+1)) / pi";
+    p.x = 760; p.title = "Angular distance d(l, l+1)"; p.xlabel = "layer l"; p.logy = 0;
+    p.ylabel = "arccos(cos(x_l, x_l+1)) / pi (0 to 1)";
     draw_panel(f, &p, sa, np * S);
-    draw_legend(f, 1268, 60, key, nk);
+    draw_legend(f, 1150, top + 70, key, nk);
     return svg_close(f, path);
 }
 
@@ -421,26 +584,37 @@ static void band_lines(const band* b, int n, line* s) {
     memset(s, 0, (size_t)n * sizeof *s);
     for (k = 0; k < n; k++) {
         s[k].name = b[k].name; s[k].color = k_colors[k % 10]; s[k].n = b[k].n;
-        s[k].x = b[k].x; s[k].y = b[k].y; s[k].lo = b[k].lo; s[k].hi = b[k].hi; s[k].mark = b[k].mark;
-        s[k].mark_row = k;
-        s[k].mark_rows = n;
+        s[k].x = b[k].x; s[k].y = b[k].y; s[k].lo = b[k].lo; s[k].hi = b[k].hi;
+        s[k].n_div = b[k].n_div; s[k].n_col = b[k].n_col; s[k].seeds = b[k].seeds;
     }
 }
 
-int plot_compare(const char* path, const char* title, const char* train_title, const band* val,
-                 const band* train, int n, double unigram) {
+/* the dashed unigram baseline across the x range of the bands */
+static void baseline(const band* b, int n, double unigram, double* bx, double* by, line* s) {
+    int k, i;
+    bx[0] = INFINITY; bx[1] = -INFINITY;
+    for (k = 0; k < n; k++)
+        for (i = 0; i < b[k].n; i++) {
+            if (b[k].x[i] < bx[0]) bx[0] = b[k].x[i];
+            if (b[k].x[i] > bx[1]) bx[1] = b[k].x[i];
+        }
+    if (!(bx[0] <= bx[1])) { bx[0] = 0; bx[1] = 1; }
+    by[0] = by[1] = unigram;
+    memset(s, 0, sizeof *s);
+    s->name = "unigram baseline"; s->color = "#555"; s->n = 2; s->x = bx; s->y = by; s->dashed = 1;
+}
+
+int plot_compare(const char* path, const config* c, const char* title, const char* train_title,
+                 const band* val, const band* train, int n, double unigram) {
+    static const char* const notes[] = {"line: mean over seeds", "band: min-max over seeds", NULL};
     line sv[MAX_COMPARE + 1], st[MAX_COMPARE + 1];
-    double bx[2] = {INFINITY, -INFINITY}, by[2], cap = 0;
+    double bx[2], by[2], cap = 0, top;
     panel p;
     FILE* f;
     int k, i;
     band_lines(val, n, sv);
     band_lines(train, n, st);
     for (k = 0; k < n; k++) {
-        for (i = 0; i < train[k].n; i++) {
-            if (train[k].x[i] < bx[0]) bx[0] = train[k].x[i];
-            if (train[k].x[i] > bx[1]) bx[1] = train[k].x[i];
-        }
         sv[k].dots = 1;
         st[k].name = NULL;
         /* the train panel starts after the first 5% of steps: the drop from ln 256 would
@@ -448,64 +622,108 @@ int plot_compare(const char* path, const char* title, const char* train_title, c
         for (i = train[k].n / 20; i < train[k].n; i++)
             if (isfinite(train[k].y[i]) && train[k].y[i] > cap) cap = train[k].y[i];
     }
-    if (!(bx[0] < bx[1])) { bx[0] = 0; bx[1] = 1; }
-    by[0] = by[1] = unigram;
-    memset(&sv[n], 0, sizeof sv[n]);
-    sv[n].name = "unigram baseline"; sv[n].color = "#555"; sv[n].n = 2; sv[n].x = bx; sv[n].y = by; sv[n].dashed = 1;
+    baseline(train, n, unigram, bx, by, &sv[n]);
     st[n] = sv[n];
-    if (!(f = svg_open(path, 1200, 470))) return 1;
+    if (!(f = svg_open(path, 540, c, &top))) return 1;
     memset(&p, 0, sizeof p);
-    p.w = 510; p.h = 470; p.title = title; p.xlabel = "step"; p.ylabel = "validation loss (nats)";
-    p.logy = wants_log(sv, n, 0);
+    p.y = top; p.w = 575; p.h = 540; p.title = title; p.xlabel = "training step";
+    p.ylabel = "validation loss (nats/token)";
+    p.logy = wants_log(sv, n, 0, 20);
     draw_panel(f, &p, sv, n + 1);
-    p.x = 510; p.title = train_title; p.ylabel = "train loss (nats)";
+    p.x = 575; p.title = train_title; p.ylabel = "train loss (nats/token)";
     p.ymax = cap > 0 ? cap * 1.05 : 0;
-    p.logy = wants_log(st, n, p.ymax);
+    p.logy = wants_log(st, n, p.ymax, 20);
     draw_panel(f, &p, st, n + 1);
-    draw_legend(f, 1030, 60, sv, n + 1);
+    i = n > 0 && val[0].lo ? 0 : 1;   /* one seed: no band to explain */
+    draw_notes(f, 1160, draw_legend(f, 1160, top + 70, sv, n + 1), notes + i);
     return svg_close(f, path);
 }
 
-int plot_lr_sweep(const char* path, const band* b, int n, double unigram) {
+int plot_lr_sweep(const char* path, const config* c, const band* b, int n, double unigram) {
+    static const char* const notes[] = {"dot: mean over the seeds that", "finished; bar: min-max",
+                                        "x k/N at the top: k of N", "seeds diverged",
+                                        "ring k/N: k of N seeds", "collapsed to the baseline", NULL};
     line s[MAX_COMPARE + 1];
-    double bx[2] = {INFINITY, -INFINITY}, by[2];
+    double bx[2], by[2], top;
     panel p;
     FILE* f;
-    int k, i, crosses = 0, rings = 0;
+    int k, i;
     band_lines(b, n, s);
+    memset(&p, 0, sizeof p);
     for (k = 0; k < n; k++) {
         s[k].dots = 1;
         s[k].bars = 1;
-        for (i = 0; i < b[k].n; i++) {
-            if (b[k].x[i] < bx[0]) bx[0] = b[k].x[i];
-            if (b[k].x[i] > bx[1]) bx[1] = b[k].x[i];
-            crosses |= b[k].mark && b[k].mark[i] == 1;
-            rings |= b[k].mark && b[k].mark[i] == 2;
-        }
+        for (i = 0; i < b[k].n; i++) p.strip |= b[k].n_div && b[k].n_div[i] > 0;
     }
-    by[0] = by[1] = unigram;
-    memset(&s[n], 0, sizeof s[n]);
-    s[n].name = "unigram baseline"; s[n].color = "#555"; s[n].n = 2; s[n].x = bx; s[n].y = by; s[n].dashed = 1;
-    if (!(f = svg_open(path, 840, 460))) return 1;
-    memset(&p, 0, sizeof p);
-    p.w = 640; p.h = 460; p.logx = 1;
+    baseline(b, n, unigram, bx, by, &s[n]);
+    if (!(f = svg_open(path, 560, c, &top))) return 1;
+    p.y = top; p.w = 1130; p.h = 560; p.logx = 1; p.dodge = 1;
+    p.xticks = n > 0 ? b[0].x : NULL;
+    p.n_xticks = n > 0 ? b[0].n : 0;
     p.title = "Final validation loss against the learning rate";
-    p.xlabel = "peak learning rate (log scale)";
-    p.ylabel = "final validation loss (mean, min-max over seeds)";
-    p.logy = wants_log(s, n, 0);
+    p.xlabel = "peak learning rate (log scale; ticks at the rates tried)";
+    p.ylabel = "final validation loss (nats/token)";
+    p.logy = wants_log(s, n, 0, 20);
     draw_panel(f, &p, s, n + 1);
-    draw_legend(f, 652, 60, s, n + 1);
-    {
-        double y = 60 + 18 * (n + 1) + 10;
-        if (crosses) {
-            svg_text(f, 652, y, "start", 12, "x at the top: every");
-            svg_text(f, 652, y + 16, "start", 12, "seed diverged");
-            y += 40;
+    draw_notes(f, 1140, draw_legend(f, 1140, top + 70, s, n + 1), notes);
+    return svg_close(f, path);
+}
+
+/* grouped bars on a 0-100% axis: group g (one lr) holds one bar per line (y[g] in [0, 1],
+   lo/hi a whisker); no value (no seed finished): a cross. names: preset names under the bars
+   (one group), else the lr under each group. */
+static void draw_bars(FILE* f, const axes* a, const line* s, int ns, int names) {
+    const int groups = ns > 0 ? s[0].n : 0;
+    const double slot = (a->R - a->L) / (groups > 0 ? groups : 1), bw = fmin(0.8 * slot / ns, 120);
+    char buf[32];
+    int g, k;
+    for (g = 0; g < groups; g++) {
+        for (k = 0; k < ns; k++) {
+            const double x = a->L + slot * (g + 0.5) + bw * (k + 0.5 - 0.5 * ns), v = 100 * s[k].y[g];
+            const double hi = isfinite(s[k].hi[g]) ? 100 * s[k].hi[g] : v;
+            if (names) svg_text(f, x, a->Bt + 22, "middle", FS_TICK, s[k].name);
+            if (!isfinite(v)) { cross(f, x, a->Bt - 12, 6, s[k].color); continue; }
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
+                    x - bw / 2 + 2, ax_y(a, v), bw - 4, a->Bt - ax_y(a, v), s[k].color);
+            if (hi > v || 100 * s[k].lo[g] < v)
+                fprintf(f, "<path d=\"M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fH%.1f\" stroke=\"#222\" stroke-width=\"1.6\"/>\n",
+                        x, ax_y(a, 100 * s[k].lo[g]), ax_y(a, hi), x - 5, ax_y(a, 100 * s[k].lo[g]), x + 5,
+                        x - 5, ax_y(a, hi), x + 5);
+            snprintf(buf, sizeof buf, "%.0f%%", v);
+            if (bw >= 36) svg_text(f, x, ax_y(a, hi) - 6, "middle", FS_NOTE, buf);
         }
-        if (rings) {
-            svg_text(f, 652, y, "start", 12, "ring: a seed collapsed");
-            svg_text(f, 652, y + 16, "start", 12, "to the unigram baseline");
-        }
+        snprintf(buf, sizeof buf, "%g", s[0].x[g]);
+        if (!names) svg_text(f, a->L + slot * (g + 0.5), a->Bt + 22, "middle", FS_TICK, buf);
     }
+}
+
+int plot_accuracy(const char* path, const config* c, const band* b, int n) {
+    static const char* const notes[] = {"bar: mean over the seeds that", "finished; whisker: min-max",
+                                        "x: every seed diverged", NULL};
+    const int one_lr = n > 0 && b[0].n == 1;
+    line s[MAX_COMPARE];
+    char xlabel[96], ylabel[96];
+    double top;
+    panel p;
+    axes a;
+    FILE* f;
+    int k;
+    band_lines(b, n, s);
+    for (k = 0; k < n; k++) s[k].fill = 1;
+    if (!(f = svg_open(path, 560, c, &top))) return 1;
+    memset(&p, 0, sizeof p);
+    p.y = top; p.w = 1130; p.h = 560;
+    p.title = one_lr ? "Answer accuracy on held-out problems" : "Answer accuracy against the learning rate";
+    if (one_lr) snprintf(xlabel, sizeof xlabel, "preset (peak learning rate %g)", b[0].x[0]);
+    else snprintf(xlabel, sizeof xlabel, "peak learning rate (the rates tried)");
+    snprintf(ylabel, sizeof ylabel, "exact-match accuracy (%% of %d problems)", c->eval_problems);
+    p.xlabel = xlabel; p.ylabel = ylabel;
+    panel_axes(&p, &a);
+    a.x1 = 1; a.y1 = 112;   /* room for the labels above 100% */
+    panel_frame(f, &p, &a);
+    lin_ticks(f, &a, 1, 0);
+    panel_border(f, &a);
+    draw_bars(f, &a, s, n, one_lr);
+    draw_notes(f, 1140, draw_legend(f, 1140, top + 70, s, n), notes);
     return svg_close(f, path);
 }

@@ -430,6 +430,7 @@ typedef struct group_stats {
     int n, ok, diverged, collapsed, failed, interrupted;   /* runs by state (n: seeds) */
     int finished;                             /* ok + collapsed: the ones with a final loss */
     double mean, std, lo, hi, acc;            /* over finished runs */
+    double acc_lo, acc_hi;                    /* accuracy min-max over them */
     int stable;                               /* every seed ok */
 } group_stats;
 
@@ -443,7 +444,7 @@ static group_stats stats(const sweep* sw, int p, int l) {
     int s, n_acc = 0;
     const sweep_run* r;
     memset(&g, 0, sizeof g);
-    g.lo = INFINITY; g.hi = -INFINITY;
+    g.lo = g.acc_lo = INFINITY; g.hi = g.acc_hi = -INFINITY;
     for (s = 0; s < sw->n_seeds; s++) {
         r = run_at(sw, p, l, s);
         g.n++;
@@ -458,7 +459,12 @@ static group_stats stats(const sweep* sw, int p, int l) {
             sum += v;
             if (v < g.lo) g.lo = v;
             if (v > g.hi) g.hi = v;
-            if (isfinite(r->h.accuracy)) { acc += r->h.accuracy; n_acc++; }
+            if (isfinite(r->h.accuracy)) {
+                acc += r->h.accuracy;
+                n_acc++;
+                g.acc_lo = fmin(g.acc_lo, r->h.accuracy);
+                g.acc_hi = fmax(g.acc_hi, r->h.accuracy);
+            }
         }
     }
     g.mean = g.finished ? sum / g.finished : NAN;
@@ -469,6 +475,7 @@ static group_stats stats(const sweep* sw, int p, int l) {
     }
     g.std = g.finished > 1 ? sqrt(sq / (g.finished - 1)) : NAN;
     g.acc = n_acc ? acc / n_acc : NAN;
+    if (!n_acc) g.acc_lo = g.acc_hi = NAN;
     g.stable = g.ok == g.n;
     return g;
 }
@@ -690,52 +697,65 @@ static void curves(const sweep* sw, curve_set* cs) {
     }
 }
 
+/* per preset over the lrs: the final validation loss (acc 0) or the answer accuracy (acc 1)
+   of the finished runs, mean and min-max, and how many runs diverged and collapsed. mem:
+   n_presets x n_lrs x 3 doubles, cnt: n_presets x n_lrs x 2 ints */
+static void lr_bands(const sweep* sw, int acc, band* b, double* mem, int* cnt) {
+    int p, l;
+    for (p = 0; p < sw->n_presets; p++) {
+        double *y = mem + (size_t)p * sw->n_lrs * 3, *lo = y + sw->n_lrs, *hi = lo + sw->n_lrs;
+        int *div = cnt + (size_t)p * sw->n_lrs * 2, *col = div + sw->n_lrs;
+        for (l = 0; l < sw->n_lrs; l++) {
+            const group_stats g = stats(sw, p, l);
+            y[l] = acc ? g.acc : g.mean;
+            lo[l] = !g.finished ? NAN : acc ? g.acc_lo : g.lo;
+            hi[l] = !g.finished ? NAN : acc ? g.acc_hi : g.hi;
+            div[l] = g.diverged;
+            col[l] = g.collapsed;
+        }
+        b[p].name = sw->labels[p];
+        b[p].n = sw->n_lrs;
+        b[p].x = sw->lrs; b[p].y = y; b[p].lo = lo; b[p].hi = hi;
+        b[p].n_div = div; b[p].n_col = col; b[p].seeds = sw->n_seeds;
+    }
+}
+
 static int write_plots(const sweep* sw, double unigram, char* listed, size_t n) {
     char path[1280], title[256];
     curve_set cs;
-    int rc = 0, p, l, k;
+    band b[MAX_COMPARE];
+    double* mem = (double*)xcalloc((size_t)sw->n_presets * sw->n_lrs * 3, sizeof(double));
+    int* cnt = (int*)xcalloc((size_t)sw->n_presets * sw->n_lrs * 2, sizeof(int));
+    int rc = 0, k;
     size_t used = 0;
     curves(sw, &cs);
     if (sw->n_seeds > 1)
-        snprintf(title, sizeof title, "Validation loss: mean and min-max over %d seeds%s", sw->n_seeds,
-                 sw->n_lrs > 1 ? ", each preset at its best lr" : "");
+        snprintf(title, sizeof title, "Validation loss%s", sw->n_lrs > 1 ? ", each preset at its best lr" : "");
     else snprintf(title, sizeof title, "Validation loss (seed %llu%s)", sw->seeds[0],
                   sw->n_lrs > 1 ? ", each preset at its best lr" : "");
     snprintf(path, sizeof path, "%s/compare.svg", sw->out);
     if (cs.n) {
-        rc |= plot_compare(path, title, sw->n_seeds > 1 ? "Train loss (moving average, mean over seeds)"
-                                                        : "Train loss (moving average)",
+        rc |= plot_compare(path, sw->base, title, sw->n_seeds > 1 ? "Train loss (moving average, mean over seeds)"
+                                                                  : "Train loss (moving average)",
                            cs.val, cs.train, cs.n, unigram);
         used += (size_t)snprintf(listed + used, n - used, "  %s  validation curves per preset (train loss, smoothed, beside)\n", path);
     }
     for (k = 0; k < MAX_COMPARE; k++) free(cs.mem[k]);
     if (sw->n_lrs > 1) {   /* final validation loss against lr, per preset */
-        band b[MAX_COMPARE];
-        double* mem = (double*)xcalloc((size_t)sw->n_presets * sw->n_lrs * 4, sizeof(double));
-        int* mark = (int*)xcalloc((size_t)sw->n_presets * sw->n_lrs, sizeof(int));
-        for (p = 0; p < sw->n_presets; p++) {
-            double* x = mem + (size_t)p * sw->n_lrs * 4;
-            double *y = x + sw->n_lrs, *lo = y + sw->n_lrs, *hi = lo + sw->n_lrs;
-            int* mk = mark + (size_t)p * sw->n_lrs;
-            for (l = 0; l < sw->n_lrs; l++) {
-                const group_stats g = stats(sw, p, l);
-                x[l] = sw->lrs[l];
-                y[l] = g.mean;
-                lo[l] = g.finished ? g.lo : NAN;
-                hi[l] = g.finished ? g.hi : NAN;
-                mk[l] = g.diverged > 0 && !g.finished ? 1 /* every seed diverged */
-                        : g.collapsed > 0 ? 2 : 0;
-            }
-            b[p].name = sw->labels[p];
-            b[p].n = sw->n_lrs;
-            b[p].x = x; b[p].y = y; b[p].lo = lo; b[p].hi = hi; b[p].mark = mk;
-        }
+        lr_bands(sw, 0, b, mem, cnt);
         snprintf(path, sizeof path, "%s/lr_sweep.svg", sw->out);
-        rc |= plot_lr_sweep(path, b, sw->n_presets, unigram);
+        rc |= plot_lr_sweep(path, sw->base, b, sw->n_presets, unigram);
         used += (size_t)snprintf(listed + used, n - used, "  %s  final validation loss against the learning rate\n", path);
-        free(mem);
-        free(mark);
     }
+    if (!sw->base->data) { /* the addition task's headline number */
+        lr_bands(sw, 1, b, mem, cnt);
+        snprintf(path, sizeof path, "%s/accuracy.svg", sw->out);
+        rc |= plot_accuracy(path, sw->base, b, sw->n_presets);
+        used += (size_t)snprintf(listed + used, n - used, "  %s  held-out answer accuracy per preset%s\n", path,
+                                 sw->n_lrs > 1 ? " and learning rate" : "");
+    }
+    free(mem);
+    free(cnt);
     return rc;
 }
 

@@ -303,19 +303,25 @@ void say_shown(const dataset* ds, const shown_problem* p, int n);
 /* ---- plot.c ---- */
 int write_diag(const config* c, const model* m, const history* h, double unigram);
 int write_steps_csv(const char* path, const history* h);
-/* a line with a band: y over x, and lo/hi around it (NULL: no band); mark[i] 1 draws a cross
-   at the top of the panel instead of a point (every run diverged), 2 a ring around the point
-   (a run collapsed) */
+/* a line with a band: y over x, and lo/hi around it (NULL: no band); n_div/n_col (NULL: none):
+   at point i, how many of `seeds` runs diverged (a cross at the top of the panel) and
+   collapsed (a ring around the point), each labelled with its count */
 typedef struct band {
     const char* name;
     int n;
     const double *x, *y, *lo, *hi;
-    const int* mark;
+    const int *n_div, *n_col;
+    int seeds;
 } band;
+/* Every figure is captioned with the run c describes (a sweep's base config: its presets,
+   lrs and seeds lists). */
 /* compare.svg: validation loss (mean over seeds, min-max band) and train loss (smoothed) */
-int plot_compare(const char* path, const char* title, const char* train_title, const band* val,
-                 const band* train, int n, double unigram);
-/* lr_sweep.svg: final validation loss against the learning rate (log x) per preset */
-int plot_lr_sweep(const char* path, const band* b, int n, double unigram);
+int plot_compare(const char* path, const config* c, const char* title, const char* train_title,
+                 const band* val, const band* train, int n, double unigram);
+/* lr_sweep.svg: final validation loss against the learning rate (log x, ticks at b[0].x) per
+   preset, presets side by side at each lr */
+int plot_lr_sweep(const char* path, const config* c, const band* b, int n, double unigram);
+/* accuracy.svg: held-out answer accuracy (y in [0, 1]) as bars, one group per lr (b[k].x) */
+int plot_accuracy(const char* path, const config* c, const band* b, int n);
 
 #endif

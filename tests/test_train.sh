@@ -399,6 +399,20 @@ else
   fail "a sweep's run vs the run alone"; diff alone.csv sw/runs/hybrid_lr0.003_seed2.csv | head
 fi
 
+# a sweep resumes: the same command again reads every finished run instead of running it (the
+# same tables); a run whose command changed, or whose results are gone, runs again
+cp sw/summary.csv sw_first_summary.csv
+rm sw/runs/pre_lr10_seed2.json
+"$TRAIN" "${SWB[@]}" --compare pre,hybrid --seeds 1,2 --lrs 3e-3,10 --out sw > sw2.log 2>&1
+if [ "$(grep -c "(earlier, " sw2.log)" = 7 ] && grep -q "^7 of 8 runs finished by an earlier sweep" sw2.log &&
+   cmp -s sw/summary.csv sw_first_summary.csv; then
+  pass "a sweep run again reads its 7 finished runs (8th re-run: its results were removed); same summary.csv"
+else
+  fail "sweep resume"; grep "^\[\|earlier" sw2.log
+fi
+"$TRAIN" "${SWB[@]}" --compare pre --seeds 1 --lrs 3e-3 --warmup 6 --out sw > sw3.log 2>&1
+if ! grep -q "(earlier, " sw3.log; then pass "a sweep with another flag runs again"; else fail "sweep resume with another flag"; fi
+
 # divergence follows the protocol: a finite run at lr 10 is not stopped by its spikes (counted),
 # unless --spike-stop asks for the old rule
 "$TRAIN" "${SWB[@]}" --lr 10 --seed 2 > spk.log 2>&1

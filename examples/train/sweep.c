@@ -42,6 +42,7 @@ typedef struct sweep_run {
     int state;
     pid_t pid;
     int signal;                 /* the signal that ended its process, or 0 */
+    int reused;                 /* finished by an earlier sweep of the same command: not run again */
 } sweep_run;
 
 typedef struct sweep {
@@ -54,7 +55,8 @@ typedef struct sweep {
     sweep_run* runs;                 /* preset-major, then lr, then seed */
     const char* out;                 /* tables, CSVs and plots */
     char runs_dir[1024];
-    int jobs, threads;
+    int jobs, threads, n_reused;
+    unsigned long long data_hash;    /* of the data the runs train on (part of a run's identity) */
 } sweep;
 
 /* ---- the run summary (JSON): written by a run, read back by the sweep ---- */
@@ -279,8 +281,8 @@ static void progress(const sweep* sw, const sweep_run* r, int done, double t0) {
         else last_line(path, why, sizeof why);
         snprintf(what, sizeof what, "%s: %s (log: %s)", k_state[r->state], why[0] ? why : "no output", path);
     }
-    say("[%*d/%d] %-12s lr %-8g seed %-6llu %s (%.0f s)%s%s\n", sw->n_runs >= 100 ? 3 : 2, done,
-        sw->n_runs, sw->labels[r->preset], sw->lrs[r->lr], sw->seeds[r->seed], what,
+    say("[%*d/%d] %-12s lr %-8g seed %-6llu %s (%s%.0f s)%s%s\n", sw->n_runs >= 100 ? 3 : 2, done,
+        sw->n_runs, sw->labels[r->preset], sw->lrs[r->lr], sw->seeds[r->seed], what, r->reused ? "earlier, " : "",
         isfinite(h->seconds) ? h->seconds : 0, done < sw->n_runs ? " | ETA " : "",
         done < sw->n_runs ? eb : "");
     fflush(stdout);
@@ -331,12 +333,61 @@ static char** run_argv(const sweep* sw, const sweep_run* r, int argc, char** arg
     return a;
 }
 
-static int spawn_run(const sweep* sw, sweep_run* r, int argc, char** argv, const char* exe) {
+/* A run's identity: the trainer's version, its command line (one argument per line) and the
+   hash of its data; kept as OUT/runs/<name>.cmd. Caller frees. */
+static char* run_identity(const sweep* sw, char** a) {
+    size_t n = 64, k;
+    char* s;
+    int i;
+    for (i = 0; a[i]; i++) n += strlen(a[i]) + 1;
+    s = (char*)xcalloc(n, 1);
+    k = (size_t)snprintf(s, n, "normblocks %s\ndata %016llx\n", NB_VERSION_STRING, sw->data_hash);
+    for (i = 1; a[i]; i++) k += (size_t)snprintf(s + k, n - k, "%s\n", a[i]); /* a[0]: the path, not the identity */
+    return s;
+}
+
+/* 1 when an earlier sweep finished this run with the same identity (its .cmd) and left its
+   results (.json, .csv): they are read instead of running it again */
+static int reuse_run(sweep* sw, sweep_run* r, const char* id) {
+    char path[1280];
+    char* had;
+    int same;
+    snprintf(path, sizeof path, "%s/%s.cmd", sw->runs_dir, r->name);
+    if (!(had = slurp(path))) return 0;
+    same = !strcmp(had, id);
+    free(had);
+    if (!same || read_run(sw, r) || r->h.interrupted) return 0;
+    r->reused = 1;
+    sw->n_reused++;
+    return 1;
+}
+
+/* before a run starts: no result of an earlier one stays (a run killed now must not look
+   finished to the next sweep), then its identity */
+static int mark_started(const sweep* sw, const sweep_run* r, const char* id) {
+    char path[1280];
+    FILE* f;
+    snprintf(path, sizeof path, "%s/%s.json", sw->runs_dir, r->name);
+    remove(path);
+    snprintf(path, sizeof path, "%s/%s.cmd", sw->runs_dir, r->name);
+    if (!(f = create_out(path))) return 1;
+    fputs(id, f);
+    return (ferror(f) | fclose(f)) ? fail("writing %s failed", path) : 0;
+}
+
+static int spawn_run(sweep* sw, sweep_run* r, int argc, char** argv, const char* exe) {
     char store[8][1280], log[1280];
     char** a = run_argv(sw, r, argc, argv, exe, store);
+    char* id = run_identity(sw, a);
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
     int rc;
+    if (reuse_run(sw, r, id) || mark_started(sw, r, id)) {
+        free(a);
+        free(id);
+        return r->reused ? 0 : 1;
+    }
+    free(id);
     snprintf(log, sizeof log, "%s/%s.log", sw->runs_dir, r->name);
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -367,9 +418,12 @@ static int run_processes(sweep* sw, int argc, char** argv) {
         int status;
         pid_t pid;
         while (!g_stop && !rc && running < sw->jobs && next < sw->n_runs) {
-            if (spawn_run(sw, &sw->runs[next], argc, argv, exe)) rc = 1;
-            else running++;
-            next++;
+            sweep_run* r = &sw->runs[next++];
+            if (spawn_run(sw, r, argc, argv, exe)) rc = 1;
+            else if (r->reused) {
+                classify(sw, r, 1);
+                progress(sw, r, ++done, t0);
+            } else running++;
         }
         if (running == 0) break;
         if (g_stop) /* Ctrl-C: the running runs end now (waitpid below collects them) */
@@ -851,7 +905,11 @@ int run_sweep(const config* base, const dataset* ds, double unigram, int argc, c
         say("%d at a time, each its own process with %d thread%s (bitwise the same as that run "
             "alone); logs in %s/\n", sw.jobs, sw.threads, sw.threads > 1 ? "s" : "", sw.runs_dir);
     fflush(stdout);
+    sw.data_hash = ds->hash;
     rc = dist_have_mpi() ? run_inline(&sw, ds) : run_processes(&sw, argc, argv);
+    if (sw.n_reused)
+        say("%d of %d runs finished by an earlier sweep of the same command and data: read from %s/, not run "
+            "again (marked \"earlier\" above)\n", sw.n_reused, sw.n_runs, sw.runs_dir);
     for (i = 0; i < sw.n_runs; i++) finished += sw.runs[i].state != RUN_INTERRUPTED;
     if (g_stop) say("interrupted: %d of %d runs finished\n", finished, sw.n_runs);
     print_table(&sw, ds->text);

@@ -541,6 +541,16 @@ else
   fail "a killed sweep run ('$kid')"; cat swkill.log
 fi
 
+# 16. OpenMP threads wait passively unless the user chose (spinning collapses under contention)
+env -u OMP_WAIT_POLICY "$TRAIN" "${TINY[@]}" --steps 0 > wp.log 2>&1
+OMP_WAIT_POLICY=ACTIVE "$TRAIN" "${TINY[@]}" --steps 0 > wp2.log 2>&1
+if grep -q "^OpenMP: passive waiting (set by train" wp.log && grep -q "^OpenMP: OMP_WAIT_POLICY=ACTIVE, as exported" wp2.log &&
+   grep -q "^final: step 0" wp.log; then
+  pass "OpenMP waits passively by default (train restarts itself with OMP_WAIT_POLICY=PASSIVE), as exported otherwise"
+else
+  fail "OpenMP wait policy"; head -5 wp.log wp2.log
+fi
+
 # 15. a checkpoint exported as a Hugging Face directory (config.json, embedding and head) runs to
 # the checkpoint's own stack output, exactly (issue 24)
 NBIMPORT="$(dirname "$TRAIN")/nbimport"

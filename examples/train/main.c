@@ -36,12 +36,26 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef NB_NO_BLAS
 #include <cblas.h> /* OpenBLAS's defines OPENBLAS_SEQUENTIAL and openblas_get_corename */
 #endif
 
 static void on_signal(int sig) { (void)sig; g_stop = 1; }
+
+/* OpenMP threads that spin-wait collapse when another process competes for the cores (one
+   busy process on 2 cores made a run 7x slower); sleeping waiters keep the speed. libgomp reads
+   OMP_WAIT_POLICY once, when it loads, so train sets it and starts itself again, before
+   anything else runs, unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set) or
+   Valgrind runs it (its /proc/self/exe is Valgrind). If the exec fails, it goes on. */
+static void passive_openmp(char** argv) {
+    const char* pre = getenv("LD_PRELOAD");
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || (pre && strstr(pre, "vgpreload"))) return;
+    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) || setenv("NB_TRAIN_SET_WAIT_POLICY", "1", 1)) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("NB_TRAIN_SET_WAIT_POLICY");
+}
 
 /* Every output path is checked before training starts, so a typo does not cost the run. */
 /* every output path before any work: an existing regular file or a new one in a writable
@@ -76,6 +90,11 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
 #else
     say("BLAS: %s\n", nb_blas_threads() ? "cblas" : "none");
 #endif
+    if (getenv("NB_TRAIN_SET_WAIT_POLICY"))
+        say("OpenMP: passive waiting (set by train: spinning threads collapse when another process competes "
+            "for the cores; export OMP_WAIT_POLICY=ACTIVE to spin)\n");
+    else if (getenv("OMP_WAIT_POLICY")) say("OpenMP: OMP_WAIT_POLICY=%s, as exported\n", getenv("OMP_WAIT_POLICY"));
+    else say("OpenMP: the runtime's default waiting (GOMP_SPINCOUNT as exported)\n");
     if (nb_blas_threads() > 1)
         say("note: BLAS runs %d threads of its own; run with OPENBLAS_NUM_THREADS=1 (normblocks "
             "does the threading, --threads N)\n", nb_blas_threads());
@@ -129,6 +148,7 @@ int main(int argc, char** argv) {
     history h;
     double unigram;
     int help = 0, rc;
+    passive_openmp(argv);
     if (dist_init(&argc, &argv)) return 1;
     {   /* the handler only sets g_stop; the loop saves and stops. mpirun passes Ctrl-C on as
            SIGTERM. No SA_RESTART: a write blocked on a full pipe returns, so the save runs. */

@@ -147,7 +147,8 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
     model m;
     int start = 0, step, L, rc = 1, cap_diag;
     double t0, t_last, tok_last = 0, first_loss = NAN, gnorm = 0, loss_acc = 0, last_val = NAN, loss_avg = 0;
-    int in_spike = 0;
+    int in_spike = 0, warned = 0;
+    double best_tps = 0;
     const double t_start = now_s();
     const char* ind = in_sweep ? "  " : "";
     int loss_n = 0;
@@ -229,6 +230,17 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
             const double eta = (t - t0) / (step + 1 - start) * (c->steps - step - 1);
             char eb[32];
             last_val = val;
+            /* a collapse of throughput is contention for the cores (another process; spinning
+               OpenMP threads make it worse): said once, as the tokens/s alone do not explain it */
+            if (tps > best_tps) best_tps = tps;
+            else if (!warned && tps < best_tps / 4 && !c->quiet) {
+                warned = 1;
+                say("%swarning: %.1fk tok/s, %.0f%% of this run's best: another process is competing for the cores%s\n",
+                    ind, tps / 1000, 100 * tps / best_tps,
+                    getenv("OMP_WAIT_POLICY") && !strcmp(getenv("OMP_WAIT_POLICY"), "PASSIVE")
+                        ? "; fewer --threads may help"
+                        : " (OpenMP threads spin-wait: OMP_WAIT_POLICY=PASSIVE or fewer --threads keep the speed)");
+            }
             h->eval_x[h->n_eval] = step + 1;
             h->val[h->n_eval] = val;
             h->gnorm[h->n_eval++] = gnorm;

@@ -11,6 +11,9 @@ trainer's loss on the same batch.
                                 n_kv_heads=4, rope=True)
     stack = Stack(cfg)                     # nn.Module; stack(E) -> final hidden state
     model, meta = load_checkpoint("run.safetensors")   # the trainer's model (wte, stack, head)
+    # a stack a Hugging Face class computes (Llama, Qwen2, Qwen3, OLMo-2, GPT-2) as its directory
+    save_hf_dir("hf_dir", stack, embed, head)          # config.json, model.safetensors
+    stack, embed, head = load_hf_dir("hf_dir")         # (also the hub's, and nbimport's exports)
 
 Only torch (and the standard library) are needed: the safetensors file is read by hand.
 
@@ -70,6 +73,7 @@ normblocks.h (nb_preset).
 """
 import json
 import math
+import os
 import struct
 from dataclasses import dataclass, field, replace
 from typing import List, Optional
@@ -82,8 +86,10 @@ __all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "S
            "ATTN_BIAS_QKV", "ATTN_BIAS_OUT",
            "Placement", "LayerSpec", "StackConfig", "PRESETS", "place_code", "resolve",
            "norm", "Norm", "Block", "Stack", "NormBlocksLM", "bf16_round", "bf16_matmul",
-           "bf16_linear", "read_safetensors", "config_from_metadata", "load_checkpoint",
-           "text_val_batches", "text_eval_loss", "text_train_batch", "VOCAB"]
+           "bf16_linear", "read_safetensors", "write_safetensors", "config_from_metadata",
+           "load_checkpoint", "text_val_batches", "text_eval_loss", "text_train_batch", "VOCAB",
+           "HF_LAYOUTS", "HF_FAMILIES", "hf_parts", "to_hf", "from_hf", "hf_family", "hf_config",
+           "config_from_hf", "read_hf_dir", "load_hf_dir", "save_hf_dir"]
 
 # attention norm sites (NB_SITE_*)
 SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8
@@ -925,6 +931,494 @@ def load_checkpoint(path):
     state = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
     model.load_state_dict(state, strict=True)
     return model.eval(), meta
+
+
+# ---- Hugging Face layouts and directories -------------------------------------------------------
+#
+# The layouts follow the model code of transformers (modeling_llama, modeling_qwen2,
+# modeling_qwen3, modeling_olmo2, modeling_gpt2), written here from those codebases' conventions
+# and kept equal to the library's name maps (nb_stack_tensor_parts) by tests/test_namemap.py,
+# which runs what these functions write through examples/nbimport:
+#   hf-llama  "model.layers.<l>." self_attn.{q,k,v,o}_proj (nn.Linear, (out, in); the library's
+#             fused att_proj rows split Q | K | V), mlp.{gate,up,down}_proj (SwiGLU
+#             down(silu(gate(x)) * up(x)): the library's ff_proj rows are [up | gate]),
+#             self_attn.{q,k}_norm (Qwen3: one gain of head_dim; OLMo-2: over the whole
+#             projection), "model.norm"; the block norms by placement, as the Mix-LN code (and
+#             Gemma) name them: input_layernorm (attention input), post_attention_layernorm (the
+#             attention's output or post norm; else the FFN input norm, HF Llama's Pre-LN),
+#             pre_feedforward_layernorm (the FFN input norm after one of those),
+#             post_feedforward_layernorm (the FFN's output or post norm: OLMo-2's).
+#   hf-gpt2   "transformer.h.<l>." ln_1, attn.c_attn (fused Q|K|V), attn.c_proj, ln_2, mlp.c_fc,
+#             mlp.c_proj, "transformer.ln_f": Conv1D weights stored (in, out), the transpose of
+#             the library's; every projection and LayerNorm has its bias.
+# The embedding and head are model.embed_tokens / transformer.wte (+ GPT-2's learned positions
+# transformer.wpe, added to the embedding outside the stack) and lm_head.
+
+HF_LAYOUTS = ("hf-llama", "hf-gpt2")
+
+# model_type -> (architecture, layout): the families examples/hf_config.h reads
+HF_FAMILIES = {"llama": ("LlamaForCausalLM", "hf-llama"), "qwen2": ("Qwen2ForCausalLM", "hf-llama"),
+               "qwen3": ("Qwen3ForCausalLM", "hf-llama"), "olmo2": ("Olmo2ForCausalLM", "hf-llama"),
+               "gpt2": ("GPT2LMHeadModel", "hf-gpt2")}
+
+# config.json keys that do not change the stack's forward (hf_config.h hf_inert)
+_HF_INERT = (
+    "architectures", "model_type", "_name_or_path", "torch_dtype", "dtype", "transformers_version",
+    "bos_token_id", "eos_token_id", "pad_token_id", "vocab_size", "max_position_embeddings",
+    "n_positions", "n_ctx", "initializer_range", "use_cache", "tie_word_embeddings",
+    "attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "summary_type",
+    "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+    "task_specific_params", "pretraining_tp", "reorder_and_upcast_attn", "sliding_window",
+    "max_window_layers", "id2label", "label2id", "output_attentions", "output_hidden_states",
+    "return_dict", "torchscript", "use_bfloat16", "tokenizer_class", "pruned_heads",
+    "chunk_size_feed_forward", "is_encoder_decoder", "is_decoder", "problem_type")
+
+_HF_EMBED = ("model.embed_tokens.weight", "transformer.wte.weight", "wte.weight")
+_HF_OUTSIDE = _HF_EMBED + ("lm_head.weight", "transformer.wpe.weight", "wpe.weight")
+_HF_BUFFERS = (".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq")  # not weights
+
+
+def _hf_layout(layout):
+    if layout not in HF_LAYOUTS:
+        raise ValueError("layout %r: one of %s" % (layout, ", ".join(HF_LAYOUTS)))
+    return layout
+
+
+def _llama_norm_name(blk, module):
+    """A block norm's Hugging Face Llama name: by placement, as the Mix-LN code names them."""
+    a = blk.spec.attn
+    if module == "attn_norm":
+        return "input_layernorm"
+    if module in ("attn_out_norm", "attn_post_norm"):
+        return "post_attention_layernorm"
+    if module == "ff_norm":
+        return "pre_feedforward_layernorm" if a.output_norm or a.post_norm else \
+            "post_attention_layernorm"
+    if module in ("ff_out_norm", "ff_post_norm"):
+        return "post_feedforward_layernorm"
+    return None
+
+
+def _llama_parts(stack, l, module, kind, rows):
+    """hf-llama parts of tensor `module.kind` of layer l (rows: its first dimension)."""
+    c, pre = stack.config, "model.layers.%d." % l
+    if module == "att_proj":  # Q | K | V rows of the fused projection
+        d, kv = c.d_model, c.n_kv_heads * (c.d_model // c.n_heads)
+        return [(pre + "self_attn.%s_proj.%s" % (n, kind), r0, r, False)
+                for n, r0, r in (("q", 0, d), ("k", d, kv), ("v", d + kv, kv))]
+    if module == "attn_out":
+        return [(pre + "self_attn.o_proj." + kind, 0, rows, False)]
+    if kind != "weight":  # Llama's MLPs and RMSNorms have no bias
+        return None
+    if module == "ff_proj" and c.ffn == "swiglu":  # rows [up | gate]
+        return [(pre + "mlp.up_proj.weight", 0, c.d_ff, False),
+                (pre + "mlp.gate_proj.weight", c.d_ff, c.d_ff, False)]
+    if module == "ff_out":
+        return [(pre + "mlp.down_proj.weight", 0, rows, False)]
+    if module in ("q_norm", "k_norm"):
+        return [(pre + "self_attn.%s.weight" % module, 0, rows, False)]
+    name = _llama_norm_name(stack.blocks[l], module)
+    return [(pre + name + ".weight", 0, rows, False)] if name else None
+
+
+_GPT2_CONV1D = {"att_proj": "attn.c_attn", "attn_out": "attn.c_proj", "ff_proj": "mlp.c_fc",
+                "ff_out": "mlp.c_proj"}
+_GPT2_LN = {"attn_norm": "ln_1", "ff_norm": "ln_2"}
+
+
+def _gpt2_parts(l, module, kind, rows):
+    """hf-gpt2 parts of tensor `module.kind` of layer l: Conv1D weights transposed."""
+    pre = "transformer.h.%d." % l
+    if module in _GPT2_CONV1D:
+        return [(pre + _GPT2_CONV1D[module] + "." + kind, 0, rows, kind == "weight")]
+    if module in _GPT2_LN:
+        return [(pre + _GPT2_LN[module] + "." + kind, 0, rows, False)]
+    return None
+
+
+def hf_parts(stack, layout):
+    """The name map of stack in a Hugging Face layout (as nb_stack_tensor_parts): a list, in the
+    library's order, of (library name, parts); each part (HF name, row0, rows, transposed) is one
+    whole HF tensor filling rows [row0, row0 + rows) of the library's, `transposed` when it is
+    stored (in, out) (GPT-2's Conv1D). Raises ValueError for a tensor the layout has no name for
+    (a norm the codebase does not have, a LayerNorm bias in Llama's names, ...)."""
+    _hf_layout(layout)
+    out = []
+    for lib, p in stack.library_parameters():
+        rows, parts = p.shape[0], None
+        if lib.startswith("blocks."):
+            _, l, rest = lib.split(".", 2)
+            module, _, kind = rest.rpartition(".")
+            parts = (_llama_parts(stack, int(l), module, kind, rows) if layout == "hf-llama"
+                     else _gpt2_parts(int(l), module, kind, rows))
+        elif layout == "hf-llama" and lib == "ln_f.weight":
+            parts = [("model.norm.weight", 0, rows, False)]
+        elif layout == "hf-gpt2" and lib in ("ln_f.weight", "ln_f.bias"):
+            parts = [("transformer." + lib, 0, rows, False)]
+        if parts is None:
+            raise ValueError("%s has no name in the %s layout" % (lib, layout))
+        out.append((lib, parts))
+    return out
+
+
+def _layout_refusal(c, layout):
+    """Why the model code of layout would run stack config c (resolved) as another model (the
+    names alone could hold it), or None: nbimport --export's refusals."""
+    if layout == "hf-gpt2":
+        if c.n_kv_heads != c.n_heads:
+            return "n_kv_heads != n_heads: GPT-2's c_attn holds Q, K and V of n_heads each"
+        if c.ffn != "gelu_tanh":
+            return "ffn: GPT-2's MLP is GELU (tanh) without a gate"
+        if c.norm != "layer":
+            return "norm: GPT-2's ln_1, ln_2, ln_f are LayerNorms"
+        if c.rope:
+            return "rope: GPT-2 adds learned positions (wpe) and has no RoPE"
+        if c.attn_bias != ATTN_BIAS_QKV | ATTN_BIAS_OUT or c.ffn_bias != 1:
+            return "attn_bias: GPT-2 has the bias of every projection"
+        if c.preset != "pre" or c.sites or c.embed_norm == 1 or c.final_norm == -1:
+            return "preset: GPT-2 is Pre-LN with a final ln_f and no other norm"
+    else:
+        if c.norm != "rms":
+            return "norm: Llama's norms are RMSNorm"
+        if c.ffn != "swiglu":
+            return "ffn: Llama's MLP is SwiGLU (gate_proj, up_proj, down_proj)"
+        if not c.rope:
+            return "rope: Llama applies RoPE in every attention"
+        if c.ffn_bias == 1:
+            return "ffn bias: Llama's MLP projections have none"
+    if c.non_causal:
+        return "non_causal: the Hugging Face decoders are causal"
+    return None
+
+
+def to_hf(stack, layout, embed=None, head=None, wpe=None, positions=1024):
+    """The parameters of stack under a Hugging Face layout's names: a dict name -> tensor (a
+    detached copy, in the library's order after the embedding and head), the tensors nbimport
+    --export writes. layout "hf-llama" (Llama, Qwen2, Qwen3, OLMo-2, and the Mix-LN code's
+    Post-LN, Mix-LN and sandwich layers) or "hf-gpt2" (see the section comment above for each
+    layout's conventions). embed and head, (vocab, d_model), given together, are written as
+    model.embed_tokens.weight / transformer.wte.weight and lm_head.weight; GPT-2 also gets
+    transformer.wpe.weight: wpe, or zeros of `positions` rows (a stack without positions: GPT-2's
+    code adds wpe, zero adds nothing). Raises ValueError for a stack the layout's model code
+    would compute differently, or with a tensor the layout has no name for."""
+    c = stack.config
+    why = _layout_refusal(c, _hf_layout(layout))
+    if why:
+        raise ValueError("this stack cannot be expressed in the %s layout: %s" % (layout, why))
+    out = {}
+    if (embed is None) != (head is None):
+        raise ValueError("give the embedding and the head together, or neither")
+    if embed is not None:
+        if embed.dim() != 2 or embed.shape[1] != c.d_model or head.shape != embed.shape:
+            raise ValueError("the embedding and head are not both (vocab, d_model)")
+        gpt2 = layout == "hf-gpt2"
+        out["transformer.wte.weight" if gpt2 else "model.embed_tokens.weight"] = \
+            embed.detach().clone()
+        out["lm_head.weight"] = head.detach().clone()
+        if gpt2:
+            out["transformer.wpe.weight"] = (torch.zeros(positions, c.d_model) if wpe is None
+                                             else wpe.detach().clone())
+    params = dict(stack.library_parameters())
+    for lib, parts in hf_parts(stack, layout):
+        t = params[lib].detach()
+        for name, r0, rows, transposed in parts:
+            if name in out:
+                raise ValueError("%s and another tensor both map to %s" % (lib, name))
+            piece = t[r0:r0 + rows]
+            out[name] = piece.t().contiguous() if transposed else piece.clone()
+    return out
+
+
+def _hf_find(tensors, name):
+    """The key of HF tensor `name` in tensors: as named, or without / with the "transformer."
+    prefix (the hub's GPT2Model files are saved without it)."""
+    for key in (name, name[len("transformer."):] if name.startswith("transformer.") else None,
+                "transformer." + name):
+        if key is not None and key in tensors:
+            return key
+    return None
+
+
+@torch.no_grad()
+def from_hf(tensors, layout, stack):
+    """Load Hugging Face-named tensors (a dict name -> tensor, e.g. read_safetensors' or a
+    state_dict) into stack, in place, and return it: the reverse of to_hf, as nbimport loads a
+    file. Every tensor of the stack must be there with its shape (GPT-2's also without the
+    "transformer." prefix); every tensor there must have a place in the stack, except the
+    embedding, head and positions and Hugging Face's non-weight buffers (GPT-2's attn.bias and
+    attn.masked_bias, rotary_emb.inv_freq). Raises ValueError naming the tensor otherwise."""
+    used = set()
+    params = dict(stack.library_parameters())
+    for lib, parts in hf_parts(stack, layout):
+        p, pieces = params[lib], []
+        for name, r0, rows, transposed in parts:
+            key = _hf_find(tensors, name)
+            if key is None:
+                raise ValueError("no %s (the stack's %s)" % (name, lib))
+            t = tensors[key]
+            t = t.t() if transposed and t.dim() == 2 else t
+            if tuple(t.shape) != (rows,) + tuple(p.shape[1:]):
+                raise ValueError("%s is %s, the stack's %s needs %s" % (
+                    key, tuple(tensors[key].shape), lib,
+                    ((p.shape[1], rows) if transposed else (rows,) + tuple(p.shape[1:]))))
+            pieces.append(t)
+            used.add(key)
+        p.copy_(torch.cat(pieces) if len(pieces) > 1 else pieces[0])
+    for key in tensors:
+        if key not in used and _hf_find({k: 1 for k in _HF_OUTSIDE}, key) is None and \
+                not key.endswith(_HF_BUFFERS):
+            raise ValueError("%s has no place in this stack" % key)
+    return stack
+
+
+def _resolved(cfg):
+    """cfg resolved (a Stack's own .config is already: resolve refuses a preset with layers)."""
+    return cfg if cfg.layers is not None and cfg.preset != "default" else resolve(cfg)
+
+
+def hf_family(stack_config):
+    """The model_type of the Hugging Face class that computes exactly this stack (a StackConfig,
+    or a Stack's resolved .config) ("llama",
+    "qwen2", "qwen3", "olmo2" or "gpt2"), as nbimport --export chooses it (hf_config.h
+    hf_family_of); raises ValueError naming why when no class does. The layout is hf-gpt2 for a
+    GELU stack, else hf-llama."""
+    c = _resolved(stack_config)
+    layout = "hf-llama" if c.ffn == "swiglu" else "hf-gpt2"
+    why = _layout_refusal(c, layout)
+    qk, bias = SITE_Q | SITE_K, c.attn_bias
+    family = None
+    if why or layout == "hf-gpt2":
+        family = None if why else "gpt2"
+    elif c.preset == "olmo2" and c.sites == qk and c.site_width == _FULL:
+        family = "olmo2"  # Olmo2Attention: attention_bias on Q, K, V and O
+        why = "attn_bias: OLMo-2 has biases on all of Q, K, V, O or none" if bias not in (
+            0, ATTN_BIAS_QKV | ATTN_BIAS_OUT) else None
+    elif c.preset != "pre":
+        why = "its preset is not Pre-LN (no HF class computes it)"
+    elif c.sites == qk and c.site_width == _PH:
+        family = "qwen3"  # Qwen3Attention: attention_bias on Q, K, V and O, like Llama's
+        why = "attn_bias: Qwen3 has biases on all of Q, K, V, O or none" if bias not in (
+            0, ATTN_BIAS_QKV | ATTN_BIAS_OUT) else None
+    elif c.sites:
+        why = "it has attention norm sites no HF class has"
+    elif bias == ATTN_BIAS_QKV:
+        family = "qwen2"  # Qwen2Attention hard-codes Q, K, V biases and no O bias
+    elif bias == ATTN_BIAS_OUT:
+        why = "attn_bias: no HF class has an output bias without Q, K, V biases"
+    else:
+        family = "llama"
+    if not why and c.embed_norm == 1:
+        why = "it normalizes the embedding"
+    if not why and c.final_norm == -1:
+        why = "it has no final norm"
+    if why:
+        raise ValueError("no Hugging Face model class computes this stack: %s" % why)
+    return family
+
+
+def hf_config(stack_config, vocab, positions=1024, dtype="float32"):
+    """The config.json (a dict) of the Hugging Face class that computes the stack (hf_family),
+    with the fields nbimport --export writes (hf_config.h hf_config_json): the shape, eps,
+    rope_theta, attention_bias, the vocabulary size, untied embeddings; GPT-2's n_positions
+    (the rows of wpe)."""
+    family = hf_family(stack_config)
+    c = _resolved(stack_config)
+    o = {"architectures": [HF_FAMILIES[family][0]], "model_type": family}
+    if family == "gpt2":
+        o.update(n_layer=c.n_layers, n_embd=c.d_model, n_head=c.n_heads, n_inner=c.d_ff,
+                 layer_norm_epsilon=c.eps, activation_function="gelu_new", n_positions=positions)
+    else:
+        o.update(num_hidden_layers=c.n_layers, hidden_size=c.d_model,
+                 num_attention_heads=c.n_heads, num_key_value_heads=c.n_kv_heads,
+                 intermediate_size=c.d_ff, head_dim=c.d_model // c.n_heads, rms_norm_eps=c.eps,
+                 rope_theta=c.rope_theta, hidden_act="silu",
+                 attention_bias=c.attn_bias == ATTN_BIAS_QKV | ATTN_BIAS_OUT, rope_scaling=None)
+    o.update(vocab_size=vocab, tie_word_embeddings=False, torch_dtype=dtype)
+    return o
+
+
+class _HFConfigReader:
+    """config.json keys read as hf_config.h reads them: each one read is recorded (used);
+    a value of the wrong kind or out of the library's bounds raises ValueError naming it."""
+
+    def __init__(self, conf, where):
+        self.conf, self.where, self.used = conf, where, {"model_type"}
+
+    def fail(self, msg):
+        raise ValueError("%s: %s" % (self.where, msg))
+
+    def get(self, key):
+        self.used.add(key)
+        return self.conf.get(key)  # JSON null reads as absent
+
+    def integer(self, key, required=False):
+        v = self.get(key)
+        if v is None:
+            return self.fail('"%s" is missing' % key) if required else 0
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 1 <= v <= 1 << 24 or \
+                v != math.floor(v):
+            self.fail('"%s" is not an integer from 1 to 2^24' % key)
+        return int(v)
+
+    def real(self, key, lo):
+        v = self.get(key)
+        if v is None:
+            return 0.0
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or \
+                not v > lo:
+            self.fail('"%s" is not a finite number above the library\'s bound' % key)
+        return float(v)
+
+    def boolean(self, key):
+        v = self.get(key)
+        if v is not None and not isinstance(v, bool):
+            self.fail('"%s" is not true or false' % key)
+        return bool(v)
+
+    def must(self, key, ok, what):
+        """key, when present, must hold one of the values ok (strings or bools)."""
+        v = self.get(key)
+        if v is not None and not any(type(v) is type(o) and v == o for o in ok):
+            self.fail('"%s" has a value the library does not compute (it has %s)' % (key, what))
+
+
+def config_from_hf(conf, where="config.json"):
+    """The StackConfig of a Hugging Face config.json (a dict), with examples/hf_config.h's
+    mapping and refusals:
+      llama   Pre-LN, RMSNorm, SwiGLU (hidden_act "silu"), RoPE; attention_bias: Q, K, V and O
+              biases
+      qwen2   llama with Q, K, V biases (no O bias), as Qwen2Attention hard-codes them
+      qwen3   llama with per-head RMSNorm on Q and K before RoPE (q_norm, k_norm: one gain of
+              head_dim): sites Q|K, site_width "per_head"
+      olmo2   the olmo2 preset: x + N(F(x)) on each sublayer (post_attention_layernorm,
+              post_feedforward_layernorm), RMSNorm over the whole Q and K projections
+      gpt2    the gpt2 preset: Pre-LN, LayerNorm, GELU tanh ("gelu_new"), every projection's
+              bias, no RoPE (its learned positions are added with the embedding)
+    Every key is honoured, checked to hold the only value the library computes, or known not to
+    change the stack's forward (token ids, sizes, dropout, dtype, tie_word_embeddings); any
+    other key raises ValueError naming it, as does a value the library does not compute."""
+    r = _HFConfigReader(conf, where)
+    if not isinstance(conf, dict):
+        r.fail("not a JSON object")
+    mt = conf.get("model_type")
+    if mt not in HF_FAMILIES:
+        r.fail('"model_type" is %s: the families read are %s' % (mt, ", ".join(HF_FAMILIES)))
+    if mt == "gpt2":
+        L, d, H = (r.integer(k, True) for k in ("n_layer", "n_embd", "n_head"))
+        ff = r.integer("n_inner") or 4 * d  # n_inner null: 4 n_embd, as GPT-2's code
+        eps = r.real("layer_norm_epsilon", 0)
+        r.must("activation_function", ("gelu_new", "gelu_pytorch_tanh"), "GELU tanh: gelu_new")
+        r.must("scale_attn_weights", (True,), "1/sqrt(d_k) scaling")
+        r.must("scale_attn_by_inverse_layer_idx", (False,), "no per-layer scaling")
+        cfg = StackConfig.from_name("gpt2", n_layers=L, d_model=d, n_heads=H, n_kv_heads=H,
+                                    d_ff=ff, eps=eps, rope=False)
+    else:
+        L, d, H = (r.integer(k, True) for k in ("num_hidden_layers", "hidden_size",
+                                                 "num_attention_heads"))
+        kv = r.integer("num_key_value_heads")
+        ff = r.integer("intermediate_size", True)
+        head_dim = r.integer("head_dim")
+        eps = r.real("rms_norm_eps", 0)
+        theta = r.real("rope_theta", 1)
+        bias = r.boolean("attention_bias")
+        r.must("hidden_act", ("silu",), "SwiGLU: silu")
+        r.must("mlp_bias", (False,), "no MLP biases")
+        r.must("use_sliding_window", (False,), "full attention")
+        if head_dim and head_dim * H != d:
+            r.fail('"head_dim" is not hidden_size / num_attention_heads (the library\'s heads '
+                   'split d_model)')
+        if r.get("rope_scaling") is not None:
+            r.fail('"rope_scaling" is set: the library\'s RoPE has no scaling')
+        types = r.get("layer_types")
+        if types is not None and not (isinstance(types, list) and
+                                      all(t == "full_attention" for t in types)):
+            r.fail('"layer_types" has layers other than full_attention')
+        cfg = StackConfig.from_name("olmo2" if mt == "olmo2" else "pre", n_layers=L, d_model=d,
+                                    n_heads=H, n_kv_heads=kv, d_ff=ff, rope=True,
+                                    eps=eps or (1e-5 if mt == "olmo2" else 1e-6),
+                                    rope_theta=theta or 10000.0)
+        cfg.attn_bias = (ATTN_BIAS_QKV if mt == "qwen2" else
+                         ATTN_BIAS_QKV | ATTN_BIAS_OUT if bias else 0)
+        if mt == "qwen3":
+            cfg.sites, cfg.site_width = SITE_Q | SITE_K, _PH
+    for key in conf:
+        if key not in r.used and key not in _HF_INERT:
+            r.fail('"%s" is not a setting known for model_type %s: refused rather than ignored'
+                   % (key, mt))
+    resolve(cfg)  # what nb_stack_init refuses (d_model % n_heads, ...)
+    return cfg
+
+
+def read_hf_dir(path):
+    """(config, tensors) of a Hugging Face directory: config.json as a dict, and the tensors of
+    model.safetensors, or of the shards model.safetensors.index.json's weight_map names."""
+    with open(os.path.join(path, "config.json")) as f:
+        conf = json.load(f)
+    single, index = (os.path.join(path, n) for n in ("model.safetensors",
+                                                     "model.safetensors.index.json"))
+    if os.path.exists(single):
+        return conf, read_safetensors(single)[0]
+    if not os.path.exists(index):
+        raise ValueError("%s: neither model.safetensors nor model.safetensors.index.json" % path)
+    with open(index) as f:
+        weight_map = json.load(f)["weight_map"]
+    tensors = {}
+    for shard in sorted(set(weight_map.values())):
+        if "/" in shard or shard == "..":
+            raise ValueError("%s: %r is not a file name of the directory" % (index, shard))
+        tensors.update(read_safetensors(os.path.join(path, shard))[0])
+    return conf, tensors
+
+
+def load_hf_dir(path):
+    """(stack, embed, head) of a Hugging Face directory (config.json with model.safetensors or
+    shards; model_type llama, qwen2, qwen3, olmo2 or gpt2): the Stack of config_from_hf with the
+    weights loaded by from_hf (eval mode, float32), the embedding (model.embed_tokens /
+    transformer.wte) and the head (lm_head.weight; the embedding when the file has none and
+    tie_word_embeddings holds, which GPT-2's config defaults to). GPT-2's positions are not
+    returned: read_hf_dir's tensors hold transformer.wpe.weight."""
+    conf, tensors = read_hf_dir(path)
+    cfg = config_from_hf(conf, os.path.join(path, "config.json"))
+    stack = from_hf(tensors, HF_FAMILIES[conf["model_type"]][1], Stack(cfg)).eval()
+    embed = next((tensors[k] for k in _HF_EMBED if k in tensors), None)
+    head = tensors.get("lm_head.weight")
+    if head is None and conf.get("tie_word_embeddings", conf["model_type"] == "gpt2"):
+        head = embed
+    if embed is None or head is None:
+        raise ValueError("%s has no %s" % (path, "embedding" if embed is None else "lm_head"))
+    return stack, embed, head
+
+
+def save_hf_dir(path, stack, embed, head, wpe=None, shards=1, dtype="F32"):
+    """Write stack, embed and head as a Hugging Face directory, loadable by the class that
+    computes the stack (hf_family; nbimport reads it, as transformers' from_pretrained would):
+    config.json (hf_config) and model.safetensors (to_hf's tensors, metadata {"format": "pt"}),
+    or, with shards > 1, model-0000k-of-0000n.safetensors and model.safetensors.index.json.
+    dtype: the files' tensor type (F32, F16 or BF16). Returns the config dict."""
+    positions = wpe.shape[0] if wpe is not None else 1024
+    conf = hf_config(stack.config, embed.shape[0], positions,
+                     {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[dtype])
+    tensors = list(to_hf(stack, HF_FAMILIES[conf["model_type"]][1], embed, head, wpe,
+                         positions).items())
+    os.makedirs(path, exist_ok=True)
+    if shards == 1:
+        write_safetensors(os.path.join(path, "model.safetensors"), tensors, {"format": "pt"},
+                          dtype)
+    else:
+        per = -(-len(tensors) // shards)
+        weight_map, size = {}, 0
+        for k in range(shards):
+            name = "model-%05d-of-%05d.safetensors" % (k + 1, shards)
+            part = tensors[k * per:(k + 1) * per]
+            write_safetensors(os.path.join(path, name), part, {"format": "pt"}, dtype)
+            weight_map.update((n, name) for n, _ in part)
+            size += sum(t.numel() * {"F32": 4, "F64": 8}.get(dtype, 2) for _, t in part)
+        with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": size}, "weight_map": weight_map}, f, indent=2)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(conf, f, indent=2)
+        f.write("\n")
+    return conf
 
 
 def text_val_batches(data, n_batches, B, T, val_frac=0.1):

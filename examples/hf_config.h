@@ -4,7 +4,8 @@
    Families (model_type) and what they are in the library:
      llama   Pre-LN, RMSNorm, SwiGLU (hidden_act "silu"), RoPE; attention_bias: Q, K, V and O biases
      qwen2   llama with Q, K, V biases (no O bias), as its code hard-codes
-     qwen3   llama with per-head RMSNorm on Q and K before RoPE (q_norm, k_norm: one gain of head_dim)
+     qwen3   llama with per-head RMSNorm on Q and K before RoPE (q_norm, k_norm: one gain of head_dim);
+             its attention_bias, like Llama's, on Q, K, V and O
      olmo2   the olmo2 preset: x + N(F(x)) on each sublayer, RMSNorm over the whole Q and K projections
      gpt2    the gpt2 preset: Pre-LN, LayerNorm, GELU (tanh: "gelu_new"), every projection's bias,
              no RoPE (its learned positions are added with the embedding, outside the stack)
@@ -145,6 +146,10 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
         if (!d->d_ff) d->d_ff = 4 * d->d_model; /* n_inner null: 4 n_embd, as GPT-2's code */
     } else {
         d->n_kv_heads = 0;
+        const int qwen = !strncmp((*fam)->model_type, "qwen", 4);
+        /* absent keys mean the classes' defaults: Qwen2/3 have 32 KV heads, Qwen3 head_dim 128 */
+        if (qwen) d->n_kv_heads = 32;
+        if (!strcmp((*fam)->model_type, "qwen3")) head_dim = 128;
         if (hf_int(&r, "num_hidden_layers", 1, &d->n_layers) || hf_int(&r, "hidden_size", 1, &d->d_model) ||
             hf_int(&r, "num_attention_heads", 1, &d->n_heads) || hf_int(&r, "num_key_value_heads", 0, &d->n_kv_heads) ||
             hf_int(&r, "intermediate_size", 1, &d->d_ff) || hf_int(&r, "head_dim", 0, &head_dim) ||
@@ -153,8 +158,21 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
             hf_must(&r, "mlp_bias", no, "no MLP biases") || hf_must(&r, "use_sliding_window", no, "full attention"))
             goto done;
         if (head_dim && head_dim * d->n_heads != d->d_model) {
-            hf_fail(&r, "\"head_dim\" is not hidden_size / num_attention_heads (the library's heads split d_model)%s%s", "", "");
+            hf_fail(&r, "\"head_dim\"%s is not hidden_size / num_attention_heads (the library's heads split d_model)%s",
+                    hf_get(&r, "head_dim") ? "" : " (absent: qwen3's default 128)", "");
             goto done;
+        }
+        if ((e = hf_get(&r, "rope_parameters")) != NULL) {
+            const cJSON* x;
+            cJSON_ArrayForEach(x, e) {
+                if (!strcmp(x->string, "rope_theta") && cJSON_IsNumber(x) && isfinite(x->valuedouble) && x->valuedouble > 1)
+                    d->rope_theta = (nb_real)x->valuedouble;
+                else if (!(strcmp(x->string, "rope_type") == 0 && cJSON_IsString(x) && !strcmp(x->valuestring, "default"))) {
+                    hf_fail(&r, "\"rope_parameters\" has \"%s\": only the default RoPE with a rope_theta above 1 is computed%s",
+                            x->string, "");
+                    goto done;
+                }
+            }
         }
         if (!d->eps) d->eps = (nb_real)(!strcmp((*fam)->model_type, "olmo2") ? 1e-5 : 1e-6); /* the classes' defaults */
         if (!d->rope_theta) d->rope_theta = 10000;
@@ -208,11 +226,16 @@ static const hf_family* hf_family_of(const nb_stack* s, nb_name_style style, cha
         const unsigned qk = NB_SITE_Q | NB_SITE_K;
         if (d->preset == NB_PRESET_OLMO2 && d->sites == qk && d->site_width == NB_WIDTH_FULL) type = "olmo2";
         else if (d->preset != NB_PRESET_PRE) why = "its preset is not Pre-LN (the names hold it for the code it comes from; no HF class computes it)";
-        else if (d->sites == qk && d->site_width == NB_WIDTH_PER_HEAD) type = d->attn_bias ? NULL : "qwen3";
+        else if (d->sites == qk && d->site_width == NB_WIDTH_PER_HEAD) type = "qwen3";
         else if (d->sites) why = "it has attention norm sites no HF class has";
         else if (d->attn_bias == NB_ATTN_BIAS_QKV) type = "qwen2";
         else type = "llama";
-        if (!type && !why) why = "Qwen3's QK norms come without attention biases";
+        /* attention_bias of Llama, Qwen3 and OLMo-2 is all four biases or none; a file with
+           only some would be loaded without them */
+        if (type && strcmp(type, "qwen2") && d->attn_bias != 0 && d->attn_bias != (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT)) {
+            type = NULL;
+            why = "its attention biases are on some projections only (attention_bias puts them on Q, K, V and O)";
+        }
         if (type && d->embed_norm == 1) { type = NULL; why = "it normalizes the embedding"; }
         if (type && d->final_norm == -1) { type = NULL; why = "it has no final norm"; }
     } else why = style == NB_NAMES_GPT2_LINEAR ? "gpt2-linear is nanoGPT's and llm.c's layout (export hf-gpt2 for Hugging Face)"
@@ -224,6 +247,17 @@ static const hf_family* hf_family_of(const nb_stack* s, nb_name_style style, cha
             if (!strcmp(hf_families[i].model_type, type)) return &hf_families[i];
     }
     return NULL;
+}
+
+/* a float32 value as the shortest decimal that rounds back to it (1e-06, not 9.99999997e-07) */
+static double hf_short(double v) {
+    char buf[32];
+    int p;
+    for (p = 1; p < 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, v);
+        if ((float)strtod(buf, NULL) == (float)v) break;
+    }
+    return strtod(buf, NULL);
 }
 
 /* config.json of stack s as family fam, vocabulary vocab, GPT-2's positions (the rows of wpe) */
@@ -238,7 +272,7 @@ static char* hf_config_json(const nb_stack* s, const hf_family* fam, int vocab, 
         cJSON_AddNumberToObject(o, "n_embd", d->d_model);
         cJSON_AddNumberToObject(o, "n_head", d->n_heads);
         cJSON_AddNumberToObject(o, "n_inner", d->d_ff);
-        cJSON_AddNumberToObject(o, "layer_norm_epsilon", (double)d->eps);
+        cJSON_AddNumberToObject(o, "layer_norm_epsilon", hf_short((double)d->eps));
         cJSON_AddStringToObject(o, "activation_function", "gelu_new");
         cJSON_AddNumberToObject(o, "n_positions", positions);
     } else {
@@ -248,7 +282,7 @@ static char* hf_config_json(const nb_stack* s, const hf_family* fam, int vocab, 
         cJSON_AddNumberToObject(o, "num_key_value_heads", d->n_kv_heads);
         cJSON_AddNumberToObject(o, "intermediate_size", d->d_ff);
         cJSON_AddNumberToObject(o, "head_dim", d->d_model / d->n_heads);
-        cJSON_AddNumberToObject(o, "rms_norm_eps", (double)d->eps);
+        cJSON_AddNumberToObject(o, "rms_norm_eps", hf_short((double)d->eps));
         cJSON_AddNumberToObject(o, "rope_theta", (double)d->rope_theta);
         cJSON_AddStringToObject(o, "hidden_act", "silu");
         cJSON_AddBoolToObject(o, "attention_bias", d->attn_bias == (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT));

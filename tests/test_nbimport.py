@@ -408,12 +408,17 @@ for what, edit, words in [
         ("mlp_bias true", {"mlp_bias": True}, ['"mlp_bias"']),
         ("a string for hidden_size", {"hidden_size": "8"}, ['"hidden_size"', "integer"]),
         ("rms_norm_eps of 0", {"rms_norm_eps": 0}, ['"rms_norm_eps"']),
-        ("sliding layers in layer_types", {"model_type": "qwen3", "layer_types": ["sliding_attention"]}, ['"layer_types"']),
-        ("no num_hidden_layers", {"num_hidden_layers": None}, ['"num_hidden_layers" is missing'])]:
+        ("sliding layers in layer_types", {"model_type": "qwen3", "head_dim": D // 2, "layer_types": ["sliding_attention"]}, ['"layer_types"']),
+        ("no num_hidden_layers", {"num_hidden_layers": None}, ['"num_hidden_layers" is missing']),
+        ("rope_parameters of YaRN", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, ['"rope_parameters"']),
+        ("qwen3 without head_dim (its default 128)", {"model_type": "qwen3"}, ['"head_dim"', "128"])]:
     cfg = dict(LLAMA_CFG, **edit)
     if edit.get("num_hidden_layers", 0) is None:
         del cfg["num_hidden_layers"]
     run(f"config.json: {what}", hub("hub", cfg), 1, "config.json", *words)
+run("rope_parameters of the default RoPE (newer transformers)",
+    hub("hub", dict({k: v for k, v in LLAMA_CFG.items() if k != "rope_theta"},
+                    rope_parameters={"rope_type": "default", "rope_theta": 500000.0})), 0)
 run("a llama config.json with STYLE hf-gpt2", hub("hub", LLAMA_CFG), 1, "STYLE hf-llama", style="hf-gpt2")
 GPT2_CFG = {"model_type": "gpt2", "n_layer": 1, "n_embd": D, "n_head": 2, "n_inner": FF, "activation_function": "gelu_new",
             "layer_norm_epsilon": 1e-5, "n_positions": 1024, "n_ctx": 1024, "vocab_size": 50257, "resid_pdrop": 0.1,
@@ -430,6 +435,21 @@ run("shards naming a path outside the directory", hub("hub", LLAMA_CFG, shards=2
 with open("hub/model.safetensors.index.json", "w") as f:
     json.dump({"weight_map": {"model.norm.weight": "../llama.st"}}, f)
 run("...an index naming ../llama.st", "hub", 1, "not a file name of the directory")
+
+# --- 11: --export to a directory: the HF class that computes the stack, or a refusal ---------------
+io = [("transformer.wte.weight", [256, D], [0.01] * 256 * D), ("lm_head.weight", [256, D], [0.02] * 256 * D)]
+items = io + [("transformer." + n, sh, v) for n, sh, v in nb_model()]
+check("--export of a checkpoint-like file to a directory", ["--export", "hf-llama", model("ck.st", items, meta(rope="1")),
+                                                            "hfdir/"], 0, )
+cfg = json.load(open("hfdir/config.json")) if os.path.exists("hfdir/config.json") else {}
+record("...config.json of a LlamaForCausalLM, vocab 256, eps written short",
+       cfg.get("model_type") == "llama" and cfg.get("vocab_size") == 256 and cfg.get("rms_norm_eps") == 1e-5, str(cfg))
+check("...and it imports back", ["hf-llama", "hfdir", inp, "back.st"], 0)
+items_b = items + [("transformer.blocks.0.attn_out.bias", [D], [0.0] * D)]
+check("--export to a directory of a stack with the output bias only", ["--export", "hf-llama",
+      model("ckb.st", items_b, meta(rope="1", attn_bias="2")), "hfdir2/"], 1, "some projections only")
+check("--export of a stack without embedding and head to a directory", ["--export", "hf-llama",
+      model("nb.st", nb_model(), meta(rope="1")), "hfdir3/"], 1, "no embedding and head")
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -1315,11 +1315,20 @@ def config_from_hf(conf, where="config.json"):
     else:
         L, d, H = (r.integer(k, True) for k in ("num_hidden_layers", "hidden_size",
                                                  "num_attention_heads"))
-        kv = r.integer("num_key_value_heads")
+        # absent keys mean the classes' defaults: Qwen2/3 have 32 KV heads, Qwen3 head_dim 128
+        kv = r.integer("num_key_value_heads") or (32 if mt.startswith("qwen") else 0)
         ff = r.integer("intermediate_size", True)
-        head_dim = r.integer("head_dim")
+        head_dim = r.integer("head_dim") or (128 if mt == "qwen3" else 0)
         eps = r.real("rms_norm_eps", 0)
         theta = r.real("rope_theta", 1)
+        params = r.get("rope_parameters")  # newer transformers: {"rope_type": "default", "rope_theta": ...}
+        if params is not None:
+            for k, v in params.items():
+                if k == "rope_theta" and isinstance(v, (int, float)) and math.isfinite(v) and v > 1:
+                    theta = float(v)
+                elif not (k == "rope_type" and v == "default"):
+                    r.fail('"rope_parameters" has "%s": only the default RoPE with a rope_theta above 1 '
+                           'is computed' % k)
         bias = r.boolean("attention_bias")
         r.must("hidden_act", ("silu",), "SwiGLU: silu")
         r.must("mlp_bias", (False,), "no MLP biases")

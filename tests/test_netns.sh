@@ -24,7 +24,7 @@
 #       --comm-timeout cannot end this case: its MPI_Abort needs mpirun to reach the lost
 #       host's daemon, which waits for TCP's retransmissions (~15 min) and, with data in
 #       flight, keeps the keepalive from firing; so --comm-timeout (60 s here) must stay above
-#       the keepalive detection. Measured: ~10 s.
+#       the keepalive detection. Measured: 12 s.
 #    b. the remote rank killed (SIGKILL in the second namespace): its daemon reports it; 20 s.
 #    c. the remote rank stopped (SIGSTOP: a hung peer, the network fine): rank 0's
 #       --comm-timeout 5 names the collective and aborts; 25 s.
@@ -101,7 +101,7 @@ export OPENBLAS_NUM_THREADS=1
 export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}fast_unwind_on_malloc=0"
 # Two hosts: TCP only, and only the veth's addresses (the OOB channel of mpirun and its daemons
 # too). --bind-to none: each "host" sees both cores and would bind its one rank to core 0.
-# Lost-host detection of the daemons' channel in ~10 s instead of Open MPI's 300 + 9 x 20 s.
+# Lost-host detection of the daemons' channel in ~12 s instead of Open MPI's 300 + 9 x 20 s.
 HOSTS=(ip netns exec "$NS1" mpirun --hostfile hosts -np 2 --bind-to none
        --mca plm_rsh_agent "$WORK/agent.sh" --mca btl tcp,self
        --mca btl_tcp_if_include $NET --mca oob_tcp_if_include $NET

@@ -4,6 +4,7 @@ alpha-beta model of the collectives (bench/SCALING.md explains the model; no dep
 
     python3 bench/scaling_model.py --tok-s 14270 --params 0.887e6 --seq 64
     python3 bench/scaling_model.py            # the two sizes of bench/bench_train.sh
+    python3 bench/scaling_model.py --alpha-us 50 --beta-gbs 0.0125 --ranks 2   # one given link
 
 Model, per training step on p ranks with a fixed global batch of `global_seqs` sequences of T
 tokens (strong scaling: each rank computes global_seqs / p of them, at least one):
@@ -49,18 +50,20 @@ def step(p, sec_per_token, params, tokens, beta, alpha, bucket_bytes, zero, mem_
     return compute + opt + exposed, exposed
 
 
-def table(name, tok_s, params, seq, global_seqs, bucket_kb, mem_gbs, measured_seqs):
+def table(name, tok_s, params, seq, global_seqs, bucket_kb, mem_gbs, measured_seqs, nets=NETS,
+          ranks=(1, 8, 32, 128, 512, 1024)):
     # the measured step includes one AdamW update: take it out of the per-token compute
     sec_per_token = 1.0 / tok_s - adamw_seconds(params, mem_gbs) / (measured_seqs * seq)
     print(f"\n{name}: {params / 1e6:.2f} M parameters, global batch {global_seqs} x {seq} tokens, "
           f"{tok_s:.0f} tok/s on one core; efficiency = tokens/s per rank against 1 rank (past "
           f"{global_seqs} ranks each rank has one sequence: the batch grows)")
-    for net, beta, alpha in NETS:
-        print(f"  {net} (alpha {alpha * 1e6:.0f} us, beta {beta / 1e9:.2f} GB/s)")
+    for net, beta, alpha in nets:
+        bw = f"{beta / 1e9:.2f}" if nets is NETS else f"{beta / 1e9:.4g}"
+        print(f"  {net} (alpha {alpha * 1e6:.0f} us, beta {bw} GB/s)")
         print(f"  {'ranks':>6} {'seqs/rank':>9} {'plain: ms':>10} {'comm %':>7} {'eff.':>5} "
               f"{'ZeRO-1: ms':>11} {'comm %':>7} {'eff.':>5}")
         t1, _ = step(1, sec_per_token, params, global_seqs * seq, beta, alpha, bucket_kb * 1024, 0, mem_gbs)
-        for p in (1, 8, 32, 128, 512, 1024):
+        for p in ranks:
             per = max(1, global_seqs // p)
             row = f"  {p:>6} {per:>9}"
             for zero in (0, 1):
@@ -78,14 +81,25 @@ def main():
     ap.add_argument("--bucket-kb", type=int, default=256)
     ap.add_argument("--mem-gbs", type=float, default=11.0, help="memory bandwidth of one core")
     ap.add_argument("--measured-seqs", type=int, default=8, help="sequences per step of the --tok-s run")
+    ap.add_argument("--alpha-us", type=float, help="one link instead of the two networks: latency "
+                    "per message in microseconds (with --beta-gbs)")
+    ap.add_argument("--beta-gbs", type=float, help="its bandwidth in GB/s (bytes, not bits)")
+    ap.add_argument("--ranks", default="1,8,32,128,512,1024", help="rank counts of the table")
     a = ap.parse_args()
+    if (a.alpha_us is None) != (a.beta_gbs is None):
+        ap.error("--alpha-us and --beta-gbs go together")
+    nets = NETS if a.alpha_us is None else [("given link", a.beta_gbs * 1e9, a.alpha_us * 1e-6)]
+    ranks = [int(r) for r in a.ranks.split(",")]
     if a.tok_s:
-        table("model", a.tok_s, a.params, a.seq, a.global_seqs, a.bucket_kb, a.mem_gbs, a.measured_seqs)
+        table("model", a.tok_s, a.params, a.seq, a.global_seqs, a.bucket_kb, a.mem_gbs,
+              a.measured_seqs, nets, ranks)
         return
     # measured on this machine by bench/bench_train.sh (1 process x 1 thread, batch 8,
     # OPENBLAS_CORETYPE=SkylakeX, 2026-11-23), see SCALING.md
-    table("small (d=64, L=16, T=64)", 14270, 0.887e6, 64, a.global_seqs, a.bucket_kb, a.mem_gbs, 8)
-    table("large (d=512, L=4, T=128)", 1662, 13.1e6, 128, a.global_seqs, a.bucket_kb, a.mem_gbs, 8)
+    table("small (d=64, L=16, T=64)", 14270, 0.887e6, 64, a.global_seqs, a.bucket_kb, a.mem_gbs, 8,
+          nets, ranks)
+    table("large (d=512, L=4, T=128)", 1662, 13.1e6, 128, a.global_seqs, a.bucket_kb, a.mem_gbs, 8,
+          nets, ranks)
 
 
 if __name__ == "__main__":

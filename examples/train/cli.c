@@ -87,6 +87,7 @@ void config_defaults(config* c) {
     c->adam_eps = 1e-8; c->clip = 1.0; c->seed = 1337;
     c->digits = 3; c->format = FMT_PADDED; c->val_frac = 0.1;
     c->bucket_kb = 256;
+    c->comm_timeout = 600;
     c->eval_problems = 500;
     c->temperature = 1; c->sample_len = 64;
     c->collapse_margin = 0.1;
@@ -153,6 +154,12 @@ void usage(void) {
 "  --temperature X [1; 0 = greedy]  --top-k N [0 = all]  --sample-len N [64]  --sample-seed N [0]\n"
 "data parallel (run under mpirun; --batch stays the global batch, split over the ranks)\n"
 "  --zero             ZeRO-1: shard the AdamW moments over the ranks (memory 1/ranks)\n"
+"  --comm-timeout S   a collective that has not completed in S seconds ends the job with a\n"
+"                     message naming it (a rank hung, or the network between hosts gone: TCP\n"
+"                     retries for many minutes); the last --save-every checkpoint stays. Keep S\n"
+"                     above the longest a rank works alone (rank 0 reading --data, writing a\n"
+"                     checkpoint) and above mpirun's lost-host detection (oob_tcp_keepalive_*,\n"
+"                     see the README); 0 = wait forever [600]\n"
 "reliability\n"
 "  --check-finite     stop at the first NaN/Inf, naming the layer and sublayer (activations:\n"
 "                     the library's check; gradients: each layer's as the backward finishes it)\n"
@@ -327,6 +334,7 @@ int parse_args(int argc, char** argv, config* c, int* help) {
         else if (!strcmp(a, "--beta2")) { NEEDV; rc = parse_double(v, 0, 0.999999999, &c->beta2, a); }
         else if (!strcmp(a, "--adam-eps")) { NEEDV; rc = parse_double(v, 1e-30, 1, &c->adam_eps, a); }
         else if (!strcmp(a, "--clip")) { NEEDV; rc = parse_double(v, 0, 1e30, &c->clip, a); }
+        else if (!strcmp(a, "--comm-timeout")) { NEEDV; rc = parse_double(v, 0, 1e9, &c->comm_timeout, a); }
         else if (!strcmp(a, "--val-frac")) { NEEDV; rc = parse_double(v, 1e-6, 0.9, &c->val_frac, a); }
         else if (!strcmp(a, "--temperature")) { NEEDV; rc = parse_double(v, 0, 100, &c->temperature, a); seen.sampling = 1; }
         else if (!strcmp(a, "--spike-stop")) { NEEDV; rc = parse_double(v, 0, 1e6, &c->spike_stop, a); }
@@ -365,6 +373,8 @@ int parse_args(int argc, char** argv, config* c, int* help) {
         if (rc) return rc;
         i += used;
     }
+    /* process state of dist.c (every collective after this point waits at most this long) */
+    dist_set_comm_timeout(c->comm_timeout);
     return check_combinations(c, &seen);
 }
 

@@ -10,10 +10,19 @@
      plain:  MPI_Iallreduce in place: every rank ends with the summed gradient.
      ZeRO-1: MPI_Ireduce_scatter of the bucket: the piece of the bucket inside rank r's shard
              goes to rank r only (recvcounts = the bucket cut at shard bounds); the optimizer
-             updates that shard, and MPI_Allgatherv shares the updated parameters.
+             updates that shard, and MPI_Iallgatherv shares the updated parameters.
    Every MPI call is checked: the communicator returns errors (MPI_ERRORS_RETURN) and a failure
    prints the call and MPI's reason, then MPI_Abort ends every rank; a rank that dies makes
-   mpirun end the job. */
+   mpirun end the job.
+   A peer or a link that goes silent returns no error: over TCP a collective would wait while
+   the kernel retransmits (many minutes). So every collective is non-blocking and waited for by
+   polling (MPI_Testall, which is what MPI_Waitall does inside Open MPI anyway), and one that
+   has not completed within --comm-timeout seconds (default 600, as PyTorch's NCCL watchdog;
+   0 waits forever) prints "rank R: <call> has not completed in S s (a peer or the network is
+   gone)" and calls MPI_Abort. That ends a job whose peer hangs; when a host's link is gone,
+   mpirun cannot reach that host's daemon to finish the abort and waits for TCP to give up, so
+   there the lost-host detection of mpirun itself (oob_tcp_keepalive_*, shorter than this
+   timeout; tests/test_netns.sh) is what ends the job. */
 #include "train.h"
 
 #include <limits.h>
@@ -67,6 +76,7 @@ void dist_grads_begin(dist* d, nb_real* g) {
 /* ---------------------------------------------------------------------------------------- */
 
 static int g_mpi_up = 0;
+static double g_comm_timeout = 600; /* seconds; 0 = wait forever (dist_set_comm_timeout) */
 
 static void check(int rc, const char* what) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -78,7 +88,41 @@ static void check(int rc, const char* what) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+/* Wait for n requests of the collective `what`: MPI_Waitall, or with a timeout, by polling
+   MPI_Testall (which drives Open MPI's progress as MPI_Waitall does) and checking the clock
+   every 256 polls. */
+static void wait_reqs(int n, MPI_Request* req, const char* what) {
+    double t0;
+    unsigned spins = 0;
+    int done = 0;
+    if (n <= 0) return;
+    if (!(g_comm_timeout > 0)) {
+        check(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), what);
+        return;
+    }
+    t0 = now_s();
+    for (;;) {
+        check(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), what);
+        if (done) return;
+        if ((++spins & 255) == 0 && now_s() - t0 > g_comm_timeout) {
+            g_same_everywhere = 0; /* this rank's own view */
+            fflush(stdout);
+            fail("%s has not completed in %g s (a peer or the network is gone; --comm-timeout); "
+                 "ending the job", what, g_comm_timeout);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+}
+
+/* one non-blocking collective started by `rc`, then waited for */
+static void collective(int rc, MPI_Request* req, const char* what) {
+    check(rc, what);
+    wait_reqs(1, req, what);
+}
+
 int dist_have_mpi(void) { return 1; }
+
+void dist_set_comm_timeout(double seconds) { g_comm_timeout = seconds; }
 
 int dist_init(int* argc, char*** argv) {
     int provided = 0;
@@ -108,12 +152,18 @@ void dist_abort(int code) {
 
 int dist_agree(int rc) {
     int all = rc;
-    if (g_ranks > 1) check(MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    MPI_Request r;
+    if (g_ranks > 1)
+        collective(MPI_Iallreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r), &r,
+                   "MPI_Iallreduce (agreement)");
     return all;
 }
 
 void dist_sum(double* x, int n) {
-    if (g_ranks > 1) check(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    MPI_Request r;
+    if (g_ranks > 1)
+        collective(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r), &r,
+                   "MPI_Iallreduce (sums)");
 }
 
 void dist_bcast(void* buf, size_t bytes) {
@@ -121,7 +171,8 @@ void dist_bcast(void* buf, size_t bytes) {
     if (g_ranks < 2) return;
     while (bytes > 0) {
         const int k = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
-        check(MPI_Bcast(p, k, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+        MPI_Request r;
+        collective(MPI_Ibcast(p, k, MPI_BYTE, 0, MPI_COMM_WORLD, &r), &r, "MPI_Ibcast");
         p += k;
         bytes -= (size_t)k;
     }
@@ -170,7 +221,8 @@ static void progress(dist* d) {
 
 static void wait_all(dist* d) {
     const double t0 = now_s();
-    if (d->launched) check(MPI_Waitall(d->launched, d->req, MPI_STATUSES_IGNORE), "MPI_Waitall");
+    wait_reqs(d->launched, d->req, d->zero ? "MPI_Ireduce_scatter (gradient buckets)"
+                                           : "MPI_Iallreduce (gradient buckets)");
     d->launched = 0;
     d->wait += now_s() - t0;
 }
@@ -229,32 +281,36 @@ nb_real* dist_grads_finish(dist* d) {
 
 void dist_params_gather(dist* d, nb_real* p) {
     double t0;
+    MPI_Request r;
     if (!d->zero) return;
     t0 = now_s();
-    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, d->scounts, d->sdispls, MPI_FLOAT,
-                         MPI_COMM_WORLD), "MPI_Allgatherv");
+    collective(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, d->scounts, d->sdispls,
+                               MPI_FLOAT, MPI_COMM_WORLD, &r), &r, "MPI_Iallgatherv (parameters)");
     d->wait += now_s() - t0;
 }
 
 void dist_gather_shards(dist* d, nb_real* full, const nb_real* shard) {
+    MPI_Request r;
     if (!d->zero) return;
-    check(MPI_Gatherv(shard, (int)(d->hi - d->lo), MPI_FLOAT, full, d->scounts, d->sdispls,
-                      MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Gatherv");
+    collective(MPI_Igatherv(shard, (int)(d->hi - d->lo), MPI_FLOAT, full, d->scounts, d->sdispls,
+                            MPI_FLOAT, 0, MPI_COMM_WORLD, &r), &r, "MPI_Igatherv");
 }
 
 void dist_scatter_shards(dist* d, nb_real* shard, const nb_real* full) {
+    MPI_Request r;
     if (!d->zero) {
         dist_bcast(shard, d->n * sizeof(nb_real));
         return;
     }
-    check(MPI_Scatterv(full, d->scounts, d->sdispls, MPI_FLOAT, shard, (int)(d->hi - d->lo),
-                       MPI_FLOAT, 0, MPI_COMM_WORLD), "MPI_Scatterv");
+    collective(MPI_Iscatterv(full, d->scounts, d->sdispls, MPI_FLOAT, shard, (int)(d->hi - d->lo),
+                             MPI_FLOAT, 0, MPI_COMM_WORLD, &r), &r, "MPI_Iscatterv");
 }
 
 #else
 /* ---- one process: the same interface, nothing to communicate ------------------------------ */
 
 int dist_have_mpi(void) { return 0; }
+void dist_set_comm_timeout(double seconds) { (void)seconds; }
 int dist_init(int* argc, char*** argv) { (void)argc; (void)argv; return 0; }
 void dist_finalize(void) {}
 void dist_abort(int code) { fflush(stdout); exit(code); }

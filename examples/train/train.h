@@ -85,6 +85,7 @@ typedef struct config {
     int inj_kind;             /* 0 none, 1 NaN, 2 Inf */
     int inj_step, inj_layer, inj_ffn, inj_grad;
     int bucket_kb;            /* gradient bucket size for the reduction during backward */
+    double comm_timeout;      /* --comm-timeout: seconds a collective may take; 0 = forever */
     /* data */
     const char* data;         /* NULL: the addition task */
     int digits, format;       /* addition: operand digits, FMT_* */
@@ -169,6 +170,9 @@ int dist_init(int* argc, char*** argv);         /* sets g_rank, g_ranks */
 void dist_finalize(void);
 void dist_abort(int code);                      /* ends every rank of the job */
 int dist_have_mpi(void);
+/* A collective that has not completed in this many seconds ends the job with a message naming
+   it (a peer or the network is gone); 0 = wait forever. Set by parse_args (--comm-timeout). */
+void dist_set_comm_timeout(double seconds);
 /* Every rank's rc in, the largest out: ranks leave a phase that can fail together. */
 int dist_agree(int rc);
 void dist_sum(double* x, int n);                /* allreduce SUM, in place, blocking */

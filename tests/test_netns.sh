@@ -174,8 +174,9 @@ fault() {
   BG=$!
   for i in $(seq 1 600); do s="$(last_step "$name.log")"; [ "${s:-0}" -ge 12 ] && break; kill -0 $BG 2>/dev/null || break; sleep 0.1; done
   rpid=""
-  for i in $(seq 1 50); do # the remote rank: train_mpi in NS2
-    for p in $(ip netns pids "$NS2"); do [ "$(cat /proc/$p/comm 2>/dev/null)" = train_mpi ] && rpid=$p; done
+  for i in $(seq 1 50); do # the remote rank: the process of $TRAIN_MPI in NS2 (by its executable:
+    # the trainer may re-exec itself through /proc/self/exe, which renames it "exe")
+    for p in $(ip netns pids "$NS2"); do [ "$(readlink /proc/$p/exe 2>/dev/null)" = "$TRAIN_MPI" ] && rpid=$p; done
     [ -n "$rpid" ] && break; sleep 0.1
   done
   at="$(last_step "$name.log")"

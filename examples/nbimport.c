@@ -37,7 +37,7 @@ static const char* const help =
     "         dropout, dtype); any other key is refused by name. Or from MODEL's __metadata__\n"
     "         (strings): preset (any name nb_preset_from_name takes), n_layers, d_model, n_heads,\n"
     "         n_kv_heads, d_ff, rope (0/1), optionally norm (rms|layer|dyt), ffn (swiglu|gelu_tanh|\n"
-    "         gelu), mixln_alpha (a finite number), attn_bias (0-3: 1 the Q|K|V projection's bias,\n"
+    "         gelu), mixln_alpha (a finite number), eps, rope_theta, attn_bias (0-3: 1 the Q|K|V projection's bias,\n"
     "         2 the output's); also \"format\", \"producer\" and the training settings examples/train\n"
     "         writes; any other key, or a value not listed, is refused.\n"
     "         Tensors F32, F64, F16 or BF16, finite; every tensor of the stack must be there with\n"
@@ -82,7 +82,7 @@ typedef struct model_in {
    (the format's, and examples/train's training settings); any other is refused by name. */
 static const char* const known_keys[] = {
     "preset", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "rope", "norm", "ffn", "mixln_alpha",
-    "attn_bias", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
+    "attn_bias", "eps", "rope_theta", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
     "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
     "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", NULL};
 
@@ -263,6 +263,21 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
         d->mixln_alpha = strtod(v, &end);
         if (!*v || !strchr("+-.0123456789", *v) || *end || errno == ERANGE || !isfinite(d->mixln_alpha))
             return bad_meta("mixln_alpha", v, "a finite number");
+    }
+    if ((v = st_meta(M, "eps")) != NULL || (v = st_meta(M, "rope_theta")) != NULL) {
+        const char* keys[2] = {"eps", "rope_theta"};
+        int k;
+        for (k = 0; k < 2; k++) { /* examples/train writes them when set away from the preset's */
+            char* end;
+            double x;
+            if (!(v = st_meta(M, keys[k]))) continue;
+            errno = 0;
+            x = strtod(v, &end);
+            if (!*v || !strchr("+.0123456789", *v) || *end || errno == ERANGE || !isfinite(x) || !(x > (k ? 1 : 0)))
+                return bad_meta(keys[k], v, k ? "a finite number above 1" : "a finite number above 0");
+            if (k) d->rope_theta = (nb_real)x;
+            else d->eps = (nb_real)x;
+        }
     }
     if ((v = st_meta(M, "attn_bias")) != NULL) {
         if (strlen(v) != 1 || *v < '0' || *v > '3') return bad_meta("attn_bias", v, "0, 1, 2 or 3");

@@ -292,8 +292,15 @@ check("OUT in a missing directory", ["hf-llama", mp, inp, "nosuch/out.st"], 1, "
 record("the FIFO is still a FIFO", os.path.exists("fifo.st") and not os.path.isfile("fifo.st"))
 
 # --- 8: every metadata key is understood, or refused by name (issue 23) -----------------------------
-run("a metadata key nbimport does not know", model("m.st", meta=meta(rope_theta="500000")), 1, '"rope_theta"',
+run("a metadata key nbimport does not know", model("m.st", meta=meta(sites="q,k")), 1, '"sites"',
     "not a key nbimport knows")
+if run("eps in the metadata (examples/train writes it when set)", model("m.st", meta=meta(eps="0.5", rope_theta="5e5")),
+       0):
+    shape, out = read_out("out.st")
+    err = max(abs(v / math.sqrt(sum(x * x for x in X[r * D:(r + 1) * D]) / D + 0.5) - o)
+              for r in range(B * T) for v, o in zip(X[r * D:(r + 1) * D], out[r * D:(r + 1) * D]))
+    record("...is honoured: the output is RMSNorm(E) with eps 0.5", err < 1e-5, f"max error {err:.3g}")
+run("eps that is not a number", model("m.st", meta=meta(eps="small")), 1, '"eps"')
 run("a per-layer schedule", model("m.st", meta=meta(schedule="pre,post")), 1, '"schedule"', "cannot run")
 run("the training keys examples/train writes are known", model("m.st", meta=meta(lr="0.003", seed="1", steps="10")), 0)
 run("metadata of a model far larger than the file", model("m.st", meta=meta(n_layers="100000", d_model="4096",

@@ -495,7 +495,7 @@ expect_error "--jobs 0" "not an integer in" --compare pre --jobs 0
 expect_error "--collapse-margin without a sweep" "applies to sweeps" --collapse-margin 0.2
 expect_error "a sweep with --save" "are for one run" --compare pre --save x.st
 expect_error "--format unknown" "unknown format" --format roman
-expect_error "--wd-norms bad value" "on or off" --wd-norms maybe
+expect_error "--wd-norms bad value" "off or on" --wd-norms maybe
 expect_error "--eval-problems with --data" "counts addition problems" --data corpus.txt --eval-problems 5
 expect_error "--load of a missing file" "checkpoint: cannot open nope.st" --load nope.st --eval
 expect_error "unwritable --summary before training" "cannot write" "${TINY[@]}" --summary /nonexistent/dir/s.json
@@ -549,6 +549,65 @@ if grep -q "^OpenMP: passive waiting (set by train" wp.log && grep -q "^OpenMP: 
   pass "OpenMP waits passively by default (train restarts itself with OMP_WAIT_POLICY=PASSIVE), as exported otherwise"
 else
   fail "OpenMP wait policy"; head -5 wp.log wp2.log
+fi
+
+# 17. one option table: the command line, --config files, --help, and the checkpoint's model
+# keys (every field of the stack description reaches the trainer)
+printf 'd 32\nheads 2\n# a comment\nlayers = 2\nno-rope\nseq 24\nbatch 4\n' > opts.cfg
+"$TRAIN" --config opts.cfg --steps 0 > cfg1.log 2>&1
+"$TRAIN" --config opts.cfg --d 48 --steps 0 > cfg2.log 2>&1
+if grep -q "^model: pre, L=2 d=32 H=2 .*eps 1e-05," cfg1.log && ! grep -q "RoPE" cfg1.log &&
+   grep -q "^model: pre, L=2 d=48 " cfg2.log; then
+  pass "--config FILE sets options (comments, \"name = value\", flags); later options override it"
+else
+  fail "--config"; cat cfg1.log cfg2.log
+fi
+printf 'd 32\nbogus 3\n' > bad.cfg
+expect_error "--config: an unknown name, with its line" "bad.cfg:2: unknown option \"bogus\"" --config bad.cfg
+printf 'no-rope 5\n' > bad2.cfg
+expect_error "--config: a value for a flag" "bad2.cfg:1: no-rope is a flag" --config bad2.cfg
+expect_error "--config naming a missing file" "cannot open nosuch.cfg" --config nosuch.cfg
+printf 'compare pre,post\n' > sweep.cfg
+expect_error "--config: a sweep option" "sweep.cfg:1: compare: a sweep option" --config sweep.cfg
+expect_error "--sites with an unknown site" "not a list of distinct q, k, v, c" "${TINY[@]}" --sites q,x
+expect_error "--ffn-bias maybe" "off or on" "${TINY[@]}" --ffn-bias maybe
+MODEL_FLAGS=(--preset hybrid --sites q,k --site-width full --eps 1e-6 --rope-theta 500000 --attn-bias 1
+             --ffn-bias on --final-norm off)
+"$TRAIN" "${TINY[@]}" "${MODEL_FLAGS[@]}" --steps 10 --save mf.safetensors > mf.log 2>&1
+"$TRAIN" --load mf.safetensors --eval > mf_eval.log 2>&1
+want="$(final_field mf.log val_loss)"
+if python3 -c "
+import json, struct
+raw = open('mf.safetensors', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+m = json.loads(raw[8:8 + n])['__metadata__']
+want = {'sites': 'q,k', 'site_width': 'full', 'eps': '1e-06', 'rope_theta': '500000', 'attn_bias': '1',
+        'ffn_bias': 'on', 'final_norm': 'off'}
+assert all(m.get(k) == v for k, v in want.items()), m
+assert 'mixln_alpha' not in m and 'embed_norm' not in m  # at the preset's: not written
+" && [ -n "$want" ] && grep -q "val_loss $want" mf_eval.log; then
+  pass "the stack flags reach the model and the checkpoint's metadata; --load rebuilds the same model (val_loss $want)"
+else
+  fail "stack flags in the checkpoint"; tail -3 mf.log mf_eval.log
+fi
+expect_error "--resume with another --rope-theta" 'rope_theta is "500000" in the checkpoint, "10000" here' \
+  "${TINY[@]}" --preset hybrid --sites q,k --site-width full --eps 1e-6 --rope-theta 10000 --attn-bias 1 \
+  --ffn-bias on --final-norm off --steps 10 --resume mf.safetensors
+expect_error "--resume without --sites" "sites is \"q,k\" in the checkpoint, the preset's here" \
+  "${TINY[@]}" --preset hybrid --site-width full --eps 1e-6 --rope-theta 500000 --attn-bias 1 \
+  --ffn-bias on --final-norm off --steps 10 --resume mf.safetensors
+"$TRAIN" --version > ver.log 2>&1
+"$TRAIN" --list-presets > presets.log 2>&1
+if grep -q "^normblocks [0-9.]* (train)$" ver.log && grep -q "^  hybrid_star$" presets.log &&
+   grep -q "^  siamese$" presets.log && ! grep -q "usage" ver.log presets.log; then
+  pass "--version and --list-presets"
+else
+  fail "--version / --list-presets"; cat ver.log presets.log
+fi
+"$TRAIN" --help > help.log 2>&1
+if grep -q "^  --mixln-alpha X " help.log && grep -q "^  --config FILE " help.log && grep -q "^files$" help.log; then
+  pass "--help is generated from the option table"
+else
+  fail "--help"; head help.log
 fi
 
 # 15. a checkpoint exported as a Hugging Face directory (config.json, embedding and head) runs to

@@ -79,6 +79,7 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTI("data_bytes", ds->text ? (long long)ds->n : 0);
     snprintf(buf, sizeof buf, "%016llx", ds->hash);
     PUTS("data_hash", buf);
+    config_model_meta(c, meta); /* the stack fields set away from the preset (cli.c's table) */
 #undef PUTS
 #undef PUTI
 #undef PUTD
@@ -208,6 +209,7 @@ static int check_meta_keys(const st_file* f) {
         int known = 0;
         for (i = 0; i < sizeof k_keys / sizeof k_keys[0]; i++) known |= !strcmp(e->string, k_keys[i].key);
         for (i = 0; i < sizeof more / sizeof more[0]; i++) known |= !strcmp(e->string, more[i]);
+        known |= config_model_key(e->string);
         if (!known)
             return fail("checkpoint %s: metadata \"%s\" is not a key this train writes (a newer train's, or "
                         "another program's): refused rather than ignored", f->path, e->string);
@@ -256,6 +258,22 @@ static int checkpoint_check(const st_file* f, const config* c, const dataset* ds
             goto done;
         }
         say("note: %s changes from %s (checkpoint) to %s\n", key, have, need);
+    }
+    {   /* the stack fields of cli.c's table: absent means the preset's, on both sides */
+        const cJSON* e;
+        for (i = 0; i < 2; i++) {
+            const cJSON* const side = i ? want : f->meta;
+            cJSON_ArrayForEach(e, side) {
+                const char *have = st_meta(f, e->string), *need = meta_str(want, e->string);
+                if (!config_model_key(e->string) || (i && have)) continue; /* each key once */
+                if (!have || !need || strcmp(have, need)) {
+                    fail("checkpoint %s is from a different config: %s is %s%s%s in the checkpoint, %s%s%s here "
+                         "(pass the same model flags)", path, e->string, have ? "\"" : "", have ? have : "the preset's",
+                         have ? "\"" : "", need ? "\"" : "", need ? need : "the preset's", need ? "\"" : "");
+                    goto done;
+                }
+            }
+        }
     }
     if (meta_int(f->meta, "step", 0, 100000000, &v)) { fail("checkpoint %s: step is missing or not an integer in [0, 1e8]", path); goto done; }
     *step = (int)v;
@@ -408,6 +426,8 @@ static int apply_meta(const cJSON* meta, const char* path, config* c) {
     if (strcmp(c->ffn, "swiglu") && strcmp(c->ffn, "gelu"))
         return fail("checkpoint %s: metadata \"ffn\" is \"%s\", not swiglu or gelu", path, c->ffn);
     c->rope = rope;
+    if (config_model_from_meta(c, meta, path)) return 1;
+    if (meta_str(meta, "attn_bias") && meta_to_int(meta, path, "attn_bias", 0, 3, &c->attn_bias)) return 1;
     c->embed_scale = 0; /* checkpoints before the key have none */
     if (meta_str(meta, "embed_scale") &&
         meta_to_int(meta, path, "embed_scale", 0, 1, &c->embed_scale))

@@ -6,6 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <ctype.h>
+#include <stddef.h>
+#include <cjson/cJSON.h>
 #include <string.h>
 
 static int parse_int(const char* s, int lo, int hi, int* out, const char* what) {
@@ -68,13 +70,6 @@ static int parse_list(const char* v, double lo, double hi, int integer, double* 
     return 0;
 }
 
-static int parse_onoff(const char* v, int* out, const char* what) {
-    if (!strcmp(v, "on")) *out = 1;
-    else if (!strcmp(v, "off")) *out = 0;
-    else return fail("%s: on or off, not \"%s\"", what, v);
-    return 0;
-}
-
 void config_defaults(config* c) {
     memset(c, 0, sizeof *c);
     snprintf(c->preset, sizeof c->preset, "pre");
@@ -92,110 +87,427 @@ void config_defaults(config* c) {
     c->temperature = 1; c->sample_len = 64;
     c->collapse_margin = 0.1;
     c->embed_scale = -1;
+    c->attn_bias = -1;
+}
+
+/* ---- the options: one table for the command line, --config files, --help and the
+   checkpoint's model keys ---- */
+
+typedef enum opt_kind {
+    K_GROUP,  /* a heading of --help */
+    K_INT,    /* int field in [lo, hi] */
+    K_REAL,   /* double field in [lo, hi] */
+    K_PATH,   /* const char* field: the value as given */
+    K_NAME,   /* char[] field (size hi) */
+    K_FLAG,   /* int field set to (int)lo; no value */
+    K_CHOICE, /* int field: the index of the value in choices ("a|b|c"), plus (int)lo */
+    K_FN      /* parsed by fn */
+} opt_kind;
+
+enum {
+    O_TRAIN = 1,     /* training only: refused with --load */
+    O_MODEL = 2,     /* a model key of the checkpoint (config_model_meta) */
+    O_SAMPLING = 4,  /* applies to --sample */
+    O_CMDLINE = 8    /* not in a --config file (the sweep's own) */
+};
+
+typedef struct opt {
+    const char* name;    /* without "--" */
+    const char* arg;     /* the value in --help; NULL: a flag */
+    opt_kind kind;
+    size_t off;
+    double lo, hi;
+    const char* choices; /* K_CHOICE */
+    int (*fn)(const char* v, config* c);
+    unsigned flags;
+    const char* help;    /* lines after the first indented by --help */
+} opt;
+
+#define F(field) offsetof(config, field)
+static int fn_seed(const char* v, config* c);
+static int fn_sample_seed(const char* v, config* c);
+static int fn_seeds(const char* v, config* c);
+static int fn_lrs(const char* v, config* c);
+static int fn_inject(const char* v, config* c) { return parse_inject(v, c); }
+static int fn_format(const char* v, config* c) { return format_from_name(v, &c->format); }
+static int fn_init(const char* v, config* c);
+static int fn_sites(const char* v, config* c);
+
+static const opt k_opts[] = {
+    {"model", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
+    {"preset", "NAME", K_NAME, F(preset), 0, 64, NULL, NULL, 0,
+     "block placement: pre, post, mixln, hybrid, hybrid_star, siamese, sandwich, olmo2, deepnorm,\n"
+     "gpt2, ... or paper names (Pre-Norm, HybridNorm*, QKV-Post, Mix-LN, ...); --list-presets [pre]"},
+    {"schedule", "LIST", K_NAME, F(schedule), 0, 512, NULL, NULL, 0,
+     "per-layer schedule instead of a preset, one kind per layer, from: pre, post, sandwich,\n"
+     "normafter, hybrid (QKV-Post), qkvpre, prepost, postpre; sets the number of layers"},
+    {"d", "N", K_INT, F(d_model), 1, 1 << 16, NULL, NULL, 0, "model width [128]"},
+    {"layers", "N", K_INT, F(n_layers), 1, MAX_LAYERS, NULL, NULL, 0, "blocks [4]"},
+    {"heads", "N", K_INT, F(n_heads), 1, 1 << 12, NULL, NULL, 0, "attention heads [4]"},
+    {"kv-heads", "N", K_INT, F(n_kv_heads), 0, 1 << 12, NULL, NULL, 0, "key/value heads (GQA) [0 = heads]"},
+    {"ff", "N", K_INT, F(d_ff), 0, 1 << 18, NULL, NULL, 0, "FFN width [0: 8d/3 rounded to 64 for SwiGLU, 4d for GELU]"},
+    {"ffn", "swiglu|gelu", K_NAME, F(ffn), 0, 16, "swiglu|gelu", NULL, 0, "FFN [swiglu]"},
+    {"norm", "rms|layer|dyt", K_NAME, F(norm), 0, 16, "rms|layer|dyt", NULL, 0, "every norm's kind [rms]"},
+    {"no-rope", NULL, K_FLAG, F(rope), 0, 0, NULL, NULL, 0, "no RoPE (no position information at all)"},
+    {"rope-theta", "X", K_REAL, F(rope_theta), 1.000001, 1e12, NULL, NULL, O_MODEL, "RoPE base [10000]"},
+    {"eps", "X", K_REAL, F(eps), 1e-30, 1, NULL, NULL, O_MODEL,
+     "every norm's epsilon [the preset's: 1e-5; 1e-6 for olmo2, mixln, deepnorm_mixln, lns]"},
+    {"mixln-alpha", "X", K_REAL, F(mixln_alpha), -1, 1, NULL, NULL, O_MODEL,
+     "Mix-LN's fraction of Post-Norm layers, in (0, 1]; -1: none (its code's Pre-Norm) [0.25]"},
+    {"sites", "LIST", K_FN, F(sites), 0, 0, NULL, fn_sites, O_MODEL,
+     "attention norm sites: a comma list of q, k, v, c, or none [the preset's: q,k,v for the\n"
+     "HybridNorm family and SiameseNorm, q,k for olmo2, none otherwise]"},
+    {"site-width", "head|full", K_CHOICE, F(site_width), 1, 0, "head|full", NULL, O_MODEL,
+     "the site norms over each head (one gain of d_k) or the whole projection [the preset's]"},
+    {"attn-bias", "N", K_INT, F(attn_bias), 0, 3, NULL, NULL, 0,
+     "attention biases: 1 the Q|K|V projection's, 2 the output's, 3 both [the preset's: 3 for gpt2]"},
+    {"ffn-bias", "on|off", K_CHOICE, F(ffn_bias), -1, 0, "off|x|on", NULL, O_MODEL,
+     "FFN biases [the FFN's: on for GELU, off for SwiGLU]"},
+    {"final-norm", "on|off", K_CHOICE, F(final_norm), -1, 0, "off|x|on", NULL, O_MODEL,
+     "the norm before the head [the preset's: on, off for none]"},
+    {"embed-norm", "on|off", K_CHOICE, F(embed_norm), -1, 0, "off|x|on", NULL, O_MODEL,
+     "a norm on the embedding [the preset's: on for embednorm, periln]"},
+    {"siamese-scale", "code|paper|one", K_CHOICE, F(siamese_scale), 1, 0, "code|paper|one", NULL, O_MODEL,
+     "SiameseNorm's c_l: sqrt(2(l+1)) (code), sqrt(l+1) (paper), 1 (its ablation) [code]"},
+    {"siamese-fusion", "code|paper", K_CHOICE, F(siamese_fusion), 1, 0, "code|paper", NULL, O_MODEL,
+     "SiameseNorm's output: the 3-norm fusion (code) or x_L + N(y_L) (paper) [code]"},
+    {"siamese-no-fusion-norm", NULL, K_FLAG, F(siamese_no_fusion_norm), 1, 0, NULL, NULL, O_MODEL,
+     "the paper's ablation without the FFN fusion's input norm"},
+    {"attn-memory", "probs|lse", K_CHOICE, F(memory), 1, 0, "probs|lse", NULL, 0,
+     "attention's cache: softmax probabilities, or one log-sum-exp per row (recomputed in the\n"
+     "backward: O(T) memory) [probs up to 64 Mi values, else lse]"},
+    {"precision", "fp32|bf16|auto", K_CHOICE, F(bf16), 0, 0, "fp32|bf16|auto", NULL, 0,
+     "the GEMMs' operands (sums, norms, softmax, weights, gradients and checkpoints stay float32;\n"
+     "the kernels line names what runs); auto: bf16 where oneDNN has a bf16 matrix kernel [fp32]"},
+    {"backend", "auto|blas|dnnl", K_CHOICE, F(backend), 0, 0, "auto|blas|dnnl", NULL, 0,
+     "the stack's GEMMs: OpenBLAS (bf16: portable, slow) or oneDNN (NB_USE_DNNL builds) [auto]"},
+    {"dyt-alpha", "A", K_REAL, F(dyt_alpha), 1e-6, 100, NULL, NULL, O_TRAIN,
+     "DyT's initial alpha of the norms not feeding attention [DyT's LLM rule by width: 1 up to\n"
+     "d = 1024; at small widths its generic 0.5 trains better, see the README]"},
+    {"dyt-alpha-attn", "A", K_REAL, F(dyt_alpha_attn), 1e-6, 100, NULL, NULL, O_TRAIN,
+     "DyT's initial alpha of the norms feeding attention [1 up to d = 2048]"},
+    {"layerscale-init", "X", K_REAL, F(layerscale_init), 1e-12, 10, NULL, NULL, O_TRAIN,
+     "LayerScale's initial scale [CaiT's rule by depth: 0.1 up to 18 layers]"},
+    {"embed-scale", "on|off", K_CHOICE, F(embed_scale), 0, 0, "off|on", NULL, 0,
+     "the embedding times a learnable scalar, init sqrt(d) [on for dyt, as DyT's LLaMA code]"},
+    {"init", "SCHEME", K_FN, F(init), 0, 0, NULL, fn_init, O_TRAIN,
+     "normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm [the init of the\n"
+     "preset's paper code; the model line says which]"},
+    {"training", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
+    {"steps", "N", K_INT, F(steps), 0, 100000000, NULL, NULL, O_TRAIN, "[600]"},
+    {"batch", "B", K_INT, F(batch), 1, 1 << 16, NULL, NULL, 0, "sequences per step (all ranks) [16]"},
+    {"seq", "T", K_INT, F(seq), 2, 1 << 16, NULL, NULL, 0, "tokens per sequence [64]"},
+    {"lr", "X", K_REAL, F(lr), 0, 10, NULL, NULL, O_TRAIN, "peak learning rate [3e-3]"},
+    {"warmup", "N", K_INT, F(warmup), 0, 100000000, NULL, NULL, O_TRAIN, "linear warmup steps [50]"},
+    {"min-lr", "F", K_REAL, F(min_lr_frac), 0, 1, NULL, NULL, O_TRAIN, "cosine floor as a fraction of lr [0.1]"},
+    {"wd", "X", K_REAL, F(wd), 0, 10, NULL, NULL, O_TRAIN, "AdamW weight decay [0.1]"},
+    {"wd-norms", "on|off", K_CHOICE, F(wd_norms), 0, 0, "off|on", NULL, O_TRAIN,
+     "weight decay on norm gains, biases and SiameseNorm gamma too [off, as llm.c/nanoGPT]"},
+    {"beta1", "X", K_REAL, F(beta1), 0, 0.999999, NULL, NULL, O_TRAIN, "[0.9]"},
+    {"beta2", "X", K_REAL, F(beta2), 0, 0.999999999, NULL, NULL, O_TRAIN, "[0.95]"},
+    {"adam-eps", "X", K_REAL, F(adam_eps), 1e-30, 1, NULL, NULL, O_TRAIN, "[1e-8]"},
+    {"clip", "X", K_REAL, F(clip), 0, 1e30, NULL, NULL, O_TRAIN, "global gradient-norm clip [1.0]"},
+    {"seed", "N", K_FN, F(seed), 0, 0, NULL, fn_seed, 0, "[1337]"},
+    {"threads", "N", K_INT, F(threads), 0, 1024, NULL, NULL, 0, "[0 = OpenMP default]"},
+    {"log-every", "N", K_INT, F(log_every), 1, 100000000, NULL, NULL, O_TRAIN, "[50]"},
+    {"eval-batches", "N", K_INT, F(eval_batches), 1, 100000, NULL, NULL, 0, "validation batches [4]"},
+    {"eval-problems", "N", K_INT, F(eval_problems), 1, 1000000, NULL, NULL, 0,
+     "held-out problems of the exact-match accuracy (addition) [500]"},
+    {"csv", "FILE", K_PATH, F(csv), 0, 0, NULL, NULL, O_TRAIN, "every step: loss, gradient norm, lr"},
+    {"summary", "FILE", K_PATH, F(summary), 0, 0, NULL, NULL, O_TRAIN, "the run's results as JSON"},
+    {"spike-stop", "F", K_REAL, F(spike_stop), 0, 1e6, NULL, NULL, O_TRAIN,
+     "stop a run as diverged when its loss exceeds F x its first loss + 1 after 10 steps [0: off;\n"
+     "a run stops only on a non-finite loss or gradient; loss spikes are counted and reported]"},
+    {"sweeps (seeds and learning rates: mean and spread, the largest stable lr per preset)", NULL, K_GROUP, 0, 0, 0,
+     NULL, NULL, 0, NULL},
+    {"compare", "LIST", K_PATH, F(compare), 0, 0, NULL, NULL, O_TRAIN | O_CMDLINE,
+     "one run per preset of LIST (comma-separated), same data and seeds"},
+    {"seeds", "LIST", K_FN, 0, 0, 0, NULL, fn_seeds, O_TRAIN | O_CMDLINE, "seeds of every preset and lr (e.g. 0,1,2) [--seed]"},
+    {"lrs", "LIST", K_FN, 0, 0, 0, NULL, fn_lrs, O_TRAIN | O_CMDLINE, "learning rates (e.g. 1e-3,4e-3,1.6e-2) [--lr]"},
+    {"jobs", "N", K_INT, F(jobs), 1, 256, NULL, NULL, O_TRAIN | O_CMDLINE,
+     "runs at a time, each its own process [cores / threads per run]; train_mpi: one after another"},
+    {"collapse-margin", "X", K_REAL, F(collapse_margin), 0, 100, NULL, NULL, O_TRAIN,
+     "a run whose validation loss stays within X nats of the unigram entropy over its last\n"
+     "quarter is collapsed [0.1]"},
+    {"out", "DIR", K_PATH, F(out), 0, 0, NULL, NULL, O_TRAIN | O_CMDLINE,
+     "tables, CSVs and plots [--diag DIR, else .]; a sweep run again reads its finished runs"},
+    {"sampling and evaluation of a checkpoint (any --save, also --zero/MPI ones)", NULL, K_GROUP, 0, 0, 0, NULL,
+     NULL, 0, NULL},
+    {"load", "FILE", K_PATH, F(load), 0, 0, NULL, NULL, 0, "the checkpoint; its configuration is the model's"},
+    {"eval", NULL, K_FLAG, F(eval), 1, 0, NULL, NULL, 0,
+     "validation loss, and exact-match accuracy on --eval-problems held-out problems; no training"},
+    {"dump", "FILE", K_PATH, F(dump), 0, 0, NULL, NULL, 0,
+     "every named intermediate of one validation batch's forward and backward (safetensors)"},
+    {"sample", "PROMPT", K_PATH, F(sample), 0, 0, NULL, NULL, 0, "continue PROMPT"},
+    {"temperature", "X", K_REAL, F(temperature), 0, 100, NULL, NULL, O_SAMPLING, "[1; 0 = greedy]"},
+    {"top-k", "N", K_INT, F(top_k), 0, VOCAB, NULL, NULL, O_SAMPLING, "[0 = all]"},
+    {"sample-len", "N", K_INT, F(sample_len), 1, 1000000, NULL, NULL, O_SAMPLING, "[64]"},
+    {"sample-seed", "N", K_FN, F(sample_seed), 0, 0, NULL, fn_sample_seed, O_SAMPLING, "[0]"},
+    {"data parallel (under mpirun; --batch stays the global batch, split over the ranks)", NULL, K_GROUP, 0, 0, 0,
+     NULL, NULL, 0, NULL},
+    {"zero", NULL, K_FLAG, F(zero), 1, 0, NULL, NULL, O_TRAIN, "ZeRO-1: shard the AdamW moments over the ranks"},
+    {"comm-timeout", "S", K_REAL, F(comm_timeout), 0, 1e9, NULL, NULL, 0,
+     "a collective not completed in S seconds ends the job with a message naming it (a hung rank,\n"
+     "a lost network); keep S above the longest a rank works alone and above mpirun's lost-host\n"
+     "detection (oob_tcp_keepalive_*, see the README); 0 = wait forever [600]"},
+    {"bucket-kb", "N", K_INT, F(bucket_kb), 4, 1 << 20, NULL, NULL, O_TRAIN,
+     "gradient bucket reduced while the backward goes on [256]"},
+    {"reliability", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
+    {"check-finite", NULL, K_FLAG, F(check_finite), 1, 0, NULL, NULL, O_TRAIN,
+     "stop at the first NaN/Inf, naming the layer and sublayer"},
+    {"inject", "K@S:L:SUB:W", K_FN, 0, 0, 0, NULL, fn_inject, O_TRAIN,
+     "fault injection to test that: K nan|inf at step S into layer L's SUB attn|ffn, W act or grad"},
+    {"data", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
+    {"digits", "N", K_INT, F(digits), 1, 9, NULL, NULL, 0, "addition: operand digits [3]"},
+    {"format", "F", K_FN, 0, 0, 0, NULL, fn_format, 0,
+     "padded (123+045=0168), plain (123+45=168), reversed (123+45=861), padded_reversed\n"
+     "(123+045=8610), lsb_first (321+540=8610) [padded]"},
+    {"reverse", NULL, K_FLAG, F(format), FMT_REVERSED, 0, NULL, NULL, 0, "= --format reversed"},
+    {"data", "FILE", K_PATH, F(data), 0, 0, NULL, NULL, 0,
+     "a byte-level corpus instead of addition (any text file, e.g. /usr/share/common-licenses/*)"},
+    {"val-frac", "F", K_REAL, F(val_frac), 1e-6, 0.9, NULL, NULL, 0, "held out of --data [0.1]"},
+    {"files", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
+    {"config", "FILE", K_FN, 0, 0, 0, NULL, NULL, 0,
+     "options from FILE, one per line as \"name value\" (or \"name\" for a flag; # comments),\n"
+     "read where --config stands: later options override it"},
+    {"save", "FILE", K_PATH, F(save), 0, 0, NULL, NULL, O_TRAIN,
+     "checkpoint at the end and on Ctrl-C (default on Ctrl-C: train.safetensors)"},
+    {"save-every", "N", K_INT, F(save_every), 0, 100000000, NULL, NULL, O_TRAIN, "also every N steps"},
+    {"stop-after", "N", K_INT, F(stop_after), 0, 100000000, NULL, NULL, O_TRAIN,
+     "stop after step N of the --steps schedule (save, resume later)"},
+    {"resume", "FILE", K_PATH, F(resume), 0, 0, NULL, NULL, O_TRAIN, "continue from a checkpoint"},
+    {"allow-change", "K", K_PATH, F(allow_change), 0, 0, NULL, NULL, O_TRAIN,
+     "let --resume change run settings K (comma list: lr, steps, ...; or all)"},
+    {"diag", "DIR", K_PATH, F(diag), 0, 0, NULL, NULL, O_TRAIN,
+     "per-layer CSVs and SVG plots (SiameseNorm: both streams)"},
+    {"quiet", NULL, K_FLAG, F(quiet), 1, 0, NULL, NULL, 0, "no progress lines"},
+    {"information", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
+    {"help", NULL, K_FN, 0, 0, 0, NULL, NULL, 0, "this text (-h)"},
+    {"version", NULL, K_FN, 0, 0, 0, NULL, NULL, 0, "the version of normblocks"},
+    {"list-presets", NULL, K_FN, 0, 0, 0, NULL, NULL, 0, "every preset name nb_preset_from_name takes"}};
+#undef F
+#define N_OPTS ((int)(sizeof k_opts / sizeof k_opts[0]))
+
+static int fn_seed(const char* v, config* c) {
+    double x;
+    if (parse_double(v, 0, 9007199254740992.0, &x, "--seed")) return 1;
+    if (x != floor(x)) return fail("--seed: \"%s\" is not an integer", v);
+    c->seed = (unsigned long long)x;
+    return 0;
+}
+
+static int fn_sample_seed(const char* v, config* c) {
+    double x;
+    if (parse_double(v, 0, 9007199254740992.0, &x, "--sample-seed")) return 1;
+    if (x != floor(x)) return fail("--sample-seed: \"%s\" is not an integer", v);
+    c->sample_seed = (unsigned long long)x;
+    return 0;
+}
+
+static int fn_seeds(const char* v, config* c) {
+    double list[MAX_SWEEP];
+    int k;
+    if (parse_list(v, 0, 9007199254740992.0, 1, list, &c->n_seeds, "--seeds")) return 1;
+    for (k = 0; k < c->n_seeds; k++) c->seeds[k] = (unsigned long long)list[k];
+    return 0;
+}
+
+static int fn_lrs(const char* v, config* c) {
+    int k;
+    if (parse_list(v, 0, 10, 0, c->lrs, &c->n_lrs, "--lrs")) return 1;
+    for (k = 0; k < c->n_lrs; k++)
+        if (!(c->lrs[k] > 0)) return fail("--lrs: a learning rate must be > 0");
+    return 0;
+}
+
+static int fn_init(const char* v, config* c) {
+    nb_init_scheme sc;
+    if (init_scheme(v, &sc)) return 1; /* every known name fits c->init */
+    snprintf(c->init, sizeof c->init, "%s", v);
+    return 0;
+}
+
+/* "q,k,v,c" (any of them) or "none" */
+static int fn_sites(const char* v, config* c) {
+    char buf[64], *tok, *save = NULL;
+    int mask = 0;
+    if (!strcmp(v, "none")) { c->sites = NB_SITES_NONE; return 0; }
+    if (strlen(v) >= sizeof buf) return fail("--sites: \"%s\" is not a list of q, k, v, c (or none)", v);
+    snprintf(buf, sizeof buf, "%s", v);
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const int bit = !strcmp(tok, "q") ? NB_SITE_Q : !strcmp(tok, "k") ? NB_SITE_K
+                        : !strcmp(tok, "v") ? NB_SITE_V : !strcmp(tok, "c") ? NB_SITE_C : 0;
+        if (!bit || (mask & bit)) return fail("--sites: \"%s\" is not a list of distinct q, k, v, c (or none)", v);
+        mask |= bit;
+    }
+    if (!mask) return fail("--sites: empty (none: no sites)");
+    c->sites = mask;
+    return 0;
+}
+
+static const opt* find_opt(const char* name) {
+    int i;
+    for (i = 0; i < N_OPTS; i++)
+        if (k_opts[i].kind != K_GROUP && !strcmp(k_opts[i].name, name)) return &k_opts[i];
+    return NULL;
+}
+
+/* index of v among "a|b|c", or -1 */
+static int choice_index(const char* choices, const char* v) {
+    const char* p = choices;
+    int i = 0;
+    const size_t n = strlen(v);
+    while (p) {
+        const char* e = strchr(p, '|');
+        const size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && !strncmp(p, v, n)) return i;
+        p = e ? e + 1 : NULL;
+        i++;
+    }
+    return -1;
+}
+
+/* "a|x|b|c" as "a, b or c" (x: not a value) */
+static const char* choice_list(const char* choices, char* buf, size_t n) {
+    const char* p = choices;
+    size_t w = 0;
+    int k = 0, total = 0;
+    for (; p; p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL) total += strncmp(p, "x|", 2) != 0;
+    buf[0] = 0;
+    for (p = choices; p && w < n; p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL) {
+        const size_t len = strchr(p, '|') ? (size_t)(strchr(p, '|') - p) : strlen(p);
+        if (len == 1 && *p == 'x') continue;
+        k++;
+        w += (size_t)snprintf(buf + w, n - w, "%s%.*s", k == 1 ? "" : k == total ? " or " : ", ", (int)len, p);
+    }
+    return buf;
+}
+
+/* the value v of option o into c */
+static int set_opt(const opt* o, const char* v, config* c) {
+    char* field = (char*)c + o->off;
+    char what[64], list[128];
+    int k;
+    snprintf(what, sizeof what, "--%s", o->name);
+    switch (o->kind) {
+    case K_INT: return parse_int(v, (int)o->lo, (int)o->hi, (int*)field, what);
+    case K_REAL: return parse_double(v, o->lo, o->hi, (double*)field, what);
+    case K_PATH: *(const char**)field = v; return 0;
+    case K_NAME:
+        if (o->choices && choice_index(o->choices, v) < 0)
+            return fail("%s: %s, not \"%s\"", what, choice_list(o->choices, list, sizeof list), v);
+        if (strlen(v) >= (size_t)o->hi) return fail("%s: \"%s\" is too long", what, v);
+        snprintf(field, (size_t)o->hi, "%s", v);
+        return 0;
+    case K_FLAG: *(int*)field = (int)o->lo; return 0;
+    case K_CHOICE:
+        /* "x" marks an index that is not a value (on|off stored as 1|-1) */
+        if ((k = choice_index(o->choices, v)) < 0 || !strcmp(v, "x"))
+            return fail("%s: %s, not \"%s\"", what, choice_list(o->choices, list, sizeof list), v);
+        *(int*)field = k + (int)o->lo;
+        return 0;
+    case K_FN: return o->fn(v, c);
+    default: return fail("%s: not an option", what);
+    }
+}
+
+/* a string of --config kept in c (the fields point at it) */
+static const char* keep(config* c, const char* s) {
+    const size_t n = strlen(s) + 1;
+    char* p;
+    if (c->store_used + n > sizeof c->store) return NULL;
+    p = c->store + c->store_used;
+    memcpy(p, s, n);
+    c->store_used += n;
+    return p;
+}
+
+typedef struct parse_state { int loading, seen[128]; } parse_state;
+
+static int apply_opt(const opt* o, const char* v, config* c, parse_state* ps, const char* where) {
+    if (ps->loading && (o->flags & O_TRAIN))
+        return fail("%s--%s has no effect on --load (sampling and evaluation do not train)", where, o->name);
+    if (set_opt(o, v, c)) return 1;
+    ps->seen[o - k_opts] = 1;
+    return 0;
+}
+
+static int read_config_file(const char* path, config* c, parse_state* ps) {
+    char line[1024], where[1200];
+    FILE* f;
+    int n = 0, rc = 0;
+    if (!(f = fopen(path, "r"))) return fail("--config: cannot open %s: %s", path, strerror(errno));
+    while (!rc && fgets(line, sizeof line, f)) {
+        char *p = line, *name, *val, *e;
+        const opt* o;
+        n++;
+        snprintf(where, sizeof where, "%s:%d: ", path, n);
+        if (!strchr(line, '\n') && !feof(f)) { rc = fail("%sline too long", where); break; }
+        while (isspace((unsigned char)*p)) p++;
+        if (!*p || *p == '#') continue;
+        for (e = p + strlen(p); e > p && isspace((unsigned char)e[-1]);) *--e = 0;
+        name = p;
+        while (*p && !isspace((unsigned char)*p) && *p != '=') p++;
+        if (*p) *p++ = 0;
+        while (isspace((unsigned char)*p) || *p == '=') p++;
+        val = p;
+        if (!strncmp(name, "--", 2)) name += 2;
+        if (!(o = find_opt(name)) || o->kind == K_GROUP || !strcmp(name, "config") || !strcmp(name, "help") ||
+            !strcmp(name, "version") || !strcmp(name, "list-presets")) {
+            rc = fail("%sunknown option \"%s\" (the names of --help, without --)", where, name);
+            break;
+        }
+        /* a sweep's runs get the file too: the sweep itself is said on the command line */
+        if (o->flags & O_CMDLINE) {
+            rc = fail("%s%s: a sweep option, for the command line (each run of the sweep reads this file)", where, name);
+            break;
+        }
+        if (!o->arg) { /* a flag: alone, or on/true/1 */
+            if (*val && strcmp(val, "on") && strcmp(val, "true") && strcmp(val, "1")) {
+                rc = fail("%s%s is a flag: give it alone (or \"on\"), not \"%s\"", where, name, val);
+                break;
+            }
+            rc = apply_opt(o, NULL, c, ps, where);
+        } else if (!*val) rc = fail("%s%s needs a value", where, name);
+        else if (!(val = (char*)keep(c, val))) rc = fail("%s: too much text in config files", path);
+        else rc = apply_opt(o, val, c, ps, where);
+    }
+    if (!rc && ferror(f)) rc = fail("--config: cannot read %s", path);
+    fclose(f);
+    return rc;
+}
+
+static void list_presets(void) {
+    int p;
+    printf("presets (nb_preset_from_name also takes the paper names of the README's table, any case):\n");
+    for (p = 1; p < NB_PRESET_COUNT; p++) printf("  %s\n", nb_preset_name((nb_preset)p));
 }
 
 void usage(void) {
-    printf(
-"usage: train [options]\n"
-"model\n"
-"  --preset NAME      block placement: pre, post, mixln, hybrid, hybrid_star, siamese, sandwich,\n"
-"                     olmo2, deepnorm, gpt2, ... or paper names (Pre-Norm, HybridNorm*, QKV-Post,\n"
-"                     Pre-QK-Pre, Mix-LN, ...)                                 [pre]\n"
-"  --schedule LIST    per-layer schedule instead of a preset, one kind per layer, from: pre,\n"
-"                     post, sandwich, normafter, hybrid (QKV-Post), qkvpre, prepost, postpre;\n"
-"                     sets the number of layers (e.g. --schedule post,pre,pre,hybrid)\n"
-"  --d N --layers N --heads N --kv-heads N --ff N       [128 4 4 heads 8d/3->64]\n"
-"  --ffn swiglu|gelu  --norm rms|layer|dyt  --no-rope\n"
-"  --precision fp32|bf16|auto  the GEMMs' operands (sums, norms, softmax, weights, gradients\n"
-"                     and checkpoints stay float32; the kernels line names what runs); auto:\n"
-"                     bf16 where oneDNN has a bf16 matrix kernel (AMX, AVX512-BF16), else fp32 [fp32]\n"
-"  --backend auto|blas|dnnl  the stack's GEMMs: OpenBLAS (bf16: portable, slow) or oneDNN\n"
-"                     (builds with NB_USE_DNNL); auto: oneDNN for bf16 where it has a kernel [auto]\n"
-"  --dyt-alpha A  --dyt-alpha-attn A   DyT's initial alpha (others / norms feeding attention)\n"
-"                     [DyT's LLM rule by width: 1 and 1 up to d = 1024]\n"
-"  --layerscale-init X  LayerScale's initial scale [CaiT's rule by depth: 0.1 up to 18 layers]\n"
-"  --embed-scale on|off  the embedding times a learnable scalar, init sqrt(d) [on for dyt, as\n"
-"                     DyT's LLaMA code; off otherwise]\n"
-"  --init SCHEME      normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm\n"
-"                     [the init of the preset's paper code: normal for pre, megatron for the\n"
-"                     HybridNorm family, mixln for post/mixln/sandwich/lns, mitchell for siamese,\n"
-"                     deepnorm, gpt2, normal std 0.02 for olmo2; the model line says which]\n"
-"training\n"
-"  --steps N [600]  --batch B [16]  --seq T [64]  --lr X [3e-3]  --warmup N [50]\n"
-"  --min-lr F         cosine floor as a fraction of lr [0.1]\n"
-"  --wd X [0.1]  --beta1 X [0.9]  --beta2 X [0.95]  --adam-eps X [1e-8]  --clip X [1.0]\n"
-"  --wd-norms on|off  weight decay on norm gains, biases and SiameseNorm gamma too [off, as\n"
-"                     llm.c/nanoGPT; the HybridNorm yaml decays them: decay_norm_and_bias]\n"
-"  --seed N [1337]  --threads N [0 = OpenMP default]\n"
-"  --log-every N [50]  --eval-batches N [4]  --csv FILE  every step: loss, gradient norm, lr\n"
-"  --eval-problems N  held-out problems of the exact-match accuracy (addition) [500]\n"
-"  --summary FILE     the run's results as JSON (final metrics, validation curve)\n"
-"sweeps (seeds and learning rates: mean and spread, the largest stable lr per preset)\n"
-"  --compare LIST     one run per preset of LIST (comma-separated), same data and seeds\n"
-"  --seeds LIST       seeds of every preset and lr (e.g. 0,1,2) [--seed]\n"
-"  --lrs LIST         learning rates (e.g. 1e-3,4e-3,1.6e-2) [--lr]\n"
-"  --jobs N           runs at a time, each its own process [cores / threads per run; runs\n"
-"                     use 1 thread unless --threads]; train_mpi: one after another\n"
-"  --collapse-margin X  a run whose validation loss stays within X nats of the unigram\n"
-"                     entropy over its last quarter is marked collapsed [0.1]\n"
-"  --spike-stop F     stop a run as diverged when its loss exceeds F x its first loss + 1\n"
-"                     after 10 steps [0: off; a run stops only on a non-finite loss or\n"
-"                     gradient, and loss spikes are counted and reported, as the stability\n"
-"                     protocols do: a spike can recover]\n"
-"  --out DIR          tables, CSVs and plots of the sweep [--diag DIR, else .]; with --diag\n"
-"                     DIR each run also writes its diagnostics to DIR/<run>/\n"
-"sampling and evaluation of a checkpoint (any --save, also --zero/MPI ones)\n"
-"  --load FILE        the checkpoint; its configuration is the model's (no model flags needed)\n"
-"  --eval             validation loss, and exact-match accuracy on --eval-problems held-out\n"
-"                     problems (addition); no training\n"
-"  --dump FILE        every named intermediate of one validation batch's forward and backward\n"
-"                     (safetensors, in the order computed), to diff a port with nbdiff\n"
-"  --sample PROMPT    continue PROMPT (addition checkpoints stop at the answer's newline)\n"
-"  --temperature X [1; 0 = greedy]  --top-k N [0 = all]  --sample-len N [64]  --sample-seed N [0]\n"
-"data parallel (run under mpirun; --batch stays the global batch, split over the ranks)\n"
-"  --zero             ZeRO-1: shard the AdamW moments over the ranks (memory 1/ranks)\n"
-"  --comm-timeout S   a collective that has not completed in S seconds ends the job with a\n"
-"                     message naming it (a rank hung, or the network between hosts gone: TCP\n"
-"                     retries for many minutes); the last --save-every checkpoint stays. Keep S\n"
-"                     above the longest a rank works alone (rank 0 reading --data, writing a\n"
-"                     checkpoint) and above mpirun's lost-host detection (oob_tcp_keepalive_*,\n"
-"                     see the README); 0 = wait forever [600]\n"
-"reliability\n"
-"  --check-finite     stop at the first NaN/Inf, naming the layer and sublayer (activations:\n"
-"                     the library's check; gradients: each layer's as the backward finishes it)\n"
-"  --inject K@S:L:SUB:W  fault injection to test that: K nan|inf at step S into layer L's\n"
-"                     SUB attn|ffn, W act (its output projection weight) or grad (its gradient)\n"
-"  --bucket-kb N      gradient bucket reduced while the backward goes on [256]\n"
-"data\n"
-"  (default)          synthetic addition, loss on the answer bytes; --digits N [3]\n"
-"  --format F         how a problem is written: padded (123+045=0168, fixed width), plain\n"
-"                     (123+45=168), reversed (123+45=861), padded_reversed (123+045=8610),\n"
-"                     lsb_first (321+540=8610) [padded]; --reverse = --format reversed\n"
-"  --data FILE        byte-level corpus; --val-frac F held out [0.1]\n"
-"files\n"
-"  --save FILE        checkpoint at the end and on Ctrl-C (default on Ctrl-C: train.safetensors)\n"
-"  --save-every N     also every N steps\n"
-"  --stop-after N     stop after step N of the --steps schedule (save, resume later)\n"
-"  --resume FILE      continue from a checkpoint (same model flags required)\n"
-"  --allow-change K   let --resume change run settings K (comma list: lr, steps, warmup, seed,\n"
-"                     batch, data, ...; or all); without it a change is an error\n"
-"  --diag DIR         per-layer CSVs and SVG plots (SiameseNorm: both streams)\n"
-"  --quiet            no progress lines\n"
-"Run with OPENBLAS_NUM_THREADS=1: normblocks does its own threading.\n");
-}
-
-/* flags that only matter when training (an error with --load) */
-static int training_flag(const char* a) {
-    static const char* const names[] = {
-        "--steps", "--lr", "--warmup", "--min-lr", "--wd", "--wd-norms", "--beta1", "--beta2",
-        "--adam-eps", "--clip", "--init", "--save", "--save-every", "--stop-after", "--resume",
-        "--allow-change", "--diag", "--compare", "--seeds", "--lrs", "--jobs", "--out", "--csv",
-        "--summary", "--inject", "--check-finite", "--log-every", "--bucket-kb", "--zero",
-        "--collapse-margin", "--spike-stop", "--dyt-alpha", "--dyt-alpha-attn", "--layerscale-init"};
-    size_t i;
-    for (i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(a, names[i])) return 1;
-    return 0;
+    int i;
+    printf("usage: train [options]   (options also from --config FILE; the defaults in [])\n");
+    for (i = 0; i < N_OPTS; i++) {
+        const opt* o = &k_opts[i];
+        char head[96];
+        const char* h = o->help;
+        int w;
+        if (o->kind == K_GROUP) { printf("%s\n", o->name); continue; }
+        w = snprintf(head, sizeof head, "  --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        printf("%s", head);
+        if (w > 22 && h) { /* a long name: its help on the next lines */
+            printf("\n");
+            w = 0;
+        }
+        while (h && *h) { /* help lines from column 24 */
+            const char* e = strchr(h, '\n');
+            const int n = e ? (int)(e - h) : (int)strlen(h);
+            printf("%*s%.*s\n", w < 23 ? 23 - w : 1, "", n, h);
+            w = 0;
+            h = e ? e + 1 : NULL;
+        }
+        if (!o->help) printf("\n");
+    }
+    printf("Run with OPENBLAS_NUM_THREADS=1: normblocks does its own threading.\n");
 }
 
 /* Combinations where a flag would have no effect, or two flags contradict: errors, not
@@ -242,140 +554,119 @@ static int check_combinations(const config* c, const seen_flags* seen) {
 int sweeping(const config* c) { return c->compare || c->n_seeds || c->n_lrs; }
 
 int parse_args(int argc, char** argv, config* c, int* help) {
+    static parse_state ps;
     seen_flags seen;
-    int i, loading = 0;
-    double list[MAX_SWEEP];
+    int i, k;
     *help = 0;
-    memset(&seen, 0, sizeof seen);
+    memset(&ps, 0, sizeof ps);
     for (i = 1; i < argc; i++) /* --load decides what the other flags may be */
-        if (!strcmp(argv[i], "--load")) loading = 1;
+        if (!strcmp(argv[i], "--load")) ps.loading = 1;
     for (i = 1; i < argc; i++) {
         const char* a = argv[i];
-        const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0, used = 1, k;
-        double x;
-#define NEEDV if (!v) return fail("%s needs a value (see --help)", a)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = 1; return 0; }
-        if (loading && training_flag(a))
-            return fail("%s has no effect on --load (sampling and evaluation do not train)", a);
-        if (!strcmp(a, "--no-rope")) { c->rope = 0; used = 0; }
-        else if (!strcmp(a, "--reverse")) { c->format = FMT_REVERSED; used = 0; }
-        else if (!strcmp(a, "--quiet")) { c->quiet = 1; used = 0; }
-        else if (!strcmp(a, "--zero")) { c->zero = 1; used = 0; }
-        else if (!strcmp(a, "--check-finite")) { c->check_finite = 1; used = 0; }
-        else if (!strcmp(a, "--eval")) { c->eval = 1; used = 0; }
-        else if (!strcmp(a, "--dump")) { NEEDV; c->dump = v; }
-        else if (!strcmp(a, "--inject")) { NEEDV; rc = parse_inject(v, c); }
-        else if (!strcmp(a, "--format")) { NEEDV; rc = format_from_name(v, &c->format); }
-        else if (!strcmp(a, "--wd-norms")) { NEEDV; rc = parse_onoff(v, &c->wd_norms, a); }
-        else if (!strcmp(a, "--embed-scale")) { NEEDV; rc = parse_onoff(v, &c->embed_scale, a); }
-        else if (!strcmp(a, "--preset")) {
-            NEEDV;
-            if (strlen(v) >= sizeof c->preset) return fail("--preset: name too long");
-            snprintf(c->preset, sizeof c->preset, "%s", v);
-            seen.preset = 1;
-        } else if (!strcmp(a, "--schedule")) {
-            NEEDV;
-            if (strlen(v) >= sizeof c->schedule) return fail("--schedule: too long");
-            snprintf(c->schedule, sizeof c->schedule, "%s", v);
-        } else if (!strcmp(a, "--ffn")) {
-            NEEDV;
-            if (strcmp(v, "swiglu") && strcmp(v, "gelu")) return fail("--ffn: swiglu or gelu, not \"%s\"", v);
-            snprintf(c->ffn, sizeof c->ffn, "%s", v);
-        } else if (!strcmp(a, "--precision")) {
-            NEEDV;
-            if (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "auto"))
-                return fail("--precision: fp32, bf16 or auto, not \"%s\"", v);
-            c->bf16 = !strcmp(v, "bf16") ? 1 : !strcmp(v, "auto") ? 2 : 0;
-        } else if (!strcmp(a, "--backend")) {
-            NEEDV;
-            if (strcmp(v, "auto") && strcmp(v, "blas") && strcmp(v, "dnnl"))
-                return fail("--backend: auto, blas or dnnl, not \"%s\"", v);
-            c->backend = !strcmp(v, "blas") ? NB_BACKEND_BLAS
-                         : !strcmp(v, "dnnl") ? NB_BACKEND_DNNL : NB_BACKEND_DEFAULT;
-        } else if (!strcmp(a, "--norm")) {
-            NEEDV;
-            if (strcmp(v, "rms") && strcmp(v, "layer") && strcmp(v, "dyt"))
-                return fail("--norm: rms, layer or dyt, not \"%s\"", v);
-            snprintf(c->norm, sizeof c->norm, "%s", v);
-        } else if (!strcmp(a, "--init")) {
-            nb_init_scheme sc;
-            NEEDV;
-            if (init_scheme(v, &sc)) return 1; /* every known name fits c->init */
-            snprintf(c->init, sizeof c->init, "%s", v);
+        const opt* o = !strncmp(a, "--", 2) ? find_opt(a + 2) : !strcmp(a, "-h") ? find_opt("help") : NULL;
+        if (!o) return fail("unknown option \"%s\" (see --help)", a);
+        if (!strcmp(o->name, "help") || !strcmp(o->name, "version") || !strcmp(o->name, "list-presets")) {
+            if (g_rank == 0) {
+                if (!strcmp(o->name, "help")) usage();
+                else if (!strcmp(o->name, "version")) printf("normblocks %s (train)\n", NB_VERSION_STRING);
+                else list_presets();
+            }
+            *help = 1;
+            return 0;
         }
-        else if (!strcmp(a, "--d")) { NEEDV; rc = parse_int(v, 1, 1 << 16, &c->d_model, a); }
-        else if (!strcmp(a, "--layers")) { NEEDV; rc = parse_int(v, 1, MAX_LAYERS, &c->n_layers, a); seen.layers = 1; }
-        else if (!strcmp(a, "--heads")) { NEEDV; rc = parse_int(v, 1, 1 << 12, &c->n_heads, a); }
-        else if (!strcmp(a, "--kv-heads")) { NEEDV; rc = parse_int(v, 0, 1 << 12, &c->n_kv_heads, a); }
-        else if (!strcmp(a, "--ff")) { NEEDV; rc = parse_int(v, 0, 1 << 18, &c->d_ff, a); }
-        else if (!strcmp(a, "--steps")) { NEEDV; rc = parse_int(v, 0, 100000000, &c->steps, a); }
-        else if (!strcmp(a, "--batch")) { NEEDV; rc = parse_int(v, 1, 1 << 16, &c->batch, a); }
-        else if (!strcmp(a, "--seq")) { NEEDV; rc = parse_int(v, 2, 1 << 16, &c->seq, a); }
-        else if (!strcmp(a, "--warmup")) { NEEDV; rc = parse_int(v, 0, 100000000, &c->warmup, a); }
-        else if (!strcmp(a, "--threads")) { NEEDV; rc = parse_int(v, 0, 1024, &c->threads, a); }
-        else if (!strcmp(a, "--log-every")) { NEEDV; rc = parse_int(v, 1, 100000000, &c->log_every, a); }
-        else if (!strcmp(a, "--eval-batches")) { NEEDV; rc = parse_int(v, 1, 100000, &c->eval_batches, a); }
-        else if (!strcmp(a, "--eval-problems")) { NEEDV; rc = parse_int(v, 1, 1000000, &c->eval_problems, a); seen.eval_problems = 1; }
-        else if (!strcmp(a, "--stop-after")) { NEEDV; rc = parse_int(v, 0, 100000000, &c->stop_after, a); }
-        else if (!strcmp(a, "--save-every")) { NEEDV; rc = parse_int(v, 0, 100000000, &c->save_every, a); }
-        else if (!strcmp(a, "--bucket-kb")) { NEEDV; rc = parse_int(v, 4, 1 << 20, &c->bucket_kb, a); }
-        else if (!strcmp(a, "--digits")) { NEEDV; rc = parse_int(v, 1, 9, &c->digits, a); }
-        else if (!strcmp(a, "--top-k")) { NEEDV; rc = parse_int(v, 0, VOCAB, &c->top_k, a); seen.sampling = 1; }
-        else if (!strcmp(a, "--sample-len")) { NEEDV; rc = parse_int(v, 1, 1000000, &c->sample_len, a); seen.sampling = 1; }
-        else if (!strcmp(a, "--jobs")) { NEEDV; rc = parse_int(v, 1, 256, &c->jobs, a); }
-        else if (!strcmp(a, "--lr")) { NEEDV; rc = parse_double(v, 0, 10, &c->lr, a); seen.lr = 1; }
-        else if (!strcmp(a, "--min-lr")) { NEEDV; rc = parse_double(v, 0, 1, &c->min_lr_frac, a); }
-        else if (!strcmp(a, "--wd")) { NEEDV; rc = parse_double(v, 0, 10, &c->wd, a); }
-        else if (!strcmp(a, "--dyt-alpha")) { NEEDV; rc = parse_double(v, 1e-6, 100, &c->dyt_alpha, a); }
-        else if (!strcmp(a, "--dyt-alpha-attn")) { NEEDV; rc = parse_double(v, 1e-6, 100, &c->dyt_alpha_attn, a); }
-        else if (!strcmp(a, "--layerscale-init")) { NEEDV; rc = parse_double(v, 1e-12, 10, &c->layerscale_init, a); }
-        else if (!strcmp(a, "--beta1")) { NEEDV; rc = parse_double(v, 0, 0.999999, &c->beta1, a); }
-        else if (!strcmp(a, "--beta2")) { NEEDV; rc = parse_double(v, 0, 0.999999999, &c->beta2, a); }
-        else if (!strcmp(a, "--adam-eps")) { NEEDV; rc = parse_double(v, 1e-30, 1, &c->adam_eps, a); }
-        else if (!strcmp(a, "--clip")) { NEEDV; rc = parse_double(v, 0, 1e30, &c->clip, a); }
-        else if (!strcmp(a, "--comm-timeout")) { NEEDV; rc = parse_double(v, 0, 1e9, &c->comm_timeout, a); }
-        else if (!strcmp(a, "--val-frac")) { NEEDV; rc = parse_double(v, 1e-6, 0.9, &c->val_frac, a); }
-        else if (!strcmp(a, "--temperature")) { NEEDV; rc = parse_double(v, 0, 100, &c->temperature, a); seen.sampling = 1; }
-        else if (!strcmp(a, "--spike-stop")) { NEEDV; rc = parse_double(v, 0, 1e6, &c->spike_stop, a); }
-        else if (!strcmp(a, "--collapse-margin")) { NEEDV; rc = parse_double(v, 0, 100, &c->collapse_margin, a); seen.margin = 1; }
-        else if (!strcmp(a, "--seed") || !strcmp(a, "--sample-seed")) {
-            NEEDV;
-            rc = parse_double(v, 0, 9007199254740992.0, &x, a);
-            if (!rc && x != floor(x)) rc = fail("%s: \"%s\" is not an integer", a, v);
-            if (!strcmp(a, "--seed")) { c->seed = (unsigned long long)x; seen.seed = 1; }
-            else { c->sample_seed = (unsigned long long)x; seen.sampling = 1; }
+        if (o->arg && i + 1 == argc) return fail("%s needs a value (see --help)", a);
+        if (!strcmp(o->name, "config")) { /* its options in its place (a file cannot name another) */
+            if (read_config_file(argv[++i], c, &ps)) return 1;
+            continue;
         }
-        else if (!strcmp(a, "--seeds")) {
-            NEEDV;
-            rc = parse_list(v, 0, 9007199254740992.0, 1, list, &c->n_seeds, a);
-            for (k = 0; !rc && k < c->n_seeds; k++) c->seeds[k] = (unsigned long long)list[k];
-        }
-        else if (!strcmp(a, "--lrs")) {
-            NEEDV;
-            rc = parse_list(v, 0, 10, 0, c->lrs, &c->n_lrs, a);
-            for (k = 0; !rc && k < c->n_lrs; k++)
-                if (!(c->lrs[k] > 0)) rc = fail("--lrs: a learning rate must be > 0");
-        }
-        else if (!strcmp(a, "--data")) { NEEDV; c->data = v; }
-        else if (!strcmp(a, "--save")) { NEEDV; c->save = v; }
-        else if (!strcmp(a, "--resume")) { NEEDV; c->resume = v; }
-        else if (!strcmp(a, "--load")) { NEEDV; c->load = v; }
-        else if (!strcmp(a, "--sample")) { NEEDV; c->sample = v; }
-        else if (!strcmp(a, "--diag")) { NEEDV; c->diag = v; }
-        else if (!strcmp(a, "--compare")) { NEEDV; c->compare = v; }
-        else if (!strcmp(a, "--out")) { NEEDV; c->out = v; }
-        else if (!strcmp(a, "--csv")) { NEEDV; c->csv = v; }
-        else if (!strcmp(a, "--summary")) { NEEDV; c->summary = v; }
-        else if (!strcmp(a, "--allow-change")) { NEEDV; c->allow_change = v; }
-        else return fail("unknown option \"%s\" (see --help)", a);
-#undef NEEDV
-        if (rc) return rc;
-        i += used;
+        if (apply_opt(o, o->arg ? argv[i + 1] : NULL, c, &ps, "")) return 1;
+        i += o->arg != NULL;
     }
+    memset(&seen, 0, sizeof seen);
+    seen.layers = ps.seen[find_opt("layers") - k_opts];
+    seen.preset = ps.seen[find_opt("preset") - k_opts];
+    seen.seed = ps.seen[find_opt("seed") - k_opts];
+    seen.lr = ps.seen[find_opt("lr") - k_opts];
+    seen.eval_problems = ps.seen[find_opt("eval-problems") - k_opts];
+    seen.margin = ps.seen[find_opt("collapse-margin") - k_opts];
+    for (k = 0; k < N_OPTS; k++) seen.sampling |= ps.seen[k] && (k_opts[k].flags & O_SAMPLING);
     /* process state of dist.c (every collective after this point waits at most this long) */
     dist_set_comm_timeout(c->comm_timeout);
     return check_combinations(c, &seen);
+}
+
+/* ---- the model options as checkpoint metadata ---- */
+
+static void meta_key(const opt* o, char* key, size_t n) {
+    size_t i;
+    snprintf(key, n, "%s", o->name);
+    for (i = 0; key[i]; i++)
+        if (key[i] == '-') key[i] = '_';
+}
+
+/* o's value in c as the option takes it, or "" when at its default (0) */
+static void opt_value(const opt* o, const config* c, char* buf, size_t n) {
+    const char* field = (const char*)c + o->off;
+    buf[0] = 0;
+    if (o->kind == K_REAL && *(const double*)field != 0) { /* the shortest that reads back the same */
+        int p = 6;
+        do snprintf(buf, n, "%.*g", p, *(const double*)field);
+        while (strtod(buf, NULL) != *(const double*)field && ++p <= 17);
+    }
+    else if (o->kind == K_INT && *(const int*)field != 0) snprintf(buf, n, "%d", *(const int*)field);
+    else if (o->kind == K_FLAG && *(const int*)field != 0) snprintf(buf, n, "on");
+    else if (o->kind == K_CHOICE && *(const int*)field != 0) {
+        const char* p = o->choices;
+        int k = *(const int*)field - (int)o->lo;
+        while (k-- > 0 && p) p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
+        if (p) snprintf(buf, n, "%.*s", (int)(strchr(p, '|') ? (size_t)(strchr(p, '|') - p) : strlen(p)), p);
+    } else if (o->off == offsetof(config, sites) && c->sites) {
+        int w = 0;
+        if (c->sites == NB_SITES_NONE) snprintf(buf, n, "none");
+        else {
+            const char* names = "qkvc";
+            int b;
+            for (b = 0; b < 4; b++)
+                if (c->sites & (1 << b)) w += snprintf(buf + w, n - (size_t)w, "%s%c", w ? "," : "", names[b]);
+        }
+    }
+}
+
+void config_model_meta(const config* c, cJSON* meta) {
+    int i;
+    for (i = 0; i < N_OPTS; i++) {
+        char key[64], val[64];
+        if (!(k_opts[i].flags & O_MODEL)) continue;
+        opt_value(&k_opts[i], c, val, sizeof val);
+        meta_key(&k_opts[i], key, sizeof key);
+        if (val[0]) cJSON_AddStringToObject(meta, key, val);
+    }
+}
+
+int config_model_from_meta(config* c, const cJSON* meta, const char* path) {
+    int i;
+    for (i = 0; i < N_OPTS; i++) {
+        char key[64];
+        const cJSON* v;
+        if (!(k_opts[i].flags & O_MODEL)) continue;
+        meta_key(&k_opts[i], key, sizeof key);
+        v = cJSON_GetObjectItemCaseSensitive(meta, key);
+        if (!v) continue;
+        if (!cJSON_IsString(v) || (k_opts[i].arg ? set_opt(&k_opts[i], v->valuestring, c) : (*(int*)((char*)c + k_opts[i].off) = (int)k_opts[i].lo, 0)))
+            return fail("checkpoint %s: metadata \"%s\" is not a value of --%s", path, key, k_opts[i].name);
+    }
+    return 0;
+}
+
+int config_model_key(const char* key) {
+    int i;
+    for (i = 0; i < N_OPTS; i++) {
+        char k[64];
+        if (!(k_opts[i].flags & O_MODEL)) continue;
+        meta_key(&k_opts[i], k, sizeof k);
+        if (!strcmp(k, key)) return 1;
+    }
+    return 0;
 }
 
 /* the scheme names of nb_init_scheme */
@@ -504,6 +795,20 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     else if (d->ffn == NB_FFN_DEFAULT) d->ffn = NB_FFN_SWIGLU;
     if (!strcmp(c->norm, "layer")) d->norm = NB_NORM_LAYER;
     if (!strcmp(c->norm, "dyt")) d->norm = NB_NORM_DYT;
+    /* the description's other fields: 0 (-1 for attn_bias) leaves the preset's */
+    if (c->attn_bias >= 0) d->attn_bias = (unsigned)c->attn_bias;
+    if (c->mixln_alpha != 0) d->mixln_alpha = c->mixln_alpha;
+    if (c->eps != 0) d->eps = (nb_real)c->eps;
+    if (c->rope_theta != 0) d->rope_theta = (nb_real)c->rope_theta;
+    if (c->sites) d->sites = (unsigned)c->sites;
+    if (c->site_width) d->site_width = (nb_norm_width)c->site_width;
+    if (c->ffn_bias) d->ffn_bias = c->ffn_bias;
+    if (c->final_norm) d->final_norm = c->final_norm;
+    if (c->embed_norm) d->embed_norm = c->embed_norm;
+    if (c->memory) d->memory = (nb_attn_memory)c->memory;
+    if (c->siamese_scale) d->siamese_paper_scale = c->siamese_scale - 1;
+    if (c->siamese_fusion) d->siamese_paper_fusion = c->siamese_fusion - 1;
+    if (c->siamese_no_fusion_norm) d->siamese_no_fusion_norm = 1;
     d->dyt_alpha = c->dyt_alpha; /* 0: the library's defaults */
     d->dyt_alpha_attn = c->dyt_alpha_attn;
     d->layerscale_init = c->layerscale_init;

@@ -173,7 +173,6 @@ int main(int argc, char** argv) {
                       c.eval ? "eval" : "dump");
     }
     if (!rc && help) {
-        if (g_rank == 0) usage();
         dist_finalize();
         return 0;
     }

@@ -60,6 +60,7 @@ void fmt_time(double s, char* buf, size_t n);
 unsigned long long fnv1a(const void* data, size_t n, unsigned long long h);
 
 /* ---- cli.c ---- */
+struct cJSON;
 typedef struct config {
     /* model */
     char preset[64];          /* preset name, or "custom" with schedule */
@@ -119,11 +120,26 @@ typedef struct config {
     double collapse_margin;   /* nats above the unigram entropy that count as collapsed */
     double spike_stop;        /* > 0: stop as diverged at loss > spike_stop x first loss + 1
                                  (after 10 steps); 0 = off: only a non-finite loss stops a run */
+    /* the stack description's other fields (0, or -1 where 0 is a value: the preset's); each
+       is a model key of the checkpoint when set (cli.c's option table) */
+    double mixln_alpha, eps, rope_theta;
+    int sites;                /* NB_SITE_* mask, NB_SITES_NONE, 0 = the preset's */
+    int site_width, attn_bias, ffn_bias, final_norm, embed_norm, memory;
+    int siamese_scale, siamese_fusion, siamese_no_fusion_norm;
+    char store[8192];         /* the strings of --config files (paths, names) */
+    size_t store_used;
 } config;
 
 void config_defaults(config* c);
 void usage(void);
+/* argv's options (and any --config FILE's, in their place) into c; *help: --help, --version or
+   --list-presets was given and printed (nothing else to do) */
 int parse_args(int argc, char** argv, config* c, int* help);
+/* The model options of the table that c sets away from their defaults, as checkpoint metadata
+   (key = the option's name with '_', value as the option takes it), and back. */
+void config_model_meta(const config* c, struct cJSON* meta);
+int config_model_from_meta(config* c, const struct cJSON* meta, const char* path);
+int config_model_key(const char* key); /* 1 for a key config_model_meta may write */
 int init_scheme(const char* name, nb_init_scheme* out);
 const char* init_scheme_name(nb_init_scheme s);
 /* The init of the run: --init, or the one the preset's paper code uses (*why says where it

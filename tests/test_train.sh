@@ -595,6 +595,14 @@ expect_error "--resume with another --rope-theta" 'rope_theta is "500000" in the
 expect_error "--resume without --sites" "sites is \"q,k\" in the checkpoint, the preset's here" \
   "${TINY[@]}" --preset hybrid --site-width full --eps 1e-6 --rope-theta 500000 --attn-bias 1 \
   --ffn-bias on --final-norm off --steps 10 --resume mf.safetensors
+"$TRAIN" "${TINY[@]}" --preset dyt --steps 0 > dyt0.log 2>&1
+"$TRAIN" "${TINY[@]}" --preset dyt --dyt-alpha 1 --dyt-alpha-attn 0.8 --steps 0 > dyt1.log 2>&1
+if grep -q "^DyT alpha 0.5, 0.5 feeding attention (DyT's generic default" dyt0.log &&
+   grep -q "^DyT alpha 1, 0.8 feeding attention$" dyt1.log; then
+  pass "DyT below d = 1024 starts from its generic alpha 0.5 (said), --dyt-alpha overrides"
+else
+  fail "DyT alpha default"; grep DyT dyt0.log dyt1.log
+fi
 "$TRAIN" --version > ver.log 2>&1
 "$TRAIN" --list-presets > presets.log 2>&1
 if grep -q "^normblocks [0-9.]* (train)$" ver.log && grep -q "^  hybrid_star$" presets.log &&

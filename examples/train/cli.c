@@ -182,10 +182,10 @@ static const opt k_opts[] = {
     {"backend", "auto|blas|dnnl", K_CHOICE, F(backend), 0, 0, "auto|blas|dnnl", NULL, 0,
      "the stack's GEMMs: OpenBLAS (bf16: portable, slow) or oneDNN (NB_USE_DNNL builds) [auto]"},
     {"dyt-alpha", "A", K_REAL, F(dyt_alpha), 1e-6, 100, NULL, NULL, O_TRAIN,
-     "DyT's initial alpha of the norms not feeding attention [DyT's LLM rule by width: 1 up to\n"
-     "d = 1024; at small widths its generic 0.5 trains better, see the README]"},
+     "DyT's initial alpha of the norms not feeding attention [below d = 1024 DyT's generic 0.5\n"
+     "(its LLM rule, from 7B-70B models, collapsed at d = 64); from 1024 its LLM rule by width]"},
     {"dyt-alpha-attn", "A", K_REAL, F(dyt_alpha_attn), 1e-6, 100, NULL, NULL, O_TRAIN,
-     "DyT's initial alpha of the norms feeding attention [1 up to d = 2048]"},
+     "DyT's initial alpha of the norms feeding attention [0.5 below d = 1024; then 1 up to 2048]"},
     {"layerscale-init", "X", K_REAL, F(layerscale_init), 1e-12, 10, NULL, NULL, O_TRAIN,
      "LayerScale's initial scale [CaiT's rule by depth: 0.1 up to 18 layers]"},
     {"embed-scale", "on|off", K_CHOICE, F(embed_scale), 0, 0, "off|on", NULL, 0,
@@ -811,6 +811,12 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     if (c->siamese_no_fusion_norm) d->siamese_no_fusion_norm = 1;
     d->dyt_alpha = c->dyt_alpha; /* 0: the library's defaults */
     d->dyt_alpha_attn = c->dyt_alpha_attn;
+    /* DyT's LLM rule (the library's default) comes from its 7B-70B models; below d = 1024 its
+       generic default 0.5 trains where the rule's alpha 1 collapsed (d = 64, README) */
+    if ((d->norm == NB_NORM_DYT || d->preset == NB_PRESET_DYT) && d->d_model < 1024) {
+        if (d->dyt_alpha == 0) d->dyt_alpha = 0.5;
+        if (d->dyt_alpha_attn == 0) d->dyt_alpha_attn = 0.5;
+    }
     d->layerscale_init = c->layerscale_init;
     return 0;
 }

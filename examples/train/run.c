@@ -100,6 +100,10 @@ void print_model(const config* c, const model* m, int arch_only) {
         d->norm == NB_NORM_LAYER ? "layernorm" : d->norm == NB_NORM_DYT ? "dyt" : "rmsnorm",
         (double)d->eps, d->rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "",
         m->n, m->s.n_params);
+    if (d->norm == NB_NORM_DYT || d->preset == NB_PRESET_DYT)
+        say("DyT alpha %g, %g feeding attention%s\n", d->dyt_alpha, d->dyt_alpha_attn,
+            c->dyt_alpha || c->dyt_alpha_attn || m->d >= 1024 ? ""
+            : " (DyT's generic default: its LLM rule by width comes from 7B-70B models; --dyt-alpha)");
     say("kernels: %s%s\n", nb_stack_kernels(&m->s),
         d->precision == NB_PRECISION_BF16 ? "; LM head portable bf16" : "");
     if (arch_only) return;

@@ -288,21 +288,17 @@ static const opt k_opts[] = {
 #undef F
 #define N_OPTS ((int)(sizeof k_opts / sizeof k_opts[0]))
 
-static int fn_seed(const char* v, config* c) {
+/* a seed: an integer a double holds exactly */
+static int parse_seed(const char* v, const char* what, unsigned long long* out) {
     double x;
-    if (parse_double(v, 0, 9007199254740992.0, &x, "--seed")) return 1;
-    if (x != floor(x)) return fail("--seed: \"%s\" is not an integer", v);
-    c->seed = (unsigned long long)x;
+    if (parse_double(v, 0, 9007199254740992.0, &x, what)) return 1;
+    if (x != floor(x)) return fail("%s: \"%s\" is not an integer", what, v);
+    *out = (unsigned long long)x;
     return 0;
 }
 
-static int fn_sample_seed(const char* v, config* c) {
-    double x;
-    if (parse_double(v, 0, 9007199254740992.0, &x, "--sample-seed")) return 1;
-    if (x != floor(x)) return fail("--sample-seed: \"%s\" is not an integer", v);
-    c->sample_seed = (unsigned long long)x;
-    return 0;
-}
+static int fn_seed(const char* v, config* c) { return parse_seed(v, "--seed", &c->seed); }
+static int fn_sample_seed(const char* v, config* c) { return parse_seed(v, "--sample-seed", &c->sample_seed); }
 
 static int fn_seeds(const char* v, config* c) {
     double list[MAX_SWEEP];

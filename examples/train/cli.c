@@ -418,7 +418,7 @@ static const char* keep(config* c, const char* s) {
     return p;
 }
 
-typedef struct parse_state { int loading, seen[128]; } parse_state;
+typedef struct parse_state { int loading, seen[N_OPTS]; } parse_state;
 
 static int apply_opt(const opt* o, const char* v, config* c, parse_state* ps, const char* where) {
     if (ps->loading && (o->flags & O_TRAIN))
@@ -550,7 +550,7 @@ static int check_combinations(const config* c, const seen_flags* seen) {
 int sweeping(const config* c) { return c->compare || c->n_seeds || c->n_lrs; }
 
 int parse_args(int argc, char** argv, config* c, int* help) {
-    static parse_state ps;
+    parse_state ps;
     seen_flags seen;
     int i, k;
     *help = 0;

@@ -132,15 +132,16 @@ static void history_alloc(history* h, const config* c, int L, int diag) {
 }
 
 /* A loss spike: the loss above 2x its running average (an exponential average over about 20
-   steps, from step 10 of the run on), counted once per excursion (it ends below 1.2x). */
+   steps, from step 10 of the run on) and by more than 0.5 nats (near zero loss, 2x is batch
+   noise), counted once per excursion (it ends below 1.2x or within 0.1 nats). */
 static void count_spike(history* h, int k, double loss, double* avg, int* in_spike) {
     if (!isfinite(loss)) return;
     if (k >= 10 && *avg > 0) {
         const double ratio = loss / *avg;
-        if (!*in_spike && ratio > 2) {
+        if (!*in_spike && ratio > 2 && loss - *avg > 0.5) {
             *in_spike = 1;
             h->spikes++;
-        } else if (*in_spike && ratio < 1.2) *in_spike = 0;
+        } else if (*in_spike && (ratio < 1.2 || loss - *avg < 0.1)) *in_spike = 0;
         if (*in_spike && ratio > h->worst_spike) h->worst_spike = ratio;
         if (*in_spike) return; /* the average follows the loss outside spikes only */
     }

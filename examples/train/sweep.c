@@ -57,6 +57,7 @@ typedef struct sweep {
     char runs_dir[1024];
     int jobs, threads, n_reused;
     unsigned long long data_hash;    /* of the data the runs train on (part of a run's identity) */
+    unsigned long long exe_hash;     /* of this trainer's executable: another build may train otherwise */
 } sweep;
 
 /* ---- the run summary (JSON): written by a run, read back by the sweep ---- */
@@ -137,7 +138,8 @@ static double num(const cJSON* o, const char* key) {
     return cJSON_IsNumber(v) ? v->valuedouble : NAN; /* null (NaN written) or missing */
 }
 
-static char* slurp(const char* path) {
+/* a whole file, NUL-terminated, and its size; NULL when it cannot be read */
+static char* slurp_n(const char* path, size_t* size) {
     FILE* f = fopen(path, "rb");
     char* b;
     long n;
@@ -146,7 +148,13 @@ static char* slurp(const char* path) {
     b = (char*)xcalloc((size_t)n + 1, 1);
     if (fread(b, 1, (size_t)n, f) != (size_t)n) { fclose(f); free(b); return NULL; }
     fclose(f);
+    *size = (size_t)n;
     return b;
+}
+
+static char* slurp(const char* path) {
+    size_t n;
+    return slurp_n(path, &n);
 }
 
 /* the per-step CSV of a run (write_steps_csv) into h */
@@ -333,7 +341,7 @@ static char** run_argv(const sweep* sw, const sweep_run* r, int argc, char** arg
     return a;
 }
 
-/* A run's identity: the trainer's version, its command line (one argument per line) and the
+/* A run's identity: the trainer's version and executable, its command line (one argument per line) and the
    hash of its data; kept as OUT/runs/<name>.cmd. Caller frees. */
 static char* run_identity(const sweep* sw, char** a) {
     size_t n = 64, k;
@@ -341,7 +349,8 @@ static char* run_identity(const sweep* sw, char** a) {
     int i;
     for (i = 0; a[i]; i++) n += strlen(a[i]) + 1;
     s = (char*)xcalloc(n, 1);
-    k = (size_t)snprintf(s, n, "normblocks %s\ndata %016llx\n", NB_VERSION_STRING, sw->data_hash);
+    k = (size_t)snprintf(s, n, "normblocks %s\nbinary %016llx\ndata %016llx\n", NB_VERSION_STRING, sw->exe_hash,
+                         sw->data_hash);
     for (i = 1; a[i]; i++) k += (size_t)snprintf(s + k, n - k, "%s\n", a[i]); /* a[0]: the path, not the identity */
     return s;
 }
@@ -906,6 +915,12 @@ int run_sweep(const config* base, const dataset* ds, double unigram, int argc, c
             "alone); logs in %s/\n", sw.jobs, sw.threads, sw.threads > 1 ? "s" : "", sw.runs_dir);
     fflush(stdout);
     sw.data_hash = ds->hash;
+    {
+        size_t n = 0;
+        char* exe = slurp_n("/proc/self/exe", &n);
+        sw.exe_hash = exe ? fnv1a(exe, n, 0xCBF29CE484222325ULL) : 0;
+        free(exe);
+    }
     rc = dist_have_mpi() ? run_inline(&sw, ds) : run_processes(&sw, argc, argv);
     if (sw.n_reused)
         say("%d of %d runs finished by an earlier sweep of the same command and data: read from %s/, not run "

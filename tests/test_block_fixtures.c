@@ -240,7 +240,7 @@ static int bf16_close(const char* name, const nb_real* got, const double* ref, s
 static const block_case bf16_cases[] = {
     {"bf16_pre_L3", ""}, {"bf16_post_L3", ""}, {"bf16_olmo2_L3", ""}, {"bf16_hybrid_L3", ""},
     {"bf16_mixln_L3", ""}, {"bf16_siamese_L3", ""}, {"bf16_gpt2_L3", ""}, {"bf16_dyt_L2", ""},
-    {"bf16_abl_qkvc_post_L3", ""},
+    {"bf16_abl_qkvc_post_L3", ""}, {"bf16_vres_learn_hybrid_L3", ""},
 };
 
 static int cmp_double(const void* a, const void* b) {

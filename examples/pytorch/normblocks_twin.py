@@ -1117,6 +1117,8 @@ def _layout_refusal(c, layout):
             return "ffn bias: Llama's MLP projections have none"
     if c.non_causal:
         return "non_causal: the Hugging Face decoders are causal"
+    if c.value_residual:
+        return "value_residual: no Hugging Face decoder mixes the first layer's values in"
     return None
 
 

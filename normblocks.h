@@ -760,8 +760,7 @@ typedef struct nb_stack_desc {
                                   B*T*H_kv*d_k values of cache (V_0) and of scratch (dV_0), and
                                   with 2 that much cache again per layer l >= 1 (V_l, for
                                   lambda_1's gradient). Layer 0 cannot be skipped (nb_stack.skip).
-                                  nb_layer_backward: call layers L-1 down to 0 on one scratch
-                                  (layer L-1 starts the dV_0 sum that layer 0 consumes) */
+                                  nb_layer_forward/backward: see there */
     int check_finite;          /* 1 = forward/backward fail with the first non-finite layer named */
     nb_grad_mode param_grads;  /* grads of nb_stack_backward: 0 = ACCUMULATE; OVERWRITE: each
                                   tensor is zeroed right before its layer's backward writes
@@ -917,7 +916,11 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
 /* One layer: in/out hold `streams` consecutive B*T x d tensors (x, then y for SiameseNorm).
    Uses layer l's region of the stack's cache. dout/din likewise; backward takes the same `in`
    the forward had, and refuses a region not written by a forward of an equal layer with the
-   same B and T. */
+   same B and T. With desc.value_residual a layer l >= 1 reads the V_0 that layer 0's forward
+   left in the stack-level cache, and layer 0's backward adds the dV_0 shares that the
+   backwards of layers L-1 .. 1 summed in the scratch (layer L-1's backward starts the sum):
+   run layer 0's forward before the others' on one cache, and the backwards from L-1 down to 0
+   on one scratch. */
 NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb_real* params,
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch);

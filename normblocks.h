@@ -200,6 +200,14 @@
                      1e-6 deeper (CaiT; desc.layerscale_init)
      Any other schedule is an nb_layer_desc per layer (see nb_placement); desc.norm and
      desc.sites change the norm kind and the attention sites of any preset.
+     Options of any preset (fields of nb_stack_desc):
+       value_residual  ResFormer (arXiv 2410.17897; its code, modeling_llama_resformer.py):
+                     in layers l >= 1 attention uses V_l' = lambda_1 V_l + lambda_2 V_0, V_0
+                     the values of layer 0 (V after the V norm site, before attention; GQA: its
+                     H_kv heads), gradients flowing into V_0 too (the code does not detach it).
+                     1: lambda_1 = lambda_2 = 0.5 (the paper's and its code's); 2: learnable,
+                     "value_residual.lambda" = [lambda_1, lambda_2] per layer l >= 1, init 0.5
+                     (the paper's Learnable-ResFormer)
 
    TENSOR NAMES (nb_stack.tensors, in buffer order; matrices (out, in) as nn.Linear)
      embed_norm.*, then per layer "blocks.<l>.": att_proj.weight ([Q|K|V] rows) and .bias,
@@ -207,7 +215,8 @@
      (sites on), ff_proj.weight (SwiGLU: [up|gate] rows) and .bias, ff_out.weight and .bias,
      the block norms {alpha,weight,bias} in the order attn_norm, attn_out_norm, attn_post_norm,
      ff_norm, ff_out_norm, ff_post_norm, attn_y_norm, attn_input_norm, ff_y_norm, ff_input_norm
-     (those the layer has), c1 (SiameseNorm gamma), ls1.gamma / resweight / ls2.gamma; then
+     (those the layer has), c1 (SiameseNorm gamma), ls1.gamma / resweight / ls2.gamma,
+     value_residual.lambda (desc.value_residual = 2, layers l >= 1: [lambda_1, lambda_2]); then
      ln_f.*, ln_y_f.*, ln_final_f.*  A norm's parameters are alpha (DyT), weight, bias (LayerNorm
      and DyT block norms) as PyTorch orders them.
 
@@ -215,6 +224,7 @@
      forward:  x0 (the stack's input, or its embedding norm); per layer l, for its attention
        sublayer "blocks.<l>.attn.": h (the input norm's output, times input_scale), qkv (the
        projection [Q|K|V], with its bias), qkv_normed (after the Q/K/V site norms, when any),
+       qkv_vres (layers l >= 1 with desc.value_residual: [Q|K|V'], V' = lambda_1 V + lambda_2 V_0),
        qkv_rope (after RoPE), context (the heads' outputs concatenated, before the C norm),
        c_normed (site C), out (W_o's output, with its bias), out_normed (the output norm's
        result, when one), sum (before the post norm, when one), x_out (the sublayer's output);
@@ -741,6 +751,16 @@ typedef struct nb_stack_desc {
     int siamese_paper_fusion;  /* 0 = 3-norm output fusion (code), 1 = x_L + N(y_L) (paper) */
     int siamese_no_fusion_norm;/* 1 = the paper's ablation without the FFN fusion's input norm:
                                   u_f = n + N_fy(y1) (hybrid-pre form only) */
+    int value_residual;        /* ResFormer's value residual (arXiv 2410.17897): in every layer
+                                  l >= 1 the attention's values are V_l' = lambda_1 V_l +
+                                  lambda_2 V_0, V_0 layer 0's (after the V norm site). 0 off,
+                                  1 fixed lambdas 0.5 and 0.5 (the paper's and its code's),
+                                  2 learnable: "blocks.<l>.value_residual.lambda" = [lambda_1,
+                                  lambda_2] per layer l >= 1, init 0.5 each. Any preset. Costs
+                                  B*T*H_kv*d_k values of cache (V_0) and of scratch (dV_0), and
+                                  with 2 that much cache again per layer l >= 1 (V_l, for
+                                  lambda_1's gradient). Layer 0 cannot be skipped (nb_stack.skip).
+                                  nb_layer_forward/backward: see there */
     int check_finite;          /* 1 = forward/backward fail with the first non-finite layer named */
     nb_grad_mode param_grads;  /* grads of nb_stack_backward: 0 = ACCUMULATE; OVERWRITE: each
                                   tensor is zeroed right before its layer's backward writes
@@ -758,7 +778,9 @@ typedef enum nb_tensor_kind {
     NB_TENSOR_GAIN, NB_TENSOR_BIAS, NB_TENSOR_SIAMESE_GAMMA,
     NB_TENSOR_DYT_ALPHA,       /* DyT's scalar alpha of one norm ("<norm>.alpha", 1 value) */
     NB_TENSOR_REZERO,          /* ReZero's scalar of a layer ("resweight", 1 value, init 0) */
-    NB_TENSOR_LAYERSCALE       /* LayerScale's vector of a sublayer ("ls1.gamma", "ls2.gamma") */
+    NB_TENSOR_LAYERSCALE,      /* LayerScale's vector of a sublayer ("ls1.gamma", "ls2.gamma") */
+    NB_TENSOR_VALUE_RESIDUAL   /* the learnable value residual's [lambda_1, lambda_2] of a layer
+                                  l >= 1 ("value_residual.lambda", 2 values, init 0.5) */
 } nb_tensor_kind;
 
 typedef struct nb_tensor_info {
@@ -894,7 +916,11 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
 /* One layer: in/out hold `streams` consecutive B*T x d tensors (x, then y for SiameseNorm).
    Uses layer l's region of the stack's cache. dout/din likewise; backward takes the same `in`
    the forward had, and refuses a region not written by a forward of an equal layer with the
-   same B and T. */
+   same B and T. With desc.value_residual a layer l >= 1 reads the V_0 that layer 0's forward
+   left in the stack-level cache, and layer 0's backward adds the dV_0 shares that the
+   backwards of layers L-1 .. 1 summed in the scratch (layer L-1's backward starts the sum):
+   run layer 0's forward before the others' on one cache, and the backwards from L-1 down to 0
+   on one scratch. */
 NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb_real* params,
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch);
@@ -2920,9 +2946,101 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
     }
 }
 
-NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
-                                nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
-                                nb_real* scratch) {
+/* Value residual (ResFormer, arXiv 2410.17897) inside one attention call of a stack: layer 0
+   copies its V (after the V site norm) into v0; a later layer mixes V' = l1 V + l2 v0 before
+   the attention core. Backward of a mixing layer, with g = dV': dV = l1 g, dv0 += l2 g,
+   dl1 += sum g V, dl2 += sum g v0; layer 0 adds dv0 (every later layer's share) to its dV.
+   Followed: the official code (modeling_llama_resformer.py), where layer 0's value_states are
+   kept without detach (V_0 gets gradients from every layer, as here) and later layers mix
+   0.5 V_0 + 0.5 V right after v_proj, before attention. That code has no V norm; here the mix
+   takes the values attention reads (after the V site norm, which RoPE never touches). */
+typedef struct nb__vres {
+    int mix;              /* 0: layer 0 (writes v0, reads dv0); 1: a mixing layer */
+    nb_real l1, l2;       /* the mixing layer's lambdas (fixed 0.5 or its parameters) */
+    nb_real* v0;          /* B*T x H_kv*d_k: layer 0's V (stack cache) */
+    nb_real* vl;          /* B*T x H_kv*d_k: this layer's V before the mix (learnable only, for
+                             dl1), or NULL */
+    nb_real* dv0;         /* B*T x H_kv*d_k: the later layers' l2 dV' (stack scratch) */
+    nb_real* dlam;        /* backward: the 2 lambdas' gradients (learnable), or NULL */
+} nb__vres;
+
+/* forward hook on the V slice of qkv (rows of P): capture or mix, see nb__vres */
+static void nb__vres_fwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb__vres* vr, nb_real* qkv,
+                         int rows) {
+    const int P = pl->qkv_width, W = pl->desc.n_kv_heads * pl->head_dim;
+    const int off = nb__site_offset(pl, 2);
+    int r;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)rows * W >= NB__PAR_MIN))
+    for (r = 0; r < rows; r++) {
+        nb_real* v = qkv + (size_t)r * P + off;
+        const nb_real* v0 = vr->v0 + (size_t)r * W;
+        const nb_real l1 = vr->l1, l2 = vr->l2;
+        int j;
+        if (!vr->mix) {
+            memcpy(vr->v0 + (size_t)r * W, v, (size_t)W * sizeof(nb_real));
+            continue;
+        }
+        if (vr->vl) memcpy(vr->vl + (size_t)r * W, v, (size_t)W * sizeof(nb_real));
+        NB__OMP(simd)
+        for (j = 0; j < W; j++) v[j] = l1 * v[j] + l2 * v0[j];
+    }
+}
+
+/* backward hook on the V slice of dqkv (dV' in, dV out), see nb__vres. The lambdas' sums are
+   per-thread partials (in double) added in thread order: deterministic for a thread count. */
+static void nb__vres_bwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb__vres* vr, nb_real* dqkv,
+                         int rows) {
+    const int P = pl->qkv_width, W = pl->desc.n_kv_heads * pl->head_dim;
+    const int off = nb__site_offset(pl, 2);
+    double part[NB_MAX_THREADS][2];
+    int used = 1, t;
+    (void)ctx;
+    NB__OMP(parallel num_threads(nb_num_threads(ctx)) if((size_t)rows * W >= NB__PAR_MIN))
+    {
+        int lo, hi, r, j;
+        const int th = nb__team_rows(rows, &used, &lo, &hi);
+        double s1 = 0, s2 = 0;
+        for (r = lo; r < hi; r++) {
+            nb_real* g = dqkv + (size_t)r * P + off;
+            nb_real* dv0 = vr->dv0 + (size_t)r * W;
+            if (!vr->mix) {
+                NB__OMP(simd)
+                for (j = 0; j < W; j++) g[j] += dv0[j];
+                continue;
+            }
+            if (vr->dlam) {
+                const nb_real *vl = vr->vl + (size_t)r * W, *v0 = vr->v0 + (size_t)r * W;
+                nb_real a1 = 0, a2 = 0;
+                NB__OMP(simd reduction(+:a1, a2))
+                for (j = 0; j < W; j++) {
+                    a1 += g[j] * vl[j];
+                    a2 += g[j] * v0[j];
+                }
+                s1 += a1; s2 += a2;
+            }
+            {
+                const nb_real l1 = vr->l1, l2 = vr->l2;
+                NB__OMP(simd)
+                for (j = 0; j < W; j++) {
+                    dv0[j] += l2 * g[j];
+                    g[j] *= l1;
+                }
+            }
+        }
+        part[th][0] = s1; part[th][1] = s2;
+    }
+    if (!vr->mix || !vr->dlam) return;
+    for (t = 0; t < used; t++) {
+        vr->dlam[0] += (nb_real)part[t][0];
+        vr->dlam[1] += (nb_real)part[t][1];
+    }
+}
+
+static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
+                              nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
+                              nb_real* scratch, const nb__vres* vr) {
     const char* const fn = "nb_attn_forward";
     const nb_attn_plan* pl = plan;
     nb__attn_mem m;
@@ -2960,6 +3078,10 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
         }
     }
     if (m.raw) nb__trace(ctx, "qkv_normed", m.qkv, BT, P);
+    if (vr) { /* the value residual on the values attention uses: after the V norm */
+        nb__vres_fwd(ctx, pl, vr, m.qkv, BT);
+        if (vr->mix) nb__trace(ctx, "qkv_vres", m.qkv, BT, P);
+    }
     /* RoPE after the norms; Q and K heads are adjacent in a row, so one call rotates both */
     if (pl->desc.rope &&
         (rc = nb_rope(ctx, m.qkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
@@ -2984,6 +3106,12 @@ NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_
     return NB_OK;
 }
 
+NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
+                                nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
+                                nb_real* scratch) {
+    return nb__attn_fwd(ctx, plan, p, out, x, B, T, cache, scratch, NULL);
+}
+
 /* The cache of a complete forward of this plan with (B, T) (cache not NULL). */
 static nb_result nb__attn_cache_ok(nb_ctx* ctx, const char* fn, const nb_attn_plan* pl,
                                    const nb_real* cache, int B, int T) {
@@ -2993,10 +3121,10 @@ static nb_result nb__attn_cache_ok(nb_ctx* ctx, const char* fn, const nb_attn_pl
     return NB_OK;
 }
 
-NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
-                                 nb_attn_params* g, nb_real* dx, const nb_real* dout,
-                                 const nb_real* x, int B, int T, const nb_real* cache,
-                                 nb_real* scratch, int accumulate_dx) {
+static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
+                              nb_attn_params* g, nb_real* dx, const nb_real* dout,
+                              const nb_real* x, int B, int T, const nb_real* cache,
+                              nb_real* scratch, int accumulate_dx, const nb__vres* vr) {
     const char* const fn = "nb_attn_backward";
     const nb_attn_plan* pl = plan;
     nb__attn_mem m;
@@ -3040,6 +3168,7 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
         (rc = nb_rope(ctx, m.dqkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
                       pl->desc.rope_theta, 1)))
         return rc;
+    if (vr) nb__vres_bwd(ctx, pl, vr, m.dqkv, BT); /* dV' -> dV, before the V norm's backward */
     for (site = 0; site < 3; site++)
         if (nb__site_on(pl, site)) {
             const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
@@ -3058,6 +3187,13 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
     /* dx = dQKV W_qkv */
     return nb__gemm(ctx, fn, pl->mm, bf, BT, d, P, 1, nb__op(m.dqkv, m.dqkv16, P, 0),
                     nb__op(p->w_qkv, m.wqkv16, d, 0), accumulate_dx ? 1 : 0, dx, d);
+}
+
+NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
+                                 nb_attn_params* g, nb_real* dx, const nb_real* dout,
+                                 const nb_real* x, int B, int T, const nb_real* cache,
+                                 nb_real* scratch, int accumulate_dx) {
+    return nb__attn_bwd(ctx, plan, p, g, dx, dout, x, B, T, cache, scratch, accumulate_dx, NULL);
 }
 
 /* ---- feed-forward sublayer ------------------------------------------------------------------ */
@@ -3371,6 +3507,7 @@ typedef struct nb__layer_tensors { /* one layer's parameters (or gradients) */
     nb__norm n[NB__NORMS];
     nb_real* gamma;              /* SiameseNorm c1 */
     nb_real* bs[2];              /* branch scales of attention, FFN (ReZero's may be one) */
+    nb_real* vres;               /* value residual lambdas (learnable, l >= 1) */
 } nb__layer_tensors;
 
 typedef struct nb__top_tensors { nb__norm n[NB__TOP_NORMS]; } nb__top_tensors; /* stack-level */
@@ -3504,6 +3641,8 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
             lp->bs[k] = k && s->layers[l].desc.attn.branch_scale == NB_BRANCH_SCALE_SCALAR
                             ? lp->bs[0] : nb__put(w, l, "resweight", NB_TENSOR_REZERO, 1, 1);
     }
+    if (s->desc.value_residual == 2 && l > 0) /* layer 0's values are V_0: nothing to mix */
+        lp->vres = nb__put(w, l, "value_residual.lambda", NB_TENSOR_VALUE_RESIDUAL, 2, 1);
 }
 
 /* The whole parameter buffer: embed norm, layers, final norms. */
@@ -3566,6 +3705,7 @@ typedef struct nb__layer_mem {    /* one layer's cache */
     nb_real *acache, *fcache;
     nb_real *ua, *x1, *y1, *sf, *uf;         /* SiameseNorm hybrid-pre */
     nb_real *w[2], *v[2], *xm, *ym;          /* SiameseNorm post-pre, per sublayer */
+    nb_real* vl;                             /* value residual: V_l before the mix (2, l >= 1) */
 } nb__layer_mem;
 
 typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
@@ -3579,6 +3719,8 @@ typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
     nb_real* partials;            /* scratch: norm partial sums, NB__SLOTS slots (nb__slot) */
     nb_real* rowbuf;              /* scratch: two rows of d per thread (nb__rowbuf) */
     nb_real* sub;                 /* scratch: sublayer scratch */
+    nb_real* v0;                  /* value residual: layer 0's V, B*T x H_kv*d_k */
+    nb_real* dv0;                 /* scratch: value residual, the sum of later layers' dV_0 */
 } nb__stack_mem;
 
 #define NB__SLOTS 3 /* partial-sum sets one fused row loop may fill at once */
@@ -3586,6 +3728,13 @@ typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
 /* rows*d of the planned maximum (max_batch*max_seq fits an int: checked by the FFN plan) */
 static size_t nb__stack_V(const nb_stack* s) {
     return nb__mulz((size_t)s->max_batch * (size_t)s->max_seq, (size_t)s->desc.d_model);
+}
+
+/* B*T*H_kv*d_k of the planned maximum: one V (value residual) */
+static size_t nb__stack_VKV(const nb_stack* s) {
+    const nb_attn_plan* ap = &s->layers[0].attn;
+    return nb__mulz((size_t)s->max_batch * (size_t)s->max_seq,
+                    (size_t)ap->desc.n_kv_heads * (size_t)ap->head_dim);
 }
 
 static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* used,
@@ -3624,6 +3773,7 @@ static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* us
         c->xm = nb__take(cache, used, V);
         c->ym = nb__take(cache, used, V);
     }
+    if (s->desc.value_residual == 2 && l > 0) c->vl = nb__take(cache, used, nb__stack_VKV(s));
 }
 
 /* Stack-level cache (base cache) and scratch; layers' regions follow the stack-level cache. */
@@ -3651,6 +3801,10 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
     for (l = 0; l < s->desc.n_layers; l++)
         if (s->layers[l].attn.n_scratch > sub) sub = s->layers[l].attn.n_scratch;
     c->sub = nb__take(scratch, &su, sub);
+    if (s->desc.value_residual) {
+        c->v0 = nb__take(cache, &cu, nb__stack_VKV(s));
+        c->dv0 = nb__take(scratch, &su, nb__stack_VKV(s));
+    }
     *cache_used = cu;
     *scratch_used = su;
 }
@@ -4128,8 +4282,8 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
 
 /* Most tensors one layer can have (2 attention matrices and their biases, 4 site norms with
    alpha and gain, FFN weights and biases, 10 norms with alpha, gain and bias, gamma, 2 branch
-   scales) and the stack adds (4 norms of 3): bounds n_tensors. */
-#define NB__LAYER_TENSORS 51
+   scales, the value residual's lambdas) and the stack adds (4 norms of 3): bounds n_tensors. */
+#define NB__LAYER_TENSORS 52
 #define NB__TOP_TENSORS 12
 
 /* The stack's run modes: gradient conventions, precision, the name for messages. */
@@ -4286,6 +4440,9 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
                                                 d.preset != NB_PRESET_SIAMESE), NB_ERR_CONFIG,
               "nb_stack_init: siamese_no_fusion_norm (%d) is 0, or 1 with the siamese preset "
               "(its hybrid-pre form)", d.siamese_no_fusion_norm);
+    NB__CHECK(d.value_residual < 0 || d.value_residual > 2, NB_ERR_CONFIG,
+              "nb_stack_init: value_residual (%d) must be 0 (off), 1 (fixed 0.5/0.5) or 2 "
+              "(learnable lambdas)", d.value_residual);
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_stack_init: max_batch (%d) and max_seq (%d) must be > 0", max_batch, max_seq);
     if (desc->layers)
@@ -4513,14 +4670,31 @@ static void nb__trace_layer(const nb__run* r, int l, int k, const char* name, co
     r->ctx->trace(r->ctx->trace_user, full, x, r->rows, r->s->desc.d_model);
 }
 
+/* The value residual of layer l's attention (NULL when off); g NULL in the forward. */
+static const nb__vres* nb__vres_of(const nb__run* r, int l, const nb__layer_tensors* p,
+                                   nb__layer_tensors* g, const nb__layer_mem* c, nb__vres* v) {
+    const int mode = r->s->desc.value_residual;
+    if (!mode) return NULL;
+    memset(v, 0, sizeof *v);
+    v->mix = l > 0;
+    v->l1 = mode == 2 && l > 0 ? p->vres[0] : (nb_real)0.5;
+    v->l2 = mode == 2 && l > 0 ? p->vres[1] : (nb_real)0.5;
+    v->v0 = r->sc.v0;
+    v->vl = c->vl;
+    v->dv0 = r->sc.dv0;
+    v->dlam = g ? g->vres : NULL;
+    return v;
+}
+
 /* Sublayer k (0 attention, 1 FFN) of layer l: F(h) into out (B*T x d). */
 static nb_result nb__branch_fwd(nb__run* r, int l, int k, const nb__layer_tensors* p,
                                 const nb__layer_mem* c, nb_real* out, const nb_real* h) {
     nb_result rc;
+    nb__vres vbuf;
     nb__scope(r, l, k);
     if (k == 0)
-        rc = nb_attn_forward(r->ctx, &r->s->layers[l].attn, &p->attn, out, h, r->B, r->T,
-                             c->acache, r->sc.sub);
+        rc = nb__attn_fwd(r->ctx, &r->s->layers[l].attn, &p->attn, out, h, r->B, r->T,
+                          c->acache, r->sc.sub, nb__vres_of(r, l, p, NULL, c, &vbuf));
     else
         rc = nb_ffn_forward(r->ctx, &r->s->ffn, &p->ffn, out, h, r->B, r->T, c->fcache,
                             r->sc.sub);
@@ -4532,10 +4706,12 @@ static nb_result nb__branch_fwd(nb__run* r, int l, int k, const nb__layer_tensor
 static nb_result nb__branch_bwd(nb__run* r, int l, int k, const nb__layer_tensors* p,
                                 nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dh,
                                 const nb_real* df, const nb_real* h, int accumulate) {
+    nb__vres vbuf;
     nb__trace_layer(r, l, k, "grad_out", df);
     if (k == 0)
-        return nb_attn_backward(r->ctx, &r->s->layers[l].attn, &p->attn, &g->attn, dh, df, h,
-                                r->B, r->T, c->acache, r->sc.sub, accumulate);
+        return nb__attn_bwd(r->ctx, &r->s->layers[l].attn, &p->attn, &g->attn, dh, df, h, r->B,
+                            r->T, c->acache, r->sc.sub, accumulate,
+                            nb__vres_of(r, l, p, g, c, &vbuf));
     return nb_ffn_backward(r->ctx, &r->s->ffn, &p->ffn, &g->ffn, dh, df, h, r->B, r->T,
                            c->fcache, r->sc.sub, accumulate);
 }
@@ -4943,6 +5119,10 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
     nb__layer_mem c;
     nb_result rc;
     int k;
+    if (r->s->desc.value_residual && r->s->skip[0]) /* no V_0 to mix */
+        return nb__fail(r->ctx, NB_ERR_CONFIG, "nb_stack_forward/nb_layer_forward: layer 0 is "
+                        "skipped (nb_stack.skip) but value_residual mixes its values into every "
+                        "later layer");
     if (r->s->skip[l]) {
         for (k = 0; k < r->s->streams; k++) nb__copy(r, out[k], in[k]);
         return NB_OK;
@@ -4966,6 +5146,9 @@ static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real
     nb__layer_mem c;
     nb_result rc;
     int k;
+    if (r->s->desc.value_residual && l == r->s->desc.n_layers - 1) /* the first backward layer */
+        memset(r->sc.dv0, 0, (size_t)r->rows * r->s->layers[0].attn.desc.n_kv_heads *
+                                 r->s->layers[0].attn.head_dim * sizeof(nb_real));
     if (r->s->skip[l]) {
         for (k = 0; k < r->s->streams; k++) nb__copy(r, din[k], dout[k]);
         return NB_OK;
@@ -5375,6 +5558,10 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
         if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE) {
             for (i = 0; i < ti->count; i++)
                 x[i] = (nb_real)(ti->kind == NB_TENSOR_REZERO ? 0 : s->desc.layerscale_init);
+            continue;
+        }
+        if (ti->kind == NB_TENSOR_VALUE_RESIDUAL) { /* ResFormer's fixed form as the start */
+            x[0] = x[1] = (nb_real)0.5;
             continue;
         }
         if (ti->kind == NB_TENSOR_DYT_ALPHA) { /* DyT's LLaMA code: one init before attention */

@@ -38,8 +38,9 @@ static const char* const help =
     "         (strings): preset (any name nb_preset_from_name takes), n_layers, d_model, n_heads,\n"
     "         n_kv_heads, d_ff, rope (0/1), optionally norm (rms|layer|dyt), ffn (swiglu|gelu_tanh|\n"
     "         gelu), mixln_alpha (a finite number), eps, rope_theta, attn_bias (0-3: 1 the Q|K|V projection's bias,\n"
-    "         2 the output's); also \"format\", \"producer\" and the training settings examples/train\n"
-    "         writes; any other key, or a value not listed, is refused.\n"
+    "         2 the output's), value_residual (off|fixed|learn); also \"format\", \"producer\" and\n"
+    "         the training settings examples/train writes; any other key, or a value not listed,\n"
+    "         is refused.\n"
     "         Tensors F32, F64, F16 or BF16, finite; every tensor of the stack must be there with\n"
     "         its shape, and every tensor there must have a place, except the embedding and head,\n"
     "         examples/train's optimizer moments, and Hugging Face's non-weight buffers (GPT-2's\n"
@@ -82,7 +83,7 @@ typedef struct model_in {
    (the format's, and examples/train's training settings); any other is refused by name. */
 static const char* const known_keys[] = {
     "preset", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "rope", "norm", "ffn", "mixln_alpha",
-    "attn_bias", "eps", "rope_theta", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
+    "attn_bias", "eps", "rope_theta", "value_residual", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
     "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
     "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", NULL};
 
@@ -282,6 +283,12 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
     if ((v = st_meta(M, "attn_bias")) != NULL) {
         if (strlen(v) != 1 || *v < '0' || *v > '3') return bad_meta("attn_bias", v, "0, 1, 2 or 3");
         d->attn_bias = (unsigned)(*v - '0');
+    }
+    if ((v = st_meta(M, "value_residual")) != NULL) { /* examples/train's --value-residual */
+        if (!strcmp(v, "off")) d->value_residual = 0;
+        else if (!strcmp(v, "fixed")) d->value_residual = 1;
+        else if (!strcmp(v, "learn")) d->value_residual = 2;
+        else return bad_meta("value_residual", v, "off, fixed or learn");
     }
     if ((v = st_meta(M, "embed_scale")) != NULL && strcmp(v, "0"))
         return fail("MODEL has examples/train's learnable embedding scale (embed_scale %s): no layout here holds it", v);
@@ -574,6 +581,8 @@ static int exportable(const nb_stack* s, nb_name_style style) {
         else if (!d->rope) why = "rope: Llama applies RoPE in every attention";
         else if (d->ffn_bias == 1) why = "ffn bias: Llama's MLP projections have none";
     }
+    if (!why && style != NB_NAMES_NORMBLOCKS && d->value_residual)
+        why = "value_residual: no Hugging Face or GPT-2 model mixes the first layer's values in";
     if (!why) return 0;
     fprintf(stderr, "nbimport: --export: this stack cannot be expressed in the %s layout: %s\n",
             style == NB_NAMES_HF_LLAMA ? "hf-llama" : style == NB_NAMES_HF_GPT2 ? "hf-gpt2" : "gpt2-linear", why);

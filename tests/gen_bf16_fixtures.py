@@ -74,6 +74,7 @@ CASES = [
                          **SMALL)),
     ("dyt_L2", make_cfg("DYT", 2, Hkv=1, norm=DYT, **SMALL)),
     ("abl_qkvc_post_L3", make_cfg("SITES_POST", 3, Hkv=1, sites=QKVC, **SMALL)),
+    ("vres_learn_hybrid_L3", dict(make_cfg("HYBRID", 3, Hkv=2, **SMALL), value_residual=2)),
 ]
 
 
@@ -385,6 +386,8 @@ def main():
             w.add(cs + "." + field, cfg[field])
         if cfg["attn_bias"]:
             w.add(cs + ".attn_bias", cfg["attn_bias"])
+        if cfg.get("value_residual"):
+            w.add(cs + ".value_residual", cfg["value_residual"])
         w.add(cs + ".preset_key",
               torch.tensor([float(ord(c)) for c in gbf.preset_key(cfg["preset"])]))
         w.add(cs + ".E", E)

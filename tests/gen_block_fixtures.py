@@ -122,7 +122,7 @@ def load(stack, p, extra_ok=False):
 DRAW_ORDER = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "c1",
               "attn_norm", "attn_out_norm", "attn_post_norm", "attn_y_norm", "attn_input_norm",
               "ff_norm", "ff_out_norm", "ff_post_norm", "ff_y_norm", "ff_input_norm", "ff_proj",
-              "ff_out", "resweight", "ls1", "ls2")
+              "ff_out", "resweight", "ls1", "ls2", "value_residual")
 
 
 def draw_params(cfg, stack=None):
@@ -151,7 +151,7 @@ def draw_params(cfg, stack=None):
             p[name] = 0.6 + 0.6 * torch.rand(1)
         elif name.endswith(".bias"):
             p[name] = 0.2 * torch.randn(t.shape)
-        elif name.endswith(("resweight", ".gamma")):
+        elif name.endswith(("resweight", ".gamma", "value_residual.lambda")):
             p[name] = 0.3 + 0.4 * torch.rand(t.shape)
         else:  # gains, SiameseNorm's c1
             p[name] = rand_gain(t.numel())
@@ -178,11 +178,28 @@ def run(cfg, p, E, dout, dtype=torch.float64):
 # ---- direct transcriptions of the papers' equations (the independent check of the twin) -------
 
 
+# The value residual's V_0 of the direct forward in progress (direct_forward and
+# direct_siamese reset it): layer 0 stores it, later layers read it.
+_V0 = {}
+
+
 def attention(cfg, p, pre, x, sites, width, probs):
     """MHA_#(x) (nbfixture.attention, as tests/gen_sublayer_fixtures.py), causal,
     with the weights of the stack's parameters p under the prefix pre; appends the attention
-    probabilities to probs."""
+    probabilities to probs. With value_residual (ResFormer, arXiv 2410.17897, and its code's
+    0.5 * V_1 + 0.5 * V_n): layer 0's normalized V is V_0, every later layer attends over
+    lambda_1 V + lambda_2 V_0 (0.5 each, or the layer's value_residual.lambda)."""
     kind, eps = cfg["norm"], cfg["eps"]
+    vmix = None
+    if cfg.get("value_residual"):
+        l = int(pre.split(".")[1])
+
+        def vmix(v):
+            if l == 0:
+                _V0["v"] = v
+                return v
+            lam = p[pre + "value_residual.lambda"] if cfg["value_residual"] == 2 else (0.5, 0.5)
+            return lam[0] * v + lam[1] * _V0["v"]
 
     def snorm(site, t):
         # site norms: gain only, also for LayerNorm (nb_norm_type: "gain only at attention sites")
@@ -190,7 +207,7 @@ def attention(cfg, p, pre, x, sites, width, probs):
 
     out, pr = mha(x, p[pre + "att_proj.weight"], p[pre + "attn_out.weight"], cfg["B"], cfg["T"],
                   cfg["d"], cfg["H"], cfg["Hkv"], sites, width, snorm, cfg["rope"], cfg["theta"],
-                  True, p.get(pre + "att_proj.bias"), p.get(pre + "attn_out.bias"))
+                  True, p.get(pre + "att_proj.bias"), p.get(pre + "attn_out.bias"), vmix)
     probs.append(pr.detach())
     return out
 
@@ -236,6 +253,7 @@ def rn(cfg, p, name, x):
 
 def direct_siamese(cfg, p, E, ystream=None):
     """SiameseNorm's two streams written out (hybrid-pre and post-pre); x_0 = y_0 = E."""
+    _V0.clear()
     x, y = E, E
     for l in range(cfg["L"]):
         pre = "blocks.%d." % l
@@ -270,6 +288,7 @@ def direct_siamese(cfg, p, E, ystream=None):
 
 def direct_forward(cfg, p, E):
     """Each preset written out as its paper's equations, layer by layer."""
+    _V0.clear()
     probs = []
     L, pr = cfg["L"], cfg["preset"]
     N = lambda name, t: bnorm(cfg, p, name, t)  # noqa: E731
@@ -454,6 +473,8 @@ def add_case(w, name, cfg, report):
         w.add(name + ".siamese_no_fusion_norm", 1)
     if cfg["attn_bias"]:
         w.add(name + ".attn_bias", cfg["attn_bias"])
+    if cfg.get("value_residual"):  # optional: absent = 0 (off)
+        w.add(name + ".value_residual", cfg["value_residual"])
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)
     w.add(name + ".dout", dout)
@@ -663,6 +684,14 @@ def main():
                                             siamese_no_fusion_norm=1)))
     cases.append(("siamese_pp_paper_L2", make_cfg("SIAMESE_POST_PRE", 2, Hkv=2, paper_scale=1,
                                                   paper_fusion=1, **small)))
+    # ResFormer's value residual (an option of any preset): fixed 0.5/0.5 on Pre-Norm with MQA,
+    # learnable lambdas on HybridNorm (V after its site norm) with GQA, and on SiameseNorm
+    cases.append(("vres_fixed_pre_L3", dict(make_cfg("PRE", 3, Hkv=1, **small),
+                                            value_residual=1)))
+    cases.append(("vres_learn_hybrid_L3", dict(make_cfg("HYBRID", 3, Hkv=2, **small),
+                                               value_residual=2)))
+    cases.append(("vres_learn_siamese_L2", dict(make_cfg("SIAMESE", 2, Hkv=1, **small),
+                                                value_residual=2)))
     # HybridNorm Table-4 ablations: all six site sets at L=1, the six patterns at L=3
     # (QKV at L=1 is in hybrid_L1 = QKV-Post and first_qkv_pre_L1 = QKV-Pre)
     abl1 = [("abl_qkvc_pre_L1", "SITES_PRE", QKVC),

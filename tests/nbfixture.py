@@ -132,7 +132,7 @@ def twin_config(s, preset):
         rope_theta=float(s["theta"]), siamese_paper_scale=int(s["siamese_paper_scale"]),
         siamese_paper_fusion=int(s["siamese_paper_fusion"]),
         siamese_no_fusion_norm=int(s.get("siamese_no_fusion_norm", 0)),
-        attn_bias=int(s.get("attn_bias", 0)))
+        attn_bias=int(s.get("attn_bias", 0)), value_residual=int(s.get("value_residual", 0)))
 
 
 def output_dir(prog):
@@ -219,11 +219,12 @@ def site_width(d, H, Hkv, width, site):
 
 
 def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, causal,
-              b_qkv=None, b_o=None):
+              b_qkv=None, b_o=None, vmix=None):
     """MHA_#(x): fused Q|K|V projection (nn.Linear, bias b_qkv optional), GQA, site norms
     snorm(site, t) per head with one d_k gain (or full width, OLMo-2, before the head split),
     RoPE after the norms (V is never rotated), scale 1/sqrt(d_k), C norm before W_o (bias b_o
-    optional).
+    optional). vmix: an optional function of the normalized V (B, T, Hkv, dk) giving the V
+    attention reads (the value residual).
     x (B*T, d). Returns the output (B*T, d) and the attention probabilities (B, H, T, T)."""
     dk = d // H
 
@@ -249,6 +250,8 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
     if width == PER_HEAD:
         # HybridNorm fork: per-head norms over dk, one gain shared by all heads
         q, k, v = norm_qkv(q, k, v)
+    if vmix is not None:
+        v = vmix(v)
     q = q.transpose(1, 2)  # (B, H, T, dk)
     k = k.transpose(1, 2)  # (B, Hkv, T, dk)
     v = v.transpose(1, 2)

@@ -87,6 +87,9 @@ static const block_case cases[] = {
     {"siamese_c1_L2", NULL},
     {"siamese_nofuse_L2", NULL},
     {"siamese_pp_paper_L2", NULL},
+    {"vres_fixed_pre_L3", NULL},
+    {"vres_learn_hybrid_L3", NULL},
+    {"vres_learn_siamese_L2", NULL},
     {"abl_qkvc_pre_L1", "QKVC-Pre"},
     {"abl_pre_qkc_post_L1", "Pre-QKC-Post"},
     {"abl_pre_qk_pre_L1", "Pre-QK-Pre"},
@@ -237,7 +240,7 @@ static int bf16_close(const char* name, const nb_real* got, const double* ref, s
 static const block_case bf16_cases[] = {
     {"bf16_pre_L3", ""}, {"bf16_post_L3", ""}, {"bf16_olmo2_L3", ""}, {"bf16_hybrid_L3", ""},
     {"bf16_mixln_L3", ""}, {"bf16_siamese_L3", ""}, {"bf16_gpt2_L3", ""}, {"bf16_dyt_L2", ""},
-    {"bf16_abl_qkvc_post_L3", ""},
+    {"bf16_abl_qkvc_post_L3", ""}, {"bf16_vres_learn_hybrid_L3", ""},
 };
 
 static int cmp_double(const void* a, const void* b) {
@@ -275,6 +278,7 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
     else if (last && strcmp(last, ".c1") == 0) *kind = NB_TENSOR_SIAMESE_GAMMA;
     else if (last && strcmp(last, ".alpha") == 0) *kind = NB_TENSOR_DYT_ALPHA;
     else if (ends_with(field, ".resweight")) *kind = NB_TENSOR_REZERO;
+    else if (ends_with(field, ".value_residual.lambda")) *kind = NB_TENSOR_VALUE_RESIDUAL;
     else if (ends_with(field, "ls1.gamma") || ends_with(field, "ls2.gamma"))
         *kind = NB_TENSOR_LAYERSCALE;
     else *kind = NB_TENSOR_GAIN;
@@ -448,8 +452,10 @@ static void run_case(const block_case* bc, const variant* v) {
     {   /* optional: written only for the ablation's cases, and GPT-2's attention biases */
         const nbf_tensor* nf = nbf_field(cs, "siamese_no_fusion_norm", 0);
         const nbf_tensor* ab = nbf_field(cs, "attn_bias", 0);
+        const nbf_tensor* vr = nbf_field(cs, "value_residual", 0);
         desc.siamese_no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
         desc.attn_bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
+        desc.value_residual = vr && vr->n == 1 ? (int)vr->data[0] : 0;
     }
     desc.memory = v->memory;
     desc.check_finite = v->check_finite;

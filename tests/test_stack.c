@@ -42,7 +42,8 @@ static int setup(run* r, const nb_stack_desc* d, int B, int T, nbt_rng* rng, int
         if (ti->kind == NB_TENSOR_DYT_ALPHA) nbt_fill(rng, r->params + ti->offset, 1, 0.8, 0.3);
         /* branch scales nonzero, and below 1 so that a stack without norms stays O(1) (the
            finite differences lose digits on large losses) */
-        else if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE)
+        else if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE ||
+                 ti->kind == NB_TENSOR_VALUE_RESIDUAL) /* lambdas apart: a swap would show */
             nbt_fill(rng, r->params + ti->offset, ti->count, 0.5, 0.2);
         else nbt_fill(rng, r->params + ti->offset, ti->count, gain ? 1 : 0, gain ? 0.3 : 0.4);
     }
@@ -203,6 +204,24 @@ static void fd_all(nbt_rng* rng) {
         ls[1].ffn.output_norm = 1; ls[1].ffn.post_norm = 1;
         ls[1].ffn.branch_scale = NB_BRANCH_SCALE_SCALAR;
         fd_case("branch scales", &d, 2, 3, rng);
+    }
+    {   /* value residual (ResFormer), fixed and learnable, 3 layers: layer 0's V projection
+           rows get the shares of layers 1 and 2 (nb_stack_backward's dV_0 sum); with MHA and
+           GQA, V site norms (V_0 after its norm), LSE memory, SiameseNorm's attention calls */
+        static const struct { const char* preset; int mode, kv; unsigned sites; } vr[] = {
+            {"pre", 1, 1, 0}, {"pre", 2, 1, 0}, {"pre", 2, 2, 0}, {"hybrid", 2, 1, 0},
+            {"hybrid", 1, 2, 0}, {"post", 2, 2, NB_SITE_V | NB_SITE_C}, {"siamese", 2, 1, 0}};
+        for (i = 0; i < sizeof vr / sizeof vr[0]; i++) {
+            nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 3);
+            char what[96];
+            nb_preset_from_name(NULL, &d, vr[i].preset);
+            d.value_residual = vr[i].mode; d.n_kv_heads = vr[i].kv;
+            if (vr[i].sites) d.sites = vr[i].sites;
+            if (i % 2) d.memory = NB_ATTN_MEMORY_LSE;
+            snprintf(what, sizeof what, "value residual %s %s kv=%d sites=0x%x", vr[i].preset,
+                     vr[i].mode == 1 ? "fixed" : "learnable", vr[i].kv, vr[i].sites);
+            fd_case(what, &d, 2, 3, rng);
+        }
     }
 }
 #endif
@@ -449,8 +468,13 @@ static void threads_large(nbt_rng* rng) {
             char what[96];
             d.d_model = 128; d.d_ff = 96;
             if (norm) d.norm = NB_NORM_LAYER;
-            snprintf(what, sizeof what, "%s %s, 1 vs 2 threads", nb_preset_name(presets[i]),
-                     norm ? "LayerNorm" : "RMSNorm");
+            if (norm && i < 2) { /* the value residual's row loops on 2 threads: B*T*H_kv*d_k
+                                    = 16K values, and the lambdas' per-thread sums */
+                d.value_residual = i + 1;
+                d.n_kv_heads = 2;
+            }
+            snprintf(what, sizeof what, "%s %s%s, 1 vs 2 threads", nb_preset_name(presets[i]),
+                     norm ? "LayerNorm" : "RMSNorm", d.value_residual ? " value residual" : "");
             nbt_check(setup(&a, &d, B, T, rng, 1), "threads_large setup");
             *rng = keep;
             nbt_check(setup(&b, &d, B, T, rng, 2), "threads_large setup");
@@ -1203,6 +1227,143 @@ static void bad_configs(void) {
     nb_stack_free(&s);
 }
 
+/* Value residual (ResFormer): exact properties of the mix, in both builds. Learnable lambdas
+   (1, 0) are the stack without it and (0.5, 0.5) its fixed form (outputs and every shared
+   gradient); (0, 1) in layer 1 makes its attention read V_0 only, so its own V rows get exactly
+   zero gradient; the fixed form changes the output (the mix is not a no-op); the table, the
+   init, the cache and scratch growth, and the refusals (skipped layer 0, a bad mode). */
+static void copy_by_name(run* dst, run* src) {
+    int t;
+    for (t = 0; t < dst->s.n_tensors; t++) {
+        const nb_tensor_info* ti = &dst->s.tensors[t];
+        const nb_real* from = tensor(src, ti->name);
+        if (from) memcpy(dst->params + ti->offset, from, ti->count * sizeof(nb_real));
+    }
+    memcpy(dst->in, src->in, (size_t)src->B * src->T * src->s.desc.d_model * sizeof(nb_real));
+    memcpy(dst->dout, src->dout, (size_t)src->B * src->T * src->s.desc.d_model * sizeof(nb_real));
+}
+static void same_grads(const char* what, run* a, run* b) { /* every tensor of a found in b */
+    char name[160];
+    int t;
+    for (t = 0; t < a->s.n_tensors; t++) {
+        const nb_tensor_info* ti = &a->s.tensors[t];
+        int u;
+        for (u = 0; u < b->s.n_tensors; u++)
+            if (!strcmp(b->s.tensors[u].name, ti->name)) break;
+        if (u == b->s.n_tensors) continue;
+        snprintf(name, sizeof name, "%s: gradient of %s", what, ti->name);
+        nbt_close_r(name, a->grads + ti->offset, b->grads + b->s.tensors[u].offset, ti->count,
+                    NBT_ATOL, NBT_RTOL);
+    }
+    snprintf(name, sizeof name, "%s: input gradient", what);
+    nbt_close_r(name, a->din, b->din, (size_t)a->B * a->T * a->s.desc.d_model, NBT_ATOL, NBT_RTOL);
+}
+static void set_lambdas(run* r, nb_real l1, nb_real l2) {
+    int t;
+    for (t = 0; t < r->s.n_tensors; t++)
+        if (r->s.tensors[t].kind == NB_TENSOR_VALUE_RESIDUAL) {
+            r->params[r->s.tensors[t].offset] = l1;
+            r->params[r->s.tensors[t].offset + 1] = l2;
+        }
+}
+static void value_residual_props(nbt_rng* rng) {
+    static const char* const presets[] = {"pre", "hybrid", "siamese"};
+    size_t i;
+    for (i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 3);
+        run off, fixed, learn;
+        char what[96];
+        double diff = 0;
+        size_t j, n;
+        int t, found = 0, vrows_zero = 1;
+        nb_preset_from_name(NULL, &d, presets[i]);
+        d.n_kv_heads = i == 1 ? 2 : 1;
+        if (!nbt_check(setup(&off, &d, 2, 5, rng, 2), "value residual: the plain stack")) return;
+        d.value_residual = 1;
+        if (!nbt_check(setup(&fixed, &d, 2, 5, rng, 2), "value residual: fixed")) return;
+        d.value_residual = 2;
+        if (!nbt_check(setup(&learn, &d, 2, 5, rng, 2), "value residual: learnable")) return;
+        copy_by_name(&fixed, &off);
+        copy_by_name(&learn, &off);
+        n = (size_t)2 * 5 * 8;
+        /* the table: one lambda pair per layer l >= 1, none in layer 0 or the fixed form */
+        for (t = 0; t < learn.s.n_tensors; t++) {
+            const nb_tensor_info* ti = &learn.s.tensors[t];
+            if (ti->kind != NB_TENSOR_VALUE_RESIDUAL) continue;
+            snprintf(what, sizeof what, "blocks.%d.value_residual.lambda", found + 1);
+            nbt_check(!strcmp(ti->name, what) && ti->count == 2 && ti->no_decay &&
+                          ti->layer == found + 1, "value residual: the lambdas' table row");
+            found++;
+        }
+        nbt_check(found == 2 && learn.s.n_tensors == off.s.n_tensors + 2 &&
+                      fixed.s.n_tensors == off.s.n_tensors,
+                  "value residual: a pair of lambdas in layers 1 and 2 only (learnable form)");
+        {   /* the growth documented at nb_stack_desc.value_residual */
+            const size_t V = nb__pad((size_t)2 * 5 * d.n_kv_heads * 4);
+            nbt_check(fixed.s.n_cache == off.s.n_cache + V &&
+                          fixed.s.n_scratch == off.s.n_scratch + V &&
+                          learn.s.n_cache == off.s.n_cache + 3 * V &&
+                          learn.s.n_scratch == off.s.n_scratch + V,
+                      "value residual: cache +V_0 (+V_l per layer l >= 1 learnable), scratch +dV_0");
+        }
+        nbt_check(nb_stack_init_params(NULL, &learn.s, learn.params, NB_INIT_NORMAL, 0, 7) == NB_OK,
+                  "value residual: init_params");
+        for (t = 0; t < learn.s.n_tensors; t++)
+            if (learn.s.tensors[t].kind == NB_TENSOR_VALUE_RESIDUAL)
+                nbt_check(learn.params[learn.s.tensors[t].offset] == 0.5 &&
+                              learn.params[learn.s.tensors[t].offset + 1] == 0.5,
+                          "value residual: the lambdas start at 0.5");
+        copy_by_name(&learn, &off);
+        grads(&off);
+        grads(&fixed);
+        set_lambdas(&learn, 1, 0);
+        grads(&learn);
+        snprintf(what, sizeof what, "value residual %s: lambdas (1, 0) = off", presets[i]);
+        nbt_close_r(what, learn.out, off.out, n, NBT_ATOL, NBT_RTOL);
+        same_grads(what, &off, &learn);
+        set_lambdas(&learn, 0.5, 0.5);
+        grads(&learn);
+        snprintf(what, sizeof what, "value residual %s: lambdas (0.5, 0.5) = fixed", presets[i]);
+        nbt_close_r(what, learn.out, fixed.out, n, NBT_ATOL, NBT_RTOL);
+        same_grads(what, &fixed, &learn);
+        for (j = 0; j < n; j++) diff = fmax(diff, fabs((double)fixed.out[j] - off.out[j]));
+        snprintf(what, sizeof what, "value residual %s: the fixed mix changes the output (%g)",
+                 presets[i], diff);
+        nbt_check(diff > 1e-3, what);
+        /* layer 1 reads V_0 only: its own V rows (after Q and K) get no gradient */
+        set_lambdas(&learn, 0, 1);
+        grads(&learn);
+        for (t = 0; t < learn.s.n_tensors; t++)
+            if (!strcmp(learn.s.tensors[t].name, "blocks.1.att_proj.weight")) {
+                const nb_real* g = learn.grads + learn.s.tensors[t].offset;
+                const size_t v0 = (size_t)(8 + d.n_kv_heads * 4) * 8, vn = (size_t)d.n_kv_heads * 4 * 8;
+                for (j = v0; j < v0 + vn; j++) vrows_zero &= g[j] == 0;
+                nbt_check(g[0] != 0, "value residual (0, 1): layer 1's Q rows still learn");
+            }
+        snprintf(what, sizeof what, "value residual %s: lambdas (0, 1) leave layer 1's V rows "
+                 "without gradient", presets[i]);
+        nbt_check(vrows_zero, what);
+        /* layer 0 skipped: no V_0 to mix */
+        learn.s.skip[0] = 1;
+        nbt_check(nb_stack_forward(&learn.ctx, &learn.s, learn.params, learn.out, learn.in, 2, 5,
+                                   learn.cache, learn.scratch) == NB_ERR_CONFIG &&
+                      strstr(learn.ctx.err, "value_residual") != NULL,
+                  "value residual: skipping layer 0 is refused, naming value_residual");
+        learn.s.skip[0] = 0;
+        teardown(&off); teardown(&fixed); teardown(&learn);
+    }
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        nb_stack s;
+        nb_ctx ctx;
+        memset(&ctx, 0, sizeof ctx);
+        d.value_residual = 3;
+        nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_ERR_CONFIG &&
+                      strstr(ctx.err, "value_residual") != NULL,
+                  "value residual: an unknown mode is refused, naming the field");
+    }
+}
+
 int main(void) {
     nbt_rng rng = {0x5EED};
 #ifdef NB_DOUBLE
@@ -1222,6 +1383,7 @@ int main(void) {
     diagnostics(&rng);
     lns_depth_index();
     rezero_init_and_sharing(&rng);
+    value_residual_props(&rng);
     preset_inits();
     trace_names(&rng);
     name_maps();

@@ -595,6 +595,28 @@ expect_error "--resume with another --rope-theta" 'rope_theta is "500000" in the
 expect_error "--resume without --sites" "sites is \"q,k\" in the checkpoint, the preset's here" \
   "${TINY[@]}" --preset hybrid --site-width full --eps 1e-6 --rope-theta 500000 --attn-bias 1 \
   --ffn-bias on --final-norm off --steps 10 --resume mf.safetensors
+# --value-residual (ResFormer): a model key of the checkpoint, the lambdas of layers 1 and 2
+# move from their init 0.5 (they get gradients), --load rebuilds the same model
+"$TRAIN" "${ANY_DEPTH[@]}" --layers 3 --eval-problems 16 --value-residual learn --steps 10 \
+  --save vr.safetensors > vr.log 2>&1
+"$TRAIN" --load vr.safetensors --eval > vr_eval.log 2>&1
+want="$(final_field vr.log val_loss)"
+if python3 -c "
+import json, struct
+raw = open('vr.safetensors', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+assert h['__metadata__'].get('value_residual') == 'learn', h['__metadata__']
+assert 'transformer.blocks.0.value_residual.lambda' not in h
+for l in (1, 2):
+    a, b = h['transformer.blocks.%d.value_residual.lambda' % l]['data_offsets']
+    lam = struct.unpack('<2f', raw[8 + n + a:8 + n + b])
+    assert all(abs(x - 0.5) > 1e-6 for x in lam), lam
+" && [ -n "$want" ] && grep -q "val_loss $want" vr_eval.log && grep -q "value residual lambdas" vr.log; then
+  pass "--value-residual learn: lambdas of layers 1..L-1 train, in the checkpoint and its metadata (val_loss $want)"
+else
+  fail "--value-residual learn"; tail -3 vr.log vr_eval.log
+fi
+expect_error "--value-residual maybe" "off, fixed or learn" "${TINY[@]}" --value-residual maybe
 "$TRAIN" "${TINY[@]}" --preset dyt --steps 0 > dyt0.log 2>&1
 "$TRAIN" "${TINY[@]}" --preset dyt --dyt-alpha 1 --dyt-alpha-attn 0.8 --steps 0 > dyt1.log 2>&1
 if grep -q "^DyT alpha 0.5, 0.5 feeding attention (DyT's generic default" dyt0.log &&

@@ -64,6 +64,9 @@ check periln --preset periln --layers 2
 check qk_dyt --preset Pre-QK-Pre --layers 2 --norm dyt
 check rezero --preset rezero --layers 2
 check layerscale --preset layerscale --layers 2
+# ResFormer's value residual: fixed on Pre-Norm, learnable lambdas on HybridNorm (after V norms)
+check vres_fixed --preset pre --layers 3 --value-residual fixed
+check vres_learn --preset hybrid --layers 3 --value-residual learn
 # LayerNorm with biases, GELU-tanh FFN with biases
 check gpt2 --preset gpt2 --layers 2
 check pre_layer_gelu --preset Pre-QK-Pre --layers 2 --norm layer --ffn gelu --kv-heads 1
@@ -79,7 +82,7 @@ NBDIFF="$(dirname "$TRAIN")/nbdiff"
 dump_check() {
   local ck
   # two streams; output norms (out_normed) at full-width QK sites; one stream (kept below)
-  for ck in siamese.safetensors olmo2_mha.safetensors hybrid.safetensors; do
+  for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
       FAILED=$((FAILED + 1)); echo "FAIL: dumps of $ck"; cat dump.log; return

@@ -34,7 +34,7 @@ from nbfixture import read_nbfx, twin, twin_config  # noqa: E402
 ATOL, RTOL = 1e-9, 1e-9
 SCALARS = ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", "ffn",
            "mixln_alpha", "siamese_paper_scale", "siamese_paper_fusion", "sites",
-           "siamese_no_fusion_norm", "attn_bias")
+           "siamese_no_fusion_norm", "attn_bias", "value_residual")
 
 
 def cases(recs):

@@ -52,6 +52,8 @@ def model_flags(meta):
          ["--preset", meta["preset"], "--layers", meta["n_layers"]])
     f += ["--d", meta["d_model"], "--heads", meta["n_heads"], "--kv-heads", meta["n_kv_heads"],
           "--ff", meta["d_ff"], "--ffn", meta["ffn"], "--norm", meta["norm"]]
+    if meta.get("value_residual"):  # written only when on
+        f += ["--value-residual", meta["value_residual"]]
     return f + ([] if meta["rope"] == "1" else ["--no-rope"])
 
 

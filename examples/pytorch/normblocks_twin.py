@@ -45,6 +45,9 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   P = softmax(Q K^T / sqrt(d_k) + causal mask), query head h reads KV head
                   h / (H/H_kv), C = concat_h P V (normalized at site C), out = C W_o^T (+ b_o);
                   the biases with attn_bias (GPT-2 both, Qwen2 b_qkv).
+                  value_residual (ResFormer): in layers l >= 1, V (after its site norm) is
+                  lambda_1 V + lambda_2 V_0 before attention, V_0 layer 0's; lambdas 0.5, or
+                  learnable "blocks.<l>.value_residual.lambda".
   FFN             SwiGLU: [u|z] = x W_in^T (+b_in), out = (silu(z) * u) W_out^T (+b_out)
                   GELU:   out = gelu(x W_in^T + b_in) W_out^T + b_out (tanh or erf form)
   A sublayer F (attention or FFN) inside its placement (nb_placement):
@@ -262,6 +265,8 @@ class StackConfig:
     siamese_paper_scale: int = 0     # c_l: 0 sqrt(2(l+1)), 1 sqrt(l+1), 2 1
     siamese_paper_fusion: int = 0    # 1: output x_L + N(y_L)
     siamese_no_fusion_norm: int = 0  # 1: u_f = n + N_fy(y1) (siamese only)
+    value_residual: int = 0      # ResFormer: layers l >= 1 attend over l1 V_l + l2 V_0; 0 off,
+                                 # 1 fixed 0.5/0.5, 2 learnable value_residual.lambda [l1, l2]
     precision: str = ""          # "" = "fp32"; "bf16": every GEMM on bf16-rounded operands
                                  # (NB_PRECISION_BF16; see "Precision" at the top)
 
@@ -309,6 +314,8 @@ def resolve(cfg):
         raise ValueError("SiameseNorm needs its output fusion (final_norm cannot be -1)")
     if c.siamese_no_fusion_norm and c.preset != "siamese":
         raise ValueError("siamese_no_fusion_norm is for the siamese preset")
+    if c.value_residual not in (0, 1, 2):
+        raise ValueError("value_residual: 0 (off), 1 (fixed 0.5/0.5) or 2 (learnable)")
     c.precision = c.precision or "fp32"
     if c.precision not in ("fp32", "bf16"):
         raise ValueError("precision: fp32 or bf16")
@@ -358,6 +365,15 @@ def _streams(c):
 
 
 # ---- modules ---------------------------------------------------------------------------------
+class _ValueResidual(nn.Module):
+    """ResFormer's learnable mix of a layer l >= 1: "lambda" = [lambda_1, lambda_2] (init 0.5,
+    the fixed form), V' = lambda_1 V_l + lambda_2 V_0."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_parameter("lambda", nn.Parameter(torch.full((2,), 0.5)))
+
+
 
 
 class Norm(nn.Module):
@@ -513,6 +529,9 @@ class Block(nn.Module):
         for which, name in ((0, "ls1"), (1, "ls2")):
             if scales[which] == "channel":
                 self.add_module(name, _LayerScale(d))
+        if c.value_residual == 2 and l > 0:  # last in the layer, as the library's table
+            self.value_residual = _ValueResidual()
+        self.vres = None  # set by Stack.forward: a dict that carries V_0 from layer 0
         if self.siamese:  # c_l of layer l
             self.depth_c = [math.sqrt(2.0 * (l + 1)), math.sqrt(l + 1.0), 1.0][
                 c.siamese_paper_scale]
@@ -576,6 +595,14 @@ class Block(nn.Module):
             q, k, v = self._site_norms(q, k, v)
         if sites & SITES_QKV:
             self._t_qkv("qkv_normed", q, k, v, False)
+        if self.c.value_residual:  # ResFormer: the values attention reads, after the V norm
+            if self.l == 0:
+                self.vres["v0"] = v
+            else:
+                lam = getattr(self.value_residual, "lambda") if self.c.value_residual == 2 \
+                    else (0.5, 0.5)
+                v = lam[0] * v + lam[1] * self.vres["v0"]
+                self._t_qkv("qkv_vres", q, k, v, False)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, heads, T, d_k)
         if self.c.rope:
             q, k = rope(q, self.c.rope_theta), rope(k, self.c.rope_theta)
@@ -696,7 +723,7 @@ class Stack(nn.Module):
         (SiameseNorm's c1, ReZero's resweight), which PyTorch lists first in its block (a
         module's own parameters come before its children's) and the library after the norms:
         c1, then the branch scales of attention and FFN (ls1, resweight, ls2)."""
-        tail = {"c1": 1, "ls1": 2, "resweight": 2.5, "ls2": 3}
+        tail = {"c1": 1, "ls1": 2, "resweight": 2.5, "ls2": 3, "value_residual": 4}
 
         def key(item):  # (position of the component, layer, rank in the layer's tail)
             parts = item[1][0].split(".")
@@ -729,8 +756,9 @@ class Stack(nn.Module):
         if trace is not None:
             trace.grad("grad_in", E, -1, 0)
             trace("x0", x)
+        vres = {}  # V_0 of this forward (value_residual)
         for blk in self.blocks:
-            blk.tracer, blk.probs = trace, probs
+            blk.tracer, blk.probs, blk.vres = trace, probs, vres
             if hidden is not None:
                 hidden.append(x if y is None else (x, y))
             if trace is not None:  # the gradient of each stream's layer input (own nodes)
@@ -738,7 +766,7 @@ class Stack(nn.Module):
                 if y is not None:
                     y = trace.grad("blocks.%d.grad_y_in" % blk.l, y.view_as(y), blk.l, 3)
             x, y = blk(x, y)
-            blk.tracer = blk.probs = None
+            blk.tracer = blk.probs = blk.vres = None
             if trace is not None:
                 trace("blocks.%d.x" % blk.l, x)
                 if y is not None:
@@ -920,6 +948,7 @@ def config_from_metadata(meta):
     if meta["norm"] in ("layer", "dyt"):
         cfg.norm = meta["norm"]
     cfg.attn_bias = int(meta.get("attn_bias", "0"))  # checkpoints before the key had none
+    cfg.value_residual = {"fixed": 1, "learn": 2}.get(meta.get("value_residual", "off"), 0)
     return cfg
 
 
@@ -1088,6 +1117,8 @@ def _layout_refusal(c, layout):
             return "ffn bias: Llama's MLP projections have none"
     if c.non_causal:
         return "non_causal: the Hugging Face decoders are causal"
+    if c.value_residual:
+        return "value_residual: no Hugging Face decoder mixes the first layer's values in"
     return None
 
 

@@ -173,6 +173,9 @@ static const opt k_opts[] = {
      "SiameseNorm's output: the 3-norm fusion (code) or x_L + N(y_L) (paper) [code]"},
     {"siamese-no-fusion-norm", NULL, K_FLAG, F(siamese_no_fusion_norm), 1, 0, NULL, NULL, O_MODEL,
      "the paper's ablation without the FFN fusion's input norm"},
+    {"value-residual", "off|fixed|learn", K_CHOICE, F(value_residual), 0, 0, "off|fixed|learn", NULL, O_MODEL,
+     "ResFormer's value residual, any preset: layers l >= 1 attend over lambda_1 V_l + lambda_2 V_0\n"
+     "(V_0 layer 0's values): fixed 0.5/0.5, or learn (two scalars per layer, init 0.5) [off]"},
     {"attn-memory", "probs|lse", K_CHOICE, F(memory), 1, 0, "probs|lse", NULL, 0,
      "attention's cache: softmax probabilities, or one log-sum-exp per row (recomputed in the\n"
      "backward: O(T) memory) [probs up to 64 Mi values, else lse]"},
@@ -805,6 +808,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     if (c->siamese_scale) d->siamese_paper_scale = c->siamese_scale - 1;
     if (c->siamese_fusion) d->siamese_paper_fusion = c->siamese_fusion - 1;
     if (c->siamese_no_fusion_norm) d->siamese_no_fusion_norm = 1;
+    d->value_residual = c->value_residual; /* 0 off, 1 fixed, 2 learnable: the library's values */
     d->dyt_alpha = c->dyt_alpha; /* 0: the library's defaults */
     d->dyt_alpha_attn = c->dyt_alpha_attn;
     /* DyT's LLM rule (the library's default) comes from its 7B-70B models; below d = 1024 its

@@ -50,6 +50,7 @@ static const char* kind_group(nb_tensor_kind k) {
     case NB_TENSOR_DYT_ALPHA: return "DyT alpha";
     case NB_TENSOR_REZERO: return "ReZero scalars";
     case NB_TENSOR_LAYERSCALE: return "LayerScale vectors";
+    case NB_TENSOR_VALUE_RESIDUAL: return "value residual lambdas";
     default: return "attention and FFN matrices";
     }
 }
@@ -59,7 +60,8 @@ static const char* kind_group(nb_tensor_kind k) {
 static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
     static const nb_tensor_kind kinds[] = {NB_TENSOR_QKV, NB_TENSOR_GAIN, NB_TENSOR_BIAS,
                                             NB_TENSOR_SIAMESE_GAMMA, NB_TENSOR_DYT_ALPHA,
-                                            NB_TENSOR_REZERO, NB_TENSOR_LAYERSCALE};
+                                            NB_TENSOR_REZERO, NB_TENSOR_LAYERSCALE,
+                                            NB_TENSOR_VALUE_RESIDUAL};
     size_t values = 0, used = 0;
     int k, t;
     buf[0] = 0;

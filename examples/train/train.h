@@ -126,6 +126,7 @@ typedef struct config {
     int sites;                /* NB_SITE_* mask, NB_SITES_NONE, 0 = the preset's */
     int site_width, attn_bias, ffn_bias, final_norm, embed_norm, memory;
     int siamese_scale, siamese_fusion, siamese_no_fusion_norm;
+    int value_residual;       /* nb_stack_desc.value_residual: 0 off, 1 fixed, 2 learnable */
     char store[8192];         /* the strings of --config files (paths, names) */
     size_t store_used;
 } config;

@@ -49,9 +49,12 @@ typedef struct hf_reader {
     size_t n_err;
 } hf_reader;
 
-static int hf_fail(hf_reader* r, const char* fmt, const char* a, const char* b) {
+static int hf_fail(hf_reader* r, const char* fmt, ...) {
     char msg[400];
-    snprintf(msg, sizeof msg, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     snprintf(r->err, r->n_err, "%.400s: %s", r->path, msg);
     return 1;
 }
@@ -65,9 +68,9 @@ static const cJSON* hf_get(hf_reader* r, const char* key) {
 /* a positive integer key (required), or 0 and *out unchanged when absent and optional */
 static int hf_int(hf_reader* r, const char* key, int required, int* out) {
     const cJSON* v = hf_get(r, key);
-    if (!v) return required ? hf_fail(r, "\"%s\" is missing%s", key, "") : 0;
+    if (!v) return required ? hf_fail(r, "\"%s\" is missing", key) : 0;
     if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > (1 << 24) || v->valuedouble != floor(v->valuedouble))
-        return hf_fail(r, "\"%s\" is not an integer from 1 to 2^24%s", key, "");
+        return hf_fail(r, "\"%s\" is not an integer from 1 to 2^24", key);
     *out = (int)v->valuedouble;
     return 0;
 }
@@ -76,7 +79,7 @@ static int hf_real(hf_reader* r, const char* key, double lo, nb_real* out) {
     const cJSON* v = hf_get(r, key);
     if (!v) return 0;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !(v->valuedouble > lo))
-        return hf_fail(r, "\"%s\" is not a finite number above the library's bound%s", key, "");
+        return hf_fail(r, "\"%s\" is not a finite number above the library's bound", key);
     *out = (nb_real)v->valuedouble;
     return 0;
 }
@@ -84,7 +87,7 @@ static int hf_real(hf_reader* r, const char* key, double lo, nb_real* out) {
 static int hf_bool(hf_reader* r, const char* key, int* out) {
     const cJSON* v = hf_get(r, key);
     if (!v) return 0;
-    if (!cJSON_IsBool(v)) return hf_fail(r, "\"%s\" is not true or false%s", key, "");
+    if (!cJSON_IsBool(v)) return hf_fail(r, "\"%s\" is not true or false", key);
     *out = cJSON_IsTrue(v);
     return 0;
 }
@@ -120,12 +123,12 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
     root = cJSON_ParseWithLength((const char*)text, len);
     free(text);
     r.root = root;
-    if (!cJSON_IsObject(root)) { cJSON_Delete(root); return hf_fail(&r, "not a JSON object%s%s", "", ""); }
+    if (!cJSON_IsObject(root)) { cJSON_Delete(root); return hf_fail(&r, "not a JSON object"); }
     mt = hf_get(&r, "model_type");
     for (i = 0; i < HF_N_FAMILIES && !(cJSON_IsString(mt) && !strcmp(mt->valuestring, hf_families[i].model_type)); i++) {}
     if (i == HF_N_FAMILIES) {
-        hf_fail(&r, "\"model_type\" is %s: nbimport reads llama, qwen2, qwen3, olmo2 and gpt2%s",
-                cJSON_IsString(mt) ? mt->valuestring : "missing or not a string", "");
+        hf_fail(&r, "\"model_type\" is %s: nbimport reads llama, qwen2, qwen3, olmo2 and gpt2",
+                cJSON_IsString(mt) ? mt->valuestring : "missing or not a string");
         goto done;
     }
     *fam = &hf_families[i];
@@ -158,8 +161,8 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
             hf_must(&r, "mlp_bias", no, "no MLP biases") || hf_must(&r, "use_sliding_window", no, "full attention"))
             goto done;
         if (head_dim && head_dim * d->n_heads != d->d_model) {
-            hf_fail(&r, "\"head_dim\"%s is not hidden_size / num_attention_heads (the library's heads split d_model)%s",
-                    hf_get(&r, "head_dim") ? "" : " (absent: qwen3's default 128)", "");
+            hf_fail(&r, "\"head_dim\"%s is not hidden_size / num_attention_heads (the library's heads split d_model)",
+                    hf_get(&r, "head_dim") ? "" : " (absent: qwen3's default 128)");
             goto done;
         }
         if ((e = hf_get(&r, "rope_parameters")) != NULL) {
@@ -168,8 +171,8 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
                 if (!strcmp(x->string, "rope_theta") && cJSON_IsNumber(x) && isfinite(x->valuedouble) && x->valuedouble > 1)
                     d->rope_theta = (nb_real)x->valuedouble;
                 else if (!(strcmp(x->string, "rope_type") == 0 && cJSON_IsString(x) && !strcmp(x->valuestring, "default"))) {
-                    hf_fail(&r, "\"rope_parameters\" has \"%s\": only the default RoPE with a rope_theta above 1 is computed%s",
-                            x->string, "");
+                    hf_fail(&r, "\"rope_parameters\" has \"%s\": only the default RoPE with a rope_theta above 1 is computed",
+                            x->string);
                     goto done;
                 }
             }
@@ -187,14 +190,14 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
             d->site_width = NB_WIDTH_PER_HEAD;
         }
         if ((e = hf_get(&r, "rope_scaling")) != NULL) {
-            hf_fail(&r, "\"rope_scaling\" is set: the library's RoPE has no scaling (only null is computed)%s%s", "", "");
+            hf_fail(&r, "\"rope_scaling\" is set: the library's RoPE has no scaling (only null is computed)");
             goto done;
         }
         if ((e = hf_get(&r, "layer_types")) != NULL) {
             const cJSON* x;
             int full = cJSON_IsArray(e);
             cJSON_ArrayForEach(x, e) full &= cJSON_IsString(x) && !strcmp(x->valuestring, "full_attention");
-            if (!full) { hf_fail(&r, "\"layer_types\" has layers other than full_attention%s%s", "", ""); goto done; }
+            if (!full) { hf_fail(&r, "\"layer_types\" has layers other than full_attention"); goto done; }
         }
     }
     cJSON_ArrayForEach(e, root) { /* every key honoured, checked or inert; any other refused */

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +55,12 @@ static const char* const help =
     "(GQA, SwiGLU, RMSNorm or RoPE as GPT-2; LayerNorm, GELU or no RoPE as Llama).\n"
     "Exit status: 0 written; 1 refused or failed, with a message naming the file, tensor or key.\n";
 
-static int fail(const char* fmt, const char* a) {
+static int fail(const char* fmt, ...) {
+    va_list ap;
     fprintf(stderr, "nbimport: ");
-    fprintf(stderr, fmt, a);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fprintf(stderr, "\n");
     return 1;
 }
@@ -102,14 +106,14 @@ static int add_file(model_in* M, const char* path) {
     int i;
     for (i = 0; i < M->n; i++)
         if (!strcmp(M->paths[i], path)) return 0; /* a shard the index names twice */
-    if (M->n == MAX_SHARDS) return fail("more than %s weight files", "256");
+    if (M->n == MAX_SHARDS) return fail("more than %d weight files", MAX_SHARDS);
     snprintf(M->paths[M->n], sizeof M->paths[0], "%s", path);
     if (st_open(&M->f[M->n], M->paths[M->n]) || st_meta_known(&M->f[M->n], known_keys, "nbimport"))
         return st_fail(&M->f[M->n++]);
     sched = st_meta(&M->f[M->n], "schedule");
     M->n++;
     if (sched && *sched) return fail("MODEL metadata \"schedule\" is \"%s\": a per-layer placement nbimport cannot run", sched);
-    if (!(M->used[M->n - 1] = (unsigned char*)calloc((size_t)M->f[M->n - 1].n + 1, 1))) return fail("out of memory%s", "");
+    if (!(M->used[M->n - 1] = (unsigned char*)calloc((size_t)M->f[M->n - 1].n + 1, 1))) return fail("out of memory");
     return 0;
 }
 
@@ -504,11 +508,10 @@ static int extras_of(model_in* M, const nb_stack* s, nb_name_style style, extra*
     if (!emb || !head) return fail("MODEL has %s without the other: export both or neither", emb ? "an embedding" : "a head");
     if (emb->ndim != 2 || head->ndim != 2 || emb->shape[1] != (size_t)s->desc.d_model ||
         head->shape[0] != emb->shape[0] || head->shape[1] != emb->shape[1] || emb->shape[0] > 1 << 24)
-        return fail("MODEL's embedding and head are not both (vocab, d_model)%s", "");
+        return fail("MODEL's embedding and head are not both (vocab, d_model)");
     if (st_check_finite(&M->f[fe], emb)) return st_fail(&M->f[fe]);
     if (st_check_finite(&M->f[fh], head)) return st_fail(&M->f[fh]);
-    ex[0].name = style == NB_NAMES_HF_LLAMA ? "model.embed_tokens.weight"
-                 : style == NB_NAMES_NORMBLOCKS ? "transformer.wte.weight" : "transformer.wte.weight";
+    ex[0].name = style == NB_NAMES_HF_LLAMA ? "model.embed_tokens.weight" : "transformer.wte.weight";
     ex[0].f = &M->f[fe]; ex[0].t = emb; ex[0].rows = (int)emb->shape[0]; ex[0].cols = (int)emb->shape[1];
     ex[1] = ex[0];
     ex[1].name = "lm_head.weight"; ex[1].f = &M->f[fh]; ex[1].t = head;
@@ -521,7 +524,7 @@ static int extras_of(model_in* M, const nb_stack* s, nb_name_style style, extra*
         ex[2].rows = wpe ? (int)wpe->shape[0] : seq ? atoi(seq) : 1024;
         ex[2].cols = s->desc.d_model;
         if (wpe && (wpe->ndim != 2 || wpe->shape[1] != (size_t)ex[2].cols || wpe->shape[0] > 1 << 20))
-            return fail("MODEL's wpe is not (positions, d_model)%s", "");
+            return fail("MODEL's wpe is not (positions, d_model)");
         if (wpe && st_check_finite(&M->f[fe], wpe)) return st_fail(&M->f[fe]);
         if (ex[2].rows < 1 || ex[2].rows > 1 << 20) ex[2].rows = 1024;
         *n_ex = 3;
@@ -540,14 +543,14 @@ static int export_dir(const char* out, const nb_stack* s, nb_name_style style, c
     int rc;
     if (!fam) return fail("--export to a directory: %s", err);
     if (n_ex < 2) return fail("--export to a directory: MODEL has no embedding and head (a Hugging Face model needs them; "
-                              "examples/train's checkpoints have them)%s", "");
+                              "examples/train's checkpoints have them)");
     if (!is_dir(out) && mkdir(out, 0777)) return fail("cannot create directory %s", out);
     snprintf(path, sizeof path, "%s/model.safetensors", out);
     if (same_file(path, M, NULL)) return 1;
     if (export_to(path, s, style, params, M->f[0].meta, ex, n_ex)) return 1;
     snprintf(path, sizeof path, "%s/config.json", out);
     if (st_check_output(path, err, sizeof err)) return fail("%s", err);
-    if (!(json = hf_config_json(s, fam, ex[0].rows, n_ex > 2 ? ex[2].rows : 0))) return fail("out of memory%s", "");
+    if (!(json = hf_config_json(s, fam, ex[0].rows, n_ex > 2 ? ex[2].rows : 0))) return fail("out of memory");
     if (!(f = st_create(path, err, sizeof err))) rc = fail("%s", err);
     else {
         fputs(json, f);
@@ -612,7 +615,7 @@ static int run_export(const char* style_name, const char* model, const char* out
     /* the library's names, or a trainer checkpoint's (transformer.-prefixed): metadata only */
     if (!parse_style(style_name, &style) && !open_model(&M, model) && (to_dir || !same_file(out, &M, NULL)) &&
         !stack_of(&M, NB_NAMES_NORMBLOCKS, 1, 1, &s) && !exportable(&s, style) && !extras_of(&M, &s, style, ex, &n_ex)) {
-        if (!(params = (nb_real*)calloc(s.n_params ? s.n_params : 1, sizeof(nb_real)))) fail("out of memory%s", "");
+        if (!(params = (nb_real*)calloc(s.n_params ? s.n_params : 1, sizeof(nb_real)))) fail("out of memory");
         else if (!load(&s, NB_NAMES_NORMBLOCKS, &M, params))
             rc = to_dir ? export_dir(out, &s, style, params, &M, ex, n_ex)
                         : export_to(out, &s, style, params, M.f[0].meta, ex, n_ex);
@@ -673,7 +676,7 @@ int main(int argc, char** argv) {
     in = (nb_real*)calloc(E->count + 1, sizeof(nb_real));
     out = (nb_real*)calloc(E->count + 1, sizeof(nb_real));
     if (!params || !cache || !scratch || !in || !out) {
-        fail("out of memory%s", "");
+        fail("out of memory");
         goto done;
     }
     if (load(&s, style, &M, params)) goto done;

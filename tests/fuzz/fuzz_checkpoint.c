@@ -11,6 +11,7 @@
    With a second argument it writes the valid checkpoint (the libFuzzer seed) and exits. */
 #define _POSIX_C_SOURCE 200809L
 #include "../../examples/train/train.h"
+#include "../../examples/safetensors.h" /* st_read_file (checkpoint.c has it) */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,18 +53,6 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 #ifndef NB_LIBFUZZER
-static unsigned char* read_all(const char* path, size_t* n) {
-    FILE* f = fopen(path, "rb");
-    unsigned char* b;
-    long sz;
-    if (!f || fseek(f, 0, SEEK_END) || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) abort();
-    b = (unsigned char*)xcalloc((size_t)sz, 1);
-    if (fread(b, 1, (size_t)sz, f) != (size_t)sz) abort();
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
-
 int main(int argc, char** argv) {
     const int iters = argc > 1 ? atoi(argv[1]) : 3000;
     char path[] = "/tmp/nb_fuzz_ck_XXXXXX";
@@ -77,12 +66,13 @@ int main(int argc, char** argv) {
     g_m.adam_t = 7;
     {   /* a valid checkpoint from the real writer (as rank 0) */
         const int fd = mkstemp(path);
+        char err[512];
         if (fd < 0) abort();
         g_rank = 0;
         if (save_checkpoint(argc > 2 ? argv[2] : path, &g_c, &g_ds, &g_m, 7)) abort();
         g_rank = 1;
         if (argc > 2) { remove(path); printf("seed written to %s\n", argv[2]); return 0; }
-        good = read_all(path, &n);
+        if (st_read_file(path, &good, &n, err, sizeof err, NULL, NULL)) abort();
         remove(path);
     }
     for (k = 0; k < 8; k++) hlen |= (size_t)good[k] << (8 * k);

@@ -192,18 +192,6 @@ static void check_roundtrip(const unsigned char* buf, size_t n, const gen_t* g, 
     st_close(&f);
 }
 
-static unsigned char* read_all(const char* path, size_t* n) {
-    FILE* fp = fopen(path, "rb");
-    unsigned char* b;
-    long sz;
-    if (!fp || fseek(fp, 0, SEEK_END) || (sz = ftell(fp)) < 0 || fseek(fp, 0, SEEK_SET)) abort();
-    b = (unsigned char*)malloc((size_t)sz + 1);
-    if (!b || fread(b, 1, (size_t)sz, fp) != (size_t)sz) abort();
-    fclose(fp);
-    *n = (size_t)sz;
-    return b;
-}
-
 int main(int argc, char** argv) {
     static unsigned char good[8192], buf[8192 + 64];
     gen_t g[4];
@@ -213,7 +201,9 @@ int main(int argc, char** argv) {
         check(argc > 2, "--corpus has files (an empty seed directory?)");
         for (k = 2; k < argc; k++) {
             size_t n;
-            unsigned char* b = read_all(argv[k], &n);
+            unsigned char* b;
+            char err[512];
+            if (st_read_file(argv[k], &b, &n, err, sizeof err, NULL, NULL)) abort();
             parse(b, n);
             free(b);
         }

@@ -23,6 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../examples/safetensors.h" /* st_read_file; the tool defines ST_IMPLEMENTATION */
+
 static int tool_main(int argc, char** argv);
 
 static int g_failures;
@@ -267,18 +269,6 @@ static size_t st_small(unsigned char* out, size_t cap, const char* meta, int n, 
     return off;
 }
 
-static unsigned char* tool_read_all(const char* path, size_t* n) {
-    FILE* fp = fopen(path, "rb");
-    unsigned char* b;
-    long sz;
-    if (!fp || fseek(fp, 0, SEEK_END) || (sz = ftell(fp)) < 0 || fseek(fp, 0, SEEK_SET)) abort();
-    b = (unsigned char*)malloc((size_t)sz + 1);
-    if (!b || fread(b, 1, (size_t)sz, fp) != (size_t)sz) abort();
-    fclose(fp);
-    *n = (size_t)sz;
-    return b;
-}
-
 /* the driver: --corpus FILE..., --write-seeds DIR, or [iterations] mutations of the seeds */
 static int tool_driver(int argc, char** argv, const char* tool, tool_in* seeds, int n_seeds,
                        const char* const* words, int n_words, int max_code) {
@@ -289,7 +279,8 @@ static int tool_driver(int argc, char** argv, const char* tool, tool_in* seeds, 
         unsigned char** in = (unsigned char**)calloc((size_t)argc, sizeof *in);
         size_t* n = (size_t*)calloc((size_t)argc, sizeof *n);
         if (!in || !n) abort();
-        for (k = 2; k < argc; k++) in[k] = tool_read_all(argv[k], &n[k]);
+        for (k = 2; k < argc; k++)
+            if (st_read_file(argv[k], &in[k], &n[k], (char*)buf, sizeof buf, NULL, NULL)) abort();
         tool_setup();
         if (argc == 2) g_failures++, fprintf(g_out, "FAIL: --corpus without files (an empty seed directory?)\n");
         for (k = 2; k < argc; k++) {

@@ -123,6 +123,7 @@
      nb_rmsnorm_forward / nb_rmsnorm_backward     y = gain * x / sqrt(mean(x^2) + eps)
      nb_layernorm_forward / nb_layernorm_backward y = gain * (x - mu) / sqrt(var + eps) + bias
      nb_dyt_forward / nb_dyt_backward             y = gain * tanh(alpha x) + bias (DyT)
+     nb_l2norm_forward / nb_l2norm_backward       y = x / ||x||_2 (nGPT)
      nb_softmax_forward / nb_softmax_backward     p = softmax(scale * s) over rows, causal option
      nb_gemm (BLAS or reference), nb_gemm_ref (always the reference)
      nb_add, nb_axpby                             elementwise helpers
@@ -415,6 +416,17 @@ NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dga
                                 const nb_real* gain, int rows, int width, int seg,
                                 int accumulate, nb_real* scratch);
 
+/* L2 norm (nGPT's justnorm): y = x / ||x||_2 on each segment of seg values; no gain, and no
+   eps as in nGPT's code (a zero segment gives non-finite values). rstd: rows * (width/seg)
+   values, 1 / ||x|| per segment. Trusted: as nb_rmsnorm_forward. */
+NBDEF nb_result nb_l2norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rstd,
+                                  const nb_real* x, int ldx, int rows, int width, int seg);
+/* dx = r (dy - y (y . dy)) per segment, r = rstd, y = x r; overwritten or accumulated as in
+   nb_rmsnorm_backward (no parameters, no scratch). Trusted: as nb_rmsnorm_backward. */
+NBDEF nb_result nb_l2norm_backward(nb_ctx* ctx, nb_real* dx, int lddx, const nb_real* dy,
+                                   int lddy, const nb_real* x, int ldx, const nb_real* rstd,
+                                   int rows, int width, int seg, int accumulate);
+
 /* ---- softmax ------------------------------------------------------------------------------ */
 /* p = softmax(scale * s) per row of `cols`. causal: row i sees columns j <= i + (cols - rows)
    (bottom-right aligned, the usual mask when rows == cols); masked entries of p are set to 0.
@@ -479,14 +491,17 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
    out = C W_o^T (+ b_o),
    C = concat_h Nc(softmax(s * RoPE(Nq(Q_h)) RoPE(Nk(K_j))^T + mask) Nv(V_j))
    with [Q|K|V] = x W_qkv^T (+ b_qkv) (Q: H heads, K and V: H_kv heads, query head h uses KV
-   head h / (H/H_kv)), s = 1/sqrt(d_k). Each of the norm sites Q, K, V, C is on or off; the
+   head h / (H/H_kv)), s = softmax_scale (1/sqrt(d_k)); with qk_scale, RoPE(Nq(Q_h)) and
+   RoPE(Nk(K_h)) are multiplied by sqrt(d) s_qk,h (nGPT). Each of the norm sites Q, K, V, C is on or off; the
    biases are off unless asked for (GPT-2 has both, Qwen2 the Q|K|V one). */
 typedef enum nb_norm_type {
     NB_NORM_DEFAULT = 0,  /* RMSNorm */
     NB_NORM_RMS,
     NB_NORM_LAYER,        /* LayerNorm (gain only at attention sites) */
-    NB_NORM_DYT           /* DyT, Dynamic Tanh: gain * tanh(alpha x) + bias, a learnable scalar
+    NB_NORM_DYT,          /* DyT, Dynamic Tanh: gain * tanh(alpha x) + bias, a learnable scalar
                              alpha per norm (gain only at attention sites); no statistics */
+    NB_NORM_L2            /* x / ||x||_2 (nGPT's justnorm): no gain, no bias, no eps (nGPT's
+                             code; a zero vector gives non-finite values) */
 } nb_norm_type;
 
 /* The compute precision of a sublayer's or stack's GEMMs (nb_attn_desc, nb_ffn_desc,
@@ -552,17 +567,24 @@ typedef struct nb_attn_desc {
     nb_attn_memory memory;
     unsigned bias;          /* NB_ATTN_BIAS_* mask: b_qkv, b_o; 0 = none */
     nb_precision precision; /* of its GEMMs; 0 = FP32 */
+    int qk_scale;           /* 1 = nGPT's s_qk: Q and K times sqrt(d) s after RoPE (after the
+                               Q, K norms), s a learnable vector of H d_k ("sqk", head h's
+                               d_k values shared by Q head h and K head h: needs n_kv_heads =
+                               n_heads) stored as nGPT's code stores it, init 1/sqrt(d) */
+    nb_real softmax_scale;  /* s of the scores; 0 = 1/sqrt(d_k); else finite and > 0 (nGPT:
+                               +sqrt(d_k); muP: 1/d_k) */
 } nb_attn_desc;
 
 /* Parameter (or gradient) pointers. Shapes: w_qkv (d + 2*H_kv*d_k) x d, rows Q|K|V;
    w_o d x d; q/k/v/c_gain: d_k each (per head) or the site's full width; q/k/v/c_alpha: DyT's
    scalar of the site (norm NB_NORM_DYT only); b_qkv: d + 2*H_kv*d_k; b_o: d; NULL when absent.
    Bound in the order w_qkv, b_qkv, w_o, b_o (nn.Linear's weight, bias), then per normalized
-   site Q, K, V, C: alpha (DyT), gain. */
+   site Q, K, V, C: alpha (DyT), gain; then qk_scale. */
 typedef struct nb_attn_params {
     nb_real *w_qkv, *w_o, *q_gain, *k_gain, *v_gain, *c_gain;
     nb_real *q_alpha, *k_alpha, *v_alpha, *c_alpha;
     nb_real *b_qkv, *b_o;
+    nb_real* qk_scale;      /* nGPT's sqk: H d_k (qk_scale only) */
 } nb_attn_params;
 
 /* A plan: the validated, resolved description for batches of at most max_batch sequences of
@@ -605,7 +627,8 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
 
 /* ---- feed-forward sublayer -------------------------------------------------------------------
    SwiGLU: [u|z] = x W_in^T (first half value u, second half gate z), a = silu(z)*u,
-   out = a W_out^T. GELU: h = x W_in^T + b_in, a = gelu(h), out = a W_out^T + b_out. */
+   out = a W_out^T. GELU: h = x W_in^T + b_in, a = gelu(h), out = a W_out^T + b_out.
+   With in_scale the projection is multiplied by sqrt(d) s first (nGPT's s_u, s_v). */
 typedef enum nb_ffn_type {
     NB_FFN_DEFAULT = 0,  /* SwiGLU */
     NB_FFN_SWIGLU,
@@ -619,10 +642,14 @@ typedef struct nb_ffn_desc {
     nb_ffn_type type;
     int bias;             /* 0 = type default (GELU: biases, SwiGLU: none); 1 = on; -1 = off */
     nb_precision precision; /* of its GEMMs; 0 = FP32 */
+    int in_scale;         /* 1 = nGPT's s_uv: the input projection (with its bias) times
+                             sqrt(d) s per column before the activation, s a learnable vector
+                             of 2f (SwiGLU: s_u | s_v) or f ("suv"), init 1 as nGPT's code */
 } nb_ffn_desc;
 
-/* w_in: (2f or f) x d, b_in: 2f or f, w_out: d x f, b_out: d; biases NULL when off. */
-typedef struct nb_ffn_params { nb_real *w_in, *b_in, *w_out, *b_out; } nb_ffn_params;
+/* w_in: (2f or f) x d, b_in: 2f or f, w_out: d x f, b_out: d; biases NULL when off;
+   in_scale: 2f or f (in_scale only). Bound in this order. */
+typedef struct nb_ffn_params { nb_real *w_in, *b_in, *w_out, *b_out, *in_scale; } nb_ffn_params;
 
 typedef struct nb_ffn_plan {
     nb_ffn_desc desc;
@@ -650,12 +677,15 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
    A block is an attention sublayer then an FFN sublayer, each wrapped by a placement:
        h  = input_norm ? c * N_in(x) : x          (c = input_scale, LayerNorm Scaling)
        r  = residual_from_norm ? h : x            (HybridNorm's "Post" FFN; needs input_norm)
+       r  = N_res(x)     when residual_norm       (nGPT's justnorm(h); the branch takes h)
        f  = output_norm ? N_out(F(h)) : F(h)      (sandwich, OLMo-2 "norm_after")
        f  = lambda * f   when branch_scale is on  (ReZero: a learnable scalar, init 0;
                                                    LayerScale: a learnable per-channel vector)
        f  = m * f                                 (m = branch_mult, a constant: CompleteP's
                                                    L^-alpha, nb_stack_desc.depth_alpha)
        s  = alpha * r + f                         (alpha = residual_scale, DeepNorm)
+       s  = r + |a| (f - r)  for branch_scale INTERP instead of the three lines above (nGPT:
+                                                   a per-channel step toward the branch)
        x' = post_norm ? N_post(s) : s             (classic Post-Norm)
    A stack is L blocks with a per-layer schedule of placements and attention norm sites, an
    optional input (embedding) norm and final norm, on one residual stream or on SiameseNorm's
@@ -664,14 +694,21 @@ typedef enum nb_branch_scale {
     NB_BRANCH_SCALE_NONE = 0,
     NB_BRANCH_SCALE_SCALAR,  /* ReZero: one learnable scalar per layer ("resweight", init 0),
                                 shared by the layer's sublayers that use it, as the ReZero code */
-    NB_BRANCH_SCALE_CHANNEL  /* LayerScale (CaiT): a learnable vector of d per sublayer
+    NB_BRANCH_SCALE_CHANNEL, /* LayerScale (CaiT): a learnable vector of d per sublayer
                                 ("ls1.gamma" attention, "ls2.gamma" FFN, as timm), initialized
                                 to nb_stack_desc.layerscale_init */
+    NB_BRANCH_SCALE_INTERP   /* nGPT's eigen learning rate: s = r + |a| (f - r) per channel,
+                                a = sqrt(d) interp_init lambda with lambda a learnable vector of
+                                d per sublayer ("attn_alpha", "mlp_alpha") stored as nGPT's code
+                                stores it: init 1/sqrt(d), so a starts at interp_init
+                                (nb_stack_desc). Needs residual_scale and branch_mult 1 */
 } nb_branch_scale;
 
 typedef struct nb_placement {
     int input_norm;
     int residual_from_norm;
+    int residual_norm;       /* the residual is N_res(x) ("attn_res_norm", "ff_res_norm"),
+                                not x; not with residual_from_norm */
     int output_norm;
     int post_norm;
     nb_branch_scale branch_scale;
@@ -725,6 +762,8 @@ typedef enum nb_preset {
     NB_PRESET_MHC,             /* Pre-Norm on mHC's 4 hyper-connected streams (nb_hyper) */
     NB_PRESET_HC,              /* Pre-Norm on HC's 4 hyper-connected streams */
     NB_PRESET_IHC,             /* Pre-Norm on identity HC's 4 streams (mHC with H_res = I) */
+    NB_PRESET_NGPT,            /* nGPT: x' = L2(L2(x) + |a| (L2(F(x)) - L2(x))) per sublayer,
+                                  L2 Q, K per head times s_qk, SwiGLU times s_uv (NVIDIA/ngpt) */
     NB_PRESET_COUNT
 } nb_preset;
 
@@ -856,6 +895,14 @@ typedef struct nb_stack_desc {
                                   in (0, 2]. Its learning-rate, init and AdamW-eps rules by
                                   depth and width are the trainer's (examples/train) */
     int depth_base;            /* CompleteP's base depth L_base; 0 = 1 (m = L^-alpha) */
+    double interp_init;        /* the initial step |a| of NB_BRANCH_SCALE_INTERP placements;
+                                  0 = 0.05 (nGPT's code, both sublayers); else in (0, 1] */
+    int qk_scale;              /* every attention's qk_scale (nb_attn_desc): 0 = the preset's
+                                  (on for NGPT), 1 on, -1 off */
+    nb_real softmax_scale;     /* every attention's softmax_scale; 0 = the preset's (nGPT's
+                                  +sqrt(d_k) for NGPT, else 1/sqrt(d_k)) */
+    int ffn_in_scale;          /* the FFN's in_scale (nb_ffn_desc): 0 = the preset's (on for
+                                  NGPT), 1 on, -1 off */
 } nb_stack_desc;
 
 typedef enum nb_tensor_kind {
@@ -869,7 +916,10 @@ typedef enum nb_tensor_kind {
     NB_TENSOR_HC_FN,           /* a hyper-connection's projection (mHC "hc_attn_fn", HC
                                   "dynamic_alpha_fn", "dynamic_beta_fn"): weight decay on */
     NB_TENSOR_HC_BASE,         /* its static part (mHC "_base", HC "static_alpha", "static_beta") */
-    NB_TENSOR_HC_SCALE         /* its gating scalars (mHC "_scale", HC "dynamic_*_scale") */
+    NB_TENSOR_HC_SCALE,        /* its gating scalars (mHC "_scale", HC "dynamic_*_scale") */
+    NB_TENSOR_INTERP,          /* nGPT's eigen learning rates "attn_alpha", "mlp_alpha" (d) */
+    NB_TENSOR_QK_SCALE,        /* nGPT's "sqk" (H d_k): Q and K after RoPE */
+    NB_TENSOR_FF_SCALE         /* nGPT's "suv" (SwiGLU 2f): the FFN's input projection */
 } nb_tensor_kind;
 
 typedef struct nb_tensor_info {
@@ -1032,8 +1082,12 @@ typedef enum nb_init_scheme {
     NB_INIT_MIXLN,             /* N(0, 0.02^2), not truncated */
     NB_INIT_MIXLN_SCALED,      /* MIXLN, W_o and W_2 0.02/sqrt(2L) (Pre-LN layers only for Mix-LN) */
     NB_INIT_GPT2,              /* N(0, 0.02^2), W_o and W_2 0.02/sqrt(2L) */
-    NB_INIT_DEEPNORM           /* xavier normal; gain beta = (8L)^(-1/4) on V, W_o, FFN (MIXLN
+    NB_INIT_DEEPNORM,          /* xavier normal; gain beta = (8L)^(-1/4) on V, W_o, FFN (MIXLN
                                   compat preset: (8L)^(+1/4)); gain 1 on Q, K */
+    NB_INIT_NGPT               /* nGPT's code: N(0, s0^2), s0 = 1/sqrt(d), W_o and W_2
+                                  s0/sqrt(2L), not truncated; then every matrix normalized
+                                  along d (nb_stack_normalize); its scales stored at 1/sqrt(d)
+                                  (attn_alpha, mlp_alpha, sqk) and 1 (suv) */
 } nb_init_scheme;
 
 /* The initialization of the code a preset was published with, and its base std in *std0 (0:
@@ -1048,6 +1102,15 @@ NBDEF nb_init_scheme nb_preset_init(const nb_stack_desc* desc, double* std0);
    the scheme's default base standard deviation. Deterministic for a seed, any thread count. */
 NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* params,
                                      nb_init_scheme scheme, double std0, unsigned long long seed);
+/* nGPT's normalize_matrices (its train.py) on the stack's parameters: the vectors along d of
+   every matrix made unit: the rows of att_proj ([Q|K|V]) and ff_proj, the columns of attn_out
+   and ff_out (each column's d outputs). Nothing else is touched: the embedding's and LM head's
+   rows are the caller's (nGPT normalizes wte and lm_head rows too). Call it after every
+   optimizer step; nb_stack_init_params with NB_INIT_NGPT ends with it. Works in the caller's
+   layout (nb_stack_set_layout). A zero or non-finite vector: NB_ERR_VALUE naming the tensor,
+   params unchanged (every norm is checked before any is written). Deterministic for any
+   thread count. */
+NBDEF nb_result nb_stack_normalize(nb_ctx* ctx, const nb_stack* s, nb_real* params);
 /* The scheme's std for the embedding and an untied LM head, so a model around the stack can
    initialize them consistently (embedding_std, head_std may be NULL). NB_ERR_NULL without s,
    NB_ERR_VALUE for an unknown scheme or std0 negative or not finite (outputs untouched). */
@@ -1152,11 +1215,13 @@ static int omp_get_num_threads(void) { return 1; }
 #define NB__EXP exp
 #define NB__LOG log
 #define NB__SQRT sqrt
+#define NB__FABS fabs
 #else
 #define NB__SIMD_EXP(x) NB__OMP(x)
 #define NB__EXP nb__expf
 #define NB__LOG logf
 #define NB__SQRT sqrtf
+#define NB__FABS fabsf
 /* exp for float that vectorizes inside `omp simd` loops (libm's expf is a call per element):
    exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2, Cephes' degree-6 polynomial; within
    2 ulp of exp over the normal range (results below 2^-126 flush to 0). Overflow gives +inf,
@@ -1520,6 +1585,29 @@ static void nb__prefetch_row(const nb_real* p, int n) {
 #endif
 }
 
+/* ---- norm kinds ----
+   What differs between the kinds of norm, in one place: the statistics each normalized segment
+   keeps for the backward (rstd; LayerNorm also the mean, stored after the rstd block of the same
+   buffer; DyT none), whether block norms carry a bias (site norms never do), whether the norm
+   has DyT's scalar alpha, and the names for messages. Every plan and stack calls through
+   nb__kind_forward / nb__kind_backward (whole rows) or nb__seg_fwd / nb__seg_bwd (one segment,
+   in the stack's fused row loops). A new kind adds its row kernels and its case in those two. */
+typedef struct nb__norm_kind {
+    int stats;      /* values per normalized segment */
+    int gain;       /* it has gains (unless a site's no_gain) */
+    int block_bias; /* block norms (width d) have a bias */
+    int alpha;      /* a learnable scalar alpha (DyT) */
+    const char *fwd, *bwd; /* names for messages */
+} nb__norm_kind;
+static const nb__norm_kind nb__norm_kinds[] = {
+    {1, 1, 0, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"}, /* NB_NORM_DEFAULT = RMSNorm */
+    {1, 1, 0, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"},
+    {2, 1, 1, 0, "nb_layernorm_forward", "nb_layernorm_backward"},
+    {0, 1, 1, 1, "nb_dyt_forward", "nb_dyt_backward"},
+    {1, 0, 0, 0, "nb_l2norm_forward", "nb_l2norm_backward"}};
+typedef char nb__norm_kinds_one_row_each[sizeof nb__norm_kinds / sizeof nb__norm_kinds[0] ==
+                                         NB_NORM_L2 + 1 ? 1 : -1];
+
 /* One segment of a norm forward, y = N(x): LayerNorm when mean != NULL (stats to *mean and
    *rstd), else RMSNorm (bias ignored). y may equal x. */
 static void nb__norm_seg_fwd(nb_real* ys, const nb_real* xs, int seg,
@@ -1600,11 +1688,32 @@ static nb_real nb__dyt_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* 
     return da;
 }
 
-/* Every norm forward: rows of `width` in segments of `seg`; DyT when alpha != NULL (no
-   statistics), else LayerNorm when mean != NULL, else RMSNorm. */
-static void nb__norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* mean, nb_real* rstd,
-                             const nb_real* x, int ldx, const nb_real* gain, const nb_real* bias,
-                             const nb_real* alpha, int rows, int width, int seg, nb_real eps) {
+/* L2 of one segment (nGPT's justnorm): y = x / ||x||, no eps, as its code (a zero segment
+   gives non-finite values); *rstd = 1 / ||x||. y may equal x. */
+static void nb__l2_seg_fwd(nb_real* ys, const nb_real* xs, int seg, nb_real* rstd) {
+    const nb_real rs = 1 / NB__SQRT(nb__sumsq(xs, seg, 0, NULL));
+    int i;
+    *rstd = rs;
+    NB__OMP(simd)
+    for (i = 0; i < seg; i++) ys[i] = xs[i] * rs;
+}
+
+/* One segment of the L2 backward, y = x r with r = 1 / ||x||: dx = r (dy - y (y . dy))
+   (+ add_alpha * adds); dx may be dy or adds. */
+static void nb__l2_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs, int seg,
+                           nb_real rs, const nb_real* adds, nb_real add_alpha) {
+    const nb_real c = nb__dot(dys, xs, seg) * rs * rs;
+    int i;
+    NB__OMP(simd)
+    for (i = 0; i < seg; i++) dxs[i] = (adds ? add_alpha * adds[i] : 0) + rs * (dys[i] - xs[i] * c);
+}
+
+/* Every norm forward: rows of `width` in segments of `seg`; the statistics: rstd (none for
+   DyT), and for LayerNorm the means. */
+static void nb__norm_forward(nb_ctx* ctx, nb_norm_type kind, nb_real* y, int ldy, nb_real* mean,
+                             nb_real* rstd, const nb_real* x, int ldx, const nb_real* gain,
+                             const nb_real* bias, const nb_real* alpha, int rows, int width,
+                             int seg, nb_real eps) {
     const int nseg = width / seg;
     int r;
     (void)ctx;
@@ -1617,8 +1726,10 @@ static void nb__norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* mean, nb
             const size_t k = (size_t)r * nseg + s;
             nb_real* ys = y + (size_t)r * ldy + (size_t)s * seg;
             const nb_real* xs = x + (size_t)r * ldx + (size_t)s * seg;
-            if (alpha) nb__dyt_seg_fwd(ys, xs, seg, gain, bias, *alpha);
-            else nb__norm_seg_fwd(ys, xs, seg, gain, bias, eps, mean ? mean + k : NULL, rstd + k);
+            if (kind == NB_NORM_DYT) nb__dyt_seg_fwd(ys, xs, seg, gain, bias, *alpha);
+            else if (kind == NB_NORM_L2) nb__l2_seg_fwd(ys, xs, seg, rstd + k);
+            else nb__norm_seg_fwd(ys, xs, seg, gain, bias, eps,
+                                  kind == NB_NORM_LAYER ? mean + k : NULL, rstd + k);
         }
     }
 }
@@ -1629,7 +1740,8 @@ NBDEF nb_result nb_rmsnorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rs
     nb_result rc = nb__check_rows(ctx, "nb_rmsnorm_forward", rows, width, &seg, ldx, ldy, eps);
     if (rc) return rc;
     NB__CHECK(!y || !x || !rstd, NB_ERR_NULL, "nb_rmsnorm_forward: y, x and rstd are required");
-    nb__norm_forward(ctx, y, ldy, NULL, rstd, x, ldx, gain, NULL, NULL, rows, width, seg, eps);
+    nb__norm_forward(ctx, NB_NORM_RMS, y, ldy, NULL, rstd, x, ldx, gain, NULL, NULL, rows, width,
+                     seg, eps);
     return NB_OK;
 }
 
@@ -1695,12 +1807,14 @@ static nb__part nb__partials(nb_real* scratch, int t, int seg, int dgain, int db
     return p;
 }
 
-/* dx of one segment of any kind (see nb__norm_seg_bwd, nb__dyt_seg_bwd): alpha != NULL is DyT;
+/* dx of one segment of any kind (see nb__norm_seg_bwd, nb__dyt_seg_bwd, nb__l2_seg_bwd);
    the parameter-gradient terms go to the thread's partial sums pp. */
-static void nb__seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs, int seg,
-                        const nb_real* gain, const nb_real* alpha, const nb_real* mean,
+static void nb__seg_bwd(nb_norm_type kind, nb_real* dxs, const nb_real* dys, const nb_real* xs,
+                        int seg, const nb_real* gain, const nb_real* alpha, const nb_real* mean,
                         nb_real rs, const nb_real* adds, nb_real add_alpha, const nb__part* pp) {
-    if (alpha) {
+    if (kind == NB_NORM_L2) {
+        nb__l2_seg_bwd(dxs, dys, xs, seg, rs, adds, add_alpha);
+    } else if (kind == NB_NORM_DYT) {
         const nb_real da = nb__dyt_seg_bwd(dxs, dys, xs, seg, gain, *alpha, adds, add_alpha,
                                            pp->g);
         if (pp->a) pp->a[0] += da;
@@ -1709,21 +1823,22 @@ static void nb__seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs, int
     }
 }
 
-/* Shared body of every norm backward: DyT when dyt_alpha != NULL (its gradient added to
-   *dalpha when not NULL), else LayerNorm when mean != NULL, else RMSNorm. Per-thread partial
+/* Shared body of every norm backward (DyT's alpha gradient added to *dalpha when not NULL;
+   the statistics as nb__norm_forward's; fn names the kind's public backward). Per-thread partial
    sums of the parameter gradients, reduced in thread order afterwards: deterministic for a
    thread count. The scratch holds `teams` threads' partial sums; the team is clamped to that,
    so no thread count can write past it. */
-static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int lddx,
+static nb_result nb__norm_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, int lddx,
                                    nb_real* dgain, nb_real* dbias, nb_real* dalpha,
                                    const nb_real* dy, int lddy, const nb_real* x, int ldx,
                                    const nb_real* mean, const nb_real* rstd, const nb_real* gain,
                                    const nb_real* dyt_alpha, int rows, int width, int seg,
                                    const nb_real* add, nb_real alpha, nb_real* scratch,
                                    int teams) {
+    const char* fn = nb__norm_kinds[kind].bwd;
     nb_result rc = nb__check_rows(ctx, fn, rows, width, &seg, ldx, lddy, 1);
     if (rc) return rc;
-    if (!dyt_alpha) dalpha = NULL;
+    if (kind != NB_NORM_DYT) dyt_alpha = dalpha = NULL;
     NB__CHECK(lddx < width, NB_ERR_SHAPE, "%s: lddx (%d) must be >= width (%d)", fn, lddx, width);
     NB__CHECK(!dx || !dy || !x || (!rstd && !dyt_alpha), NB_ERR_NULL,
               "%s: dx, dy, x and rstd are required", fn);
@@ -1754,8 +1869,8 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const char* fn, nb_real* dx, int
                     nb__bias_add(&items, dys, seg, pp.b);
                     if (pp.b && dys == dx + (size_t)r * lddx + o) /* dx overwrites dy: add now */
                         nb__bias_flush(&items, seg, pp.b);
-                    nb__seg_bwd(dx + (size_t)r * lddx + o, dys, xs, seg, gain, dyt_alpha,
-                                mean ? mean + k : NULL, dyt_alpha ? 0 : rstd[k],
+                    nb__seg_bwd(kind, dx + (size_t)r * lddx + o, dys, xs, seg, gain, dyt_alpha,
+                                kind == NB_NORM_LAYER ? mean + k : NULL, dyt_alpha ? 0 : rstd[k],
                                 add ? add + (size_t)r * lddx + o : NULL, alpha, &pp);
                 }
             }
@@ -1773,7 +1888,7 @@ NBDEF nb_result nb_rmsnorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real*
                                     const nb_real* rstd, const nb_real* gain,
                                     int rows, int width, int seg, int accumulate,
                                     nb_real* scratch) {
-    return nb__norm_backward(ctx, "nb_rmsnorm_backward", dx, lddx, dgain, NULL, NULL, dy, lddy,
+    return nb__norm_backward(ctx, NB_NORM_RMS, dx, lddx, dgain, NULL, NULL, dy, lddy,
                              x, ldx, NULL, rstd, gain, NULL, rows, width, seg,
                              accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
 }
@@ -1786,7 +1901,8 @@ NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* 
     if (rc) return rc;
     NB__CHECK(!y || !x || !mean || !rstd, NB_ERR_NULL,
               "nb_layernorm_forward: y, x, mean and rstd are required");
-    nb__norm_forward(ctx, y, ldy, mean, rstd, x, ldx, gain, bias, NULL, rows, width, seg, eps);
+    nb__norm_forward(ctx, NB_NORM_LAYER, y, ldy, mean, rstd, x, ldx, gain, bias, NULL, rows,
+                     width, seg, eps);
     return NB_OK;
 }
 
@@ -1797,7 +1913,7 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
                                       int rows, int width, int seg, int accumulate,
                                       nb_real* scratch) {
     NB__CHECK(!mean, NB_ERR_NULL, "nb_layernorm_backward: mean is required");
-    return nb__norm_backward(ctx, "nb_layernorm_backward", dx, lddx, dgain, dbias, NULL, dy,
+    return nb__norm_backward(ctx, NB_NORM_LAYER, dx, lddx, dgain, dbias, NULL, dy,
                              lddy, x, ldx, mean, rstd, gain, NULL, rows, width, seg,
                              accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
 }
@@ -1815,7 +1931,8 @@ NBDEF nb_result nb_dyt_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* 
     nb_result rc = nb__check_rows(ctx, "nb_dyt_forward", rows, width, &seg, ldx, ldy, 1);
     if (rc || (rc = nb__check_alpha(ctx, "nb_dyt_forward", alpha))) return rc;
     NB__CHECK(!y || !x, NB_ERR_NULL, "nb_dyt_forward: y and x are required");
-    nb__norm_forward(ctx, y, ldy, NULL, NULL, x, ldx, gain, bias, alpha, rows, width, seg, 1);
+    nb__norm_forward(ctx, NB_NORM_DYT, y, ldy, NULL, NULL, x, ldx, gain, bias, alpha, rows, width,
+                     seg, 1);
     return NB_OK;
 }
 
@@ -1826,31 +1943,28 @@ NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dga
                                 int accumulate, nb_real* scratch) {
     nb_result rc = nb__check_alpha(ctx, "nb_dyt_backward", alpha);
     if (rc) return rc;
-    return nb__norm_backward(ctx, "nb_dyt_backward", dx, lddx, dgain, dbias, dalpha, dy, lddy,
+    return nb__norm_backward(ctx, NB_NORM_DYT, dx, lddx, dgain, dbias, dalpha, dy, lddy,
                              x, ldx, NULL, NULL, gain, alpha, rows, width, seg,
                              accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
 }
 
-/* ---- norm kinds ----
-   What differs between the kinds of norm, in one place: the statistics each normalized segment
-   keeps for the backward (rstd; LayerNorm also the mean, stored after the rstd block of the same
-   buffer; DyT none), whether block norms carry a bias (site norms never do), whether the norm
-   has DyT's scalar alpha, and the names for messages. Every plan and stack calls through
-   nb__kind_forward / nb__kind_backward (whole rows) or nb__seg_fwd / nb__seg_bwd (one segment,
-   in the stack's fused row loops). A new kind adds its row kernels and its case in those two. */
-typedef struct nb__norm_kind {
-    int stats;      /* values per normalized segment */
-    int block_bias; /* block norms (width d) have a bias */
-    int alpha;      /* a learnable scalar alpha (DyT) */
-    const char *fwd, *bwd; /* names for messages */
-} nb__norm_kind;
-static const nb__norm_kind nb__norm_kinds[] = {
-    {1, 0, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"}, /* NB_NORM_DEFAULT = RMSNorm */
-    {1, 0, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"},
-    {2, 1, 0, "nb_layernorm_forward", "nb_layernorm_backward"},
-    {0, 1, 1, "nb_dyt_forward", "nb_dyt_backward"}};
-typedef char nb__norm_kinds_one_row_each[sizeof nb__norm_kinds / sizeof nb__norm_kinds[0] ==
-                                         NB_NORM_DYT + 1 ? 1 : -1];
+NBDEF nb_result nb_l2norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rstd,
+                                  const nb_real* x, int ldx, int rows, int width, int seg) {
+    nb_result rc = nb__check_rows(ctx, "nb_l2norm_forward", rows, width, &seg, ldx, ldy, 1);
+    if (rc) return rc;
+    NB__CHECK(!y || !x || !rstd, NB_ERR_NULL, "nb_l2norm_forward: y, x and rstd are required");
+    nb__norm_forward(ctx, NB_NORM_L2, y, ldy, NULL, rstd, x, ldx, NULL, NULL, NULL, rows, width,
+                     seg, 0);
+    return NB_OK;
+}
+
+NBDEF nb_result nb_l2norm_backward(nb_ctx* ctx, nb_real* dx, int lddx, const nb_real* dy,
+                                   int lddy, const nb_real* x, int ldx, const nb_real* rstd,
+                                   int rows, int width, int seg, int accumulate) {
+    return nb__norm_backward(ctx, NB_NORM_L2, dx, lddx, NULL, NULL, NULL, dy, lddy, x, ldx, NULL,
+                             rstd, NULL, NULL, rows, width, seg, accumulate ? dx : NULL, 1, NULL,
+                             NB_NORM_MAX_TEAM);
+}
 
 /* The mean block of statistics st (nstat segments), NULL for kinds without one. */
 static nb_real* nb__kind_mean(nb_norm_type kind, const nb_real* st, size_t nstat) {
@@ -1861,7 +1975,8 @@ static nb_real* nb__kind_mean(nb_norm_type kind, const nb_real* st, size_t nstat
 static void nb__seg_fwd(nb_norm_type kind, nb_real* ys, const nb_real* xs, int seg,
                         const nb_real* gain, const nb_real* bias, const nb_real* alpha,
                         nb_real eps, nb_real* st, size_t nstat, size_t row) {
-    if (nb__norm_kinds[kind].alpha) nb__dyt_seg_fwd(ys, xs, seg, gain, bias, *alpha);
+    if (kind == NB_NORM_DYT) nb__dyt_seg_fwd(ys, xs, seg, gain, bias, *alpha);
+    else if (kind == NB_NORM_L2) nb__l2_seg_fwd(ys, xs, seg, st + row);
     else nb__norm_seg_fwd(ys, xs, seg, gain, bias, eps, nb__kind_mean(kind, st, nstat) ?
                           st + nstat + row : NULL, st + row);
 }
@@ -1876,7 +1991,7 @@ static nb_result nb__kind_forward(nb_ctx* ctx, nb_norm_type kind, nb_real* y, in
                                   dyt ? 1 : eps);
     if (rc) return rc;
     NB_ASSERT(!dyt || alpha);
-    nb__norm_forward(ctx, y, ldy, nb__kind_mean(kind, st, nstat), st, x, ldx, gain, bias,
+    nb__norm_forward(ctx, kind, y, ldy, nb__kind_mean(kind, st, nstat), st, x, ldx, gain, bias,
                      dyt ? alpha : NULL, rows, width, seg, eps);
     return NB_OK;
 }
@@ -1892,7 +2007,7 @@ static nb_result nb__kind_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, 
                                    int teams) {
     const int dyt = nb__norm_kinds[kind].alpha;
     NB_ASSERT(!dyt || alpha);
-    return nb__norm_backward(ctx, nb__norm_kinds[kind].bwd, dx, lddx, dgain, dbias, dalpha, dy,
+    return nb__norm_backward(ctx, kind, dx, lddx, dgain, dbias, dalpha, dy,
                              lddy, x, ldx, nb__kind_mean(kind, st, nstat), st, gain,
                              dyt ? alpha : NULL, rows, width, seg, add, add_alpha, partials,
                              teams);
@@ -2532,7 +2647,9 @@ static int nb__tiles(int T) { return T / NB__TILE + (T % NB__TILE != 0); }
    function sizes the buffers at plan time (base NULL) and carves them at run time. */
 typedef struct nb__attn_mem {
     nb_real *hdr, *qkv, *raw, *stat[4], *o, *c, *probs, *lse; /* cache */
+    nb_real* qk0;           /* cache: Q|K before qk_scale (BT x 2d) */
     nb_real *dqkv, *dc, *tiles, *partials, *kv_parts, *ones; /* scratch */
+    nb_real* qke;           /* scratch: qk_scale's gradient terms (BT x d) */
     /* BF16 only: the GEMM operands as bf16 (cache: W_qkv, W_o, x, Q|K|V after RoPE, C;
        scratch: dout, dQKV); qkv (float) is then the forward's, in dqkv's scratch */
     unsigned short *wqkv16, *wo16, *x16, *qkv16, *c16, *dout16, *dqkv16;
@@ -2662,7 +2779,12 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     /* dK/dV partial sums of the extra parts when B * n_kv_heads < threads (nb__kv_split) */
     m->kv_parts = nb__take(scratch, &su, nb__mulz((size_t)(pl->desc.n_kv_heads < nt ? nt - 1 : 0),
                                                   nb__mulz((size_t)T, 2 * (size_t)pl->head_dim)));
-    if (pl->desc.bias) m->ones = nb__take(scratch, &su, BT); /* bias gradients: column sums */
+    if (pl->desc.qk_scale) {
+        m->qk0 = nb__take(cache, &cu, nb__mulz(BT, 2 * d));
+        m->qke = nb__take(scratch, &su, nb__mulz(BT, d));
+    }
+    if (pl->desc.bias || pl->desc.qk_scale) /* bias and scale gradients: column sums */
+        m->ones = nb__take(scratch, &su, BT);
     m->n_cache = cu;
     m->n_scratch = su;
 }
@@ -2679,6 +2801,7 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hash(h, (unsigned)d->non_causal); h = nb__hash(h, (unsigned)d->memory);
     h = nb__hash(h, d->bias); h = nb__hashd(h, (double)d->eps);
     h = nb__hashd(h, (double)d->rope_theta); h = nb__hash(h, (unsigned)d->precision);
+    h = nb__hash(h, (unsigned)d->qk_scale); h = nb__hashd(h, (double)d->softmax_scale);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -2696,6 +2819,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     if (d.n_kv_heads == 0) d.n_kv_heads = d.n_heads;
     if (d.width == NB_WIDTH_DEFAULT) d.width = NB_WIDTH_PER_HEAD;
     if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
+    if (d.norm == NB_NORM_L2) d.no_gain = 1; /* the kind has none */
     if (nb__is0(d.eps)) d.eps = (nb_real)1e-5;
     if (nb__is0(d.rope_theta)) d.rope_theta = 10000;
     NB__CHECK(d.d_model <= 0 || d.n_heads <= 0 || d.n_kv_heads <= 0, NB_ERR_CONFIG,
@@ -2717,12 +2841,21 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     if (nb__check_precision(ctx, "nb_attn_plan_make", &d.precision)) return NB_ERR_CONFIG;
     NB__CHECK(d.width != NB_WIDTH_PER_HEAD && d.width != NB_WIDTH_FULL, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm width %d", (int)d.width);
-    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DYT, NB_ERR_CONFIG,
+    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_L2, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm type %d", (int)d.norm);
     NB__CHECK(!(d.eps > 0) || !nb__fin((double)d.eps), NB_ERR_CONFIG,
               "nb_attn_plan_make: eps (%g) must be finite and > 0", (double)d.eps);
     NB__CHECK(!(d.rope_theta > 1) || !nb__fin((double)d.rope_theta), NB_ERR_CONFIG,
               "nb_attn_plan_make: rope_theta (%g) must be finite and > 1", (double)d.rope_theta);
+    NB__CHECK(d.qk_scale < 0 || d.qk_scale > 1, NB_ERR_CONFIG,
+              "nb_attn_plan_make: qk_scale (%d) must be 0 or 1", d.qk_scale);
+    NB__CHECK(d.qk_scale && d.n_kv_heads != d.n_heads, NB_ERR_CONFIG,
+              "nb_attn_plan_make: qk_scale shares head h's scales between Q head h and K head h: "
+              "it needs n_kv_heads (%d) = n_heads (%d)", d.n_kv_heads, d.n_heads);
+    if (nb__is0(d.softmax_scale)) d.softmax_scale = (nb_real)(1 / sqrt((double)d.d_model / d.n_heads));
+    NB__CHECK(!(d.softmax_scale > 0) || !nb__fin((double)d.softmax_scale), NB_ERR_CONFIG,
+              "nb_attn_plan_make: softmax_scale (%g) must be finite and > 0",
+              (double)d.softmax_scale);
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_attn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
               max_seq);
@@ -2762,6 +2895,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
         if (nb__site_on(&pl, site))
             nparams = nb__addz(nparams, (size_t)(nb__norm_kinds[d.norm].alpha +
                                                  (d.no_gain ? 0 : nb__site_seg(&pl, site))));
+    if (d.qk_scale) nparams = nb__addz(nparams, (size_t)d.d_model);
     NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
               "nb_attn_plan_make: n_params (d_model %d) overflows size_t", d.d_model);
     nb__attn_carve(&pl, max_batch, max_seq, pl.max_threads, NULL, NULL, &m);
@@ -2813,6 +2947,7 @@ NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_
                 base += nb__site_seg(plan, site);
             }
         }
+    if (plan->desc.qk_scale) p->qk_scale = base;
 }
 
 /* A normalized site without its gain or alpha pointer in p: the name of the first, or NULL. */
@@ -2834,6 +2969,7 @@ static const char* nb__site_missing(const nb_attn_plan* pl, const nb_attn_params
 static const char* nb__bias_missing(const nb_attn_plan* pl, const nb_attn_params* p) {
     if ((pl->desc.bias & NB_ATTN_BIAS_QKV) && !p->b_qkv) return "b_qkv";
     if ((pl->desc.bias & NB_ATTN_BIAS_OUT) && !p->b_o) return "b_o";
+    if (pl->desc.qk_scale && !p->qk_scale) return "qk_scale";
     return NULL;
 }
 
@@ -2865,7 +3001,7 @@ static nb_result nb__attn_check_call(nb_ctx* ctx, const char* fn, const nb_attn_
     if ((rc = nb__need(ctx, fn, "params.w_qkv params.w_o", 2, ptrs + 4))) return rc;
     NB__CHECK(nb__site_missing(pl, p), NB_ERR_NULL, "%s: a normalized site has no %s pointer",
               fn, nb__site_missing(pl, p));
-    NB__CHECK(nb__bias_missing(pl, p), NB_ERR_NULL, "%s: the plan has biases but params.%s is NULL",
+    NB__CHECK(nb__bias_missing(pl, p), NB_ERR_NULL, "%s: the plan has params.%s but it is NULL",
               fn, nb__bias_missing(pl, p));
     return NB_OK;
 }
@@ -2927,7 +3063,7 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T,
                            int i0, int rows, int ncols, nb_real* p, const nb_real* lse_in,
                            nb_real* lse_out) {
     const int dk = pl->head_dim, j = h / pl->group, bf = NB__BF16(pl);
-    const nb_real scale = (nb_real)(1.0 / sqrt((double)dk));
+    const nb_real scale = pl->desc.softmax_scale;
     int r, c;
     nb__gemm1(bf, rows, ncols, dk, 1, nb__qkv_at(pl, m, b * T + i0, h * dk, 0),
               nb__qkv_at(pl, m, b * T, pl->desc.d_model + j * dk, 1), 0, p, T);
@@ -2980,7 +3116,7 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
     const int H = pl->desc.n_heads, Hkv = pl->desc.n_kv_heads, dk = pl->head_dim;
     const int P = pl->qkv_width, d = pl->desc.d_model, g = pl->group, bf = NB__BF16(pl);
     const int ntiles = nb__tiles(T);
-    const nb_real scale = (nb_real)(1.0 / sqrt((double)dk));
+    const nb_real scale = pl->desc.softmax_scale;
     const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
     const int nparts = nb__kv_split(pl, B, par ? nb_num_threads(ctx) : 1);
     const int ntasks = B * Hkv * nparts;
@@ -3143,6 +3279,52 @@ static void nb__vres_bwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb__vres* vr
     }
 }
 
+/* nGPT's s_qk: Q and K (after RoPE) times c s per column, c = sqrt(d), s shared by Q head h
+   and K head h; the unscaled Q|K are kept in qk0 for the backward. */
+static void nb__qk_scale_fwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb__attn_mem* m,
+                             const nb_real* sqk, int BT) {
+    const int d = pl->desc.d_model, P = pl->qkv_width;
+    const nb_real c = (nb_real)sqrt((double)d);
+    int r;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)BT * d >= NB__PAR_MIN))
+    for (r = 0; r < BT; r++) {
+        nb_real *q = m->qkv + (size_t)r * P, *q0 = m->qk0 + (size_t)r * 2 * d;
+        int j;
+        memcpy(q0, q, 2 * (size_t)d * sizeof(nb_real));
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) {
+            q[j] *= c * sqk[j];
+            q[d + j] *= c * sqk[j];
+        }
+    }
+}
+
+/* Its backward on dQ|dK in place: q' = c s q0, k' = c s k0: ds += c sum_rows (dq' q0 +
+   dk' k0) (column sums, a GEMM with ones: deterministic); dq0 = c s dq', dk0 = c s dk'. */
+static nb_result nb__qk_scale_bwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb__attn_mem* m,
+                                  const nb_real* sqk, nb_real* dsqk, int BT) {
+    const int d = pl->desc.d_model, P = pl->qkv_width;
+    const nb_real c = (nb_real)sqrt((double)d);
+    int r;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)BT * d >= NB__PAR_MIN))
+    for (r = 0; r < BT; r++) {
+        nb_real *dq = m->dqkv + (size_t)r * P, *e = m->qke + (size_t)r * d;
+        const nb_real* q0 = m->qk0 + (size_t)r * 2 * d;
+        int j;
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) {
+            e[j] = c * (dq[j] * q0[j] + dq[d + j] * q0[d + j]);
+            dq[j] *= c * sqk[j];
+            dq[d + j] *= c * sqk[j];
+        }
+    }
+    return nb__bias_grad(ctx, dsqk, m->qke, BT, d, m->ones);
+}
+
 static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                               nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                               nb_real* scratch, const nb__vres* vr) {
@@ -3193,6 +3375,10 @@ static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
                       pl->desc.rope_theta, 0)))
         return rc;
     if (pl->desc.rope) nb__trace(ctx, "qkv_rope", m.qkv, BT, P);
+    if (pl->desc.qk_scale) {
+        nb__qk_scale_fwd(ctx, pl, &m, p->qk_scale, BT);
+        nb__trace(ctx, "qkv_scaled", m.qkv, BT, P);
+    }
     if (bf) nb__to_bf16(ctx, m.qkv16, m.qkv, BT, P, P); /* the core's only copy */
     nb__attn_core_forward(ctx, pl, B, T, &m);
     nb__trace(ctx, "context", m.o, BT, d);
@@ -3245,7 +3431,7 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
               "nb_attn_backward: a normalized site has no %s gradient pointer",
               nb__site_missing(pl, g));
     NB__CHECK(nb__bias_missing(pl, g), NB_ERR_NULL,
-              "nb_attn_backward: the plan has biases but g.%s is NULL", nb__bias_missing(pl, g));
+              "nb_attn_backward: the plan has g.%s but it is NULL", nb__bias_missing(pl, g));
     if ((rc = nb__attn_cache_ok(ctx, "nb_attn_backward", pl, cache, B, T))) return rc;
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
     /* the cache is only read; carving needs a non-const base */
@@ -3269,6 +3455,8 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     }
     memset(m.dqkv, 0, (size_t)BT * P * sizeof(nb_real));
     nb__attn_core_backward(ctx, pl, B, T, &m);
+    if (pl->desc.qk_scale && (rc = nb__qk_scale_bwd(ctx, pl, &m, p->qk_scale, g->qk_scale, BT)))
+        return rc;
     if (pl->desc.rope && /* the transpose of a rotation is the inverse rotation */
         (rc = nb_rope(ctx, m.dqkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
                       pl->desc.rope_theta, 1)))
@@ -3307,7 +3495,9 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
    scratch and cached as bf16, the only form its GEMMs read. */
 typedef struct nb__ffn_mem {
     nb_real *hdr, *h, *a;               /* cache (a: scratch in BF16) */
+    nb_real* h0;                        /* cache: the projection before in_scale */
     nb_real *dh, *da, *ones;            /* scratch */
+    nb_real* e;                         /* scratch: in_scale's gradient terms */
     unsigned short *w_in16, *w_out16, *x16, *a16, *dout16, *dh16; /* BF16 only */
     size_t n_cache, n_scratch;
 } nb__ffn_mem;
@@ -3324,6 +3514,10 @@ static void nb__ffn_carve(const nb_ffn_plan* pl, int B, int T, nb_real* cache, n
     m->dh = nb__take(scratch, &su, nb__mulz(BT, W));
     m->da = nb__take(scratch, &su, nb__mulz(BT, f));
     m->ones = nb__take(scratch, &su, BT);
+    if (pl->desc.in_scale) {
+        m->h0 = nb__take(cache, &cu, nb__mulz(BT, W));
+        m->e = nb__take(scratch, &su, nb__mulz(BT, W));
+    }
     if (half) {
         m->a = m->da; /* the forward's a, the backward's da */
         m->a16 = nb__take16(cache, &cu, nb__mulz(BT, f));
@@ -3354,6 +3548,8 @@ NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_de
               "nb_ffn_plan_make: d_model (%d) must be > 0 and d_ff (%d) >= 0", d.d_model, d.d_ff);
     NB__CHECK(d.bias < -1 || d.bias > 1, NB_ERR_CONFIG,
               "nb_ffn_plan_make: bias (%d) must be -1, 0 or 1", d.bias);
+    NB__CHECK(d.in_scale < 0 || d.in_scale > 1, NB_ERR_CONFIG,
+              "nb_ffn_plan_make: in_scale (%d) must be 0 or 1", d.in_scale);
     if (nb__check_precision(ctx, "nb_ffn_plan_make", &d.precision)) return NB_ERR_CONFIG;
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_ffn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
@@ -3377,7 +3573,8 @@ NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_de
     pl.in_width = (int)w;
     pl.n_params = nb__addz(nb__addz(nb__mulz((size_t)w, (size_t)d.d_model),
                                     nb__mulz((size_t)d.d_model, (size_t)f)),
-                           d.bias > 0 ? (size_t)w + (size_t)d.d_model : 0);
+                           (d.bias > 0 ? (size_t)w + (size_t)d.d_model : 0) +
+                               (d.in_scale ? (size_t)w : 0));
     NB__CHECK(nb__too_big(pl.n_params), NB_ERR_SHAPE,
               "nb_ffn_plan_make: n_params = (in_width + d_ff)*d_model (%lld, %d) overflows size_t",
               w + f, d.d_model);
@@ -3397,7 +3594,7 @@ static unsigned long long nb__ffn_id(const nb_ffn_plan* pl) {
     unsigned long long h = 0x66666EULL;
     h = nb__hash(h, (unsigned)pl->desc.d_model); h = nb__hash(h, (unsigned)pl->desc.d_ff);
     h = nb__hash(h, (unsigned)pl->desc.type); h = nb__hash(h, (unsigned)pl->desc.bias);
-    h = nb__hash(h, (unsigned)pl->desc.precision);
+    h = nb__hash(h, (unsigned)pl->desc.precision); h = nb__hash(h, (unsigned)pl->desc.in_scale);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -3414,6 +3611,8 @@ NBDEF void nb_ffn_params_bind(const nb_ffn_plan* plan, nb_real* base, nb_ffn_par
     p->w_out = base;
     base += (size_t)d * f;
     p->b_out = bias ? base : NULL;
+    base += bias ? d : 0;
+    p->in_scale = plan->desc.in_scale ? base : NULL;
 }
 
 static nb_result nb__ffn_check_call(nb_ctx* ctx, const char* fn, const nb_ffn_plan* pl,
@@ -3431,6 +3630,8 @@ static nb_result nb__ffn_check_call(nb_ctx* ctx, const char* fn, const nb_ffn_pl
     if ((rc = nb__need(ctx, fn, "params.w_in params.w_out", 2, ptrs + 4))) return rc;
     NB__CHECK(pl->desc.bias > 0 && (!p->b_in || !p->b_out), NB_ERR_NULL,
               "%s: the plan has biases but b_in or b_out is NULL", fn);
+    NB__CHECK(pl->desc.in_scale && !p->in_scale, NB_ERR_NULL,
+              "%s: the plan has in_scale but params.in_scale is NULL", fn);
     return NB_OK;
 }
 
@@ -3461,10 +3662,11 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
                                       cache, scratch);
     int d, f, W, BT, r, bf;
     nb__ffn_mem m;
-    nb_real *h, *a;
+    nb_real *h, *a, c;
     if (rc) return rc;
     bf = NB__BF16(plan);
     d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
+    c = (nb_real)sqrt((double)d);
     nb__ffn_carve(plan, B, T, cache, scratch, &m);
     h = m.h; a = m.a;
     nb__hdr_put(cache, 0, 0, 0, 0); /* not a complete forward until the end */
@@ -3487,6 +3689,12 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
             NB__OMP(simd)
             for (i = 0; i < W; i++) hr[i] += p->b_in[i];
         }
+        if (m.h0) { /* nGPT's s_uv: h0 kept for the scale's gradient, h scaled */
+            nb_real* h0 = m.h0 + (size_t)r * W;
+            memcpy(h0, hr, (size_t)W * sizeof(nb_real));
+            NB__OMP(simd)
+            for (i = 0; i < W; i++) hr[i] *= c * p->in_scale[i];
+        }
         if (plan->desc.type == NB_FFN_SWIGLU) {
             NB__SIMD_EXP(simd)
             for (i = 0; i < f; i++) ar[i] = hr[f + i] * nb__sigmoid(hr[f + i]) * hr[i];
@@ -3498,7 +3706,8 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
         }
         if (m.a16) nb__row_bf16(m.a16 + (size_t)r * f, ar, f);
     }
-    nb__trace(ctx, "proj", h, BT, W);
+    nb__trace(ctx, "proj", m.h0 ? m.h0 : h, BT, W);
+    if (m.h0) nb__trace(ctx, "proj_scaled", h, BT, W);
     nb__trace(ctx, "act", a, BT, f);
     if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, d, f, 1, nb__op(a, m.a16, f, 0),
                        nb__op(p->w_out, m.w_out16, f, 1), 0, out, d)))
@@ -3526,12 +3735,15 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
     int d, f, W, BT, r, bf;
     nb__ffn_mem m;
     const nb_real *h;
-    nb_real *dh, *da;
+    nb_real *dh, *da, c;
     if (rc) return rc;
     bf = NB__BF16(plan);
-    NB__CHECK(!g || !g->w_in || !g->w_out || !x || (plan->desc.bias > 0 && (!g->b_in || !g->b_out)),
+    NB__CHECK(!g || !g->w_in || !g->w_out || !x || (plan->desc.bias > 0 && (!g->b_in || !g->b_out))
+                  || (plan->desc.in_scale && !g->in_scale),
               NB_ERR_NULL, "nb_ffn_backward: %s is required (NULL)",
-              !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !x ? "x" : "g.b_in/g.b_out");
+              !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !x ? "x"
+              : plan->desc.bias > 0 && (!g->b_in || !g->b_out) ? "g.b_in/g.b_out" : "g.in_scale");
+    c = (nb_real)sqrt((double)plan->desc.d_model);
     if ((rc = nb__ffn_cache_ok(ctx, "nb_ffn_backward", plan, cache, B, T))) return rc;
     d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
     /* the cache is only read; carving needs a non-const base */
@@ -3576,8 +3788,18 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
                 dhr[i] = dar[i] * dg;
             }
         }
+        if (m.e) { /* h = c s h0: ds += c sum_rows dh h0 (below); dh0 = c s dh */
+            const nb_real* h0 = m.h0 + (size_t)r * W;
+            nb_real* er = m.e + (size_t)r * W;
+            NB__OMP(simd)
+            for (i = 0; i < W; i++) {
+                er[i] = c * dhr[i] * h0[i];
+                dhr[i] *= c * p->in_scale[i];
+            }
+        }
         if (m.dh16) nb__row_bf16(m.dh16 + (size_t)r * W, dhr, W);
     }
+    if (m.e && (rc = nb__bias_grad(ctx, g->in_scale, m.e, BT, W, m.ones))) return rc;
     /* dW_in += dh^T x */
     if ((rc = nb__gemm(ctx, fn, plan->mm, bf, W, d, BT, 1, nb__op(dh, m.dh16, W, 1),
                        nb__op(x, m.x16, d, 0), 1, g->w_in, d)))
@@ -3594,11 +3816,12 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
    LayerNorm) of width d. The SiameseNorm forms reuse the same names for their norms. */
 enum {
     NB__ATTN_IN, NB__ATTN_OUT, NB__ATTN_POST, NB__FF_IN, NB__FF_OUT, NB__FF_POST,
-    NB__ATTN_Y, NB__ATTN_INPUT, NB__FF_Y, NB__FF_INPUT, NB__NORMS
+    NB__ATTN_Y, NB__ATTN_INPUT, NB__FF_Y, NB__FF_INPUT, NB__ATTN_RES, NB__FF_RES, NB__NORMS
 };
 static const char* const nb__norm_names[NB__NORMS] = {
     "attn_norm", "attn_out_norm", "attn_post_norm", "ff_norm", "ff_out_norm", "ff_post_norm",
-    "attn_y_norm", "attn_input_norm", "ff_y_norm", "ff_input_norm"};
+    "attn_y_norm", "attn_input_norm", "ff_y_norm", "ff_input_norm", "attn_res_norm",
+    "ff_res_norm"};
 /* stack-level norm modules */
 enum { NB__EMBED, NB__LNF, NB__LNYF, NB__LNFINAL, NB__TOP_NORMS };
 static const char* const nb__top_names[NB__TOP_NORMS] = {"embed_norm", "ln_f", "ln_y_f",
@@ -3641,6 +3864,11 @@ static int nb__hc_m(const nb_stack* s) {
 static int nb__post_pre(const nb_stack* s) {
     return s->desc.preset == NB_PRESET_SIAMESE_POST_PRE;
 }
+/* nGPT's reparametrization of its eigen learning rates: a = c lambda, lambda stored at
+   1/sqrt(d), c = interp_init sqrt(d) (its alpha_init_value / alpha_init_scaling) */
+static nb_real nb__interp_c(const nb_stack* s) {
+    return (nb_real)(s->desc.interp_init * sqrt((double)s->desc.d_model));
+}
 
 /* Which block norms layer l has. */
 static void nb__layer_norms(const nb_stack* s, int l, int on[NB__NORMS]) {
@@ -3653,6 +3881,8 @@ static void nb__layer_norms(const nb_stack* s, int l, int on[NB__NORMS]) {
         on[NB__FF_IN] = ld->ffn.input_norm;
         on[NB__FF_OUT] = ld->ffn.output_norm;
         on[NB__FF_POST] = ld->ffn.post_norm;
+        on[NB__ATTN_RES] = ld->attn.residual_norm;
+        on[NB__FF_RES] = ld->ffn.residual_norm;
     } else {
         on[NB__ATTN_Y] = on[NB__FF_IN] = on[NB__FF_Y] = 1;
         on[NB__FF_INPUT] = !s->desc.siamese_no_fusion_norm;
@@ -3711,8 +3941,11 @@ static void nb__put_norm(nb__walk* w, const nb_stack* s, int layer, const char* 
         snprintf(buf, sizeof buf, "%s.alpha", name);
         m->a = nb__put(w, layer, buf, NB_TENSOR_DYT_ALPHA, 1, 1);
     }
-    snprintf(buf, sizeof buf, "%s.weight", name);
-    m->g = nb__put(w, layer, buf, NB_TENSOR_GAIN, d, 1);
+    m->g = NULL;
+    if (kind->gain) {
+        snprintf(buf, sizeof buf, "%s.weight", name);
+        m->g = nb__put(w, layer, buf, NB_TENSOR_GAIN, d, 1);
+    }
     m->b = NULL;
     if (bias) {
         snprintf(buf, sizeof buf, "%s.bias", name);
@@ -3787,12 +4020,15 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
                                                        nb__site_seg(ap, k), 1);
             }
         }
+    if (ap->desc.qk_scale) lp->attn.qk_scale = nb__put(w, l, "sqk", NB_TENSOR_QK_SCALE, d, 1);
     lp->ffn.w_in = nb__put(w, l, "ff_proj.weight", NB_TENSOR_FF_IN, s->ffn.in_width, d);
     if (s->ffn.desc.bias > 0)
         lp->ffn.b_in = nb__put(w, l, "ff_proj.bias", NB_TENSOR_BIAS, s->ffn.in_width, 1);
     lp->ffn.w_out = nb__put(w, l, "ff_out.weight", NB_TENSOR_FF_OUT, d, f);
     if (s->ffn.desc.bias > 0)
         lp->ffn.b_out = nb__put(w, l, "ff_out.bias", NB_TENSOR_BIAS, d, 1);
+    if (s->ffn.desc.in_scale)
+        lp->ffn.in_scale = nb__put(w, l, "suv", NB_TENSOR_FF_SCALE, s->ffn.in_width, 1);
     nb__layer_norms(s, l, on);
     for (k = 0; k < NB__NORMS; k++)
         if (on[k]) nb__put_norm(w, s, l, nb__norm_names[k], &lp->n[k]);
@@ -3803,6 +4039,8 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
                                      : s->layers[l].desc.attn.branch_scale;
         if (bs == NB_BRANCH_SCALE_CHANNEL)
             lp->bs[k] = nb__put(w, l, k ? "ls2.gamma" : "ls1.gamma", NB_TENSOR_LAYERSCALE, d, 1);
+        else if (bs == NB_BRANCH_SCALE_INTERP)
+            lp->bs[k] = nb__put(w, l, k ? "mlp_alpha" : "attn_alpha", NB_TENSOR_INTERP, d, 1);
         else if (bs == NB_BRANCH_SCALE_SCALAR) /* one per layer: the FFN reuses attention's */
             lp->bs[k] = k && s->layers[l].desc.attn.branch_scale == NB_BRANCH_SCALE_SCALAR
                             ? lp->bs[0] : nb__put(w, l, "resweight", NB_TENSOR_REZERO, 1, 1);
@@ -3884,6 +4122,7 @@ typedef struct nb__layer_mem {    /* one layer's cache */
     nb_real *u[2];                           /* generic: branch output before its scale */
     nb_real *h[2], *f[2], *s[2], *mid;      /* generic: per sublayer input-norm output, raw
                                                branch output, pre-post-norm sum; attn output */
+    nb_real* r[2];                           /* generic: the normalized residual N_res(x) */
     nb_real* st[NB__NORMS];                  /* norm statistics: rstd[rows], then mean[rows] */
     nb_real *acache, *fcache;
     nb_real *ua, *x1, *y1, *sf, *uf;         /* SiameseNorm hybrid-pre */
@@ -3915,7 +4154,7 @@ typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
     nb_real* htape;               /* scratch: per thread, a token's Sinkhorn iterates */
 } nb__stack_mem;
 
-#define NB__SLOTS 3 /* partial-sum sets one fused row loop may fill at once */
+#define NB__SLOTS 4 /* partial-sum sets one fused row loop may fill at once */
 
 /* rows*d of the planned maximum (max_batch*max_seq fits an int: checked by the FFN plan) */
 static size_t nb__stack_V(const nb_stack* s) {
@@ -3963,6 +4202,7 @@ static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* us
             if (pl[k]->output_norm) c->f[k] = nb__take(cache, used, V);
             if (pl[k]->post_norm) c->s[k] = nb__take(cache, used, V);
             if (pl[k]->branch_scale) c->u[k] = nb__take(cache, used, V);
+            if (pl[k]->residual_norm) c->r[k] = nb__take(cache, used, V);
             if (nb__hyper(s)) nb__carve_hc(s, cache, used, &c->hc[k], 1);
         }
         if (nb__hyper(s)) c->hmid = nb__take(cache, used, nb__mulz(V, (size_t)s->streams));
@@ -4061,6 +4301,7 @@ static unsigned long long nb__stack_id(const nb_stack* s) {
         with its 1-based l; the code's 1 / math.sqrt(layer_index + 1))
      z  ReZero: x + a F(x), a the layer's learnable scalar
      c  LayerScale: x + diag(lambda) F(N(x)), lambda the sublayer's learnable vector
+     g  nGPT: N(N(x) + |a| (N(F(x)) - N(x))), a the sublayer's eigen learning rates
    `first` applies to the first n_first layers (-1: floor(mixln_alpha L), Mix-LN's Post-Norm
    layers), `rest` to the others. Two-stream (SiameseNorm) stacks have fixed sublayers and no
    per-layer placements ("--"). */
@@ -4152,6 +4393,9 @@ static const nb__preset_row nb__presets[] = {
      NB_INIT_NORMAL, 0},
     {NB_PRESET_IHC, "ihc", "identity-HC", "", 0, "pp", 0, NB__PH, 1e-5, -1, 1, 1, NB__RMS,
      NB_INIT_NORMAL, 0},
+    /* NVIDIA/ngpt's model.py: every norm L2, no final norm (its unit h goes to the head) */
+    {NB_PRESET_NGPT, "ngpt", "nGPT", "", 0, "gg", NB__QK, NB__PH, 1e-5, -1, 1, -1, NB_NORM_L2,
+     NB_INIT_NGPT, 0},
 };
 static nb_hyper nb__preset_hyper(nb_preset p) {
     return p == NB_PRESET_MHC ? NB_HYPER_MHC : p == NB_PRESET_HC ? NB_HYPER_HC
@@ -4323,6 +4567,10 @@ static nb_placement nb__place_code(char code, int l, int n_layers) {
     case 'l': p.input_norm = 1; p.input_scale = (nb_real)(1 / sqrt(l + 1.0)); break;
     case 'z': p.branch_scale = NB_BRANCH_SCALE_SCALAR; break;
     case 'c': p.input_norm = 1; p.branch_scale = NB_BRANCH_SCALE_CHANNEL; break;
+    case 'g':
+        p.residual_norm = p.output_norm = p.post_norm = 1;
+        p.branch_scale = NB_BRANCH_SCALE_INTERP;
+        break;
     default: break; /* 'n', and '-' of the two-stream presets (nothing reads them) */
     }
     return p;
@@ -4510,8 +4758,11 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
                                                    !nb__fin((double)pl[k]->branch_mult)),
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s: branch_mult (%g) must be "
                   "finite and > 0", l, which, (double)pl[k]->branch_mult);
+        NB__CHECK(pl[k]->residual_norm && pl[k]->residual_from_norm, NB_ERR_CONFIG,
+                  "nb_stack_init: layer %d %s: residual_norm and residual_from_norm both set the "
+                  "residual (layers[%d].%s)", l, which, l, which);
         NB__CHECK((int)pl[k]->branch_scale < NB_BRANCH_SCALE_NONE ||
-                      pl[k]->branch_scale > NB_BRANCH_SCALE_CHANNEL, NB_ERR_CONFIG,
+                      pl[k]->branch_scale > NB_BRANCH_SCALE_INTERP, NB_ERR_CONFIG,
                   "nb_stack_init: layer %d %s: unknown branch_scale %d", l, which,
                   (int)pl[k]->branch_scale);
         NB__CHECK(pl[k]->input_scale != 0 && pl[k]->input_scale != 1 && !pl[k]->input_norm,
@@ -4524,10 +4775,11 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
 }
 
 /* Most tensors one layer can have (2 attention matrices and their biases, 4 site norms with
-   alpha and gain, FFN weights and biases, 10 norms with alpha, gain and bias, gamma, 2 branch
-   scales, the value residual's lambdas, 2 hyper-connections of 6 and a norm) and the stack
+   alpha and gain, FFN weights and biases, 12 norms with alpha, gain and bias, gamma, 2 branch
+   scales, the value residual's lambdas, 2 hyper-connections of 6 and a norm, nGPT's sqk and
+   suv) and the stack
    adds (4 norms of 3, the hyper-connections' head of 3): bounds n_tensors. */
-#define NB__LAYER_TENSORS 70
+#define NB__LAYER_TENSORS 78
 #define NB__TOP_TENSORS 15
 
 /* The stack's run modes: gradient conventions, precision, the name for messages. */
@@ -4641,6 +4893,31 @@ static nb_result nb__stack_hyper(nb_ctx* ctx, nb_stack_desc* d, int* streams) {
     return NB_OK;
 }
 
+/* nGPT's options, by the preset where 0: the interpolation's init, s_qk, the softmax scale,
+   s_uv and its 4d SwiGLU. */
+static nb_result nb__stack_ngpt(nb_ctx* ctx, nb_stack_desc* d) {
+    const int ngpt = d->preset == NB_PRESET_NGPT;
+    NB__CHECK(!nb__fin(d->interp_init) || d->interp_init < 0 || d->interp_init > 1,
+              NB_ERR_CONFIG, "nb_stack_init: interp_init (%g) must be in (0, 1] (0 = 0.05)",
+              d->interp_init);
+    NB__CHECK(d->qk_scale < -1 || d->qk_scale > 1 || d->ffn_in_scale < -1 ||
+                  d->ffn_in_scale > 1, NB_ERR_CONFIG,
+              "nb_stack_init: qk_scale (%d) and ffn_in_scale (%d) must be -1, 0 or 1",
+              d->qk_scale, d->ffn_in_scale);
+    NB__CHECK(!nb__is0(d->softmax_scale) && (!(d->softmax_scale > 0) ||
+                                             !nb__fin((double)d->softmax_scale)),
+              NB_ERR_CONFIG, "nb_stack_init: softmax_scale (%g) must be finite and > 0 (0 = the "
+              "preset's)", (double)d->softmax_scale);
+    if (nb__is0(d->interp_init)) d->interp_init = 0.05;
+    if (d->qk_scale == 0) d->qk_scale = ngpt ? 1 : -1;
+    if (d->ffn_in_scale == 0) d->ffn_in_scale = ngpt ? 1 : -1;
+    if (nb__is0(d->softmax_scale) && ngpt)
+        d->softmax_scale = (nb_real)sqrt((double)d->d_model / d->n_heads);
+    if (d->d_ff == 0 && ngpt && d->ffn != NB_FFN_GELU_TANH && d->ffn != NB_FFN_GELU_ERF)
+        d->d_ff = 4 * d->d_model; /* its SwiGLU: c_fc d -> 8d */
+    return NB_OK;
+}
+
 /* CompleteP's residual multiplier where the placement leaves it 0: (L / L_base)^-alpha */
 static void nb__depth_mult(const nb_stack_desc* d, nb_placement* p) {
     if (nb__is0(p->branch_mult))
@@ -4649,10 +4926,26 @@ static void nb__depth_mult(const nb_stack_desc* d, nb_placement* p) {
                              : 1;
 }
 
-/* A hyper-connection is the residual of its sublayers: placements with another are refused. */
-static nb_result nb__check_hyper_layer(nb_ctx* ctx, const nb_stack_desc* d,
-                                       const nb_layer_desc* ld, int l) {
+/* A layer's placements once resolved: INTERP steps between the residual and the branch, with
+   no other scale; a hyper-connection is the residual of its sublayers: placements with another
+   are refused. */
+static nb_result nb__check_resolved_layer(nb_ctx* ctx, const nb_stack_desc* d,
+                                          const nb_layer_desc* ld, int l) {
     int k;
+    for (k = 0; k < 2; k++) {
+        const nb_placement* pl = k ? &ld->ffn : &ld->attn;
+        NB__CHECK(pl->branch_scale == NB_BRANCH_SCALE_INTERP && (pl->branch_mult != 1 ||
+                                                                  pl->residual_scale != 1),
+                  NB_ERR_CONFIG, "nb_stack_init: layer %d %s (%s): the INTERP branch scale "
+                  "steps from the residual toward the branch: a branch_mult (%g; depth_alpha) "
+                  "or residual_scale (%g) other than 1 is refused with it", l, k ? "ffn" : "attn",
+                  nb__desc_name(d), (double)pl->branch_mult, (double)pl->residual_scale);
+        NB__CHECK(d->hyper > NB_HYPER_NONE && (pl->residual_norm ||
+                                               pl->branch_scale == NB_BRANCH_SCALE_INTERP),
+                  NB_ERR_CONFIG, "nb_stack_init: layer %d %s (%s): hyper-connections carry the "
+                  "residual; a %s is refused with them", l, k ? "ffn" : "attn", nb__desc_name(d),
+                  pl->residual_norm ? "residual norm" : "INTERP branch scale");
+    }
     for (k = 0; k < 2 && d->hyper > NB_HYPER_NONE; k++) {
         const nb_placement* pl = k ? &ld->ffn : &ld->attn;
         NB__CHECK(pl->post_norm || pl->residual_from_norm || pl->residual_scale != 1,
@@ -4706,7 +4999,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     n_post = d.mixln_alpha < 0 ? 0 : (int)floor(d.mixln_alpha * L + 1e-9);
     if (d.norm == NB_NORM_DEFAULT) d.norm = nb__presets[d.preset].norm;
     if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
-    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DYT, NB_ERR_CONFIG,
+    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_L2, NB_ERR_CONFIG,
               "nb_stack_init: unknown norm type %d", (int)d.norm);
     NB__CHECK(!(d.dyt_alpha >= 0) || !nb__fin(d.dyt_alpha) || !(d.dyt_alpha_attn >= 0) ||
                   !nb__fin(d.dyt_alpha_attn), NB_ERR_CONFIG,
@@ -4752,6 +5045,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               "nb_stack_init: depth_alpha scales the branches of placements; SiameseNorm (%s) "
               "has fixed sublayers of its own scales", nb__desc_name(&d));
     if (d.depth_base == 0) d.depth_base = 1;
+    if ((rc = nb__stack_ngpt(ctx, &d))) return rc;
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_stack_init: max_batch (%d) and max_seq (%d) must be > 0", max_batch, max_seq);
     if (desc->layers)
@@ -4761,7 +5055,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     /* the FFN plan is shared by every layer */
     memset(&fd, 0, sizeof fd);
     fd.d_model = d.d_model; fd.d_ff = d.d_ff; fd.type = d.ffn; fd.bias = d.ffn_bias;
-    fd.precision = d.precision;
+    fd.precision = d.precision; fd.in_scale = d.ffn_in_scale > 0;
     rc = nb_ffn_plan_make(ctx, &s->ffn, &fd, max_batch, max_seq);
     if (rc) return rc;
     d.d_ff = s->ffn.desc.d_ff;
@@ -4790,18 +5084,20 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
         }
         nb__depth_mult(&d, &ld->attn);
         nb__depth_mult(&d, &ld->ffn);
-        if ((rc = nb__check_hyper_layer(ctx, &d, ld, l))) { nb_stack_free(s); return rc; }
+        if ((rc = nb__check_resolved_layer(ctx, &d, ld, l))) { nb_stack_free(s); return rc; }
         memset(&ad, 0, sizeof ad);
         ad.d_model = d.d_model; ad.n_heads = d.n_heads; ad.n_kv_heads = d.n_kv_heads;
         ad.sites = ld->sites; ad.width = d.site_width; ad.norm = d.norm; ad.eps = d.eps;
         ad.rope = d.rope; ad.rope_theta = d.rope_theta; ad.non_causal = d.non_causal;
         ad.memory = d.memory; ad.bias = d.attn_bias; ad.precision = d.precision;
+        ad.qk_scale = d.qk_scale > 0; ad.softmax_scale = d.softmax_scale;
         rc = nb_attn_plan_make(ctx, &s->layers[l].attn, &ad, max_batch, max_seq);
         if (rc) { nb_stack_free(s); return rc; }
     }
     d.n_kv_heads = s->layers[0].attn.desc.n_kv_heads;
     d.rope_theta = s->layers[0].attn.desc.rope_theta;
     d.memory = s->layers[0].attn.desc.memory;
+    d.softmax_scale = s->layers[0].attn.desc.softmax_scale;
     d.sites = sites;
     d.layers = NULL;
     s->desc = d;
@@ -4900,7 +5196,8 @@ static void nb__block_norm_bwd_row(const nb__run* r, const nb__norm* m, nb_real*
     const int d = r->s->desc.d_model;
     const nb_real* mean = nb__kind_mean(r->s->desc.norm, st, (size_t)r->rows);
     if (pp->b) nb__add_row(pp->b, dy, d);
-    nb__seg_bwd(dx, dy, x, d, m->g, m->a, mean ? mean + row : NULL, m->a ? 0 : st[row], add, 1,
+    nb__seg_bwd(r->s->desc.norm, dx, dy, x, d, m->g, m->a, mean ? mean + row : NULL,
+                m->a ? 0 : st[row], add, 1,
                 pp);
 }
 
@@ -5045,11 +5342,12 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
     const nb_layer_desc* ld = &r->s->layers[l].desc;
     const nb_placement* place = k ? &ld->ffn : &ld->attn;
     const int n_in = k ? NB__FF_IN : NB__ATTN_IN, n_out = k ? NB__FF_OUT : NB__ATTN_OUT,
-              n_post = k ? NB__FF_POST : NB__ATTN_POST;
+              n_post = k ? NB__FF_POST : NB__ATTN_POST, n_res = k ? NB__FF_RES : NB__ATTN_RES;
     const nb_real alpha = nb__hyper(r->s) ? 0 : place->residual_scale; /* HC: B(u) alone */
     const nb_real *h = x, *res, *bs = p->bs[k];
     const int d = r->s->desc.d_model, per_channel = place->branch_scale == NB_BRANCH_SCALE_CHANNEL;
-    const nb_real m = place->branch_mult;
+    const int interp = place->branch_scale == NB_BRANCH_SCALE_INTERP;
+    const nb_real m = place->branch_mult, ic = nb__interp_c(r->s);
     nb_real* f;
     nb_result rc;
     int row;
@@ -5064,7 +5362,7 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
     f = place->output_norm ? c->f[k] : bs ? c->u[k] : r->sc.tmp[0];
     if ((rc = nb__branch_fwd(r, l, k, p, c, f, h)) != NB_OK) return rc;
     if ((rc = nb__finite(r, f, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
-    if (!place->output_norm && !place->post_norm && !bs) {
+    if (!place->output_norm && !place->post_norm && !bs && !place->residual_norm) {
         nb__lin(r, out, alpha, res, m, f);
         nb__trace_layer(r, l, k, "x_out", out);
         return NB_OK;
@@ -5074,25 +5372,32 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
             if(r->n >= NB__PAR_MIN))
     for (row = 0; row < r->rows; row++) {
         const size_t o = (size_t)row * d;
-        const nb_real* fr = f + o;
+        const nb_real *fr = f + o, *rr = res + o;
         nb_real* sum = (place->post_norm ? c->s[k] : out) + o;
         int j;
         if (row + 1 < r->rows) { /* this row's passes stay in L1: fetch the next meanwhile */
             nb__prefetch_row(fr + d, d);
             nb__prefetch_row(res + o + d, d);
         }
+        if (place->residual_norm) {
+            nb__block_norm_fwd_row(r, &p->n[n_res], c->r[k] + o, rr, c->st[n_res], row);
+            rr = c->r[k] + o;
+        }
         if (place->output_norm) {
             nb_real* t = bs ? c->u[k] + o : nb__rowbuf(r, omp_get_thread_num());
             nb__block_norm_fwd_row(r, &p->n[n_out], t, fr, c->st[n_out], row);
             fr = t;
         }
-        if (per_channel) {
+        if (interp) { /* nGPT: A + a (B - A), in its code's order */
             NB__OMP(simd)
-            for (j = 0; j < d; j++) sum[j] = alpha * res[o + j] + m * bs[j] * fr[j];
+            for (j = 0; j < d; j++) sum[j] = rr[j] + NB__FABS(ic * bs[j]) * (fr[j] - rr[j]);
+        } else if (per_channel) {
+            NB__OMP(simd)
+            for (j = 0; j < d; j++) sum[j] = alpha * rr[j] + m * bs[j] * fr[j];
         } else {
             const nb_real sc = (bs ? bs[0] : 1) * m;
             NB__OMP(simd)
-            for (j = 0; j < d; j++) sum[j] = alpha * res[o + j] + sc * fr[j];
+            for (j = 0; j < d; j++) sum[j] = alpha * rr[j] + sc * fr[j];
         }
         if (place->post_norm)
             nb__block_norm_fwd_row(r, &p->n[n_post], out + o, sum, c->st[n_post], row);
@@ -5105,9 +5410,35 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
                                        c->st[n_out], row);
         nb__trace_layer(r, l, k, "out_normed", t);
     }
+    if (place->residual_norm) nb__trace_layer(r, l, k, "res_normed", c->r[k]);
     if (place->post_norm) nb__trace_layer(r, l, k, "sum", c->s[k]);
     nb__trace_layer(r, l, k, "x_out", out);
     return NB_OK;
+}
+
+/* A row of the branch scale's backward (ReZero, LayerScale, branch_mult): d(lambda) += m ds u
+   into pscale (u = the branch before its scale), the branch's gradient m lambda ds into t,
+   returned; ds itself when nothing scales the branch. */
+static const nb_real* nb__branch_scale_bwd_row(const nb__run* r, const nb_placement* place,
+                                               const nb_real* bs, const nb_real* ds,
+                                               const nb_real* u, nb_real* NB__RESTRICT pscale,
+                                               nb_real* t) {
+    const int d = r->s->desc.d_model;
+    const nb_real m = place->branch_mult, sc = (bs ? bs[0] : 1) * m;
+    int j;
+    if (!bs && m == 1) return ds;
+    if (bs) {
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) pscale[j] += m * ds[j] * u[j];
+    }
+    if (place->branch_scale == NB_BRANCH_SCALE_CHANNEL) {
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) t[j] = m * bs[j] * ds[j];
+    } else {
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) t[j] = sc * ds[j];
+    }
+    return t;
 }
 
 /* Generic sublayer backward: dout -> dx (overwritten; dx != dout).
@@ -5121,14 +5452,17 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
     const nb_layer_desc* ld = &r->s->layers[l].desc;
     const nb_placement* place = k ? &ld->ffn : &ld->attn;
     const int n_in = k ? NB__FF_IN : NB__ATTN_IN, n_out = k ? NB__FF_OUT : NB__ATTN_OUT,
-              n_post = k ? NB__FF_POST : NB__ATTN_POST;
+              n_post = k ? NB__FF_POST : NB__ATTN_POST, n_res = k ? NB__FF_RES : NB__ATTN_RES;
     const nb_real alpha = nb__hyper(r->s) ? 0 : place->residual_scale;
     const nb_real *df = dout, *h = place->input_norm ? c->h[k] : x, *bs = p->bs[k];
-    const nb_real m = place->branch_mult;
+    const nb_real *res = place->residual_from_norm ? h : x;
+    const nb_real m = place->branch_mult, ic = nb__interp_c(r->s);
     const int per_channel = place->branch_scale == NB_BRANCH_SCALE_CHANNEL;
+    const int interp = place->branch_scale == NB_BRANCH_SCALE_INTERP;
     nb_real *dh = r->sc.tmp[2], *dres = place->residual_from_norm ? dh : dx;
     /* the branch's gradient is dout itself: no post or output norm, no scale */
-    const int plain = !place->post_norm && !place->output_norm && !bs && m == 1;
+    const int plain = !place->post_norm && !place->output_norm && !bs && m == 1 &&
+                      !place->residual_norm;
     /* Pre-Norm form: the input norm's backward adds alpha dout itself (no copy of dout) */
     const int direct = plain && place->input_norm && !place->residual_from_norm;
     nb_result rc;
@@ -5137,13 +5471,16 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
     } else { /* the post norm's, scale's and output norm's backward, dres = alpha ds: one pass */
         const int d = r->s->desc.d_model;
         int used = 1;
-        df = place->output_norm ? r->sc.tmp[1] : r->sc.tmp[0];
+        /* only a residual norm: the branch's gradient is dout itself */
+        df = place->output_norm ? r->sc.tmp[1] : place->post_norm || bs || m != 1 ? r->sc.tmp[0]
+                                                                                  : dout;
         NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
         {
             int lo, hi, row, j;
             const int th = nb__team_rows(r->rows, &used, &lo, &hi);
             const nb__part pp_post = nb__slot_part(r, 0, th, &g->n[n_post]);
             const nb__part pp_out = nb__slot_part(r, 1, th, &g->n[n_out]);
+            const nb__part pp_res = nb__slot_part(r, 3, th, &g->n[n_res]);
             nb_real* NB__RESTRICT pscale = bs ? nb__scale_part(r, th) : NULL;
             for (row = lo; row < hi; row++) {
                 const size_t o = (size_t)row * d;
@@ -5159,27 +5496,39 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
                                            NULL, &pp_post);
                     ds = t;
                 }
-                NB__OMP(simd)
-                for (j = 0; j < d; j++) dres[o + j] = alpha * ds[j];
-                if (bs) { /* d(lambda) += m ds u; the branch's gradient is m lambda ds */
-                    const nb_real* u = c->u[k] + o;
+                if (interp) {
+                    /* s = r + |a| (u - r), a = c lambda: d(lambda) += c sign(a) ds (u - r); the
+                       branch's gradient is |a| ds, the residual's (1 - |a|) ds */
+                    const nb_real *u = c->u[k] + o, *rr = place->residual_norm ? c->r[k] + o
+                                                                             : res + o;
                     nb_real* t = place->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
-                    const nb_real sc = bs[0] * m;
+                    nb_real* dr = place->residual_norm ? nb__rowbuf(r, th) + NB__PAD(d)
+                                                       : dres + o;
                     NB__OMP(simd)
-                    for (j = 0; j < d; j++) pscale[j] += m * ds[j] * u[j];
-                    if (per_channel) {
+                    for (j = 0; j < d; j++) {
+                        const nb_real a = ic * bs[j], dsj = ds[j], aa = NB__FABS(a);
+                        pscale[j] += (a < 0 ? -ic : ic) * dsj * (u[j] - rr[j]);
+                        dr[j] = (1 - aa) * dsj;
+                        t[j] = aa * dsj;
+                    }
+                    if (place->residual_norm)
+                        nb__block_norm_bwd_row(r, &p->n[n_res], dres + o, dr, x + o,
+                                               c->st[n_res], row, NULL, &pp_res);
+                    ds = t;
+                } else {
+                    if (place->residual_norm) { /* dres = J_res^T (alpha ds) */
+                        nb_real* dr = nb__rowbuf(r, th) + NB__PAD(d);
                         NB__OMP(simd)
-                        for (j = 0; j < d; j++) t[j] = m * bs[j] * ds[j];
+                        for (j = 0; j < d; j++) dr[j] = alpha * ds[j];
+                        nb__block_norm_bwd_row(r, &p->n[n_res], dres + o, dr, x + o,
+                                               c->st[n_res], row, NULL, &pp_res);
                     } else {
                         NB__OMP(simd)
-                        for (j = 0; j < d; j++) t[j] = sc * ds[j];
+                        for (j = 0; j < d; j++) dres[o + j] = alpha * ds[j];
                     }
-                    ds = t;
-                } else if (m != 1) { /* the branch's gradient is m ds */
-                    nb_real* t = place->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
-                    NB__OMP(simd)
-                    for (j = 0; j < d; j++) t[j] = m * ds[j];
-                    ds = t;
+                    ds = nb__branch_scale_bwd_row(r, place, bs, ds, c->u[k] + o, pscale,
+                                                  place->output_norm ? nb__rowbuf(r, th)
+                                                                     : r->sc.tmp[0] + o);
                 }
                 if (place->output_norm)
                     nb__block_norm_bwd_row(r, &p->n[n_out], r->sc.tmp[1] + o, ds, c->f[k] + o,
@@ -5188,7 +5537,8 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
         }
         if (place->post_norm) nb__slot_reduce(r, 0, used, &g->n[n_post]);
         if (place->output_norm) nb__slot_reduce(r, 1, used, &g->n[n_out]);
-        if (bs) nb__scale_reduce(r, used, g->bs[k], per_channel);
+        if (place->residual_norm) nb__slot_reduce(r, 3, used, &g->n[n_res]);
+        if (bs) nb__scale_reduce(r, used, g->bs[k], per_channel || interp);
     }
     /* h = c N(x): the norm's backward takes c dh */
     if (place->residual_from_norm) {
@@ -6361,6 +6711,7 @@ static double nb__base_std(const nb_stack* s, nb_init_scheme scheme, double std0
     if (std0 > 0) return std0;
     switch (scheme) {
     case NB_INIT_MIXLN: case NB_INIT_MIXLN_SCALED: case NB_INIT_GPT2: return 0.02;
+    case NB_INIT_NGPT: return 1 / sqrt((double)s->desc.d_model);
     default: return 1 / sqrt(2.5 * s->desc.d_model);
     }
 }
@@ -6369,7 +6720,7 @@ NBDEF nb_result nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double 
                                double* embedding_std, double* head_std) {
     double s0, d, e, h;
     if (!s) return NB_ERR_NULL;
-    if ((int)scheme < NB_INIT_DEFAULT || scheme > NB_INIT_DEEPNORM || !(std0 >= 0) ||
+    if ((int)scheme < NB_INIT_DEFAULT || scheme > NB_INIT_NGPT || !(std0 >= 0) ||
         !nb__fin(std0))
         return NB_ERR_VALUE;
     s0 = nb__base_std(s, scheme, std0); d = s->desc.d_model; e = s0; h = s0;
@@ -6431,7 +6782,7 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
               "nb_stack_init_params: an initialized stack s and params are required (%s is NULL)",
               params ? "s" : "params");
     if (scheme == NB_INIT_DEFAULT) scheme = NB_INIT_NORMAL;
-    NB__CHECK((int)scheme < NB_INIT_NORMAL || scheme > NB_INIT_DEEPNORM, NB_ERR_CONFIG,
+    NB__CHECK((int)scheme < NB_INIT_NORMAL || scheme > NB_INIT_NGPT, NB_ERR_CONFIG,
               "nb_stack_init_params: unknown scheme %d", (int)scheme);
     NB__CHECK(!(std0 >= 0) || !nb__fin(std0), NB_ERR_VALUE,
               "nb_stack_init_params: std0 (%g) must be finite and >= 0", std0);
@@ -6462,8 +6813,13 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
             x[0] = x[1] = (nb_real)0.5;
             continue;
         }
-        if (ti->kind >= NB_TENSOR_HC_FN) {
+        if (ti->kind >= NB_TENSOR_HC_FN && ti->kind <= NB_TENSOR_HC_SCALE) {
             nb__init_hc(s, ti, x, nb__mix(&ts));
+            continue;
+        }
+        if (ti->kind >= NB_TENSOR_INTERP) { /* nGPT's storage: its init_scaling */
+            const nb_real v = (nb_real)(ti->kind == NB_TENSOR_FF_SCALE ? 1 : 1 / sqrt(d));
+            for (i = 0; i < ti->count; i++) x[i] = v;
             continue;
         }
         if (ti->kind == NB_TENSOR_DYT_ALPHA) { /* DyT's LLaMA code: one init before attention */
@@ -6485,6 +6841,7 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
             if (out_proj && !s->layers[l].desc.attn.post_norm) std = s0 / sqrt(2.0 * L);
             break;
         case NB_INIT_GPT2: cut = 0; if (out_proj) std = s0 / sqrt(2.0 * L); break;
+        case NB_INIT_NGPT: cut = 0; if (out_proj) std = s0 / sqrt(2.0 * L); break;
         case NB_INIT_DEEPNORM: {
             /* xavier normal per projection: std = gain sqrt(2 / (fan_in + fan_out)); gain beta
                on V, W_o and the FFN, 1 on Q and K */
@@ -6514,6 +6871,59 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
         }
         (void)nb_fill_normal(x, ti->count, std, cut, nb__mix(&ts)); /* cannot fail, as above */
     }
+    return scheme == NB_INIT_NGPT ? nb_stack_normalize(ctx, s, params) : NB_OK;
+}
+
+/* The vectors along d of matrix x (rows x cols): its rows (by_rows) or its columns, scaled to
+   unit L2 norm when scale != 0; returns 1 when one has a zero or non-finite norm. Columns run
+   in blocks of 64 whose sums of squares stay on the stack. */
+static int nb__unit_vectors(nb_ctx* ctx, nb_real* x, int rows, int cols, int by_rows, int scale) {
+    const int n = by_rows ? rows : (cols + 63) / 64;
+    int bad = 0, i;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)) reduction(|:bad)
+            if((size_t)rows * cols >= NB__PAR_MIN))
+    for (i = 0; i < n; i++) {
+        double ss[64];
+        const int c0 = by_rows ? 0 : 64 * i, w = by_rows ? 1 : (cols - c0 < 64 ? cols - c0 : 64);
+        int r, c;
+        for (c = 0; c < w; c++) ss[c] = 0;
+        if (by_rows) {
+            for (c = 0; c < cols; c++) ss[0] += (double)x[(size_t)i * cols + c] * x[(size_t)i * cols + c];
+        } else {
+            for (r = 0; r < rows; r++)
+                for (c = 0; c < w; c++) ss[c] += (double)x[(size_t)r * cols + c0 + c] *
+                                                 x[(size_t)r * cols + c0 + c];
+        }
+        for (c = 0; c < w; c++) {
+            bad |= !(ss[c] > 0) || !nb__fin(ss[c]);
+            ss[c] = 1 / sqrt(ss[c]);
+        }
+        if (!scale || bad) continue;
+        if (by_rows) {
+            for (c = 0; c < cols; c++) x[(size_t)i * cols + c] *= (nb_real)ss[0];
+        } else {
+            for (r = 0; r < rows; r++)
+                for (c = 0; c < w; c++) x[(size_t)r * cols + c0 + c] *= (nb_real)ss[c];
+        }
+    }
+    return bad;
+}
+
+NBDEF nb_result nb_stack_normalize(nb_ctx* ctx, const nb_stack* s, nb_real* params) {
+    int pass, t;
+    NB__CHECK(!s || !s->tensors || !params, NB_ERR_NULL,
+              "nb_stack_normalize: an initialized stack s and params are required (%s is NULL)",
+              params ? "s" : "params");
+    for (pass = 0; pass < 2; pass++) /* check every matrix, then scale */
+        for (t = 0; t < s->n_tensors; t++) {
+            const nb_tensor_info* ti = &s->tensors[t];
+            const int rows = ti->kind == NB_TENSOR_QKV || ti->kind == NB_TENSOR_FF_IN;
+            if (!rows && ti->kind != NB_TENSOR_ATTN_OUT && ti->kind != NB_TENSOR_FF_OUT) continue;
+            NB__CHECK(nb__unit_vectors(ctx, params + ti->offset, ti->rows, ti->cols, rows, pass),
+                      NB_ERR_VALUE, "nb_stack_normalize: %s has a %s of zero or non-finite norm",
+                      ti->name, rows ? "row" : "column");
+        }
     return NB_OK;
 }
 

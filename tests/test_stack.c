@@ -283,6 +283,41 @@ static void fd_all(nbt_rng* rng) {
             fd_case(what, &d, 2, 3, rng);
         }
     }
+    {   /* nGPT: the preset (L2 residual, output and post norms, the eigen learning rates with
+           signs on both sides of 0, L2 Q, K with s_qk after RoPE, softmax scale sqrt(d_k),
+           s_uv), its parts alone on other placements, and the L2 norm as any stack's norm */
+        nb_layer_desc ls[2];
+        nb_stack_desc d = base_desc(NB_PRESET_NGPT, 2);
+        d.n_kv_heads = 2;
+        fd_case("ngpt", &d, 2, 3, rng);
+        d.d_ff = 0; d.memory = NB_ATTN_MEMORY_LSE; d.interp_init = 0.3; d.rope = 0;
+        fd_case("ngpt 4d SwiGLU, LSE memory, interp_init 0.3, no RoPE", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_NGPT, 2);
+        d.n_kv_heads = 2; d.norm = NB_NORM_RMS;
+        fd_case("ngpt with RMSNorm", &d, 2, 3, rng);
+        memset(ls, 0, sizeof ls);
+        ls[0].attn.residual_norm = 1; ls[0].attn.input_norm = 1;
+        ls[0].ffn.branch_scale = NB_BRANCH_SCALE_INTERP;
+        ls[1].attn.branch_scale = NB_BRANCH_SCALE_INTERP; ls[1].attn.residual_norm = 1;
+        ls[1].attn.input_norm = 1;
+        ls[1].ffn.residual_norm = 1; ls[1].ffn.post_norm = 1; ls[1].ffn.residual_scale = 1.5f;
+        d = base_desc(NB_PRESET_DEFAULT, 2);
+        d.layers = ls; d.norm = NB_NORM_LAYER;
+        fd_case("residual norms and INTERP in a custom LayerNorm schedule", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_PRE, 2);
+        d.n_kv_heads = 2; d.qk_scale = 1; d.softmax_scale = 0.7f; d.ffn_in_scale = 1;
+        fd_case("pre with qk_scale, softmax_scale 0.7, ffn_in_scale", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_DEFAULT, 2);
+        nb_preset_from_name(NULL, &d, "gpt2");
+        d.ffn_in_scale = 1; d.qk_scale = -1;
+        fd_case("gpt2 with ffn_in_scale (GELU and biases)", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_SANDWICH, 2);
+        d.norm = NB_NORM_L2; d.sites = NB_SITES_QKVC;
+        fd_case("sandwich with L2 norms and QKVC sites", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_OLMO2, 2);
+        d.norm = NB_NORM_L2;
+        fd_case("olmo2 with L2 norms (full-width sites)", &d, 2, 3, rng);
+    }
 }
 #endif
 
@@ -1791,6 +1826,158 @@ static void completep_props(nbt_rng* rng) {
     }
 }
 
+/* nGPT: the hidden states on the sphere, the init, nb_stack_normalize, the L2 kernels, the
+   table and the refusals */
+static double row_norm(const nb_real* x, int n) {
+    double ss = 0;
+    int j;
+    for (j = 0; j < n; j++) ss += (double)x[j] * x[j];
+    return sqrt(ss);
+}
+static double worst_unit(const nb_real* x, int rows, int cols, int by_rows) {
+    double worst = 0;
+    int i, j;
+    for (i = 0; i < (by_rows ? rows : cols); i++) {
+        double ss = 0;
+        for (j = 0; j < (by_rows ? cols : rows); j++) {
+            const double v = by_rows ? x[(size_t)i * cols + j] : x[(size_t)j * cols + i];
+            ss += v * v;
+        }
+        if (fabs(sqrt(ss) - 1) > worst) worst = fabs(sqrt(ss) - 1);
+    }
+    return worst;
+}
+static void ngpt_props(nbt_rng* rng) {
+    nb_stack_desc d = base_desc(NB_PRESET_NGPT, 3);
+    run r;
+    int t, l, i, bad = 0, units = 1;
+    double worst = 0;
+    d.n_kv_heads = 2; d.d_ff = 0;
+    if (!nbt_check(setup(&r, &d, 2, 5, rng, 2), "nGPT: setup")) return;
+    nbt_check(r.s.desc.norm == NB_NORM_L2 && r.s.desc.final_norm < 0 && r.s.desc.embed_norm < 0 &&
+                  r.s.desc.qk_scale > 0 && r.s.desc.ffn_in_scale > 0 && r.s.desc.d_ff == 32 &&
+                  fabs(r.s.desc.softmax_scale - 2) < 1e-6 && fabs(r.s.desc.interp_init - 0.05) < 1e-12 &&
+                  r.s.layers[1].attn.desc.no_gain && r.s.layers[1].attn.desc.sites == (NB_SITE_Q | NB_SITE_K),
+              "nGPT: the preset resolves L2 norms, no final or embedding norm, s_qk, sqrt(d_k), "
+              "s_uv, 4d SwiGLU, alpha 0.05, gainless Q, K sites");
+    for (t = 0; t < r.s.n_tensors; t++) {
+        const nb_tensor_info* ti = &r.s.tensors[t];
+        bad |= ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_BIAS;
+    }
+    nbt_check(!bad && tensor(&r, "blocks.2.attn_alpha") && tensor(&r, "blocks.2.mlp_alpha") &&
+                  tensor(&r, "blocks.2.sqk") && tensor(&r, "blocks.2.suv"),
+              "nGPT: tensors attn_alpha, mlp_alpha, sqk, suv, and no gain or bias");
+    nbt_check(nb_stack_init_params(&r.ctx, &r.s, r.params, nb_preset_init(&d, NULL), 0, 7) ==
+                  NB_OK, "nGPT: init");
+    for (t = 0; t < r.s.n_tensors; t++) {
+        const nb_tensor_info* ti = &r.s.tensors[t];
+        const nb_real* x = r.params + ti->offset;
+        if (ti->kind == NB_TENSOR_QKV || ti->kind == NB_TENSOR_FF_IN) {
+            const double w = worst_unit(x, ti->rows, ti->cols, 1);
+            if (w > worst) worst = w;
+        } else if (ti->kind == NB_TENSOR_ATTN_OUT || ti->kind == NB_TENSOR_FF_OUT) {
+            const double w = worst_unit(x, ti->rows, ti->cols, 0);
+            if (w > worst) worst = w;
+        } else {
+            const double v = ti->kind == NB_TENSOR_FF_SCALE ? 1 : 1 / sqrt(8.0);
+            for (i = 0; i < (int)ti->count; i++) units &= fabs(x[i] - v) < 1e-7;
+        }
+    }
+    nbt_check(worst < 1e-6 && units, "nGPT init: matrices unit along d (rows of att_proj, "
+              "ff_proj; columns of attn_out, ff_out), alpha and sqk 1/sqrt(d), suv 1");
+    /* every layer's output on the unit sphere, whatever the input's norm */
+    for (i = 0; i < 2 * 5 * 8; i++) r.in[i] *= 3;
+    loss(&r);
+    worst = 0;
+    for (l = 0; l <= 3; l++)
+        for (i = 0; i < 2 * 5; i++) {
+            const nb_real* h = nb_stack_hidden(&r.s, r.cache, l, 0, 2, 5);
+            const double e = l ? fabs(row_norm(h + (size_t)i * 8, 8) - 1) : 0;
+            if (e > worst) worst = e;
+        }
+    nbt_check(worst < 1e-5, "nGPT: every layer's output has unit norm per token");
+    {   /* nb_stack_normalize: unit after, refused on a zero row with the tensor named and
+           nothing written */
+        nb_real* w = tensor(&r, "blocks.1.attn_out.weight");
+        nb_real* q = tensor(&r, "blocks.0.att_proj.weight");
+        nb_real* keep = nbt_alloc(r.s.n_params);
+        for (i = 0; i < 64; i++) w[i] *= 1 + 0.1 * i;
+        nbt_check(nb_stack_normalize(&r.ctx, &r.s, r.params) == NB_OK &&
+                      worst_unit(w, 8, 8, 0) < 1e-6, "nb_stack_normalize: attn_out columns unit");
+        for (i = 0; i < 8; i++) q[8 + i] = 0; /* row 1 */
+        q[0] *= 5;
+        memcpy(keep, r.params, r.s.n_params * sizeof(nb_real));
+        nbt_check(nb_stack_normalize(&r.ctx, &r.s, r.params) == NB_ERR_VALUE &&
+                      strstr(r.ctx.err, "blocks.0.att_proj.weight") && strstr(r.ctx.err, "row") &&
+                      !memcmp(keep, r.params, r.s.n_params * sizeof(nb_real)),
+                  "nb_stack_normalize: a zero row refused, the tensor named, nothing written");
+        nbt_check(nb_stack_normalize(&r.ctx, NULL, r.params) == NB_ERR_NULL,
+                  "nb_stack_normalize: NULL stack refused");
+        free(keep);
+    }
+    teardown(&r);
+    {   /* the public L2 kernels against the definition */
+        nb_real x[24], y[24], rs[6], dy[24], dx[24];
+        double ref[24], ss, dot;
+        int k, j;
+        nbt_fill(rng, x, 24, 0, 1);
+        nbt_fill(rng, dy, 24, 0, 1);
+        nbt_check(nb_l2norm_forward(NULL, y, 12, rs, x, 12, 2, 12, 4) == NB_OK &&
+                      nb_l2norm_backward(NULL, dx, 12, dy, 12, x, 12, rs, 2, 12, 4, 0) == NB_OK,
+                  "nb_l2norm_forward/backward: NB_OK");
+        for (k = 0; k < 6; k++) {
+            ss = 0; dot = 0;
+            for (j = 0; j < 4; j++) ss += (double)x[4 * k + j] * x[4 * k + j];
+            for (j = 0; j < 4; j++) dot += dy[4 * k + j] * x[4 * k + j] / sqrt(ss);
+            for (j = 0; j < 4; j++) ref[4 * k + j] = x[4 * k + j] / sqrt(ss);
+        }
+        nbt_close("nb_l2norm_forward: x / ||x|| per segment", y, ref, 24, NBT_ATOL, NBT_RTOL);
+        for (k = 0; k < 6; k++) {
+            ss = 0; dot = 0;
+            for (j = 0; j < 4; j++) ss += (double)x[4 * k + j] * x[4 * k + j];
+            for (j = 0; j < 4; j++) dot += dy[4 * k + j] * x[4 * k + j] / sqrt(ss);
+            for (j = 0; j < 4; j++)
+                ref[4 * k + j] = (dy[4 * k + j] - x[4 * k + j] / sqrt(ss) * dot) / sqrt(ss);
+        }
+        nbt_close("nb_l2norm_backward: (dy - y (y.dy)) / ||x||", dx, ref, 24, NBT_ATOL, NBT_RTOL);
+    }
+    {   /* refusals, each naming its field */
+        static const struct { const char* what; const char* needle; } cases[] = {
+            {"qk_scale with GQA", "n_kv_heads"},
+            {"INTERP with depth_alpha", "branch_mult"},
+            {"residual_norm with residual_from_norm", "residual_from_norm"},
+            {"nGPT with hyper-connections", "hyper-connections"},
+            {"interp_init above 1", "interp_init"},
+            {"softmax_scale below 0", "softmax_scale"},
+            {"ffn_in_scale 2", "ffn_in_scale"}};
+        nb_layer_desc ls[2];
+        nb_stack s;
+        nb_ctx ctx;
+        memset(&ctx, 0, sizeof ctx);
+        for (i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+            nb_stack_desc e = base_desc(NB_PRESET_NGPT, 2);
+            char what[128];
+            e.n_kv_heads = 2;
+            if (i == 0) e.n_kv_heads = 1;
+            if (i == 1) e.depth_alpha = 1;
+            if (i == 2) {
+                memset(ls, 0, sizeof ls);
+                ls[1].ffn.input_norm = ls[1].ffn.residual_from_norm = ls[1].ffn.residual_norm = 1;
+                e = base_desc(NB_PRESET_DEFAULT, 2);
+                e.layers = ls;
+            }
+            if (i == 3) e.hyper = NB_HYPER_MHC;
+            if (i == 4) e.interp_init = 1.5;
+            if (i == 5) e.softmax_scale = -1;
+            if (i == 6) e.ffn_in_scale = 2;
+            snprintf(what, sizeof what, "nGPT: %s refused, naming %s", cases[i].what,
+                     cases[i].needle);
+            nbt_check(nb_stack_init(&ctx, &s, &e, 2, 4) == NB_ERR_CONFIG &&
+                          strstr(ctx.err, cases[i].needle) != NULL, what);
+        }
+    }
+}
+
 int main(void) {
     nbt_rng rng = {0x5EED};
 #ifdef NB_DOUBLE
@@ -1813,6 +2000,7 @@ int main(void) {
     value_residual_props(&rng);
     hyper_props(&rng);
     completep_props(&rng);
+    ngpt_props(&rng);
     preset_inits();
     trace_names(&rng);
     name_maps();

@@ -1010,6 +1010,10 @@ NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offs
                           ln_1, ln_2, "transformer.ln_f"
      NB_NAMES_GPT2_LINEAR the same names in the nn.Linear layout (out, in) that nanoGPT's and
                           llm.c's PyTorch GPT-2 keep (c_attn (3d, d)): nothing transposed
+     NB_NAMES_NGPT        NVIDIA/ngpt's model.py: "transformer.h.<l>." query, key, value,
+                          att_c_proj, c_fc (SwiGLU's u | v rows, as ff_proj), mlp_c_proj (all
+                          nn.Linear), attn_alpha, mlp_alpha, sqk, suv (its parameters, stored as
+                          its code stores them); its wte, lm_head and sz are outside the stack
    Telling the two GPT-2 layouts apart: the names are the same; c_attn.weight is (d, 3d) in
    HF's Conv1D layout and (3d, d) in the Linear one (c_fc likewise, (d, f) against (f, d)). The
    square attn.c_proj.weight (d, d) cannot be told by its shape: a loader decides the layout
@@ -1018,7 +1022,8 @@ NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offs
    Returns the number of parts (written to parts[0..2]), 0 when the style has no name for the
    tensor (a norm the codebase does not have), -1 for a NULL s or parts or t out of range. */
 typedef enum nb_name_style {
-    NB_NAMES_NORMBLOCKS = 0, NB_NAMES_HF_LLAMA, NB_NAMES_HF_GPT2, NB_NAMES_GPT2_LINEAR
+    NB_NAMES_NORMBLOCKS = 0, NB_NAMES_HF_LLAMA, NB_NAMES_HF_GPT2, NB_NAMES_GPT2_LINEAR,
+    NB_NAMES_NGPT
 } nb_name_style;
 typedef struct nb_tensor_part {
     char name[96];
@@ -4588,28 +4593,32 @@ static void nb__preset_layer(const nb_stack_desc* d, int l, int n_post, unsigned
 }
 
 /* name maps: the library's suffix -> HF Llama / GPT-2 (NULL: none); "" marks a split tensor */
-typedef struct nb__name_row { const char *lib, *llama, *gpt2; int transposed; } nb__name_row;
+typedef struct nb__name_row { const char *lib, *llama, *gpt2, *ngpt; int transposed; } nb__name_row;
 static const nb__name_row nb__name_rows[] = {
-    {"att_proj.weight", "", "attn.c_attn.weight", 1},
-    {"att_proj.bias", "", "attn.c_attn.bias", 0},
-    {"attn_out.weight", "self_attn.o_proj.weight", "attn.c_proj.weight", 1},
-    {"attn_out.bias", "self_attn.o_proj.bias", "attn.c_proj.bias", 0},
-    {"ff_proj.weight", "", "mlp.c_fc.weight", 1},
-    {"ff_proj.bias", NULL, "mlp.c_fc.bias", 0},
-    {"ff_out.weight", "mlp.down_proj.weight", "mlp.c_proj.weight", 1},
-    {"ff_out.bias", NULL, "mlp.c_proj.bias", 0},
-    {"q_norm.weight", "self_attn.q_norm.weight", NULL, 0},
-    {"k_norm.weight", "self_attn.k_norm.weight", NULL, 0},
-    {"attn_norm.weight", "input_layernorm.weight", "ln_1.weight", 0},
-    {"attn_norm.bias", NULL, "ln_1.bias", 0},
-    {"ff_norm.weight", "post_attention_layernorm.weight", "ln_2.weight", 0},
-    {"ff_norm.bias", NULL, "ln_2.bias", 0},
-    {"attn_out_norm.weight", "post_attention_layernorm.weight", NULL, 0},
-    {"attn_post_norm.weight", "post_attention_layernorm.weight", NULL, 0},
-    {"ff_out_norm.weight", "post_feedforward_layernorm.weight", NULL, 0},
-    {"ff_post_norm.weight", "post_feedforward_layernorm.weight", NULL, 0},
-    {"ln_f.weight", "model.norm.weight", "transformer.ln_f.weight", 0},
-    {"ln_f.bias", NULL, "transformer.ln_f.bias", 0}};
+    {"att_proj.weight", "", "attn.c_attn.weight", "", 1},
+    {"att_proj.bias", "", "attn.c_attn.bias", NULL, 0},
+    {"attn_out.weight", "self_attn.o_proj.weight", "attn.c_proj.weight", "att_c_proj.weight", 1},
+    {"attn_out.bias", "self_attn.o_proj.bias", "attn.c_proj.bias", NULL, 0},
+    {"ff_proj.weight", "", "mlp.c_fc.weight", "c_fc.weight", 1},
+    {"ff_proj.bias", NULL, "mlp.c_fc.bias", NULL, 0},
+    {"ff_out.weight", "mlp.down_proj.weight", "mlp.c_proj.weight", "mlp_c_proj.weight", 1},
+    {"ff_out.bias", NULL, "mlp.c_proj.bias", NULL, 0},
+    {"q_norm.weight", "self_attn.q_norm.weight", NULL, NULL, 0},
+    {"k_norm.weight", "self_attn.k_norm.weight", NULL, NULL, 0},
+    {"attn_norm.weight", "input_layernorm.weight", "ln_1.weight", NULL, 0},
+    {"attn_norm.bias", NULL, "ln_1.bias", NULL, 0},
+    {"ff_norm.weight", "post_attention_layernorm.weight", "ln_2.weight", NULL, 0},
+    {"ff_norm.bias", NULL, "ln_2.bias", NULL, 0},
+    {"attn_out_norm.weight", "post_attention_layernorm.weight", NULL, NULL, 0},
+    {"attn_post_norm.weight", "post_attention_layernorm.weight", NULL, NULL, 0},
+    {"ff_out_norm.weight", "post_feedforward_layernorm.weight", NULL, NULL, 0},
+    {"ff_post_norm.weight", "post_feedforward_layernorm.weight", NULL, NULL, 0},
+    {"ln_f.weight", "model.norm.weight", "transformer.ln_f.weight", NULL, 0},
+    {"ln_f.bias", NULL, "transformer.ln_f.bias", NULL, 0},
+    {"sqk", NULL, NULL, "sqk", 0},
+    {"suv", NULL, NULL, "suv", 0},
+    {"attn_alpha", NULL, NULL, "attn_alpha", 0},
+    {"mlp_alpha", NULL, NULL, "mlp_alpha", 0}};
 
 NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
                                 nb_tensor_part parts[3]) {
@@ -4625,13 +4634,15 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
         parts[0].rows = ti->rows;
         return 1;
     }
-    if (style != NB_NAMES_HF_LLAMA && style != NB_NAMES_HF_GPT2 && style != NB_NAMES_GPT2_LINEAR)
+    if (style != NB_NAMES_HF_LLAMA && style != NB_NAMES_HF_GPT2 && style != NB_NAMES_GPT2_LINEAR &&
+        style != NB_NAMES_NGPT)
         return -1;
     l = ti->layer;
     suffix = l < 0 ? ti->name : strchr(strchr(ti->name, '.') + 1, '.') + 1; /* "blocks.<l>." */
     for (i = 0; i < sizeof nb__name_rows / sizeof nb__name_rows[0]; i++) {
         const nb__name_row* row = &nb__name_rows[i];
-        const char* name = style == NB_NAMES_HF_LLAMA ? row->llama : row->gpt2;
+        const char* name = style == NB_NAMES_HF_LLAMA ? row->llama
+                         : style == NB_NAMES_NGPT ? row->ngpt : row->gpt2;
         const char* prefix = l < 0 ? "" : style == NB_NAMES_HF_LLAMA ? "model.layers."
                                                                        : "transformer.h.";
         char pre[48];
@@ -4649,13 +4660,14 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
             parts[0].transposed = style == NB_NAMES_HF_GPT2 && row->transposed;
             return 1;
         }
-        if (!strncmp(row->lib, "att_proj.", 9)) { /* Llama's separate Q, K, V (and biases) */
+        if (!strncmp(row->lib, "att_proj.", 9)) { /* separate Q, K, V (and biases) */
             const nb_attn_plan* ap = &s->layers[l].attn;
-            static const char* const qkv[3] = {"q_proj", "k_proj", "v_proj"};
+            static const char* const qkv[2][3] = {{"self_attn.q_proj", "self_attn.k_proj",
+                                                   "self_attn.v_proj"}, {"query", "key", "value"}};
             const int kv = ap->desc.n_kv_heads * ap->head_dim, rows[3] = {ap->desc.d_model, kv, kv};
             for (n = 0; n < 3; n++) {
-                snprintf(parts[n].name, sizeof parts[n].name, "%sself_attn.%s.%s", pre, qkv[n],
-                         row->lib + 9);
+                snprintf(parts[n].name, sizeof parts[n].name, "%s%s.%s", pre,
+                         qkv[style == NB_NAMES_NGPT][n], row->lib + 9);
                 parts[n].row0 = n ? rows[0] + (n - 1) * kv : 0;
                 parts[n].rows = rows[n];
             }

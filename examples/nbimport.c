@@ -30,6 +30,9 @@ static const char* const help =
     "         hf-gpt2      Hugging Face GPT-2: Conv1D weights stored transposed\n"
     "         gpt2-linear  GPT-2 in nn.Linear layout (nanoGPT, llm.c)\n"
     "         normblocks   the library's own names (as examples/train saves them)\n"
+    "         ngpt         NVIDIA/ngpt's model.py (query, key, value, att_c_proj, c_fc, mlp_c_proj,\n"
+    "                      sqk, suv, attn_alpha, mlp_alpha); its RoPE is not a rotation (its\n"
+    "                      issue #10): the library's standard RoPE runs instead\n"
     "  MODEL  a safetensors file, or a Hugging Face directory (config.json with model.safetensors\n"
     "         or the shards of model.safetensors.index.json). The stack comes from config.json\n"
     "         (in the directory, or beside a file whose metadata has no \"preset\"): model_type\n"
@@ -37,7 +40,7 @@ static const char* const help =
     "         value the library computes, or known not to change the stack (token ids, sizes,\n"
     "         dropout, dtype); any other key is refused by name. Or from MODEL's __metadata__\n"
     "         (strings): preset (any name nb_preset_from_name takes), n_layers, d_model, n_heads,\n"
-    "         n_kv_heads, d_ff, rope (0/1), optionally norm (rms|layer|dyt), ffn (swiglu|gelu_tanh|\n"
+    "         n_kv_heads, d_ff, rope (0/1), optionally norm (rms|layer|dyt|l2), ffn (swiglu|gelu_tanh|\n"
     "         gelu), mixln_alpha (a finite number), eps, rope_theta, attn_bias (0-3: 1 the Q|K|V projection's bias,\n"
     "         2 the output's), value_residual (off|fixed|learn), hyper (none|mhc|hc|ihc),\n"
     "         hyper_streams (1-8), hyper_form (dynamic|static), hyper_sinkhorn (1-100); also\n"
@@ -258,7 +261,8 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
         if (!strcmp(v, "rms")) d->norm = NB_NORM_RMS;
         else if (!strcmp(v, "layer")) d->norm = NB_NORM_LAYER;
         else if (!strcmp(v, "dyt")) d->norm = NB_NORM_DYT;
-        else return bad_meta("norm", v, "rms, layer or dyt");
+        else if (!strcmp(v, "l2")) d->norm = NB_NORM_L2;
+        else return bad_meta("norm", v, "rms, layer, dyt or l2");
     }
     if ((v = st_meta(M, "ffn")) != NULL) {
         if (!strcmp(v, "swiglu")) d->ffn = NB_FFN_SWIGLU;
@@ -351,7 +355,7 @@ static int stack_of(model_in* M, nb_name_style style, int B, int T, nb_stack* s)
 
 static const char* style_name(nb_name_style style) {
     return style == NB_NAMES_HF_LLAMA ? "hf-llama" : style == NB_NAMES_HF_GPT2 ? "hf-gpt2"
-         : style == NB_NAMES_GPT2_LINEAR ? "gpt2-linear" : "normblocks";
+         : style == NB_NAMES_GPT2_LINEAR ? "gpt2-linear" : style == NB_NAMES_NGPT ? "ngpt" : "normblocks";
 }
 
 /* The 2-D (rows, cols) shape of a tensor (a 1-D tensor is (n, 1)). */
@@ -373,7 +377,7 @@ static int ends_with(const char* s, const char* suffix) {
    "attn.masked_bias", older Llama files' "rotary_emb.inv_freq"), which are not weights. */
 static const char* const k_embed[4] = {"model.embed_tokens.weight", "transformer.wte.weight", "wte.weight", NULL};
 static int ignorable(const char* name) {
-    static const char* const io[4] = {"lm_head.weight", "transformer.wpe.weight", "wpe.weight", NULL};
+    static const char* const io[5] = {"lm_head.weight", "transformer.wpe.weight", "wpe.weight", "sz", NULL};
     int i;
     for (i = 0; k_embed[i]; i++)
         if (!strcmp(name, k_embed[i])) return 1;
@@ -613,12 +617,25 @@ static int exportable(const nb_stack* s, nb_name_style style) {
         else if (d->ffn != NB_FFN_SWIGLU) why = "ffn: Llama's MLP is SwiGLU (gate_proj, up_proj, down_proj)";
         else if (!d->rope) why = "rope: Llama applies RoPE in every attention";
         else if (d->ffn_bias == 1) why = "ffn bias: Llama's MLP projections have none";
+    } else if (style == NB_NAMES_NGPT) {
+        if (d->preset != NB_PRESET_NGPT || d->norm != NB_NORM_L2 || d->qk_scale < 0 ||
+            d->ffn_in_scale < 0 || d->sites != (NB_SITE_Q | NB_SITE_K) || d->ffn != NB_FFN_SWIGLU ||
+            d->attn_bias || d->ffn_bias == 1 || d->n_kv_heads != d->n_heads)
+            why = "preset: NVIDIA/ngpt's Block is the ngpt preset as it comes (L2 norms, sqk, suv, SwiGLU, "
+                  "no biases, no GQA)";
+        else if (!d->rope) why = "rope: NVIDIA/ngpt's attention always applies its rotary transform";
     }
+    if (!why && style != NB_NAMES_NORMBLOCKS && style != NB_NAMES_NGPT &&
+        (d->qk_scale > 0 || d->ffn_in_scale > 0 ||
+         fabs(d->softmax_scale * sqrt((double)d->d_model / d->n_heads) - 1) > 1e-6))
+        why = d->qk_scale > 0 ? "qk_scale: nGPT's s_qk is in no Hugging Face or GPT-2 model"
+            : d->ffn_in_scale > 0 ? "ffn_in_scale: nGPT's s_uv is in no Hugging Face or GPT-2 model"
+            : "softmax_scale: Hugging Face and GPT-2 attention scales by 1/sqrt(d_k)";
     if (!why && style != NB_NAMES_NORMBLOCKS && d->value_residual)
         why = "value_residual: no Hugging Face or GPT-2 model mixes the first layer's values in";
     if (!why) return 0;
     fprintf(stderr, "nbimport: --export: this stack cannot be expressed in the %s layout: %s\n",
-            style == NB_NAMES_HF_LLAMA ? "hf-llama" : style == NB_NAMES_HF_GPT2 ? "hf-gpt2" : "gpt2-linear", why);
+            style_name(style), why);
     return 1;
 }
 
@@ -627,7 +644,8 @@ static int parse_style(const char* a, nb_name_style* style) {
     else if (!strcmp(a, "hf-gpt2")) *style = NB_NAMES_HF_GPT2;
     else if (!strcmp(a, "gpt2-linear")) *style = NB_NAMES_GPT2_LINEAR;
     else if (!strcmp(a, "normblocks")) *style = NB_NAMES_NORMBLOCKS;
-    else return fail("unknown layout \"%s\" (hf-llama, hf-gpt2, gpt2-linear, normblocks)", a);
+    else if (!strcmp(a, "ngpt")) *style = NB_NAMES_NGPT;
+    else return fail("unknown layout \"%s\" (hf-llama, hf-gpt2, gpt2-linear, ngpt, normblocks)", a);
     return 0;
 }
 

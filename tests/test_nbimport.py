@@ -215,7 +215,7 @@ def meta(base=META, **kw):
 # norm rms on a GPT-2 file: RMSNorm (no biases), so the LayerNorm biases have no place
 run("norm: rms on a GPT-2 file is RMSNorm", model("g.st", gpt2(), meta(GMETA, norm="rms")), 1, "ln_1.bias",
     "no place", style="hf-gpt2")
-for key, val, word in [("norm", "rmsnorm", "rms, layer or dyt"), ("norm", "", "rms, layer or dyt"),
+for key, val, word in [("norm", "rmsnorm", "rms, layer, dyt or l2"), ("norm", "", "rms, layer, dyt or l2"),
                        ("ffn", "relu", "swiglu"), ("mixln_alpha", "abc", "a finite number"),
                        ("mixln_alpha", "0.5x", "a finite number"), ("mixln_alpha", "", "a finite number"),
                        ("mixln_alpha", "nan", "a finite number"), ("mixln_alpha", "1e999", "a finite number"),
@@ -355,6 +355,26 @@ for style in ("hf-llama", "hf-gpt2", "gpt2-linear"):
           1, "hyper", style)
 record("...the refusals wrote nothing", not os.path.exists("x.st"), "x.st exists")
 check("--export of a GQA stack with RoPE as hf-llama (Llama has GQA)", ["--export", "hf-llama", gqa, "x.st"], 0)
+# nGPT (NVIDIA/ngpt's names): its preset exports and runs back in that layout; other layouts
+# refuse it by its norm, and the ngpt layout refuses another preset
+ng_items = [("blocks.0.att_proj.weight", [3 * D, D], [0.01 * (i % 7 + 1) for i in range(3 * D * D)]),
+            ("blocks.0.attn_out.weight", [D, D], [0.02 * (i % 5 + 1) for i in range(D * D)]),
+            ("blocks.0.sqk", [D], [0.35] * D),
+            ("blocks.0.ff_proj.weight", [2 * FF, D], [0.01 * (i % 3 + 1) for i in range(2 * FF * D)]),
+            ("blocks.0.ff_out.weight", [D, FF], [0.01 * (i % 4 + 1) for i in range(D * FF)]),
+            ("blocks.0.suv", [2 * FF], [1.0] * 2 * FF),
+            ("blocks.0.attn_alpha", [D], [0.35] * D), ("blocks.0.mlp_alpha", [D], [0.35] * D)]
+ng = model("ng.st", ng_items, meta(preset="ngpt", d_ff=str(FF), rope="1"))
+check("--export of the ngpt preset as ngpt", ["--export", "ngpt", ng, "ngx.st"], 0)
+eh, ed = tensors([("E", [B, T, D], [0.1 * (i % 9) - 0.4 for i in range(B * T * D)])])
+check("...and it runs back from NVIDIA/ngpt's names", ["ngpt", "ngx.st", write("ng_e.st", eh, ed), "ng_out.st"], 0)
+if os.path.exists("ng_out.st"):
+    out = read_out("ng_out.st")[1]
+    norms = [sum(v * v for v in out[i * D:(i + 1) * D]) ** 0.5 for i in range(B * T)]
+    record("...every token of its output on the unit sphere", all(abs(n - 1) < 1e-5 for n in norms), str(norms))
+check("--export of the ngpt preset as hf-llama", ["--export", "hf-llama", ng, "x.st"], 1, "norm", "RMSNorm")
+check("--export of a pre stack as ngpt", ["--export", "ngpt", model("pre.st", nb_model(), meta(rope="1")), "x.st"],
+      1, "preset", "ngpt")
 
 
 

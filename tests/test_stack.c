@@ -1179,7 +1179,7 @@ static void name_maps(void) {
     static const struct { const char* preset; int L; nb_name_style style; } cases[] = {
         {"pre", 2, NB_NAMES_HF_LLAMA}, {"mixln", 4, NB_NAMES_HF_LLAMA},
         {"sandwich", 1, NB_NAMES_HF_LLAMA}, {"gpt2", 2, NB_NAMES_HF_GPT2},
-        {"hybrid", 2, NB_NAMES_NORMBLOCKS}};
+        {"hybrid", 2, NB_NAMES_NORMBLOCKS}, {"ngpt", 2, NB_NAMES_NGPT}};
     nb_ctx ctx;
     size_t c;
     memset(&ctx, 0, sizeof ctx);
@@ -1189,6 +1189,7 @@ static void name_maps(void) {
         char names[64][96], what[96];
         int t, u, n_names = 0, tiles = 1, unique = 1;
         nb_preset_from_name(NULL, &d, cases[c].preset);
+        if (cases[c].style == NB_NAMES_NGPT) d.n_kv_heads = 2;
         if (!nbt_check(nb_stack_init(&ctx, &s, &d, 1, 2) == NB_OK, "name maps: stack")) continue;
         for (t = 0; t < s.n_tensors; t++) {
             nb_tensor_part parts[3];
@@ -1205,6 +1206,21 @@ static void name_maps(void) {
         snprintf(what, sizeof what, "name maps of %s: parts tile the rows, names unique",
                  cases[c].preset);
         nbt_check(tiles && unique && n_names > 0, what);
+        if (cases[c].style == NB_NAMES_NGPT) { /* every tensor has its model.py name */
+            static const char* const want[] = {
+                "transformer.h.1.query.weight", "transformer.h.1.key.weight",
+                "transformer.h.1.value.weight", "transformer.h.1.att_c_proj.weight",
+                "transformer.h.1.c_fc.weight", "transformer.h.1.mlp_c_proj.weight",
+                "transformer.h.1.sqk", "transformer.h.1.suv", "transformer.h.1.attn_alpha",
+                "transformer.h.1.mlp_alpha"};
+            int all = n_names == 20, w;
+            for (w = 0; w < 10; w++) {
+                int found = 0;
+                for (u = 0; u < n_names; u++) found |= !strcmp(names[u], want[w]);
+                all &= found;
+            }
+            nbt_check(all, "name maps: ngpt, every tensor named as NVIDIA/ngpt's model.py");
+        }
         if (!strcmp(cases[c].preset, "pre")) {
             nbt_check(!strcmp(part_name(&s, "blocks.1.att_proj.weight", NB_NAMES_HF_LLAMA, 1),
                               "model.layers.1.self_attn.k_proj.weight") &&

@@ -120,6 +120,13 @@ static void run_attn(rd* r, nb_ctx* c) {
     d.non_causal = u8(r) & 1; d.memory = (nb_attn_memory)pick_int(r, 2);
     mb = pick_int(r, 3); ms = pick_int(r, 16);
     d.bias = u8(r) < 230 ? u8(r) & 3 : u32(r); /* read last: older seeds keep their meaning */
+    {   /* after it: nGPT's L2 norm kind (5: unknown), s_qk (2: refused) and the softmax scale */
+        const unsigned k = u8(r);
+        if (k >= 128) {
+            if (k & 1) d.norm = (nb_norm_type)(4 + (k >> 1) % 2);
+            d.qk_scale = (int)((k >> 2) % 3); d.softmax_scale = pick_real(r);
+        }
+    }
     memset(&pl, 0x77, sizeof pl);
     rc = nb_attn_plan_make(c, &pl, &d, mb, ms);
     check_rc(c, rc);
@@ -174,6 +181,7 @@ static void run_ffn(rd* r, nb_ctx* c) {
     d.d_model = pick_int(r, 32); d.d_ff = pick_int(r, 48); d.type = (nb_ffn_type)pick_int(r, 3);
     d.bias = (int)(u8(r) % 4) - 1;
     mb = pick_int(r, 3); ms = pick_int(r, 16);
+    d.in_scale = (int)(u8(r) % 4) - 1; /* nGPT's s_uv: -1 and 2 refused */
     rc = nb_ffn_plan_make(c, &pl, &d, mb, ms);
     check_rc(c, rc);
     if (rc) return;
@@ -238,7 +246,7 @@ static void run_stack(rd* r, nb_ctx* c) {
                 pl[k]->input_norm = f & 1; pl[k]->residual_from_norm = (f >> 1) & 1;
                 pl[k]->output_norm = (f >> 2) & 1; pl[k]->post_norm = (f >> 3) & 1;
                 pl[k]->residual_scale = (f >> 4) ? pick_real(r) : 0;
-                pl[k]->branch_scale = (nb_branch_scale)(f >> 6); /* 3: unknown, refused */
+                pl[k]->branch_scale = (nb_branch_scale)(f >> 6); /* 3: INTERP */
             }
             layers[l].sites = u8(r) < 240 ? u8(r) & 15 : u32(r);
         }
@@ -272,6 +280,20 @@ static void run_stack(rd* r, nb_ctx* c) {
         if (h >= 128) { d.depth_alpha = (double)pick_real(r); d.depth_base = pick_int(r, 4); }
         for (l = 0; d.layers && l < d.n_layers; l++)
             if (u8(r) & 1) layers[l].attn.branch_mult = layers[l].ffn.branch_mult = pick_real(r);
+    }
+    {   /* read last: nGPT's fields (the L2 kind, 5 unknown; the residual norms and an unknown
+           branch scale in custom layers) */
+        const unsigned k = u8(r);
+        if (k >= 128) {
+            if (k & 1) d.norm = (nb_norm_type)(4 + (k >> 1) % 2);
+            d.interp_init = (double)pick_real(r); d.softmax_scale = pick_real(r);
+            d.qk_scale = (int)(u8(r) % 4) - 1; d.ffn_in_scale = (int)(u8(r) % 4) - 1;
+            for (l = 0; d.layers && l < d.n_layers; l++) {
+                const unsigned f = u8(r);
+                layers[l].attn.residual_norm = f & 1; layers[l].ffn.residual_norm = (f >> 1) & 1;
+                if (f >= 240) layers[l].ffn.branch_scale = (nb_branch_scale)4;
+            }
+        }
     }
     rc = nb_stack_init(c, &s, &d, mb, ms);
     check_rc(c, rc);

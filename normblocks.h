@@ -147,11 +147,11 @@
 
    THE PRESETS (nb_preset_from_name takes the key or an alias, case-insensitive)
      N is the stack's norm: RMSNorm  y = g * x / sqrt(mean(x^2) + eps)  (default), LayerNorm
-     y = g * (x - mean) / sqrt(var + eps) + b, or DyT  y = g * tanh(a x) + b  (a learnable
-     scalar per norm). MHA_# is attention with norms at the sites # of Q, K, V (after the
+     y = g * (x - mean) / sqrt(var + eps) + b, DyT  y = g * tanh(a x) + b  (a learnable
+     scalar per norm), or L2  y = x / ||x||  (nGPT). MHA_# is attention with norms at the sites # of Q, K, V (after the
      projection, before RoPE) and C (the concatenated heads, before W_o), per head with one
      gain of d_k shared by the heads unless stated. F is the FFN. l = 0..L-1 unless stated.
-     Every preset but none and rezero ends with the final norm ln_f (the official codes apply it
+     Every preset but none, rezero and ngpt ends with the final norm ln_f (the official codes apply it
      before the LM head even where the papers' equations stop at x_L).
        pre           y = x + MHA(N(x));  x' = y + F(N(y))
        post          y = N(x + MHA(x));  x' = N(y + F(y))   (+ ln_f, the Mix-LN code's)
@@ -199,6 +199,16 @@
        layerscale    y = x + g1 * MHA(N(x));  x' = y + g2 * F(N(y)), g1, g2 learnable vectors
                      ("ls1.gamma", "ls2.gamma") starting at 0.1 up to 18 layers, 1e-5 up to 24,
                      1e-6 deeper (CaiT; desc.layerscale_init)
+       ngpt          nGPT (NVIDIA/ngpt's model.py): with L2(v) = v / ||v|| (no eps, no gain),
+                     per sublayer  x' = L2(L2(x) + |a| (L2(F(x)) - L2(x)))  (no input norm: F
+                     takes x), a = 0.05 sqrt(d) "attn_alpha" / "mlp_alpha" (stored at 1/sqrt(d),
+                     as its code: a starts at 0.05, desc.interp_init); attention with Q, K L2 per
+                     head, RoPE, both times sqrt(d) "sqk" (stored 1/sqrt(d); GQA refused), scores
+                     times sqrt(d_k); SwiGLU of 4d with its projection times sqrt(d) "suv"
+                     (stored 1); no biases, no embedding or final norm. Its RoPE is standard
+                     (the code's is not a rotation: NVIDIA/ngpt issue #10). Matrices stay
+                     normalized along d by the caller: nb_stack_normalize after each step
+                     (and the embedding's and LM head's rows), NB_INIT_NGPT at init
        mhc, hc, ihc  pre on n = 4 hyper-connected streams: around each sublayer
                      u = sum_i pre_i x_i;  x'_k = post_k F(N(u)) + sum_j comb[j][k] x_j, the maps
                      of mHC, HC or identity HC (see nb_hyper); before ln_f the streams are
@@ -217,14 +227,18 @@
                      sublayers add a plain residual
        depth_alpha   CompleteP (arXiv 2505.01618; its code): every branch times
                      (L / depth_base)^-depth_alpha
+       norm = NB_NORM_L2, qk_scale, softmax_scale, ffn_in_scale: nGPT's parts on any preset;
+                     residual_norm and INTERP (nb_placement) in custom schedules
 
    TENSOR NAMES (nb_stack.tensors, in buffer order; matrices (out, in) as nn.Linear)
      embed_norm.*, then per layer "blocks.<l>.": att_proj.weight ([Q|K|V] rows) and .bias,
      attn_out.weight and .bias (attention biases: desc.attn_bias), {q,k,v,c}_norm.{alpha,weight}
-     (sites on), ff_proj.weight (SwiGLU: [up|gate] rows) and .bias, ff_out.weight and .bias,
-     the block norms {alpha,weight,bias} in the order attn_norm, attn_out_norm, attn_post_norm,
-     ff_norm, ff_out_norm, ff_post_norm, attn_y_norm, attn_input_norm, ff_y_norm, ff_input_norm
-     (those the layer has), c1 (SiameseNorm gamma), ls1.gamma / resweight / ls2.gamma,
+     (sites on), sqk (qk_scale), ff_proj.weight (SwiGLU: [up|gate] rows) and .bias,
+     ff_out.weight and .bias, suv (ffn_in_scale), the block norms {alpha,weight,bias} in the
+     order attn_norm, attn_out_norm, attn_post_norm, ff_norm, ff_out_norm, ff_post_norm,
+     attn_y_norm, attn_input_norm, ff_y_norm, ff_input_norm, attn_res_norm, ff_res_norm (those
+     the layer has; L2 norms have no tensors), c1 (SiameseNorm gamma), ls1.gamma / resweight /
+     attn_alpha (INTERP), then ls2.gamma / mlp_alpha,
      value_residual.lambda (desc.value_residual = 2, layers l >= 1: [lambda_1, lambda_2]), the
      hyper-connections of attention then FFN (mHC, IHC: hc_attn_fn, hc_attn_base, hc_attn_scale,
      DeepSeek-V4's names; HC: hc_attn.static_alpha, .static_beta, .dynamic_alpha_fn,
@@ -238,11 +252,13 @@
        sublayer "blocks.<l>.attn.": h (the input norm's output, times input_scale), qkv (the
        projection [Q|K|V], with its bias), qkv_normed (after the Q/K/V site norms, when any),
        qkv_vres (layers l >= 1 with desc.value_residual: [Q|K|V'], V' = lambda_1 V + lambda_2 V_0),
-       qkv_rope (after RoPE), context (the heads' outputs concatenated, before the C norm),
+       qkv_rope (after RoPE), qkv_scaled (Q, K times sqrt(d) s_qk: qk_scale),
+       context (the heads' outputs concatenated, before the C norm),
        c_normed (site C), out (W_o's output, with its bias), out_normed (the output norm's
-       result, when one), sum (before the post norm, when one), x_out (the sublayer's output);
-       for its FFN "blocks.<l>.ffn.": h, proj (x W_in^T + b_in), act (the activation), out,
-       out_normed, sum, x_out; then blocks.<l>.x (and blocks.<l>.y, SiameseNorm's second
+       result, when one), res_normed (N_res(x), residual_norm), sum (before the post norm,
+       when one), x_out (the sublayer's output); for its FFN "blocks.<l>.ffn.": h, proj
+       (x W_in^T + b_in), proj_scaled (times sqrt(d) s_uv: ffn_in_scale), act (the activation),
+       out, out_normed, res_normed, sum, x_out; then blocks.<l>.x (and blocks.<l>.y, SiameseNorm's second
        stream), the layer's output; out (the stack's output, after the final norms).
        Hyper-connections: per sublayer first hc_maps (B*T x (2n + n^2): pre, post, comb) and
        hc_in (u), then the sublayer's names with x_out its branch y = B(u); the layer's streams

@@ -562,6 +562,13 @@ static void null_args(void) {
     NULLS(nb_layernorm_backward(&ctx, dx, 8, g, NULL, dy, 8, x, 8, NULL, r, g, 2, 8, 0, 0, sc), "nb_layernorm_backward", "mean");
     NULLS(nb_layernorm_backward(&ctx, dx, 8, g, NULL, dy, 8, x, 8, m, NULL, g, 2, 8, 0, 0, sc), "nb_layernorm_backward", "rstd");
     NULLS(nb_layernorm_backward(&ctx, dx, 8, NULL, g, dy, 8, x, 8, m, r, g, 2, 8, 0, 0, NULL), "nb_layernorm_backward", "scratch");
+    NULLS(nb_l2norm_forward(&ctx, NULL, 8, r, x, 8, 2, 8, 0), "nb_l2norm_forward", "y");
+    NULLS(nb_l2norm_forward(&ctx, y, 8, NULL, x, 8, 2, 8, 0), "nb_l2norm_forward", "rstd");
+    NULLS(nb_l2norm_forward(&ctx, y, 8, r, NULL, 8, 2, 8, 0), "nb_l2norm_forward", "x");
+    NULLS(nb_l2norm_backward(&ctx, NULL, 8, dy, 8, x, 8, r, 2, 8, 0, 0), "nb_l2norm_backward", "dx");
+    NULLS(nb_l2norm_backward(&ctx, dx, 8, NULL, 8, x, 8, r, 2, 8, 0, 0), "nb_l2norm_backward", "dy");
+    NULLS(nb_l2norm_backward(&ctx, dx, 8, dy, 8, NULL, 8, r, 2, 8, 0, 0), "nb_l2norm_backward", "x");
+    NULLS(nb_l2norm_backward(&ctx, dx, 8, dy, 8, x, 8, NULL, 2, 8, 0, 0), "nb_l2norm_backward", "rstd");
     e1 = (nb_real)0.5; /* a DyT alpha */
     NULLS(nb_dyt_forward(&ctx, NULL, 8, x, 8, &e1, g, NULL, 2, 8, 0), "nb_dyt_forward", "y");
     NULLS(nb_dyt_forward(&ctx, y, 8, NULL, 8, &e1, g, NULL, 2, 8, 0), "nb_dyt_forward", "x");
@@ -594,7 +601,7 @@ static void null_args(void) {
 
     memset(&ad, 0, sizeof ad);
     ad.d_model = 8; ad.n_heads = 2; ad.sites = NB_SITES_QKVC;
-    ad.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
+    ad.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT; ad.qk_scale = 1;
     NULLS(nb_attn_plan_make(&ctx, NULL, &ad, 2, 8), "nb_attn_plan_make", "plan");
     NULLS(nb_attn_plan_make(&ctx, &ap, NULL, 2, 8), "nb_attn_plan_make", "desc");
     nb_attn_plan_make(&c, &ap, &ad, 2, 8);
@@ -620,6 +627,8 @@ static void null_args(void) {
     NULLS(nb_attn_forward(&ctx, &ap, &Pn, o, b, 2, 8, cache, scr), "nb_attn_forward", "b_qkv");
     Pn = P; Pn.b_o = NULL;
     NULLS(nb_attn_forward(&ctx, &ap, &Pn, o, b, 2, 8, cache, scr), "nb_attn_forward", "b_o");
+    Pn = P; Pn.qk_scale = NULL;
+    NULLS(nb_attn_forward(&ctx, &ap, &Pn, o, b, 2, 8, cache, scr), "nb_attn_forward", "qk_scale");
     nb_attn_forward(&c, &ap, &P, o, b, 2, 8, cache, scr);
     NULLS(nb_attn_backward(&ctx, &ap, &P, NULL, y, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "g");
     NULLS(nb_attn_backward(&ctx, &ap, &P, &G, NULL, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "dx");
@@ -635,10 +644,12 @@ static void null_args(void) {
     NULLS(nb_attn_backward(&ctx, &ap, &P, &Pn, y, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "g.b_o");
     Pn = G; Pn.b_qkv = NULL;
     NULLS(nb_attn_backward(&ctx, &ap, &P, &Pn, y, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "g.b_qkv");
+    Pn = G; Pn.qk_scale = NULL;
+    NULLS(nb_attn_backward(&ctx, &ap, &P, &Pn, y, o, b, 2, 8, cache, scr, 0), "nb_attn_backward", "g.qk_scale");
     free(w); free(gw); free(cache); free(scr);
 
     memset(&fd, 0, sizeof fd);
-    fd.d_model = 8; fd.d_ff = 16; fd.bias = 1;
+    fd.d_model = 8; fd.d_ff = 16; fd.bias = 1; fd.in_scale = 1;
     NULLS(nb_ffn_plan_make(&ctx, NULL, &fd, 2, 8), "nb_ffn_plan_make", "plan");
     NULLS(nb_ffn_plan_make(&ctx, &fpl, NULL, 2, 8), "nb_ffn_plan_make", "desc");
     nb_ffn_plan_make(&c, &fpl, &fd, 2, 8);
@@ -657,6 +668,8 @@ static void null_args(void) {
     NULLS(nb_ffn_forward(&ctx, &fpl, &FPn, o, b, 2, 8, cache, scr), "nb_ffn_forward", "w_in");
     FPn = FP; FPn.b_out = NULL;
     NULLS(nb_ffn_forward(&ctx, &fpl, &FPn, o, b, 2, 8, cache, scr), "nb_ffn_forward", "b_out");
+    FPn = FP; FPn.in_scale = NULL;
+    NULLS(nb_ffn_forward(&ctx, &fpl, &FPn, o, b, 2, 8, cache, scr), "nb_ffn_forward", "in_scale");
     nb_ffn_forward(&c, &fpl, &FP, o, b, 2, 8, cache, scr);
     NULLS(nb_ffn_backward(&ctx, &fpl, &FP, NULL, y, o, b, 2, 8, cache, scr, 0), "nb_ffn_backward", "g");
     NULLS(nb_ffn_backward(&ctx, &fpl, &FP, &FG, NULL, o, b, 2, 8, cache, scr, 0), "nb_ffn_backward", "dx");
@@ -666,6 +679,8 @@ static void null_args(void) {
     NULLS(nb_ffn_backward(&ctx, &fpl, &FP, &FG, y, o, b, 2, 8, cache, NULL, 0), "nb_ffn_backward", "scratch");
     FPn = FG; FPn.b_in = NULL;
     NULLS(nb_ffn_backward(&ctx, &fpl, &FP, &FPn, y, o, b, 2, 8, cache, scr, 0), "nb_ffn_backward", "b_in");
+    FPn = FG; FPn.in_scale = NULL;
+    NULLS(nb_ffn_backward(&ctx, &fpl, &FP, &FPn, y, o, b, 2, 8, cache, scr, 0), "nb_ffn_backward", "g.in_scale");
     free(w); free(gw); free(cache); free(scr);
 
     NULLS(nb_stack_init(&ctx, NULL, &sd, 2, 8), "nb_stack_init", "s");
@@ -702,6 +717,8 @@ static void null_args(void) {
     NULLS(nb_layer_backward(&ctx, &st.s, 0, st.params, st.grads, st.din, st.dout, st.in, 2, 8, st.cache, NULL), "nb_layer_backward", "scratch");
     NULLS(nb_stack_init_params(&ctx, NULL, st.params, NB_INIT_NORMAL, 0, 1), "nb_stack_init_params", "s");
     NULLS(nb_stack_init_params(&ctx, &st.s, NULL, NB_INIT_NORMAL, 0, 1), "nb_stack_init_params", "params");
+    NULLS(nb_stack_normalize(&ctx, NULL, st.params), "nb_stack_normalize", "s");
+    NULLS(nb_stack_normalize(&ctx, &st.s, NULL), "nb_stack_normalize", "params");
     /* no context: the code (or NULL / NaN) alone, outputs untouched */
     dd[0] = -3;
     nbt_check(nb_init_io_std(NULL, NB_INIT_NORMAL, 0, &e, &e) == NB_ERR_NULL && e == -1 &&

@@ -20,10 +20,12 @@ preset table, a copy of the library's). direct_forward below writes each preset 
 paper's equations instead (the comments name the paper or code), direct_siamese SiameseNorm's
 two streams, direct_hyper the hyper-connections (DeepSeek's mHC reference functions and HC's
 Algorithm 2, in nbfixture.py), CompleteP's residual multiplier as its code computes it
-(completep_s); every case's forward must agree with them to 1e-12, and its
-gradients with their autograd to 1e-10, before it is written.
-Block norms are RMSNorm with a gain (no bias), LayerNorm with gain and bias (norm = 2), or DyT
-with a scalar alpha, gain and bias (norm = 3).
+(completep_s), nGPT's Block as NVIDIA/ngpt's model.py computes it (nbfixture.ngpt_block_ref,
+with the standard RoPE for the code's, its issue #10) and its s_qk, softmax scale and s_uv in
+that code's form where other presets take them; every case's forward must agree with them to
+1e-12, and its gradients with their autograd to 1e-10, before it is written.
+Block norms are RMSNorm with a gain (no bias), LayerNorm with gain and bias (norm = 2), DyT
+with a scalar alpha, gain and bias (norm = 3), or L2 (nGPT's justnorm, no parameters; norm = 4).
 
 File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h.
 Per case (names "<case>.<field>"):
@@ -35,7 +37,8 @@ Per case (names "<case>.<field>"):
              hyper (nb_hyper: 2 mHC, 3 HC, 4 identity; absent = the preset's), hyper_streams,
              hyper_static, hyper_sinkhorn only when not 0; CompleteP's depth_alpha and
              depth_base (nb_stack_desc: every branch times (L / depth_base)^-depth_alpha) only
-             when not 0
+             when not 0; nGPT's interp_init, qk_scale, softmax_scale, ffn_in_scale
+             (nb_stack_desc; 0 = the preset's) only when not 0
     preset_key  the preset's key (nb_preset_name) as character codes, one per value
     tensors  E (B*T, d), dout, out, din (B*T, d)
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
@@ -65,18 +68,20 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from nbfixture import (DYT, FULL, GELU_TANH, HYPER_HC, HYPER_IDENTITY, HYPER_MHC, LAYER,
+from nbfixture import (DYT, FULL, GELU_TANH, HYPER_HC, HYPER_IDENTITY, HYPER_MHC, L2, LAYER,
                        PER_HEAD, RMS, SITE_C, SITE_K, SITE_Q, SITE_V, SWIGLU, Writer,
-                       check_norm_rope_order, expand_to_mhc_ref, hc_depth_connection,
-                       hc_width_connection, mhc_head_ref, mhc_sublayer, norm_fn, output_dir,
+                       apply_rope, check_norm_rope_order, expand_to_mhc_ref,
+                       hc_depth_connection, hc_width_connection, justnorm, mhc_head_ref,
+                       mhc_sublayer, ngpt_block_ref, ngpt_rope_official, norm_fn, output_dir,
                        rand_gain, rms_norm, rope_sin_cos, twin, twin_config)
 from nbfixture import attention as mha
 
 SEED = 20240611
-# 2.3 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
+# 2.37 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
 # 768 values at n = 4, d = 8, and every parameter is stored with its gradient), CompleteP's
-# cases (cp_*) 156 kB; the other cases keep the 1.8 MB they had
-MAX_BYTES = 2_300_000
+# cases (cp_*) 156 kB, nGPT's four 89 kB (ngpt_L2 40 kB of them: the code's SwiGLU of 4d, 2f x d
+# + d x f + 2f values per layer at d = 8, f = 32); the other cases keep the 1.8 MB they had
+MAX_BYTES = 2_370_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -142,7 +147,8 @@ DRAW_ORDER = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "c
               "ff_norm", "ff_out_norm", "ff_post_norm", "ff_y_norm", "ff_input_norm", "ff_proj",
               "ff_out", "resweight", "ls1", "ls2", "value_residual",
               "hc_attn_fn", "hc_attn_base", "hc_attn_scale", "hc_attn",
-              "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", "hc_ffn")
+              "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", "hc_ffn",
+              "sqk", "suv", "attn_alpha", "mlp_alpha", "attn_res_norm", "ff_res_norm")
 
 
 def draw_params(cfg, stack=None):
@@ -153,7 +159,10 @@ def draw_params(cfg, stack=None):
     Hyper-connections: none at their init (its zeros and identities would hide a swapped index
     or a dropped term): the fns of std 1/sqrt(fan-in) (the dynamic parts O(1) before their
     scales), bases N(0, 0.7^2), scales in [0.3, 0.7], HC's static_alpha its pre column
-    0.5 + N(0, 0.3^2) and I + N(0, 0.2^2) for the rest, static_beta 1 + N(0, 0.3^2)."""
+    0.5 + N(0, 0.3^2) and I + N(0, 0.2^2) for the rest, static_beta 1 + N(0, 0.3^2).
+    nGPT's stored scales: sqk and suv such that sqrt(d) times them is in [1, 2] (sqk) and
+    [1, 2.5] (suv) (its init: 1, sqrt(d)), attn_alpha / mlp_alpha such that the step |a| =
+    interp_init sqrt(d) |lambda| is in [0.15, 0.6], a third of them negative (the code's abs)."""
     stack = stack or twin_stack(cfg)
     d, f = cfg["d"], cfg["f"]
 
@@ -186,6 +195,13 @@ def draw_params(cfg, stack=None):
                 p[name] = 1.0 + 0.3 * torch.randn(t.shape)
             else:
                 raise AssertionError("no draw for %s" % name)
+        elif last in ("sqk", "suv"):
+            lo, w = (1.0, 1.0) if last == "sqk" else (1.0, 1.5)
+            p[name] = (lo + w * torch.rand(t.shape)) / math.sqrt(d)
+        elif last in ("attn_alpha", "mlp_alpha"):
+            c = (cfg.get("interp_init") or 0.05) * math.sqrt(d)
+            sign = torch.where(torch.rand(t.shape) < 1 / 3, -1.0, 1.0)
+            p[name] = sign * (0.15 + 0.45 * torch.rand(t.shape)) / c
         elif tail in std:
             p[name] = std[tail] * torch.randn(t.shape)
         elif name.endswith(".alpha"):
@@ -243,19 +259,35 @@ def attention(cfg, p, pre, x, sites, width, probs):
             return lam[0] * v + lam[1] * _V0["v"]
 
     def snorm(site, t):
-        # site norms: gain only, also for LayerNorm (nb_norm_type: "gain only at attention sites")
-        return norm_fn(kind, t, p[pre + site + "_norm.weight"], None, eps)
+        # site norms: gain only, also for LayerNorm (nb_norm_type: "gain only at attention sites");
+        # L2 has none
+        return norm_fn(kind, t, None if kind == L2 else p[pre + site + "_norm.weight"], None, eps)
 
+    qk, scale, _ = ngpt_options(cfg)
     out, pr = mha(x, p[pre + "att_proj.weight"], p[pre + "attn_out.weight"], cfg["B"], cfg["T"],
                   cfg["d"], cfg["H"], cfg["Hkv"], sites, width, snorm, cfg["rope"], cfg["theta"],
-                  True, p.get(pre + "att_proj.bias"), p.get(pre + "attn_out.bias"), vmix)
+                  True, p.get(pre + "att_proj.bias"), p.get(pre + "attn_out.bias"), vmix,
+                  p[pre + "sqk"] if qk else None, scale)
     probs.append(pr.detach())
     return out
 
 
+def ngpt_options(cfg):
+    """(qk_scale on, softmax scale or None for 1/sqrt(d_k), ffn_in_scale on) of a case of a
+    preset other than nGPT (whose Block ngpt_block_ref computes): the fields 0 or absent are
+    off (nb_stack_desc: 0 = the preset's, off for every preset but ngpt)."""
+    assert cfg["preset"] != "NGPT"
+    return (cfg.get("qk_scale", 0) > 0, cfg.get("softmax_scale") or None,
+            cfg.get("ffn_in_scale", 0) > 0)
+
+
 def ffn(cfg, p, pre, x):
-    """SwiGLU (first half value u, second half gate z) or GPT-2's GELU-tanh MLP with biases."""
+    """SwiGLU (first half value u, second half gate z) or GPT-2's GELU-tanh MLP with biases.
+    With ffn_in_scale the projection (with its bias) times nGPT's s_uv as its model.py applies
+    it: suv * ((suv_init_value / suv_init_scaling) * n_embd ** 0.5), both 1."""
     h = F.linear(x, p[pre + "ff_proj.weight"], p.get(pre + "ff_proj.bias"))
+    if ngpt_options(cfg)[2]:
+        h = (p[pre + "suv"] * ((1.0 / 1.0) * (cfg["d"] ** 0.5))) * h
     if cfg["ffn"] == SWIGLU:
         u, z = h.chunk(2, dim=-1)
         a = F.silu(z) * u
@@ -265,14 +297,16 @@ def ffn(cfg, p, pre, x):
 
 
 def bnorm(cfg, p, name, x):
+    if cfg["norm"] == L2:  # nGPT's justnorm: no parameters
+        return norm_fn(L2, x, None, None, cfg["eps"])
     return norm_fn(cfg["norm"], x, p[name + ".weight"], p.get(name + ".bias"), cfg["eps"],
                    p.get(name + ".alpha"))
 
 
 def has_final_norm(cfg):
-    # every preset ends with ln_f (the official codes do) except the no-normalization baseline
-    # and ReZero (its code has none)
-    return cfg["preset"] not in ("NONE", "REZERO")
+    # every preset ends with ln_f (the official codes do) except the no-normalization baseline,
+    # ReZero (its code has none) and nGPT (its last block's h is unit: the code has no final norm)
+    return cfg["preset"] not in ("NONE", "REZERO", "NGPT")
 
 
 def mixln_n_post(alpha, L):
@@ -436,7 +470,23 @@ def direct_forward(cfg, p, E):
     assert s == 1 or pr in ("PRE", "DYT", "SANDWICH", "PERILN", "REZERO", "LAYERSCALE"), pr
     X = N("embed_norm", E) if cfg["embed_norm"] else E
     for l in range(L):
-        if pr in ("PRE", "DYT") or (pr == "MIXLN" and l >= mixln_n_post(cfg["mixln_alpha"], L)):
+        if pr == "NGPT":
+            # nGPT: NVIDIA/ngpt model.py's Block (nbfixture.ngpt_block_ref) with its Linears
+            # under the library's names (NB_NAMES_NGPT): query, key, value = the Q, K, V rows
+            # of att_proj, att_c_proj = attn_out, c_fc = ff_proj ([u | v] rows), mlp_c_proj =
+            # ff_out; its alpha_init_value = the case's interp_init (0 = 0.05)
+            assert cfg["norm"] == L2 and cfg["sites"] == 0 and cfg["H"] == cfg["Hkv"] and \
+                not any(cfg.get(k) for k in ("qk_scale", "softmax_scale", "ffn_in_scale"))
+            B, T, d = cfg["B"], cfg["T"], cfg["d"]
+            W = p[b(l, "att_proj.weight")]
+            h, pr_l = ngpt_block_ref(
+                X.reshape(B, T, d), W[:d], W[d:2 * d], W[2 * d:], p[b(l, "attn_out.weight")],
+                p[b(l, "ff_proj.weight")], p[b(l, "ff_out.weight")], p[b(l, "sqk")],
+                p[b(l, "suv")], p[b(l, "attn_alpha")], p[b(l, "mlp_alpha")], cfg["H"],
+                cfg["rope"], cfg["theta"], cfg.get("interp_init") or 0.05)
+            probs.append(pr_l.detach())
+            X = h.reshape(B * T, d)
+        elif pr in ("PRE", "DYT") or (pr == "MIXLN" and l >= mixln_n_post(cfg["mixln_alpha"], L)):
             # 4.1; DyT ("Transformers without Normalization", 2025) replaces each norm by
             # DyT(x) = weight * tanh(alpha x) + bias in the same Pre-Norm places (N does it)
             Y = X + s * MHA(l, N(b(l, "attn_norm"), X), sites)
@@ -616,6 +666,9 @@ def add_case(w, name, cfg, report):
             w.add(name + "." + field, cfg[field])
     for field in ("depth_alpha", "depth_base"):
         if cfg.get(field):  # optional: absent = 0 (CompleteP off; L_base 1)
+            w.add(name + "." + field, cfg[field])
+    for field in ("interp_init", "qk_scale", "softmax_scale", "ffn_in_scale"):
+        if cfg.get(field):  # optional: absent = 0 (the preset's: nGPT's for ngpt, else off)
             w.add(name + "." + field, cfg[field])
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)
@@ -831,7 +884,86 @@ def self_checks():
     t = torch.randn(1, 2, 5, 4)
     sin, cos = rope_sin_cos(5, 4, 10000.0)
     check_norm_rope_order(t, sin, cos, rand_gain(4))
+
+    ngpt_self_checks(E, fwd)
     print("self-checks passed")
+
+
+def ngpt_self_checks(E, fwd):
+    """nGPT: the twin's preset resolves as nb_stack_init documents it, its scales start at the
+    code's stored values, its parts are the preset's when put together by hand, the options at
+    their neutral values change nothing, and the twin refuses what nb_stack_init refuses. And the
+    deviation of ngpt_block_ref: the code's rotary function is not a rotation (issue #10), the
+    standard RoPE is, so L2 per head commutes with it (RoPE then justnorm, as the code orders
+    them, is the library's justnorm then RoPE)."""
+    ng = make_cfg("NGPT", 2, 16, 4, 4, f=0, norm=L2)
+    c = twin.resolve(twin_config(ng, "ngpt"))
+    assert (c.norm, c.d_ff, c.qk_scale, c.ffn_in_scale, c.softmax_scale, c.interp_init,
+            c.final_norm, c.embed_norm, c.sites) == ("l2", 64, 1, 1, 2.0, 0.05, -1, -1,
+                                                      SITE_Q | SITE_K), c
+    # the scales as the code stores them at init (init_scaling: base_scale = 1/sqrt(d), suv 1)
+    stack = twin_stack(dict(ng, f=64))
+    for name, t in stack.named_parameters():
+        last = name.split(".")[-1]
+        if last in ("sqk", "attn_alpha", "mlp_alpha", "suv"):
+            assert torch.equal(t.detach(), torch.full_like(t, 1.0 if last == "suv" else
+                                                           1.0 / 16 ** 0.5)), name
+    assert sorted(n.split(".", 2)[2] for n, _ in stack.named_parameters() if ".0." in n) == \
+        sorted(["att_proj.weight", "attn_out.weight", "sqk", "ff_proj.weight", "ff_out.weight",
+                "suv", "attn_alpha", "mlp_alpha"])
+    # the preset is its parts: a custom schedule of residual_norm, output_norm, post_norm and
+    # interp placements with L2 norms, sites Q, K, s_qk, the softmax scale sqrt(d_k), s_uv
+    pn = draw_params(dict(ng, f=64))
+    g = twin.Placement(residual_norm=True, output_norm=True, post_norm=True, branch_scale="interp")
+    layers = [twin.LayerSpec(replace(g), replace(g), SITE_Q | SITE_K) for _ in range(2)]
+    ref = fwd(dict(ng, f=64), pn)
+    parts = fwd(make_cfg("PRE", 2, 16, 4, 4, f=64, norm=L2), pn, preset="default",
+                layers=layers, qk_scale=1, ffn_in_scale=1, softmax_scale=2.0, final_norm=-1,
+                interp_init=0.05)
+    assert torch.allclose(ref, parts, rtol=0, atol=1e-12)
+    # the step is interp_init sqrt(d) |lambda|: interp_init 0.2 with lambda is 0.05 with 4 lambda
+    p4 = {k: 4 * v if k.endswith("_alpha") else v for k, v in pn.items()}
+    assert torch.allclose(fwd(dict(ng, f=64), pn, interp_init=0.2), fwd(dict(ng, f=64), p4),
+                          rtol=0, atol=1e-12)
+    # s_qk and s_uv stored at 1/sqrt(d) are 1 (sqrt(d) times them), and the default softmax scale
+    # given explicitly is the default: Pre-Norm with them is Pre-Norm
+    pre = make_cfg("PRE", 2, 16, 4, 4)
+    pp = draw_params(pre)
+    one = dict(pp, **{"blocks.%d.%s" % (l, n): torch.full((w,), 0.25) for l in range(2)
+                      for n, w in (("sqk", 16), ("suv", 48))})
+    assert torch.allclose(fwd(pre, one, qk_scale=1, ffn_in_scale=1, softmax_scale=0.5),
+                          fwd(pre, pp), rtol=0, atol=1e-12)
+    assert not torch.allclose(fwd(pre, one, softmax_scale=0.35), fwd(pre, pp), atol=1e-3)
+    # the twin refuses what nb_stack_init refuses
+    base = twin_config(ng, "ngpt")
+    bad_layers = [twin.LayerSpec(twin.Placement(input_norm=True, residual_from_norm=True,
+                                                residual_norm=True), twin.Placement())] * 2
+    for bad in (dict(interp_init=1.5), dict(interp_init=-0.1), dict(interp_init=float("nan")),
+                dict(qk_scale=2), dict(ffn_in_scale=-2), dict(softmax_scale=-1.0),
+                dict(softmax_scale=float("inf")), dict(n_kv_heads=2), dict(depth_alpha=1.0),
+                dict(hyper="mhc"), dict(norm="l3"),
+                dict(preset="pre", qk_scale=1, n_kv_heads=2),
+                dict(preset="default", layers=bad_layers),
+                dict(preset="default", layers=[twin.LayerSpec(twin.Placement(
+                    branch_scale="rezero"), twin.Placement())] * 2),
+                dict(preset="default", layers=[twin.LayerSpec(replace(
+                    g, residual_scale=2.0), replace(g))] * 2)):
+        try:
+            twin.resolve(replace(base, **bad))
+        except ValueError:
+            continue
+        raise AssertionError("the twin accepts %s" % bad)
+    twin.resolve(replace(base, interp_init=1.0))  # the range's end
+    # the code's rotary function changes the norm of a head's q (no rotation); the standard
+    # RoPE keeps it, so L2 per head before or after it is the same
+    q = torch.randn(2, 2, 5, 4)
+    q_off, _ = ngpt_rope_official(q, q)
+    assert not torch.allclose(q_off.norm(dim=-1), q.norm(dim=-1), atol=1e-3)
+    sin, cos = rope_sin_cos(5, 4, 10000.0)
+    assert torch.allclose(apply_rope(q, sin, cos).norm(dim=-1), q.norm(dim=-1), rtol=0,
+                          atol=1e-12)
+    assert torch.allclose(justnorm(apply_rope(q, sin, cos)), apply_rope(justnorm(q), sin, cos),
+                          rtol=0, atol=1e-12)
 
 
 def main():
@@ -943,6 +1075,20 @@ def main():
                                            depth_alpha=1.0)))
     cases.append(("cp_mhc_n3_L2", dict(make_cfg("MHC", 2, Hkv=2, **hyper), hyper_streams=3,
                                        depth_alpha=1.0)))
+    # nGPT, checked against NVIDIA/ngpt model.py's Block (nbfixture.ngpt_block_ref, with the
+    # standard RoPE for the code's, its issue #10): the preset as its code has it (SwiGLU of 4d,
+    # interp_init 0.05, RoPE) at L = 2; without RoPE, with interp_init 0.2 and another FFN width
+    # at L = 1; its parts as options of other presets: Pre-Norm with s_qk, a softmax scale of
+    # 0.35 (not 1/sqrt(d_k) = 0.5) and s_uv on GPT-2's GELU MLP (f columns, its bias scaled
+    # too); Post-Norm with every norm L2 (its post norms, Q, K, V sites per head without gains,
+    # the final L2) and MQA
+    ng = dict(d=8, H=2, Hkv=2)
+    cases.append(("ngpt_L2", make_cfg("NGPT", 2, f=32, norm=L2, T=4, **ng)))
+    cases.append(("ngpt_norope_i02_L1", dict(make_cfg("NGPT", 1, f=16, norm=L2, rope=0, **ng),
+                                             interp_init=0.2)))
+    cases.append(("pre_gelu_qk_suv_L1", dict(make_cfg("PRE", 1, f=16, ffn_type=GELU_TANH, **ng),
+                                             qk_scale=1, softmax_scale=0.35, ffn_in_scale=1)))
+    cases.append(("post_l2_qkv_L2", make_cfg("POST", 2, Hkv=1, norm=L2, sites=QKV, **small)))
 
     check_header_keys(cfg["preset"] for _, cfg in cases)
     for name, cfg in cases:

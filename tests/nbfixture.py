@@ -6,7 +6,7 @@ The fixtures' values come from the twin (examples/pytorch/normblocks_twin.py, th
 model written as an nn.Module). The transcriptions here are the generators' independent check
 of it: the original codes' equations written out once more with plain float64 torch ops (OLMo's
 fused projection and norms, NeoX RoPE through sin/cos tables, GQA by repeated KV heads,
-DeepSeek's mHC reference functions and HC's Algorithm 2), and
+DeepSeek's mHC reference functions and HC's Algorithm 2, NVIDIA/ngpt's Block), and
 every generator asserts that the twin agrees with them before it writes anything. Nothing here
 knows how normblocks computes anything.
 
@@ -34,7 +34,7 @@ import normblocks_twin as twin  # noqa: E402
 MAGIC = b"NBFX0001"
 
 # codes stored in the fixtures (and the C tests' mapping of them)
-RMS, LAYER, DYT = 1, 2, 3  # norm kind
+RMS, LAYER, DYT, L2 = 1, 2, 3, 4  # norm kind
 SWIGLU, GELU_TANH, GELU_ERF = 1, 2, 3  # FFN type
 SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8  # attention norm sites (NB_SITE_*)
 SITES = (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C))
@@ -117,7 +117,7 @@ def read_nbfx(path):
     return out
 
 
-NORM_KINDS = {RMS: "rms", LAYER: "layer", DYT: "dyt"}
+NORM_KINDS = {RMS: "rms", LAYER: "layer", DYT: "dyt", L2: "l2"}
 FFN_TYPES = {SWIGLU: "swiglu", GELU_TANH: "gelu_tanh", GELU_ERF: "gelu_erf"}
 # hyper-connections (nb_hyper; 0 = the preset's)
 HYPER_NONE, HYPER_MHC, HYPER_HC, HYPER_IDENTITY = 1, 2, 3, 4
@@ -129,7 +129,8 @@ def twin_config(s, preset):
     """The twin's StackConfig of a stack case: s holds the fields a block fixture stores (L, d,
     H, Hkv, f, sites, mixln_alpha, norm, eps, ffn, rope, theta, siamese_*; the optional
     attn_bias, value_residual, hyper, hyper_streams, hyper_static, hyper_sinkhorn, depth_alpha,
-    depth_base), preset is the library's preset key."""
+    depth_base, interp_init, qk_scale, softmax_scale, ffn_in_scale), preset is the library's
+    preset key."""
     return twin.StackConfig(
         preset=preset, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
         n_kv_heads=int(s["Hkv"]), d_ff=int(s["f"]), sites=int(s["sites"]),
@@ -142,7 +143,10 @@ def twin_config(s, preset):
         hyper=HYPER_KINDS[int(s.get("hyper", 0))], hyper_streams=int(s.get("hyper_streams", 0)),
         hyper_static=int(s.get("hyper_static", 0)),
         hyper_sinkhorn=int(s.get("hyper_sinkhorn", 0)),
-        depth_alpha=float(s.get("depth_alpha", 0)), depth_base=int(s.get("depth_base", 0)))
+        depth_alpha=float(s.get("depth_alpha", 0)), depth_base=int(s.get("depth_base", 0)),
+        interp_init=float(s.get("interp_init", 0)), qk_scale=int(s.get("qk_scale", 0)),
+        softmax_scale=float(s.get("softmax_scale", 0)),
+        ffn_in_scale=int(s.get("ffn_in_scale", 0)))
 
 
 def output_dir(prog):
@@ -171,8 +175,12 @@ def rms_norm(x, gain, eps):
 
 
 def norm_fn(kind, x, gain, bias, eps, alpha=None):
-    """RMSNorm (kind RMS, no bias), LayerNorm over the last dimension, or DyT (DyT's
-    DynamicTanh module: weight * tanh(alpha x) + bias, alpha a learnable scalar)."""
+    """RMSNorm (kind RMS, no bias), LayerNorm over the last dimension, DyT (DyT's
+    DynamicTanh module: weight * tanh(alpha x) + bias, alpha a learnable scalar), or L2
+    (nGPT's justnorm, below: no gain, no bias, no eps)."""
+    if kind == L2:
+        assert gain is None and bias is None and alpha is None
+        return justnorm(x)
     if kind == DYT:
         y = torch.tanh(alpha * x)
         y = y * gain if gain is not None else y
@@ -229,12 +237,14 @@ def site_width(d, H, Hkv, width, site):
 
 
 def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, causal,
-              b_qkv=None, b_o=None, vmix=None):
+              b_qkv=None, b_o=None, vmix=None, sqk=None, softmax_scale=None):
     """MHA_#(x): fused Q|K|V projection (nn.Linear, bias b_qkv optional), GQA, site norms
     snorm(site, t) per head with one d_k gain (or full width, OLMo-2, before the head split),
     RoPE after the norms (V is never rotated), scale 1/sqrt(d_k), C norm before W_o (bias b_o
     optional). vmix: an optional function of the normalized V (B, T, Hkv, dk) giving the V
-    attention reads (the value residual).
+    attention reads (the value residual). sqk: nGPT's stored s_qk (H d_k values), Q and K
+    multiplied after RoPE as its model.py multiplies them (ngpt_block_ref); softmax_scale: the
+    scores' scale instead of 1/sqrt(d_k) (nGPT: sqrt(d_k)).
     x (B*T, d). Returns the output (B*T, d) and the attention probabilities (B, H, T, T)."""
     dk = d // H
 
@@ -269,12 +279,23 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
         sin, cos = rope_sin_cos(T, dk, theta, x.dtype)
         q = apply_rope(q, sin, cos)
         k = apply_rope(k, sin, cos)
+    if sqk is not None:
+        # nGPT (model.py Block.forward): sqk * (sqk_init_value / sqk_init_scaling) with
+        # sqk_init_value 1 and sqk_init_scaling = base_scale = 1/sqrt(n_embd) (train.py), viewed
+        # (1, 1, n_head, head_dim) on (B, T, H, dk): here (1, H, 1, dk) on (B, H, T, dk)
+        assert Hkv == H
+        s_qk = (sqk * (1.0 / (1.0 / d ** 0.5))).view(1, H, 1, dk)
+        q = s_qk * q
+        k = s_qk * k
     g = H // Hkv
     if g > 1:
         # query head i uses KV head i // g
         k = k.repeat_interleave(g, dim=1)
         v = v.repeat_interleave(g, dim=1)
-    s = q @ k.transpose(-2, -1) / math.sqrt(dk)
+    if softmax_scale is None:
+        s = q @ k.transpose(-2, -1) / math.sqrt(dk)
+    else:
+        s = q @ k.transpose(-2, -1) * softmax_scale
     if causal:
         mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
         s = s.masked_fill(mask, float("-inf"))
@@ -417,3 +438,136 @@ def hc_depth_connection(mix_h, h_o, beta):
     """HC, Algorithm 2's depth_connection: h_o (B, L, D) the branch's output."""
     h = torch.einsum("blh,bln->blnh", h_o, beta) + mix_h[..., 1:, :]
     return h
+
+
+# ---- nGPT ----------------------------------------------------------------------------------
+#
+# NVIDIA/ngpt model.py (branch main, commit ed19eb2), class Block with use_nGPT = 1, transcribed
+# from that code with its names, in float64 (the code's bfloat16 Linears and flash_attn_func's
+# bfloat16 inputs dropped; flash_attn_func(q, k, v, softmax_scale, causal=True) written out as
+# its definition, a causal softmax(softmax_scale q k^T) v per head). base_scale = 1/sqrt(n_embd)
+# as train.py sets it for nGPT; bias = False (GPTConfig's default), dropout 0. What follows the
+# code: justnorm without eps; q, k, v from three bias-free Linears, viewed (B, T, n_head,
+# head_dim); q and k per head s_qk * justnorm(.) with s_qk = sqk * (sqk_init_value /
+# sqk_init_scaling), one value per head and head dim; softmax_scale = +sqrt(head_dim); the
+# interpolation h = justnorm(A + |lr| (B - A)) with A = justnorm(h), B = justnorm(h_att), lr =
+# attn_alpha * (attn_alpha_init_value / attn_alpha_init_scaling); the MLP uv = (suv *
+# ((suv_init_value / suv_init_scaling) sqrt(n_embd))) * c_fc(h), u, v = chunk(uv, 2), u *
+# silu(v) (c_fc maps n_embd to 2 * 4 n_embd in the code: the hidden width here is read from the
+# weights, so that a fixture may use another), then mlp_c_proj and the same interpolation.
+# What deviates: the RoPE. The code's apply_rotary_position_embeddings is not a rotation
+# (NVIDIA/ngpt issue #10, open: out[2i] = -q[2i+1] cos_i, out[2i+1] = q[2i] sin_i, no sum, the
+# sin/cos halves of an interleaved table), so this uses the standard RoPE the library has
+# instead (NeoX rotate-half, theta^(-2i/d_k), rope_sin_cos / apply_rope above) at the code's
+# place: on q and k of each head before the per-head justnorm. alpha_init_value is the code's
+# attn_alpha_init_value = mlp_alpha_init_value (0.05 there; the library's interp_init).
+# Nothing here is taken from the twin or the library.
+
+
+def ngpt_rope_official(q, k):
+    """The code's rotary function (model.py get_sinusoidal_embeddings and
+    apply_rotary_position_embeddings, in float64) on q, k (B, n_head, T, head_dim): kept only to
+    show, in gen_block_fixtures' self-checks, why ngpt_block_ref replaces it (issue #10)."""
+    T, dim = q.shape[-2], q.shape[-1]
+    position = torch.arange(T, dtype=torch.float64).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, dim, 2).double() * (-math.log(10000.0) / dim))
+    sinusoidal_pos = torch.zeros((T, dim), dtype=torch.float64)
+    sinusoidal_pos[:, 0::2] = torch.sin(position * div_term)
+    sinusoidal_pos[:, 1::2] = torch.cos(position * div_term)
+    sin, cos = sinusoidal_pos.chunk(2, dim=-1)
+    q_rot = torch.stack((-q[..., 1::2], q[..., ::2]), dim=-1)
+    k_rot = torch.stack((-k[..., 1::2], k[..., ::2]), dim=-1)
+    q_rot = torch.reshape(q_rot, q.shape[:-1] + (q.shape[-1]//2, 2)) * \
+        torch.stack((cos, sin), dim=-1)
+    k_rot = torch.reshape(k_rot, k.shape[:-1] + (k.shape[-1]//2, 2)) * \
+        torch.stack((cos, sin), dim=-1)
+    q_rot = torch.reshape(q_rot, q.shape)
+    k_rot = torch.reshape(k_rot, k.shape)
+    return q_rot, k_rot
+
+
+def justnorm(x):
+    # model.py Block.justnorm: F.normalize (eps 1e-12) is commented out there
+    #return F.normalize(x, p=2, dim=-1)
+    res = x / x.norm(p=2, dim=-1, keepdim=True)
+    return res
+
+
+def ngpt_block_ref(h, query, key, value, att_c_proj, c_fc, mlp_c_proj, sqk, suv, attn_alpha,
+                   mlp_alpha, n_head, rope, theta=10000.0, alpha_init_value=0.05):
+    """One nGPT Block (model.py Block.forward, use_nGPT = 1) on h (B, T, n_embd); the weights
+    as the code's nn.Linear weights (out, in) and its parameter vectors as stored. rope: the
+    standard RoPE (see above) or none. Returns the block's h and the attention probabilities
+    (B, n_head, T, T)."""
+    B, T, C = h.size()
+    n_embd = C
+    base_scale = 1.0 / n_embd ** 0.5  # train.py: base_scale = 1.0 / n_embd ** 0.5 for nGPT
+    attn_alpha_init_value = alpha_init_value
+    attn_alpha_init_scaling = base_scale
+    mlp_alpha_init_value = alpha_init_value
+    mlp_alpha_init_scaling = base_scale
+    sqk_init_value = 1.0
+    sqk_init_scaling = base_scale
+    suv_init_value = 1.0
+    suv_init_scaling = 1.0
+
+    hin = h
+    q = F.linear(hin, query)
+    k = F.linear(hin, key)
+    v = F.linear(hin, value)
+
+    q = q.view(B, T, n_head, n_embd // n_head)
+    k = k.view(B, T, n_head, n_embd // n_head)
+    v = v.view(B, T, n_head, n_embd // n_head)
+
+    if rope:  # the deviation: standard RoPE where the code calls its rotary function
+        sin, cos = rope_sin_cos(T, n_embd // n_head, theta, h.dtype)
+        q, k = apply_rope(q.transpose(1, 2), sin, cos), apply_rope(k.transpose(1, 2), sin, cos)
+        q = q.transpose(2, 1)
+        k = k.transpose(2, 1)
+
+    sqk = (sqk * (sqk_init_value / sqk_init_scaling)).view(1, 1, n_head, n_embd // n_head)
+    q = sqk * justnorm(q)
+    k = sqk * justnorm(k)
+
+    sqrt_head_dim = (n_embd / n_head) ** 0.5
+    softmax_scale = sqrt_head_dim
+    # flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=softmax_scale, causal=True) on
+    # (B, T, n_head, head_dim): causal softmax(softmax_scale q k^T) v per head
+    scores = torch.einsum("bthd,bshd->bhts", q, k) * softmax_scale
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    p = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+    y = torch.einsum("bhts,bshd->bthd", p, v)
+    y = y.contiguous().view(B, T, n_embd)
+
+    h_att = F.linear(y, att_c_proj)
+
+    lr = attn_alpha * (attn_alpha_init_value / attn_alpha_init_scaling)
+    lr = torch.abs(lr)
+
+    A_norm = justnorm(h)  # normally, normalization is not needed
+    B_norm = justnorm(h_att)
+
+    #res = (1.0 - lr) * A_norm + lr * B_norm
+    res = A_norm + lr * (B_norm - A_norm)
+    h = justnorm(res)
+
+    hin = h
+    uv = F.linear(hin, c_fc)
+    suv = (suv * ((suv_init_value / suv_init_scaling) * (n_embd ** 0.5)))
+    uv = suv * uv
+    u, v = torch.chunk(uv, 2, dim=-1)
+    x_mlp = u * F.silu(v)
+    h_mlp = F.linear(x_mlp, mlp_c_proj)
+
+    lr = mlp_alpha * (mlp_alpha_init_value / mlp_alpha_init_scaling)
+    lr = torch.abs(lr)
+
+    A_norm = justnorm(h)  # normally, normalization is not needed
+    B_norm = justnorm(h_mlp)
+
+    #res = (1.0 - lr) * A_norm + lr * B_norm
+    res = A_norm + lr * (B_norm - A_norm)
+    h = justnorm(res)
+
+    return h, p

@@ -115,6 +115,10 @@ static const block_case cases[] = {
     {"cp_rezero_L2", "ReZero"},
     {"cp_layerscale_L2", "LayerScale"},
     {"cp_mhc_n3_L2", "mHC"},
+    {"ngpt_L2", "nGPT"},
+    {"ngpt_norope_i02_L1", "ngpt"},
+    {"pre_gelu_qk_suv_L1", ""},
+    {"post_l2_qkv_L2", ""},
 };
 
 typedef struct variant {
@@ -296,6 +300,10 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
     else if (ends_with(field, ".value_residual.lambda")) *kind = NB_TENSOR_VALUE_RESIDUAL;
     else if (ends_with(field, "ls1.gamma") || ends_with(field, "ls2.gamma"))
         *kind = NB_TENSOR_LAYERSCALE;
+    else if (ends_with(field, ".attn_alpha") || ends_with(field, ".mlp_alpha"))
+        *kind = NB_TENSOR_INTERP; /* nGPT's eigen learning rates */
+    else if (ends_with(field, ".sqk")) *kind = NB_TENSOR_QK_SCALE;
+    else if (ends_with(field, ".suv")) *kind = NB_TENSOR_FF_SCALE;
     else if (strstr(field, "hc_") && !strstr(field, ".norm.")) {
         /* hyper-connections: mHC's hc_<s>_fn, _base, _scale and hc_head_*, HC's
            hc_<s>.static_alpha, .static_beta, .dynamic_{alpha,beta}_fn, .dynamic_*_scale (its
@@ -433,7 +441,7 @@ static void run_case(const block_case* bc, const variant* v) {
         !nbf_real(cs, "eps", &eps) || !nbf_real(cs, "mixln_alpha", &alpha))
         return;
     if (L <= 0 || B <= 0 || T <= 0 || d <= 0 || H <= 0 || Hkv <= 0 || d % H || H % Hkv ||
-        norm < 1 || norm > 3 || ffn < 1 || ffn > 2) {
+        norm < 1 || norm > 4 || ffn < 1 || ffn > 2) {
         nbf_fail("%s: inconsistent scalars", cs);
         return;
     }
@@ -457,7 +465,8 @@ static void run_case(const block_case* bc, const variant* v) {
     } else {
         desc.preset = preset;
         desc.sites = (unsigned)sites;
-        desc.norm = norm == 1 ? NB_NORM_RMS : norm == 2 ? NB_NORM_LAYER : NB_NORM_DYT;
+        desc.norm = norm == 1 ? NB_NORM_RMS : norm == 2 ? NB_NORM_LAYER
+                  : norm == 3 ? NB_NORM_DYT : NB_NORM_L2;
         desc.eps = (nb_real)eps;
         desc.ffn = ffn == 1 ? NB_FFN_SWIGLU : NB_FFN_GELU_TANH;
     }
@@ -483,6 +492,11 @@ static void run_case(const block_case* bc, const variant* v) {
         /* CompleteP: absent = 0 (off; L_base 1) */
         const nbf_tensor* da = nbf_field(cs, "depth_alpha", 0);
         const nbf_tensor* db = nbf_field(cs, "depth_base", 0);
+        /* nGPT's options: absent = 0 (the preset's: on for ngpt, else off; interp 0.05) */
+        const nbf_tensor* ii = nbf_field(cs, "interp_init", 0);
+        const nbf_tensor* qs = nbf_field(cs, "qk_scale", 0);
+        const nbf_tensor* ss = nbf_field(cs, "softmax_scale", 0);
+        const nbf_tensor* fs = nbf_field(cs, "ffn_in_scale", 0);
         desc.siamese_no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
         desc.attn_bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
         desc.value_residual = vr && vr->n == 1 ? (int)vr->data[0] : 0;
@@ -492,6 +506,10 @@ static void run_case(const block_case* bc, const variant* v) {
         desc.hyper_sinkhorn = hk && hk->n == 1 ? (int)hk->data[0] : 0;
         desc.depth_alpha = da && da->n == 1 ? da->data[0] : 0;
         desc.depth_base = db && db->n == 1 ? (int)db->data[0] : 0;
+        desc.interp_init = ii && ii->n == 1 ? ii->data[0] : 0;
+        desc.qk_scale = qs && qs->n == 1 ? (int)qs->data[0] : 0;
+        desc.softmax_scale = ss && ss->n == 1 ? (nb_real)ss->data[0] : 0;
+        desc.ffn_in_scale = fs && fs->n == 1 ? (int)fs->data[0] : 0;
         /* the stack's streams: 2 for SiameseNorm, n with hyper-connections, else 1 */
         streams = preset == NB_PRESET_SIAMESE || preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;
         if (desc.hyper == NB_HYPER_DEFAULT ? preset == NB_PRESET_MHC || preset == NB_PRESET_HC ||

@@ -6,7 +6,7 @@
 tests/fixtures/blocks.bin holds the float64 references test_block_fixtures checks the library
 against: one case per preset and option (Mix-LN alphas, the HybridNorm site ablations with
 explicit site masks, SiameseNorm's paper scale, paper fusion and no-fusion-norm ablation,
-hyper-connections, CompleteP's depth_alpha, ...),
+hyper-connections, CompleteP's depth_alpha, nGPT and its parts as options, ...),
 many of which the trainer cannot build. gen_block_fixtures.py computed them with the twin, after
 checking it against its direct transcriptions of the papers' equations. This test holds the
 twin of today to those committed values: for each case the twin is built from the case's
@@ -36,7 +36,8 @@ ATOL, RTOL = 1e-9, 1e-9
 SCALARS = ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", "ffn",
            "mixln_alpha", "siamese_paper_scale", "siamese_paper_fusion", "sites",
            "siamese_no_fusion_norm", "attn_bias", "value_residual", "hyper", "hyper_streams",
-           "hyper_static", "hyper_sinkhorn", "depth_alpha", "depth_base")
+           "hyper_static", "hyper_sinkhorn", "depth_alpha", "depth_base", "interp_init",
+           "qk_scale", "softmax_scale", "ffn_in_scale")
 
 
 def cases(recs):

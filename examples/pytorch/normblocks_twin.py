@@ -37,12 +37,16 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
   Norms           RMSNorm    N(x) = g * x / sqrt(mean(x^2) + eps)
                   LayerNorm  N(x) = g * (x - mean(x)) / sqrt(var(x) + eps) + b
                   DyT        N(x) = g * tanh(a x) + b, a a learnable scalar per norm
+                  L2         N(x) = x / ||x||_2 (nGPT's justnorm: no gain, no bias, no eps)
                   over the last dimension; block norms have width d; the attention "site"
                   norms have a gain only (also LayerNorm, DyT) of width d_k (one gain shared by
                   all heads, "per head") or of the whole projection row ("full", OLMo-2).
   Attention       [Q|K|V] = x W_qkv^T (+ b_qkv) (Q: H heads, K, V: H_kv heads of d_k = d/H),
                   Q, K, V normalized at their sites, then RoPE on Q and K (NeoX rotate-half),
-                  P = softmax(Q K^T / sqrt(d_k) + causal mask), query head h reads KV head
+                  with qk_scale (nGPT's s_qk) Q and K then times sqrt(d) "sqk" (H d_k values,
+                  head h's d_k shared by Q head h and K head h; needs H_kv = H),
+                  P = softmax(s Q K^T + causal mask) with s = softmax_scale (1/sqrt(d_k);
+                  nGPT's sqrt(d_k)), query head h reads KV head
                   h / (H/H_kv), C = concat_h P V (normalized at site C), out = C W_o^T (+ b_o);
                   the biases with attn_bias (GPT-2 both, Qwen2 b_qkv).
                   value_residual (ResFormer): in layers l >= 1, V (after its site norm) is
@@ -50,9 +54,14 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   learnable "blocks.<l>.value_residual.lambda".
   FFN             SwiGLU: [u|z] = x W_in^T (+b_in), out = (silu(z) * u) W_out^T (+b_out)
                   GELU:   out = gelu(x W_in^T + b_in) W_out^T + b_out (tanh or erf form)
+                  with ffn_in_scale (nGPT's s_uv) the projection (with its bias) is multiplied
+                  per column by sqrt(d) "suv" (2f values for SwiGLU: s_u | s_z, f for GELU)
+                  before the activation
   A sublayer F (attention or FFN) inside its placement (nb_placement):
                   h  = input_norm ? c * N_in(x) : x        (c = input_scale)
                   r  = residual_from_norm ? h : x
+                  r  = N_res(x)     when residual_norm (nGPT's justnorm(h); "attn_res_norm",
+                                    "ff_res_norm")
                   f  = output_norm ? N_out(F(h)) : F(h)
                   f  = lambda * f   (branch_scale: "scalar" ReZero's resweight, one per layer
                                      shared by its sublayers; "channel" LayerScale's
@@ -61,7 +70,19 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                                      multiplier; where a placement leaves it 0, the stack's
                                      depth_alpha rule m = (L / depth_base)^-depth_alpha, else 1)
                   s  = alpha * r + f                       (alpha = residual_scale)
+                  s  = r + |a| * (f - r)  for branch_scale "interp" instead of the three lines
+                                    above (nGPT's eigen learning rate, per channel): a = c
+                                    lambda, lambda "attn_alpha" / "mlp_alpha" (d values, stored
+                                    as nGPT's code stores them: init 1/sqrt(d)), c =
+                                    interp_init sqrt(d) (its alpha_init_value /
+                                    alpha_init_scaling); needs residual_scale and branch_mult 1
                   x' = post_norm ? N_post(s) : s
+  nGPT (preset "ngpt", NVIDIA/ngpt's model.py): every norm L2, per sublayer
+                  x' = L2(L2(x) + |a| (L2(F(x)) - L2(x)))   (code "g": residual_norm,
+                  output_norm, post_norm, "interp"; no input norm), Q and K L2 per head
+                  (sites QK) then RoPE then times sqrt(d) sqk, softmax_scale sqrt(d_k), SwiGLU
+                  of 4d times sqrt(d) suv, no biases, no embedding or final norm; its RoPE is
+                  the standard one (the code's is not a rotation: NVIDIA/ngpt issue #10)
   A block is the attention sublayer, then the FFN sublayer. A stack is
                   x_0 = embed_norm ? N_embed(E) : E;  x_{l+1} = block_l(x_l);
                   out = final_norm ? N_lnf(x_L) : x_L
@@ -131,11 +152,13 @@ class Placement:
     """How one sublayer sits on the residual stream (nb_placement; equations at the top)."""
     input_norm: bool = False
     residual_from_norm: bool = False
+    residual_norm: bool = False  # the residual is N_res(x) (nGPT); not with residual_from_norm
     output_norm: bool = False
     post_norm: bool = False
     residual_scale: float = 1.0
     input_scale: float = 1.0
-    branch_scale: str = ""     # "", "scalar" (ReZero) or "channel" (LayerScale)
+    branch_scale: str = ""     # "", "scalar" (ReZero), "channel" (LayerScale) or "interp"
+                               # (nGPT: s = r + |a| (f - r))
     branch_mult: float = 0.0   # 0 = 1 (or the stack's depth_alpha rule): f = m F(..), a
                                # constant (CompleteP's residual multiplier); else finite, > 0
 
@@ -201,6 +224,7 @@ PRESETS = [
     _Preset("mhc", (), "", 0, "pp", 0, _PH, 1e-5, -1, 1, 1, "rms", "mhc"),
     _Preset("hc", (), "", 0, "pp", 0, _PH, 1e-5, -1, 1, 1, "rms", "hc"),
     _Preset("ihc", (), "", 0, "pp", 0, _PH, 1e-5, -1, 1, 1, "rms", "identity"),
+    _Preset("ngpt", ("nGPT",), "", 0, "gg", _QK, _PH, 1e-5, -1, 1, -1, "l2"),
 ]
 HYPER_KINDS = ("none", "mhc", "hc", "identity")  # nb_hyper's NONE, MHC, HC, IDENTITY
 _PRESET = {p.key: p for p in PRESETS}
@@ -212,7 +236,8 @@ def place_code(code, l, n_layers):
          P  N(x + F(x))              s  x + N_out(F(N_in(x)))    o  x + N_out(F(x))
          d  N(a x + F(x)), a = (2L)^(1/4)                        m  the same with a = sqrt(8)
          l  x + F(N(x) / sqrt(l + 1))  (LayerNorm Scaling)
-         z  x + a F(x)  (ReZero)      c  x + diag(lambda) F(N(x))  (LayerScale)"""
+         z  x + a F(x)  (ReZero)      c  x + diag(lambda) F(N(x))  (LayerScale)
+         g  N(N(x) + |a| (N(F(x)) - N(x)))  (nGPT; a per channel)"""
     p = Placement()
     if code == "p":
         p.input_norm = True
@@ -234,6 +259,9 @@ def place_code(code, l, n_layers):
         p.branch_scale = "scalar"
     elif code == "c":
         p.input_norm, p.branch_scale = True, "channel"
+    elif code == "g":
+        p.residual_norm = p.output_norm = p.post_norm = True
+        p.branch_scale = "interp"
     return p
 
 
@@ -271,13 +299,14 @@ class StackConfig:
     d_model: int
     n_heads: int
     n_kv_heads: int = 0          # 0 = n_heads
-    d_ff: int = 0                # 0 = 4d (GELU), 8d/3 rounded up to 64 (SwiGLU)
+    d_ff: int = 0                # 0 = 4d (GELU; ngpt's SwiGLU), 8d/3 rounded up to 64 (SwiGLU)
     preset: str = "pre"
     sites: int = 0               # 0 = preset default, SITES_NONE = none, else a SITE_* mask
     layers: Optional[List[LayerSpec]] = None  # custom schedule (preset "default")
     mixln_alpha: float = 0.0     # (0, 1]; 0 = 0.25; -1 = no Post-Norm layer
-    norm: str = ""               # "" = preset's (rms; dyt for dyt), "rms", "layer" or "dyt"
-                                 # (block LayerNorms and DyTs carry a bias)
+    norm: str = ""               # "" = preset's (rms; dyt for dyt, l2 for ngpt), "rms",
+                                 # "layer", "dyt" or "l2" (block LayerNorms and DyTs carry a
+                                 # bias; L2 norms have no parameters)
     eps: float = 0.0             # 0 = the preset's (1e-6 olmo2, mixln, deepnorm_mixln, lns)
     site_width: str = ""         # "" = preset's; "per_head" or "full"
     ffn: str = "swiglu"          # "swiglu", "gelu_tanh" or "gelu_erf"
@@ -305,6 +334,12 @@ class StackConfig:
                                  # m = (n_layers / depth_base)^-depth_alpha; 0 off, else in
                                  # (0, 2] (1 CompleteP, 0.5 depth-muP); not with SiameseNorm
     depth_base: int = 0          # CompleteP's base depth L_base; 0 = 1 (m = L^-alpha)
+    interp_init: float = 0.0     # nGPT: the initial step |a| of "interp" branch scales (its
+                                 # alpha_init_value); 0 = 0.05, else in (0, 1]
+    qk_scale: int = 0            # nGPT's s_qk ("sqk"): 0 = the preset's (on for ngpt), 1, -1 off
+    softmax_scale: float = 0.0   # s of the scores; 0 = the preset's (sqrt(d_k) for ngpt, else
+                                 # 1/sqrt(d_k)); else finite, > 0
+    ffn_in_scale: int = 0        # nGPT's s_uv ("suv"): 0 = the preset's (on for ngpt), 1, -1 off
 
     @classmethod
     def from_name(cls, name, **fields):
@@ -337,8 +372,8 @@ def resolve(cfg):
         raise ValueError("mixln_alpha must be in (0, 1], or -1")
     n_post = 0 if c.mixln_alpha < 0 else int(math.floor(c.mixln_alpha * L + 1e-9))
     c.norm = c.norm or row.norm
-    if c.norm not in ("rms", "layer", "dyt"):
-        raise ValueError("norm: rms, layer or dyt")
+    if c.norm not in ("rms", "layer", "dyt", "l2"):
+        raise ValueError("norm: rms, layer, dyt or l2")
     if c.eps == 0:
         c.eps = row.eps
     c.site_width = c.site_width or row.width
@@ -359,6 +394,23 @@ def resolve(cfg):
         raise ValueError("depth_alpha scales the branches of placements; SiameseNorm (%s) has "
                          "fixed sublayers of its own scales" % c.preset)
     c.depth_base = c.depth_base or 1
+    # nGPT's options, by the preset where 0 (nb__stack_ngpt)
+    ngpt = c.preset == "ngpt"
+    if not (math.isfinite(c.interp_init) and 0 <= c.interp_init <= 1):
+        raise ValueError("interp_init (%g) must be in (0, 1] (0 = 0.05)" % c.interp_init)
+    if c.qk_scale not in (-1, 0, 1) or c.ffn_in_scale not in (-1, 0, 1):
+        raise ValueError("qk_scale (%d) and ffn_in_scale (%d) must be -1, 0 or 1"
+                         % (c.qk_scale, c.ffn_in_scale))
+    if c.softmax_scale != 0 and not (math.isfinite(c.softmax_scale) and c.softmax_scale > 0):
+        raise ValueError("softmax_scale (%g) must be finite and > 0 (0 = the preset's)"
+                         % c.softmax_scale)
+    c.interp_init = c.interp_init or 0.05
+    c.qk_scale = c.qk_scale or (1 if ngpt else -1)
+    c.ffn_in_scale = c.ffn_in_scale or (1 if ngpt else -1)
+    if c.softmax_scale == 0 and ngpt:  # 0 stays 0 otherwise: 1/sqrt(d_k)
+        c.softmax_scale = math.sqrt(d / H)
+    if c.d_ff == 0 and ngpt and c.ffn == "swiglu":
+        c.d_ff = 4 * d  # its c_fc: d -> 8d
     c.hyper = c.hyper or row.hyper
     if c.hyper not in HYPER_KINDS:
         raise ValueError("hyper: none, mhc, hc or identity")
@@ -390,6 +442,9 @@ def resolve(cfg):
     c.n_kv_heads = c.n_kv_heads or H
     if d % H or H % c.n_kv_heads:
         raise ValueError("d_model %% n_heads and n_heads %% n_kv_heads must be 0")
+    if c.qk_scale > 0 and c.n_kv_heads != H:
+        raise ValueError("qk_scale shares head h's scales between Q head h and K head h: "
+                         "n_kv_heads (%d) must equal n_heads (%d)" % (c.n_kv_heads, H))
     if c.rope_theta == 0:
         c.rope_theta = 10000.0
     if c.rope and (d // H) % 2:
@@ -403,6 +458,12 @@ def resolve(cfg):
             for p in (ld.attn, ld.ffn):
                 if p.residual_from_norm and not p.input_norm:
                     raise ValueError("layer %d: residual_from_norm needs input_norm" % l)
+                if p.residual_norm and p.residual_from_norm:
+                    raise ValueError("layer %d: residual_norm and residual_from_norm both set "
+                                     "the residual" % l)
+                if p.branch_scale not in ("", "scalar", "channel", "interp"):
+                    raise ValueError("layer %d: branch_scale %r: \"\", \"scalar\", \"channel\" "
+                                     "or \"interp\"" % (l, p.branch_scale))
                 p.residual_scale = p.residual_scale or 1.0
                 p.input_scale = p.input_scale or 1.0
                 if p.input_scale != 1 and not p.input_norm:
@@ -424,6 +485,17 @@ def resolve(cfg):
     for ld in layers:
         for p in (ld.attn, ld.ffn):
             p.branch_mult = p.branch_mult or m
+    for l, ld in enumerate(layers):  # nb__check_resolved_layer
+        for which, p in (("attention", ld.attn), ("FFN", ld.ffn)):
+            if p.branch_scale == "interp" and (p.branch_mult != 1 or p.residual_scale != 1):
+                raise ValueError("layer %d %s: the interp branch scale steps from the residual "
+                                 "toward the branch: a branch_mult (%g; depth_alpha) or "
+                                 "residual_scale (%g) other than 1 is refused with it"
+                                 % (l, which, p.branch_mult, p.residual_scale))
+            if c.hyper != "none" and (p.residual_norm or p.branch_scale == "interp"):
+                raise ValueError("layer %d %s: hyper-connections carry the residual; a %s is "
+                                 "refused with them" % (l, which, "residual norm" if
+                                                        p.residual_norm else "interp branch scale"))
     if c.hyper != "none":  # the streams replace a plain residual add
         for l, ld in enumerate(layers):
             for which, p in (("attention", ld.attn), ("FFN", ld.ffn)):
@@ -511,19 +583,23 @@ def _mhc_mix(X, fn):
 
 
 class Norm(nn.Module):
-    """RMSNorm, LayerNorm or DyT over the last dimension, with a gain (`weight`) and, for block
-    LayerNorms and DyTs, a `bias`. The attention site norms are Norm(..., bias=False).
+    """RMSNorm, LayerNorm, DyT or L2 over the last dimension, with a gain (`weight`) and, for
+    block LayerNorms and DyTs, a `bias`. The attention site norms are Norm(..., bias=False).
     DyT ("Transformers without Normalization", 2025): weight * tanh(alpha x) + bias with a
     learnable scalar `alpha` (registered first, as DyT's DynamicTanh module and the library's
-    buffer order have it; its initial value comes from the library or the checkpoint)."""
+    buffer order have it; its initial value comes from the library or the checkpoint).
+    L2 (nGPT's justnorm, x / ||x||): no parameters at all, as the library has no tensors."""
 
     def __init__(self, width, kind, eps, bias):
         super().__init__()
         self.kind, self.eps = kind, eps
         if kind == "dyt":
             self.alpha = nn.Parameter(torch.ones(1))
-        self.weight = nn.Parameter(torch.ones(width))
-        if bias:
+        if kind == "l2":
+            self.register_parameter("weight", None)
+        else:
+            self.weight = nn.Parameter(torch.ones(width))
+        if bias and kind != "l2":
             self.bias = nn.Parameter(torch.zeros(width))
         else:
             self.register_parameter("bias", None)
@@ -533,10 +609,13 @@ class Norm(nn.Module):
 
 
 def norm(kind, x, weight=None, bias=None, eps=1e-5, alpha=None):
-    """The Norm module's function: "rms", "layer" or "dyt" over the last dimension of x, with an
-    optional gain and bias (alpha: DyT's scalar)."""
+    """The Norm module's function: "rms", "layer", "dyt" or "l2" over the last dimension of x,
+    with an optional gain and bias (alpha: DyT's scalar; L2 has no eps: a zero vector gives
+    non-finite values, as in nGPT's code and the library)."""
     if kind == "dyt":
         y = torch.tanh(alpha * x)
+    elif kind == "l2":
+        y = x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True))
     elif kind == "rms":
         y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     else:
@@ -621,14 +700,23 @@ def rope(x, theta):
 
 # the block norms of a layer, in the library's parameter order (nb__norm_names)
 _NORM_NAMES = ("attn_norm", "attn_out_norm", "attn_post_norm", "ff_norm", "ff_out_norm",
-               "ff_post_norm", "attn_y_norm", "attn_input_norm", "ff_y_norm", "ff_input_norm")
+               "ff_post_norm", "attn_y_norm", "attn_input_norm", "ff_y_norm", "ff_input_norm",
+               "attn_res_norm", "ff_res_norm")
+# a layer's tensors in the library's order (nb__walk_layer), for library_parameters(): the
+# modules in their registration order, the block's own parameters (sqk, suv, c1, the branch
+# scales, ...) where the library has them
+_BODY = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "sqk", "ff_proj",
+         "ff_out", "suv") + _NORM_NAMES
 
 
 class Block(nn.Module):
     """Layer l of a resolved stack: an attention sublayer then an FFN sublayer, each in its
-    placement (one stream), or SiameseNorm's two-stream layer. Parameters are registered in
+    placement (one stream), or SiameseNorm's two-stream layer. Modules are registered in
     the library's order: att_proj, attn_out, q/k/v/c_norm, ff_proj, ff_out, the block norms
-    (_NORM_NAMES order), c1."""
+    (_NORM_NAMES order); the block's own parameters (sqk, suv, c1, resweight, attn_alpha,
+    mlp_alpha, ...) take their places in Stack.library_parameters(). nGPT's scales start at
+    the library's init (NB_INIT_NGPT; nGPT's code's storage): sqk, attn_alpha, mlp_alpha
+    1/sqrt(d), suv 1."""
 
     def __init__(self, c, l):
         super().__init__()
@@ -646,9 +734,13 @@ class Block(nn.Module):
                 full = (H if name in "qc" else Hkv) * dk
                 self.add_module(name + "_norm", Norm(full if c.site_width == _FULL else dk,
                                                      c.norm, c.eps, bias=False))
+        if c.qk_scale > 0:  # nGPT's s_qk: H d_k values, stored as its code (init 1/sqrt(d))
+            self.sqk = nn.Parameter(torch.full((d,), 1.0 / math.sqrt(d)))
         in_width = 2 * c.d_ff if c.ffn == "swiglu" else c.d_ff
         self.ff_proj = nn.Linear(d, in_width, bias=c.ffn_bias > 0)
         self.ff_out = nn.Linear(c.d_ff, d, bias=c.ffn_bias > 0)
+        if c.ffn_in_scale > 0:  # nGPT's s_uv (SwiGLU: s_u | s_z), init 1
+            self.suv = nn.Parameter(torch.ones(in_width))
         for name in _NORM_NAMES:
             if self._has_norm(name):
                 self.add_module(name, Norm(d, c.norm, c.eps, bias=c.norm != "rms"))
@@ -663,6 +755,9 @@ class Block(nn.Module):
         for which, name in ((0, "ls1"), (1, "ls2")):
             if scales[which] == "channel":
                 self.add_module(name, _LayerScale(d))
+        for which, name in ((0, "attn_alpha"), (1, "mlp_alpha")):
+            if scales[which] == "interp":  # nGPT's eigen learning rates, init 1/sqrt(d)
+                setattr(self, name, nn.Parameter(torch.full((d,), 1.0 / math.sqrt(d))))
         if c.value_residual == 2 and l > 0:  # last in the layer, as the library's table
             self.value_residual = _ValueResidual()
         self.vres = None  # set by Stack.forward: a dict that carries V_0 from layer 0
@@ -690,7 +785,7 @@ class Block(nn.Module):
             pl = s.attn if name.startswith("attn") else s.ffn
             kind = name.split("_", 1)[1]  # norm, out_norm, post_norm
             return {"norm": pl.input_norm, "out_norm": pl.output_norm,
-                    "post_norm": pl.post_norm}.get(kind, False)
+                    "post_norm": pl.post_norm, "res_norm": pl.residual_norm}.get(kind, False)
         if name in ("attn_y_norm", "ff_norm", "ff_y_norm"):
             return True
         if name == "ff_input_norm":
@@ -755,10 +850,17 @@ class Block(nn.Module):
         if self.c.rope:
             q, k = rope(q, self.c.rope_theta), rope(k, self.c.rope_theta)
             self._t_qkv("qkv_rope", q, k, v, True)
+        if self.c.qk_scale > 0:  # nGPT's s_qk: head h's d_k scales on Q head h and K head h
+            sc = (math.sqrt(d) * self.sqk).view(H, 1, dk)
+            q, k = q * sc, k * sc
+            self._t_qkv("qkv_scaled", q, k, v, True)
         if H != Hkv:  # query head h reads KV head h // (H / H_kv)
             k = k.repeat_interleave(H // Hkv, dim=1)
             v = v.repeat_interleave(H // Hkv, dim=1)
-        s = self._matmul(q, k.transpose(-2, -1)) / math.sqrt(dk)
+        if self.c.softmax_scale:  # nGPT's sqrt(d_k), or another scale
+            s = self._matmul(q, k.transpose(-2, -1)) * self.c.softmax_scale
+        else:
+            s = self._matmul(q, k.transpose(-2, -1)) / math.sqrt(dk)
         if not self.c.non_causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             s = s.masked_fill(mask, float("-inf"))
@@ -780,14 +882,18 @@ class Block(nn.Module):
                 self.v_norm(v) if s & SITE_V else v)
 
     def ffn(self, x):
-        """SwiGLU (first half value u, second half gate z) or GELU MLP."""
+        """SwiGLU (first half value u, second half gate z) or GELU MLP; with ffn_in_scale the
+        projection times sqrt(d) suv first."""
         h = self._linear(self.ff_proj, x)
+        self._t("ffn", "proj", h)
+        if self.c.ffn_in_scale > 0:  # nGPT's s_uv, per column (with the bias)
+            h = h * (math.sqrt(self.c.d_model) * self.suv)
+            self._t("ffn", "proj_scaled", h)
         if self.c.ffn == "swiglu":
             u, z = h.chunk(2, dim=-1)
             a = F.silu(z) * u
         else:
             a = F.gelu(h, approximate="tanh" if self.c.ffn == "gelu_tanh" else "none")
-        self._t("ffn", "proj", h)
         self._t("ffn", "act", a)
         out = self._linear(self.ff_out, a)
         self._t("ffn", "out", out)
@@ -797,7 +903,8 @@ class Block(nn.Module):
 
     def _branch(self, which, x):
         """(h, f): the input norm's output and the branch f of the placement equations for
-        sublayer `which` ("attn" or "ff"), everything but the residual."""
+        sublayer `which` ("attn" or "ff"), everything but the residual (an "interp" branch
+        scale steps from the residual: sublayer() applies it)."""
         pl = self.spec.attn if which == "attn" else self.spec.ffn
         fn = self.attention if which == "attn" else self.ffn
         sub = "attn" if which == "attn" else "ffn"
@@ -818,6 +925,11 @@ class Block(nn.Module):
         if pl.branch_mult != 1:  # CompleteP's m (a constant)
             f = pl.branch_mult * f
         return h, f
+
+    def interp_step(self, which):
+        """|a| of an "interp" sublayer (nGPT's lr): a = interp_init sqrt(d) lambda."""
+        lam = self.attn_alpha if which == "attn" else self.mlp_alpha
+        return torch.abs(self.c.interp_init * math.sqrt(self.c.d_model) * lam)
 
     def hyper_maps(self, s, X):
         """(pre (B, T, n), post (B, T, n), comb (B, T, n, n) or None for the identity) of
@@ -863,7 +975,13 @@ class Block(nn.Module):
         sub = "attn" if which == "attn" else "ffn"
         h, f = self._branch(which, x)
         r = h if pl.residual_from_norm else x
-        s = pl.residual_scale * r + f if pl.residual_scale != 1 else r + f
+        if pl.residual_norm:  # nGPT's justnorm(h)
+            r = getattr(self, which + "_res_norm")(x)
+            self._t(sub, "res_normed", r)
+        if pl.branch_scale == "interp":  # nGPT: A + a (B - A), in its code's order
+            s = r + self.interp_step(which) * (f - r)
+        else:
+            s = pl.residual_scale * r + f if pl.residual_scale != 1 else r + f
         if pl.post_norm:
             self._t(sub, "sum", s)
             s = getattr(self, which + "_post_norm")(s)
@@ -926,12 +1044,14 @@ class Stack(nn.Module):
     def library_parameters(self):
         """(name, parameter) in the order of the library's tensor table and flat parameter
         buffer. named_parameters() has the same order except for a block's own parameters
-        (SiameseNorm's c1, ReZero's resweight), which PyTorch lists first in its block (a
-        module's own parameters come before its children's) and the library after the norms:
-        c1, then the branch scales of attention and FFN (ls1, resweight, ls2), the value
-        residual's lambda, the hyper-connections of attention then FFN; the mHC head (hc_head_*)
-        comes after the last layer, before the final norms."""
-        tail = {"c1": 1, "ls1": 2, "resweight": 2.5, "ls2": 3, "value_residual": 4,
+        (SiameseNorm's c1, ReZero's resweight, nGPT's sqk, suv, attn_alpha, mlp_alpha), which
+        PyTorch lists first in its block (a module's own parameters come before its children's)
+        and the library elsewhere: sqk after the site norms, suv after ff_out (_BODY); after the
+        norms c1, then the branch scales of attention and FFN (ls1, resweight, attn_alpha, ls2,
+        mlp_alpha), the value residual's lambda, the hyper-connections of attention then FFN;
+        the mHC head (hc_head_*) comes after the last layer, before the final norms."""
+        tail = {"c1": 1, "ls1": 2, "attn_alpha": 2, "resweight": 2.5, "ls2": 3, "mlp_alpha": 3,
+                "value_residual": 4,
                 "hc_attn_fn": 5, "hc_attn_base": 5.1, "hc_attn_scale": 5.2, "hc_attn": 5.3,
                 "hc_ffn_fn": 6, "hc_ffn_base": 6.1, "hc_ffn_scale": 6.2, "hc_ffn": 6.3}
         head = {"hc_head_fn": 0, "hc_head_base": 1, "hc_head_scale": 2}
@@ -939,10 +1059,11 @@ class Stack(nn.Module):
         def key(item):  # (position of the component, layer, rank in the layer's tail)
             parts = item[1][0].split(".")
             if parts[0] == "blocks":
-                return (1, int(parts[1]), tail.get(parts[2], 0), item[0])
+                body = _BODY.index(parts[2]) if parts[2] in _BODY else 0
+                return (1, int(parts[1]), tail.get(parts[2], 0), body, item[0])
             if parts[0] in head:
-                return (2, 0, head[parts[0]], item[0])
-            return (0 if parts[0] == "embed_norm" else 3, 0, 0, item[0])
+                return (2, 0, head[parts[0]], 0, item[0])
+            return (0 if parts[0] == "embed_norm" else 3, 0, 0, 0, item[0])
         named = sorted(enumerate(self.named_parameters()), key=key)
         return [np for _, np in named]
 
@@ -1390,6 +1511,16 @@ def _layout_refusal(c, layout):
             return "rope: Llama applies RoPE in every attention"
         if c.ffn_bias == 1:
             return "ffn bias: Llama's MLP projections have none"
+    if c.qk_scale > 0:
+        return "qk_scale: nGPT's s_qk is in no Hugging Face or GPT-2 model"
+    if c.ffn_in_scale > 0:
+        return "ffn_in_scale: nGPT's s_uv is in no Hugging Face or GPT-2 model"
+    if c.softmax_scale and abs(c.softmax_scale * math.sqrt(c.d_model / c.n_heads) - 1) > 1e-6:
+        return "softmax_scale: Hugging Face and GPT-2 attention scales by 1/sqrt(d_k)"
+    if any(p.residual_norm or p.branch_scale == "interp" for ld in c.layers
+           for p in (ld.attn, ld.ffn)):
+        return ("residual_norm / interp: no Hugging Face decoder normalizes its residual or "
+                "steps toward its branch (nGPT)")
     if c.non_causal:
         return "non_causal: the Hugging Face decoders are causal"
     if c.value_residual:

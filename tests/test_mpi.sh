@@ -16,6 +16,8 @@
 # 4. Resume across rank counts: 2 ranks (ZeRO) stop at 20 and 1 rank finishes, and the reverse;
 #    the curve continues the uninterrupted one within the tolerance of 1.
 # 5. Ctrl-C on mpirun saves a checkpoint; a rank killed with SIGKILL ends the job (no hang).
+# 6. nGPT's normalization after every step: 2 ranks follow 1, ZeRO-1 == plain, bitwise; a sweep's
+#    in-process runs take their presets' optimizer defaults.
 set -u
 
 TRAIN="$(realpath "${1:?usage: test_mpi.sh train train_mpi nbdiff}")"
@@ -166,6 +168,37 @@ if [ $? != 0 ] && grep -q "smaller than the 2 ranks" bad.log; then
   pass "--batch smaller than the rank count is refused"
 else
   fail "--batch < ranks"; cat bad.log
+fi
+
+# 6. nGPT (--preset ngpt): every rank normalizes the same gathered parameters after each step
+#    (its matrices, embedding and head rows): 2 ranks follow 1 process (curve, parameters, the
+#    logit scale sz) and ZeRO-1 == plain, bitwise; a sweep in this job (train_mpi runs its runs
+#    in turn, in-process) gives each run its preset's optimizer defaults, as train's child
+#    processes do (nGPT's first step at the full lr, Pre-Norm's at lr / 50 of its warmup)
+NG=("${RUN[@]}" --preset ngpt --lr 1e-2 --batch 6)
+"$TRAIN" "${NG[@]}" --csv ng1.csv --save ng1.st > ng1.log 2>&1 || { fail "nGPT: 1-process run"; cat ng1.log; }
+"${MPIRUN[@]}" -np 2 "$TRAIN_MPI" "${NG[@]}" --bucket-kb 4 --csv ng2.csv --save ng2.st > ng2.log 2>&1
+rc=$?
+if [ $rc = 0 ] && same_curve ng1.csv ng2.csv && same_params ng1.st ng2.st &&
+   "$NBDIFF" ng1.st ng2.st --atol 2e-4 --rtol 1e-4 --prefix sz >> pdiff.log 2>&1; then
+  pass "nGPT: 2 ranks x 3 rows follow 1 process x 6 rows (loss curve, final parameters and sz)"
+else
+  fail "nGPT: 2 ranks vs 1 process (rc $rc)"; cat ng2.log pdiff.log 2>/dev/null
+fi
+"${MPIRUN[@]}" -np 2 "$TRAIN_MPI" "${NG[@]}" --bucket-kb 4 --zero --csv ngz.csv --save ngz.st > ngz.log 2>&1
+rc=$?
+if [ $rc = 0 ] && cmp -s ng2.st ngz.st && cmp -s ng2.csv ngz.csv; then
+  pass "nGPT: ZeRO-1 == plain data parallelism, bitwise"
+else
+  fail "nGPT: ZeRO-1 vs plain (rc $rc)"; cat ngz.log; "$NBDIFF" ng2.st ngz.st
+fi
+"${MPIRUN[@]}" -np 2 "$TRAIN_MPI" --d 32 --layers 2 --heads 2 --seq 24 --batch 6 --threads 1 --eval-batches 2 \
+  --eval-problems 16 --lr 3e-3 --steps 2 --compare pre,ngpt --out ngsweep > ngsweep.log 2>&1
+if [ $? = 0 ] && grep -q "^pre,0.003,1337,1,[^,]*,[^,]*,6e-05," ngsweep/curves.csv &&
+   grep -q "^ngpt,0.003,1337,1,[^,]*,[^,]*,0.003," ngsweep/curves.csv; then
+  pass "a sweep in one job (--compare pre,ngpt): each run with its preset's optimizer defaults"
+else
+  fail "in-process sweep: the presets' defaults"; cat ngsweep.log ngsweep/curves.csv
 fi
 
 echo "$PASSED passed, $FAILED failed"

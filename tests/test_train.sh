@@ -3,7 +3,8 @@
 # learning, checkpoint round trip, bit-identical resume, Ctrl-C, the comparison table, a text
 # corpus, a per-layer schedule, the error messages for bad input, --check-finite, --load
 # (--eval reproduces the saving run, --sample determinism and top-k), a seeds x lrs sweep with
-# a diverging lr, each preset's paper init, SiameseNorm diagnostics of both streams.
+# a diverging lr, each preset's paper init, SiameseNorm diagnostics of both streams, nGPT's
+# model around the stack and its optimizer defaults.
 #   bash tests/test_train.sh path/to/train
 # Prints "N passed, N failed" and exits non-zero on any failure.
 set -u
@@ -779,6 +780,138 @@ expect_error "--completep on SiameseNorm" "depth_alpha scales the branches of pl
   "${TINY[@]}" --preset siamese --completep 1
 expect_error "--depth-base without --completep" "add --completep ALPHA" "${TINY[@]}" --depth-base 2
 expect_error "--completep with DeepNorm's init" "the deepnorm init (xavier" "${TINY[@]}" --preset deepnorm --completep 1
+# nGPT (--preset ngpt): its train.py's optimizer (weight decay 0, no warmup, cosine to 0) where
+# no flag is given, said on its line; the loss falls; its model around the stack: after training
+# the embedding's and head's rows, the rows of att_proj and ff_proj and the columns of attn_out
+# and ff_out are unit (normalized after every step), the logit scale "sz" (256 values) is in the
+# checkpoint after lm_head.weight
+NGBASE=(--d 32 --heads 2 --seq 24 --batch 4 --threads 1 --log-every 10 --eval-batches 2 --lr 3e-3
+        --layers 2 --eval-problems 16)
+NG=("${NGBASE[@]}" --preset ngpt)
+"$TRAIN" "${NG[@]}" --steps 0 > ng0.log 2>&1
+rc1=$?
+"$TRAIN" "${NG[@]}" --steps 60 --save ng.safetensors > ng.log 2>&1
+rc2=$?
+v0="$(final_field ng0.log val_loss)"
+v1="$(final_field ng.log val_loss)"
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ -n "$v0" ] && [ -n "$v1" ] && awk -v a="$v0" -v b="$v1" 'BEGIN { exit !(b < a - 0.5) }' &&
+   grep -q "^model: ngpt, L=2 d=32 H=2 H_kv=2 d_ff=128 swiglu l2norm RoPE, logits x learnable sz, " ng.log &&
+   grep -q "^init: ngpt (the preset's paper code)$" ng.log &&
+   grep -q "^weight decay 0 on [0-9]* values (attention and FFN matrices, embedding, head); none on [0-9]* (nGPT's alpha, sqk, suv, sz; --wd-norms on decays them)$" ng.log &&
+   grep -qF "(a starts at 0.05); its train.py's optimizer where not given: weight decay 0, warmup 0, cosine to 0 x lr, AdamW (0.9, 0.95) eps 1e-08; given: none" ng.log &&
+   grep -q "schedule: linear warmup 0 steps then cosine to 0; clip 1" ng.log &&
+   python3 -c "
+import array, json, math, struct
+b = open('ng.safetensors', 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+meta = h['__metadata__']
+assert meta['wd'] == '0' and meta['warmup'] == '0' and meta['min_lr'] == '0', meta
+def t(k):
+    a = array.array('f')
+    a.frombytes(b[8 + n + h[k]['data_offsets'][0]:8 + n + h[k]['data_offsets'][1]])
+    return a, h[k]['shape']
+def unit(k, rows):
+    a, (r, c) = t(k)
+    vecs = [a[i * c:(i + 1) * c] for i in range(r)] if rows else [a[j::c] for j in range(c)]
+    worst = max(abs(math.sqrt(sum(x * x for x in v)) - 1) for v in vecs)
+    assert worst < 1e-6, (k, worst)
+for k in ('transformer.wte.weight', 'lm_head.weight'): unit(k, True)
+for l in range(2):
+    unit('transformer.blocks.%d.att_proj.weight' % l, True)
+    unit('transformer.blocks.%d.ff_proj.weight' % l, True)
+    unit('transformer.blocks.%d.attn_out.weight' % l, False)
+    unit('transformer.blocks.%d.ff_out.weight' % l, False)
+sz, shape = t('sz')
+assert shape == [256] and 'optimizer.m.sz' in h, shape
+assert max(h[k]['data_offsets'][1] for k in h if k != '__metadata__' and not k.startswith('optimizer.')) == h['sz']['data_offsets'][1]
+assert abs(sum(sz) / 256 - 1 / math.sqrt(32)) > 1e-3   # trained
+"; then
+  pass "--preset ngpt: its optimizer defaults, the loss falls ($v0 -> $v1), unit rows and columns after training, sz in the checkpoint"
+else
+  fail "--preset ngpt (rc $rc1 $rc2, '$v0' -> '$v1')"; grep -E "^(model|init|weight|nGPT|training|final)" ng.log
+fi
+# given flags win over nGPT's defaults, and the line says which were given
+"$TRAIN" "${NG[@]}" --steps 0 --wd 0.1 --warmup 3 --min-lr 0.1 --beta2 0.99 > ngset.log 2>&1
+if grep -qF "its train.py's optimizer where not given: weight decay 0.1, warmup 3, cosine to 0.1 x lr, AdamW (0.9, 0.99) eps 1e-08; given: --wd, --warmup, --min-lr, --beta2" ngset.log &&
+   grep -q "^weight decay 0.1 on " ngset.log; then
+  pass "--preset ngpt: --wd, --warmup, --min-lr, --beta2 given win over its train.py's"
+else
+  fail "--preset ngpt with optimizer flags"; grep -E "^(weight|nGPT)" ngset.log
+fi
+# one AdamW step at lr 1e-2 with --wd 0.5: sz and nGPT's alpha, sqk and suv move by the lr (Adam's
+# first step: lr x sign), not decayed (a decay would add lr x 0.5 x 1/sqrt(32) = 9% to sz's)
+"$TRAIN" "${NG[@]}" --steps 0 --wd 0.5 --lr 1e-2 --save ngs0.safetensors > ngs0.log 2>&1
+rc1=$?
+"$TRAIN" "${NG[@]}" --steps 1 --wd 0.5 --lr 1e-2 --save ngs1.safetensors > ngs1.log 2>&1
+rc2=$?
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && python3 -c "
+import array, json, struct
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k != '__metadata__' and not k.startswith('optimizer.'):
+            a = array.array('f')
+            a.frombytes(b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]])
+            out[k] = a
+    return out
+p0, p1 = load('ngs0.safetensors'), load('ngs1.safetensors')
+for k in p0:
+    if not (k == 'sz' or k.endswith(('_alpha', '.sqk', '.suv'))): continue
+    moved = sorted(abs(x - y) for x, y in zip(p0[k], p1[k]))
+    med = moved[len(moved) // 2] / 1e-2
+    assert abs(med - 1) < 1e-3, (k, med)
+"; then
+  pass "--preset ngpt: one step moves sz, attn_alpha, mlp_alpha, sqk and suv by the lr, undecayed under --wd 0.5"
+else
+  fail "--preset ngpt: sz and the scales' step (rc $rc1 $rc2)"
+fi
+# an nGPT checkpoint resumes bit-identically, a finished one saves the same bytes again, and
+# --load rebuilds it (sz included: the same validation loss)
+NR=("${NG[@]}" --steps 20)
+"$TRAIN" "${NR[@]}" --save nfull.safetensors > nfull.log 2>&1
+rc1=$?
+"$TRAIN" "${NR[@]}" --stop-after 10 --save nhalf.safetensors > nhalf.log 2>&1
+rc2=$?
+"$TRAIN" "${NR[@]}" --resume nhalf.safetensors --save nres.safetensors > nres.log 2>&1
+rc3=$?
+"$TRAIN" "${NR[@]}" --resume nfull.safetensors --save nagain.safetensors > nagain.log 2>&1
+rc4=$?
+"$TRAIN" --load nfull.safetensors --eval --threads 1 > neval.log 2>&1
+l_full="$(final_field nfull.log loss)"
+v_full="$(final_field nfull.log val_loss)"
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] && [ $rc4 = 0 ] && [ -n "$l_full" ] &&
+   [ "$l_full" = "$(final_field nres.log loss)" ] && cmp -s nfull.safetensors nres.safetensors &&
+   cmp -s nfull.safetensors nagain.safetensors && grep -q "val_loss $v_full" neval.log; then
+  pass "an nGPT checkpoint resumes bit-identically (loss $l_full), saves the same bytes again, and --load rebuilds it"
+else
+  fail "nGPT resume (rc $rc1 $rc2 $rc3 $rc4, loss '$l_full')"; tail -3 nhalf.log nres.log nagain.log neval.log
+fi
+expect_error "--resume of an nGPT checkpoint with another weight decay" "was trained with wd = 0; this run has 0.1" \
+  "${NR[@]}" --wd 0.1 --resume nhalf.safetensors
+expect_error "--resume of an nGPT checkpoint as Pre-Norm" 'different config: preset is "ngpt" in the checkpoint, "pre" here' \
+  "${TINY[@]}" --steps 20 --resume nhalf.safetensors
+# a sweep over presets: each run takes its preset's optimizer defaults (nGPT's first step at the
+# full lr, Pre-Norm's at lr / 50 of its warmup)
+"$TRAIN" "${NGBASE[@]}" --steps 2 --compare pre,ngpt --out ngsweep > ngsweep.log 2>&1
+if [ $? = 0 ] && grep -q "^pre,0.003,1337,1,[^,]*,[^,]*,6e-05," ngsweep/curves.csv &&
+   grep -q "^ngpt,0.003,1337,1,[^,]*,[^,]*,0.003," ngsweep/curves.csv; then
+  pass "--compare pre,ngpt: each run with its preset's optimizer defaults (first lr 6e-05 and 0.003)"
+else
+  fail "--compare pre,ngpt: the presets' defaults"; cat ngsweep.log ngsweep/curves.csv
+fi
+# what makes no sense with nGPT is refused by name
+expect_error "--completep with ngpt" "takes no branch multiplier" "${NG[@]}" --completep 1
+expect_error "--hyper with ngpt" "not a sum that streams of hyper-connections can carry" "${NG[@]}" --hyper mhc
+expect_error "--norm layer with ngpt" "norm layer with ngpt: nGPT's norms are L2" "${NG[@]}" --norm layer
+expect_error "--embed-norm on with ngpt" "an L2 norm of them changes nothing" "${NG[@]}" --embed-norm on
+expect_error "--final-norm on with ngpt" "a final L2 norm changes nothing" "${NG[@]}" --final-norm on
+expect_error "--embed-scale on with ngpt" "so a scale does nothing" "${NG[@]}" --embed-scale on
+expect_error "--init with ngpt" "init normal with ngpt: nGPT's matrices" "${NG[@]}" --init normal
+expect_error "--kv-heads with ngpt (the library's refusal)" "it needs n_kv_heads (2) = n_heads (4)" "${NG[@]}" --heads 4 --kv-heads 2
 "$TRAIN" "${TINY[@]}" --preset dyt --steps 0 > dyt0.log 2>&1
 "$TRAIN" "${TINY[@]}" --preset dyt --dyt-alpha 1 --dyt-alpha-attn 0.8 --steps 0 > dyt1.log 2>&1
 if grep -q "^DyT alpha 0.5, 0.5 feeding attention (DyT's generic default" dyt0.log &&

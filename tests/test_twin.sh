@@ -77,6 +77,9 @@ check ihc --preset ihc --layers 2
 check mhc_flags --preset sandwich --layers 2 --hyper mhc --hyper-streams 3 --hyper-form static --hyper-sinkhorn 5
 check hc_flags --preset pre --layers 2 --hyper hc --hyper-streams 2 --final-norm off
 check completep --preset pre --layers 3 --completep 1 --depth-base 2
+# nGPT: the preset's L2 stack, and the trainer's model around it (its logit scale sz, unit
+# embedding and head rows); its train.py's optimizer defaults (warmup as BASE's, given); MHA
+check ngpt --preset ngpt --layers 2 --kv-heads 0
 # LayerNorm with biases, GELU-tanh FFN with biases
 check gpt2 --preset gpt2 --layers 2
 check pre_layer_gelu --preset Pre-QK-Pre --layers 2 --norm layer --ffn gelu --kv-heads 1
@@ -92,9 +95,10 @@ NBDIFF="$(dirname "$TRAIN")/nbdiff"
 dump_check() {
   local ck
   # two streams; output norms (out_normed) at full-width QK sites; the value residual;
-  # hyper-connected streams (hc_maps, hc_in, x1..x3, hc_head); one stream (kept below)
+  # hyper-connected streams (hc_maps, hc_in, x1..x3, hc_head); nGPT's L2 norms and scales
+  # (qkv_scaled, proj_scaled, res_normed); one stream (kept below)
   for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors mhc.safetensors \
-            hc.safetensors hybrid.safetensors; do
+            hc.safetensors ngpt.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
       FAILED=$((FAILED + 1)); echo "FAIL: dumps of $ck"; cat dump.log; return

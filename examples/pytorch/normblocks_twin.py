@@ -1199,12 +1199,16 @@ class _Transformer(Stack):
 class NormBlocksLM(nn.Module):
     """examples/train's model (model.c): tokens -> transformer.wte -> stack -> lm_head (untied,
     no bias) -> logits; loss = mean cross-entropy over the masked targets. Parameter names are
-    the checkpoint's: transformer.wte.weight, transformer.<stack names>, lm_head.weight."""
+    the checkpoint's: transformer.wte.weight, transformer.<stack names>, lm_head.weight.
+    logit_scale (train --preset ngpt: its checkpoints hold "sz", after lm_head.weight): nGPT's
+    GPT.sz, the logits times sz sqrt(d) per byte, sz a learnable vector stored at 1/sqrt(d)."""
 
-    def __init__(self, cfg, vocab=VOCAB, embed_scale=False):
+    def __init__(self, cfg, vocab=VOCAB, embed_scale=False, logit_scale=False):
         super().__init__()
         self.transformer = _Transformer(cfg, vocab, embed_scale)
         self.lm_head = nn.Linear(cfg.d_model, vocab, bias=False)
+        if logit_scale:
+            self.sz = nn.Parameter(torch.full((vocab,), 1 / math.sqrt(cfg.d_model)))
 
     def forward(self, tok, trace=None):
         """tok: (B, T) integer bytes -> logits (B, T, vocab). trace: see Stack.forward. In
@@ -1214,8 +1218,12 @@ class NormBlocksLM(nn.Module):
     def _logits(self, tok, trace, grad_scale):
         h = self.transformer(self.transformer.embed(tok), trace=trace)
         if self.transformer.config.precision == "bf16":
-            return bf16_linear(h, self.lm_head.weight, grad_scale=grad_scale)
-        return self.lm_head(h)
+            z = bf16_linear(h, self.lm_head.weight, grad_scale=grad_scale)
+        else:
+            z = self.lm_head(h)
+        if hasattr(self, "sz"):  # model.c: the scale sz sqrt(d) in double, rounded to float
+            z = z * (self.sz.double() * math.sqrt(self.transformer.config.d_model)).to(z.dtype)
+        return z
 
     def loss(self, tok, mask=None, trace=None):
         """The trainer's loss of a batch: tok (B, T+1), inputs tok[:, :-1], targets tok[:, 1:];
@@ -1352,7 +1360,8 @@ def load_checkpoint(path):
     """(model, metadata): a NormBlocksLM (float32, eval mode) with the parameters of a
     checkpoint written by examples/train (its Adam moments are ignored)."""
     tensors, meta = read_safetensors(path)
-    model = NormBlocksLM(config_from_metadata(meta), embed_scale=meta.get("embed_scale") == "1")
+    model = NormBlocksLM(config_from_metadata(meta), embed_scale=meta.get("embed_scale") == "1",
+                         logit_scale="sz" in tensors)  # train --preset ngpt's
     state = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
     model.load_state_dict(state, strict=True)
     return model.eval(), meta

@@ -141,7 +141,10 @@ static const opt k_opts[] = {
     {"model", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
     {"preset", "NAME", K_NAME, F(preset), 0, 64, NULL, NULL, 0,
      "block placement: pre, post, mixln, hybrid, hybrid_star, siamese, sandwich, olmo2, deepnorm,\n"
-     "gpt2, ... or paper names (Pre-Norm, HybridNorm*, QKV-Post, Mix-LN, ...); --list-presets [pre]"},
+     "gpt2, ngpt, ... or paper names (Pre-Norm, HybridNorm*, QKV-Post, Mix-LN, nGPT, ...);\n"
+     "--list-presets. ngpt: nGPT's model around the stack too (NVIDIA/ngpt): unit embedding and\n"
+     "head rows, logits x sz sqrt(d) (sz learnable, one per byte, stored 1/sqrt(d)), its matrices\n"
+     "normalized along d after every step, and its train.py's optimizer defaults [pre]"},
     {"schedule", "LIST", K_NAME, F(schedule), 0, 512, NULL, NULL, 0,
      "per-layer schedule instead of a preset, one kind per layer, from: pre, post, sandwich,\n"
      "normafter, hybrid (QKV-Post), qkvpre, prepost, postpre; sets the number of layers"},
@@ -227,9 +230,9 @@ static const opt k_opts[] = {
     {"batch", "B", K_INT, F(batch), 1, 1 << 16, NULL, NULL, 0, "sequences per step (all ranks) [16]"},
     {"seq", "T", K_INT, F(seq), 2, 1 << 16, NULL, NULL, 0, "tokens per sequence [64]"},
     {"lr", "X", K_REAL, F(lr), 0, 10, NULL, NULL, O_TRAIN, "peak learning rate [3e-3]"},
-    {"warmup", "N", K_INT, F(warmup), 0, 100000000, NULL, NULL, O_TRAIN, "linear warmup steps [50]"},
-    {"min-lr", "F", K_REAL, F(min_lr_frac), 0, 1, NULL, NULL, O_TRAIN, "cosine floor as a fraction of lr [0.1]"},
-    {"wd", "X", K_REAL, F(wd), 0, 10, NULL, NULL, O_TRAIN, "AdamW weight decay [0.1]"},
+    {"warmup", "N", K_INT, F(warmup), 0, 100000000, NULL, NULL, O_TRAIN, "linear warmup steps [50; 0 for ngpt]"},
+    {"min-lr", "F", K_REAL, F(min_lr_frac), 0, 1, NULL, NULL, O_TRAIN, "cosine floor as a fraction of lr [0.1; 0 for ngpt]"},
+    {"wd", "X", K_REAL, F(wd), 0, 10, NULL, NULL, O_TRAIN, "AdamW weight decay [0.1; 0 for ngpt]"},
     {"wd-norms", "on|off", K_CHOICE, F(wd_norms), 0, 0, "off|on", NULL, O_TRAIN,
      "weight decay on norm gains, biases and SiameseNorm gamma too [off, as llm.c/nanoGPT]"},
     {"beta1", "X", K_REAL, F(beta1), 0, 0.999999, NULL, NULL, O_TRAIN, "[0.9]"},
@@ -580,6 +583,28 @@ static int check_combinations(const config* c, const seen_flags* seen) {
 
 int sweeping(const config* c) { return c->compare || c->n_seeds || c->n_lrs; }
 
+int is_ngpt(const config* c) {
+    nb_ctx ctx;
+    nb_stack_desc d;
+    memset(&ctx, 0, sizeof ctx);
+    return !c->schedule[0] && nb_preset_from_name(&ctx, &d, c->preset) == NB_OK &&
+           d.preset == NB_PRESET_NGPT;
+}
+
+/* nGPT's train.py for use_nGPT = 1: weight_decay 0, warmup_iters 0, min_lr 0; AdamW betas
+   (0.9, 0.95) and torch's eps 1e-8 (the trainer's defaults too); grad_clip 1 (--clip's) */
+void preset_train_defaults(config* c) {
+    const int ngpt = is_ngpt(c);
+    config d;
+    config_defaults(&d);
+    if (!(c->given & GIVEN_WD)) c->wd = ngpt ? 0 : d.wd;
+    if (!(c->given & GIVEN_WARMUP)) c->warmup = ngpt ? 0 : d.warmup;
+    if (!(c->given & GIVEN_MIN_LR)) c->min_lr_frac = ngpt ? 0 : d.min_lr_frac;
+    if (!(c->given & GIVEN_BETA1)) c->beta1 = ngpt ? 0.9 : d.beta1;
+    if (!(c->given & GIVEN_BETA2)) c->beta2 = ngpt ? 0.95 : d.beta2;
+    if (!(c->given & GIVEN_ADAM_EPS)) c->adam_eps = ngpt ? 1e-8 : d.adam_eps;
+}
+
 int parse_args(int argc, char** argv, config* c, int* help) {
     parse_state ps;
     seen_flags seen;
@@ -617,6 +642,14 @@ int parse_args(int argc, char** argv, config* c, int* help) {
     seen.eval_problems = ps.seen[find_opt("eval-problems") - k_opts];
     seen.margin = ps.seen[find_opt("collapse-margin") - k_opts];
     for (k = 0; k < N_OPTS; k++) seen.sampling |= ps.seen[k] && (k_opts[k].flags & O_SAMPLING);
+    {   /* the optimizer flags given; the preset's defaults for the others */
+        static const char* const names[] = {"wd", "warmup", "min-lr", "beta1", "beta2",
+                                            "adam-eps"}; /* GIVEN_WD, ... in order */
+        c->given = 0;
+        for (k = 0; k < 6; k++)
+            if (ps.seen[find_opt(names[k]) - k_opts]) c->given |= 1u << k;
+        preset_train_defaults(c);
+    }
     /* process state of dist.c (every collective after this point waits at most this long) */
     dist_set_comm_timeout(c->comm_timeout);
     return check_combinations(c, &seen);
@@ -710,6 +743,7 @@ int init_scheme(const char* name, nb_init_scheme* out) {
 
 const char* init_scheme_name(nb_init_scheme s) {
     if (s == NB_INIT_DEFAULT) s = NB_INIT_NORMAL;
+    if (s == NB_INIT_NGPT) return "ngpt"; /* the preset's own (no --init takes it) */
     return s >= NB_INIT_NORMAL && s <= NB_INIT_DEEPNORM ? k_init_names[s - NB_INIT_NORMAL] : "?";
 }
 
@@ -786,6 +820,34 @@ static int layer_kind(const char* k, nb_layer_desc* ld) {
     return 0;
 }
 
+/* Flags that make no sense with nGPT's model (the library refuses some too, by field names) */
+static int ngpt_refusals(const config* c) {
+    if (c->completep > 0)
+        return fail("--completep with ngpt: nGPT's sublayers step from the residual toward the "
+                    "branch by |a| (the INTERP branch scale), which takes no branch multiplier; "
+                    "its own rule keeps every vector unit");
+    if (c->hyper > NB_HYPER_NONE)
+        return fail("--hyper with ngpt: nGPT's residual is the normalized step L2(r + |a| (f - r)), "
+                    "not a sum that streams of hyper-connections can carry");
+    if (strcmp(c->norm, "rms"))
+        return fail("--norm %s with ngpt: nGPT's norms are L2 (its justnorm), on the hypersphere "
+                    "its normalized matrices, embedding and head keep", c->norm);
+    if (c->embed_norm == 1)
+        return fail("--embed-norm on with ngpt: the embedding's rows are unit (normalized at init "
+                    "and after every step): an L2 norm of them changes nothing");
+    if (c->final_norm == 1)
+        return fail("--final-norm on with ngpt: the last layer outputs unit vectors (its post "
+                    "norm): a final L2 norm changes nothing");
+    if (c->embed_scale == 1)
+        return fail("--embed-scale on with ngpt: the embedding's rows are unit, as nGPT keeps "
+                    "them; its first sublayer sees them through L2 norms, so a scale does nothing");
+    if (c->init[0])
+        return fail("--init %s with ngpt: nGPT's matrices, embedding and head are normalized along "
+                    "d at init and after every step, so a scheme's standard deviations do nothing "
+                    "(its init is its code's, the library's NB_INIT_NGPT)", c->init);
+    return 0;
+}
+
 /* The stack description of the config (preset name or schedule). layers: storage for a
    schedule (MAX_LAYERS). */
 int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
@@ -857,6 +919,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
         if (d->dyt_alpha_attn == 0) d->dyt_alpha_attn = 0.5;
     }
     d->layerscale_init = c->layerscale_init;
+    if (d->preset == NB_PRESET_NGPT && ngpt_refusals(c)) return 1;
     d->depth_alpha = c->completep; /* 0 off; the library checks the range and the preset */
     d->depth_base = c->depth_base;
     return 0;

@@ -1,7 +1,9 @@
 /* model.c: token embedding (256 x d) -> normblocks stack (any preset or schedule, with its
    final norm) -> untied head (256 x d) -> mean cross-entropy over the masked targets; forward,
    backward with the gradient reduction over the ranks started as each range is final;
-   evaluation and exact-match accuracy, both global over the ranks. */
+   evaluation and exact-match accuracy, both global over the ranks. nGPT (--preset ngpt) as its
+   code around the stack: logits times a learnable sz per byte, the embedding's and head's rows
+   unit (model_normalize). */
 #define NORMBLOCKS_IMPLEMENTATION
 #include "train.h"
 
@@ -12,7 +14,7 @@
 void model_free(model* m) {
     nb_stack_free(&m->s);
     dist_destroy(m->dist);
-    free(m->p); free(m->g); free(m->m); free(m->v); free(m->decay); free(m->group);
+    free(m->p); free(m->g); free(m->m); free(m->v); free(m->decay); free(m->group); free(m->sz_terms);
     free(m->x); free(m->h); free(m->dh); free(m->dx); free(m->logits);
     free(m->cache); free(m->scratch); free(m->row_loss); free(m->tok); free(m->mask);
     memset(m, 0, sizeof *m);
@@ -101,6 +103,40 @@ static int completep_init(model* m, const config* c) {
     return 0;
 }
 
+/* The rows of x (rows x cols) scaled to unit L2 norm, as the library's nb_stack_normalize
+   scales its matrices (sums of squares in double; float rows x (float)(1 / sqrt(sum))): every
+   row checked before any is written. 1: a row of zero or non-finite norm (x unchanged). */
+static int unit_rows(const model* m, nb_real* x, int rows, int cols) {
+    const int nt = nb_num_threads(&m->ctx);
+    int bad = 0, pass, r;
+    for (pass = 0; pass < 2 && !bad; pass++) {
+        TR_OMP(omp parallel for schedule(static) num_threads(nt) reduction(|:bad))
+        for (r = 0; r < rows; r++) {
+            nb_real* row = x + (size_t)r * cols;
+            double ss = 0;
+            int k;
+            for (k = 0; k < cols; k++) ss += (double)row[k] * row[k];
+            if (!(ss > 0) || !isfinite(ss)) { bad = 1; continue; }
+            if (pass) {
+                const nb_real f = (nb_real)(1 / sqrt(ss));
+                for (k = 0; k < cols; k++) row[k] *= f;
+            }
+        }
+    }
+    return bad;
+}
+
+int model_normalize(model* m) {
+    static const char* const names[2] = {"transformer.wte.weight", "lm_head.weight"};
+    int k;
+    if (nb_stack_normalize(&m->ctx, &m->s, m->p + m->off_stack) != NB_OK)
+        return fail("nGPT's normalization: %s", m->ctx.err);
+    for (k = 0; k < 2; k++)
+        if (unit_rows(m, m->p + (k ? m->off_head : 0), VOCAB, m->d))
+            return fail("nGPT's normalization: %s has a row of zero or non-finite norm", names[k]);
+    return 0;
+}
+
 int model_init(model* m, const config* c) {
     nb_stack_desc d;
     double estd, hstd;
@@ -125,6 +161,7 @@ int model_init(model* m, const config* c) {
             return fail("invalid model: %s", m->ctx.err);
     }
     m->d = c->d_model; m->T = c->seq;
+    m->ngpt = m->s.desc.preset == NB_PRESET_NGPT;
     /* CompleteP's output multiplier alpha_out / m_d (its code's mup_output_alpha = 1) */
     m->out_mult = c->completep > 0 && c->width_base ? (double)c->width_base / m->d : 1;
     bt = (size_t)m->B * m->T;
@@ -132,7 +169,8 @@ int model_init(model* m, const config* c) {
     m->es = c->embed_scale < 0 ? d.preset == NB_PRESET_DYT : c->embed_scale;
     m->off_stack = (size_t)VOCAB * m->d + (size_t)m->es;
     m->off_head = m->off_stack + m->s.n_params;
-    m->n = m->off_head + (size_t)VOCAB * m->d;
+    m->off_sz = m->off_head + (size_t)VOCAB * m->d;
+    m->n = m->off_sz + (m->ngpt ? VOCAB : 0);
     m->dist = dist_create(m->n, c->zero, (size_t)c->bucket_kb * 1024 / sizeof(nb_real));
     if (!m->dist) return fail("cannot set up the gradient reduction for %zu parameters", m->n);
     dist_update_range(m->dist, &m->upd_lo, &i);
@@ -155,6 +193,7 @@ int model_init(model* m, const config* c) {
     m->row_loss = (double*)xcalloc(bt, sizeof(double));
     m->tok = (int*)xcalloc((size_t)m->B * (m->T + 1), sizeof(int));
     m->mask = (unsigned char*)xcalloc(bt, 1);
+    if (m->ngpt) m->sz_terms = (nb_real*)xcalloc(bt * VOCAB, sizeof(nb_real));
     /* weight decay: embedding and head yes; stack matrices yes; norm gains, biases and
        SiameseNorm gamma (the table's no_decay) only with --wd-norms on. Off by default, as in
        llm.c and nanoGPT (matrices only); the HybridNorm yaml decays them
@@ -162,7 +201,8 @@ int model_init(model* m, const config* c) {
        SiameseNorm code does with gamma is in a patch it did not release. */
     for (i = 0; i < (size_t)VOCAB * m->d; i++) m->decay[i] = 1;
     if (m->es) m->decay[(size_t)VOCAB * m->d] = (unsigned char)c->wd_norms; /* a scale, as gains */
-    for (i = m->off_head; i < m->n; i++) m->decay[i] = 1;
+    for (i = m->off_head; i < m->off_sz; i++) m->decay[i] = 1;
+    for (i = m->off_sz; i < m->n; i++) m->decay[i] = (unsigned char)c->wd_norms; /* sz: a scale */
     for (t = 0; t < m->s.n_tensors; t++) {
         const nb_tensor_info* ti = &m->s.tensors[t];
         memset(m->decay + m->off_stack + ti->offset, ti->no_decay && !c->wd_norms ? 0 : 1, ti->count);
@@ -177,9 +217,17 @@ int model_init(model* m, const config* c) {
                                     c->seed) != NB_OK)
         return fail("init: %s", m->ctx.err);
     nb_init_io_std(&m->s, m->init, m->init_std0, &estd, &hstd);
-    nb_fill_normal(m->p, (size_t)VOCAB * m->d, estd, 3, c->seed ^ 0x57E0000000000001ULL);
+    /* nGPT: N(0, 1/d) untruncated (its code's base_scale), then the rows unit; sz stored at its
+       init_scaling 1/sqrt(d), used times sqrt(d) (its sz_init_value / sz_init_scaling) */
+    nb_fill_normal(m->p, (size_t)VOCAB * m->d, estd, m->ngpt ? 0 : 3, c->seed ^ 0x57E0000000000001ULL);
     if (m->es) m->p[(size_t)VOCAB * m->d] = (nb_real)sqrt((double)m->d);
-    nb_fill_normal(m->p + m->off_head, (size_t)VOCAB * m->d, hstd, 3, c->seed ^ 0x4EAD000000000002ULL);
+    nb_fill_normal(m->p + m->off_head, (size_t)VOCAB * m->d, hstd, m->ngpt ? 0 : 3,
+                   c->seed ^ 0x4EAD000000000002ULL);
+    if (m->ngpt) {
+        for (i = m->off_sz; i < m->n; i++) m->p[i] = (nb_real)(1 / sqrt((double)m->d));
+        if (unit_rows(m, m->p, VOCAB, m->d) || unit_rows(m, m->p + m->off_head, VOCAB, m->d))
+            return fail("init: an embedding or head row of zero norm");
+    }
     return 0;
 }
 
@@ -210,7 +258,15 @@ int model_tensors(const model* m, ck_tensor* table) {
         snprintf(table[n].name, sizeof table[n].name, "lm_head.weight");
         table[n].off = m->off_head; table[n].rows = VOCAB; table[n].cols = m->d;
     }
-    return n + 1;
+    n++;
+    if (m->ngpt) { /* nGPT's GPT.sz */
+        if (table) {
+            snprintf(table[n].name, sizeof table[n].name, "sz");
+            table[n].off = m->off_sz; table[n].rows = VOCAB; table[n].cols = 0;
+        }
+        n++;
+    }
+    return n;
 }
 
 size_t tensor_count(const ck_tensor* t) { return (size_t)t->rows * (size_t)(t->cols ? t->cols : 1); }
@@ -230,9 +286,13 @@ int model_step(model* m, int train, double* count, double* out) {
     const nb_real* wte = m->p;
     const nb_real* head = m->p + m->off_head;
     const nb_real es = m->es ? m->p[(size_t)VOCAB * m->d] : 1; /* the embedding scale */
+    const double sqrt_d = sqrt((double)d);
     double sums[3] = {0, 0, 0}, inv;   /* loss sum, target count, stop request: over all ranks */
     const config* c = m->cfg;
+    nb_real sz[VOCAB];                 /* nGPT: the logits' scales sz sqrt(d) */
     long long r;
+    if (m->ngpt)
+        for (r = 0; r < VOCAB; r++) sz[r] = (nb_real)(m->p[m->off_sz + r] * sqrt_d);
     if (train && c->inj_kind && !c->inj_grad && m->step + 1 == c->inj_step) {
         const nb_tensor_info* t = out_proj(m, c->inj_layer, c->inj_ffn);
         if (t) m->p[m->off_stack + t->offset] = fault_value(c); /* the sublayer's output goes non-finite */
@@ -250,18 +310,27 @@ int model_step(model* m, int train, double* count, double* out) {
     if (head_gemm(m, 0, 1, (int)bt, VOCAB, d, (nb_real)m->out_mult, m->h, d, head, d, m->logits, VOCAB))
         return fail("head: %s", m->ctx.err);
     /* per row: loss = lse(z) - z[target]; with train, z becomes softmax(z) - onehot (the
-       1/count of the mean is applied by the head GEMMs, once the global count is known) */
+       1/count of the mean is applied by the head GEMMs, once the global count is known).
+       nGPT: z = u sz sqrt(d) per byte (u the head's output); with train, z becomes
+       (softmax(z) - onehot) sz sqrt(d), the gradient of u, and sz_terms the row's terms of
+       sz's, (softmax(z) - onehot) u */
     TR_OMP(omp parallel for schedule(static) num_threads(nt))
     for (r = 0; r < bt; r++) {
         nb_real* z = m->logits + r * VOCAB;
+        nb_real* st = m->ngpt && train ? m->sz_terms + r * VOCAB : NULL;
         const int target = m->tok[(r / T) * (T + 1) + r % T + 1];
-        double mx = z[0], se = 0;
+        nb_real u[VOCAB];
+        double mx, se = 0;
         int k;
+        if (m->ngpt)
+            for (k = 0; k < VOCAB; k++) { u[k] = z[k]; z[k] = u[k] * sz[k]; }
         if (!m->mask[r]) {
             m->row_loss[r] = 0;
             if (train) memset(z, 0, VOCAB * sizeof(nb_real));
+            if (st) memset(st, 0, VOCAB * sizeof(nb_real));
             continue;
         }
+        mx = z[0];
         for (k = 1; k < VOCAB; k++) if (z[k] > mx) mx = z[k];
         for (k = 0; k < VOCAB; k++) se += exp((double)z[k] - mx);
         m->row_loss[r] = mx + log(se) - (double)z[target];
@@ -269,6 +338,8 @@ int model_step(model* m, int train, double* count, double* out) {
             for (k = 0; k < VOCAB; k++) z[k] = (nb_real)(exp((double)z[k] - mx) / se);
             z[target] -= 1;
         }
+        if (st)
+            for (k = 0; k < VOCAB; k++) { st[k] = z[k] * u[k]; z[k] *= sz[k]; }
     }
     for (r = 0; r < bt; r++) {
         sums[0] += m->row_loss[r];
@@ -287,13 +358,22 @@ int model_step(model* m, int train, double* count, double* out) {
     /* backward: head, stack, embedding; each range of the gradient buffer goes to the
        reduction as soon as it is final (head first, wte last: descending offsets) */
     inv = sums[1] > 0 ? 1.0 / sums[1] : 0;
+    if (m->ngpt) { /* sz's gradient: sqrt(d) / count x the sum over rows (serial: bitwise
+                      reproducible), reduced with the head's range below */
+        double acc[VOCAB];
+        int k;
+        memset(acc, 0, sizeof acc);
+        for (r = 0; r < bt; r++)
+            for (k = 0; k < VOCAB; k++) acc[k] += m->sz_terms[r * VOCAB + k];
+        for (k = 0; k < VOCAB; k++) m->g[m->off_sz + k] = (nb_real)(acc[k] * inv * sqrt_d);
+    }
     inv *= m->out_mult; /* logits = out_mult h head^T */
     dist_grads_begin(m->dist, m->g);
     if (head_gemm(m, 1, 0, VOCAB, d, (int)bt, (nb_real)inv, m->logits, VOCAB, m->h, d,
                   m->g + m->off_head, d) ||
         head_gemm(m, 0, 0, (int)bt, d, VOCAB, (nb_real)inv, m->logits, VOCAB, head, d, m->dh, d))
         return fail("head backward: %s", m->ctx.err);
-    dist_grads_ready(m->dist, m->off_head, m->n - m->off_head);
+    dist_grads_ready(m->dist, m->off_head, m->n - m->off_head); /* the head and nGPT's sz */
     m->bad_grad[0] = 0; /* the stack overwrites its gradients (param_grads): no zeroing pass */
     if (nb_stack_backward(&m->ctx, &m->s, m->p + m->off_stack, m->g + m->off_stack, m->dx, m->dh,
                           B, T, m->cache, m->scratch) != NB_OK)

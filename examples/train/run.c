@@ -81,6 +81,9 @@ static const char* kind_group(nb_tensor_kind k) {
     case NB_TENSOR_HC_FN: return "hyper-connection projections";
     case NB_TENSOR_HC_BASE: return "hyper-connection static maps";
     case NB_TENSOR_HC_SCALE: return "hyper-connection gating scales";
+    case NB_TENSOR_INTERP: return "nGPT's alpha";
+    case NB_TENSOR_QK_SCALE: return "sqk";
+    case NB_TENSOR_FF_SCALE: return "suv";
     default: return "attention and FFN matrices";
     }
 }
@@ -92,7 +95,9 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
                                             NB_TENSOR_SIAMESE_GAMMA, NB_TENSOR_DYT_ALPHA,
                                             NB_TENSOR_REZERO, NB_TENSOR_LAYERSCALE,
                                             NB_TENSOR_VALUE_RESIDUAL, NB_TENSOR_HC_FN,
-                                            NB_TENSOR_HC_BASE, NB_TENSOR_HC_SCALE};
+                                            NB_TENSOR_HC_BASE, NB_TENSOR_HC_SCALE,
+                                            NB_TENSOR_INTERP, NB_TENSOR_QK_SCALE,
+                                            NB_TENSOR_FF_SCALE};
     size_t values = 0, used = 0;
     int k, t;
     buf[0] = 0;
@@ -112,13 +117,17 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
                                  kind_group(kinds[k]));
     }
     if (decay) { /* embedding and head are always decayed */
-        values += (size_t)VOCAB * m->d + (m->n - m->off_head);
+        values += (size_t)VOCAB * m->d + (m->off_sz - m->off_head);
         used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%sembedding, head",
                                  used ? ", " : "");
     }
     if (m->es && m->decay[(size_t)VOCAB * m->d] == decay) { /* the embedding scale */
         values += 1;
-        snprintf(buf + used, used < n ? n - used : 0, "%sembedding scale", used ? ", " : "");
+        used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%sembedding scale", used ? ", " : "");
+    }
+    if (m->ngpt && m->decay[m->off_sz] == decay) { /* nGPT's logit scale */
+        values += m->n - m->off_sz;
+        snprintf(buf + used, used < n ? n - used : 0, "%ssz", used ? ", " : "");
     }
     return values;
 }
@@ -146,6 +155,24 @@ static void print_completep_init(const model* m) {
     say("; embedding and head as %s", init_scheme_name(m->init));
 }
 
+/* nGPT's model and optimizer in force (model.c, cli.c's preset_train_defaults), and which
+   optimizer flags were given rather than its train.py's */
+static void print_ngpt(const config* c, const model* m) {
+    static const char* const flags[] = {"--wd", "--warmup", "--min-lr", "--beta1", "--beta2",
+                                        "--adam-eps"}; /* GIVEN_WD, ... in order */
+    int k, n = 0;
+    say("nGPT: logits x sz sqrt(d) (sz learnable, one per byte, stored at 1/sqrt(d) = %g); the "
+        "embedding's and head's rows and the stack's matrices along d (rows of att_proj, ff_proj, "
+        "columns of attn_out, ff_out) unit at init and after every step; attn_alpha, mlp_alpha, "
+        "sqk stored at 1/sqrt(d), suv at 1 (a starts at %g); its train.py's optimizer where not "
+        "given: weight decay %g, warmup %d, cosine to %g x lr, AdamW (%g, %g) eps %g; given: ",
+        1 / sqrt((double)m->d), m->s.desc.interp_init, c->wd, c->warmup, c->min_lr_frac,
+        c->beta1, c->beta2, c->adam_eps);
+    for (k = 0; k < 6; k++)
+        if (c->given & (1u << k)) say("%s%s", n++ ? ", " : "", flags[k]);
+    say("%s\n", n ? "" : "none");
+}
+
 /* CompleteP's rules in force (cli.c's --completep, optim.c's optim_groups) */
 static void print_completep(const config* c, const model* m) {
     double m_d, m_L;
@@ -164,11 +191,14 @@ void print_model(const config* c, const model* m, int arch_only) {
     const nb_stack_desc* d = &m->s.desc;
     char on[160], off[160];
     size_t n_on, n_off;
-    say("model: %s, L=%d d=%d H=%d H_kv=%d d_ff=%d %s %s eps %g%s%s, %zu parameters (stack %zu)\n",
+    say("model: %s, L=%d d=%d H=%d H_kv=%d d_ff=%d %s %s",
         c->schedule[0] ? c->schedule : d->name[0] ? d->name : nb_preset_name(d->preset),
         d->n_layers, m->d, d->n_heads, d->n_kv_heads, d->d_ff, d->ffn == NB_FFN_GELU_TANH ? "gelu" : "swiglu",
-        d->norm == NB_NORM_LAYER ? "layernorm" : d->norm == NB_NORM_DYT ? "dyt" : "rmsnorm",
-        (double)d->eps, d->rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "",
+        d->norm == NB_NORM_LAYER ? "layernorm" : d->norm == NB_NORM_DYT ? "dyt"
+        : d->norm == NB_NORM_L2 ? "l2norm" : "rmsnorm");
+    if (d->norm != NB_NORM_L2) say(" eps %g", (double)d->eps); /* L2 has none */
+    say("%s%s%s, %zu parameters (stack %zu)\n", d->rope ? " RoPE" : "",
+        m->es ? ", embedding x learnable scale" : "", m->ngpt ? ", logits x learnable sz" : "",
         m->n, m->s.n_params);
     if (d->norm == NB_NORM_DYT || d->preset == NB_PRESET_DYT)
         say("DyT alpha %g, %g feeding attention%s\n", d->dyt_alpha, d->dyt_alpha_attn,
@@ -194,6 +224,7 @@ void print_model(const config* c, const model* m, int arch_only) {
     if (n_off) say("; none on %zu (%s; --wd-norms on decays them)", n_off, off);
     say("\n");
     if (c->completep > 0) print_completep(c, m);
+    if (m->ngpt) print_ngpt(c, m);
 }
 
 static void history_alloc(history* h, const config* c, int L, int diag) {
@@ -307,6 +338,10 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         }
         scale = c->clip > 0 && gnorm > c->clip ? c->clip / gnorm : 1;
         adamw(&m, c, gu, lr, scale);
+        if (m.ngpt && model_normalize(&m)) { /* every rank: the same parameters, the same result */
+            say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);
+            goto done;
+        }
         h->train_seconds += now_s() - ts;
         h->comm_seconds += dist_wait_seconds(m.dist) + m.t_comm;
         m.t_comm = 0;

@@ -481,6 +481,7 @@ static int run_inline(sweep* sw, const dataset* ds) {
         dataset d = *ds;
         char csv[1280], sum[1280], diag[1280];
         snprintf(c.preset, sizeof c.preset, "%s", sw->presets[r->preset]);
+        preset_train_defaults(&c); /* the preset's optimizer defaults, as a child's parse_args */
         c.seed = d.seed = sw->seeds[r->seed]; /* the data stream follows the seed, as in a child */
         c.lr = sw->lrs[r->lr];
         c.quiet = 1;

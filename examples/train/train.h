@@ -134,11 +134,23 @@ typedef struct config {
                                  multiplier, and its per-group rules (optim_groups, model.c) */
     int depth_base;           /* nb_stack_desc.depth_base, L_base (0 = 1) */
     int width_base;           /* CompleteP's d_base, m_d = d / d_base (0: d, m_d = 1) */
+    unsigned given;           /* GIVEN_* bits: optimizer flags set on the command line or in a
+                                 --config file (the others take the preset's defaults) */
     char store[8192];         /* the strings of --config files (paths, names) */
     size_t store_used;
 } config;
 
+enum { GIVEN_WD = 1, GIVEN_WARMUP = 2, GIVEN_MIN_LR = 4, GIVEN_BETA1 = 8, GIVEN_BETA2 = 16,
+       GIVEN_ADAM_EPS = 32 };
 void config_defaults(config* c);
+/* The optimizer settings of c's preset that c->given leaves open: nGPT's (its train.py:
+   weight decay 0, no warmup, cosine to 0, AdamW (0.9, 0.95) eps 1e-8) for ngpt, the trainer's
+   defaults for every other preset. parse_args applies it; a sweep's in-process runs again for
+   each preset. */
+void preset_train_defaults(config* c);
+/* 1: c's preset is nGPT (its model around the stack: unit embedding and head rows, the logit
+   scale sz, the matrices normalized after every step) */
+int is_ngpt(const config* c);
 void usage(void);
 /* argv's options (and any --config FILE's, in their place) into c; *help: --help, --version or
    --list-presets was given and printed (nothing else to do) */
@@ -227,8 +239,13 @@ typedef struct model {
     nb_layer_desc layers[MAX_LAYERS];
     int d, B, T;                       /* B: this rank's rows of the global batch */
     int B_global, b0;                  /* global batch, first row of this rank */
-    size_t n, off_stack, off_head;     /* params: [wte | embed_scale | stack | head] */
+    size_t n, off_stack, off_head;     /* params: [wte | embed_scale | stack | head | sz] */
     int es;                            /* a learnable embedding scale at VOCAB*d (DyT's code) */
+    int ngpt;                          /* nGPT's model (its model.py, train.py): the logit scale
+                                          sz (VOCAB values at off_sz, logits x sz sqrt(d)), the
+                                          embedding's and head's rows unit, the stack's matrices
+                                          normalized after every step (model_normalize) */
+    size_t off_sz;
     size_t upd_lo, n_upd;              /* the part of the buffer this rank updates */
     nb_real *p, *g;                    /* parameters and gradients (n) */
     nb_real *m, *v;                    /* Adam moments of the update range (n_upd) */
@@ -243,6 +260,8 @@ typedef struct model {
     double init_std0;
     const char* init_why;              /* its source (preset default or --init) */
     nb_real *x, *h, *dh, *dx, *logits, *cache, *scratch;
+    nb_real* sz_terms;                 /* nGPT, training: per row and byte, the terms of sz's
+                                          gradient (softmax - onehot) x (logit before sz) */
     double* row_loss;
     int* tok;
     unsigned char* mask;
@@ -259,6 +278,10 @@ typedef struct model {
 typedef struct ck_tensor { char name[96]; size_t off; int rows, cols; } ck_tensor;
 
 int model_init(model* m, const config* c);
+/* nGPT's normalize_matrices (its train.py), after every optimizer step: the stack's matrices
+   along d (nb_stack_normalize), the rows of the embedding and the head. Every rank computes the
+   same values from the same parameters. 0, or 1 with a message (a zero or non-finite vector). */
+int model_normalize(model* m);
 void model_free(model* m);
 int model_tensors(const model* m, ck_tensor* table);
 size_t tensor_count(const ck_tensor* t);

@@ -119,6 +119,7 @@ static const block_case cases[] = {
     {"ngpt_norope_i02_L1", "ngpt"},
     {"pre_gelu_qk_suv_L1", ""},
     {"post_l2_qkv_L2", ""},
+    {"embednorm_l2_L2", ""},
 };
 
 typedef struct variant {

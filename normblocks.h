@@ -1725,8 +1725,13 @@ static void nb__l2_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs, 
                            nb_real rs, const nb_real* adds, nb_real add_alpha) {
     const nb_real c = nb__dot(dys, xs, seg) * rs * rs;
     int i;
-    NB__OMP(simd)
-    for (i = 0; i < seg; i++) dxs[i] = (adds ? add_alpha * adds[i] : 0) + rs * (dys[i] - xs[i] * c);
+    if (adds) {
+        NB__OMP(simd)
+        for (i = 0; i < seg; i++) dxs[i] = add_alpha * adds[i] + rs * (dys[i] - xs[i] * c);
+    } else {
+        NB__OMP(simd)
+        for (i = 0; i < seg; i++) dxs[i] = rs * (dys[i] - xs[i] * c);
+    }
 }
 
 /* Every norm forward: rows of `width` in segments of `seg`; the statistics: rstd (none for
@@ -3915,6 +3920,13 @@ static void nb__top_norms(const nb_stack* s, int on[NB__TOP_NORMS]) {
     on[NB__LNF] = s->desc.final_norm > 0 && !(nb__siamese(s) && s->desc.siamese_paper_fusion);
     on[NB__LNYF] = nb__siamese(s);
     on[NB__LNFINAL] = nb__siamese(s) && !s->desc.siamese_paper_fusion;
+}
+
+/* Whether the stack has top norm k (not its gain: an L2 norm has none) */
+static int nb__top_on(const nb_stack* s, int k) {
+    int on[NB__TOP_NORMS];
+    nb__top_norms(s, on);
+    return on[k];
 }
 
 /* Table writer shared by sizing, binding and naming: appends one tensor and returns its
@@ -6510,7 +6522,7 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
     int l, k;
     nb__bind_top(s, params, &tp);
     /* x_0 (= y_0 for SiameseNorm) is the input, or its norm */
-    if (tp.n[NB__EMBED].g) {
+    if (nb__top_on(s, NB__EMBED)) {
         nb__copy(&r, r.sc.e, in);
         rc = nb__block_norm_fwd(&r, &tp.n[NB__EMBED], nb__hidden(s, r.sc.hidden, 0, 0), in,
                                 r.sc.st[NB__EMBED]);
@@ -6548,7 +6560,7 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
             xL = r.sc.head.u;
         }
         if (s->streams == 1 || nb__hyper(s)) {
-            if (tp.n[NB__LNF].g)
+            if (nb__top_on(s, NB__LNF))
                 return nb__block_norm_fwd(&r, &tp.n[NB__LNF], out, xL, r.sc.st[NB__LNF]);
             nb__copy(&r, out, xL);
             return NB_OK;
@@ -6635,14 +6647,14 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
     for (k = 0; k < ns; k++) { cur[k] = r.sc.grad[k]; nxt[k] = r.sc.grad[ns + k]; }
     /* Without final and embedding norms the last layer reads dout and the first writes din
        directly (no copies); din may be dout: a layer reads dout before it writes din. */
-    top_is_dout = s->streams == 1 && !nb__hyper(s) && !tp.n[NB__LNF].g;
-    into_din = s->streams == 1 && !nb__hyper(s) && !tp.n[NB__EMBED].g && !din_acc;
+    top_is_dout = s->streams == 1 && !nb__hyper(s) && !nb__top_on(s, NB__LNF);
+    into_din = s->streams == 1 && !nb__hyper(s) && !nb__top_on(s, NB__EMBED) && !din_acc;
     nb__grads_start(s, grads, top0, n_top);
     if (nb__hyper(s)) { /* the final norm, then the head: dX_L of every stream */
         const nb_real* X[NB__NS] = {0};
         const nb_real* dh = dout;
         for (k = 0; k < s->streams; k++) X[k] = nb__hidden(s, r.sc.hidden, L, k);
-        if (tp.n[NB__LNF].g) {
+        if (nb__top_on(s, NB__LNF)) {
             rc = nb__block_norm_bwd(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], r.sc.tmp[4], dout,
                                     r.sc.head.u, r.sc.st[NB__LNF], 0);
             dh = r.sc.tmp[4];
@@ -6651,7 +6663,7 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
     } else {
         const nb_real* xL = nb__hidden(s, r.sc.hidden, L, 0);
         if (s->streams == 1) {
-            if (tp.n[NB__LNF].g)
+            if (nb__top_on(s, NB__LNF))
                 rc = nb__block_norm_bwd(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], cur[0], dout, xL,
                                         r.sc.st[NB__LNF], 0);
             else if (!top_is_dout)
@@ -6691,7 +6703,7 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
     for (k = 1; k < s->streams; k++) nb__lin(&r, cur[0], 1, cur[0], 1, cur[k]);
     if (into_din) {
         /* the first layer wrote din */
-    } else if (!tp.n[NB__EMBED].g) { /* dE = the sum of the streams' dx_0 */
+    } else if (!nb__top_on(s, NB__EMBED)) { /* dE = the sum of the streams' dx_0 */
         if (din_acc) nb__lin(&r, din, 1, cur[0], 1, din);
         else nb__copy(&r, din, cur[0]);
     } else {

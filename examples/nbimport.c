@@ -460,11 +460,11 @@ static int write_out(const char* path, const nb_real* out, int B, int T, int d) 
 
 /* An embedding or head to export: MODEL's tensor (any float dtype), or zeros (GPT-2's positions
    for a stack that has none: its code adds wpe, zero adds nothing). */
-typedef struct extra { const char* name; const st_file* f; const st_tensor* t; int rows, cols; } extra;
+typedef struct extra { const char* name; const st_file* f; const st_tensor* t; int rows, cols; } extra; /* cols 0: 1-D */
 
 static void put_extra_data(FILE* f, const extra* x) {
     size_t i;
-    for (i = 0; i < (size_t)x->rows * (size_t)x->cols; i++) {
+    for (i = 0; i < (size_t)x->rows * (size_t)(x->cols ? x->cols : 1); i++) {
         const float v = x->t ? (float)st_value(x->f, x->t, i) : 0.0f;
         fwrite(&v, 4, 1, f);
     }
@@ -489,7 +489,7 @@ static int export_to(const char* path, const nb_stack* s, nb_name_style style, c
         if (pass == 1) st_put_header(f, root);
         for (k = 0; k < n_ex; k++) {
             const int shape[2] = {ex[k].rows, ex[k].cols};
-            if (pass == 0) st_put_f32(root, ex[k].name, 2, shape, &off);
+            if (pass == 0) st_put_f32(root, ex[k].name, ex[k].cols ? 2 : 1, shape, &off);
             else put_extra_data(f, &ex[k]);
         }
         for (t = 0; t < s->n_tensors; t++) {
@@ -558,6 +558,16 @@ static int extras_of(model_in* M, const nb_stack* s, nb_name_style style, extra*
             return fail("MODEL's wpe is not (positions, d_model)");
         if (wpe && st_check_finite(&M->f[fe], wpe)) return st_fail(&M->f[fe]);
         if (ex[2].rows < 1 || ex[2].rows > 1 << 20) ex[2].rows = 1024;
+        *n_ex = 3;
+    }
+    if (style == NB_NAMES_NGPT) { /* examples/train's nGPT logit scale is NVIDIA/ngpt's GPT.sz */
+        const st_tensor* sz = find_part(M, "sz", &fe);
+        if (!sz) return fail("MODEL has no sz (nGPT's logit scale, which NVIDIA/ngpt's model needs)");
+        if (sz->ndim != 1 || sz->shape[0] != emb->shape[0])
+            return fail("MODEL's sz is not (vocab)");
+        if (st_check_finite(&M->f[fe], sz)) return st_fail(&M->f[fe]);
+        ex[2].name = "sz"; ex[2].f = &M->f[fe]; ex[2].t = sz;
+        ex[2].rows = (int)sz->shape[0]; ex[2].cols = 0;
         *n_ex = 3;
     }
     return 0;

@@ -372,6 +372,21 @@ if os.path.exists("ng_out.st"):
     out = read_out("ng_out.st")[1]
     norms = [sum(v * v for v in out[i * D:(i + 1) * D]) ** 0.5 for i in range(B * T)]
     record("...every token of its output on the unit sphere", all(abs(n - 1) < 1e-5 for n in norms), str(norms))
+V = 5
+io = [("transformer.wte.weight", [V, D], [0.1] * V * D), ("lm_head.weight", [V, D], [0.2] * V * D)]
+check("--export ngpt of a checkpoint without sz", ["--export", "ngpt", model("ngio.st", ng_items + io,
+      meta(preset="ngpt", d_ff=str(FF), rope="1")), "x.st"], 1, "sz")
+check("--export ngpt of a checkpoint with sz (NVIDIA/ngpt's GPT.sz)",
+      ["--export", "ngpt", model("ngsz.st", ng_items + io + [("sz", [V], [0.5 + i for i in range(V)])],
+                                 meta(preset="ngpt", d_ff=str(FF), rope="1")), "ngsz_x.st"], 0)
+if os.path.exists("ngsz_x.st"):
+    with open("ngsz_x.st", "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n])
+    a, b = h["sz"]["data_offsets"]
+    record("...sz written as it is, 1-D", h["sz"]["shape"] == [V] and list(
+        struct.unpack("<%df" % V, raw[8 + n + a:8 + n + b])) == [0.5 + i for i in range(V)], str(h.get("sz")))
 check("--export of the ngpt preset as hf-llama", ["--export", "hf-llama", ng, "x.st"], 1, "norm", "RMSNorm")
 check("--export of a pre stack as ngpt", ["--export", "ngpt", model("pre.st", nb_model(), meta(rope="1")), "x.st"],
       1, "preset", "ngpt")

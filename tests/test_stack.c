@@ -1932,6 +1932,24 @@ static void ngpt_props(nbt_rng* rng) {
         free(keep);
     }
     teardown(&r);
+    {   /* an L2 stack's embedding and final norms run (they have no gain to mark them) */
+        nb_stack_desc e = base_desc(NB_PRESET_PRE, 2);
+        e.norm = NB_NORM_L2; e.embed_norm = 1;
+        if (nbt_check(setup(&r, &e, 2, 5, rng, 1), "L2 pre: setup")) {
+            const nb_real* x0;
+            loss(&r);
+            x0 = nb_stack_hidden(&r.s, r.cache, 0, 0, 2, 5);
+            worst = 0;
+            for (i = 0; i < 2 * 5; i++) {
+                const double e1 = fabs(row_norm(r.out + (size_t)i * 8, 8) - 1);
+                const double e0 = fabs(row_norm(x0 + (size_t)i * 8, 8) - 1);
+                if (e1 > worst) worst = e1;
+                if (e0 > worst) worst = e0;
+            }
+            nbt_check(worst < 1e-5, "L2 pre: the embedding norm's and the final norm's rows unit");
+            teardown(&r);
+        }
+    }
     {   /* the public L2 kernels against the definition */
         nb_real x[24], y[24], rs[6], dy[24], dx[24];
         double ref[24], ss, dot;

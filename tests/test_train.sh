@@ -506,7 +506,7 @@ expect_error "unwritable --summary before training" "cannot write" "${TINY[@]}" 
 sed 's/"norm":"rms"/"norm":"rmz"/' full.safetensors > badnorm.safetensors
 sed 's/"ffn":"swiglu"/"ffn":"swiglU"/' full.safetensors > badffn.safetensors
 sed 's/"producer"/"producex"/' full.safetensors > badkey.safetensors
-expect_error "--load: unknown norm metadata" 'metadata "norm" is "rmz", not rms, layer or dyt' --load badnorm.safetensors --eval
+expect_error "--load: unknown norm metadata" 'metadata "norm" is "rmz", not rms, layer, dyt or l2' --load badnorm.safetensors --eval
 expect_error "--load: unknown ffn metadata" 'metadata "ffn" is "swiglU"' --load badffn.safetensors --eval
 expect_error "--load: unknown metadata key" 'metadata "producex" is not a key this train writes' --load badkey.safetensors --eval
 expect_error "--resume: unknown metadata key" '"producex" is not a key' "${R20[@]}" --resume badkey.safetensors

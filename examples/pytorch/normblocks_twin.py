@@ -1324,7 +1324,7 @@ def config_from_metadata(meta):
         cfg = StackConfig.from_name(meta["preset"], **dims)
     if meta["ffn"] == "gelu":
         cfg.ffn = "gelu_tanh"
-    if meta["norm"] in ("layer", "dyt"):
+    if meta["norm"] in ("layer", "dyt", "l2"):
         cfg.norm = meta["norm"]
     cfg.attn_bias = int(meta.get("attn_bias", "0"))  # checkpoints before the key had none
     cfg.value_residual = {"fixed": 1, "learn": 2}.get(meta.get("value_residual", "off"), 0)

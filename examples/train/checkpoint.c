@@ -44,7 +44,10 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTI("n_kv_heads", m->s.desc.n_kv_heads);
     PUTI("d_ff", m->s.desc.d_ff);
     PUTS("ffn", c->ffn);
-    PUTS("norm", c->norm);
+    /* the stack's norm kind, resolved: "rms" means RMSNorm to a reader (nbimport, the twin),
+       not the preset's kind as on the command line */
+    PUTS("norm", m->s.desc.norm == NB_NORM_LAYER ? "layer" : m->s.desc.norm == NB_NORM_DYT ? "dyt"
+                 : m->s.desc.norm == NB_NORM_L2 ? "l2" : "rms");
     PUTI("rope", c->rope);
     PUTI("embed_scale", m->es);
     PUTI("attn_bias", m->s.desc.attn_bias);
@@ -421,8 +424,8 @@ static int apply_meta(const cJSON* meta, const char* path, config* c) {
         meta_to_int(meta, path, "seq", 2, 1 << 16, &c->seq) || meta_data(meta, path, c))
         return 1;
     /* the strings train understands; anything else would run as the default */
-    if (strcmp(c->norm, "rms") && strcmp(c->norm, "layer") && strcmp(c->norm, "dyt"))
-        return fail("checkpoint %s: metadata \"norm\" is \"%s\", not rms, layer or dyt", path, c->norm);
+    if (strcmp(c->norm, "rms") && strcmp(c->norm, "layer") && strcmp(c->norm, "dyt") && strcmp(c->norm, "l2"))
+        return fail("checkpoint %s: metadata \"norm\" is \"%s\", not rms, layer, dyt or l2", path, c->norm);
     if (strcmp(c->ffn, "swiglu") && strcmp(c->ffn, "gelu"))
         return fail("checkpoint %s: metadata \"ffn\" is \"%s\", not swiglu or gelu", path, c->ffn);
     c->rope = rope;

@@ -154,7 +154,7 @@ static const opt k_opts[] = {
     {"kv-heads", "N", K_INT, F(n_kv_heads), 0, 1 << 12, NULL, NULL, 0, "key/value heads (GQA) [0 = heads]"},
     {"ff", "N", K_INT, F(d_ff), 0, 1 << 18, NULL, NULL, 0, "FFN width [0: 8d/3 rounded to 64 for SwiGLU, 4d for GELU]"},
     {"ffn", "swiglu|gelu", K_NAME, F(ffn), 0, 16, "swiglu|gelu", NULL, 0, "FFN [swiglu]"},
-    {"norm", "rms|layer|dyt", K_NAME, F(norm), 0, 16, "rms|layer|dyt", NULL, 0, "every norm's kind [rms]"},
+    {"norm", "rms|layer|dyt|l2", K_NAME, F(norm), 0, 16, "rms|layer|dyt|l2", NULL, 0, "every norm's kind (rms: the preset's) [rms]"},
     {"no-rope", NULL, K_FLAG, F(rope), 0, 0, NULL, NULL, 0, "no RoPE (no position information at all)"},
     {"rope-theta", "X", K_REAL, F(rope_theta), 1.000001, 1e12, NULL, NULL, O_MODEL, "RoPE base [10000]"},
     {"eps", "X", K_REAL, F(eps), 1e-30, 1, NULL, NULL, O_MODEL,
@@ -829,7 +829,7 @@ static int ngpt_refusals(const config* c) {
     if (c->hyper > NB_HYPER_NONE)
         return fail("--hyper with ngpt: nGPT's residual is the normalized step L2(r + |a| (f - r)), "
                     "not a sum that streams of hyper-connections can carry");
-    if (strcmp(c->norm, "rms"))
+    if (strcmp(c->norm, "rms") && strcmp(c->norm, "l2"))
         return fail("--norm %s with ngpt: nGPT's norms are L2 (its justnorm), on the hypersphere "
                     "its normalized matrices, embedding and head keep", c->norm);
     if (c->embed_norm == 1)
@@ -884,6 +884,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     else if (d->ffn == NB_FFN_DEFAULT) d->ffn = NB_FFN_SWIGLU;
     if (!strcmp(c->norm, "layer")) d->norm = NB_NORM_LAYER;
     if (!strcmp(c->norm, "dyt")) d->norm = NB_NORM_DYT;
+    if (!strcmp(c->norm, "l2")) d->norm = NB_NORM_L2;
     /* the description's other fields: 0 (-1 for attn_bias) leaves the preset's */
     if (c->attn_bias >= 0) d->attn_bias = (unsigned)c->attn_bias;
     if (c->mixln_alpha != 0) d->mixln_alpha = c->mixln_alpha;

@@ -577,6 +577,21 @@ MODEL_FLAGS=(--preset hybrid --sites q,k --site-width full --eps 1e-6 --rope-the
 "$TRAIN" "${TINY[@]}" "${MODEL_FLAGS[@]}" --steps 10 --save mf.safetensors > mf.log 2>&1
 "$TRAIN" --load mf.safetensors --eval > mf_eval.log 2>&1
 want="$(final_field mf.log val_loss)"
+# load(p): a checkpoint's tensors (not the optimizer's) as float arrays, for the checks below
+LOAD_CKPT="
+import array, json, struct
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k != '__metadata__' and not k.startswith('optimizer.'):
+            a = array.array('f')
+            a.frombytes(b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]])
+            out[k] = a
+    return out
+"
 if python3 -c "
 import json, struct
 raw = open('mf.safetensors', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
@@ -723,19 +738,8 @@ rc1=$?
 "$TRAIN" "${CQ[@]}" --steps 1 --save cq1.safetensors > cq1.log 2>&1
 rc2=$?
 if [ $rc1 = 0 ] && [ $rc2 = 0 ] && grep -q "no depth factor (not 1/sqrt(2L) on W_o, W_2); embedding and head as megatron$" cq0.log &&
-   python3 -c "
-import array, json, math, struct
-def load(p):
-    b = open(p, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    out = {}
-    for k, v in h.items():
-        if k != '__metadata__' and not k.startswith('optimizer.'):
-            a = array.array('f')
-            a.frombytes(b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]])
-            out[k] = a
-    return out
+   python3 -c "$LOAD_CKPT
+import math
 p0, p1 = load('cq0.safetensors'), load('cq1.safetensors')
 a, mL, md, lr = 0.5, 4 / 2, 32 / 16, 1e-2
 for k in p0:
@@ -845,19 +849,7 @@ fi
 rc1=$?
 "$TRAIN" "${NG[@]}" --steps 1 --wd 0.5 --lr 1e-2 --save ngs1.safetensors > ngs1.log 2>&1
 rc2=$?
-if [ $rc1 = 0 ] && [ $rc2 = 0 ] && python3 -c "
-import array, json, struct
-def load(p):
-    b = open(p, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    out = {}
-    for k, v in h.items():
-        if k != '__metadata__' and not k.startswith('optimizer.'):
-            a = array.array('f')
-            a.frombytes(b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]])
-            out[k] = a
-    return out
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && python3 -c "$LOAD_CKPT
 p0, p1 = load('ngs0.safetensors'), load('ngs1.safetensors')
 for k in p0:
     if not (k == 'sz' or k.endswith(('_alpha', '.sqk', '.suv'))): continue

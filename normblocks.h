@@ -5566,7 +5566,7 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
                         NB__OMP(simd)
                         for (j = 0; j < d; j++) dres[o + j] = alpha * ds[j];
                     }
-                    ds = nb__branch_scale_bwd_row(r, place, bs, ds, c->u[k] + o, pscale,
+                    ds = nb__branch_scale_bwd_row(r, place, bs, ds, bs ? c->u[k] + o : NULL, pscale,
                                                   place->output_norm ? nb__rowbuf(r, th)
                                                                      : r->sc.tmp[0] + o);
                 }

@@ -187,7 +187,10 @@ static void run_ffn(rd* r, nb_ctx* c) {
     if (rc) return;
     n_accepted++;
     CHECK(pl.in_width == (pl.desc.type == NB_FFN_SWIGLU ? 2 : 1) * pl.desc.d_ff, "in_width");
-    if (pl.n_params + pl.n_cache + pl.n_scratch > MAX_VALUES) return;
+    /* the inputs and outputs too: a GELU of d_ff 1 has a small cache for any width */
+    if (pl.n_params + pl.n_cache + pl.n_scratch > MAX_VALUES ||
+        (size_t)mb * ms * pl.desc.d_model > MAX_VALUES)
+        return;
     pick_bt(r, mb, ms, &B, &T);
     {
         const int ok_bt = B > 0 && T > 0 && B <= mb && T <= ms;

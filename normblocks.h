@@ -148,11 +148,12 @@
    THE PRESETS (nb_preset_from_name takes the key or an alias, case-insensitive)
      N is the stack's norm: RMSNorm  y = g * x / sqrt(mean(x^2) + eps)  (default), LayerNorm
      y = g * (x - mean) / sqrt(var + eps) + b, DyT  y = g * tanh(a x) + b  (a learnable
-     scalar per norm), or L2  y = x / ||x||  (nGPT). MHA_# is attention with norms at the sites # of Q, K, V (after the
-     projection, before RoPE) and C (the concatenated heads, before W_o), per head with one
-     gain of d_k shared by the heads unless stated. F is the FFN. l = 0..L-1 unless stated.
-     Every preset but none, rezero and ngpt ends with the final norm ln_f (the official codes apply it
-     before the LM head even where the papers' equations stop at x_L).
+     scalar per norm), or L2  y = x / ||x||  (nGPT). MHA_# is attention with norms at the
+     sites # of Q, K, V (after the projection, before RoPE) and C (the concatenated heads,
+     before W_o), per head with one gain of d_k shared by the heads unless stated. F is the
+     FFN. l = 0..L-1 unless stated. Every preset but none, rezero and ngpt ends with the final
+     norm ln_f (the official codes apply it before the LM head even where the papers' equations
+     stop at x_L).
        pre           y = x + MHA(N(x));  x' = y + F(N(y))
        post          y = N(x + MHA(x));  x' = N(y + F(y))   (+ ln_f, the Mix-LN code's)
        post_flags    layer 0: y = x + MHA(x), else a = N(x), y = a + MHA(a);  b = N(y),
@@ -258,8 +259,9 @@
        result, when one), res_normed (N_res(x), residual_norm), sum (before the post norm,
        when one), x_out (the sublayer's output); for its FFN "blocks.<l>.ffn.": h, proj
        (x W_in^T + b_in), proj_scaled (times sqrt(d) s_uv: ffn_in_scale), act (the activation),
-       out, out_normed, res_normed, sum, x_out; then blocks.<l>.x (and blocks.<l>.y, SiameseNorm's second
-       stream), the layer's output; out (the stack's output, after the final norms).
+       out, out_normed, res_normed, sum, x_out; then blocks.<l>.x (and blocks.<l>.y,
+       SiameseNorm's second stream), the layer's output; out (the stack's output, after the
+       final norms).
        Hyper-connections: per sublayer first hc_maps (B*T x (2n + n^2): pre, post, comb) and
        hc_in (u), then the sublayer's names with x_out its branch y = B(u); the layer's streams
        blocks.<l>.x, blocks.<l>.x1 .. x<n-1>; before out hc_head_weights (mHC, IHC: B*T x n)
@@ -508,8 +510,8 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
    C = concat_h Nc(softmax(s * RoPE(Nq(Q_h)) RoPE(Nk(K_j))^T + mask) Nv(V_j))
    with [Q|K|V] = x W_qkv^T (+ b_qkv) (Q: H heads, K and V: H_kv heads, query head h uses KV
    head h / (H/H_kv)), s = softmax_scale (1/sqrt(d_k)); with qk_scale, RoPE(Nq(Q_h)) and
-   RoPE(Nk(K_h)) are multiplied by sqrt(d) s_qk,h (nGPT). Each of the norm sites Q, K, V, C is on or off; the
-   biases are off unless asked for (GPT-2 has both, Qwen2 the Q|K|V one). */
+   RoPE(Nk(K_h)) are multiplied by sqrt(d) s_qk,h (nGPT). Each of the norm sites Q, K, V, C
+   is on or off; the biases are off unless asked for (GPT-2 has both, Qwen2 the Q|K|V one). */
 typedef enum nb_norm_type {
     NB_NORM_DEFAULT = 0,  /* RMSNorm */
     NB_NORM_RMS,
@@ -1850,7 +1852,8 @@ static void nb__seg_bwd(nb_norm_type kind, nb_real* dxs, const nb_real* dys, con
 }
 
 /* Shared body of every norm backward (DyT's alpha gradient added to *dalpha when not NULL;
-   the statistics as nb__norm_forward's; fn names the kind's public backward). Per-thread partial
+   the statistics as nb__norm_forward's; messages name the kind's public backward). Per-thread
+   partial
    sums of the parameter gradients, reduced in thread order afterwards: deterministic for a
    thread count. The scratch holds `teams` threads' partial sums; the team is clamped to that,
    so no thread count can write past it. */
@@ -2878,7 +2881,8 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     NB__CHECK(d.qk_scale && d.n_kv_heads != d.n_heads, NB_ERR_CONFIG,
               "nb_attn_plan_make: qk_scale shares head h's scales between Q head h and K head h: "
               "it needs n_kv_heads (%d) = n_heads (%d)", d.n_kv_heads, d.n_heads);
-    if (nb__is0(d.softmax_scale)) d.softmax_scale = (nb_real)(1 / sqrt((double)d.d_model / d.n_heads));
+    if (nb__is0(d.softmax_scale))
+        d.softmax_scale = (nb_real)(1 / sqrt((double)d.d_model / d.n_heads));
     NB__CHECK(!(d.softmax_scale > 0) || !nb__fin((double)d.softmax_scale), NB_ERR_CONFIG,
               "nb_attn_plan_make: softmax_scale (%g) must be finite and > 0",
               (double)d.softmax_scale);
@@ -6880,8 +6884,10 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
             /* Mix-LN scales its Pre-LN layers only (scale_post_pre) */
             if (out_proj && !s->layers[l].desc.attn.post_norm) std = s0 / sqrt(2.0 * L);
             break;
-        case NB_INIT_GPT2: cut = 0; if (out_proj) std = s0 / sqrt(2.0 * L); break;
-        case NB_INIT_NGPT: cut = 0; if (out_proj) std = s0 / sqrt(2.0 * L); break;
+        case NB_INIT_GPT2: case NB_INIT_NGPT:
+            cut = 0;
+            if (out_proj) std = s0 / sqrt(2.0 * L);
+            break;
         case NB_INIT_DEEPNORM: {
             /* xavier normal per projection: std = gain sqrt(2 / (fan_in + fan_out)); gain beta
                on V, W_o and the FFN, 1 on Q and K */
@@ -6929,7 +6935,8 @@ static int nb__unit_vectors(nb_ctx* ctx, nb_real* x, int rows, int cols, int by_
         int r, c;
         for (c = 0; c < w; c++) ss[c] = 0;
         if (by_rows) {
-            for (c = 0; c < cols; c++) ss[0] += (double)x[(size_t)i * cols + c] * x[(size_t)i * cols + c];
+            const nb_real* row = x + (size_t)i * cols;
+            for (c = 0; c < cols; c++) ss[0] += (double)row[c] * row[c];
         } else {
             for (r = 0; r < rows; r++)
                 for (c = 0; c < w; c++) ss[c] += (double)x[(size_t)r * cols + c0 + c] *
@@ -6939,7 +6946,7 @@ static int nb__unit_vectors(nb_ctx* ctx, nb_real* x, int rows, int cols, int by_
             bad |= !(ss[c] > 0) || !nb__fin(ss[c]);
             ss[c] = 1 / sqrt(ss[c]);
         }
-        if (!scale || bad) continue;
+        if (!scale) continue; /* the check pass found every vector fine */
         if (by_rows) {
             for (c = 0; c < cols; c++) x[(size_t)i * cols + c] *= (nb_real)ss[0];
         } else {

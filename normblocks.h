@@ -511,7 +511,9 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
    with [Q|K|V] = x W_qkv^T (+ b_qkv) (Q: H heads, K and V: H_kv heads, query head h uses KV
    head h / (H/H_kv)), s = softmax_scale (1/sqrt(d_k)); with qk_scale, RoPE(Nq(Q_h)) and
    RoPE(Nk(K_h)) are multiplied by sqrt(d) s_qk,h (nGPT). Each of the norm sites Q, K, V, C
-   is on or off; the biases are off unless asked for (GPT-2 has both, Qwen2 the Q|K|V one). */
+   is on or off; the biases are off unless asked for (GPT-2 has both, Qwen2 the Q|K|V one).
+   With an output gate (gated attention) the projection has G more columns, [Q|K|V|G] =
+   x W_qkv^T, and C is multiplied by sigmoid(G) before W_o (after the C norm). */
 typedef enum nb_norm_type {
     NB_NORM_DEFAULT = 0,  /* RMSNorm */
     NB_NORM_RMS,
@@ -570,6 +572,15 @@ typedef enum nb_attn_memory {
                                    cache O(B*H*T), scratch O(threads*T) */
 } nb_attn_memory;
 
+/* Gated attention's output gate (Qwen, "Gated Attention for Large Language Models", arXiv
+   2505.06708; Qwen3-Next): C' = Nc(C) * sigmoid(G), G = x W_g^T the gate logits of the
+   sublayer's input, W_g fused into W_qkv as its last G rows (nb_attn_desc.gate). */
+typedef enum nb_attn_gate {
+    NB_GATE_NONE = 0,
+    NB_GATE_HEADWISE,      /* one gate per head and token (G = H), over the head's d_k values */
+    NB_GATE_ELEMENTWISE    /* one gate per element of C (G = d) */
+} nb_attn_gate;
+
 typedef struct nb_attn_desc {
     int d_model;            /* d (required) */
     int n_heads;            /* H (required); d % H == 0, d_k = d / H */
@@ -591,11 +602,14 @@ typedef struct nb_attn_desc {
                                n_heads) stored as nGPT's code stores it, init 1/sqrt(d) */
     nb_real softmax_scale;  /* s of the scores; 0 = 1/sqrt(d_k); else finite and > 0 (nGPT:
                                +sqrt(d_k); muP: 1/d_k) */
+    nb_attn_gate gate;      /* the output gate; 0 = none */
 } nb_attn_desc;
 
-/* Parameter (or gradient) pointers. Shapes: w_qkv (d + 2*H_kv*d_k) x d, rows Q|K|V;
+/* Parameter (or gradient) pointers. Shapes: w_qkv (d + 2*H_kv*d_k + G) x d, rows Q|K|V|G
+   (G: 0, or the gate's H or d);
    w_o d x d; q/k/v/c_gain: d_k each (per head) or the site's full width; q/k/v/c_alpha: DyT's
-   scalar of the site (norm NB_NORM_DYT only); b_qkv: d + 2*H_kv*d_k; b_o: d; NULL when absent.
+   scalar of the site (norm NB_NORM_DYT only); b_qkv: as w_qkv's rows; b_o: d; NULL when
+   absent.
    Bound in the order w_qkv, b_qkv, w_o, b_o (nn.Linear's weight, bias), then per normalized
    site Q, K, V, C: alpha (DyT), gain; then qk_scale. */
 typedef struct nb_attn_params {
@@ -613,7 +627,8 @@ typedef struct nb_attn_plan {
     nb_attn_desc desc;      /* every default resolved */
     int max_batch, max_seq;
     int max_threads;        /* the scratch is sized for this many threads (ctx at plan time) */
-    int head_dim, qkv_width, group; /* d_k, d + 2*H_kv*d_k, H/H_kv */
+    int head_dim, qkv_width, group; /* d_k, d + 2*H_kv*d_k + G, H/H_kv */
+    int gate_width;         /* G: 0, H (headwise) or d (elementwise) */
     size_t n_params;        /* contiguous parameters in the order of nb_attn_params */
     size_t n_cache;         /* kept from forward to backward, per call */
     size_t n_scratch;       /* temporary, reusable by any other sublayer between calls */
@@ -642,6 +657,17 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
                                  nb_attn_params* g, nb_real* dx, const nb_real* dout,
                                  const nb_real* x, int B, int T, const nb_real* cache,
                                  nb_real* scratch, int accumulate_dx);
+
+/* Per-head statistics of the forward in the cache (a successful forward of this plan with B,
+   T), H values each, either output may be NULL:
+     max_logit[h]   the largest logit head h passed to its softmax, s q.k after the norms, RoPE
+                    and qk_scale (masked entries excluded), over the B*T rows: QK-Clip's S_max
+     first_mass[h]  the probability of the first key, P[i][0], averaged over the B*T query
+                    rows: the attention-sink mass (the causal mask gives row 0 all of its
+                    mass there, 1/T of the mean)
+   NB_ERR_NULL, or NB_ERR_CONFIG for a cache without that forward; outputs untouched then. */
+NBDEF nb_result nb_attn_head_stats(const nb_attn_plan* plan, const nb_real* cache, int B, int T,
+                                   double* max_logit, double* first_mass);
 
 /* ---- feed-forward sublayer -------------------------------------------------------------------
    SwiGLU: [u|z] = x W_in^T (first half value u, second half gate z), a = silu(z)*u,
@@ -921,6 +947,7 @@ typedef struct nb_stack_desc {
                                   +sqrt(d_k) for NGPT, else 1/sqrt(d_k)) */
     int ffn_in_scale;          /* the FFN's in_scale (nb_ffn_desc): 0 = the preset's (on for
                                   NGPT), 1 on, -1 off */
+    nb_attn_gate attn_gate;    /* every attention's output gate (nb_attn_desc.gate); 0 = none */
 } nb_stack_desc;
 
 typedef enum nb_tensor_kind {
@@ -1134,6 +1161,20 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
    params unchanged (every norm is checked before any is written). Deterministic for any
    thread count. */
 NBDEF nb_result nb_stack_normalize(nb_ctx* ctx, const nb_stack* s, nb_real* params);
+/* QK-Clip (Kimi K2's MuonClip, arXiv 2507.20534), after an optimizer step: every head h of
+   layer l whose largest logit S = max_logit[l*H + h] exceeds tau gets its logits scaled by
+   gamma_h = tau / S (1 for the others) through the weights of its Q and K rows (and their
+   biases): with one Q head per K head (MHA), sqrt(gamma) on each, as the paper. GQA: the K head
+   j shared by the group's Q heads is scaled by sqrt(m), m the group's smallest gamma, and each
+   Q head h by gamma_h / sqrt(m), so every head's logits are scaled by exactly its own gamma, as
+   with MHA (a head under tau keeps its logits; its Q rows grow by what K lost). max_logit:
+   L*H values, the maximum over the step's batch (and over ranks and micro-batches: the
+   caller's MPI_MAX) of nb_stack_head_stats. clipped (may be NULL): the number of heads
+   scaled. Refused (NB_ERR_CONFIG, nothing written) for a layer whose logits do not follow
+   W_q, W_k (a Q or K norm site; qk_scale), NB_ERR_VALUE for tau not finite and > 0 or a
+   max_logit that is NaN. Optimizer moments are left as they are (as the paper). */
+NBDEF nb_result nb_stack_qk_clip(nb_ctx* ctx, const nb_stack* s, nb_real* params,
+                                 const double* max_logit, double tau, int* clipped);
 /* The scheme's std for the embedding and an untied LM head, so a model around the stack can
    initialize them consistently (embedding_std, head_std may be NULL). NB_ERR_NULL without s,
    NB_ERR_VALUE for an unknown scheme or std0 negative or not finite (outputs untouched). */
@@ -1164,6 +1205,10 @@ NBDEF nb_result nb_stack_hidden_norms(const nb_stack* s, const nb_real* cache, i
    (L+1) x (L+1) symmetric matrix; entry (l, l+n) is the paper's d(l, l+n). */
 NBDEF nb_result nb_stack_angular_distance(const nb_stack* s, const nb_real* cache, int B, int T,
                                           int stream, double* out);
+/* nb_attn_head_stats of every layer: L*H values each, layer-major (entry l*H + h); a skipped
+   layer's are 0. */
+NBDEF nb_result nb_stack_head_stats(const nb_stack* s, const nb_real* cache, int B, int T,
+                                    double* max_logit, double* first_mass);
 /* Hyper-connections: the Amax gain magnitudes of mHC's Fig. 3 and 7, per sublayer q = 0..2L-1
    (2l attention, 2l+1 FFN of layer l), each averaged over the B*T tokens of the forward in the
    cache (every token has its own maps; a skipped layer is the identity). With H_q = comb_q^T
@@ -2064,12 +2109,14 @@ static int nb__visible(int i, int rows, int cols, int causal) {
 
 /* Softmax of one row: p_j = exp(scale*(s_j - max)) / sum for j < n, 0 for n <= j < cols (p may
    be s). Returns the row's lse = log sum_j exp(scale*s_j), -inf when n = 0. */
-static nb_real nb__softmax_row(nb_real* p, const nb_real* s, int n, int cols, nb_real scale) {
+static nb_real nb__softmax_row(nb_real* p, const nb_real* s, int n, int cols, nb_real scale,
+                               nb_real* max_out) {
     nb_real mx, total, inv;
     int i;
     for (i = n; i < cols; i++) p[i] = 0;
     if (n == 0) return -INFINITY;
     mx = nb__max(s, n);
+    if (max_out) *max_out = mx;
     NB__SIMD_EXP(simd)
     for (i = 0; i < n; i++) p[i] = NB__EXP(scale * (s[i] - mx));
     total = nb__sum(p, n); /* a second pass over L1: the exp loop vectorizes better alone */
@@ -2091,7 +2138,8 @@ NBDEF nb_result nb_softmax_forward(nb_ctx* ctx, nb_real* p, int ldp, nb_real* ls
                 if((size_t)rows * cols >= NB__PAR_MIN))
         for (i = 0; i < rows; i++) {
             const nb_real l = nb__softmax_row(p + (size_t)i * ldp, s + (size_t)i * lds,
-                                              nb__visible(i, rows, cols, causal), cols, scale);
+                                              nb__visible(i, rows, cols, causal), cols, scale,
+                                              NULL);
             if (lse) lse[i] = l;
         }
     }
@@ -2676,6 +2724,9 @@ static int nb__tiles(int T) { return T / NB__TILE + (T % NB__TILE != 0); }
    function sizes the buffers at plan time (base NULL) and carves them at run time. */
 typedef struct nb__attn_mem {
     nb_real *hdr, *qkv, *raw, *stat[4], *o, *c, *probs, *lse; /* cache */
+    nb_real *cg, *sig;      /* cache: C after the output gate, sigmoid(G) (BT x G) */
+    nb_real* hs;            /* cache: per (batch, head, row tile) the largest logit, then the
+                               sum of the first key's probabilities (nb_attn_head_stats) */
     nb_real* qk0;           /* cache: Q|K before qk_scale (BT x 2d) */
     nb_real *dqkv, *dc, *tiles, *partials, *kv_parts, *ones; /* scratch */
     nb_real* qke;           /* scratch: qk_scale's gradient terms (BT x d) */
@@ -2769,6 +2820,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     const size_t BT = nb__mulz((size_t)B, (size_t)T), P = (size_t)pl->qkv_width;
     const size_t d = (size_t)pl->desc.d_model, BH = nb__mulz((size_t)B, (size_t)pl->desc.n_heads);
     const int stats = nb__norm_kinds[pl->desc.norm].stats, half = NB__BF16(pl);
+    const int csite = nb__site_on(pl, 3), gate = pl->gate_width > 0;
     size_t cu = 0, su = 0;
     int site, maxw = 1;
     memset(m, 0, sizeof *m);
@@ -2783,11 +2835,16 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
                                      (size_t)(nb__site_heads(pl, site) * pl->head_dim / seg)));
             if (seg > maxw) maxw = seg;
         }
-    /* In BF16 the GEMMs read C's bf16 copy: O stays cached only for the C norm's backward */
-    if (half && !nb__site_on(pl, 3)) m->o = nb__take(scratch, &su, nb__mulz(BT, d));
-    else m->o = nb__take(cache, &cu, nb__mulz(BT, d));
-    m->c = !nb__site_on(pl, 3) ? m->o : half ? nb__take(scratch, &su, nb__mulz(BT, d))
-                                             : nb__take(cache, &cu, nb__mulz(BT, d));
+    /* O -> C = Nc(O) -> C' = C sigmoid(G) -> W_o. In BF16 the GEMMs read C''s bf16 copy: a
+       stage stays cached in float only for a later stage's backward (O for the C norm's, the
+       gate's input for the gate's) */
+    m->o = nb__take(half && !csite && !gate ? scratch : cache, half && !csite && !gate ? &su : &cu,
+                    nb__mulz(BT, d));
+    m->c = !csite ? m->o : nb__take(half && !gate ? scratch : cache, half && !gate ? &su : &cu,
+                                    nb__mulz(BT, d));
+    m->cg = !gate ? m->c : nb__take(half ? scratch : cache, half ? &su : &cu, nb__mulz(BT, d));
+    if (gate) m->sig = nb__take(cache, &cu, nb__mulz(BT, (size_t)pl->gate_width));
+    m->hs = nb__take(cache, &cu, nb__mulz(2 * BH, (size_t)nb__tiles(T)));
     if (half) {
         m->wqkv16 = nb__take16(cache, &cu, nb__mulz(P, d));
         m->wo16 = nb__take16(cache, &cu, nb__mulz(d, d));
@@ -2831,7 +2888,7 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hash(h, d->bias); h = nb__hashd(h, (double)d->eps);
     h = nb__hashd(h, (double)d->rope_theta); h = nb__hash(h, (unsigned)d->precision);
     h = nb__hash(h, (unsigned)d->qk_scale); h = nb__hashd(h, (double)d->softmax_scale);
-    h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
+    h = nb__hash(h, (unsigned)d->gate); h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
 
@@ -2842,6 +2899,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     nb__attn_mem m;
     int site;
     long long qkv_width;
+    int gate_width;
     size_t nparams;
     NB__CHECK(!plan || !desc, NB_ERR_NULL, "nb_attn_plan_make: plan and desc are required");
     d = *desc;
@@ -2878,6 +2936,8 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: rope_theta (%g) must be finite and > 1", (double)d.rope_theta);
     NB__CHECK(d.qk_scale < 0 || d.qk_scale > 1, NB_ERR_CONFIG,
               "nb_attn_plan_make: qk_scale (%d) must be 0 or 1", d.qk_scale);
+    NB__CHECK((int)d.gate < NB_GATE_NONE || d.gate > NB_GATE_ELEMENTWISE, NB_ERR_CONFIG,
+              "nb_attn_plan_make: unknown gate %d", (int)d.gate);
     NB__CHECK(d.qk_scale && d.n_kv_heads != d.n_heads, NB_ERR_CONFIG,
               "nb_attn_plan_make: qk_scale shares head h's scales between Q head h and K head h: "
               "it needs n_kv_heads (%d) = n_heads (%d)", d.n_kv_heads, d.n_heads);
@@ -2890,10 +2950,11 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
               max_seq);
     /* every row count, width and task count is an int inside the kernels (and for BLAS) */
-    qkv_width = d.d_model + 2 * nb__mulll(d.n_kv_heads, d.d_model / d.n_heads);
+    gate_width = d.gate == NB_GATE_HEADWISE ? d.n_heads : d.gate ? d.d_model : 0;
+    qkv_width = d.d_model + 2 * nb__mulll(d.n_kv_heads, d.d_model / d.n_heads) + gate_width;
     NB__CHECK(qkv_width > NB__INT_MAX, NB_ERR_SHAPE,
-              "nb_attn_plan_make: qkv_width = d_model + 2*n_kv_heads*head_dim (%lld) overflows "
-              "int", qkv_width);
+              "nb_attn_plan_make: qkv_width = d_model + 2*n_kv_heads*head_dim + gate (%lld) "
+              "overflows int", qkv_width);
     NB__CHECK(nb__mulll(max_batch, max_seq) > NB__INT_MAX, NB_ERR_SHAPE,
               "nb_attn_plan_make: max_batch*max_seq (%lld) overflows int",
               nb__mulll(max_batch, max_seq));
@@ -2914,6 +2975,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     pl.head_dim = d.d_model / d.n_heads;
     pl.qkv_width = (int)qkv_width;
     pl.group = d.n_heads / d.n_kv_heads;
+    pl.gate_width = gate_width;
     nparams = nb__mulz((size_t)qkv_width, (size_t)d.d_model);
     NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
               "nb_attn_plan_make: d_model*qkv_width (%d*%lld) overflows size_t", d.d_model,
@@ -3077,9 +3139,6 @@ static nb_result nb__bias_grad(nb_ctx* ctx, nb_real* db, const nb_real* dy, int 
     return nb_gemm(ctx, 1, 0, n, 1, rows, 1, dy, n, ones, 1, 1, db, 1);
 }
 
-/* Scores of query rows [i0, i0+rows) of head h against keys [0, ncols) into p (ld T), then
-   probabilities. lse given (backward recompute): p = exp(scale*s - lse); else softmax, and the
-   row lse is written to lse_out when not NULL. */
 /* Q|K|V from token row `row` and column `col` on as a GEMM operand (transposed when trans):
    the cached bf16 copy in BF16, else the floats */
 static nb__mat nb__qkv_at(const nb_attn_plan* pl, const nb__attn_mem* m, int row, int col,
@@ -3089,9 +3148,12 @@ static nb__mat nb__qkv_at(const nb_attn_plan* pl, const nb__attn_mem* m, int row
     return x;
 }
 
+/* Scores of query rows [i0, i0+rows) of head h against keys [0, ncols) into p (ld T), then
+   probabilities. lse given (backward recompute): p = exp(scale*s - lse); else softmax, the
+   row lse written to lse_out when not NULL and the rows' largest logit scale*s to *max_out. */
 static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T, int b, int h,
                            int i0, int rows, int ncols, nb_real* p, const nb_real* lse_in,
-                           nb_real* lse_out) {
+                           nb_real* lse_out, nb_real* max_out) {
     const int dk = pl->head_dim, j = h / pl->group, bf = NB__BF16(pl);
     const nb_real scale = pl->desc.softmax_scale;
     int r, c;
@@ -3106,8 +3168,10 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T,
             for (c = 0; c < n; c++) pr[c] = NB__EXP(scale * pr[c] - l);
             for (c = n; c < ncols; c++) pr[c] = 0;
         } else {
-            const nb_real l = nb__softmax_row(pr, pr, n, ncols, scale);
+            nb_real mx;
+            const nb_real l = nb__softmax_row(pr, pr, n, ncols, scale, &mx);
             if (lse_out) lse_out[r] = l;
+            if (r == 0 || scale * mx > *max_out) *max_out = scale * mx; /* scale > 0 */
         }
     }
 }
@@ -3131,7 +3195,12 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
         nb_real* p = m->probs ? m->probs + prow * T
                               : m->tiles + (size_t)omp_get_thread_num() * 2 * NB__TILE * T;
         const nb__mat v = nb__qkv_at(pl, m, b * T, d + (pl->desc.n_kv_heads + h / pl->group) * dk, 0);
-        nb__attn_probs(pl, m, T, b, h, i0, rows, ncols, p, NULL, m->lse ? m->lse + prow : NULL);
+        nb_real* hs = m->hs + (size_t)bh * ntiles + tile, first = 0;
+        int r;
+        nb__attn_probs(pl, m, T, b, h, i0, rows, ncols, p, NULL, m->lse ? m->lse + prow : NULL,
+                       hs);
+        for (r = 0; r < rows; r++) first += p[(size_t)r * T];
+        hs[(size_t)B * H * ntiles] = first;
         nb__gemm1(bf, rows, dk, ncols, 1, nb__m(p, T, 0), v, 0,
                   m->o + ((size_t)b * T + i0) * d + (size_t)h * dk, d);
     }
@@ -3179,7 +3248,7 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
             const nb_real* p = ptile;
             int r, c;
             if (m->probs) p = m->probs + prow * T;
-            else nb__attn_probs(pl, m, T, b, h, i0, rows, ncols, ptile, m->lse + prow, NULL);
+            else nb__attn_probs(pl, m, T, b, h, i0, rows, ncols, ptile, m->lse + prow, NULL, NULL);
             nb__gemm1(bf, rows, ncols, dk, 1, nb__m(dout, d, 0), v_jt, 0, dp, T); /* dP = dO V^T */
             nb__gemm1(bf, ncols, dk, rows, 1, nb__m(p, T, 1), nb__m(dout, d, 0), 1, dv_j, ld); /* dV+=P^T dO */
             for (r = 0; r < rows; r++) {
@@ -3355,6 +3424,71 @@ static nb_result nb__qk_scale_bwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb_
     return nb__bias_grad(ctx, dsqk, m->qke, BT, d, m->ones);
 }
 
+/* Gated attention's output gate, sig = sigmoid(g) of the gate logits g (the last G columns
+   of the projection rows, ld P) */
+static void nb__gate_sig(nb_ctx* ctx, const nb_attn_plan* pl, nb_real* sig, const nb_real* qkv,
+                         int BT) {
+    const int G = pl->gate_width, P = pl->qkv_width;
+    int r;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)BT * G >= NB__PAR_MIN))
+    for (r = 0; r < BT; r++) {
+        const nb_real* g = qkv + (size_t)r * P + (P - G);
+        nb_real* sr = sig + (size_t)r * G;
+        int j;
+        NB__SIMD_EXP(simd)
+        for (j = 0; j < G; j++) sr[j] = 1 / (1 + NB__EXP(-g[j]));
+    }
+}
+
+/* c' = c sig: one gate per head (G = H, over its d_k values) or per element (G = d) */
+static void nb__gate_fwd(nb_ctx* ctx, const nb_attn_plan* pl, nb_real* cg, const nb_real* c,
+                         const nb_real* sig, int BT) {
+    const int G = pl->gate_width, d = pl->desc.d_model, dk = G == d ? 1 : pl->head_dim;
+    int r;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)BT * d >= NB__PAR_MIN))
+    for (r = 0; r < BT; r++) {
+        const nb_real *cr = c + (size_t)r * d, *sr = sig + (size_t)r * G;
+        nb_real* out = cg + (size_t)r * d;
+        int h, i;
+        for (h = 0; h < G; h++) {
+            NB__OMP(simd)
+            for (i = 0; i < dk; i++) out[h * dk + i] = cr[h * dk + i] * sr[h];
+        }
+    }
+}
+
+/* Its backward, dc (= dc') in place: with c' = c s, s = sigmoid(g): dc = s dc',
+   dg = s (1 - s) sum dc' c over the gate's values (its head's d_k, or the one), into the gate
+   columns of dqkv (ld P). */
+static void nb__gate_bwd(nb_ctx* ctx, const nb_attn_plan* pl, nb_real* dc, const nb_real* c,
+                         const nb_real* sig, nb_real* dqkv, int BT) {
+    const int G = pl->gate_width, d = pl->desc.d_model, P = pl->qkv_width;
+    const int dk = G == d ? 1 : pl->head_dim;
+    int r;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)BT * d >= NB__PAR_MIN))
+    for (r = 0; r < BT; r++) {
+        const nb_real *cr = c + (size_t)r * d, *sr = sig + (size_t)r * G;
+        nb_real *dr = dc + (size_t)r * d, *dg = dqkv + (size_t)r * P + (P - G);
+        int h, i;
+        for (h = 0; h < G; h++) {
+            const nb_real sg = sr[h];
+            nb_real acc = 0;
+            NB__OMP(simd reduction(+:acc))
+            for (i = 0; i < dk; i++) {
+                acc += dr[h * dk + i] * cr[h * dk + i];
+                dr[h * dk + i] *= sg;
+            }
+            dg[h] = sg * (1 - sg) * acc;
+        }
+    }
+}
+
 static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                               nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                               nb_real* scratch, const nb__vres* vr) {
@@ -3381,6 +3515,7 @@ static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     if (rc) return rc;
     if (p->b_qkv) nb__add_bias(ctx, m.raw ? m.raw : m.qkv, p->b_qkv, BT, P);
     nb__trace(ctx, "qkv", m.raw ? m.raw : m.qkv, BT, P);
+    if (m.sig) nb__gate_sig(ctx, pl, m.sig, m.raw ? m.raw : m.qkv, BT);
     for (site = 0; m.raw && site < 3; site++) {
         const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
         if (nb__site_on(pl, site)) {
@@ -3393,6 +3528,13 @@ static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
                 memcpy(m.qkv + (size_t)r * P + off, m.raw + (size_t)r * P + off,
                        (size_t)w * sizeof(nb_real));
         }
+    }
+    if (m.raw && m.sig) { /* the gate logits too: sig has them, but the bf16 copy reads all */
+        int r;
+        for (r = 0; r < BT; r++)
+            memcpy(m.qkv + (size_t)r * P + P - pl->gate_width,
+                   m.raw + (size_t)r * P + P - pl->gate_width,
+                   (size_t)pl->gate_width * sizeof(nb_real));
     }
     if (m.raw) nb__trace(ctx, "qkv_normed", m.qkv, BT, P);
     if (vr) { /* the value residual on the values attention uses: after the V norm */
@@ -3417,8 +3559,12 @@ static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
         if (rc) return rc;
         nb__trace(ctx, "c_normed", m.c, BT, d);
     }
-    if (bf) nb__to_bf16(ctx, m.c16, m.c, BT, d, d);
-    rc = nb__gemm(ctx, fn, pl->mm, bf, BT, d, d, 1, nb__op(m.c, m.c16, d, 0),
+    if (m.sig) {
+        nb__gate_fwd(ctx, pl, m.cg, m.c, m.sig, BT);
+        nb__trace(ctx, "c_gated", m.cg, BT, d);
+    }
+    if (bf) nb__to_bf16(ctx, m.c16, m.cg, BT, d, d);
+    rc = nb__gemm(ctx, fn, pl->mm, bf, BT, d, d, 1, nb__op(m.cg, m.c16, d, 0),
                   nb__op(p->w_o, m.wo16, d, 1), 0, out, d);
     if (rc) return rc;
     if (p->b_o) nb__add_bias(ctx, out, p->b_o, BT, d);
@@ -3472,18 +3618,19 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     if ((rc = nb__gemm(ctx, fn, pl->mm, bf, BT, d, d, 1, nb__op(dout, m.dout16, d, 0),
                        nb__op(p->w_o, m.wo16, d, 0), 0, m.dc, d)))
         return rc;
-    /* dW_o += dout^T C */
+    /* dW_o += dout^T C' */
     if ((rc = nb__gemm(ctx, fn, pl->mm, bf, d, d, BT, 1, nb__op(dout, m.dout16, d, 1),
-                       nb__op(m.c, m.c16, d, 0), 1, g->w_o, d)))
+                       nb__op(m.cg, m.c16, d, 0), 1, g->w_o, d)))
         return rc;
     if ((pl->desc.bias & NB_ATTN_BIAS_OUT) &&                               /* db_o += dout^T 1 */
         (rc = nb__bias_grad(ctx, g->b_o, dout, BT, d, m.ones)))
         return rc;
+    memset(m.dqkv, 0, (size_t)BT * P * sizeof(nb_real));
+    if (m.sig) nb__gate_bwd(ctx, pl, m.dc, m.c, m.sig, m.dqkv, BT); /* dC, dG from dC' */
     if (nb__site_on(pl, 3)) {                                             /* dO = Nc'(dC), in place */
         rc = nb__site_norm(ctx, pl, 3, p, g, m.dc, d, m.stat[3], m.o, d, m.dc, BT, d, m.partials);
         if (rc) return rc;
     }
-    memset(m.dqkv, 0, (size_t)BT * P * sizeof(nb_real));
     nb__attn_core_backward(ctx, pl, B, T, &m);
     if (pl->desc.qk_scale && (rc = nb__qk_scale_bwd(ctx, pl, &m, p->qk_scale, g->qk_scale, BT)))
         return rc;
@@ -3517,6 +3664,37 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
                                  const nb_real* x, int B, int T, const nb_real* cache,
                                  nb_real* scratch, int accumulate_dx) {
     return nb__attn_bwd(ctx, plan, p, g, dx, dout, x, B, T, cache, scratch, accumulate_dx, NULL);
+}
+
+/* The per-(batch, head, tile) records of nb__attn_core_forward, reduced in a fixed order */
+static void nb__head_stats(const nb_attn_plan* pl, const nb_real* cache, int B, int T,
+                           double* max_logit, double* first_mass) {
+    const int H = pl->desc.n_heads, nt = nb__tiles(T);
+    const size_t half = (size_t)B * H * nt;
+    nb__attn_mem m;
+    int h, b, t;
+    nb__attn_carve(pl, B, T, pl->max_threads, (nb_real*)(size_t)cache, NULL, &m);
+    for (h = 0; h < H; h++) {
+        double mx = -INFINITY, mass = 0;
+        for (b = 0; b < B; b++)
+            for (t = 0; t < nt; t++) {
+                const size_t at = ((size_t)b * H + h) * nt + t;
+                if (m.hs[at] > mx || t + b == 0) mx = m.hs[at];
+                mass += m.hs[half + at];
+            }
+        if (max_logit) max_logit[h] = mx;
+        if (first_mass) first_mass[h] = mass / ((double)B * T);
+    }
+}
+
+NBDEF nb_result nb_attn_head_stats(const nb_attn_plan* plan, const nb_real* cache, int B, int T,
+                                   double* max_logit, double* first_mass) {
+    if (!plan || !cache || (!max_logit && !first_mass)) return NB_ERR_NULL;
+    if (B <= 0 || T <= 0 || B > plan->max_batch || T > plan->max_seq ||
+        !nb__hdr_ok(cache, NB__MAGIC_ATTN, nb__attn_id(plan), B, T))
+        return NB_ERR_CONFIG;
+    nb__head_stats(plan, cache, B, T, max_logit, first_mass);
+    return NB_OK;
 }
 
 /* ---- feed-forward sublayer ------------------------------------------------------------------ */
@@ -5135,6 +5313,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
         ad.rope = d.rope; ad.rope_theta = d.rope_theta; ad.non_causal = d.non_causal;
         ad.memory = d.memory; ad.bias = d.attn_bias; ad.precision = d.precision;
         ad.qk_scale = d.qk_scale > 0; ad.softmax_scale = d.softmax_scale;
+        ad.gate = d.attn_gate;
         rc = nb_attn_plan_make(ctx, &s->layers[l].attn, &ad, max_batch, max_seq);
         if (rc) { nb_stack_free(s); return rc; }
     }
@@ -6974,6 +7153,71 @@ NBDEF nb_result nb_stack_normalize(nb_ctx* ctx, const nb_stack* s, nb_real* para
     return NB_OK;
 }
 
+/* the first tensor of layer l of `kind` whose name ends in `suffix`, or NULL */
+static const nb_tensor_info* nb__layer_tensor(const nb_stack* s, int l, nb_tensor_kind kind,
+                                              const char* suffix) {
+    const nb_layer* ly = &s->layers[l];
+    const size_t n = strlen(suffix);
+    int t;
+    for (t = ly->tensor0; t < ly->tensor0 + ly->n_tensors; t++) {
+        const nb_tensor_info* ti = &s->tensors[t];
+        const size_t len = strlen(ti->name);
+        if (ti->kind == kind && len >= n && !strcmp(ti->name + len - n, suffix)) return ti;
+    }
+    return NULL;
+}
+
+/* rows [r0, r0 + n) of a projection (d columns) and of its bias (NULL: none) times f */
+static void nb__scale_rows(nb_real* w, nb_real* bias, int r0, int n, int d, double f) {
+    size_t i;
+    for (i = (size_t)r0 * d; i < (size_t)(r0 + n) * d; i++) w[i] = (nb_real)(w[i] * f);
+    if (bias)
+        for (i = (size_t)r0; i < (size_t)(r0 + n); i++) bias[i] = (nb_real)(bias[i] * f);
+}
+
+NBDEF nb_result nb_stack_qk_clip(nb_ctx* ctx, const nb_stack* s, nb_real* params,
+                                 const double* max_logit, double tau, int* clipped) {
+    int l, h, j, n = 0, H;
+    NB__CHECK(!s || !s->tensors || !params || !max_logit, NB_ERR_NULL, "nb_stack_qk_clip: an "
+              "initialized stack s, params and max_logit are required (%s is NULL)",
+              !s || !s->tensors ? "s" : !params ? "params" : "max_logit");
+    NB__CHECK(!(tau > 0) || !nb__fin(tau), NB_ERR_VALUE,
+              "nb_stack_qk_clip: tau (%g) must be finite and > 0", tau);
+    H = s->desc.n_heads;
+    for (l = 0; l < s->desc.n_layers; l++) { /* everything checked before anything is written */
+        const nb_attn_plan* ap = &s->layers[l].attn;
+        NB__CHECK(nb__site_on(ap, 0) || nb__site_on(ap, 1) || ap->desc.qk_scale, NB_ERR_CONFIG,
+                  "nb_stack_qk_clip: layer %d: its logits do not follow W_q and W_k (%s): "
+                  "QK-Clip has nothing to scale", l,
+                  ap->desc.qk_scale ? "qk_scale" : "a Q or K norm site");
+        for (h = 0; h < H; h++)
+            NB__CHECK(isnan(max_logit[(size_t)l * H + h]), NB_ERR_VALUE,
+                      "nb_stack_qk_clip: max_logit of layer %d head %d is NaN", l, h);
+    }
+    for (l = 0; l < s->desc.n_layers; l++) {
+        const nb_attn_plan* ap = &s->layers[l].attn;
+        const nb_tensor_info* wt = nb__layer_tensor(s, l, NB_TENSOR_QKV, "att_proj.weight");
+        const nb_tensor_info* bt = nb__layer_tensor(s, l, NB_TENSOR_BIAS, "att_proj.bias");
+        nb_real *w = params + wt->offset, *b = bt ? params + bt->offset : NULL;
+        const int dk = ap->head_dim, g = ap->group, d = s->desc.d_model;
+        const double* S = max_logit + (size_t)l * H;
+        for (j = 0; j < ap->desc.n_kv_heads; j++) {
+            double m = 1;
+            int k;
+            for (k = j * g; k < (j + 1) * g; k++) {
+                if (S[k] > tau && tau / S[k] < m) m = tau / S[k];
+                n += S[k] > tau;
+            }
+            if (m == 1) continue;
+            nb__scale_rows(w, b, d + j * dk, dk, d, sqrt(m));       /* K head j */
+            for (k = j * g; k < (j + 1) * g; k++)                    /* its Q heads */
+                nb__scale_rows(w, b, k * dk, dk, d, (S[k] > tau ? tau / S[k] : 1) / sqrt(m));
+        }
+    }
+    if (clipped) *clipped = n;
+    return NB_OK;
+}
+
 /* ---- diagnostics ---- */
 
 NBDEF double nb_stack_grad_norms(const nb_stack* s, const nb_real* grads, double* per_layer) {
@@ -7001,6 +7245,30 @@ static nb_result nb__diag_check(const nb_stack* s, const nb_real* cache, int B, 
     if (!s || !s->layers || !cache || !out) return NB_ERR_NULL;
     if (stream < 0 || stream >= s->streams) return NB_ERR_VALUE;
     if (!nb__hdr_ok(cache, NB__MAGIC_STACK, nb__stack_id(s), B, T)) return NB_ERR_CONFIG;
+    return NB_OK;
+}
+
+NBDEF nb_result nb_stack_head_stats(const nb_stack* s, const nb_real* cache, int B, int T,
+                                    double* max_logit, double* first_mass) {
+    const nb_result rc = nb__diag_check(s, cache, B, T, 0, max_logit ? (const void*)max_logit
+                                                                     : first_mass);
+    int l, h;
+    if (rc) return rc;
+    for (l = 0; l < s->desc.n_layers; l++) {
+        const size_t at = (size_t)l * s->desc.n_heads;
+        nb__layer_mem c;
+        size_t used = s->layers[l].cache_offset;
+        if (s->skip[l]) {
+            for (h = 0; h < s->desc.n_heads; h++) {
+                if (max_logit) max_logit[at + h] = 0;
+                if (first_mass) first_mass[at + h] = 0;
+            }
+            continue;
+        }
+        nb__carve_layer(s, l, (nb_real*)(size_t)cache, &used, &c);
+        nb__head_stats(&s->layers[l].attn, c.acache, B, T, max_logit ? max_logit + at : NULL,
+                       first_mass ? first_mass + at : NULL);
+    }
     return NB_OK;
 }
 

@@ -318,8 +318,96 @@ static void fd_all(nbt_rng* rng) {
         d.norm = NB_NORM_L2;
         fd_case("olmo2 with L2 norms (full-width sites)", &d, 2, 3, rng);
     }
+    {   /* gated attention: per head and per element, on GQA, with the C site (the gate after
+           its norm), Q|K|V|G biases, LSE memory, the value residual, BF16's cache layout aside */
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        d.n_kv_heads = 2; d.attn_gate = NB_GATE_HEADWISE;
+        fd_case("pre, headwise gate, GQA", &d, 2, 3, rng);
+        d.attn_gate = NB_GATE_ELEMENTWISE; d.memory = NB_ATTN_MEMORY_LSE;
+        fd_case("pre, elementwise gate, GQA, LSE memory", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_HYBRID, 2);
+        d.sites = NB_SITES_QKVC; d.attn_gate = NB_GATE_HEADWISE; d.attn_bias = NB_ATTN_BIAS_QKV;
+        fd_case("hybrid QKVC sites, headwise gate, Q|K|V|G bias", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_SANDWICH, 2);
+        d.sites = NB_SITE_C | NB_SITE_V; d.attn_gate = NB_GATE_ELEMENTWISE;
+        d.value_residual = 2; d.norm = NB_NORM_LAYER;
+        fd_case("sandwich LayerNorm VC sites, elementwise gate, value residual", &d, 2, 3, rng);
+    }
 }
 #endif
+
+/* QK-Clip: after the clip, the heads over tau have their largest logit at tau, the others
+   keep theirs (GQA: the K head shared, the logits scaled per Q head); a layer whose logits do
+   not follow W_q, W_k is refused with nothing written; the stack's head stats are the layers'
+   attention stats. */
+static void qk_clip(nbt_rng* rng) {
+    static const int kv[2] = {4, 2};
+    int c;
+    for (c = 0; c < 2; c++) {
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        run r;
+        double mx[8], fm[8], after[8], fm1[8], tau = 0;
+        nb_real* keep;
+        int h, n = -1;
+        d.d_model = 16; d.n_heads = 4; d.n_kv_heads = kv[c]; d.attn_bias = NB_ATTN_BIAS_QKV;
+        d.attn_gate = c ? NB_GATE_HEADWISE : NB_GATE_NONE;
+        if (!nbt_check(setup(&r, &d, 2, 9, rng, 1), "qk_clip setup")) continue;
+        nbt_check(nb_stack_head_stats(&r.s, r.cache, 2, 9, mx, fm) == NB_ERR_CONFIG,
+                  "head stats: a cache without a forward is refused");
+        loss(&r);
+        nbt_check(nb_stack_head_stats(&r.s, r.cache, 2, 9, mx, fm) == NB_OK, "stack head stats");
+        for (h = 0; h < 2; h++) { /* layer 1's entries are its attention's */
+            double amx[4], afm[4];
+            nb__layer_mem lm;
+            size_t used = r.s.layers[1].cache_offset;
+            nb__carve_layer(&r.s, 1, r.cache, &used, &lm);
+            nb_attn_head_stats(&r.s.layers[1].attn, lm.acache, 2, 9, amx, afm);
+            nbt_check(amx[h] == mx[4 + h] && afm[h] == fm[4 + h], "stack head stats = layer's");
+        }
+        for (h = 0; h < 4; h++) tau += mx[h] / 4;  /* about half of layer 0's heads above */
+        keep = nbt_alloc(r.s.n_params);
+        memcpy(keep, r.params, r.s.n_params * sizeof(nb_real));
+        nbt_check(nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, tau, &n) == NB_OK && n > 0,
+                  "qk_clip: some heads clipped");
+        loss(&r);
+        nb_stack_head_stats(&r.s, r.cache, 2, 9, after, fm1);
+        for (h = 0; h < 4; h++) { /* layer 0: layer 1's input changed with layer 0's clip */
+            const double want = mx[h] > tau ? tau : mx[h];
+            char name[96];
+            snprintf(name, sizeof name, "qk_clip (H_kv %d): head %d max logit %g -> %g (tau %g)",
+                     kv[c], h, mx[h], after[h], tau);
+            nbt_check(fabs(after[h] - want) <= 1e-5 * fabs(want) + 1e-6, name);
+        }
+        memcpy(r.params, keep, r.s.n_params * sizeof(nb_real));
+        mx[3] = NAN;
+        nbt_check(nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, tau, NULL) == NB_ERR_VALUE &&
+                  !memcmp(keep, r.params, r.s.n_params * sizeof(nb_real)),
+                  "qk_clip: a NaN max logit refused, nothing written");
+        mx[3] = 0;
+        nbt_check(nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, 0, NULL) == NB_ERR_VALUE &&
+                  nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, INFINITY, NULL) == NB_ERR_VALUE &&
+                  nb_stack_qk_clip(&r.ctx, &r.s, NULL, mx, 1, NULL) == NB_ERR_NULL &&
+                  nb_stack_qk_clip(&r.ctx, &r.s, r.params, NULL, 1, NULL) == NB_ERR_NULL,
+                  "qk_clip: tau 0 or infinite, NULL params or max_logit refused");
+        free(keep);
+        teardown(&r);
+    }
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_HYBRID, 2); /* QKV sites: the logits do not follow */
+        double mx[4] = {100, 100, 100, 100};
+        run r;
+        if (nbt_check(setup(&r, &d, 1, 3, rng, 1), "qk_clip setup (hybrid)")) {
+            nb_real* keep = nbt_alloc(r.s.n_params);
+            memcpy(keep, r.params, r.s.n_params * sizeof(nb_real));
+            nbt_check(nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, 1, NULL) == NB_ERR_CONFIG &&
+                      strstr(r.ctx.err, "Q or K norm site") &&
+                      !memcmp(keep, r.params, r.s.n_params * sizeof(nb_real)),
+                      "qk_clip: refused with Q/K norm sites, naming why, nothing written");
+            free(keep);
+            teardown(&r);
+        }
+    }
+}
 
 /* out of two stacks must agree */
 static void same_out(const char* name, run* a, run* b) {
@@ -2040,5 +2128,6 @@ int main(void) {
     name_maps();
     bad_configs();
     trainer_layout_and_conventions(&rng);
+    qk_clip(&rng);
     return nbt_finish();
 }

@@ -402,6 +402,119 @@ static void bad_configs(void) {
               "SwiGLU defaults: f = 8d/3 rounded up to 64, no bias");
 }
 
+/* An independent attention forward in double, straight from the definitions (no norm sites,
+   no RoPE): [Q|K|V|G] = x W^T + b, logits s q.k, softmax, C, C sigmoid(G), out = C' W_o^T +
+   b_o; and the per-head largest logit and mean first-key probability. */
+static void naive_attention(const nb_attn_plan* pl, const nb_attn_params* p, const nb_real* x,
+                            int B, int T, double* out, double* max_logit, double* first_mass) {
+    const int d = pl->desc.d_model, H = pl->desc.n_heads, Hkv = pl->desc.n_kv_heads;
+    const int dk = pl->head_dim, P = pl->qkv_width, G = pl->gate_width;
+    const double s = pl->desc.softmax_scale;
+    double *qkv = (double*)malloc(sizeof(double) * (size_t)B * T * P);
+    double *c = (double*)calloc((size_t)B * T * d, sizeof(double));
+    double* pr = (double*)malloc(sizeof(double) * (size_t)T);
+    int b, t, i, j, h, e;
+    for (h = 0; h < H; h++) { max_logit[h] = -INFINITY; first_mass[h] = 0; }
+    for (t = 0; t < B * T; t++)
+        for (j = 0; j < P; j++) {
+            double acc = p->b_qkv ? p->b_qkv[j] : 0;
+            for (e = 0; e < d; e++) acc += (double)x[(size_t)t * d + e] * p->w_qkv[(size_t)j * d + e];
+            qkv[(size_t)t * P + j] = acc;
+        }
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++) {
+            const int kv = h / (H / Hkv);
+            for (i = 0; i < T; i++) {
+                const double* q = qkv + ((size_t)b * T + i) * P + h * dk;
+                const int n = pl->desc.non_causal ? T : i + 1;
+                double mx = -INFINITY, z = 0;
+                for (j = 0; j < n; j++) {
+                    const double* k = qkv + ((size_t)b * T + j) * P + d + kv * dk;
+                    double dot = 0;
+                    for (e = 0; e < dk; e++) dot += q[e] * k[e];
+                    pr[j] = s * dot;
+                    if (pr[j] > mx) mx = pr[j];
+                }
+                if (mx > max_logit[h]) max_logit[h] = mx;
+                for (j = 0; j < n; j++) z += (pr[j] = exp(pr[j] - mx));
+                first_mass[h] += pr[0] / z / (B * T);
+                for (j = 0; j < n; j++) {
+                    const double* v = qkv + ((size_t)b * T + j) * P + d + (Hkv + kv) * dk;
+                    for (e = 0; e < dk; e++) c[((size_t)b * T + i) * d + h * dk + e] += pr[j] / z * v[e];
+                }
+            }
+        }
+    for (t = 0; t < B * T && G; t++)
+        for (e = 0; e < d; e++) {
+            const double g = qkv[(size_t)t * P + (P - G) + (G == d ? e : e / dk)];
+            c[(size_t)t * d + e] /= 1 + exp(-g);
+        }
+    for (t = 0; t < B * T; t++)
+        for (j = 0; j < d; j++) {
+            double acc = p->b_o ? p->b_o[j] : 0;
+            for (e = 0; e < d; e++) acc += c[(size_t)t * d + e] * p->w_o[(size_t)j * d + e];
+            out[(size_t)t * d + j] = acc;
+        }
+    free(qkv); free(c); free(pr);
+}
+
+/* The forward with each gate, and the head statistics, against naive_attention: MHA and GQA,
+   causal or not, both memory modes, a tile boundary (T > 64) */
+static void gate_and_head_stats(nbt_rng* rng) {
+    static const struct { int H, Hkv, T, causal, lse; nb_attn_gate gate; unsigned bias; } cs[] = {
+        {4, 4, 6, 1, 0, NB_GATE_HEADWISE, 0}, {4, 2, 7, 1, 1, NB_GATE_ELEMENTWISE, 3},
+        {4, 1, 5, 0, 0, NB_GATE_NONE, 1}, {2, 1, 70, 1, 1, NB_GATE_HEADWISE, 1},
+        {2, 2, 67, 0, 0, NB_GATE_ELEMENTWISE, 0}};
+    nb_ctx ctx;
+    size_t c;
+    memset(&ctx, 0, sizeof ctx);
+    for (c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        nb_attn_desc desc = make_desc(16, cs[c].H, cs[c].Hkv, 0, 0, NB_WIDTH_PER_HEAD);
+        attn_run r;
+        const int B = 2, T = cs[c].T, H = cs[c].H;
+        const size_t n = (size_t)B * T * 16;
+        double *ref = (double*)malloc(sizeof(double) * n), mx[4], fm[4], rmx[4], rfm[4];
+        char name[160];
+        desc.gate = cs[c].gate; desc.bias = cs[c].bias; desc.non_causal = !cs[c].causal;
+        desc.memory = cs[c].lse ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
+        snprintf(name, sizeof name, "gate %d, H %d/%d, T %d, %s, %s", (int)desc.gate, H,
+                 cs[c].Hkv, T, cs[c].causal ? "causal" : "non-causal", cs[c].lse ? "LSE" : "probs");
+        if (!nbt_check(attn_setup(&r, &desc, B, T, rng, &ctx), name)) { free(ref); continue; }
+        nbt_check(r.plan.gate_width == (desc.gate == NB_GATE_HEADWISE ? H : desc.gate ? 16 : 0) &&
+                  r.plan.qkv_width == 16 + 2 * cs[c].Hkv * (16 / H) + r.plan.gate_width,
+                  "the gate's G rows follow Q|K|V");
+        nbt_check(nb_attn_head_stats(&r.plan, r.cache, B, T, mx, fm) == NB_ERR_CONFIG,
+                  "head stats: a cache without a forward is refused");
+        nbt_check(nb_attn_forward(&ctx, &r.plan, &r.p, r.out, r.x, B, T, r.cache, r.scratch) ==
+                  NB_OK, name);
+        naive_attention(&r.plan, &r.p, r.x, B, T, ref, rmx, rfm);
+        {
+            char what[200];
+            size_t i;
+            double worst = 0;
+            nb_real mxr[4], fmr[4];
+            for (i = 0; i < n; i++) {
+                const double e = fabs(r.out[i] - ref[i]) / (NBT_ATOL + NBT_RTOL * fabs(ref[i]));
+                if (e > worst) worst = e;
+            }
+            snprintf(what, sizeof what, "%s: forward vs the naive double attention", name);
+            nbt_check(worst <= 1, what);
+            nbt_check(nb_attn_head_stats(&r.plan, r.cache, B, T, mx, fm) == NB_OK, name);
+            for (i = 0; i < (size_t)H; i++) { mxr[i] = (nb_real)mx[i]; fmr[i] = (nb_real)fm[i]; }
+            snprintf(what, sizeof what, "%s: max logit per head", name);
+            nbt_close(what, mxr, rmx, H, NBT_ATOL, NBT_RTOL);
+            snprintf(what, sizeof what, "%s: first-key mass per head", name);
+            nbt_close(what, fmr, rfm, H, NBT_ATOL, NBT_RTOL);
+            nbt_check(nb_attn_head_stats(&r.plan, r.cache, B, T + 1, mx, fm) == NB_ERR_CONFIG &&
+                      nb_attn_head_stats(&r.plan, r.cache, B, T, NULL, NULL) == NB_ERR_NULL &&
+                      nb_attn_head_stats(NULL, r.cache, B, T, mx, NULL) == NB_ERR_NULL,
+                      "head stats: another T, no output, no plan refused");
+        }
+        free(ref);
+        attn_free(&r);
+    }
+}
+
 int main(void) {
     nbt_rng rng = {0xC0FFEE};
 #ifdef NB_DOUBLE
@@ -453,6 +566,17 @@ int main(void) {
         d.bias = NB_ATTN_BIAS_OUT;
         attn_fd_case(&d, 2, 4, 1, &rng);
     }
+    {   /* the output gate: per head and per element, with the C site before it, GQA, a
+           Q|K|V|G bias, both memory modes */
+        nb_attn_desc d = make_desc(8, 2, 1, NB_SITES_QKVC, 1, NB_WIDTH_PER_HEAD);
+        d.gate = NB_GATE_HEADWISE;
+        attn_fd_case(&d, 2, 5, 1, &rng);
+        d.gate = NB_GATE_ELEMENTWISE; d.memory = NB_ATTN_MEMORY_LSE; d.bias = NB_ATTN_BIAS_QKV;
+        attn_fd_case(&d, 2, 5, 3, &rng);
+        d = make_desc(16, 4, 2, 0, 0, NB_WIDTH_PER_HEAD); /* d_k 4: LayerNorm of 2 is +-1 */
+        d.gate = NB_GATE_HEADWISE; d.norm = NB_NORM_LAYER; d.sites = NB_SITE_C;
+        attn_fd_case(&d, 2, 4, 1, &rng);
+    }
     ffn_fd_case(NB_FFN_SWIGLU, 0, &rng);
     ffn_fd_case(NB_FFN_SWIGLU, 1, &rng);
     ffn_fd_case(NB_FFN_GELU_TANH, 0, &rng);
@@ -470,6 +594,7 @@ int main(void) {
     rope_norm_commutation(&rng);
     modes_and_threads_agree(2, 2, 2, &rng);
     modes_and_threads_agree(1, 1, 3, &rng); /* MQA, one sequence: 3 parts */
+    gate_and_head_stats(&rng);
     bad_configs();
     return nbt_finish();
 }

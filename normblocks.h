@@ -434,6 +434,19 @@ NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dga
                                 const nb_real* gain, int rows, int width, int seg,
                                 int accumulate, nb_real* scratch);
 
+/* Derf: y = gain * erf(alpha x + shift) + bias on each segment of seg values, as DyT with
+   as = [alpha, shift] two learnable scalars (finite). With z = alpha x + shift, e = erf(z),
+   g = dy*gain and u = g (2/sqrt(pi)) exp(-z^2): dx = alpha u; dgain += sum dy e; dbias +=
+   sum dy; das[0] += sum u x; das[1] += sum u. Otherwise as nb_dyt_forward/backward. */
+NBDEF nb_result nb_derf_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* x, int ldx,
+                                const nb_real* as, const nb_real* gain, const nb_real* bias,
+                                int rows, int width, int seg);
+NBDEF nb_result nb_derf_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
+                                 nb_real* dbias, nb_real* das, const nb_real* dy, int lddy,
+                                 const nb_real* x, int ldx, const nb_real* as,
+                                 const nb_real* gain, int rows, int width, int seg,
+                                 int accumulate, nb_real* scratch);
+
 /* L2 norm (nGPT's justnorm): y = x / ||x||_2 on each segment of seg values; no gain, and no
    eps as in nGPT's code (a zero segment gives non-finite values). rstd: rows * (width/seg)
    values, 1 / ||x|| per segment. Trusted: as nb_rmsnorm_forward. */
@@ -520,8 +533,12 @@ typedef enum nb_norm_type {
     NB_NORM_LAYER,        /* LayerNorm (gain only at attention sites) */
     NB_NORM_DYT,          /* DyT, Dynamic Tanh: gain * tanh(alpha x) + bias, a learnable scalar
                              alpha per norm (gain only at attention sites); no statistics */
-    NB_NORM_L2            /* x / ||x||_2 (nGPT's justnorm): no gain, no bias, no eps (nGPT's
+    NB_NORM_L2,           /* x / ||x||_2 (nGPT's justnorm): no gain, no bias, no eps (nGPT's
                              code; a zero vector gives non-finite values) */
+    NB_NORM_DERF          /* Derf ("Stronger Normalization-Free Transformers", arXiv
+                             2512.10938; its code zlab-princeton/Derf): gain * erf(alpha x +
+                             shift) + bias, two learnable scalars per norm (gain only at
+                             attention sites); no statistics */
 } nb_norm_type;
 
 /* The compute precision of a sublayer's or stack's GEMMs (nb_attn_desc, nb_ffn_desc,
@@ -741,11 +758,13 @@ typedef enum nb_branch_scale {
     NB_BRANCH_SCALE_CHANNEL, /* LayerScale (CaiT): a learnable vector of d per sublayer
                                 ("ls1.gamma" attention, "ls2.gamma" FFN, as timm), initialized
                                 to nb_stack_desc.layerscale_init */
-    NB_BRANCH_SCALE_INTERP   /* nGPT's eigen learning rate: s = r + |a| (f - r) per channel,
+    NB_BRANCH_SCALE_INTERP,  /* nGPT's eigen learning rate: s = r + |a| (f - r) per channel,
                                 a = sqrt(d) interp_init lambda with lambda a learnable vector of
                                 d per sublayer ("attn_alpha", "mlp_alpha") stored as nGPT's code
                                 stores it: init 1/sqrt(d), so a starts at interp_init
                                 (nb_stack_desc). Needs residual_scale and branch_mult 1 */
+    NB_BRANCH_SCALE_SUBLAYER /* SkipInit's form of ReZero: one learnable scalar per sublayer
+                                ("attn_resweight", "ff_resweight", init 0) */
 } nb_branch_scale;
 
 typedef struct nb_placement {
@@ -948,12 +967,24 @@ typedef struct nb_stack_desc {
     int ffn_in_scale;          /* the FFN's in_scale (nb_ffn_desc): 0 = the preset's (on for
                                   NGPT), 1 on, -1 off */
     nb_attn_gate attn_gate;    /* every attention's output gate (nb_attn_desc.gate); 0 = none */
+    int norm_gain;             /* block norms' weight: 0 = the kind's (on but L2), -1 = none
+                                  (RMSNorm without a weight; DyT, Derf without gamma) */
+    int norm_bias;             /* block norms' bias: 0 = the kind's (LayerNorm, DyT, Derf: on),
+                                  -1 = none (DyT's LLaMA code has none; LayerNorm(bias=False)) */
+    nb_branch_scale branch_scale; /* every sublayer's branch scale of a preset (not a custom
+                                  schedule, which sets its own; not SiameseNorm): 0 = the
+                                  preset's; e.g. REZERO with SUBLAYER: SkipInit's scalars */
+    int gain_offset;           /* 1 = Gemma's unit-offset weights: every norm gain (block norms
+                                  and attention sites) is stored as w and multiplies by 1 + w,
+                                  init 0 (Gemma, Qwen3-Next: x_hat * (1 + weight)); gradients
+                                  are w's. Costs the gains' size in the cache */
 } nb_stack_desc;
 
 typedef enum nb_tensor_kind {
     NB_TENSOR_QKV = 1, NB_TENSOR_ATTN_OUT, NB_TENSOR_FF_IN, NB_TENSOR_FF_OUT,
     NB_TENSOR_GAIN, NB_TENSOR_BIAS, NB_TENSOR_SIAMESE_GAMMA,
-    NB_TENSOR_DYT_ALPHA,       /* DyT's scalar alpha of one norm ("<norm>.alpha", 1 value) */
+    NB_TENSOR_DYT_ALPHA,       /* DyT's scalar alpha of one norm ("<norm>.alpha", 1 value);
+                                  Derf's alpha and shift ("<norm>.alpha_shift", 2 values) */
     NB_TENSOR_REZERO,          /* ReZero's scalar of a layer ("resweight", 1 value, init 0) */
     NB_TENSOR_LAYERSCALE,      /* LayerScale's vector of a sublayer ("ls1.gamma", "ls2.gamma") */
     NB_TENSOR_VALUE_RESIDUAL,  /* the learnable value residual's [lambda_1, lambda_2] of a layer
@@ -984,6 +1015,7 @@ typedef struct nb_layer {      /* resolved per-layer plan (read-only) */
     nb_layer_desc desc;
     nb_attn_plan attn;
     size_t param_offset, n_params, cache_offset; /* param_*: the stack's own layout only */
+    size_t gain0;              /* internal: the layer's first gain among the unit-offset gains */
     int tensor0, n_tensors;    /* the layer's rows of nb_stack.tensors */
 } nb_layer;
 
@@ -1000,6 +1032,7 @@ typedef struct nb_stack {
     void* alloc_user;
     struct nb__mm* mm;         /* internal: oneDNN's engine and matmuls (backend DNNL) */
     char kernels[192];         /* which GEMM kernels run: see nb_stack_kernels */
+    size_t n_gains, gain_final0; /* internal: gain values, the final norms' first (gain_offset) */
 } nb_stack;
 
 /* Resolve and validate the description, lay out parameters and buffers for batches up to
@@ -1656,15 +1689,16 @@ static void nb__prefetch_row(const nb_real* p, int n) {
 /* ---- norm kinds ----
    What differs between the kinds of norm, in one place: the statistics each normalized segment
    keeps for the backward (rstd; LayerNorm also the mean, stored after the rstd block of the same
-   buffer; DyT none), whether block norms carry a bias (site norms never do), whether the norm
-   has DyT's scalar alpha, and the names for messages. Every plan and stack calls through
+   buffer; DyT, Derf none), whether block norms carry a bias (site norms never do), the learnable
+   scalars of the norm (DyT's alpha; Derf's alpha and shift, one tensor of 2), and the names for
+   messages. Every plan and stack calls through
    nb__kind_forward / nb__kind_backward (whole rows) or nb__seg_fwd / nb__seg_bwd (one segment,
    in the stack's fused row loops). A new kind adds its row kernels and its case in those two. */
 typedef struct nb__norm_kind {
     int stats;      /* values per normalized segment */
     int gain;       /* it has gains (unless a site's no_gain) */
     int block_bias; /* block norms (width d) have a bias */
-    int alpha;      /* a learnable scalar alpha (DyT) */
+    int alpha;      /* learnable scalars: 1 DyT's alpha, 2 Derf's alpha and shift */
     const char *fwd, *bwd; /* names for messages */
 } nb__norm_kind;
 static const nb__norm_kind nb__norm_kinds[] = {
@@ -1672,9 +1706,10 @@ static const nb__norm_kind nb__norm_kinds[] = {
     {1, 1, 0, 0, "nb_rmsnorm_forward", "nb_rmsnorm_backward"},
     {2, 1, 1, 0, "nb_layernorm_forward", "nb_layernorm_backward"},
     {0, 1, 1, 1, "nb_dyt_forward", "nb_dyt_backward"},
-    {1, 0, 0, 0, "nb_l2norm_forward", "nb_l2norm_backward"}};
+    {1, 0, 0, 0, "nb_l2norm_forward", "nb_l2norm_backward"},
+    {0, 1, 1, 2, "nb_derf_forward", "nb_derf_backward"}};
 typedef char nb__norm_kinds_one_row_each[sizeof nb__norm_kinds / sizeof nb__norm_kinds[0] ==
-                                         NB_NORM_L2 + 1 ? 1 : -1];
+                                         NB_NORM_DERF + 1 ? 1 : -1];
 
 /* One segment of a norm forward, y = N(x): LayerNorm when mean != NULL (stats to *mean and
    *rstd), else RMSNorm (bias ignored). y may equal x. */
@@ -1756,6 +1791,55 @@ static nb_real nb__dyt_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* 
     return da;
 }
 
+/* erf: libm's in a double build (the finite differences see the exact function); for float an
+   exp-based form that vectorizes (Abramowitz-Stegun 7.1.26, |error| < 1.5e-7: about an ulp
+   of 1, below float32's rounding of what follows) */
+#ifdef NB_DOUBLE
+#define NB__ERF erf
+#else
+static inline float nb__erff(float x) {
+    const float a = x < 0 ? -x : x, t = 1 / (1 + 0.3275911f * a);
+    const float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
+                   t * (-1.453152027f + t * 1.061405429f))));
+    const float e = 1 - p * NB__EXP(-a * a);
+    return x < 0 ? -e : e;
+}
+#define NB__ERF nb__erff
+#endif
+
+/* Derf of one segment: y = gain * erf(alpha x + shift) + bias (gain, bias NULL: 1, 0). */
+static void nb__derf_seg_fwd(nb_real* ys, const nb_real* xs, int seg, const nb_real* gain,
+                             const nb_real* bias, const nb_real* as) {
+    const nb_real alpha = as[0], shift = as[1];
+    int i;
+    NB__SIMD_EXP(simd)
+    for (i = 0; i < seg; i++) {
+        const nb_real e = NB__ERF(alpha * xs[i] + shift);
+        ys[i] = (gain ? gain[i] * e : e) + (bias ? bias[i] : 0);
+    }
+}
+
+/* One segment of the Derf backward. With z = alpha x + shift and u = dy gain erf'(z),
+   erf'(z) = 2/sqrt(pi) exp(-z^2): dx = alpha u (+ add_alpha * adds), dgain += dy erf(z),
+   dalpha += sum u x, dshift += sum u (das[0], das[1]). dx may be dy or adds. */
+static void nb__derf_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs, int seg,
+                             const nb_real* gain, const nb_real* as, const nb_real* adds,
+                             nb_real add_alpha, nb_real* pg, nb_real* das) {
+    const nb_real alpha = as[0], shift = as[1], c = (nb_real)1.1283791670955126;
+    nb_real da = 0, ds = 0;
+    int i;
+    NB__SIMD_EXP(simd reduction(+:da, ds))
+    for (i = 0; i < seg; i++) {
+        const nb_real z = alpha * xs[i] + shift, dy = dys[i];
+        const nb_real u = (gain ? dy * gain[i] : dy) * c * NB__EXP(-z * z);
+        if (pg) pg[i] += dy * NB__ERF(z);
+        da += u * xs[i];
+        ds += u;
+        dxs[i] = (adds ? add_alpha * adds[i] : 0) + alpha * u;
+    }
+    if (das) { das[0] += da; das[1] += ds; }
+}
+
 /* L2 of one segment (nGPT's justnorm): y = x / ||x||, no eps, as its code (a zero segment
    gives non-finite values); *rstd = 1 / ||x||. y may equal x. */
 static void nb__l2_seg_fwd(nb_real* ys, const nb_real* xs, int seg, nb_real* rstd) {
@@ -1800,6 +1884,7 @@ static void nb__norm_forward(nb_ctx* ctx, nb_norm_type kind, nb_real* y, int ldy
             nb_real* ys = y + (size_t)r * ldy + (size_t)s * seg;
             const nb_real* xs = x + (size_t)r * ldx + (size_t)s * seg;
             if (kind == NB_NORM_DYT) nb__dyt_seg_fwd(ys, xs, seg, gain, bias, *alpha);
+            else if (kind == NB_NORM_DERF) nb__derf_seg_fwd(ys, xs, seg, gain, bias, alpha);
             else if (kind == NB_NORM_L2) nb__l2_seg_fwd(ys, xs, seg, rstd + k);
             else nb__norm_seg_fwd(ys, xs, seg, gain, bias, eps,
                                   kind == NB_NORM_LAYER ? mean + k : NULL, rstd + k);
@@ -1891,6 +1976,8 @@ static void nb__seg_bwd(nb_norm_type kind, nb_real* dxs, const nb_real* dys, con
         const nb_real da = nb__dyt_seg_bwd(dxs, dys, xs, seg, gain, *alpha, adds, add_alpha,
                                            pp->g);
         if (pp->a) pp->a[0] += da;
+    } else if (kind == NB_NORM_DERF) {
+        nb__derf_seg_bwd(dxs, dys, xs, seg, gain, alpha, adds, add_alpha, pp->g, pp->a);
     } else {
         nb__norm_seg_bwd(dxs, dys, xs, seg, gain, mean, rs, adds, add_alpha, pp->g);
     }
@@ -1912,7 +1999,7 @@ static nb_result nb__norm_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, 
     const char* fn = nb__norm_kinds[kind].bwd;
     nb_result rc = nb__check_rows(ctx, fn, rows, width, &seg, ldx, lddy, 1);
     if (rc) return rc;
-    if (kind != NB_NORM_DYT) dyt_alpha = dalpha = NULL;
+    if (!nb__norm_kinds[kind].alpha) dyt_alpha = dalpha = NULL;
     NB__CHECK(lddx < width, NB_ERR_SHAPE, "%s: lddx (%d) must be >= width (%d)", fn, lddx, width);
     NB__CHECK(!dx || !dy || !x || (!rstd && !dyt_alpha), NB_ERR_NULL,
               "%s: dx, dy, x and rstd are required", fn);
@@ -1952,7 +2039,9 @@ static nb_result nb__norm_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, 
         }
         if (dgain) nb__reduce_partials(dgain, scratch, used, stride, seg);
         if (dbias) nb__reduce_partials(dbias, scratch + nb__part_boff(seg), used, stride, seg);
-        if (dalpha) nb__reduce_partials(dalpha, scratch + nb__part_aoff(seg), used, stride, 1);
+        if (dalpha)
+            nb__reduce_partials(dalpha, scratch + nb__part_aoff(seg), used, stride,
+                                nb__norm_kinds[kind].alpha);
     }
     return NB_OK;
 }
@@ -1992,10 +2081,14 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
                              accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
 }
 
-static nb_result nb__check_alpha(nb_ctx* ctx, const char* fn, const nb_real* alpha) {
-    NB__CHECK(!alpha, NB_ERR_NULL, "%s: alpha is required", fn);
-    NB__CHECK(!nb__fin((double)*alpha), NB_ERR_VALUE, "%s: alpha (%g) must be finite", fn,
-              (double)*alpha);
+/* the norm's n learnable scalars (DyT's alpha; Derf's alpha, shift) */
+static nb_result nb__check_alpha(nb_ctx* ctx, const char* fn, const nb_real* alpha, int n) {
+    int i;
+    NB__CHECK(!alpha, NB_ERR_NULL, "%s: %s required", fn, n > 1 ? "as (alpha, shift) is"
+                                                                 : "alpha is");
+    for (i = 0; i < n; i++)
+        NB__CHECK(!nb__fin((double)alpha[i]), NB_ERR_VALUE, "%s: %s (%g) must be finite", fn,
+                  i ? "shift" : "alpha", (double)alpha[i]);
     return NB_OK;
 }
 
@@ -2003,7 +2096,7 @@ NBDEF nb_result nb_dyt_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* 
                                const nb_real* alpha, const nb_real* gain, const nb_real* bias,
                                int rows, int width, int seg) {
     nb_result rc = nb__check_rows(ctx, "nb_dyt_forward", rows, width, &seg, ldx, ldy, 1);
-    if (rc || (rc = nb__check_alpha(ctx, "nb_dyt_forward", alpha))) return rc;
+    if (rc || (rc = nb__check_alpha(ctx, "nb_dyt_forward", alpha, 1))) return rc;
     NB__CHECK(!y || !x, NB_ERR_NULL, "nb_dyt_forward: y and x are required");
     nb__norm_forward(ctx, NB_NORM_DYT, y, ldy, NULL, NULL, x, ldx, gain, bias, alpha, rows, width,
                      seg, 1);
@@ -2015,10 +2108,33 @@ NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dga
                                 const nb_real* x, int ldx, const nb_real* alpha,
                                 const nb_real* gain, int rows, int width, int seg,
                                 int accumulate, nb_real* scratch) {
-    nb_result rc = nb__check_alpha(ctx, "nb_dyt_backward", alpha);
+    nb_result rc = nb__check_alpha(ctx, "nb_dyt_backward", alpha, 1);
     if (rc) return rc;
     return nb__norm_backward(ctx, NB_NORM_DYT, dx, lddx, dgain, dbias, dalpha, dy, lddy,
                              x, ldx, NULL, NULL, gain, alpha, rows, width, seg,
+                             accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
+}
+
+NBDEF nb_result nb_derf_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* x, int ldx,
+                                const nb_real* as, const nb_real* gain, const nb_real* bias,
+                                int rows, int width, int seg) {
+    nb_result rc = nb__check_rows(ctx, "nb_derf_forward", rows, width, &seg, ldx, ldy, 1);
+    if (rc || (rc = nb__check_alpha(ctx, "nb_derf_forward", as, 2))) return rc;
+    NB__CHECK(!y || !x, NB_ERR_NULL, "nb_derf_forward: y and x are required");
+    nb__norm_forward(ctx, NB_NORM_DERF, y, ldy, NULL, NULL, x, ldx, gain, bias, as, rows, width,
+                     seg, 1);
+    return NB_OK;
+}
+
+NBDEF nb_result nb_derf_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
+                                 nb_real* dbias, nb_real* das, const nb_real* dy, int lddy,
+                                 const nb_real* x, int ldx, const nb_real* as,
+                                 const nb_real* gain, int rows, int width, int seg,
+                                 int accumulate, nb_real* scratch) {
+    nb_result rc = nb__check_alpha(ctx, "nb_derf_backward", as, 2);
+    if (rc) return rc;
+    return nb__norm_backward(ctx, NB_NORM_DERF, dx, lddx, dgain, dbias, das, dy, lddy,
+                             x, ldx, NULL, NULL, gain, as, rows, width, seg,
                              accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
 }
 
@@ -2050,6 +2166,7 @@ static void nb__seg_fwd(nb_norm_type kind, nb_real* ys, const nb_real* xs, int s
                         const nb_real* gain, const nb_real* bias, const nb_real* alpha,
                         nb_real eps, nb_real* st, size_t nstat, size_t row) {
     if (kind == NB_NORM_DYT) nb__dyt_seg_fwd(ys, xs, seg, gain, bias, *alpha);
+    else if (kind == NB_NORM_DERF) nb__derf_seg_fwd(ys, xs, seg, gain, bias, alpha);
     else if (kind == NB_NORM_L2) nb__l2_seg_fwd(ys, xs, seg, st + row);
     else nb__norm_seg_fwd(ys, xs, seg, gain, bias, eps, nb__kind_mean(kind, st, nstat) ?
                           st + nstat + row : NULL, st + row);
@@ -2928,7 +3045,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     if (nb__check_precision(ctx, "nb_attn_plan_make", &d.precision)) return NB_ERR_CONFIG;
     NB__CHECK(d.width != NB_WIDTH_PER_HEAD && d.width != NB_WIDTH_FULL, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm width %d", (int)d.width);
-    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_L2, NB_ERR_CONFIG,
+    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DERF, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm type %d", (int)d.norm);
     NB__CHECK(!(d.eps > 0) || !nb__fin((double)d.eps), NB_ERR_CONFIG,
               "nb_attn_plan_make: eps (%g) must be finite and > 0", (double)d.eps);
@@ -3033,7 +3150,10 @@ NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_
     }
     for (site = 0; site < 4; site++)
         if (nb__site_on(plan, site)) {
-            if (nb__norm_kinds[plan->desc.norm].alpha) *nb__site_alpha(p, site) = base++;
+            if (nb__norm_kinds[plan->desc.norm].alpha) {
+                *nb__site_alpha(p, site) = base;
+                base += nb__norm_kinds[plan->desc.norm].alpha;
+            }
             if (!plan->desc.no_gain) {
                 *nb__site_gain(p, site) = base;
                 base += nb__site_seg(plan, site);
@@ -4116,6 +4236,8 @@ static int nb__top_on(const nb_stack* s, int k) {
 typedef struct nb__walk {
     nb_real* base;
     size_t off;
+    nb_real* eff;                   /* gain_offset: the gains' 1 + w copies, bound instead */
+    size_t eoff;                    /* gain values walked (where the next gain's copy is) */
     nb_tensor_info* table;          /* filled when set (the init's naming pass) */
     const nb_tensor_info* layout;   /* binding: tensor n lives at layout[n].offset */
     int n;
@@ -4124,6 +4246,10 @@ typedef struct nb__walk {
 static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind kind, int rows,
                         int cols) {
     nb_real* p = w->base ? w->base + (w->layout ? w->layout[w->n].offset : w->off) : NULL;
+    if (kind == NB_TENSOR_GAIN) {
+        if (w->eff && p) p = w->eff + w->eoff;
+        w->eoff += (size_t)rows;
+    }
     if (w->table) {
         nb_tensor_info* t = &w->table[w->n];
         /* the longest name, "blocks.<int>.attn_input_norm.weight", fits; using the length
@@ -4146,18 +4272,24 @@ static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind
     return p;
 }
 
-/* A block norm's tensors, in the order of its PyTorch module: DyT's alpha, weight, bias. */
+/* the name of a norm's scalars: DyT's alpha, Derf's [alpha, shift] */
+static const char* nb__alpha_name(nb_norm_type kind) {
+    return nb__norm_kinds[kind].alpha > 1 ? "alpha_shift" : "alpha";
+}
+
+/* A block norm's tensors, in the order of its PyTorch module: DyT's alpha (Derf's alpha and
+   shift), weight, bias. */
 static void nb__put_norm(nb__walk* w, const nb_stack* s, int layer, const char* name, nb__norm* m) {
     const nb__norm_kind* kind = &nb__norm_kinds[s->desc.norm];
-    const int d = s->desc.d_model, bias = kind->block_bias;
+    const int d = s->desc.d_model, bias = kind->block_bias && s->desc.norm_bias >= 0;
     char buf[48];
     m->a = NULL;
     if (kind->alpha) {
-        snprintf(buf, sizeof buf, "%s.alpha", name);
-        m->a = nb__put(w, layer, buf, NB_TENSOR_DYT_ALPHA, 1, 1);
+        snprintf(buf, sizeof buf, "%s.%s", name, nb__alpha_name(s->desc.norm));
+        m->a = nb__put(w, layer, buf, NB_TENSOR_DYT_ALPHA, kind->alpha, 1);
     }
     m->g = NULL;
-    if (kind->gain) {
+    if (kind->gain && s->desc.norm_gain >= 0) {
         snprintf(buf, sizeof buf, "%s.weight", name);
         m->g = nb__put(w, layer, buf, NB_TENSOR_GAIN, d, 1);
     }
@@ -4226,8 +4358,9 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
     for (k = 0; k < 4; k++) /* as nb_attn_params_bind: per site alpha (DyT), then gain */
         if (nb__site_on(ap, k)) {
             if (nb__norm_kinds[ap->desc.norm].alpha) {
-                snprintf(buf, sizeof buf, "%s.alpha", site_names[k]);
-                *nb__site_alpha(&lp->attn, k) = nb__put(w, l, buf, NB_TENSOR_DYT_ALPHA, 1, 1);
+                snprintf(buf, sizeof buf, "%s.%s", site_names[k], nb__alpha_name(ap->desc.norm));
+                *nb__site_alpha(&lp->attn, k) =
+                    nb__put(w, l, buf, NB_TENSOR_DYT_ALPHA, nb__norm_kinds[ap->desc.norm].alpha, 1);
             }
             if (!ap->desc.no_gain) {
                 snprintf(buf, sizeof buf, "%s.weight", site_names[k]);
@@ -4256,6 +4389,9 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
             lp->bs[k] = nb__put(w, l, k ? "ls2.gamma" : "ls1.gamma", NB_TENSOR_LAYERSCALE, d, 1);
         else if (bs == NB_BRANCH_SCALE_INTERP)
             lp->bs[k] = nb__put(w, l, k ? "mlp_alpha" : "attn_alpha", NB_TENSOR_INTERP, d, 1);
+        else if (bs == NB_BRANCH_SCALE_SUBLAYER)
+            lp->bs[k] = nb__put(w, l, k ? "ff_resweight" : "attn_resweight", NB_TENSOR_REZERO, 1,
+                                1);
         else if (bs == NB_BRANCH_SCALE_SCALAR) /* one per layer: the FFN reuses attention's */
             lp->bs[k] = k && s->layers[l].desc.attn.branch_scale == NB_BRANCH_SCALE_SCALAR
                             ? lp->bs[0] : nb__put(w, l, "resweight", NB_TENSOR_REZERO, 1, 1);
@@ -4276,7 +4412,7 @@ static void nb__walk_top(const nb_stack* s, nb__walk* w, nb__top_tensors* tp,
 }
 
 /* The whole parameter buffer: embed norm, layers, head, final norms. */
-static void nb__walk_all(const nb_stack* s, nb__walk* w, nb__top_tensors* tp) {
+static void nb__walk_all(nb_stack* s, nb__walk* w, nb__top_tensors* tp) {
     nb__layer_tensors lp;
     int on[NB__TOP_NORMS], l;
     nb__top_norms(s, on);
@@ -4286,13 +4422,16 @@ static void nb__walk_all(const nb_stack* s, nb__walk* w, nb__top_tensors* tp) {
         nb_layer* ly = &s->layers[l];
         const size_t off = w->off;
         const int n = w->n;
+        ly->gain0 = w->eoff;
         nb__walk_layer(s, l, w, &lp);
         ly->param_offset = off; /* the stack's own layout */
         ly->n_params = w->off - off;
         ly->tensor0 = n;
         ly->n_tensors = w->n - n;
     }
+    s->gain_final0 = w->eoff;
     nb__walk_top(s, w, tp, on);
+    s->n_gains = w->eoff;
 }
 
 /* the first of the final norms' tensors (the end of the table when there are none) */
@@ -4301,26 +4440,49 @@ static int nb__final_tensor0(const nb_stack* s) {
     return last->tensor0 + last->n_tensors;
 }
 
-static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb__layer_tensors* lp) {
+/* Layer l's tensors in base (params or grads). eff (params of a gain_offset stack; else NULL):
+   the gains are bound to their 1 + w copies there (nb__fill_gains). */
+static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb_real* eff,
+                           nb__layer_tensors* lp) {
     nb__walk w;
     memset(&w, 0, sizeof w);
     w.base = (nb_real*)(size_t)base; /* binding read-only params reuses the same walker */
     w.layout = s->tensors;
     w.n = s->layers[l].tensor0;
+    w.eff = eff;
+    w.eoff = s->layers[l].gain0;
     nb__walk_layer(s, l, &w, lp);
 }
 
-static void nb__bind_top(const nb_stack* s, const nb_real* base, nb__top_tensors* tp) {
+static void nb__bind_top(const nb_stack* s, const nb_real* base, nb_real* eff,
+                         nb__top_tensors* tp) {
     nb__walk w;
     int on[NB__TOP_NORMS];
     memset(&w, 0, sizeof w);
     memset(tp, 0, sizeof *tp);
     w.base = (nb_real*)(size_t)base;
     w.layout = s->tensors;
+    w.eff = eff;
     nb__top_norms(s, on);
     if (on[NB__EMBED]) nb__put_norm(&w, s, -1, "", &tp->n[NB__EMBED]);
     w.n = nb__final_tensor0(s);
+    w.eoff = s->gain_final0;
     nb__walk_top(s, &w, tp, on);
+}
+
+/* Gemma's unit-offset gains (gain_offset): the 1 + w the norms multiply by, for the gain
+   tensors of table rows [t0, t1), into eff at their walk position from eoff on (the forward's
+   copy, which the backward reads: d(1 + w)/dw = 1, so the gradients are the gains' own). */
+static void nb__fill_gains(const nb_stack* s, const nb_real* params, nb_real* eff, int t0,
+                           int t1, size_t eoff) {
+    int t;
+    for (t = t0; t < t1; t++) {
+        const nb_tensor_info* ti = &s->tensors[t];
+        size_t i;
+        if (ti->kind != NB_TENSOR_GAIN) continue;
+        for (i = 0; i < ti->count; i++) eff[eoff + i] = 1 + params[ti->offset + i];
+        eoff += ti->count;
+    }
 }
 
 /* ---- cache layout ---- */
@@ -4359,6 +4521,7 @@ typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
     nb_real* rowbuf;              /* scratch: two rows of d per thread (nb__rowbuf) */
     nb_real* sub;                 /* scratch: sublayer scratch */
     nb_real* v0;                  /* value residual: layer 0's V, B*T x H_kv*d_k */
+    nb_real* gains;               /* gain_offset: the 1 + w of every gain (nb__fill_gains) */
     nb_real* dv0;                 /* scratch: value residual, the sum of later layers' dV_0 */
     nb__hc_mem head;              /* hyper-connections: the head's maps (u: its output) */
     nb_real* hx;                  /* scratch: the maps' normalized inputs or their gradients */
@@ -4471,6 +4634,7 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
     for (l = 0; l < s->desc.n_layers; l++)
         if (s->layers[l].attn.n_scratch > sub) sub = s->layers[l].attn.n_scratch;
     c->sub = nb__take(scratch, &su, sub);
+    if (s->desc.gain_offset) c->gains = nb__take(cache, &cu, s->n_gains);
     if (s->desc.value_residual) {
         c->v0 = nb__take(cache, &cu, nb__stack_VKV(s));
         c->dv0 = nb__take(scratch, &su, nb__stack_VKV(s));
@@ -4984,7 +5148,7 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
                   "nb_stack_init: layer %d %s: residual_norm and residual_from_norm both set the "
                   "residual (layers[%d].%s)", l, which, l, which);
         NB__CHECK((int)pl[k]->branch_scale < NB_BRANCH_SCALE_NONE ||
-                      pl[k]->branch_scale > NB_BRANCH_SCALE_INTERP, NB_ERR_CONFIG,
+                      pl[k]->branch_scale > NB_BRANCH_SCALE_SUBLAYER, NB_ERR_CONFIG,
                   "nb_stack_init: layer %d %s: unknown branch_scale %d", l, which,
                   (int)pl[k]->branch_scale);
         NB__CHECK(pl[k]->input_scale != 0 && pl[k]->input_scale != 1 && !pl[k]->input_norm,
@@ -5179,6 +5343,54 @@ static nb_result nb__check_resolved_layer(nb_ctx* ctx, const nb_stack_desc* d,
     return NB_OK;
 }
 
+/* The norms' fields, resolved (0 = defaults): the kind, its scalars' init (DyT's rule by width,
+   Derf's 1), weight, bias, unit offset and eps; LayerScale's init. */
+static nb_result nb__stack_norms(nb_ctx* ctx, nb_stack_desc* d) {
+    const int L = d->n_layers;
+    if (d->norm == NB_NORM_DEFAULT) d->norm = nb__presets[d->preset].norm;
+    if (d->norm == NB_NORM_DEFAULT) d->norm = NB_NORM_RMS;
+    NB__CHECK((int)d->norm < NB_NORM_RMS || d->norm > NB_NORM_DERF, NB_ERR_CONFIG,
+              "nb_stack_init: unknown norm type %d", (int)d->norm);
+    NB__CHECK(!(d->dyt_alpha >= 0) || !nb__fin(d->dyt_alpha) || !(d->dyt_alpha_attn >= 0) ||
+                  !nb__fin(d->dyt_alpha_attn), NB_ERR_CONFIG,
+              "nb_stack_init: dyt_alpha (%g) and dyt_alpha_attn (%g) must be finite and > 0 "
+              "(0 = default)", d->dyt_alpha, d->dyt_alpha_attn);
+    NB__CHECK(!(d->layerscale_init >= 0) || !nb__fin(d->layerscale_init), NB_ERR_CONFIG,
+              "nb_stack_init: layerscale_init (%g) must be finite and > 0 (0 = default)",
+              d->layerscale_init);
+    if (nb__is0(d->layerscale_init)) d->layerscale_init = L <= 18 ? 0.1 : L <= 24 ? 1e-5 : 1e-6;
+    if (d->norm == NB_NORM_DERF) { /* its language-model code: 1 for every norm, any width */
+        if (nb__is0(d->dyt_alpha)) d->dyt_alpha = 1;
+        if (nb__is0(d->dyt_alpha_attn)) d->dyt_alpha_attn = 1;
+    }
+    if (nb__is0(d->dyt_alpha))
+        d->dyt_alpha = d->d_model <= 1024   ? 1
+                       : d->d_model <= 2048 ? 0.5
+                       : d->d_model <= 4096 ? 0.2 : 0.05;
+    if (nb__is0(d->dyt_alpha_attn))
+        d->dyt_alpha_attn = d->d_model <= 2048 ? 1 : d->d_model <= 4096 ? 0.8 : 0.2;
+    NB__CHECK(d->norm_gain < -1 || d->norm_gain > 0 || d->norm_bias < -1 || d->norm_bias > 0 ||
+                  d->gain_offset < 0 || d->gain_offset > 1, NB_ERR_CONFIG,
+              "nb_stack_init: norm_gain (%d) and norm_bias (%d) must be 0 or -1, gain_offset "
+              "(%d) 0 or 1", d->norm_gain, d->norm_bias, d->gain_offset);
+    NB__CHECK(d->norm_bias < 0 && !nb__norm_kinds[d->norm].block_bias, NB_ERR_CONFIG,
+              "nb_stack_init: norm_bias -1: the norm (%s) has no bias to remove",
+              nb__norm_kinds[d->norm].fwd);
+    NB__CHECK(d->norm_gain < 0 && !nb__norm_kinds[d->norm].gain, NB_ERR_CONFIG,
+              "nb_stack_init: norm_gain -1: the norm (%s) has no weight to remove",
+              nb__norm_kinds[d->norm].fwd);
+    if (nb__is0(d->eps)) d->eps = (nb_real)nb__presets[d->preset].eps;
+    NB__CHECK(!(d->eps > 0) || !nb__fin((double)d->eps), NB_ERR_CONFIG,
+              "nb_stack_init: eps (%g) must be finite and > 0", (double)d->eps);
+    NB__CHECK((int)d->branch_scale < NB_BRANCH_SCALE_NONE ||
+                  d->branch_scale > NB_BRANCH_SCALE_SUBLAYER, NB_ERR_CONFIG,
+              "nb_stack_init: unknown branch_scale %d", (int)d->branch_scale);
+    NB__CHECK(d->branch_scale && (d->layers || nb__presets[d->preset].streams == 2),
+              NB_ERR_CONFIG, "nb_stack_init: branch_scale sets a preset's placements: a custom "
+              "schedule sets its own, and SiameseNorm (%s) has none", nb__desc_name(d));
+    return NB_OK;
+}
+
 NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
                               int max_batch, int max_seq) {
     nb_stack_desc d;
@@ -5219,26 +5431,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               "nb_stack_init: mixln_alpha (%g) must be in (0, 1], or -1 for none (0 is the "
               "default 0.25)", d.mixln_alpha);
     n_post = d.mixln_alpha < 0 ? 0 : (int)floor(d.mixln_alpha * L + 1e-9);
-    if (d.norm == NB_NORM_DEFAULT) d.norm = nb__presets[d.preset].norm;
-    if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
-    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_L2, NB_ERR_CONFIG,
-              "nb_stack_init: unknown norm type %d", (int)d.norm);
-    NB__CHECK(!(d.dyt_alpha >= 0) || !nb__fin(d.dyt_alpha) || !(d.dyt_alpha_attn >= 0) ||
-                  !nb__fin(d.dyt_alpha_attn), NB_ERR_CONFIG,
-              "nb_stack_init: dyt_alpha (%g) and dyt_alpha_attn (%g) must be finite and > 0 "
-              "(0 = default)", d.dyt_alpha, d.dyt_alpha_attn);
-    NB__CHECK(!(d.layerscale_init >= 0) || !nb__fin(d.layerscale_init), NB_ERR_CONFIG,
-              "nb_stack_init: layerscale_init (%g) must be finite and > 0 (0 = default)",
-              d.layerscale_init);
-    if (nb__is0(d.layerscale_init)) d.layerscale_init = L <= 18 ? 0.1 : L <= 24 ? 1e-5 : 1e-6;
-    if (nb__is0(d.dyt_alpha))
-        d.dyt_alpha = d.d_model <= 1024 ? 1 : d.d_model <= 2048 ? 0.5 : d.d_model <= 4096 ? 0.2
-                                                                                         : 0.05;
-    if (nb__is0(d.dyt_alpha_attn))
-        d.dyt_alpha_attn = d.d_model <= 2048 ? 1 : d.d_model <= 4096 ? 0.8 : 0.2;
-    if (nb__is0(d.eps)) d.eps = (nb_real)nb__presets[d.preset].eps;
-    NB__CHECK(!(d.eps > 0) || !nb__fin((double)d.eps), NB_ERR_CONFIG,
-              "nb_stack_init: eps (%g) must be finite and > 0", (double)d.eps);
+    if ((rc = nb__stack_norms(ctx, &d))) return rc;
     if (d.site_width == NB_WIDTH_DEFAULT) d.site_width = nb__presets[d.preset].width;
     NB__CHECK(d.final_norm < -1 || d.final_norm > 1 || d.embed_norm < -1 || d.embed_norm > 1,
               NB_ERR_CONFIG, "nb_stack_init: final_norm and embed_norm must be -1, 0 or 1");
@@ -5303,6 +5496,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
             if (nb__is0(ld->ffn.input_scale)) ld->ffn.input_scale = 1;
         } else {
             nb__preset_layer(&d, l, n_post, sites, ld);
+            if (d.branch_scale) ld->attn.branch_scale = ld->ffn.branch_scale = d.branch_scale;
         }
         nb__depth_mult(&d, &ld->attn);
         nb__depth_mult(&d, &ld->ffn);
@@ -5337,6 +5531,11 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
         nb_stack_free(s);
         return nb__fail(ctx, NB_ERR_SHAPE, "nb_stack_init: n_params (n_layers %d, d_model %d, "
                         "d_ff %d) overflows size_t", L, d.d_model, d.d_ff);
+    }
+    if (d.gain_offset && s->n_gains == 0) {
+        nb_stack_free(s);
+        return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: gain_offset: the stack (%s) has no "
+                        "norm gains to offset", nb__desc_name(&d));
     }
     s->tensors = (nb_tensor_info*)NB_MALLOC(sizeof(nb_tensor_info) * (size_t)w.n, s->alloc_user);
     if (!s->tensors) {
@@ -5442,7 +5641,9 @@ static void nb__slot_reduce(const nb__run* r, int k, int used, const nb__norm* g
     const size_t stride = nb__part_stride(d);
     if (gm->g) nb__reduce_partials(gm->g, nb__slot(r, k), used, stride, d);
     if (gm->b) nb__reduce_partials(gm->b, nb__slot(r, k) + nb__part_boff(d), used, stride, d);
-    if (gm->a) nb__reduce_partials(gm->a, nb__slot(r, k) + nb__part_aoff(d), used, stride, 1);
+    if (gm->a)
+        nb__reduce_partials(gm->a, nb__slot(r, k) + nb__part_aoff(d), used, stride,
+                            nb__norm_kinds[r->s->desc.norm].alpha);
 }
 
 /* Thread t's zeroed partial sums of a branch scale's gradient (d values, slot 2), and their
@@ -6534,7 +6735,10 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
         for (k = 0; k < r->s->streams; k++) nb__copy(r, out[k], in[k]);
         return NB_OK;
     }
-    nb__bind_layer(r->s, l, params, &p);
+    if (r->sc.gains)
+        nb__fill_gains(r->s, params, r->sc.gains, r->s->layers[l].tensor0,
+                       r->s->layers[l].tensor0 + r->s->layers[l].n_tensors, r->s->layers[l].gain0);
+    nb__bind_layer(r->s, l, params, r->sc.gains, &p);
     nb__layer_cache(r, l, cache, &c);
     if (nb__hyper(r->s)) {
         nb_real* mid[NB__NS] = {0};
@@ -6566,8 +6770,8 @@ static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real
         for (k = 0; k < r->s->streams; k++) nb__copy(r, din[k], dout[k]);
         return NB_OK;
     }
-    nb__bind_layer(r->s, l, params, &p);
-    nb__bind_layer(r->s, l, grads, &g);
+    nb__bind_layer(r->s, l, params, r->sc.gains, &p);
+    nb__bind_layer(r->s, l, grads, NULL, &g);
     nb__layer_cache(r, l, cache, &c);
     if (nb__hyper(r->s)) {
         nb_real *mid[NB__NS] = {0}, *dmid[NB__NS] = {0};
@@ -6703,7 +6907,12 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
     nb__top_tensors tp;
     nb_result rc;
     int l, k;
-    nb__bind_top(s, params, &tp);
+    if (r.sc.gains) { /* the embedding norm's, then the final norms' */
+        nb__fill_gains(s, params, r.sc.gains, 0, s->layers[0].tensor0, 0);
+        nb__fill_gains(s, params, r.sc.gains, nb__final_tensor0(s), s->n_tensors,
+                       s->gain_final0);
+    }
+    nb__bind_top(s, params, r.sc.gains, &tp);
     /* x_0 (= y_0 for SiameseNorm) is the input, or its norm */
     if (nb__top_on(s, NB__EMBED)) {
         nb__copy(&r, r.sc.e, in);
@@ -6824,8 +7033,8 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
         if ((rc = nb__layer_cache_ok(ctx, "nb_stack_backward", s, l, cache, B, T))) return rc;
     NB__CHECK(din_acc && din == dout, NB_ERR_VALUE, "nb_stack_backward: din may not be dout "
               "when input_grad accumulates (din += ...)");
-    nb__bind_top(s, params, &tp);
-    nb__bind_top(s, grads, &tg);
+    nb__bind_top(s, params, r.sc.gains, &tp);
+    nb__bind_top(s, grads, NULL, &tg);
     ns = s->streams > 2 ? s->streams : 2;
     for (k = 0; k < ns; k++) { cur[k] = r.sc.grad[k]; nxt[k] = r.sc.grad[ns + k]; }
     /* Without final and embedding norms the last layer reads dout and the first writes din
@@ -7020,7 +7229,8 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
         double std = s0, cut = 3;
         size_t i;
         if (ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_SIAMESE_GAMMA) {
-            for (i = 0; i < ti->count; i++) x[i] = 1;
+            const int zero = ti->kind == NB_TENSOR_GAIN && s->desc.gain_offset; /* 1 + 0 */
+            for (i = 0; i < ti->count; i++) x[i] = zero ? 0 : 1;
             continue;
         }
         if (ti->kind == NB_TENSOR_BIAS) {
@@ -7048,6 +7258,7 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
         if (ti->kind == NB_TENSOR_DYT_ALPHA) { /* DyT's LLaMA code: one init before attention */
             x[0] = (nb_real)(nb__feeds_attention(ti->name) ? s->desc.dyt_alpha_attn
                                                            : s->desc.dyt_alpha);
+            if (ti->count > 1) x[1] = 0; /* Derf's shift */
             continue;
         }
         switch (scheme) {

@@ -11,19 +11,21 @@
 
 /* ---- double references ---- */
 
-/* mode 0 = RMSNorm, 1 = LayerNorm, 2 = DyT (tanh(alpha x), no statistics). Strided rows,
-   segments sharing gain/bias. */
+/* mode 0 = RMSNorm, 1 = LayerNorm, 2 = DyT (tanh(alpha x), no statistics), 3 = Derf
+   (erf(alpha x + shift), libm's erf). Strided rows, segments sharing gain/bias. */
 static void ref_norm(int mode, double* y, const double* x, int ld, const double* gain,
-                     const double* bias, double alpha, int rows, int width, int seg, double eps) {
+                     const double* bias, double alpha, double shift, int rows, int width,
+                     int seg, double eps) {
     int r, s, i;
     for (r = 0; r < rows; r++)
         for (s = 0; s < width / seg; s++) {
             const double* xs = x + r * ld + s * seg;
             double* ys = y + r * ld + s * seg;
             double mu = 0, v = 0;
-            if (mode == 2) {
+            if (mode >= 2) {
                 for (i = 0; i < seg; i++)
-                    ys[i] = tanh(alpha * xs[i]) * (gain ? gain[i] : 1) + (bias ? bias[i] : 0);
+                    ys[i] = (mode == 2 ? tanh(alpha * xs[i]) : erf(alpha * xs[i] + shift)) *
+                                (gain ? gain[i] : 1) + (bias ? bias[i] : 0);
                 continue;
             }
             if (mode == 1) {
@@ -78,19 +80,20 @@ typedef struct norm_case {
        float mean alone is off by ~ulp(1000) = 6e-5, so xhat is too, whatever the algorithm;
        a one-pass E[x^2]-E[x]^2 variance would be off by ~3e-2, still far outside. */
     double float_tol;
-    double alpha; /* DyT's (mode 2) */
+    double alpha; /* DyT's, Derf's (modes 2, 3) */
+    double shift; /* Derf's */
 } norm_case;
 
 /* loss(p) = sum(dy * norm(x; gain, bias)) with one of x/gain/bias perturbed */
 typedef struct norm_args {
     const norm_case* c;
     int seg;
-    double *x, *gain, *bias, *dy, *y, alpha;
+    double *x, *gain, *bias, *dy, *y, as[2]; /* alpha, shift */
 } norm_args;
 static double norm_loss(const norm_args* a) {
     const norm_case* c = a->c;
-    ref_norm(c->mode, a->y, a->x, c->ld, a->gain, a->bias, a->alpha, c->rows, c->width, a->seg,
-             c->eps);
+    ref_norm(c->mode, a->y, a->x, c->ld, a->gain, a->bias, a->as[0], a->as[1], c->rows, c->width,
+             a->seg, c->eps);
     return dot(a->y, a->dy, (size_t)c->rows * c->ld);
 }
 /* Central differences at h and h/2, Richardson-extrapolated (the h^2 error term cancels), so h
@@ -119,7 +122,7 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
     nb_real *x = nbt_alloc(n), *y = nbt_alloc(n), *dy = nbt_alloc(n), *dx = nbt_alloc(n);
     nb_real *gain = nbt_alloc(seg), *bias = nbt_alloc(seg), *dgain = nbt_alloc(seg),
             *dbias = nbt_alloc(seg), *mean = nbt_alloc(ns), *rstd = nbt_alloc(ns);
-    nb_real alpha = (nb_real)c->alpha, dalpha = (nb_real)0.25; /* accumulated into */
+    nb_real as[2], das[2] = {(nb_real)0.25, (nb_real)-0.5}; /* accumulated into */
     nb_real* scratch = nbt_alloc(nb_norm_scratch_size(NULL, c->width, c->seg));
     double *xd, *gd, *bd, *dyd, *yref = (double*)calloc(n, sizeof(double)),
            *gref = (double*)calloc(n, sizeof(double));
@@ -143,12 +146,16 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
     nbt_fill(rng, dx, n, 0, 1); /* prefill: accumulate must add to it, overwrite must ignore it */
     xd = to_d(x, n); gd = to_d(gain, seg); bd = to_d(bias, seg); dyd = to_d(dy, n);
     a.c = c; a.seg = seg; a.x = xd; a.gain = c->has_gain ? gd : NULL; a.bias = c->has_bias ? bd : NULL;
-    a.dy = dyd; a.y = yref; a.alpha = (double)alpha;
+    as[0] = (nb_real)c->alpha; as[1] = (nb_real)c->shift;
+    a.dy = dyd; a.y = yref; a.as[0] = (double)as[0]; a.as[1] = (double)as[1];
 
     /* forward */
     if (c->mode == 2)
-        rc = nb_dyt_forward(&ctx, y, c->ld, x, c->ld, &alpha, c->has_gain ? gain : NULL,
+        rc = nb_dyt_forward(&ctx, y, c->ld, x, c->ld, as, c->has_gain ? gain : NULL,
                             c->has_bias ? bias : NULL, c->rows, c->width, c->seg);
+    else if (c->mode == 3)
+        rc = nb_derf_forward(&ctx, y, c->ld, x, c->ld, as, c->has_gain ? gain : NULL,
+                             c->has_bias ? bias : NULL, c->rows, c->width, c->seg);
     else if (c->mode == 0)
         rc = nb_rmsnorm_forward(&ctx, y, c->ld, rstd, x, c->ld, c->has_gain ? gain : NULL,
                                 c->rows, c->width, c->seg, (nb_real)c->eps);
@@ -170,9 +177,14 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
         memcpy(dx0, dx, n * sizeof(nb_real));
         if (c->mode == 2)
             rc = nb_dyt_backward(&ctx, dx, c->ld, c->has_gain ? dgain : NULL,
-                                 c->has_bias ? dbias : NULL, &dalpha, dy, c->ld, x, c->ld, &alpha,
+                                 c->has_bias ? dbias : NULL, das, dy, c->ld, x, c->ld, as,
                                  c->has_gain ? gain : NULL, c->rows, c->width, c->seg,
                                  c->accumulate, scratch);
+        else if (c->mode == 3)
+            rc = nb_derf_backward(&ctx, dx, c->ld, c->has_gain ? dgain : NULL,
+                                  c->has_bias ? dbias : NULL, das, dy, c->ld, x, c->ld, as,
+                                  c->has_gain ? gain : NULL, c->rows, c->width, c->seg,
+                                  c->accumulate, scratch);
         else if (c->mode == 0)
             rc = nb_rmsnorm_backward(&ctx, dx, c->ld, c->has_gain ? dgain : NULL, dy, c->ld, x,
                                      c->ld, rstd, c->has_gain ? gain : NULL, c->rows, c->width,
@@ -204,11 +216,14 @@ static void run_norm_case(const norm_case* c, nbt_rng* rng) {
         snprintf(name, sizeof name, "%s: dbias matches finite differences", c->name);
         nbt_close(name, dbias, gref, seg, atol, rtol);
     }
-    if (c->mode == 2) { /* dalpha was 0.25 and is added to */
-        fd_grad(&a, &a.alpha, 1, gref);
+    if (c->mode >= 2) { /* dalpha (and Derf's dshift) were 0.25 (-0.5) and are added to */
+        const int n_as = c->mode == 3 ? 2 : 1;
+        fd_grad(&a, a.as, (size_t)n_as, gref);
         gref[0] += 0.25;
-        snprintf(name, sizeof name, "%s: dalpha matches finite differences", c->name);
-        nbt_close(name, &dalpha, gref, 1, atol, rtol);
+        gref[1] = n_as > 1 ? gref[1] - 0.5 : -0.5; /* DyT: das[1] untouched */
+        snprintf(name, sizeof name, "%s: dalpha%s matches finite differences", c->name,
+                 n_as > 1 ? ", dshift" : "");
+        nbt_close(name, das, gref, 2, atol, rtol);
     }
     free(x); free(y); free(dy); free(dx); free(gain); free(bias); free(dgain); free(dbias);
     free(mean); free(rstd); free(scratch); free(xd); free(gd); free(bd); free(dyd); free(yref);
@@ -412,25 +427,30 @@ static void gemm_bf16_values(void) {
 int main(void) {
     static const norm_case cases[] = {
         /* name                      mode rows width seg ld gain bias acc  eps   scale shift ftol
-           alpha */
-        {"rms whole row",              0, 7, 16, 0, 16, 1, 0, 0, 1e-5, 1, 0, 0, 0},
-        {"rms no gain",                0, 5, 12, 0, 12, 0, 0, 0, 1e-5, 1, 0, 0, 0},
-        {"rms per-head strided",       0, 6, 24, 8, 40, 1, 0, 0, 1e-6, 1, 0, 0, 0},
-        {"rms accumulate",             0, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0, 0},
-        {"rms large eps small x",      0, 5, 8, 0, 8, 1, 0, 0, 1e-1, 0.2, 0, 0, 0},
-        {"rms big offset",             0, 3, 32, 0, 32, 1, 0, 0, 1e-5, 30, 5, 0, 0},
-        {"ln whole row",               1, 7, 16, 0, 16, 1, 1, 0, 1e-5, 1, 0, 0, 0},
-        {"ln no affine",               1, 5, 12, 0, 12, 0, 0, 0, 1e-5, 1, 0, 0, 0},
-        {"ln per-head strided",        1, 6, 24, 8, 40, 1, 1, 0, 1e-6, 1, 0, 0, 0},
-        {"ln accumulate gain only",    1, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0, 0},
-        {"ln mean far from zero",      1, 4, 16, 0, 16, 1, 1, 0, 1e-5, 1, 1000, 20, 0},
+           alpha shift (Derf) */
+        {"rms whole row",              0, 7, 16, 0, 16, 1, 0, 0, 1e-5, 1, 0, 0, 0, 0},
+        {"rms no gain",                0, 5, 12, 0, 12, 0, 0, 0, 1e-5, 1, 0, 0, 0, 0},
+        {"rms per-head strided",       0, 6, 24, 8, 40, 1, 0, 0, 1e-6, 1, 0, 0, 0, 0},
+        {"rms accumulate",             0, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0, 0, 0},
+        {"rms large eps small x",      0, 5, 8, 0, 8, 1, 0, 0, 1e-1, 0.2, 0, 0, 0, 0},
+        {"rms big offset",             0, 3, 32, 0, 32, 1, 0, 0, 1e-5, 30, 5, 0, 0, 0},
+        {"ln whole row",               1, 7, 16, 0, 16, 1, 1, 0, 1e-5, 1, 0, 0, 0, 0},
+        {"ln no affine",               1, 5, 12, 0, 12, 0, 0, 0, 1e-5, 1, 0, 0, 0, 0},
+        {"ln per-head strided",        1, 6, 24, 8, 40, 1, 1, 0, 1e-6, 1, 0, 0, 0, 0},
+        {"ln accumulate gain only",    1, 4, 10, 5, 13, 1, 0, 1, 1e-5, 1, 0, 0, 0, 0},
+        {"ln mean far from zero",      1, 4, 16, 0, 16, 1, 1, 0, 1e-5, 1, 1000, 20, 0, 0},
         /* mean^2 about 3 var: rows on both sides of the one-pass variance limit */
-        {"ln mean at one-pass limit",  1, 24, 64, 0, 64, 1, 1, 0, 1e-5, 1, 1.7, 0, 0},
+        {"ln mean at one-pass limit",  1, 24, 64, 0, 64, 1, 1, 0, 1e-5, 1, 1.7, 0, 0, 0},
         /* DyT: alpha scales the slope; a large alpha saturates tanh (1 - t^2 near 0) */
-        {"dyt whole row",              2, 7, 16, 0, 16, 1, 1, 0, 1, 1, 0, 0, 0.7},
-        {"dyt per-head strided acc",   2, 6, 24, 8, 40, 1, 0, 1, 1, 1, 0, 0, 1.3},
-        {"dyt no affine",              2, 5, 12, 0, 12, 0, 0, 0, 1, 1, 0, 0, 0.5},
-        {"dyt saturating",             2, 4, 16, 0, 16, 1, 1, 0, 1, 2, 0, 0, 4.0},
+        {"dyt whole row",              2, 7, 16, 0, 16, 1, 1, 0, 1, 1, 0, 0, 0.7, 0},
+        {"dyt per-head strided acc",   2, 6, 24, 8, 40, 1, 0, 1, 1, 1, 0, 0, 1.3, 0},
+        {"dyt no affine",              2, 5, 12, 0, 12, 0, 0, 0, 1, 1, 0, 0, 0.5, 0},
+        {"dyt saturating",             2, 4, 16, 0, 16, 1, 1, 0, 1, 2, 0, 0, 4.0, 0},
+        /* Derf: alpha and shift; a large alpha puts most of erf' near 0 */
+        {"derf whole row",             3, 7, 16, 0, 16, 1, 1, 0, 1, 1, 0, 0, 0.7, 0.3},
+        {"derf per-head strided acc",  3, 6, 24, 8, 40, 1, 0, 1, 1, 1, 0, 0, 1.3, -0.4},
+        {"derf no affine",             3, 5, 12, 0, 12, 0, 0, 0, 1, 1, 0, 0, 0.5, 0},
+        {"derf saturating",            3, 4, 16, 0, 16, 1, 1, 0, 1, 2, 0, 0, 4.0, 1.5},
     };
     nbt_rng rng = {0x9E3779B97F4A7C15ULL};
     size_t c;

@@ -333,6 +333,30 @@ static void fd_all(nbt_rng* rng) {
         d.value_residual = 2; d.norm = NB_NORM_LAYER;
         fd_case("sandwich LayerNorm VC sites, elementwise gate, value residual", &d, 2, 3, rng);
     }
+    {   /* Derf at every block norm and attention site, and the porting options: Gemma's unit
+           offset (block and site gains), no weight, no bias, SkipInit's per-sublayer scalars */
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        d.norm = NB_NORM_DERF; d.sites = NB_SITES_QKVC; d.n_kv_heads = 2;
+        fd_case("pre Derf, QKVC sites", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_HYBRID_STAR, 2);
+        d.norm = NB_NORM_DERF; d.norm_bias = -1; d.embed_norm = 1;
+        fd_case("hybrid_star Derf without bias, embedding norm", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_SANDWICH, 2);
+        d.gain_offset = 1; d.sites = NB_SITE_Q | NB_SITE_K; d.embed_norm = 1;
+        fd_case("sandwich with unit-offset gains (Gemma), QK sites, embedding norm", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_PRE, 2);
+        d.norm_gain = -1;
+        fd_case("pre RMSNorm without weights", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_DYT, 2);
+        d.norm_bias = -1; d.gain_offset = 1;
+        fd_case("dyt without bias (DyT's LLaMA), unit-offset gains", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_REZERO, 2);
+        d.branch_scale = NB_BRANCH_SCALE_SUBLAYER;
+        fd_case("rezero with one scalar per sublayer (SkipInit)", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_MHC, 1);
+        d.gain_offset = 1; d.norm = NB_NORM_DERF;
+        fd_case("mhc with Derf and unit-offset gains", &d, 2, 3, rng);
+    }
 }
 #endif
 
@@ -419,6 +443,114 @@ static nb_real* tensor(run* r, const char* name) {
     for (t = 0; t < r->s.n_tensors; t++)
         if (!strcmp(r->s.tensors[t].name, name)) return r->params + r->s.tensors[t].offset;
     return NULL;
+}
+
+/* Stack b is stack a with the porting option of b_desc: every tensor of b is a's of that name
+   transformed by `map` (NULL: copied); a tensor of a missing from b must hold `absent` (the
+   value the option fixes). Outputs, the input gradient and b's gradients (a's of the same
+   name) must agree bitwise: the option changes how the function is stored, not the function. */
+static void same_function(const char* what, const nb_stack_desc* ad, const nb_stack_desc* bd,
+                          double map_add, nb_tensor_kind map_kind, double absent, nbt_rng* rng) {
+    run a, b;
+    const size_t n = (size_t)2 * 5 * ad->d_model;
+    int t, ok = 1;
+    char name[160];
+    if (!nbt_check(setup(&a, ad, 2, 5, rng, 2) && setup(&b, bd, 2, 5, rng, 2), what)) return;
+    memcpy(b.in, a.in, n * sizeof(nb_real));
+    memcpy(b.dout, a.dout, n * sizeof(nb_real));
+    for (t = 0; t < a.s.n_tensors; t++) {
+        const nb_tensor_info* ti = &a.s.tensors[t];
+        nb_real* bp = tensor(&b, ti->name);
+        size_t i;
+        for (i = 0; i < ti->count; i++) {
+            if (!bp) a.params[ti->offset + i] = (nb_real)absent;
+            else bp[i] = a.params[ti->offset + i] + (ti->kind == map_kind ? (nb_real)map_add : 0);
+        }
+    }
+    grads(&a);
+    grads(&b);
+    for (t = 0; t < b.s.n_tensors && ok; t++) {
+        const nb_tensor_info* ti = &b.s.tensors[t];
+        int ta;
+        for (ta = 0; ta < a.s.n_tensors; ta++)
+            if (!strcmp(a.s.tensors[ta].name, ti->name))
+                ok = !memcmp(a.grads + a.s.tensors[ta].offset, b.grads + ti->offset,
+                             ti->count * sizeof(nb_real));
+    }
+    snprintf(name, sizeof name, "%s: the same outputs, input gradient and gradients", what);
+    nbt_check(ok && !memcmp(a.out, b.out, n * sizeof(nb_real)) &&
+              !memcmp(a.din, b.din, n * sizeof(nb_real)), name);
+    teardown(&a);
+    teardown(&b);
+}
+
+/* Gemma's unit offset, no weights, no biases, SkipInit's scalars: each against the plain
+   stack holding what it means; their init and refusals */
+static void porting_options(nbt_rng* rng) {
+    nb_stack_desc a = base_desc(NB_PRESET_SANDWICH, 2), b;
+    run r;
+    int t;
+    a.sites = NB_SITE_Q | NB_SITE_K; a.embed_norm = 1; a.n_kv_heads = 2;
+    b = a; b.gain_offset = 1;   /* b stores w, a stores 1 + w */
+    same_function("unit-offset gains = gains + 1", &b, &a, 1, NB_TENSOR_GAIN, 0, rng);
+    b = a; b.norm_gain = -1;     /* b has no weights: a's are 1 */
+    same_function("RMSNorm without weights = weights 1", &a, &b, 0, NB_TENSOR_GAIN, 1, rng);
+    a = base_desc(NB_PRESET_DYT, 2);
+    b = a; b.norm_bias = -1;     /* b has no biases: a's are 0 */
+    same_function("DyT without bias = bias 0", &a, &b, 0, NB_TENSOR_BIAS, 0, rng);
+    a.norm = NB_NORM_DERF;
+    b = a; b.norm_bias = -1;
+    same_function("Derf without bias = bias 0", &a, &b, 0, NB_TENSOR_BIAS, 0, rng);
+    /* init: unit-offset gains 0; Derf alpha 1 (its LM code), shift 0; SkipInit's scalars 0 */
+    a = base_desc(NB_PRESET_PRE, 2);
+    a.gain_offset = 1; a.norm = NB_NORM_DERF; a.branch_scale = NB_BRANCH_SCALE_SUBLAYER;
+    if (nbt_check(setup(&r, &a, 1, 3, rng, 1), "porting options: init")) {
+        int gains = 0, scalars = 0, ok = 1;
+        nb_stack_init_params(NULL, &r.s, r.params, NB_INIT_NORMAL, 0, 1);
+        for (t = 0; t < r.s.n_tensors; t++) {
+            const nb_tensor_info* ti = &r.s.tensors[t];
+            const nb_real* x = r.params + ti->offset;
+            size_t i;
+            if (ti->kind == NB_TENSOR_GAIN)
+                for (i = 0, gains++; i < ti->count; i++) ok &= x[i] == 0;
+            if (ti->kind == NB_TENSOR_DYT_ALPHA)
+                ok &= ti->count == 2 && x[0] == 1 && x[1] == 0 &&
+                      strstr(ti->name, ".alpha_shift") != NULL;
+            if (ti->kind == NB_TENSOR_REZERO) {
+                scalars++;
+                ok &= x[0] == 0 && (strstr(ti->name, "attn_resweight") ||
+                                    strstr(ti->name, "ff_resweight"));
+            }
+        }
+        nbt_check(ok && gains == 5 && scalars == 4, "porting options: unit-offset gains 0, "
+                  "Derf alpha 1 shift 0, one resweight per sublayer at 0");
+        teardown(&r);
+    }
+    {   /* refusals, each naming its field */
+        static const struct { const char* what; int field, value; nb_norm_type norm;
+                              nb_preset preset; const char* says; } bad[] = {
+            {"norm_bias -1 with RMSNorm", 0, -1, NB_NORM_RMS, NB_PRESET_PRE, "norm_bias"},
+            {"norm_gain -1 with L2", 1, -1, NB_NORM_L2, NB_PRESET_PRE, "norm_gain"},
+            {"gain_offset with L2 (no gains)", 2, 1, NB_NORM_L2, NB_PRESET_PRE, "gain_offset"},
+            {"gain_offset 2", 2, 2, NB_NORM_RMS, NB_PRESET_PRE, "gain_offset"},
+            {"norm_bias 1", 0, 1, NB_NORM_LAYER, NB_PRESET_PRE, "norm_bias"},
+            {"branch_scale on SiameseNorm", 3, 1, NB_NORM_RMS, NB_PRESET_SIAMESE, "branch_scale"},
+            {"branch_scale 9", 3, 9, NB_NORM_RMS, NB_PRESET_PRE, "branch_scale"}};
+        size_t i;
+        for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            nb_stack_desc d = base_desc(bad[i].preset, 2);
+            nb_stack s;
+            nb_ctx ctx;
+            memset(&ctx, 0, sizeof ctx);
+            d.norm = bad[i].norm;
+            if (bad[i].field == 0) d.norm_bias = bad[i].value;
+            if (bad[i].field == 1) d.norm_gain = bad[i].value;
+            if (bad[i].field == 2) d.gain_offset = bad[i].value;
+            if (bad[i].field == 3) d.branch_scale = (nb_branch_scale)bad[i].value;
+            nbt_check(nb_stack_init(&ctx, &s, &d, 1, 3) == NB_ERR_CONFIG &&
+                      strstr(ctx.err, bad[i].says) != NULL, bad[i].what);
+        }
+    }
 }
 
 /* Classic Post-Norm without a final norm (N_2 of the last layer is the end) equals the
@@ -2128,6 +2260,7 @@ int main(void) {
     name_maps();
     bad_configs();
     trainer_layout_and_conventions(&rng);
+    porting_options(&rng);
     qk_clip(&rng);
     return nbt_finish();
 }

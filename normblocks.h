@@ -971,6 +971,9 @@ typedef struct nb_stack_desc {
                                   (RMSNorm without a weight; DyT, Derf without gamma) */
     int norm_bias;             /* block norms' bias: 0 = the kind's (LayerNorm, DyT, Derf: on),
                                   -1 = none (DyT's LLaMA code has none; LayerNorm(bias=False)) */
+    int embed_scale;           /* 1 = the stack's input times a learnable scalar ("embed_scale",
+                                  init sqrt(d)) before the embedding norm: DyT's and Derf's
+                                  language-model codes' shared_scale on the embedding */
     nb_branch_scale branch_scale; /* every sublayer's branch scale of a preset (not a custom
                                   schedule, which sets its own; not SiameseNorm): 0 = the
                                   preset's; e.g. REZERO with SUBLAYER: SkipInit's scalars */
@@ -995,7 +998,8 @@ typedef enum nb_tensor_kind {
     NB_TENSOR_HC_SCALE,        /* its gating scalars (mHC "_scale", HC "dynamic_*_scale") */
     NB_TENSOR_INTERP,          /* nGPT's eigen learning rates "attn_alpha", "mlp_alpha" (d) */
     NB_TENSOR_QK_SCALE,        /* nGPT's "sqk" (H d_k): Q and K after RoPE */
-    NB_TENSOR_FF_SCALE         /* nGPT's "suv" (SwiGLU 2f): the FFN's input projection */
+    NB_TENSOR_FF_SCALE,        /* nGPT's "suv" (SwiGLU 2f): the FFN's input projection */
+    NB_TENSOR_EMBED_SCALE      /* the learnable scalar on the stack's input ("embed_scale") */
 } nb_tensor_kind;
 
 typedef struct nb_tensor_info {
@@ -4176,6 +4180,7 @@ typedef struct nb__layer_tensors { /* one layer's parameters (or gradients) */
 } nb__layer_tensors;
 
 typedef struct nb__top_tensors { /* stack-level */
+    nb_real* es;                 /* embed_scale's scalar, or NULL */
     nb__norm n[NB__TOP_NORMS];
     nb__hc head;                 /* mHC/IHC's weighting of the streams before the final norm */
 } nb__top_tensors;
@@ -4417,6 +4422,7 @@ static void nb__walk_all(nb_stack* s, nb__walk* w, nb__top_tensors* tp) {
     int on[NB__TOP_NORMS], l;
     nb__top_norms(s, on);
     memset(tp, 0, sizeof *tp);
+    if (s->desc.embed_scale) tp->es = nb__put(w, -1, "embed_scale", NB_TENSOR_EMBED_SCALE, 1, 1);
     if (on[NB__EMBED]) nb__put_norm(w, s, -1, nb__top_names[NB__EMBED], &tp->n[NB__EMBED]);
     for (l = 0; l < s->desc.n_layers; l++) {
         nb_layer* ly = &s->layers[l];
@@ -4464,6 +4470,7 @@ static void nb__bind_top(const nb_stack* s, const nb_real* base, nb_real* eff,
     w.layout = s->tensors;
     w.eff = eff;
     nb__top_norms(s, on);
+    if (s->desc.embed_scale) tp->es = nb__put(&w, -1, "", NB_TENSOR_EMBED_SCALE, 1, 1);
     if (on[NB__EMBED]) nb__put_norm(&w, s, -1, "", &tp->n[NB__EMBED]);
     w.n = nb__final_tensor0(s);
     w.eoff = s->gain_final0;
@@ -4620,7 +4627,7 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
     c->hdr = nb__take(cache, &cu, NB__HDR);
     c->hidden = nb__take(cache, &cu, nb__mulz(nb__mulz(V, (size_t)s->desc.n_layers + 1),
                                                (size_t)s->streams));
-    if (on[NB__EMBED]) c->e = nb__take(cache, &cu, V);
+    if (on[NB__EMBED] || s->desc.embed_scale) c->e = nb__take(cache, &cu, V);
     if (on[NB__LNFINAL]) c->fuse = nb__take(cache, &cu, V);
     for (k = 0; k < NB__TOP_NORMS; k++)
         if (on[k]) c->st[k] = nb__take(cache, &cu, st);
@@ -5164,9 +5171,9 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
    alpha and gain, FFN weights and biases, 12 norms with alpha, gain and bias, gamma, 2 branch
    scales, the value residual's lambdas, 2 hyper-connections of 6 and a norm, nGPT's sqk and
    suv) and the stack
-   adds (4 norms of 3, the hyper-connections' head of 3): bounds n_tensors. */
+   adds (4 norms of 3, the hyper-connections' head of 3, embed_scale): bounds n_tensors. */
 #define NB__LAYER_TENSORS 78
-#define NB__TOP_TENSORS 15
+#define NB__TOP_TENSORS 16
 
 /* The stack's run modes: gradient conventions, precision, the name for messages. */
 static nb_result nb__stack_modes(nb_ctx* ctx, nb_stack_desc* d) {
@@ -5382,6 +5389,8 @@ static nb_result nb__stack_norms(nb_ctx* ctx, nb_stack_desc* d) {
     if (nb__is0(d->eps)) d->eps = (nb_real)nb__presets[d->preset].eps;
     NB__CHECK(!(d->eps > 0) || !nb__fin((double)d->eps), NB_ERR_CONFIG,
               "nb_stack_init: eps (%g) must be finite and > 0", (double)d->eps);
+    NB__CHECK(d->embed_scale < 0 || d->embed_scale > 1, NB_ERR_CONFIG,
+              "nb_stack_init: embed_scale (%d) must be 0 or 1", d->embed_scale);
     NB__CHECK((int)d->branch_scale < NB_BRANCH_SCALE_NONE ||
                   d->branch_scale > NB_BRANCH_SCALE_SUBLAYER, NB_ERR_CONFIG,
               "nb_stack_init: unknown branch_scale %d", (int)d->branch_scale);
@@ -6899,6 +6908,35 @@ static void nb__siamese_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_t
     nb__slot_reduce(r, 2, used, &tg->n[NB__LNYF]);
 }
 
+/* The stack's input stage backward, x_0 = N_e(c E) (the embedding norm and embed_scale c, either
+   optional), from dx0 (the streams' sum): with g = N_e'(dx0) (dx0 without the norm),
+   dE = c g (overwritten, or added when acc) and dc += sum E g. e: E (the cache's copy); spare: a
+   free B*T*d buffer. */
+static nb_result nb__embed_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
+                               nb_real* din, const nb_real* dx0, nb_real* spare, int acc) {
+    const nb_real* g = dx0;
+    nb_result rc;
+    if (nb__top_on(r->s, NB__EMBED)) {
+        const nb_real* xin = r->sc.e;
+        if (tp->es) { /* the norm's input c E again, into the scratch the forward used none of */
+            nb__lin(r, r->sc.tmp[4], *tp->es, r->sc.e, 0, NULL);
+            xin = r->sc.tmp[4];
+        }
+        rc = nb__block_norm_bwd(r, &tp->n[NB__EMBED], &tg->n[NB__EMBED], tp->es ? spare : din,
+                                dx0, xin, r->sc.st[NB__EMBED], tp->es ? 0 : acc);
+        if (rc || !tp->es) return rc;
+        g = spare;
+    }
+    {   /* one thread, in order: deterministic */
+        double dc = 0;
+        size_t i;
+        for (i = 0; i < r->n; i++) dc += (double)r->sc.e[i] * g[i];
+        tg->es[0] += (nb_real)dc;
+    }
+    nb__lin(r, din, *tp->es, g, acc ? 1 : 0, acc ? din : NULL);
+    return NB_OK;
+}
+
 /* nb_stack_forward after its checks: the layers on the run r */
 static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
                                const nb_real* in, nb_real* cache) {
@@ -6913,13 +6951,18 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
                        s->gain_final0);
     }
     nb__bind_top(s, params, r.sc.gains, &tp);
-    /* x_0 (= y_0 for SiameseNorm) is the input, or its norm */
+    /* x_0 (= y_0 for SiameseNorm) is the input (times embed_scale), or its norm; e keeps the
+       input for the backward */
+    if (r.sc.e) nb__copy(&r, r.sc.e, in);
+    if (tp.es) { /* into x_0, the embedding norm's input then */
+        nb__lin(&r, nb__hidden(s, r.sc.hidden, 0, 0), *tp.es, in, 0, NULL);
+        in = nb__hidden(s, r.sc.hidden, 0, 0);
+    }
     if (nb__top_on(s, NB__EMBED)) {
-        nb__copy(&r, r.sc.e, in);
         rc = nb__block_norm_fwd(&r, &tp.n[NB__EMBED], nb__hidden(s, r.sc.hidden, 0, 0), in,
                                 r.sc.st[NB__EMBED]);
         if (rc) return rc;
-    } else {
+    } else if (!tp.es) {
         nb__copy(&r, nb__hidden(s, r.sc.hidden, 0, 0), in);
     }
     for (k = 1; k < s->streams; k++) /* every stream starts at x_0 */
@@ -7040,7 +7083,8 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
     /* Without final and embedding norms the last layer reads dout and the first writes din
        directly (no copies); din may be dout: a layer reads dout before it writes din. */
     top_is_dout = s->streams == 1 && !nb__hyper(s) && !nb__top_on(s, NB__LNF);
-    into_din = s->streams == 1 && !nb__hyper(s) && !nb__top_on(s, NB__EMBED) && !din_acc;
+    into_din = s->streams == 1 && !nb__hyper(s) && !nb__top_on(s, NB__EMBED) && !din_acc &&
+               !tp.es;
     nb__grads_start(s, grads, top0, n_top);
     if (nb__hyper(s)) { /* the final norm, then the head: dX_L of every stream */
         const nb_real* X[NB__NS] = {0};
@@ -7095,14 +7139,12 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
     for (k = 1; k < s->streams; k++) nb__lin(&r, cur[0], 1, cur[0], 1, cur[k]);
     if (into_din) {
         /* the first layer wrote din */
-    } else if (!nb__top_on(s, NB__EMBED)) { /* dE = the sum of the streams' dx_0 */
+    } else if (!nb__top_on(s, NB__EMBED) && !tp.es) { /* dE = the sum of the streams' dx_0 */
         if (din_acc) nb__lin(&r, din, 1, cur[0], 1, din);
         else nb__copy(&r, din, cur[0]);
     } else {
         nb__grads_start(s, grads, 0, s->layers[0].tensor0);
-        rc = nb__block_norm_bwd(&r, &tp.n[NB__EMBED], &tg.n[NB__EMBED], din, cur[0], r.sc.e,
-                                r.sc.st[NB__EMBED], din_acc);
-        if (rc) return rc;
+        if ((rc = nb__embed_bwd(&r, &tp, &tg, din, cur[0], nxt[0], din_acc))) return rc;
         nb__grads_ready(ctx, s, -1, 0, s->layers[0].tensor0);
     }
     nb__trace_layer(&r, -1, -1, "grad_in", din);
@@ -7248,6 +7290,10 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
         }
         if (ti->kind >= NB_TENSOR_HC_FN && ti->kind <= NB_TENSOR_HC_SCALE) {
             nb__init_hc(s, ti, x, nb__mix(&ts));
+            continue;
+        }
+        if (ti->kind == NB_TENSOR_EMBED_SCALE) {
+            x[0] = (nb_real)sqrt(d);
             continue;
         }
         if (ti->kind >= NB_TENSOR_INTERP) { /* nGPT's storage: its init_scaling */

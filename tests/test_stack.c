@@ -354,8 +354,17 @@ static void fd_all(nbt_rng* rng) {
         d.branch_scale = NB_BRANCH_SCALE_SUBLAYER;
         fd_case("rezero with one scalar per sublayer (SkipInit)", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_MHC, 1);
-        d.gain_offset = 1; d.norm = NB_NORM_DERF;
-        fd_case("mhc with Derf and unit-offset gains", &d, 2, 3, rng);
+        d.gain_offset = 1; d.norm = NB_NORM_DERF; d.embed_scale = 1;
+        fd_case("mhc with Derf, unit-offset gains, embed_scale", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_PRE, 2);
+        d.norm = NB_NORM_DERF; d.embed_scale = 1;
+        fd_case("pre Derf with embed_scale (Derf's LM code)", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_EMBEDNORM, 2);
+        d.embed_scale = 1; d.param_grads = NB_GRAD_OVERWRITE; d.input_grad = NB_GRAD_ACCUMULATE;
+        fd_case("embednorm with embed_scale, overwritten grads, accumulated din", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_SIAMESE, 2);
+        d.embed_scale = 1;
+        fd_case("siamese with embed_scale", &d, 2, 3, rng);
     }
 }
 #endif
@@ -504,6 +513,7 @@ static void porting_options(nbt_rng* rng) {
     /* init: unit-offset gains 0; Derf alpha 1 (its LM code), shift 0; SkipInit's scalars 0 */
     a = base_desc(NB_PRESET_PRE, 2);
     a.gain_offset = 1; a.norm = NB_NORM_DERF; a.branch_scale = NB_BRANCH_SCALE_SUBLAYER;
+    a.embed_scale = 1;
     if (nbt_check(setup(&r, &a, 1, 3, rng, 1), "porting options: init")) {
         int gains = 0, scalars = 0, ok = 1;
         nb_stack_init_params(NULL, &r.s, r.params, NB_INIT_NORMAL, 0, 1);
@@ -516,6 +526,9 @@ static void porting_options(nbt_rng* rng) {
             if (ti->kind == NB_TENSOR_DYT_ALPHA)
                 ok &= ti->count == 2 && x[0] == 1 && x[1] == 0 &&
                       strstr(ti->name, ".alpha_shift") != NULL;
+            if (ti->kind == NB_TENSOR_EMBED_SCALE)
+                ok &= t == 0 && !strcmp(ti->name, "embed_scale") && x[0] == (nb_real)sqrt(8.0) &&
+                      ti->no_decay;
             if (ti->kind == NB_TENSOR_REZERO) {
                 scalars++;
                 ok &= x[0] == 0 && (strstr(ti->name, "attn_resweight") ||
@@ -523,7 +536,7 @@ static void porting_options(nbt_rng* rng) {
             }
         }
         nbt_check(ok && gains == 5 && scalars == 4, "porting options: unit-offset gains 0, "
-                  "Derf alpha 1 shift 0, one resweight per sublayer at 0");
+                  "Derf alpha 1 shift 0, one resweight per sublayer at 0, embed_scale sqrt(d)");
         teardown(&r);
     }
     {   /* refusals, each naming its field */

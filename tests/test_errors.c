@@ -242,6 +242,17 @@ static void nonfinite(void) {
                "alpha", what);
         expect(nb_dyt_backward(&ctx, dx, 8, g, NULL, m, dy, 8, x, 8, &bad[k], g, 2, 8, 0, 0,
                                scratch), NB_ERR_VALUE, "alpha", what);
+        {
+            nb_real as[2];
+            as[0] = bad[k]; as[1] = 0;
+            snprintf(what, sizeof what, "derf alpha %g", (double)bad[k]);
+            expect(nb_derf_forward(&ctx, y, 8, x, 8, as, g, NULL, 2, 8, 0), NB_ERR_VALUE,
+                   "alpha", what);
+            as[0] = 1; as[1] = bad[k];
+            snprintf(what, sizeof what, "derf shift %g", (double)bad[k]);
+            expect(nb_derf_backward(&ctx, dx, 8, g, NULL, m, dy, 8, x, 8, as, g, 2, 8, 0, 0,
+                                    scratch), NB_ERR_VALUE, "shift", what);
+        }
         snprintf(what, sizeof what, "rope theta %g", (double)bad[k]);
         expect(nb_rope(&ctx, y, 8, 1, 2, 2, 4, bad[k], 0), NB_ERR_VALUE, "theta", what);
         snprintf(what, sizeof what, "softmax scale %g", (double)bad[k]);
@@ -569,6 +580,16 @@ static void null_args(void) {
     NULLS(nb_l2norm_backward(&ctx, dx, 8, NULL, 8, x, 8, r, 2, 8, 0, 0), "nb_l2norm_backward", "dy");
     NULLS(nb_l2norm_backward(&ctx, dx, 8, dy, 8, NULL, 8, r, 2, 8, 0, 0), "nb_l2norm_backward", "x");
     NULLS(nb_l2norm_backward(&ctx, dx, 8, dy, 8, x, 8, NULL, 2, 8, 0, 0), "nb_l2norm_backward", "rstd");
+    {
+        nb_real as[2] = {(nb_real)0.5, (nb_real)0.1}; /* Derf's alpha, shift */
+        NULLS(nb_derf_forward(&ctx, NULL, 8, x, 8, as, g, NULL, 2, 8, 0), "nb_derf_forward", "y");
+        NULLS(nb_derf_forward(&ctx, y, 8, NULL, 8, as, g, NULL, 2, 8, 0), "nb_derf_forward", "x");
+        NULLS(nb_derf_forward(&ctx, y, 8, x, 8, NULL, g, NULL, 2, 8, 0), "nb_derf_forward", "as");
+        NULLS(nb_derf_backward(&ctx, NULL, 8, g, NULL, m, dy, 8, x, 8, as, g, 2, 8, 0, 0, sc), "nb_derf_backward", "dx");
+        NULLS(nb_derf_backward(&ctx, dx, 8, g, NULL, m, NULL, 8, x, 8, as, g, 2, 8, 0, 0, sc), "nb_derf_backward", "dy");
+        NULLS(nb_derf_backward(&ctx, dx, 8, g, NULL, m, dy, 8, x, 8, NULL, g, 2, 8, 0, 0, sc), "nb_derf_backward", "as");
+        NULLS(nb_derf_backward(&ctx, dx, 8, NULL, NULL, m, dy, 8, x, 8, as, g, 2, 8, 0, 0, NULL), "nb_derf_backward", "scratch");
+    }
     e1 = (nb_real)0.5; /* a DyT alpha */
     NULLS(nb_dyt_forward(&ctx, NULL, 8, x, 8, &e1, g, NULL, 2, 8, 0), "nb_dyt_forward", "y");
     NULLS(nb_dyt_forward(&ctx, y, 8, NULL, 8, &e1, g, NULL, 2, 8, 0), "nb_dyt_forward", "x");
@@ -719,6 +740,11 @@ static void null_args(void) {
     NULLS(nb_stack_init_params(&ctx, &st.s, NULL, NB_INIT_NORMAL, 0, 1), "nb_stack_init_params", "params");
     NULLS(nb_stack_normalize(&ctx, NULL, st.params), "nb_stack_normalize", "s");
     NULLS(nb_stack_normalize(&ctx, &st.s, NULL), "nb_stack_normalize", "params");
+    dd[0] = 1e3;
+    NULLS(nb_stack_qk_clip(&ctx, NULL, st.params, dd, 1, NULL), "nb_stack_qk_clip", "s");
+    NULLS(nb_stack_qk_clip(&ctx, &st.s, NULL, dd, 1, NULL), "nb_stack_qk_clip", "params");
+    NULLS(nb_stack_qk_clip(&ctx, &st.s, st.params, NULL, 1, NULL), "nb_stack_qk_clip",
+          "max_logit");
     /* no context: the code (or NULL / NaN) alone, outputs untouched */
     dd[0] = -3;
     nbt_check(nb_init_io_std(NULL, NB_INIT_NORMAL, 0, &e, &e) == NB_ERR_NULL && e == -1 &&

@@ -120,12 +120,17 @@ static void run_attn(rd* r, nb_ctx* c) {
     d.non_causal = u8(r) & 1; d.memory = (nb_attn_memory)pick_int(r, 2);
     mb = pick_int(r, 3); ms = pick_int(r, 16);
     d.bias = u8(r) < 230 ? u8(r) & 3 : u32(r); /* read last: older seeds keep their meaning */
-    {   /* after it: nGPT's L2 norm kind (5: unknown), s_qk (2: refused) and the softmax scale */
+    {   /* after it: nGPT's L2 norm kind and Derf (6: unknown), s_qk (2: refused) and the
+           softmax scale */
         const unsigned k = u8(r);
         if (k >= 128) {
-            if (k & 1) d.norm = (nb_norm_type)(4 + (k >> 1) % 2);
+            if (k & 1) d.norm = (nb_norm_type)(4 + (k >> 1) % 3);
             d.qk_scale = (int)((k >> 2) % 3); d.softmax_scale = pick_real(r);
         }
+    }
+    {   /* read last: the output gate (3: unknown) */
+        const unsigned k = u8(r);
+        if (k >= 128) d.gate = (nb_attn_gate)(k % 4);
     }
     memset(&pl, 0x77, sizeof pl);
     rc = nb_attn_plan_make(c, &pl, &d, mb, ms);
@@ -284,18 +289,27 @@ static void run_stack(rd* r, nb_ctx* c) {
         for (l = 0; d.layers && l < d.n_layers; l++)
             if (u8(r) & 1) layers[l].attn.branch_mult = layers[l].ffn.branch_mult = pick_real(r);
     }
-    {   /* read last: nGPT's fields (the L2 kind, 5 unknown; the residual norms and an unknown
-           branch scale in custom layers) */
+    {   /* read last: nGPT's fields (the L2 kind, Derf, 6 unknown; the residual norms and
+           SkipInit's branch scale in custom layers) */
         const unsigned k = u8(r);
         if (k >= 128) {
-            if (k & 1) d.norm = (nb_norm_type)(4 + (k >> 1) % 2);
+            if (k & 1) d.norm = (nb_norm_type)(4 + (k >> 1) % 3);
             d.interp_init = (double)pick_real(r); d.softmax_scale = pick_real(r);
             d.qk_scale = (int)(u8(r) % 4) - 1; d.ffn_in_scale = (int)(u8(r) % 4) - 1;
             for (l = 0; d.layers && l < d.n_layers; l++) {
                 const unsigned f = u8(r);
                 layers[l].attn.residual_norm = f & 1; layers[l].ffn.residual_norm = (f >> 1) & 1;
-                if (f >= 240) layers[l].ffn.branch_scale = (nb_branch_scale)4;
+                if (f >= 240) layers[l].ffn.branch_scale = (nb_branch_scale)(4 + f % 2);
             }
+        }
+    }
+    {   /* read last: the porting fields (one past each range: refused) */
+        const unsigned k = u8(r);
+        if (k >= 128) {
+            d.attn_gate = (nb_attn_gate)(u8(r) % 4);
+            d.norm_gain = (int)(u8(r) % 3) - 1; d.norm_bias = (int)(u8(r) % 3) - 1;
+            d.gain_offset = (int)(u8(r) % 3); d.embed_scale = (int)(u8(r) % 3);
+            d.branch_scale = (nb_branch_scale)(u8(r) % 7);
         }
     }
     rc = nb_stack_init(c, &s, &d, mb, ms);
@@ -361,6 +375,19 @@ static void run_stack(rd* r, nb_ctx* c) {
                       "angular distance with another B");
                 CHECK((nb_stack_hyper_gains(&s, cache, B, T, diag, diag + 16, diag + 32) ==
                        NB_OK) == (s.desc.hyper > NB_HYPER_NONE), "hyper gains");
+            }
+            if ((size_t)s.desc.n_layers * s.desc.n_heads <= 32) { /* head stats, QK-Clip */
+                int l, clipped = -1;
+                CHECK(nb_stack_head_stats(&s, cache, B, T, diag, diag + 32) == NB_OK,
+                      "head stats");
+                for (l = 0; l < s.desc.n_layers * s.desc.n_heads; l++)
+                    CHECK(!(diag[32 + l] < 0) && !(diag[32 + l] > 1 + 1e-5), /* NaN: any */
+                          "first-key mass %g",
+                          diag[32 + l]);
+                rc = nb_stack_qk_clip(c, &s, w, diag, 0.5, &clipped);
+                check_rc(c, rc);
+                CHECK(rc != NB_OK || (clipped >= 0 && clipped <= s.desc.n_layers *
+                                                                 s.desc.n_heads), "qk_clip count");
             }
             if (B > 1) {
                 size_t i;

@@ -1057,6 +1057,35 @@ assert h['__metadata__']['format'] == 'pt'
   else
     fail "nbimport --export of an mHC checkpoint"; cat hy_exp.log hy_exp2.log
   fi
+  # Gemma's softcap and constant embedding scale: the stack runs (nbimport knows the keys); an
+  # export is refused, naming the key, where the target's model code would not compute them
+  G2=(--preset gpt2 --ffn gelu --norm layer --no-rope)
+  "$TRAIN" "${TINY[@]}" --steps 2 --logit-softcap 2.5 --save gcap.safetensors > gcap.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 --embed-scale sqrt-d --save gsq.safetensors > gsq.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 "${G2[@]}" --logit-softcap 2.5 --save gcap2.safetensors > gcap2.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 "${G2[@]}" --embed-scale sqrt-d --save gsq2.safetensors > gsq2.log 2>&1
+  "$TRAIN" "${NG[@]}" --steps 2 --logit-softcap 2.5 --save gcapn.safetensors > gcapn.log 2>&1
+  ok=1
+  for spec in "gcap|hf-llama|logit_softcap 2.5 (examples/train's final-logit softcap" \
+              "gsq|hf-llama|embed_scale 2 (examples/train's constant embedding scale sqrt(d))" \
+              "gcap2|hf-gpt2|logit_softcap 2.5" "gsq2|hf-gpt2|embed_scale 2" \
+              "gcap2|gpt2-linear|logit_softcap 2.5" "gsq2|gpt2-linear|embed_scale 2" "gcapn|ngpt|logit_softcap 2.5"; do
+    IFS='|' read -r ck style msg <<< "$spec"
+    if "$NBIMPORT" --export "$style" "$ck.safetensors" "x_${ck}_${style}.st" > gx.log 2>&1 || [ -e "x_${ck}_${style}.st" ] ||
+       ! grep -qF "MODEL has $msg" gx.log || ! grep -q "the $style layout's model code does not compute it" gx.log; then
+      ok=0; echo "  --export $style $ck:"; cat gx.log; break
+    fi
+  done
+  if [ $ok = 1 ] && ! "$NBIMPORT" --export hf-llama gcap.safetensors gcap_out/ > gz.log 2>&1 && [ ! -e gcap_out ] &&
+     grep -q "logit_softcap" gz.log &&
+     "$NBIMPORT" normblocks gcap.safetensors E.st gcap_out.st > gr1.log 2>&1 &&
+     "$NBIMPORT" normblocks gsq.safetensors E.st gsq_out.st > gr2.log 2>&1 &&
+     "$NBIMPORT" --export normblocks gcap.safetensors gcap_nb.st > /dev/null 2>&1 &&
+     head -c 65536 gcap_nb.st | grep -aq '"logit_softcap":"2.5"'; then
+    pass "nbimport: softcap and sqrt(d) checkpoints run and export in the library's names; --export to hf-llama, hf-gpt2, gpt2-linear, ngpt refused naming the key"
+  else
+    fail "nbimport with the softcap and the constant embedding scale"; cat gz.log gr1.log gr2.log 2>/dev/null
+  fi
 else
   echo "skip: nbimport or python3 not found: the export checks"
 fi

@@ -414,7 +414,8 @@ int model_step(model* m, int train, double* count, double* out) {
         nb_real* gw = m->g + (size_t)tk * d;
         const nb_real* dx = m->dx + r * d;
         int k;
-        for (k = 0; k < d; k++) gw[k] += es * dx[k]; /* x = es e: de = es dx (sqrt(d) dx, constant) */
+        /* x = es e: de = es dx (sqrt(d) dx for the constant scale) */
+        for (k = 0; k < d; k++) gw[k] += es * dx[k];
         if (m->es) { /* x = s e: ds = sum over rows of e . dx */
             const nb_real* e = wte + (size_t)tk * d;
             double s = 0;

@@ -198,7 +198,8 @@ void print_model(const config* c, const model* m, int arch_only) {
         : d->norm == NB_NORM_L2 ? "l2norm" : "rmsnorm");
     if (d->norm != NB_NORM_L2) say(" eps %g", (double)d->eps); /* L2 has none */
     say("%s%s", d->rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "");
-    if (m->embed_mode == EMBED_SQRT_D) say(", embedding x sqrt(d) = %.9g (constant)", (double)m->embed_const);
+    if (m->embed_mode == EMBED_SQRT_D)
+        say(", embedding x sqrt(d) = %.9g (constant)", (double)m->embed_const);
     if (m->ngpt) say(", logits x learnable sz");
     if (m->softcap > 0) say(", logit softcap %g (C tanh(z / C), last)", m->softcap);
     say(", %zu parameters (stack %zu)\n", m->n, m->s.n_params);

@@ -95,7 +95,7 @@ static const char* const known_keys[] = {
     "attn_bias", "eps", "rope_theta", "value_residual", "hyper", "hyper_streams", "hyper_form",
     "hyper_sinkhorn", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
     "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
-    "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", NULL};
+    "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", NULL};
 
 static int is_dir(const char* path) {
     struct stat sb;
@@ -316,7 +316,7 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
         else if (!strcmp(v, "static")) d->hyper_static = 1;
         else return bad_meta("hyper_form", v, "dynamic or static");
     }
-    if ((v = st_meta(M, "embed_scale")) != NULL && strcmp(v, "0"))
+    if ((v = st_meta(M, "embed_scale")) != NULL && strcmp(v, "0") && strcmp(v, "2")) /* 2: constant (extras_of) */
         return fail("MODEL has examples/train's learnable embedding scale (embed_scale %s): no layout here holds it", v);
     return 0;
 }
@@ -537,6 +537,16 @@ static int extras_of(model_in* M, const nb_stack* s, nb_name_style style, extra*
     head = find_part(M, "lm_head.weight", &fh);
     if (!emb && !head) return 0;
     if (!emb || !head) return fail("MODEL has %s without the other: export both or neither", emb ? "an embedding" : "a head");
+    if (style != NB_NAMES_NORMBLOCKS) { /* examples/train's final-logit softcap and constant embedding
+        scale sqrt(d) (Gemma's): no other STYLE's model code computes them (its own keeps the metadata) */
+        const char *cap = st_meta(&M->f[0], "logit_softcap"), *es = st_meta(&M->f[0], "embed_scale");
+        if (cap && strcmp(cap, "0"))
+            return fail("--export: MODEL has logit_softcap %s (examples/train's final-logit softcap C tanh(z / C)): "
+                        "the %s layout's model code does not compute it", cap, style_name(style));
+        if (es && !strcmp(es, "2"))
+            return fail("--export: MODEL has embed_scale 2 (examples/train's constant embedding scale sqrt(d)): "
+                        "the %s layout's model code does not compute it", style_name(style));
+    }
     if (emb->ndim != 2 || head->ndim != 2 || emb->shape[1] != (size_t)s->desc.d_model ||
         head->shape[0] != emb->shape[0] || head->shape[1] != emb->shape[1] || emb->shape[0] > 1 << 24)
         return fail("MODEL's embedding and head are not both (vocab, d_model)");

@@ -18,6 +18,7 @@
 # 5. Ctrl-C on mpirun saves a checkpoint; a rank killed with SIGKILL ends the job (no hang).
 # 6. nGPT's normalization after every step: 2 ranks follow 1, ZeRO-1 == plain, bitwise; a sweep's
 #    in-process runs take their presets' optimizer defaults.
+# 7. Gemma's constant embedding scale and final-logit softcap: 2 ranks follow 1, ZeRO-1 == plain.
 set -u
 
 TRAIN="$(realpath "${1:?usage: test_mpi.sh train train_mpi nbdiff}")"
@@ -199,6 +200,26 @@ if [ $? = 0 ] && grep -q "^pre,0.003,1337,1,[^,]*,[^,]*,6e-05," ngsweep/curves.c
   pass "a sweep in one job (--compare pre,ngpt): each run with its preset's optimizer defaults"
 else
   fail "in-process sweep: the presets' defaults"; cat ngsweep.log ngsweep/curves.csv
+fi
+
+# 7. Gemma's model around the stack (--embed-scale sqrt-d, --logit-softcap): the constant scale
+#    and the softcap's backward are per row, before the reduction: 2 ranks follow 1 process and
+#    ZeRO-1 == plain, bitwise
+GM=("${RUN[@]}" --batch 6 --embed-scale sqrt-d --logit-softcap 2.5)
+"$TRAIN" "${GM[@]}" --csv gm1.csv --save gm1.st > gm1.log 2>&1 || { fail "Gemma options: 1-process run"; cat gm1.log; }
+"${MPIRUN[@]}" -np 2 "$TRAIN_MPI" "${GM[@]}" --bucket-kb 4 --csv gm2.csv --save gm2.st > gm2.log 2>&1
+rc=$?
+if [ $rc = 0 ] && same_curve gm1.csv gm2.csv && same_params gm1.st gm2.st; then
+  pass "embed scale sqrt(d), logit softcap: 2 ranks x 3 rows follow 1 process x 6 rows"
+else
+  fail "embed scale sqrt(d), logit softcap: 2 ranks vs 1 process (rc $rc)"; cat gm2.log pdiff.log 2>/dev/null
+fi
+"${MPIRUN[@]}" -np 2 "$TRAIN_MPI" "${GM[@]}" --bucket-kb 4 --zero --csv gmz.csv --save gmz.st > gmz.log 2>&1
+rc=$?
+if [ $rc = 0 ] && cmp -s gm2.st gmz.st && cmp -s gm2.csv gmz.csv; then
+  pass "embed scale sqrt(d), logit softcap: ZeRO-1 == plain data parallelism, bitwise"
+else
+  fail "embed scale sqrt(d), logit softcap: ZeRO-1 vs plain (rc $rc)"; cat gmz.log; "$NBDIFF" gm2.st gmz.st
 fi
 
 echo "$PASSED passed, $FAILED failed"

@@ -928,6 +928,81 @@ else
   fail "--help"; head help.log
 fi
 
+# 18. Gemma's model around the stack: the final-logit softcap C tanh(z / C) (--logit-softcap C,
+# a model key) and the constant embedding scale sqrt(d) (--embed-scale sqrt-d: no parameter, the
+# checkpoint's embed_scale 2). Said on the model line; a checkpoint resumes bit-identically and
+# --load rebuilds it (the same validation loss); a softcap too large to bend a float32 logit
+# trains as none, bitwise; --embed-scale on (the old name) writes the bytes of learn, key 1 as
+# before; what contradicts the checkpoint or nGPT is refused by name. (The softcap's and the
+# scale's gradients are checked against PyTorch's autograd by tests/test_twin.sh.)
+params_of() { sed -n 's/^model: .*, \([0-9]*\) parameters (stack.*/\1/p' "$1"; }
+GM=("${TINY[@]}" --steps 20 --logit-softcap 2.5 --embed-scale sqrt-d)
+"$TRAIN" "${GM[@]}" --save gfull.safetensors > gfull.log 2>&1
+rc1=$?
+"$TRAIN" "${GM[@]}" --stop-after 10 --save ghalf.safetensors > ghalf.log 2>&1
+rc2=$?
+"$TRAIN" "${GM[@]}" --resume ghalf.safetensors --save gres.safetensors > gres.log 2>&1
+rc3=$?
+"$TRAIN" --load gfull.safetensors --eval --threads 1 > geval.log 2>&1
+l_full="$(final_field gfull.log loss)"
+v_full="$(final_field gfull.log val_loss)"
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] && [ -n "$l_full" ] && [ "$l_full" = "$(final_field gres.log loss)" ] &&
+   cmp -s gfull.safetensors gres.safetensors && grep -q "val_loss $v_full" geval.log &&
+   grep -q "^model: pre, .* RoPE, embedding x sqrt(d) = 5.65685415 (constant), logit softcap 2.5 (C tanh(z / C), last), [0-9]* parameters" gfull.log &&
+   grep -q "embedding x sqrt(d) = 5.65685415 (constant), logit softcap 2.5" geval.log &&
+   [ -n "$(params_of gfull.log)" ] && [ "$(params_of gfull.log)" = "$(params_of full.log)" ] &&
+   head -c 65536 gfull.safetensors | grep -aq '"embed_scale":"2"' &&
+   head -c 65536 gfull.safetensors | grep -aq '"logit_softcap":"2.5"' &&
+   ! head -c 65536 gfull.safetensors | grep -aq '"transformer.embed_scale"'; then
+  pass "--logit-softcap 2.5 --embed-scale sqrt-d: said, keys of the checkpoint, no parameter added; resumes bit-identically (loss $l_full), --load rebuilds it"
+else
+  fail "--logit-softcap, --embed-scale sqrt-d (rc $rc1 $rc2 $rc3, loss '$l_full')"; grep -E "^(model|final)" gfull.log gres.log geval.log
+fi
+"$TRAIN" "${TINY[@]}" --steps 20 --logit-softcap 1e30 > gbig.log 2>&1
+if [ -n "$(final_field full.log loss)" ] && [ "$(final_field gbig.log loss)" = "$(final_field full.log loss)" ] &&
+   [ "$(final_field gbig.log val_loss)" = "$(final_field full.log val_loss)" ]; then
+  pass "--logit-softcap 1e30 (tanh(z / C) = z / C) trains as no softcap, bitwise"
+else
+  fail "--logit-softcap 1e30 vs none ('$(final_field gbig.log loss)' vs '$(final_field full.log loss)')"
+fi
+"$TRAIN" "${TINY[@]}" --steps 3 --embed-scale on --save es_on.safetensors > es_on.log 2>&1
+"$TRAIN" "${TINY[@]}" --steps 3 --embed-scale learn --save es_learn.safetensors > es_learn.log 2>&1
+if [ -s es_on.safetensors ] && cmp -s es_on.safetensors es_learn.safetensors &&
+   head -c 65536 es_on.safetensors | grep -aq '"embed_scale":"1"' && "$TRAIN" --load es_on.safetensors --eval > es_eval.log 2>&1 &&
+   grep -q "embedding x learnable scale" es_eval.log; then
+  pass "--embed-scale on = learn: the same checkpoint bytes (embed_scale 1, as before sqrt-d), which loads"
+else
+  fail "--embed-scale on vs learn"; cat es_on.log es_learn.log es_eval.log
+fi
+# the softcap in bf16 runs: float32 on the GEMM's float32 logits; learns, resumes in float32
+"$TRAIN" "${GM[@]}" --steps 60 --precision bf16 --save gbf.safetensors > gbf.log 2>&1
+rc1=$?
+"$TRAIN" "${GM[@]}" --steps 62 --allow-change steps --resume gbf.safetensors > gbf2.log 2>&1
+rc2=$?
+vg="$(final_field gbf.log val_loss)"
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ -n "$vg" ] && awk -v a="$v0" -v b="$vg" 'BEGIN { exit !(b < a - 0.5) }' &&
+   grep -q "logit softcap 2.5" gbf.log; then
+  pass "bf16 with the softcap and sqrt(d): 60 steps lower the validation loss ($v0 -> $vg), resumes in float32"
+else
+  fail "bf16 with the softcap (rc $rc1 $rc2, '$v0' -> '$vg')"; tail -3 gbf.log gbf2.log
+fi
+expect_error "--resume with another --logit-softcap" 'different config: logit_softcap is "2.5" in the checkpoint, "3" here' \
+  "${TINY[@]}" --steps 20 --logit-softcap 3 --embed-scale sqrt-d --resume ghalf.safetensors
+expect_error "--resume without --logit-softcap" "logit_softcap is \"2.5\" in the checkpoint, the preset's here" \
+  "${TINY[@]}" --steps 20 --embed-scale sqrt-d --resume ghalf.safetensors
+expect_error "--resume with the learnable embedding scale" 'different config: embed_scale is "2" in the checkpoint, "1" here' \
+  "${TINY[@]}" --steps 20 --logit-softcap 2.5 --embed-scale learn --resume ghalf.safetensors
+expect_error "--load with another --logit-softcap" 'logit_softcap is "2.5" in the checkpoint, "4" here' \
+  --load gfull.safetensors --eval --logit-softcap 4
+expect_error "--logit-softcap -1" 'logit-softcap: "-1" is not a number in \[0, 1e+30\]' "${TINY[@]}" --logit-softcap -1
+expect_error "--logit-softcap nan" 'logit-softcap: "nan" is not a number' "${TINY[@]}" --logit-softcap nan
+expect_error "--logit-softcap inf" 'logit-softcap: "inf" is not a number' "${TINY[@]}" --logit-softcap inf
+expect_error "--embed-scale maybe" 'embed-scale: off, learn (or on) or sqrt-d, not "maybe"' "${TINY[@]}" --embed-scale maybe
+expect_error "--embed-scale sqrt-d with ngpt" "embed-scale sqrt-d with ngpt: the embedding's rows are unit" \
+  "${NG[@]}" --embed-scale sqrt-d
+expect_error "--embed-scale learn with ngpt" "embed-scale learn with ngpt: .*so a scale does nothing" \
+  "${NG[@]}" --embed-scale learn
+
 # 15. a checkpoint exported as a Hugging Face directory (config.json, embedding and head) runs to
 # the checkpoint's own stack output, exactly (issue 24)
 NBIMPORT="$(dirname "$TRAIN")/nbimport"
@@ -981,6 +1056,35 @@ assert h['__metadata__']['format'] == 'pt'
     pass "nbimport --export of an mHC checkpoint: refused for hf-llama and hf-gpt2 (naming hyper), written in the library's names"
   else
     fail "nbimport --export of an mHC checkpoint"; cat hy_exp.log hy_exp2.log
+  fi
+  # Gemma's softcap and constant embedding scale: the stack runs (nbimport knows the keys); an
+  # export is refused, naming the key, where the target's model code would not compute them
+  G2=(--preset gpt2 --ffn gelu --norm layer --no-rope)
+  "$TRAIN" "${TINY[@]}" --steps 2 --logit-softcap 2.5 --save gcap.safetensors > gcap.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 --embed-scale sqrt-d --save gsq.safetensors > gsq.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 "${G2[@]}" --logit-softcap 2.5 --save gcap2.safetensors > gcap2.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 "${G2[@]}" --embed-scale sqrt-d --save gsq2.safetensors > gsq2.log 2>&1
+  "$TRAIN" "${NG[@]}" --steps 2 --logit-softcap 2.5 --save gcapn.safetensors > gcapn.log 2>&1
+  ok=1
+  for spec in "gcap|hf-llama|logit_softcap 2.5 (examples/train's final-logit softcap" \
+              "gsq|hf-llama|embed_scale 2 (examples/train's constant embedding scale sqrt(d))" \
+              "gcap2|hf-gpt2|logit_softcap 2.5" "gsq2|hf-gpt2|embed_scale 2" \
+              "gcap2|gpt2-linear|logit_softcap 2.5" "gsq2|gpt2-linear|embed_scale 2" "gcapn|ngpt|logit_softcap 2.5"; do
+    IFS='|' read -r ck style msg <<< "$spec"
+    if "$NBIMPORT" --export "$style" "$ck.safetensors" "x_${ck}_${style}.st" > gx.log 2>&1 || [ -e "x_${ck}_${style}.st" ] ||
+       ! grep -qF "MODEL has $msg" gx.log || ! grep -q "the $style layout's model code does not compute it" gx.log; then
+      ok=0; echo "  --export $style $ck:"; cat gx.log; break
+    fi
+  done
+  if [ $ok = 1 ] && ! "$NBIMPORT" --export hf-llama gcap.safetensors gcap_out/ > gz.log 2>&1 && [ ! -e gcap_out ] &&
+     grep -q "logit_softcap" gz.log &&
+     "$NBIMPORT" normblocks gcap.safetensors E.st gcap_out.st > gr1.log 2>&1 &&
+     "$NBIMPORT" normblocks gsq.safetensors E.st gsq_out.st > gr2.log 2>&1 &&
+     "$NBIMPORT" --export normblocks gcap.safetensors gcap_nb.st > /dev/null 2>&1 &&
+     head -c 65536 gcap_nb.st | grep -aq '"logit_softcap":"2.5"'; then
+    pass "nbimport: softcap and sqrt(d) checkpoints run and export in the library's names; --export to hf-llama, hf-gpt2, gpt2-linear, ngpt refused naming the key"
+  else
+    fail "nbimport with the softcap and the constant embedding scale"; cat gz.log gr1.log gr2.log 2>/dev/null
   fi
 else
   echo "skip: nbimport or python3 not found: the export checks"

@@ -80,10 +80,25 @@ check completep --preset pre --layers 3 --completep 1 --depth-base 2
 # nGPT: the preset's L2 stack, and the trainer's model around it (its logit scale sz, unit
 # embedding and head rows); its train.py's optimizer defaults (warmup as BASE's, given); MHA
 check ngpt --preset ngpt --layers 2 --kv-heads 0
+# Gemma's model around the stack (the twin reads embed_scale 2 and logit_softcap from the
+# checkpoint): the constant embedding scale sqrt(d) and the final-logit softcap C tanh(z / C),
+# with a C small enough that tanh bends the logits, on Gemma 2's sandwich norms; on nGPT the
+# softcap comes after its logit scale sz sqrt(d)
+check gemma --preset sandwich --layers 2 --embed-scale sqrt-d --logit-softcap 3
+check ngpt_softcap --preset ngpt --layers 2 --kv-heads 0 --logit-softcap 5
 # LayerNorm with biases, GELU-tanh FFN with biases
 check gpt2 --preset gpt2 --layers 2
 check pre_layer_gelu --preset Pre-QK-Pre --layers 2 --norm layer --ffn gelu --kv-heads 1
 check schedule --schedule post,pre,hybrid,qkvpre,prepost,postpre,sandwich,normafter --d 16 --heads 2 --kv-heads 1
+
+# The softcap's backward (model.c: dL/dz = dL/dz' (1 - tanh^2(z / C))) and the constant
+# scale's (dE = sqrt(d) dx) against the autograd of a float64 twin, within the same limits
+if [ -f gemma.safetensors ] &&
+   "$PY" "$COMPARE" gemma.safetensors --data "$DATA" --train "$TRAIN" --grads --float64 > gemma64.cmp 2>&1; then
+  PASSED=$((PASSED + 1)); echo "ok: gemma against a float64 twin"; sed 's/^/    /' gemma64.cmp
+else
+  FAILED=$((FAILED + 1)); echo "FAIL: gemma against a float64 twin"; cat gemma64.cmp 2>/dev/null
+fi
 
 # Layer-by-layer dumps of one validation batch: `train --dump` and `compare.py --dump` write the
 # same names in the same order, and nbdiff finds them equal to float32 rounding per tensor

@@ -56,6 +56,7 @@ def model_flags(meta):
         if key in meta:
             flag = "--" + key.replace("_", "-")
             f += [flag] if key in FLAG_KEYS else [flag, meta[key]]
+    f += ["--embed-scale", {"0": "off", "1": "learn", "2": "sqrt-d"}[meta.get("embed_scale", "0")]]
     return f + ([] if meta["rope"] == "1" else ["--no-rope"])
 
 
@@ -63,7 +64,7 @@ def model_flags(meta):
 MODEL_KEYS = ("rope_theta", "eps", "mixln_alpha", "sites", "site_width", "ffn_bias", "final_norm",
               "embed_norm", "siamese_scale", "siamese_fusion", "siamese_no_fusion_norm",
               "value_residual", "hyper", "hyper_streams", "hyper_form", "hyper_sinkhorn",
-              "completep", "depth_base", "width_base")
+              "completep", "depth_base", "width_base", "logit_softcap")
 FLAG_KEYS = ("siamese_no_fusion_norm",)
 
 

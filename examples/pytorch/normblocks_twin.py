@@ -1182,17 +1182,24 @@ class Trace:
 
 
 class _Transformer(Stack):
-    """examples/train's "transformer": the byte embedding wte (times a learnable embed_scale,
-    init sqrt(d), with train --embed-scale on: DyT's LLaMA code) and the stack."""
+    """examples/train's "transformer": the byte embedding wte and the stack. embed_scale:
+    False, True or "learn" (a learnable embed_scale, init sqrt(d): train --embed-scale learn,
+    DyT's LLaMA code), or "sqrt-d" (train --embed-scale sqrt-d: the constant sqrt(d) rounded to
+    the activations' dtype, no parameter: Gemma's normalizer)."""
 
     def __init__(self, cfg, vocab, embed_scale=False):
         super().__init__(cfg)
         self.wte = nn.Embedding(vocab, cfg.d_model)
-        if embed_scale:
+        if embed_scale not in (False, True, "learn", "sqrt-d"):
+            raise ValueError("embed_scale %r: False, True (= \"learn\") or \"sqrt-d\"" % (embed_scale,))
+        self.embed_normalizer = embed_scale == "sqrt-d"
+        if embed_scale in (True, "learn"):
             self.embed_scale = nn.Parameter(torch.full((1,), math.sqrt(cfg.d_model)))
 
     def embed(self, tok):
         e = self.wte(tok)
+        if self.embed_normalizer:  # Gemma: torch.tensor(hidden_size ** 0.5, dtype=hidden.dtype)
+            return e * torch.tensor(math.sqrt(self.config.d_model), dtype=e.dtype)
         return e * self.embed_scale if hasattr(self, "embed_scale") else e
 
 
@@ -1201,12 +1208,17 @@ class NormBlocksLM(nn.Module):
     no bias) -> logits; loss = mean cross-entropy over the masked targets. Parameter names are
     the checkpoint's: transformer.wte.weight, transformer.<stack names>, lm_head.weight.
     logit_scale (train --preset ngpt: its checkpoints hold "sz", after lm_head.weight): nGPT's
-    GPT.sz, the logits times sz sqrt(d) per byte, sz a learnable vector stored at 1/sqrt(d)."""
+    GPT.sz, the logits times sz sqrt(d) per byte, sz a learnable vector stored at 1/sqrt(d).
+    logit_softcap C > 0 (train --logit-softcap C): Gemma 2's final-logit softcapping
+    C tanh(logits / C), after any scaling (sz). embed_scale: see _Transformer."""
 
-    def __init__(self, cfg, vocab=VOCAB, embed_scale=False, logit_scale=False):
+    def __init__(self, cfg, vocab=VOCAB, embed_scale=False, logit_scale=False, logit_softcap=0.0):
         super().__init__()
+        if not (math.isfinite(logit_softcap) and logit_softcap >= 0):
+            raise ValueError("logit_softcap %r: finite and > 0, or 0 (off)" % (logit_softcap,))
         self.transformer = _Transformer(cfg, vocab, embed_scale)
         self.lm_head = nn.Linear(cfg.d_model, vocab, bias=False)
+        self.logit_softcap = float(logit_softcap)
         if logit_scale:
             self.sz = nn.Parameter(torch.full((vocab,), 1 / math.sqrt(cfg.d_model)))
 
@@ -1223,6 +1235,9 @@ class NormBlocksLM(nn.Module):
             z = self.lm_head(h)
         if hasattr(self, "sz"):  # model.c: the scale sz sqrt(d) in double, rounded to float
             z = z * (self.sz.double() * math.sqrt(self.transformer.config.d_model)).to(z.dtype)
+        if self.logit_softcap > 0:  # model.c: last, tanh in double, rounded to the logits' dtype
+            c = self.logit_softcap
+            z = (c * torch.tanh(z.double() / c)).to(z.dtype)
         return z
 
     def loss(self, tok, mask=None, trace=None):
@@ -1360,8 +1375,13 @@ def load_checkpoint(path):
     """(model, metadata): a NormBlocksLM (float32, eval mode) with the parameters of a
     checkpoint written by examples/train (its Adam moments are ignored)."""
     tensors, meta = read_safetensors(path)
-    model = NormBlocksLM(config_from_metadata(meta), embed_scale=meta.get("embed_scale") == "1",
-                         logit_scale="sz" in tensors)  # train --preset ngpt's
+    es = meta.get("embed_scale", "0")  # 0 off, 1 learnable, 2 the constant sqrt(d)
+    if es not in ("0", "1", "2"):
+        raise ValueError("embed_scale %r: 0, 1 or 2" % es)
+    model = NormBlocksLM(config_from_metadata(meta),
+                         embed_scale={"0": False, "1": "learn", "2": "sqrt-d"}[es],
+                         logit_scale="sz" in tensors,  # train --preset ngpt's
+                         logit_softcap=float(meta.get("logit_softcap", "0")))
     state = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
     model.load_state_dict(state, strict=True)
     return model.eval(), meta

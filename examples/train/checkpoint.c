@@ -49,7 +49,7 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTS("norm", m->s.desc.norm == NB_NORM_LAYER ? "layer" : m->s.desc.norm == NB_NORM_DYT ? "dyt"
                  : m->s.desc.norm == NB_NORM_L2 ? "l2" : "rms");
     PUTI("rope", c->rope);
-    PUTI("embed_scale", m->es);
+    PUTI("embed_scale", m->embed_mode); /* 0 off, 1 learnable (as before 2 existed), 2 sqrt(d) */
     PUTI("attn_bias", m->s.desc.attn_bias);
     PUTI("vocab_size", VOCAB);
     PUTI("steps", c->steps);
@@ -431,9 +431,9 @@ static int apply_meta(const cJSON* meta, const char* path, config* c) {
     c->rope = rope;
     if (config_model_from_meta(c, meta, path)) return 1;
     if (meta_str(meta, "attn_bias") && meta_to_int(meta, path, "attn_bias", 0, 3, &c->attn_bias)) return 1;
-    c->embed_scale = 0; /* checkpoints before the key have none */
+    c->embed_scale = EMBED_OFF; /* checkpoints before the key have none */
     if (meta_str(meta, "embed_scale") &&
-        meta_to_int(meta, path, "embed_scale", 0, 1, &c->embed_scale))
+        meta_to_int(meta, path, "embed_scale", EMBED_OFF, EMBED_SQRT_D, &c->embed_scale))
         return 1;
     if (meta_int(meta, "seed", 0, 9007199254740992LL, &seed))
         return fail("checkpoint %s: metadata \"seed\" is missing or out of range", path);

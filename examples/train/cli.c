@@ -136,6 +136,7 @@ static int fn_inject(const char* v, config* c) { return parse_inject(v, c); }
 static int fn_format(const char* v, config* c) { return format_from_name(v, &c->format); }
 static int fn_init(const char* v, config* c);
 static int fn_sites(const char* v, config* c);
+static int fn_embed_scale(const char* v, config* c);
 
 static const opt k_opts[] = {
     {"model", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
@@ -220,8 +221,14 @@ static const opt k_opts[] = {
      "DyT's initial alpha of the norms feeding attention [0.5 below d = 1024; then 1 up to 2048]"},
     {"layerscale-init", "X", K_REAL, F(layerscale_init), 1e-12, 10, NULL, NULL, O_TRAIN,
      "LayerScale's initial scale [CaiT's rule by depth: 0.1 up to 18 layers]"},
-    {"embed-scale", "on|off", K_CHOICE, F(embed_scale), 0, 0, "off|on", NULL, 0,
-     "the embedding times a learnable scalar, init sqrt(d) [on for dyt, as DyT's LLaMA code]"},
+    {"embed-scale", "off|learn|sqrt-d", K_FN, F(embed_scale), 0, 0, NULL, fn_embed_scale, 0,
+     "the embedding times a scale: learn, a learnable scalar init sqrt(d) (DyT's LLaMA code;\n"
+     "on: the same), or sqrt-d, the constant sqrt(d) in float32 and no parameter (Gemma's\n"
+     "normalizer) [learn for dyt, else off]"},
+    {"logit-softcap", "C", K_REAL, F(logit_softcap), 0, 1e30, NULL, NULL, O_MODEL,
+     "Gemma 2's final-logit softcap: logits = C tanh(logits / C) before the loss, sampling\n"
+     "and evaluation (its final_logit_softcapping, 30 in Gemma 2), applied last: after nGPT's\n"
+     "sz sqrt(d) and CompleteP's 1/m_d; float32 with --precision bf16 too [0: off]"},
     {"init", "SCHEME", K_FN, F(init), 0, 0, NULL, fn_init, O_TRAIN,
      "normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm [the init of the\n"
      "preset's paper code; the model line says which]"},
@@ -352,6 +359,15 @@ static int fn_init(const char* v, config* c) {
     nb_init_scheme sc;
     if (init_scheme(v, &sc)) return 1; /* every known name fits c->init */
     snprintf(c->init, sizeof c->init, "%s", v);
+    return 0;
+}
+
+/* off, learn (on: its name before sqrt-d existed), sqrt-d */
+static int fn_embed_scale(const char* v, config* c) {
+    if (!strcmp(v, "off")) c->embed_scale = EMBED_OFF;
+    else if (!strcmp(v, "learn") || !strcmp(v, "on")) c->embed_scale = EMBED_LEARN;
+    else if (!strcmp(v, "sqrt-d")) c->embed_scale = EMBED_SQRT_D;
+    else return fail("--embed-scale: off, learn (or on) or sqrt-d, not \"%s\"", v);
     return 0;
 }
 
@@ -838,9 +854,10 @@ static int ngpt_refusals(const config* c) {
     if (c->final_norm == 1)
         return fail("--final-norm on with ngpt: the last layer outputs unit vectors (its post "
                     "norm): a final L2 norm changes nothing");
-    if (c->embed_scale == 1)
-        return fail("--embed-scale on with ngpt: the embedding's rows are unit, as nGPT keeps "
-                    "them; its first sublayer sees them through L2 norms, so a scale does nothing");
+    if (c->embed_scale > EMBED_OFF) /* learnable or constant alike */
+        return fail("--embed-scale %s with ngpt: the embedding's rows are unit, as nGPT keeps "
+                    "them; its first sublayer sees them through L2 norms, so a scale does nothing",
+                    c->embed_scale == EMBED_LEARN ? "learn" : "sqrt-d");
     if (c->init[0])
         return fail("--init %s with ngpt: nGPT's matrices, embedding and head are normalized along "
                     "d at init and after every step, so a scheme's standard deviations do nothing "

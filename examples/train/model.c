@@ -3,7 +3,8 @@
    backward with the gradient reduction over the ranks started as each range is final;
    evaluation and exact-match accuracy, both global over the ranks. nGPT (--preset ngpt) as its
    code around the stack: logits times a learnable sz per byte, the embedding's and head's rows
-   unit (model_normalize). */
+   unit (model_normalize). Around any stack: the embedding times a scale (DyT's learnable one,
+   Gemma's constant sqrt(d)) and Gemma 2's final-logit softcap C tanh(z / C), last. */
 #define NORMBLOCKS_IMPLEMENTATION
 #include "train.h"
 
@@ -165,8 +166,13 @@ int model_init(model* m, const config* c) {
     /* CompleteP's output multiplier alpha_out / m_d (its code's mup_output_alpha = 1) */
     m->out_mult = c->completep > 0 && c->width_base ? (double)c->width_base / m->d : 1;
     bt = (size_t)m->B * m->T;
-    /* DyT's LLaMA code multiplies the embedding by a learnable scalar, initialized to sqrt(d) */
-    m->es = c->embed_scale < 0 ? d.preset == NB_PRESET_DYT : c->embed_scale;
+    /* DyT's LLaMA code multiplies the embedding by a learnable scalar, initialized to sqrt(d);
+       Gemma by the constant sqrt(d), rounded to the activations' dtype (here float32) */
+    m->embed_mode = c->embed_scale >= 0 ? c->embed_scale
+                    : d.preset == NB_PRESET_DYT ? EMBED_LEARN : EMBED_OFF;
+    m->es = m->embed_mode == EMBED_LEARN;
+    m->embed_const = m->embed_mode == EMBED_SQRT_D ? (nb_real)sqrt((double)c->d_model) : 0;
+    m->softcap = c->logit_softcap;
     m->off_stack = (size_t)VOCAB * m->d + (size_t)m->es;
     m->off_head = m->off_stack + m->s.n_params;
     m->off_sz = m->off_head + (size_t)VOCAB * m->d;
@@ -280,12 +286,30 @@ static nb_result head_gemm(model* m, int ta, int tb, int M, int N, int K, nb_rea
                : nb_gemm(&m->ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0, C, ldc);
 }
 
+/* The multiplier of the embedding rows: the learnable scalar, the constant sqrt(d), or 1. */
+static nb_real embed_multiplier(const model* m) {
+    if (m->es) return m->p[(size_t)VOCAB * m->d];
+    return m->embed_mode == EMBED_SQRT_D ? m->embed_const : 1;
+}
+
+/* Gemma 2's final-logit softcap on one row, in place: z = cap tanh(z / cap) (tanh in double,
+   rounded to float as the other logits); slope (NULL: not kept) gets its derivative
+   dz'/dz = 1 - tanh^2(z / cap) for the backward. */
+static void softcap_row(nb_real* z, double cap, nb_real* slope) {
+    int k;
+    for (k = 0; k < VOCAB; k++) {
+        const double t = tanh((double)z[k] / cap);
+        z[k] = (nb_real)(cap * t);
+        if (slope) slope[k] = (nb_real)(1 - t * t);
+    }
+}
+
 int model_step(model* m, int train, double* count, double* out) {
     const int B = m->B, T = m->T, d = m->d, nt = nb_num_threads(&m->ctx);
     const long long bt = (long long)B * T;
     const nb_real* wte = m->p;
     const nb_real* head = m->p + m->off_head;
-    const nb_real es = m->es ? m->p[(size_t)VOCAB * m->d] : 1; /* the embedding scale */
+    const nb_real es = embed_multiplier(m);
     const double sqrt_d = sqrt((double)d);
     double sums[3] = {0, 0, 0}, inv;   /* loss sum, target count, stop request: over all ranks */
     const config* c = m->cfg;
@@ -313,17 +337,20 @@ int model_step(model* m, int train, double* count, double* out) {
        1/count of the mean is applied by the head GEMMs, once the global count is known).
        nGPT: z = u sz sqrt(d) per byte (u the head's output); with train, z becomes
        (softmax(z) - onehot) sz sqrt(d), the gradient of u, and sz_terms the row's terms of
-       sz's, (softmax(z) - onehot) u */
+       sz's, (softmax(z) - onehot) u. The softcap comes last, as Gemma 2 applies it after any
+       scaling: z' = C tanh(z / C) of the scaled logits (sampling and evaluation see z' too),
+       and the gradient of z is that of z' times 1 - tanh^2(z / C). */
     TR_OMP(omp parallel for schedule(static) num_threads(nt))
     for (r = 0; r < bt; r++) {
         nb_real* z = m->logits + r * VOCAB;
         nb_real* st = m->ngpt && train ? m->sz_terms + r * VOCAB : NULL;
         const int target = m->tok[(r / T) * (T + 1) + r % T + 1];
-        nb_real u[VOCAB];
+        nb_real u[VOCAB], slope[VOCAB];
         double mx, se = 0;
         int k;
         if (m->ngpt)
             for (k = 0; k < VOCAB; k++) { u[k] = z[k]; z[k] = u[k] * sz[k]; }
+        if (m->softcap > 0) softcap_row(z, m->softcap, train ? slope : NULL);
         if (!m->mask[r]) {
             m->row_loss[r] = 0;
             if (train) memset(z, 0, VOCAB * sizeof(nb_real));
@@ -337,6 +364,8 @@ int model_step(model* m, int train, double* count, double* out) {
         if (train) {
             for (k = 0; k < VOCAB; k++) z[k] = (nb_real)(exp((double)z[k] - mx) / se);
             z[target] -= 1;
+            if (m->softcap > 0)  /* dL/dz = dL/dz' (1 - tanh^2(z / C)) */
+                for (k = 0; k < VOCAB; k++) z[k] *= slope[k];
         }
         if (st)
             for (k = 0; k < VOCAB; k++) { st[k] = z[k] * u[k]; z[k] *= sz[k]; }
@@ -385,6 +414,7 @@ int model_step(model* m, int train, double* count, double* out) {
         nb_real* gw = m->g + (size_t)tk * d;
         const nb_real* dx = m->dx + r * d;
         int k;
+        /* x = es e: de = es dx (sqrt(d) dx for the constant scale) */
         for (k = 0; k < d; k++) gw[k] += es * dx[k];
         if (m->es) { /* x = s e: ds = sum over rows of e . dx */
             const nb_real* e = wte + (size_t)tk * d;

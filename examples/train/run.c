@@ -197,9 +197,12 @@ void print_model(const config* c, const model* m, int arch_only) {
         d->norm == NB_NORM_LAYER ? "layernorm" : d->norm == NB_NORM_DYT ? "dyt"
         : d->norm == NB_NORM_L2 ? "l2norm" : "rmsnorm");
     if (d->norm != NB_NORM_L2) say(" eps %g", (double)d->eps); /* L2 has none */
-    say("%s%s%s, %zu parameters (stack %zu)\n", d->rope ? " RoPE" : "",
-        m->es ? ", embedding x learnable scale" : "", m->ngpt ? ", logits x learnable sz" : "",
-        m->n, m->s.n_params);
+    say("%s%s", d->rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "");
+    if (m->embed_mode == EMBED_SQRT_D)
+        say(", embedding x sqrt(d) = %.9g (constant)", (double)m->embed_const);
+    if (m->ngpt) say(", logits x learnable sz");
+    if (m->softcap > 0) say(", logit softcap %g (C tanh(z / C), last)", m->softcap);
+    say(", %zu parameters (stack %zu)\n", m->n, m->s.n_params);
     if (d->norm == NB_NORM_DYT || d->preset == NB_PRESET_DYT)
         say("DyT alpha %g, %g feeding attention%s\n", d->dyt_alpha, d->dyt_alpha_attn,
             c->dyt_alpha || c->dyt_alpha_attn || m->d >= 1024 ? ""

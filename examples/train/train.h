@@ -77,7 +77,9 @@ typedef struct config {
     double lr, min_lr_frac, wd, beta1, beta2, adam_eps, clip;
     double dyt_alpha, dyt_alpha_attn, layerscale_init; /* init only; 0 = the library default */
     int wd_norms;             /* --wd-norms on: decay norm gains, biases, SiameseNorm gamma too */
-    int embed_scale;          /* --embed-scale: 1 on, 0 off, -1 the preset's (on for dyt) */
+    int embed_scale;          /* --embed-scale: an EMBED_* (a checkpoint's embed_scale), -1 the
+                                 preset's (EMBED_LEARN for dyt, else EMBED_OFF) */
+    double logit_softcap;     /* --logit-softcap C: logits = C tanh(logits / C), last; 0 = off */
     unsigned long long seed;
     int zero;                 /* --zero: ZeRO-1 optimizer-state sharding over the ranks */
     int check_finite;         /* --check-finite: stop at the first non-finite activation or
@@ -140,6 +142,9 @@ typedef struct config {
     size_t store_used;
 } config;
 
+/* the embedding's scale (--embed-scale; the checkpoint's embed_scale key holds the number):
+   none, DyT's learnable scalar (init sqrt(d)), Gemma's constant normalizer sqrt(d) */
+enum { EMBED_OFF = 0, EMBED_LEARN = 1, EMBED_SQRT_D = 2 };
 enum { GIVEN_WD = 1, GIVEN_WARMUP = 2, GIVEN_MIN_LR = 4, GIVEN_BETA1 = 8, GIVEN_BETA2 = 16,
        GIVEN_ADAM_EPS = 32 };
 void config_defaults(config* c);
@@ -241,6 +246,11 @@ typedef struct model {
     int B_global, b0;                  /* global batch, first row of this rank */
     size_t n, off_stack, off_head;     /* params: [wte | embed_scale | stack | head | sz] */
     int es;                            /* a learnable embedding scale at VOCAB*d (DyT's code) */
+    int embed_mode;                    /* EMBED_*: x = wte[tok] x (1, that scalar, or sqrt(d)) */
+    nb_real embed_const;               /* EMBED_SQRT_D: Gemma's normalizer, sqrt(d) rounded to
+                                          the activations' float32 (bf16 runs too: only GEMM
+                                          operands are bf16); no parameter */
+    double softcap;                    /* the final-logit softcap C (0: off), applied last */
     int ngpt;                          /* nGPT's model (its model.py, train.py): the logit scale
                                           sz (VOCAB values at off_sz, logits x sz sqrt(d)), the
                                           embedding's and head's rows unit, the stack's matrices

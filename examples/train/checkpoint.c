@@ -29,7 +29,7 @@ static const meta_key k_keys[] = {
     {"wd", 0, NULL}, {"wd_norms", 0, "0"}, {"beta1", 0, NULL}, {"beta2", 0, NULL},
     {"adam_eps", 0, NULL}, {"clip", 0, NULL}, {"seed", 0, NULL}, {"batch", 0, NULL},
     {"seq", 0, NULL}, {"init", 0, NULL}, {"data", 0, NULL}, {"data_bytes", 0, NULL},
-    {"data_hash", 0, NULL}};
+    {"data_hash", 0, NULL}, {"qk_clip", 0, "0"}};
 
 static void config_meta(const config* c, const dataset* ds, const model* m, cJSON* meta) {
     char buf[64];
@@ -46,8 +46,7 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTS("ffn", c->ffn);
     /* the stack's norm kind, resolved: "rms" means RMSNorm to a reader (nbimport, the twin),
        not the preset's kind as on the command line */
-    PUTS("norm", m->s.desc.norm == NB_NORM_LAYER ? "layer" : m->s.desc.norm == NB_NORM_DYT ? "dyt"
-                 : m->s.desc.norm == NB_NORM_L2 ? "l2" : "rms");
+    PUTS("norm", norm_kind_name(m->s.desc.norm));
     PUTI("rope", c->rope);
     PUTI("embed_scale", m->embed_mode); /* 0 off, 1 learnable (as before 2 existed), 2 sqrt(d) */
     PUTI("attn_bias", m->s.desc.attn_bias);
@@ -62,6 +61,7 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTD("beta2", c->beta2);
     PUTD("adam_eps", c->adam_eps);
     PUTD("clip", c->clip);
+    if (c->qk_clip > 0) PUTD("qk_clip", c->qk_clip); /* tau; absent: off (its legacy "0") */
     snprintf(buf, sizeof buf, "%llu", c->seed);
     PUTS("seed", buf);
     PUTI("batch", c->batch);
@@ -239,6 +239,7 @@ static int checkpoint_check(const st_file* f, const config* c, const dataset* ds
         const char* key = k_keys[i].key;
         const char *have = st_meta(f, key), *need = meta_str(want, key);
         if (!have) have = k_keys[i].legacy;
+        if (!need) need = k_keys[i].legacy; /* a key written only when set (qk_clip) */
         if (!k_keys[i].arch && c->load) continue;
         if (!have) {
             if (!k_keys[i].arch && listed(c->allow_change, key)) continue;
@@ -424,8 +425,9 @@ static int apply_meta(const cJSON* meta, const char* path, config* c) {
         meta_to_int(meta, path, "seq", 2, 1 << 16, &c->seq) || meta_data(meta, path, c))
         return 1;
     /* the strings train understands; anything else would run as the default */
-    if (strcmp(c->norm, "rms") && strcmp(c->norm, "layer") && strcmp(c->norm, "dyt") && strcmp(c->norm, "l2"))
-        return fail("checkpoint %s: metadata \"norm\" is \"%s\", not rms, layer, dyt or l2", path, c->norm);
+    if (strcmp(c->norm, "rms") && strcmp(c->norm, "layer") && strcmp(c->norm, "dyt") && strcmp(c->norm, "derf") &&
+        strcmp(c->norm, "l2"))
+        return fail("checkpoint %s: metadata \"norm\" is \"%s\", not rms, layer, dyt, derf or l2", path, c->norm);
     if (strcmp(c->ffn, "swiglu") && strcmp(c->ffn, "gelu"))
         return fail("checkpoint %s: metadata \"ffn\" is \"%s\", not swiglu or gelu", path, c->ffn);
     c->rope = rope;

@@ -155,7 +155,18 @@ static const opt k_opts[] = {
     {"kv-heads", "N", K_INT, F(n_kv_heads), 0, 1 << 12, NULL, NULL, 0, "key/value heads (GQA) [0 = heads]"},
     {"ff", "N", K_INT, F(d_ff), 0, 1 << 18, NULL, NULL, 0, "FFN width [0: 8d/3 rounded to 64 for SwiGLU, 4d for GELU]"},
     {"ffn", "swiglu|gelu", K_NAME, F(ffn), 0, 16, "swiglu|gelu", NULL, 0, "FFN [swiglu]"},
-    {"norm", "rms|layer|dyt|l2", K_NAME, F(norm), 0, 16, "rms|layer|dyt|l2", NULL, 0, "every norm's kind (rms: the preset's) [rms]"},
+    {"norm", "rms|layer|dyt|derf|l2", K_NAME, F(norm), 0, 16, "rms|layer|dyt|derf|l2", NULL, 0,
+     "every norm's kind (rms: the preset's); derf: Derf (arXiv 2512.10938), gamma erf(alpha x + s)\n"
+     "+ beta, alpha and s learnable per norm (init 1 and 0, its code's; --dyt-alpha sets alpha) [rms]"},
+    {"norm-gain", "on|off", K_CHOICE, F(norm_gain), -1, 0, "off|x|on", NULL, O_MODEL,
+     "the block norms' weight: off = RMSNorm without a weight, DyT and Derf without gamma [the\n"
+     "norm's: on; l2 has none]"},
+    {"norm-bias", "on|off", K_CHOICE, F(norm_bias), -1, 0, "off|x|on", NULL, O_MODEL,
+     "the block norms' bias: off = LayerNorm(bias=False), DyT as its LLaMA code [the norm's: on\n"
+     "for layer, dyt and derf; rms and l2 have none]"},
+    {"gain-offset", NULL, K_FLAG, F(gain_offset), 1, 0, NULL, NULL, O_MODEL,
+     "Gemma's unit-offset gains: every norm weight (block norms, Q/K/V/C sites) stored as w and\n"
+     "multiplying by 1 + w, init 0 (Gemma, Qwen3-Next)"},
     {"no-rope", NULL, K_FLAG, F(rope), 0, 0, NULL, NULL, 0, "no RoPE (no position information at all)"},
     {"rope-theta", "X", K_REAL, F(rope_theta), 1.000001, 1e12, NULL, NULL, O_MODEL, "RoPE base [10000]"},
     {"eps", "X", K_REAL, F(eps), 1e-30, 1, NULL, NULL, O_MODEL,
@@ -181,6 +192,17 @@ static const opt k_opts[] = {
      "SiameseNorm's output: the 3-norm fusion (code) or x_L + N(y_L) (paper) [code]"},
     {"siamese-no-fusion-norm", NULL, K_FLAG, F(siamese_no_fusion_norm), 1, 0, NULL, NULL, O_MODEL,
      "the paper's ablation without the FFN fusion's input norm"},
+    {"attn-gate", "none|headwise|elementwise", K_CHOICE, F(attn_gate), 0, 0, "none|headwise|elementwise",
+     NULL, O_MODEL,
+     "gated attention (Qwen, arXiv 2505.06708): each head's output C times sigmoid(x W_g), one\n"
+     "gate per head and token (headwise) or per element (elementwise, the paper's best); W_g the\n"
+     "last rows of att_proj [none]"},
+    {"branch-scale", "scalar|channel|sublayer", K_CHOICE, F(branch_scale), 1, 0, "scalar|channel|x|sublayer",
+     NULL, O_MODEL,
+     "a learnable scale on every branch of the preset: scalar, ReZero's one per layer (init 0);\n"
+     "channel, LayerScale's vector per sublayer (--layerscale-init); sublayer, SkipInit's one\n"
+     "per sublayer (init 0). Not for custom schedules, siamese or ngpt [the preset's: scalar for\n"
+     "rezero, channel for layerscale, none otherwise]"},
     {"value-residual", "off|fixed|learn", K_CHOICE, F(value_residual), 0, 0, "off|fixed|learn", NULL, O_MODEL,
      "ResFormer's value residual, any preset: layers l >= 1 attend over lambda_1 V_l + lambda_2 V_0\n"
      "(V_0 layer 0's values): fixed 0.5/0.5, or learn (two scalars per layer, init 0.5) [off]"},
@@ -229,6 +251,11 @@ static const opt k_opts[] = {
      "Gemma 2's final-logit softcap: logits = C tanh(logits / C) before the loss, sampling\n"
      "and evaluation (its final_logit_softcapping, 30 in Gemma 2), applied last: after nGPT's\n"
      "sz sqrt(d) and CompleteP's 1/m_d; float32 with --precision bf16 too [0: off]"},
+    {"qk-clip", "TAU", K_REAL, F(qk_clip), 1e-30, 1e30, NULL, NULL, O_TRAIN,
+     "QK-Clip (Kimi K2's MuonClip, arXiv 2507.20534; tau 100 there): after every optimizer step\n"
+     "each head whose largest logit in the step's forward (over every rank's rows) exceeded TAU\n"
+     "gets its W_q and W_k rows scaled so that logit becomes TAU. Not with Q/K norm sites or\n"
+     "nGPT's s_qk (the logits do not follow W_q, W_k there) [0: off]"},
     {"init", "SCHEME", K_FN, F(init), 0, 0, NULL, fn_init, O_TRAIN,
      "normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm [the init of the\n"
      "preset's paper code; the model line says which]"},
@@ -252,7 +279,9 @@ static const opt k_opts[] = {
     {"eval-batches", "N", K_INT, F(eval_batches), 1, 100000, NULL, NULL, 0, "validation batches [4]"},
     {"eval-problems", "N", K_INT, F(eval_problems), 1, 1000000, NULL, NULL, 0,
      "held-out problems of the exact-match accuracy (addition) [500]"},
-    {"csv", "FILE", K_PATH, F(csv), 0, 0, NULL, NULL, O_TRAIN, "every step: loss, gradient norm, lr"},
+    {"csv", "FILE", K_PATH, F(csv), 0, 0, NULL, NULL, O_TRAIN,
+     "every step: loss, gradient norm, lr, the largest attention logit of the step's forward and\n"
+     "the heads QK-Clip scaled after it"},
     {"summary", "FILE", K_PATH, F(summary), 0, 0, NULL, NULL, O_TRAIN, "the run's results as JSON"},
     {"spike-stop", "F", K_REAL, F(spike_stop), 0, 1e6, NULL, NULL, O_TRAIN,
      "stop a run as diverged when its loss exceeds F x its first loss + 1 after 10 steps [0: off;\n"
@@ -318,7 +347,8 @@ static const opt k_opts[] = {
     {"allow-change", "K", K_PATH, F(allow_change), 0, 0, NULL, NULL, O_TRAIN,
      "let --resume change run settings K (comma list: lr, steps, ...; or all)"},
     {"diag", "DIR", K_PATH, F(diag), 0, 0, NULL, NULL, O_TRAIN,
-     "per-layer CSVs and SVG plots (SiameseNorm: both streams)"},
+     "per-layer CSVs and SVG plots (SiameseNorm: both streams); per layer and head the max\n"
+     "logit and first-key attention mass"},
     {"quiet", NULL, K_FLAG, F(quiet), 1, 0, NULL, NULL, 0, "no progress lines"},
     {"information", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
     {"help", NULL, K_FN, 0, 0, 0, NULL, NULL, 0, "this text (-h)"},
@@ -599,6 +629,11 @@ static int check_combinations(const config* c, const seen_flags* seen) {
 
 int sweeping(const config* c) { return c->compare || c->n_seeds || c->n_lrs; }
 
+const char* norm_kind_name(nb_norm_type k) {
+    return k == NB_NORM_LAYER ? "layer" : k == NB_NORM_DYT ? "dyt" : k == NB_NORM_DERF ? "derf"
+         : k == NB_NORM_L2 ? "l2" : "rms";
+}
+
 int is_ngpt(const config* c) {
     nb_ctx ctx;
     nb_stack_desc d;
@@ -858,6 +893,9 @@ static int ngpt_refusals(const config* c) {
         return fail("--embed-scale %s with ngpt: the embedding's rows are unit, as nGPT keeps "
                     "them; its first sublayer sees them through L2 norms, so a scale does nothing",
                     c->embed_scale == EMBED_LEARN ? "learn" : "sqrt-d");
+    if (c->branch_scale)
+        return fail("--branch-scale with ngpt: nGPT's sublayers step toward their branches by its "
+                    "eigen learning rates (attn_alpha, mlp_alpha), which another scale would replace");
     if (c->init[0])
         return fail("--init %s with ngpt: nGPT's matrices, embedding and head are normalized along "
                     "d at init and after every step, so a scheme's standard deviations do nothing "
@@ -902,6 +940,13 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     if (!strcmp(c->norm, "layer")) d->norm = NB_NORM_LAYER;
     if (!strcmp(c->norm, "dyt")) d->norm = NB_NORM_DYT;
     if (!strcmp(c->norm, "l2")) d->norm = NB_NORM_L2;
+    if (!strcmp(c->norm, "derf")) d->norm = NB_NORM_DERF;
+    /* the porting options: 0 leaves the kind's norms and the preset's branches */
+    d->attn_gate = (nb_attn_gate)c->attn_gate;
+    d->norm_gain = c->norm_gain < 0 ? -1 : 0;
+    d->norm_bias = c->norm_bias < 0 ? -1 : 0;
+    d->gain_offset = c->gain_offset;
+    d->branch_scale = (nb_branch_scale)c->branch_scale;
     /* the description's other fields: 0 (-1 for attn_bias) leaves the preset's */
     if (c->attn_bias >= 0) d->attn_bias = (unsigned)c->attn_bias;
     if (c->mixln_alpha != 0) d->mixln_alpha = c->mixln_alpha;
@@ -931,8 +976,10 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->dyt_alpha = c->dyt_alpha; /* 0: the library's defaults */
     d->dyt_alpha_attn = c->dyt_alpha_attn;
     /* DyT's LLM rule (the library's default) comes from its 7B-70B models; below d = 1024 its
-       generic default 0.5 trains where the rule's alpha 1 collapsed (d = 64, README) */
-    if ((d->norm == NB_NORM_DYT || d->preset == NB_PRESET_DYT) && d->d_model < 1024) {
+       generic default 0.5 trains where the rule's alpha 1 collapsed (d = 64, README). Derf
+       keeps the library's default, its code's 1 (the dyt preset with --norm derf too) */
+    if ((d->norm == NB_NORM_DYT || (d->preset == NB_PRESET_DYT && d->norm != NB_NORM_DERF)) &&
+        d->d_model < 1024) {
         if (d->dyt_alpha == 0) d->dyt_alpha = 0.5;
         if (d->dyt_alpha_attn == 0) d->dyt_alpha_attn = 0.5;
     }

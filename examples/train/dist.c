@@ -166,6 +166,13 @@ void dist_sum(double* x, int n) {
                    "MPI_Iallreduce (sums)");
 }
 
+void dist_max(double* x, int n) {
+    MPI_Request r;
+    if (g_ranks > 1)
+        collective(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r), &r,
+                   "MPI_Iallreduce (maxima)");
+}
+
 void dist_bcast(void* buf, size_t bytes) {
     char* p = (char*)buf;
     if (g_ranks < 2) return;
@@ -316,6 +323,7 @@ void dist_finalize(void) {}
 void dist_abort(int code) { fflush(stdout); exit(code); }
 int dist_agree(int rc) { return rc; }
 void dist_sum(double* x, int n) { (void)x; (void)n; }
+void dist_max(double* x, int n) { (void)x; (void)n; }
 void dist_bcast(void* buf, size_t bytes) { (void)buf; (void)bytes; }
 
 dist* dist_create(size_t n, int zero, size_t bucket_values) {

@@ -133,6 +133,12 @@ static int report(const history* h, const dataset* ds, double unigram) {
                 "--spike-stop asks)\n", h->spikes, h->worst_spike);
         else say("loss spikes: 0\n");
     }
+    if (h->n_steps) { /* what gated attention (the sink) and QK-Clip (the logits) act on */
+        say("attention: largest logit %.4g at the last step, %.4g at most over the run; first-key mass "
+            "%.4g (mean over layers, heads and query rows)", h->max_logit, h->max_logit_peak, h->first_mass);
+        if (h->clips) say("; QK-Clip scaled %lld heads over the run", h->clips);
+        say("\n");
+    }
     if (h->hc_logged) /* what mHC's Fig. 3 compares: near 1 for mHC, free to grow for HC */
         say("hyper-connections: composite Amax gain, the largest over the sublayers: forward %.4g "
             "backward %.4g at the last logged step; peak over the run's logged steps: forward %.4g "

@@ -18,6 +18,7 @@ void model_free(model* m) {
     free(m->p); free(m->g); free(m->m); free(m->v); free(m->decay); free(m->group); free(m->sz_terms);
     free(m->x); free(m->h); free(m->dh); free(m->dx); free(m->logits);
     free(m->cache); free(m->scratch); free(m->row_loss); free(m->tok); free(m->mask);
+    free(m->head_max); free(m->head_mass);
     memset(m, 0, sizeof *m);
 }
 
@@ -138,6 +139,32 @@ int model_normalize(model* m) {
     return 0;
 }
 
+/* What the flags ask of the resolved stack that it does not have. The library refuses
+   removing a gain or bias a norm kind lacks, but "on" is its default (0: the kind's), so asking
+   for one is said here; QK-Clip is tried on the initialized parameters with every max logit 0
+   (under any tau: nothing is scaled), where the library checks that every layer's logits follow
+   W_q and W_k before it writes anything. */
+static int option_refusals(model* m, const config* c) {
+    const nb_norm_type k = m->s.desc.norm;
+    if (c->norm_bias > 0 && (k == NB_NORM_RMS || k == NB_NORM_L2))
+        return fail("--norm-bias on: the stack's norms are %s, which have no bias (layer, dyt and derf "
+                    "norms have one)", norm_kind_name(k));
+    if (c->norm_gain > 0 && k == NB_NORM_L2)
+        return fail("--norm-gain on: the stack's norms are l2 (x / ||x||, nGPT's justnorm), which have no "
+                    "weight");
+    if (c->qk_clip > 0) {
+        double* zero = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
+        const nb_result rc = nb_stack_qk_clip(&m->ctx, &m->s, m->p + m->off_stack, zero, c->qk_clip, NULL);
+        free(zero);
+        if (rc != NB_OK)
+            return fail("--qk-clip with %s: %s (QK-Clip bounds the logits by scaling W_q and W_k; behind "
+                        "Q/K norms or nGPT's s_qk they do not scale with them)",
+                        c->schedule[0] ? "this schedule" : m->s.desc.name[0] ? m->s.desc.name
+                        : nb_preset_name(m->s.desc.preset), m->ctx.err);
+    }
+    return 0;
+}
+
 int model_init(model* m, const config* c) {
     nb_stack_desc d;
     double estd, hstd;
@@ -200,6 +227,8 @@ int model_init(model* m, const config* c) {
     m->tok = (int*)xcalloc((size_t)m->B * (m->T + 1), sizeof(int));
     m->mask = (unsigned char*)xcalloc(bt, 1);
     if (m->ngpt) m->sz_terms = (nb_real*)xcalloc(bt * VOCAB, sizeof(nb_real));
+    m->head_max = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
+    m->head_mass = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
     /* weight decay: embedding and head yes; stack matrices yes; norm gains, biases and
        SiameseNorm gamma (the table's no_decay) only with --wd-norms on. Off by default, as in
        llm.c and nanoGPT (matrices only); the HybridNorm yaml decays them
@@ -234,7 +263,7 @@ int model_init(model* m, const config* c) {
         if (unit_rows(m, m->p, VOCAB, m->d) || unit_rows(m, m->p + m->off_head, VOCAB, m->d))
             return fail("init: an embedding or head row of zero norm");
     }
-    return 0;
+    return option_refusals(m, c);
 }
 
 /* The checkpoint's parameter tensors in buffer order. Returns the count; table may be NULL. */

@@ -435,18 +435,21 @@ static int wants_log(const line* s, int ns, double ymax, double factor) {
 /* column names: layer0.., x0.. (hidden states), d0_1.. (adjacent angular distance); the
    second stream (SiameseNorm's y) repeats them prefixed with y; the n streams of
    hyper-connections are s0_x0.., s1_x0.. and s0_d0_1..; the hyper-connections' gains of
-   sublayer q are fwd_attn0, fwd_ffn0, .. then bwd_attn0, .. (stream 0 forward, 1 backward) */
-enum { COL_LAYER, COL_HIDDEN, COL_ANGLE, COL_GAIN };
-static void col_name(FILE* f, int kind, int stream, int l, int hyper) {
+   sublayer q are fwd_attn0, fwd_ffn0, .. then bwd_attn0, .. (stream 0 forward, 1 backward);
+   head h of layer l is l<l>h<h>. arg: 1 with hyper-connections (hidden, angle), H for heads */
+enum { COL_LAYER, COL_HIDDEN, COL_ANGLE, COL_GAIN, COL_HEAD };
+static void col_name(FILE* f, int kind, int stream, int l, int arg) {
+    const int hyper = arg;
     if (kind == COL_LAYER) fprintf(f, ",layer%d", l);
+    else if (kind == COL_HEAD) fprintf(f, ",l%dh%d", l / arg, l % arg);
     else if (kind == COL_GAIN) fprintf(f, ",%s_%s%d", stream ? "bwd" : "fwd", l % 2 ? "ffn" : "attn", l / 2);
     else if (hyper) fprintf(f, kind == COL_HIDDEN ? ",s%d_x%d" : ",s%d_d%d_%d", stream, l, l + 1);
     else if (kind == COL_HIDDEN) fprintf(f, ",%c%d", stream ? 'y' : 'x', l);
     else fprintf(f, ",%sd%d_%d", stream ? "y" : "", l, l + 1);
 }
 
-/* rows x (streams x cols) values, row i at v + i * streams * cols */
-static int csv_rows(const char* dir, const char* name, int kind, int cols, int streams, int hyper,
+/* rows x (streams x cols) values, row i at v + i * streams * cols; arg: col_name's */
+static int csv_rows(const char* dir, const char* name, int kind, int cols, int streams, int arg,
                     int rows, const double* x, const double* v) {
     char path[1024];
     FILE* f = open_in(dir, name, path, sizeof path);
@@ -454,7 +457,7 @@ static int csv_rows(const char* dir, const char* name, int kind, int cols, int s
     if (!f) return 1;
     fprintf(f, "step");
     for (s = 0; s < streams; s++)
-        for (l = 0; l < cols; l++) col_name(f, kind, s, l, hyper);
+        for (l = 0; l < cols; l++) col_name(f, kind, s, l, arg);
     fprintf(f, "\n");
     for (i = 0; i < rows; i++) {
         fprintf(f, "%.0f", x[i]);
@@ -485,7 +488,12 @@ static int diag_csvs(const config* c, int L, const history* h) {
            csv_rows(c->diag, "hidden_norms.csv", COL_HIDDEN, L + 1, S, h->hyper, h->n_diag, h->diag_x, h->hid_l) ||
            csv_rows(c->diag, "angular_distance.csv", COL_ANGLE, L, S, h->hyper, h->n_diag, h->diag_x, h->ang_l) ||
            (h->hyper && csv_rows(c->diag, "hyper_gains.csv", COL_GAIN, 2 * L, 2, 0, h->n_diag, h->diag_x,
-                                 h->hc_gain));
+                                 h->hc_gain)) ||
+           /* per layer and head (columns l0h0, l0h1, ..): nb_stack_head_stats over every rank */
+           csv_rows(c->diag, "head_max_logit.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads, h->n_diag,
+                    h->diag_x, h->head_max_l) ||
+           csv_rows(c->diag, "head_first_mass.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads, h->n_diag,
+                    h->diag_x, h->head_mass_l);
 }
 
 static int diag_loss_svg(const config* c, const history* h, double unigram) {
@@ -622,21 +630,67 @@ static int diag_hyper_svg(const config* c, int L, const history* h) {
     return svg_close(f, path);
 }
 
+/* heads.svg: per layer, the largest logit over its heads and its heads' mean first-key mass
+   (the attention sink), at up to 4 points of training (one colour each). */
+static int diag_heads_svg(const config* c, int L, const history* h) {
+    const int H = h->n_heads, np = h->n_diag < 4 ? h->n_diag : 4;
+    double lx[MAX_LAYERS], top, *v = (double*)xcalloc((size_t)np * 2 * L, sizeof(double));
+    line sm[4], sf[4];
+    char names[4][32], path[1024];
+    panel p;
+    FILE* f;
+    int k, l, j;
+    memset(sm, 0, sizeof sm); memset(sf, 0, sizeof sf);
+    for (l = 0; l < L; l++) lx[l] = l;
+    for (k = 0; k < np; k++) {
+        const int pick = np == 1 ? 0 : (int)((double)k * (h->n_diag - 1) / (np - 1) + 0.5);
+        const double *mx = h->head_max_l + (size_t)pick * L * H, *ms = h->head_mass_l + (size_t)pick * L * H;
+        double *ymax = v + (size_t)k * 2 * L, *ymass = ymax + L;
+        for (l = 0; l < L; l++) {
+            ymax[l] = mx[l * H];
+            for (j = 1; j < H; j++) ymax[l] = fmax(ymax[l], mx[l * H + j]);
+            ymass[l] = 0;
+            for (j = 0; j < H; j++) ymass[l] += ms[l * H + j] / H;
+        }
+        snprintf(names[k], sizeof names[k], "step %.0f", h->diag_x[pick]);
+        sm[k].name = names[k]; sm[k].color = k_time_colors[4 - np + k];
+        sm[k].x = lx; sm[k].n = L; sm[k].y = ymax; sm[k].dots = 1;
+        sf[k] = sm[k];
+        sf[k].y = ymass;
+    }
+    snprintf(path, sizeof path, "%s/heads.svg", c->diag);
+    if (!(f = svg_open(path, 520, c, &top))) { free(v); return 1; }
+    memset(&p, 0, sizeof p);
+    p.y = top; p.w = 575; p.h = 520; p.int_x = 1;
+    p.title = "Largest attention logit"; p.xlabel = "layer l";
+    p.ylabel = "max over heads of the max logit (QK-Clip's S_max)";
+    draw_panel(f, &p, sm, np);
+    p.x = 575; p.title = "First-key attention mass"; p.xlabel = "layer l";
+    p.ylabel = "mean over heads and query rows of P[i][0]";
+    draw_panel(f, &p, sf, np);
+    draw_legend(f, 1160, top + 70, sm, np);
+    free(v);
+    return svg_close(f, path);
+}
+
 int write_diag(const config* c, const model* m, const history* h, double unigram) {
     const int L = m->s.desc.n_layers;
     if (make_dir(c->diag) || diag_csvs(c, L, h) || diag_loss_svg(c, h, unigram)) return 1;
     if (h->n_diag > 0 && h->hyper && diag_hyper_svg(c, L, h)) return 1;
+    if (h->n_diag > 0 && diag_heads_svg(c, L, h)) return 1;
     return h->n_diag > 0 ? diag_layers_svg(c, L, h) : 0;
 }
 
-/* every training step: loss, global gradient norm (before clipping), learning rate */
+/* every training step: loss, global gradient norm (before clipping), learning rate, the
+   largest attention logit of its forward (before its QK-Clip) and the heads clipped after it */
 int write_steps_csv(const char* path, const history* h) {
     FILE* f = create_out(path);
     int i;
     if (!f) return 1;
-    fprintf(f, "step,loss,grad_norm,lr\n");
+    fprintf(f, "step,loss,grad_norm,lr,max_logit,qk_clipped\n");
     for (i = 0; i < h->n_steps; i++)
-        fprintf(f, "%.0f,%.9g,%.9g,%.9g\n", h->step_x[i], h->loss[i], h->step_gnorm[i], h->step_lr[i]);
+        fprintf(f, "%.0f,%.9g,%.9g,%.9g,%.9g,%.0f\n", h->step_x[i], h->loss[i], h->step_gnorm[i],
+                h->step_lr[i], h->step_maxlogit[i], h->step_clipped[i]);
     if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
     return 0;
 }

@@ -11,6 +11,7 @@ void history_free(history* h) {
     free(h->step_x); free(h->loss); free(h->step_gnorm); free(h->step_lr);
     free(h->eval_x); free(h->val); free(h->gnorm);
     free(h->diag_x); free(h->grad_l); free(h->hid_l); free(h->ang_l); free(h->hc_gain);
+    free(h->step_maxlogit); free(h->step_clipped); free(h->head_max_l); free(h->head_mass_l);
     memset(h, 0, sizeof *h);
 }
 
@@ -22,8 +23,12 @@ static int record_diag(model* m, history* h, const nb_real* gu, int step) {
     const double tokens = (double)m->B * m->T, all = (double)m->B_global * m->T;
     double* ang = (double*)xcalloc((size_t)(L + 1) * (L + 1), sizeof(double));
     int l, st;
+    const size_t LH = (size_t)L * m->s.desc.n_heads;
     h->diag_x[k] = step + 1;
     layer_grad_norms(m, gu, h->grad_l + (size_t)k * L);
+    /* the step's attention per head, measured with its first-key mass (heads_measure) */
+    memcpy(h->head_max_l + k * LH, m->head_max, LH * sizeof(double));
+    memcpy(h->head_mass_l + k * LH, m->head_mass, LH * sizeof(double));
     for (st = 0; st < S; st++) {
         double* hid = h->hid_l + ((size_t)k * S + st) * (L + 1);
         double* adj = h->ang_l + ((size_t)k * S + st) * L;
@@ -69,12 +74,12 @@ static int record_gains(model* m, history* h, int stored) {
     return 0;
 }
 
-static const char* kind_group(nb_tensor_kind k) {
+static const char* kind_group(nb_tensor_kind k, int derf) {
     switch (k) {
     case NB_TENSOR_GAIN: return "norm gains";
     case NB_TENSOR_BIAS: return "biases";
     case NB_TENSOR_SIAMESE_GAMMA: return "SiameseNorm gamma";
-    case NB_TENSOR_DYT_ALPHA: return "DyT alpha";
+    case NB_TENSOR_DYT_ALPHA: return derf ? "Derf alpha and shift" : "DyT alpha";
     case NB_TENSOR_REZERO: return "ReZero scalars";
     case NB_TENSOR_LAYERSCALE: return "LayerScale vectors";
     case NB_TENSOR_VALUE_RESIDUAL: return "value residual lambdas";
@@ -114,7 +119,7 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
         if (!cnt) continue;
         values += cnt;
         used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s", used ? ", " : "",
-                                 kind_group(kinds[k]));
+                                 kind_group(kinds[k], m->s.desc.norm == NB_NORM_DERF));
     }
     if (decay) { /* embedding and head are always decayed */
         values += (size_t)VOCAB * m->d + (m->off_sz - m->off_head);
@@ -187,6 +192,19 @@ static void print_completep(const config* c, const model* m) {
         m->lr_mult[2], m->wd_mult[1], c->adam_eps * m->eps_mult, c->adam_eps, m->out_mult);
 }
 
+/* the porting options of the model line (--attn-gate, --norm-gain, --norm-bias, --gain-offset,
+   --branch-scale), each said only when given */
+static void print_options(const config* c, const nb_stack_desc* d) {
+    static const char* const branch[] = {"", "ReZero's scalar per layer", "LayerScale's vector per sublayer",
+                                         "", "SkipInit's scalar per sublayer"}; /* by nb_branch_scale */
+    if (d->attn_gate) say(", gated attention (%s)", d->attn_gate == NB_GATE_HEADWISE ? "headwise" : "elementwise");
+    if (c->norm_gain < 0 || c->norm_bias < 0)
+        say(", norms without %s", c->norm_gain < 0 && c->norm_bias < 0 ? "weight or bias"
+                                  : c->norm_gain < 0 ? "weight" : "bias");
+    if (d->gain_offset) say(", gains 1 + w (unit offset)");
+    if (c->branch_scale > 0 && c->branch_scale < 5) say(", branches x %s", branch[c->branch_scale]);
+}
+
 void print_model(const config* c, const model* m, int arch_only) {
     const nb_stack_desc* d = &m->s.desc;
     char on[160], off[160];
@@ -194,16 +212,20 @@ void print_model(const config* c, const model* m, int arch_only) {
     say("model: %s, L=%d d=%d H=%d H_kv=%d d_ff=%d %s %s",
         c->schedule[0] ? c->schedule : d->name[0] ? d->name : nb_preset_name(d->preset),
         d->n_layers, m->d, d->n_heads, d->n_kv_heads, d->d_ff, d->ffn == NB_FFN_GELU_TANH ? "gelu" : "swiglu",
-        d->norm == NB_NORM_LAYER ? "layernorm" : d->norm == NB_NORM_DYT ? "dyt"
+        d->norm == NB_NORM_LAYER ? "layernorm" : d->norm == NB_NORM_DYT ? "dyt" : d->norm == NB_NORM_DERF ? "derf"
         : d->norm == NB_NORM_L2 ? "l2norm" : "rmsnorm");
     if (d->norm != NB_NORM_L2) say(" eps %g", (double)d->eps); /* L2 has none */
     say("%s%s", d->rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "");
+    print_options(c, d);
     if (m->embed_mode == EMBED_SQRT_D)
         say(", embedding x sqrt(d) = %.9g (constant)", (double)m->embed_const);
     if (m->ngpt) say(", logits x learnable sz");
     if (m->softcap > 0) say(", logit softcap %g (C tanh(z / C), last)", m->softcap);
     say(", %zu parameters (stack %zu)\n", m->n, m->s.n_params);
-    if (d->norm == NB_NORM_DYT || d->preset == NB_PRESET_DYT)
+    if (d->norm == NB_NORM_DERF)
+        say("Derf alpha %g, %g feeding attention, shift 0%s\n", d->dyt_alpha, d->dyt_alpha_attn,
+            c->dyt_alpha || c->dyt_alpha_attn ? "" : " (its code's init; --dyt-alpha)");
+    else if (d->norm == NB_NORM_DYT || d->preset == NB_PRESET_DYT)
         say("DyT alpha %g, %g feeding attention%s\n", d->dyt_alpha, d->dyt_alpha_attn,
             c->dyt_alpha || c->dyt_alpha_attn || m->d >= 1024 ? ""
             : " (DyT's generic default: its LLM rule by width comes from 7B-70B models; --dyt-alpha)");
@@ -232,7 +254,10 @@ void print_model(const config* c, const model* m, int arch_only) {
 
 static void history_alloc(history* h, const config* c, int L, int diag) {
     const int cap_eval = c->steps / c->log_every + 3, cap_diag = diag ? cap_eval : 0;
+    const size_t LH = (size_t)L * h->n_heads;
     h->step_x = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
+    h->step_maxlogit = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
+    h->step_clipped = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
     h->loss = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
     h->step_gnorm = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
     h->step_lr = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
@@ -244,6 +269,8 @@ static void history_alloc(history* h, const config* c, int L, int diag) {
     h->hid_l = (double*)xcalloc((size_t)cap_diag * h->streams * (L + 1), sizeof(double));
     h->ang_l = (double*)xcalloc((size_t)cap_diag * h->streams * L, sizeof(double));
     if (h->hyper) h->hc_gain = (double*)xcalloc((size_t)cap_diag * 2 * 2 * L, sizeof(double));
+    h->head_max_l = (double*)xcalloc((size_t)cap_diag * LH, sizeof(double));
+    h->head_mass_l = (double*)xcalloc((size_t)cap_diag * LH, sizeof(double));
 }
 
 /* A loss spike: the loss above 2x its running average (an exponential average over about 20
@@ -263,6 +290,29 @@ static void count_spike(history* h, int k, double loss, double* avg, int* in_spi
     *avg = k == 0 ? loss : 0.95 * *avg + 0.05 * loss;
 }
 
+/* This step's attention (heads.c), before the update: the largest max logit over layers and
+   heads into the step's history and the run's last and peak (finite values: a diverged step's
+   NaN leaves the peak as it was), with the first-key mass on logged steps (--diag's snapshot,
+   the run's final mean). */
+static void record_heads(model* m, history* h, int logged) {
+    const double top = heads_measure(m, logged);
+    h->step_maxlogit[h->n_steps] = top;
+    h->max_logit = top;
+    if (isfinite(top) && !(h->max_logit_peak >= top)) h->max_logit_peak = top;
+    if (logged) h->first_mass = heads_mean(m->head_mass, m->s.desc.n_layers * m->s.desc.n_heads);
+}
+
+/* --qk-clip, after the optimizer step: the heads clipped into the step's history (the step
+   is the last recorded), the run's total and the interval's */
+static int clip_heads(model* m, history* h, double tau, long long* interval) {
+    int n = 0;
+    if (heads_qk_clip(m, tau, &n)) return 1;
+    h->step_clipped[h->n_steps - 1] = n;
+    h->clips += n;
+    *interval += n;
+    return 0;
+}
+
 int train_run(const config* c, const dataset* ds, double unigram, history* h, int in_sweep) {
     model m;
     int start = 0, step, L, rc = 1, cap_diag;
@@ -272,12 +322,16 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
     const double t_start = now_s();
     const char* ind = in_sweep ? "  " : "";
     int loss_n = 0;
+    double iv_logit = -INFINITY;       /* the largest max logit since the last log line */
+    long long iv_clips = 0;            /* and the heads clipped since then */
     memset(h, 0, sizeof *h);
     h->diverged_at = -1;
     h->final_loss = h->final_val = h->accuracy = NAN;
     h->hc_fwd = h->hc_bwd = h->hc_fwd_peak = h->hc_bwd_peak = NAN;
+    h->max_logit = h->max_logit_peak = h->first_mass = NAN;
     if (model_init(&m, c)) { model_free(&m); return 1; }
     L = m.s.desc.n_layers;
+    h->n_heads = m.s.desc.n_heads;
     h->streams = m.s.streams;
     h->hyper = m.s.desc.hyper > NB_HYPER_NONE;
     snprintf(h->init, sizeof h->init, "%s", init_scheme_name(m.init));
@@ -291,6 +345,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
             "%d steps then cosine to %g; clip %g, seed %llu, %d threads", c->steps, c->batch,
             c->seq, c->beta1, c->beta2, c->lr, c->warmup, c->lr * c->min_lr_frac, c->clip,
             c->seed, nb_num_threads(&m.ctx));
+        if (c->qk_clip > 0) say("; QK-Clip at tau %g after every step", c->qk_clip);
         if (g_ranks > 1)
             say(" per rank; %d ranks x %d-%d rows, gradients in %d KiB buckets during backward%s",
                 g_ranks, c->batch / g_ranks, (c->batch + g_ranks - 1) / g_ranks, c->bucket_kb,
@@ -315,6 +370,10 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         gnorm = grad_norm(&m, gu);
         lr = lr_at(c, step);
         if (step == start) first_loss = loss;
+        log_now = (step + 1) % c->log_every == 0 || step + 1 == c->steps || m.stop ||
+                  step + 1 == c->stop_after;
+        record_heads(&m, h, log_now);
+        iv_logit = fmax(iv_logit, h->max_logit);
         h->step_x[h->n_steps] = step + 1;
         h->step_gnorm[h->n_steps] = gnorm;
         h->step_lr[h->n_steps] = lr;
@@ -327,8 +386,6 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
                 say("%sdiverged at step %d (loss %g, gradient norm %g)\n", ind, step + 1, loss, gnorm);
             break;
         }
-        log_now = (step + 1) % c->log_every == 0 || step + 1 == c->steps || m.stop ||
-                  step + 1 == c->stop_after;
         if (log_now && (h->hyper || (cap_diag && h->n_diag < cap_diag))) {
             /* before the update and the validation forward: this step's gradients (unclipped)
                and the hidden states of its forward, still in the cache; the hyper-connections'
@@ -342,6 +399,10 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         scale = c->clip > 0 && gnorm > c->clip ? c->clip / gnorm : 1;
         adamw(&m, c, gu, lr, scale);
         if (m.ngpt && model_normalize(&m)) { /* every rank: the same parameters, the same result */
+            say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);
+            goto done;
+        }
+        if (c->qk_clip > 0 && clip_heads(&m, h, c->qk_clip, &iv_clips)) { /* every rank alike */
             say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);
             goto done;
         }
@@ -373,11 +434,16 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
             h->val[h->n_eval] = val;
             h->gnorm[h->n_eval++] = gnorm;
             fmt_time(eta, eb, sizeof eb);
-            if (!c->quiet)
-                say("%sstep %5d/%d | loss %.4f | val %.4f | grad norm %.3f | lr %.2e | %.1fk tok/s | ETA %s\n",
+            if (!c->quiet) {
+                say("%sstep %5d/%d | loss %.4f | val %.4f | grad norm %.3f | lr %.2e | %.1fk tok/s | ETA %s",
                     ind, step + 1, c->steps, loss_acc / loss_n, val, gnorm, lr, tps / 1000, eb);
+                if (c->qk_clip > 0) /* the interval's: the largest logit, the heads clipped */
+                    say(" | max logit %.4g, %lld clipped", iv_logit, iv_clips);
+                say("\n");
+            }
             fflush(stdout);
             loss_acc = 0; loss_n = 0; tok_last = 0;
+            iv_logit = -INFINITY; iv_clips = 0;
             t_last = now_s();
         }
         if (m.stop) { h->interrupted = 1; step++; break; }
@@ -412,7 +478,8 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         if (c->summary && write_summary(c->summary, c, h, unigram)) goto done;
         if (c->diag) {
             if (write_diag(c, &m, h, unigram)) goto done;
-            if (!in_sweep) say("diagnostics: %s/{loss,layers%s}.svg and CSVs\n", c->diag, h->hyper ? ",hyper" : "");
+            if (!in_sweep)
+                say("diagnostics: %s/{loss,layers,heads%s}.svg and CSVs\n", c->diag, h->hyper ? ",hyper" : "");
         }
     }
     rc = 0;

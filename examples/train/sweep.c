@@ -120,6 +120,12 @@ int write_summary(const char* path, const config* c, const history* h, double un
         cJSON_AddNumberToObject(o, "hc_fwd_gain_peak", h->hc_fwd_peak);
         cJSON_AddNumberToObject(o, "hc_bwd_gain_peak", h->hc_bwd_peak);
     }
+    /* attention (heads.c): the largest logit of the last step's forward and of any step, the
+       first-key mass (mean over layers and heads) at the last logged step, QK-Clip's head clips */
+    cJSON_AddNumberToObject(o, "max_logit", h->max_logit);
+    cJSON_AddNumberToObject(o, "max_logit_peak", h->max_logit_peak);
+    cJSON_AddNumberToObject(o, "first_mass", h->first_mass);
+    cJSON_AddNumberToObject(o, "qk_clips", (double)h->clips);
     cJSON_AddNumberToObject(o, "interrupted", h->interrupted);
     cJSON_AddNumberToObject(o, "unigram", unigram);
     cJSON_AddNumberToObject(o, "train_seconds", h->train_seconds);
@@ -163,36 +169,43 @@ static char* slurp(const char* path) {
     return slurp_n(path, &n);
 }
 
-/* the per-step CSV of a run (write_steps_csv) into h */
+/* the per-step CSV of a run (write_steps_csv) into h; the max logit is NaN in a CSV of an
+   older trainer (four columns) */
 static int read_steps(const char* path, history* h) {
     char* text = slurp(path);
     char *line, *save = NULL;
     int cap = 0;
     if (!text) return 1;
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        double v[4];
+        double v[5];
         char* p = line;
         int k;
         if (!strncmp(line, "step,", 5)) continue;
-        for (k = 0; k < 4; k++) {
+        for (k = 0; k < 5; k++) {
             char* end;
             v[k] = strtod(p, &end);
             if (end == p) break;
             p = *end == ',' ? end + 1 : end;
         }
         if (k < 4) continue;
+        if (k == 4) v[4] = NAN;
         if (h->n_steps == cap) {
             cap = cap ? 2 * cap : 1024;
             h->step_x = (double*)realloc(h->step_x, (size_t)cap * sizeof(double));
             h->loss = (double*)realloc(h->loss, (size_t)cap * sizeof(double));
             h->step_gnorm = (double*)realloc(h->step_gnorm, (size_t)cap * sizeof(double));
             h->step_lr = (double*)realloc(h->step_lr, (size_t)cap * sizeof(double));
-            if (!h->step_x || !h->loss || !h->step_gnorm || !h->step_lr) { free(text); return fail("out of memory"); }
+            h->step_maxlogit = (double*)realloc(h->step_maxlogit, (size_t)cap * sizeof(double));
+            if (!h->step_x || !h->loss || !h->step_gnorm || !h->step_lr || !h->step_maxlogit) {
+                free(text);
+                return fail("out of memory");
+            }
         }
         h->step_x[h->n_steps] = v[0];
         h->loss[h->n_steps] = v[1];
         h->step_gnorm[h->n_steps] = v[2];
-        h->step_lr[h->n_steps++] = v[3];
+        h->step_lr[h->n_steps] = v[3];
+        h->step_maxlogit[h->n_steps++] = v[4];
     }
     free(text);
     return 0;
@@ -219,6 +232,7 @@ static int read_run(const sweep* sw, sweep_run* r) {
     h->diverged_at = -1;
     h->final_loss = h->final_val = h->accuracy = h->seconds = NAN;
     h->hc_fwd = h->hc_bwd = h->hc_fwd_peak = h->hc_bwd_peak = NAN;
+    h->max_logit = h->max_logit_peak = h->first_mass = NAN;
     snprintf(path, sizeof path, "%s/%s.json", sw->runs_dir, r->name);
     if (!(text = slurp(path))) return 1;
     o = cJSON_Parse(text);
@@ -236,6 +250,10 @@ static int read_run(const sweep* sw, sweep_run* r) {
     h->hc_bwd = num(o, "hc_bwd_gain");
     h->hc_fwd_peak = num(o, "hc_fwd_gain_peak");
     h->hc_bwd_peak = num(o, "hc_bwd_gain_peak");
+    h->max_logit = num(o, "max_logit"); /* NaN in an older trainer's summary */
+    h->max_logit_peak = num(o, "max_logit_peak");
+    h->first_mass = num(o, "first_mass");
+    h->clips = isfinite(num(o, "qk_clips")) ? (long long)num(o, "qk_clips") : 0;
     h->interrupted = (int)num(o, "interrupted");
     h->train_seconds = num(o, "train_seconds");
     h->seconds = num(o, "seconds");
@@ -653,14 +671,17 @@ static int write_tables(const sweep* sw) {
     int p, l, s, i, rc = 0;
     if (!(f = out_file(sw, "runs.csv", path, sizeof path))) return 1;
     fprintf(f, "preset,lr,seed,init,state,diverged_at,steps_done,final_loss,val_loss,accuracy,"
-               "problems,seconds,log,spikes,hc_fwd_gain,hc_bwd_gain,hc_fwd_gain_peak,hc_bwd_gain_peak\n");
+               "problems,seconds,log,spikes,hc_fwd_gain,hc_bwd_gain,hc_fwd_gain_peak,hc_bwd_gain_peak,"
+               "max_logit,max_logit_peak,first_mass,qk_clips\n");
     for (i = 0; i < sw->n_runs; i++) {
         const sweep_run* r = &sw->runs[i];
-        fprintf(f, "%s,%.9g,%llu,%s,%s,%d,%d,%.9g,%.9g,%.6g,%d,%.2f,%s/%s.log,%d,%.6g,%.6g,%.6g,%.6g\n",
+        fprintf(f, "%s,%.9g,%llu,%s,%s,%d,%d,%.9g,%.9g,%.6g,%d,%.2f,%s/%s.log,%d,%.6g,%.6g,%.6g,%.6g,"
+                "%.6g,%.6g,%.6g,%lld\n",
                 sw->labels[r->preset], sw->lrs[r->lr], sw->seeds[r->seed], r->h.init, k_state[r->state],
                 r->h.diverged_at, r->h.steps_done, r->h.final_loss, r->h.final_val, r->h.accuracy,
                 r->h.n_problems, r->h.seconds, sw->runs_dir, r->name, r->h.spikes, r->h.hc_fwd,
-                r->h.hc_bwd, r->h.hc_fwd_peak, r->h.hc_bwd_peak);
+                r->h.hc_bwd, r->h.hc_fwd_peak, r->h.hc_bwd_peak, r->h.max_logit, r->h.max_logit_peak,
+                r->h.first_mass, r->h.clips);
     }
     rc |= close_file(f, path);
     if (!(f = out_file(sw, "summary.csv", path, sizeof path))) return 1;
@@ -680,7 +701,7 @@ static int write_tables(const sweep* sw) {
     rc |= close_file(f, path);
     /* every step of every run, long format: one table to replot anything */
     if (!(f = out_file(sw, "curves.csv", path, sizeof path))) return 1;
-    fprintf(f, "preset,lr,seed,step,loss,grad_norm,lr_now,val_loss\n");
+    fprintf(f, "preset,lr,seed,step,loss,grad_norm,lr_now,val_loss,max_logit\n");
     for (p = 0; p < sw->n_presets; p++)
         for (l = 0; l < sw->n_lrs; l++)
             for (s = 0; s < sw->n_seeds; s++) {
@@ -691,7 +712,7 @@ static int write_tables(const sweep* sw) {
                             sw->seeds[s], h->step_x[i], h->loss[i], h->step_gnorm[i], h->step_lr[i]);
                     while (e < h->n_eval && h->eval_x[e] < h->step_x[i]) e++;
                     if (e < h->n_eval && h->eval_x[e] == h->step_x[i]) fprintf(f, "%.9g", h->val[e]);
-                    fputc('\n', f);
+                    fprintf(f, ",%.9g\n", h->step_maxlogit ? h->step_maxlogit[i] : NAN);
                 }
             }
     rc |= close_file(f, path);
@@ -899,6 +920,7 @@ static int plan(sweep* sw, const config* base) {
                 r->h.diverged_at = -1;
                 r->h.final_loss = r->h.final_val = r->h.accuracy = r->h.seconds = NAN;
                 r->h.hc_fwd = r->h.hc_bwd = r->h.hc_fwd_peak = r->h.hc_bwd_peak = NAN;
+                r->h.max_logit = r->h.max_logit_peak = r->h.first_mass = NAN;
                 run_name(sw, r);
             }
     sw->out = base->out ? base->out : base->diag ? base->diag : ".";

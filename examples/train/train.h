@@ -6,6 +6,8 @@
      data.c        the addition task and byte corpora, batches as pure functions of the seed
      model.c       embedding -> stack -> head -> cross-entropy, forward and backward; evaluation
      optim.c       learning-rate schedule, gradient norm, AdamW over this rank's part
+     heads.c       each step's attention per layer and head (max logit, first-key mass) over
+                   the ranks; QK-Clip after the optimizer step
      run.c         the training loop of one run
      sweep.c       --compare/--seeds/--lrs: many runs (child processes, or in turn under MPI),
                    statistics over seeds, the largest stable learning rate, CSVs
@@ -80,6 +82,8 @@ typedef struct config {
     int embed_scale;          /* --embed-scale: an EMBED_* (a checkpoint's embed_scale), -1 the
                                  preset's (EMBED_LEARN for dyt, else EMBED_OFF) */
     double logit_softcap;     /* --logit-softcap C: logits = C tanh(logits / C), last; 0 = off */
+    double qk_clip;           /* --qk-clip TAU: QK-Clip after every optimizer step; 0 = off (a
+                                 run key of the checkpoint, as lr: --allow-change qk_clip) */
     unsigned long long seed;
     int zero;                 /* --zero: ZeRO-1 optimizer-state sharding over the ranks */
     int check_finite;         /* --check-finite: stop at the first non-finite activation or
@@ -136,6 +140,12 @@ typedef struct config {
                                  multiplier, and its per-group rules (optim_groups, model.c) */
     int depth_base;           /* nb_stack_desc.depth_base, L_base (0 = 1) */
     int width_base;           /* CompleteP's d_base, m_d = d / d_base (0: d, m_d = 1) */
+    int attn_gate;            /* nb_stack_desc.attn_gate: 0 none, 1 headwise, 2 elementwise */
+    int norm_gain, norm_bias; /* the block norms' weight and bias: -1 off, 1 on (the kind's), 0
+                                 not given (the kind's) */
+    int gain_offset;          /* nb_stack_desc.gain_offset: Gemma's 1 + w gains */
+    int branch_scale;         /* nb_stack_desc.branch_scale: 0 the preset's, else an
+                                 nb_branch_scale (scalar, channel or sublayer) */
     unsigned given;           /* GIVEN_* bits: optimizer flags set on the command line or in a
                                  --config file (the others take the preset's defaults) */
     char store[8192];         /* the strings of --config files (paths, names) */
@@ -172,6 +182,9 @@ const char* init_scheme_name(nb_init_scheme s);
 int resolve_init(const config* c, const nb_stack_desc* d, nb_init_scheme* scheme, double* std0,
                  const char** why);
 int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers);
+/* a resolved norm kind as --norm and the checkpoint's "norm" key spell it: rms, layer, dyt,
+   derf, l2 */
+const char* norm_kind_name(nb_norm_type k);
 int sweeping(const config* c);  /* --compare, --seeds or --lrs */
 
 /* ---- data.c ---- */
@@ -217,6 +230,7 @@ void dist_set_comm_timeout(double seconds);
 /* Every rank's rc in, the largest out: ranks leave a phase that can fail together. */
 int dist_agree(int rc);
 void dist_sum(double* x, int n);                /* allreduce SUM, in place, blocking */
+void dist_max(double* x, int n);                /* allreduce MAX, in place, blocking */
 void dist_bcast(void* buf, size_t bytes);       /* from rank 0 */
 
 /* Gradient reduction over the flat buffer g (n values). Plain data parallelism: every rank
@@ -279,6 +293,8 @@ typedef struct model {
     dist* dist;
     double t_comm;                     /* seconds blocked in the loss allreduce */
     int stop;                          /* a stop request, agreed by every rank at the last step */
+    double *head_max, *head_mass;      /* L*H: the last measured step's max logit and first-key
+                                          mass per layer and head, over every rank (heads.c) */
     const config* cfg;
     int step;                          /* the training step being computed (fault injection) */
     char bad_grad[160];                /* the first non-finite gradient seen (--check-finite) */
@@ -318,6 +334,19 @@ void completep_ratios(const model* m, double* m_d, double* m_L);
    without --completep; CompleteP's rules with it */
 void optim_groups(model* m, const config* c);
 
+/* ---- heads.c ---- */
+/* The attention of this step's forward (still in the cache) per layer and head: m->head_max
+   the largest logit over every rank's rows (MPI_MAX: what QK-Clip needs, identical on every
+   rank), and with mass, m->head_mass the first key's probability averaged over every rank's
+   query rows. Returns the largest max logit over layers and heads (NaN on a bad cache). */
+double heads_measure(model* m, int mass);
+/* QK-Clip (Kimi K2's MuonClip, nb_stack_qk_clip) with m->head_max of this step on the updated
+   parameters: every rank scales the same heads of its full copy alike (plain data parallelism
+   and ZeRO-1 hold every parameter after the step). 0, or 1 with a message. */
+int heads_qk_clip(model* m, double tau, int* clipped);
+/* the mean of x's n values */
+double heads_mean(const double* x, int n);
+
 /* ---- checkpoint.c ---- */
 int save_checkpoint(const char* path, const config* c, const dataset* ds, model* m, int step);
 /* an F32 entry (rows x cols, cols 0: 1-D) of a safetensors header at *off (dump.c too) */
@@ -341,6 +370,8 @@ typedef struct history {       /* what a run records for tables and plots */
     double *eval_x, *val, *gnorm;
     int n_diag, streams;       /* per-layer snapshots (with --diag); streams: 2 for SiameseNorm */
     double *diag_x, *grad_l;   /* n_diag x L */
+    int n_heads;               /* H of the stack: the heads' columns of the diagnostics */
+    double *head_max_l, *head_mass_l; /* n_diag x L*H: max logit, first-key mass per head */
     double *hid_l, *ang_l;     /* n_diag x streams x (L+1), n_diag x streams x L */
     /* hyper-connections (nb_stack_hyper_gains): the composite Amax gains of sublayer q = 2l
        (attention), 2l+1 (FFN), means over the tokens of a logged step's forward */
@@ -349,6 +380,12 @@ typedef struct history {       /* what a run records for tables and plots */
     int hc_logged;             /* logged steps whose gains were taken (every one) */
     double hc_fwd, hc_bwd;     /* the largest over the 2L sublayers at the last logged step */
     double hc_fwd_peak, hc_bwd_peak; /* and the largest over every logged step (NaN: none) */
+    /* attention per step (heads.c): the largest max logit over layers and heads of the step's
+       forward (before the step's QK-Clip), and the heads clipped after it */
+    double *step_maxlogit, *step_clipped;
+    double max_logit, max_logit_peak; /* the last step's, the largest of any step (NaN: none) */
+    double first_mass;         /* mean first-key mass over layers and heads, last logged step */
+    long long clips;           /* heads QK-Clip scaled, over the run */
     double final_loss, final_val, accuracy;
     int diverged_at;           /* -1 = no */
     int spikes;                /* loss spikes: excursions above 2x the loss's running average */

@@ -95,7 +95,8 @@ static const char* const known_keys[] = {
     "attn_bias", "eps", "rope_theta", "value_residual", "hyper", "hyper_streams", "hyper_form",
     "hyper_sinkhorn", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
     "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
-    "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", NULL};
+    "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", "attn_gate",
+    "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", NULL};
 
 static int is_dir(const char* path) {
     struct stat sb;
@@ -244,6 +245,36 @@ static int bad_meta(const char* key, const char* v, const char* known) {
     return 1;
 }
 
+/* examples/train's --attn-gate, --norm-gain, --norm-bias, --gain-offset and --branch-scale
+   (written only when given; qk_clip is a training setting: the stack is the same) */
+static int porting_of_meta(const st_file* M, nb_stack_desc* d) {
+    const char* v;
+    if ((v = st_meta(M, "attn_gate")) != NULL) {
+        if (!strcmp(v, "headwise")) d->attn_gate = NB_GATE_HEADWISE;
+        else if (!strcmp(v, "elementwise")) d->attn_gate = NB_GATE_ELEMENTWISE;
+        else return bad_meta("attn_gate", v, "headwise or elementwise");
+    }
+    if ((v = st_meta(M, "norm_gain")) != NULL && strcmp(v, "on")) {
+        if (strcmp(v, "off")) return bad_meta("norm_gain", v, "on or off");
+        d->norm_gain = -1;
+    }
+    if ((v = st_meta(M, "norm_bias")) != NULL && strcmp(v, "on")) {
+        if (strcmp(v, "off")) return bad_meta("norm_bias", v, "on or off");
+        d->norm_bias = -1;
+    }
+    if ((v = st_meta(M, "gain_offset")) != NULL) {
+        if (strcmp(v, "on")) return bad_meta("gain_offset", v, "on");
+        d->gain_offset = 1;
+    }
+    if ((v = st_meta(M, "branch_scale")) != NULL) {
+        if (!strcmp(v, "scalar")) d->branch_scale = NB_BRANCH_SCALE_SCALAR;
+        else if (!strcmp(v, "channel")) d->branch_scale = NB_BRANCH_SCALE_CHANNEL;
+        else if (!strcmp(v, "sublayer")) d->branch_scale = NB_BRANCH_SCALE_SUBLAYER;
+        else return bad_meta("branch_scale", v, "scalar, channel or sublayer");
+    }
+    return 0;
+}
+
 /* the description in file M's metadata */
 static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
     nb_ctx ctx;
@@ -262,7 +293,8 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
         else if (!strcmp(v, "layer")) d->norm = NB_NORM_LAYER;
         else if (!strcmp(v, "dyt")) d->norm = NB_NORM_DYT;
         else if (!strcmp(v, "l2")) d->norm = NB_NORM_L2;
-        else return bad_meta("norm", v, "rms, layer, dyt or l2");
+        else if (!strcmp(v, "derf")) d->norm = NB_NORM_DERF;
+        else return bad_meta("norm", v, "rms, layer, dyt, derf or l2");
     }
     if ((v = st_meta(M, "ffn")) != NULL) {
         if (!strcmp(v, "swiglu")) d->ffn = NB_FFN_SWIGLU;
@@ -316,6 +348,7 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
         else if (!strcmp(v, "static")) d->hyper_static = 1;
         else return bad_meta("hyper_form", v, "dynamic or static");
     }
+    if (porting_of_meta(M, d)) return 1;
     if ((v = st_meta(M, "embed_scale")) != NULL && strcmp(v, "0") && strcmp(v, "2")) /* 2: constant (extras_of) */
         return fail("MODEL has examples/train's learnable embedding scale (embed_scale %s): no layout here holds it", v);
     return 0;
@@ -524,6 +557,26 @@ static int export_to(const char* path, const nb_stack* s, nb_name_style style, c
     return 0;
 }
 
+/* examples/train's gated attention, Derf norms, unit-offset gains and SkipInit's sublayer
+   scalars: no other STYLE's model code computes them (the names would hold some: Llama's
+   q_proj, k_proj, v_proj leave the gate's rows out, its norm weights would be read as 1 + w
+   nowhere). Named by the checkpoint's key. */
+static int train_porting_refusal(const model_in* M, nb_name_style style) {
+    static const char* const keys[4][3] = {
+        {"attn_gate", NULL, "gated attention's sigmoid(x W_g) on each head's output"},
+        {"norm", "derf", "Derf norms, gamma erf(alpha x + s) + beta"},
+        {"gain_offset", NULL, "Gemma's unit-offset norm gains 1 + w"},
+        {"branch_scale", "sublayer", "SkipInit's learnable scalar on every sublayer's branch"}};
+    int k;
+    for (k = 0; k < 4; k++) {
+        const char* v = st_meta(&M->f[0], keys[k][0]);
+        if (v && (!keys[k][1] || !strcmp(v, keys[k][1])))
+            return fail("--export: MODEL has %s %s (examples/train's %s): the %s layout's model code does not "
+                        "compute it", keys[k][0], v, keys[k][2], style_name(style));
+    }
+    return 0;
+}
+
 /* The embedding and head of MODEL, in STYLE's names (and GPT-2's zero positions when the stack
    has no RoPE: the trainer's models have no positional embedding); 0 extras when MODEL has
    neither, 1 with a message when it has one without the other or they are not finite. */
@@ -546,6 +599,7 @@ static int extras_of(model_in* M, const nb_stack* s, nb_name_style style, extra*
         if (es && !strcmp(es, "2"))
             return fail("--export: MODEL has embed_scale 2 (examples/train's constant embedding scale sqrt(d)): "
                         "the %s layout's model code does not compute it", style_name(style));
+        if (train_porting_refusal(M, style)) return 1;
     }
     if (emb->ndim != 2 || head->ndim != 2 || emb->shape[1] != (size_t)s->desc.d_model ||
         head->shape[0] != emb->shape[0] || head->shape[1] != emb->shape[1] || emb->shape[0] > 1 << 24)

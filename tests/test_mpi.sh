@@ -19,6 +19,9 @@
 # 6. nGPT's normalization after every step: 2 ranks follow 1, ZeRO-1 == plain, bitwise; a sweep's
 #    in-process runs take their presets' optimizer defaults.
 # 7. Gemma's constant embedding scale and final-logit softcap: 2 ranks follow 1, ZeRO-1 == plain.
+# 8. QK-Clip (--qk-clip) with gated attention: each step's max logits are the maximum over the
+#    ranks (MPI_MAX), so every rank clips the same heads of its full copy: 2 ranks follow 1
+#    (curve, parameters, the heads clipped per step) and ZeRO-1 == plain, bitwise.
 set -u
 
 TRAIN="$(realpath "${1:?usage: test_mpi.sh train train_mpi nbdiff}")"
@@ -49,12 +52,16 @@ LOUD=(--d 32 --layers 2 --heads 2 --seq 24 --threads 1 --log-every 10 --eval-bat
       --lr 3e-3 --steps 40)
 RUN=("${LOUD[@]}" --quiet)
 
-# same_curve A.csv B.csv: per-step loss within 1e-6 + 1e-5 |loss|, same step numbers
+# same_curve A.csv B.csv: per-step loss within 1e-6 + 1e-5 |loss|, same step numbers, as many
+# steps (the CSVs' columns after the loss are not compared)
 same_curve() {
-  paste -d, "$1" "$2" | awk -F, 'NR > 1 { n++; if ($1 != $5) bad = 1; d = $2 - $6; if (d < 0) d = -d;
-      lim = 1e-6 + 1e-5 * ($6 < 0 ? -$6 : $6); if (!(d <= lim)) { bad = 1; print "  step " $1 ": " $2 " vs " $6 } }
-      END { exit bad || n == 0 }'
+  awk -F, 'NR == FNR { if (FNR > 1) { m++; s[FNR] = $1; l[FNR] = $2 } next }
+      FNR > 1 { n++; if ($1 != s[FNR]) bad = 1; d = l[FNR] - $2; if (d < 0) d = -d;
+                lim = 1e-6 + 1e-5 * ($2 < 0 ? -$2 : $2); if (!(d <= lim)) { bad = 1; print "  step " $1 ": " l[FNR] " vs " $2 } }
+      END { exit bad || n == 0 || n != m }' "$1" "$2"
 }
+# same_column A.csv B.csv K: column K of every row equal
+same_column() { cmp -s <(cut -d, -f"$3" "$1") <(cut -d, -f"$3" "$2"); }
 same_params() { # checkpoints: parameters within 1e-5 + 1e-4 |p| (the moments are not compared)
   "$NBDIFF" "$1" "$2" --atol 2e-4 --rtol 1e-4 --prefix transformer. > pdiff.log 2>&1 &&
   "$NBDIFF" "$1" "$2" --atol 2e-4 --rtol 1e-4 --prefix lm_head. >> pdiff.log 2>&1
@@ -220,6 +227,26 @@ if [ $rc = 0 ] && cmp -s gm2.st gmz.st && cmp -s gm2.csv gmz.csv; then
   pass "embed scale sqrt(d), logit softcap: ZeRO-1 == plain data parallelism, bitwise"
 else
   fail "embed scale sqrt(d), logit softcap: ZeRO-1 vs plain (rc $rc)"; cat gmz.log; "$NBDIFF" gm2.st gmz.st
+fi
+
+# 8. QK-Clip: the maxima over the ranks; the clip on every rank's gathered parameters (ZeRO too)
+QC=("${RUN[@]}" --batch 6 --qk-clip 1 --attn-gate elementwise)
+"$TRAIN" "${QC[@]}" --csv qc1.csv --save qc1.st > qc1.log 2>&1 || { fail "QK-Clip: 1-process run"; cat qc1.log; }
+"${MPIRUN[@]}" -np 2 "$TRAIN_MPI" "${QC[@]}" --bucket-kb 4 --csv qc2.csv --save qc2.st > qc2.log 2>&1
+rc=$?
+clips="$(awk -F, 'NR > 1 { n += $6 } END { print n + 0 }' qc1.csv)"
+if [ $rc = 0 ] && [ "$clips" -gt 0 ] && same_curve qc1.csv qc2.csv && same_column qc1.csv qc2.csv 6 &&
+   same_params qc1.st qc2.st; then
+  pass "QK-Clip: 2 ranks x 3 rows follow 1 process x 6 rows (curve, parameters, the same $clips head clips)"
+else
+  fail "QK-Clip: 2 ranks vs 1 process (rc $rc, $clips clips)"; cat qc2.log pdiff.log 2>/dev/null; paste -d, qc1.csv qc2.csv | head -20
+fi
+"${MPIRUN[@]}" -np 2 "$TRAIN_MPI" "${QC[@]}" --bucket-kb 4 --zero --csv qcz.csv --save qcz.st > qcz.log 2>&1
+rc=$?
+if [ $rc = 0 ] && cmp -s qc2.st qcz.st && cmp -s qc2.csv qcz.csv; then
+  pass "QK-Clip: ZeRO-1 == plain data parallelism, bitwise (every rank clips its gathered copy alike)"
+else
+  fail "QK-Clip: ZeRO-1 vs plain (rc $rc)"; cat qcz.log; "$NBDIFF" qc2.st qcz.st
 fi
 
 echo "$PASSED passed, $FAILED failed"

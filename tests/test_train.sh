@@ -259,7 +259,7 @@ expect_error "--inject with a bad spec" "KIND@STEP" "${TINY[@]}" --check-finite 
 # 10. big batches (more rows than the old 64-entry accuracy table), per-step CSV
 if "$TRAIN" --d 16 --layers 1 --heads 2 --seq 16 --batch 80 --threads 1 --steps 2 --eval-batches 1 \
      --digits 2 --csv steps.csv > big.log 2>&1 && grep -q "answer accuracy" big.log &&
-   [ "$(wc -l < steps.csv)" = 3 ] && head -1 steps.csv | grep -q "^step,loss,grad_norm,lr$"; then
+   [ "$(wc -l < steps.csv)" = 3 ] && head -1 steps.csv | grep -q "^step,loss,grad_norm,lr,max_logit,qk_clipped$"; then
   pass "--batch 80 and --csv (one line per step)"
 else
   fail "--batch 80 / --csv"; cat big.log
@@ -506,7 +506,7 @@ expect_error "unwritable --summary before training" "cannot write" "${TINY[@]}" 
 sed 's/"norm":"rms"/"norm":"rmz"/' full.safetensors > badnorm.safetensors
 sed 's/"ffn":"swiglu"/"ffn":"swiglU"/' full.safetensors > badffn.safetensors
 sed 's/"producer"/"producex"/' full.safetensors > badkey.safetensors
-expect_error "--load: unknown norm metadata" 'metadata "norm" is "rmz", not rms, layer, dyt or l2' --load badnorm.safetensors --eval
+expect_error "--load: unknown norm metadata" 'metadata "norm" is "rmz", not rms, layer, dyt, derf or l2' --load badnorm.safetensors --eval
 expect_error "--load: unknown ffn metadata" 'metadata "ffn" is "swiglU"' --load badffn.safetensors --eval
 expect_error "--load: unknown metadata key" 'metadata "producex" is not a key this train writes' --load badkey.safetensors --eval
 expect_error "--resume: unknown metadata key" '"producex" is not a key' "${R20[@]}" --resume badkey.safetensors
@@ -1003,6 +1003,145 @@ expect_error "--embed-scale sqrt-d with ngpt" "embed-scale sqrt-d with ngpt: the
 expect_error "--embed-scale learn with ngpt" "embed-scale learn with ngpt: .*so a scale does nothing" \
   "${NG[@]}" --embed-scale learn
 
+# 19. issue 26's options: gated attention, Derf, the norms' weight and bias, Gemma's unit-offset
+# gains, a preset's branch scale (SkipInit's scalar per sublayer). Each is a model key of the
+# checkpoint when given, said on the model line; a checkpoint resumes bit-identically and --load
+# rebuilds it (the same validation loss); what contradicts the model is refused by name.
+roundtrip() { # roundtrip NAME FLAGS...: full run, half + resume (same bytes), --load --eval
+  local n="$1"
+  shift
+  "$TRAIN" "${TINY[@]}" --steps 20 "$@" --save "${n}_full.st" > "${n}_full.log" 2>&1 &&
+  "$TRAIN" "${TINY[@]}" --steps 20 "$@" --stop-after 10 --save "${n}_half.st" > "${n}_half.log" 2>&1 &&
+  "$TRAIN" "${TINY[@]}" --steps 20 "$@" --resume "${n}_half.st" --save "${n}_res.st" > "${n}_res.log" 2>&1 &&
+  "$TRAIN" --load "${n}_full.st" --eval --threads 1 > "${n}_eval.log" 2>&1 &&
+  cmp -s "${n}_full.st" "${n}_res.st" && [ -n "$(final_field "${n}_full.log" val_loss)" ] &&
+  grep -q "val_loss $(final_field "${n}_full.log" val_loss)" "${n}_eval.log"
+}
+PORT=(--attn-gate headwise --norm layer --norm-bias off --gain-offset --branch-scale sublayer)
+"$TRAIN" "${TINY[@]}" --steps 0 "${PORT[@]}" --save port0.st > port0.log 2>&1
+if roundtrip port "${PORT[@]}" && python3 -c "$LOAD_CKPT
+import json, struct
+raw = open('port_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+h = json.loads(raw[8:8 + n]); m = h['__metadata__']
+want = {'attn_gate': 'headwise', 'norm': 'layer', 'norm_bias': 'off', 'gain_offset': 'on', 'branch_scale': 'sublayer'}
+assert all(m.get(k) == v for k, v in want.items()), m
+assert h['transformer.blocks.0.att_proj.weight']['shape'] == [3 * 32 + 2, 32]   # Q|K|V|G, G = H = 2
+assert 'transformer.blocks.1.ff_resweight' in h and 'transformer.blocks.0.attn_norm.bias' not in h
+p0 = load('port0.st')   # unit offset: every gain stored as w = 0 at init; the sublayer scalars 0 too
+assert all(x == 0 for k, v in p0.items() if k.endswith(('norm.weight', 'resweight')) for x in v)
+" && grep -q "^model: pre, .* layernorm eps 1e-05 RoPE, gated attention (headwise), norms without bias, gains 1 + w (unit offset), branches x SkipInit's scalar per sublayer, " port_full.log; then
+  pass "--attn-gate, --norm-bias off, --gain-offset, --branch-scale sublayer: model keys, tensors, init; resume bit-identical, --load rebuilds"
+else
+  fail "the porting options' round trip"; grep -E "^(model|final|train)" port_full.log port_res.log port_eval.log
+fi
+DERF=(--preset dyt --norm derf --norm-gain off --attn-gate elementwise)
+if roundtrip derf "${DERF[@]}" && python3 -c "
+import json, struct
+raw = open('derf_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+h = json.loads(raw[8:8 + n]); m = h['__metadata__']
+assert m['norm'] == 'derf' and m['norm_gain'] == 'off' and m['attn_gate'] == 'elementwise', m
+assert h['transformer.blocks.0.attn_norm.alpha_shift']['shape'] == [2] and 'transformer.blocks.0.attn_norm.weight' not in h
+assert h['transformer.blocks.0.att_proj.weight']['shape'] == [4 * 32, 32]   # Q|K|V|G, G = d
+" && grep -q "^Derf alpha 1, 1 feeding attention, shift 0 (its code's init; --dyt-alpha)$" derf_full.log &&
+   grep -q "^model: dyt, .* derf eps .*, embedding x learnable scale, gated attention (elementwise), norms without weight, " derf_full.log; then
+  pass "--preset dyt --norm derf (alpha 1, its code's), --norm-gain off, --attn-gate elementwise: keys, tensors; resume bit-identical, --load rebuilds"
+else
+  fail "Derf's round trip"; grep -E "^(model|Derf|final|train)" derf_full.log derf_res.log derf_eval.log
+fi
+expect_error "--resume with another --attn-gate" 'different config: attn_gate is "headwise" in the checkpoint, "elementwise" here' \
+  "${TINY[@]}" --steps 20 --attn-gate elementwise --norm layer --norm-bias off --gain-offset --branch-scale sublayer --resume port_half.st
+expect_error "--resume without --gain-offset" 'gain_offset is "on" in the checkpoint, the preset'"'"'s here' \
+  "${TINY[@]}" --steps 20 --attn-gate headwise --norm layer --norm-bias off --branch-scale sublayer --resume port_half.st
+expect_error "--resume as DyT of a Derf checkpoint" 'norm is "derf" in the checkpoint, "dyt" here' \
+  "${TINY[@]}" --steps 20 --preset dyt --norm-gain off --attn-gate elementwise --resume derf_half.st
+expect_error "--attn-gate maybe" "none, headwise or elementwise" "${TINY[@]}" --attn-gate maybe
+expect_error "--branch-scale interp" "scalar, channel or sublayer" "${TINY[@]}" --branch-scale interp
+expect_error "--norm-bias on with RMSNorm" "norm-bias on: the stack's norms are rms, which have no bias" "${TINY[@]}" --norm-bias on
+expect_error "--norm-gain on with L2" "norm-gain on: the stack's norms are l2" "${TINY[@]}" --norm l2 --norm-gain on
+expect_error "--norm-gain off with L2 (the library's refusal)" "norm_gain -1: the norm .* has no weight to remove" "${TINY[@]}" --norm l2 --norm-gain off
+expect_error "--gain-offset without gains (the library's refusal)" "gain_offset: the stack (pre) has no norm gains" "${TINY[@]}" --norm l2 --gain-offset
+expect_error "--branch-scale with siamese (the library's refusal)" "SiameseNorm (siamese) has none" "${TINY[@]}" --preset siamese --branch-scale sublayer
+expect_error "--branch-scale with ngpt" "branch-scale with ngpt: nGPT's sublayers step toward their branches" "${NG[@]}" --branch-scale sublayer
+expect_error "--norm derf with ngpt" "norm derf with ngpt: nGPT's norms are L2" "${NG[@]}" --norm derf
+
+# 20. attention per layer and head (nb_stack_head_stats of each step's forward) and QK-Clip
+# (--qk-clip TAU): the CSV's max_logit and qk_clipped columns, --diag's per-head CSVs, the
+# summary. With a tiny tau every head of a text batch exceeds it and is clipped after step 1; on
+# a corpus of one repeated byte every batch is the same, so at lr 0 (the step moves nothing but
+# the clip) the next forward shows exactly the clipped logits: every clipped head's max logit is
+# tau up to float rounding, every other head's unchanged (GQA: the shared K rows are scaled by
+# the group's smallest factor and each Q head makes up its own)
+python3 -c "open('same.txt', 'w').write('a' * 400)"
+QK0=(--d 32 --layers 2 --seq 24 --batch 4 --threads 1 --eval-batches 1 --lr 0 --steps 2 --quiet)
+"$TRAIN" "${QK0[@]}" --heads 2 --data corpus.txt --qk-clip 1e-3 --csv qk_text.csv > qk_text.log 2>&1
+rc1=$?
+"$TRAIN" "${QK0[@]}" --heads 4 --kv-heads 2 --data same.txt --qk-clip 1e-3 --csv qk_same.csv --log-every 1 --diag qkd > qk_same.log 2>&1
+rc2=$?
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && python3 -c "
+import csv
+rows = list(csv.DictReader(open('qk_text.csv')))
+assert rows[0]['qk_clipped'] == '4' and float(rows[0]['max_logit']) > 1e-3, rows    # L * H = 4
+same = list(csv.DictReader(open('qk_same.csv')))
+heads = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(open('qkd/head_max_logit.csv'))]
+assert len(heads) == 2 and len(heads[0]) == 1 + 8, heads     # step, l0h0 .. l1h3
+tau = 1e-3
+above = [k for k in heads[0] if k != 'step' and heads[0][k] > tau]
+assert int(same[0]['qk_clipped']) == len(above) > 0, (same[0], above)
+for k in heads[0]:
+    if k == 'step': continue
+    a, b = heads[0][k], heads[1][k]
+    if a > tau: assert b <= tau * (1 + 1e-5) and b >= tau * (1 - 1e-5), (k, a, b)
+    else: assert abs(b - a) <= 1e-5 * abs(a), (k, a, b)
+assert float(same[1]['max_logit']) <= tau * (1 + 1e-5), same
+"; then
+  pass "--qk-clip: a tiny tau clips every head of a text batch; on a repeated batch (lr 0, GQA) the next forward's clipped heads are at tau, the others unchanged"
+else
+  fail "--qk-clip with a tiny tau (rc $rc1 $rc2)"; cat qk_text.csv qk_same.csv qkd/head_max_logit.csv qk_text.log qk_same.log
+fi
+if roundtrip qk --log-every 5 --qk-clip 1 && head -c 65536 qk_full.st | grep -aq '"qk_clip":"1"' &&
+   [ "$(sed -n 's/.*QK-Clip scaled \([0-9]*\) heads over the run$/\1/p' qk_full.log)" -gt 0 ] &&
+   grep -q "^step    20/20 | .* | max logit [0-9.]*, [0-9]* clipped$" qk_full.log &&
+   grep -q "; QK-Clip at tau 1 after every step$" qk_full.log; then
+  pass "--qk-clip 1: clips heads ($(sed -n 's/.*QK-Clip scaled \([0-9]*\) heads.*/\1/p' qk_full.log) over 20 steps), said per interval; the key qk_clip; resume bit-identical"
+else
+  fail "--qk-clip resume"; grep -E "^(step|final|attention|train)" qk_full.log qk_res.log
+fi
+expect_error "--resume without --qk-clip" "trained with qk_clip = 1; this run has 0" "${TINY[@]}" --steps 20 --resume qk_half.st
+"$TRAIN" "${TINY[@]}" --steps 20 --allow-change qk_clip --resume qk_half.st > qk_change.log 2>&1
+"$TRAIN" "${TINY[@]}" --steps 20 --qk-clip 1e30 > qk_big.log 2>&1
+if grep -q "^note: qk_clip changes from 1 (checkpoint) to 0" qk_change.log && [ -n "$(final_field full.log loss)" ] &&
+   [ "$(final_field qk_big.log loss)" = "$(final_field full.log loss)" ] && ! grep -q "QK-Clip scaled" qk_big.log; then
+  pass "--allow-change qk_clip drops it on resume; --qk-clip 1e30 clips nothing and trains as none, bitwise"
+else
+  fail "--qk-clip: allow-change, a tau above every logit"; cat qk_change.log; grep final qk_big.log full.log
+fi
+expect_error "--qk-clip with hybrid (Q, K norm sites)" "qk-clip with hybrid: nb_stack_qk_clip: layer 0: its logits do not follow W_q and W_k (a Q or K norm site)" \
+  "${TINY[@]}" --preset hybrid --qk-clip 100
+expect_error "--qk-clip with ngpt (s_qk)" "qk-clip with ngpt: .*(qk_scale)" "${NG[@]}" --qk-clip 100
+expect_error "--qk-clip 0" 'qk-clip: "0" is not a number in' "${TINY[@]}" --qk-clip 0
+expect_error "--qk-clip with --load" "no effect on --load" --load port_full.st --eval --qk-clip 100
+# --diag: per layer and head (l<l>h<h> columns), heads.svg; the summary and a sweep's runs.csv
+"$TRAIN" "${TINY[@]}" --steps 10 --log-every 5 --attn-gate elementwise --diag hdg --summary hdg.json > hdg.log 2>&1
+if [ $? = 0 ] && [ "$(head -1 hdg/head_max_logit.csv)" = "step,l0h0,l0h1,l1h0,l1h1" ] &&
+   [ "$(head -1 hdg/head_first_mass.csv)" = "step,l0h0,l0h1,l1h0,l1h1" ] && [ "$(wc -l < hdg/head_first_mass.csv)" = 3 ] &&
+   grep -q "First-key attention mass" hdg/heads.svg && grep -q "diagnostics: hdg/{loss,layers,heads}.svg" hdg.log &&
+   python3 -c "
+import csv, json, math
+s = json.load(open('hdg.json'))
+m = [float(v) for v in list(csv.reader(open('hdg/head_first_mass.csv')))[-1][1:]]
+assert abs(s['first_mass'] - sum(m) / len(m)) < 1e-5 and 1 / 24 < s['first_mass'] < 1, (s, m)
+assert s['max_logit_peak'] >= s['max_logit'] > 0 and s['qk_clips'] == 0, s
+steps = list(csv.DictReader(open('sw/runs/pre_lr0.003_seed1.csv')))
+runs = list(csv.DictReader(open('sw/runs.csv')))
+assert all(math.isfinite(float(r[k])) for r in runs if r['state'] == 'ok' for k in ('max_logit', 'max_logit_peak', 'first_mass')), runs
+r = [r for r in runs if r['preset'] == 'pre' and r['lr'] == '0.003' and r['seed'] == '1'][0]
+assert abs(float(r['max_logit_peak']) - max(float(x['max_logit']) for x in steps)) < 1e-5 * float(r['max_logit_peak']), r
+"; then
+  pass "--diag: max logit and first-key mass per layer and head (CSVs, heads.svg); the summary and runs.csv have the run's"
+else
+  fail "--diag per head, summary"; cat hdg.log; head -2 hdg/head_*.csv; head -2 sw/runs.csv
+fi
+
 # 15. a checkpoint exported as a Hugging Face directory (config.json, embedding and head) runs to
 # the checkpoint's own stack output, exactly (issue 24)
 NBIMPORT="$(dirname "$TRAIN")/nbimport"
@@ -1085,6 +1224,41 @@ assert h['__metadata__']['format'] == 'pt'
     pass "nbimport: softcap and sqrt(d) checkpoints run and export in the library's names; --export to hf-llama, hf-gpt2, gpt2-linear, ngpt refused naming the key"
   else
     fail "nbimport with the softcap and the constant embedding scale"; cat gz.log gr1.log gr2.log 2>/dev/null
+  fi
+  # issue 26's options: nbimport knows their keys and runs the stacks; an export is refused,
+  # naming the key, where the target's model code would not compute the gate, unit-offset gains
+  # or SkipInit's sublayer scalars, and Derf by its norm (no foreign layout has it)
+  "$TRAIN" "${TINY[@]}" --steps 2 --attn-gate elementwise --save pgate.safetensors > pgate.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 "${G2[@]}" --attn-gate headwise --save pgate2.safetensors > pgate2.log 2>&1
+  "$TRAIN" "${NG[@]}" --steps 2 --attn-gate headwise --save pgaten.safetensors > pgaten.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 --preset sandwich --gain-offset --save poff.safetensors > poff.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 "${G2[@]}" --gain-offset --save poff2.safetensors > poff2.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 --branch-scale sublayer --save psub.safetensors > psub.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 "${G2[@]}" --branch-scale sublayer --save psub2.safetensors > psub2.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 2 --norm derf --norm-bias off --qk-clip 5 --save pderf.safetensors > pderf.log 2>&1
+  ok=1
+  for spec in "pgate|hf-llama|attn_gate elementwise (examples/train's gated attention" \
+              "pgate2|hf-gpt2|attn_gate headwise" "pgate2|gpt2-linear|attn_gate headwise" "pgaten|ngpt|attn_gate headwise" \
+              "poff|hf-llama|gain_offset on (examples/train's Gemma's unit-offset norm gains 1 + w)" \
+              "poff2|hf-gpt2|gain_offset on" "poff2|gpt2-linear|gain_offset on" \
+              "psub|hf-llama|branch_scale sublayer (examples/train's SkipInit" "psub2|hf-gpt2|branch_scale sublayer"; do
+    IFS='|' read -r ck style msg <<< "$spec"
+    if "$NBIMPORT" --export "$style" "$ck.safetensors" "x_${ck}_${style}.st" > gx.log 2>&1 || [ -e "x_${ck}_${style}.st" ] ||
+       ! grep -qF "MODEL has $msg" gx.log || ! grep -q "the $style layout's model code does not compute it" gx.log; then
+      ok=0; echo "  --export $style $ck:"; cat gx.log; break
+    fi
+  done
+  for ck in pgate pgate2 pgaten poff poff2 psub psub2 pderf; do
+    "$NBIMPORT" normblocks "$ck.safetensors" E.st "run_$ck.st" > gx.log 2>&1 || { ok=0; echo "  run $ck:"; cat gx.log; }
+  done
+  if [ $ok = 1 ] && ! "$NBIMPORT" --export hf-llama pderf.safetensors x_pderf.st > gd.log 2>&1 && [ ! -e x_pderf.st ] &&
+     grep -q "hf-llama layout: norm: Llama's norms are RMSNorm" gd.log &&
+     "$NBIMPORT" --export normblocks pderf.safetensors pderf_nb.st > /dev/null 2>&1 &&
+     head -c 65536 pderf_nb.st | grep -aq '"norm":"derf"' && head -c 65536 pderf_nb.st | grep -aq '"qk_clip":"5"' &&
+     head -c 65536 pderf_nb.st | grep -aq '"norm_bias":"off"'; then
+    pass "nbimport: gated, Derf, unit-offset and SkipInit checkpoints run and export in the library's names; --export to hf-llama, hf-gpt2, gpt2-linear, ngpt refused naming the key"
+  else
+    fail "nbimport with issue 26's options"; cat gd.log
   fi
 else
   echo "skip: nbimport or python3 not found: the export checks"

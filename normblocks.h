@@ -2110,15 +2110,36 @@ static nb_result nb__check_alpha(nb_ctx* ctx, const char* fn, const nb_real* alp
     return NB_OK;
 }
 
+/* DyT and Derf, the norms of learnable scalars (nb__norm_kinds[kind].alpha of them in as) */
+static nb_result nb__scalar_norm_forward(nb_ctx* ctx, nb_norm_type kind, nb_real* y, int ldy,
+                                         const nb_real* x, int ldx, const nb_real* as,
+                                         const nb_real* gain, const nb_real* bias, int rows,
+                                         int width, int seg) {
+    const char* fn = nb__norm_kinds[kind].fwd;
+    nb_result rc = nb__check_rows(ctx, fn, rows, width, &seg, ldx, ldy, 1);
+    if (rc || (rc = nb__check_alpha(ctx, fn, as, nb__norm_kinds[kind].alpha))) return rc;
+    NB__CHECK(!y || !x, NB_ERR_NULL, "%s: y and x are required", fn);
+    nb__norm_forward(ctx, kind, y, ldy, NULL, NULL, x, ldx, gain, bias, as, rows, width, seg, 1);
+    return NB_OK;
+}
+
+static nb_result nb__scalar_norm_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, int lddx,
+                                          nb_real* dgain, nb_real* dbias, nb_real* das,
+                                          const nb_real* dy, int lddy, const nb_real* x, int ldx,
+                                          const nb_real* as, const nb_real* gain, int rows,
+                                          int width, int seg, int accumulate, nb_real* scratch) {
+    nb_result rc = nb__check_alpha(ctx, nb__norm_kinds[kind].bwd, as, nb__norm_kinds[kind].alpha);
+    if (rc) return rc;
+    return nb__norm_backward(ctx, kind, dx, lddx, dgain, dbias, das, dy, lddy, x, ldx, NULL,
+                             NULL, gain, as, rows, width, seg, accumulate ? dx : NULL, 1, scratch,
+                             NB_NORM_MAX_TEAM);
+}
+
 NBDEF nb_result nb_dyt_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* x, int ldx,
                                const nb_real* alpha, const nb_real* gain, const nb_real* bias,
                                int rows, int width, int seg) {
-    nb_result rc = nb__check_rows(ctx, "nb_dyt_forward", rows, width, &seg, ldx, ldy, 1);
-    if (rc || (rc = nb__check_alpha(ctx, "nb_dyt_forward", alpha, 1))) return rc;
-    NB__CHECK(!y || !x, NB_ERR_NULL, "nb_dyt_forward: y and x are required");
-    nb__norm_forward(ctx, NB_NORM_DYT, y, ldy, NULL, NULL, x, ldx, gain, bias, alpha, rows, width,
-                     seg, 1);
-    return NB_OK;
+    return nb__scalar_norm_forward(ctx, NB_NORM_DYT, y, ldy, x, ldx, alpha, gain, bias, rows,
+                                   width, seg);
 }
 
 NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
@@ -2126,22 +2147,15 @@ NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dga
                                 const nb_real* x, int ldx, const nb_real* alpha,
                                 const nb_real* gain, int rows, int width, int seg,
                                 int accumulate, nb_real* scratch) {
-    nb_result rc = nb__check_alpha(ctx, "nb_dyt_backward", alpha, 1);
-    if (rc) return rc;
-    return nb__norm_backward(ctx, NB_NORM_DYT, dx, lddx, dgain, dbias, dalpha, dy, lddy,
-                             x, ldx, NULL, NULL, gain, alpha, rows, width, seg,
-                             accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
+    return nb__scalar_norm_backward(ctx, NB_NORM_DYT, dx, lddx, dgain, dbias, dalpha, dy, lddy, x,
+                                    ldx, alpha, gain, rows, width, seg, accumulate, scratch);
 }
 
 NBDEF nb_result nb_derf_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* x, int ldx,
                                 const nb_real* as, const nb_real* gain, const nb_real* bias,
                                 int rows, int width, int seg) {
-    nb_result rc = nb__check_rows(ctx, "nb_derf_forward", rows, width, &seg, ldx, ldy, 1);
-    if (rc || (rc = nb__check_alpha(ctx, "nb_derf_forward", as, 2))) return rc;
-    NB__CHECK(!y || !x, NB_ERR_NULL, "nb_derf_forward: y and x are required");
-    nb__norm_forward(ctx, NB_NORM_DERF, y, ldy, NULL, NULL, x, ldx, gain, bias, as, rows, width,
-                     seg, 1);
-    return NB_OK;
+    return nb__scalar_norm_forward(ctx, NB_NORM_DERF, y, ldy, x, ldx, as, gain, bias, rows,
+                                   width, seg);
 }
 
 NBDEF nb_result nb_derf_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
@@ -2149,11 +2163,8 @@ NBDEF nb_result nb_derf_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dg
                                  const nb_real* x, int ldx, const nb_real* as,
                                  const nb_real* gain, int rows, int width, int seg,
                                  int accumulate, nb_real* scratch) {
-    nb_result rc = nb__check_alpha(ctx, "nb_derf_backward", as, 2);
-    if (rc) return rc;
-    return nb__norm_backward(ctx, NB_NORM_DERF, dx, lddx, dgain, dbias, das, dy, lddy,
-                             x, ldx, NULL, NULL, gain, as, rows, width, seg,
-                             accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
+    return nb__scalar_norm_backward(ctx, NB_NORM_DERF, dx, lddx, dgain, dbias, das, dy, lddy, x,
+                                    ldx, as, gain, rows, width, seg, accumulate, scratch);
 }
 
 NBDEF nb_result nb_l2norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rstd,

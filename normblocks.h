@@ -123,6 +123,7 @@
      nb_rmsnorm_forward / nb_rmsnorm_backward     y = gain * x / sqrt(mean(x^2) + eps)
      nb_layernorm_forward / nb_layernorm_backward y = gain * (x - mu) / sqrt(var + eps) + bias
      nb_dyt_forward / nb_dyt_backward             y = gain * tanh(alpha x) + bias (DyT)
+     nb_derf_forward / nb_derf_backward           y = gain * erf(alpha x + shift) + bias (Derf)
      nb_l2norm_forward / nb_l2norm_backward       y = x / ||x||_2 (nGPT)
      nb_softmax_forward / nb_softmax_backward     p = softmax(scale * s) over rows, causal option
      nb_gemm (BLAS or reference), nb_gemm_ref (always the reference)
@@ -132,7 +133,11 @@
    SUBLAYERS AND STACKS ("plan, then compute": a plan validates a description and tells the
    sizes of the parameter, cache and scratch buffers the caller allocates)
      nb_attn_plan_make / nb_attn_forward / nb_attn_backward   attention with Q, K, V, C norm
-                                                  sites, GQA, RoPE, two memory modes
+                                                  sites, GQA, RoPE, an output gate, two
+                                                  memory modes
+     nb_attn_head_stats, nb_stack_head_stats      per head: the largest logit, the first
+                                                  key's attention mass (attention sinks)
+     nb_stack_qk_clip                             QK-Clip (Kimi K2) after an optimizer step
      nb_ffn_plan_make / nb_ffn_forward / nb_ffn_backward      SwiGLU or GELU MLP
      nb_stack_init / nb_stack_forward / nb_stack_backward     L blocks with a placement
                                                   schedule (presets: nb_preset_from_name)
@@ -146,14 +151,13 @@
      nb_stack_hyper_gains, nb_stack_desc.check_finite   the diagnostics the papers plot
 
    THE PRESETS (nb_preset_from_name takes the key or an alias, case-insensitive)
-     N is the stack's norm: RMSNorm  y = g * x / sqrt(mean(x^2) + eps)  (default), LayerNorm
-     y = g * (x - mean) / sqrt(var + eps) + b, DyT  y = g * tanh(a x) + b  (a learnable
-     scalar per norm), or L2  y = x / ||x||  (nGPT). MHA_# is attention with norms at the
-     sites # of Q, K, V (after the projection, before RoPE) and C (the concatenated heads,
-     before W_o), per head with one gain of d_k shared by the heads unless stated. F is the
-     FFN. l = 0..L-1 unless stated. Every preset but none, rezero and ngpt ends with the final
-     norm ln_f (the official codes apply it before the LM head even where the papers' equations
-     stop at x_L).
+     N is the stack's norm: RMSNorm y = g * x / sqrt(mean(x^2) + eps) (default), LayerNorm y = g *
+     (x - mean) / sqrt(var + eps) + b, DyT y = g * tanh(a x) + b (a learnable scalar per norm), Derf
+     y = g * erf(a x + s) + b (two), or L2 y = x / ||x|| (nGPT). MHA_# is attention with norms at
+     the sites # of Q, K, V (after the projection, before RoPE) and C (the concatenated heads,
+     before W_o), per head with one gain of d_k shared by the heads unless stated. F is the FFN. l =
+     0..L-1 unless stated. Every preset but none, rezero and ngpt ends with the final norm ln_f (the
+     official codes apply it before the LM head even where the papers' equations stop at x_L).
        pre           y = x + MHA(N(x));  x' = y + F(N(y))
        post          y = N(x + MHA(x));  x' = N(y + F(y))   (+ ln_f, the Mix-LN code's)
        post_flags    layer 0: y = x + MHA(x), else a = N(x), y = a + MHA(a);  b = N(y),
@@ -230,35 +234,45 @@
                      (L / depth_base)^-depth_alpha
        norm = NB_NORM_L2, qk_scale, softmax_scale, ffn_in_scale: nGPT's parts on any preset;
                      residual_norm and INTERP (nb_placement) in custom schedules
+       attn_gate     gated attention (Qwen; Qwen3-Next): C' = Nc(C) * sigmoid(x W_g^T) before
+                     W_o, one gate per head or per element, W_g the last rows of att_proj
+       norm = NB_NORM_DERF  Derf (arXiv 2512.10938; its code) at every norm and site
+       norm_gain, norm_bias = -1  block norms without weight (RMSNorm without one) or bias
+                     (DyT's LLaMA code has none)
+       gain_offset   Gemma's (and Qwen3-Next's) x_hat * (1 + w) with w stored, init 0
+       branch_scale  every sublayer's branch scale, e.g. SUBLAYER: SkipInit's scalar per
+                     sublayer ("attn_resweight", "ff_resweight"; the rezero preset shares one)
+       embed_scale   the input times a learnable scalar (init sqrt(d)): DyT's and Derf's LLM
+                     codes' shared_scale
 
    TENSOR NAMES (nb_stack.tensors, in buffer order; matrices (out, in) as nn.Linear)
-     embed_norm.*, then per layer "blocks.<l>.": att_proj.weight ([Q|K|V] rows) and .bias,
-     attn_out.weight and .bias (attention biases: desc.attn_bias), {q,k,v,c}_norm.{alpha,weight}
-     (sites on), sqk (qk_scale), ff_proj.weight (SwiGLU: [up|gate] rows) and .bias,
-     ff_out.weight and .bias, suv (ffn_in_scale), the block norms {alpha,weight,bias} in the
-     order attn_norm, attn_out_norm, attn_post_norm, ff_norm, ff_out_norm, ff_post_norm,
-     attn_y_norm, attn_input_norm, ff_y_norm, ff_input_norm, attn_res_norm, ff_res_norm (those
-     the layer has; L2 norms have no tensors), c1 (SiameseNorm gamma), ls1.gamma / resweight /
-     attn_alpha (INTERP), then ls2.gamma / mlp_alpha,
-     value_residual.lambda (desc.value_residual = 2, layers l >= 1: [lambda_1, lambda_2]), the
-     hyper-connections of attention then FFN (mHC, IHC: hc_attn_fn, hc_attn_base, hc_attn_scale,
-     DeepSeek-V4's names; HC: hc_attn.static_alpha, .static_beta, .dynamic_alpha_fn,
-     .dynamic_alpha_scale, .dynamic_beta_fn, .dynamic_beta_scale, .norm.*, Alg. 2's); then
-     hc_head_fn, hc_head_base, hc_head_scale (mHC, IHC), ln_f.*, ln_y_f.*, ln_final_f.*  A
-     norm's parameters are alpha (DyT), weight, bias (LayerNorm
-     and DyT block norms) as PyTorch orders them.
+     embed_scale, embed_norm.*, then per layer "blocks.<l>.": att_proj.weight ([Q|K|V] rows, then
+     the gate's G with attn_gate) and .bias, attn_out.weight and .bias (attention biases:
+     desc.attn_bias), {q,k,v,c}_norm.{alpha,weight} (sites on; Derf: .alpha_shift), sqk (qk_scale),
+     ff_proj.weight (SwiGLU: [up|gate] rows) and .bias, ff_out.weight and .bias, suv (ffn_in_scale),
+     the block norms {alpha,weight,bias} in the order attn_norm, attn_out_norm, attn_post_norm,
+     ff_norm, ff_out_norm, ff_post_norm, attn_y_norm, attn_input_norm, ff_y_norm, ff_input_norm,
+     attn_res_norm, ff_res_norm (those the layer has; L2 norms have no tensors), c1 (SiameseNorm
+     gamma), ls1.gamma / resweight / attn_alpha (INTERP) / attn_resweight (SUBLAYER), then ls2.gamma
+     / mlp_alpha / ff_resweight, value_residual.lambda (desc.value_residual = 2, layers l >= 1:
+     [lambda_1, lambda_2]), the hyper-connections of attention then FFN (mHC, IHC: hc_attn_fn,
+     hc_attn_base, hc_attn_scale, DeepSeek-V4's names; HC: hc_attn.static_alpha, .static_beta,
+     .dynamic_alpha_fn, .dynamic_alpha_scale, .dynamic_beta_fn, .dynamic_beta_scale, .norm.*, Alg.
+     2's); then hc_head_fn, hc_head_base, hc_head_scale (mHC, IHC), ln_f.*, ln_y_f.*, ln_final_f.* A
+     norm's parameters are alpha (DyT; Derf's alpha_shift = [alpha, shift]), weight, bias
+     (LayerNorm, DyT and Derf block norms) as PyTorch orders them.
 
    TRACE NAMES (nb_ctx.trace; every tensor B*T rows, in the order computed)
-     forward:  x0 (the stack's input, or its embedding norm); per layer l, for its attention
-       sublayer "blocks.<l>.attn.": h (the input norm's output, times input_scale), qkv (the
-       projection [Q|K|V], with its bias), qkv_normed (after the Q/K/V site norms, when any),
-       qkv_vres (layers l >= 1 with desc.value_residual: [Q|K|V'], V' = lambda_1 V + lambda_2 V_0),
-       qkv_rope (after RoPE), qkv_scaled (Q, K times sqrt(d) s_qk: qk_scale),
-       context (the heads' outputs concatenated, before the C norm),
-       c_normed (site C), out (W_o's output, with its bias), out_normed (the output norm's
-       result, when one), res_normed (N_res(x), residual_norm), sum (before the post norm,
-       when one), x_out (the sublayer's output); for its FFN "blocks.<l>.ffn.": h, proj
-       (x W_in^T + b_in), proj_scaled (times sqrt(d) s_uv: ffn_in_scale), act (the activation),
+     forward:  x0 (the stack's input, times embed_scale, or its embedding norm); per layer l,
+       for its attention sublayer "blocks.<l>.attn.": h (the input norm's output, times
+       input_scale), qkv (the projection [Q|K|V] (and G), with its bias), qkv_normed (after the
+       Q/K/V site norms, when any), qkv_vres (layers l >= 1 with desc.value_residual: [Q|K|V'],
+       V' = lambda_1 V + lambda_2 V_0), qkv_rope (after RoPE), qkv_scaled (Q, K times sqrt(d)
+       s_qk: qk_scale), context (the heads' outputs concatenated, before the C norm), c_normed
+       (site C), c_gated (times sigmoid(G): attn_gate), out (W_o's output, with its bias),
+       out_normed (the output norm's result, when one), res_normed (N_res(x), residual_norm),
+       sum (before the post norm, when one), x_out (the sublayer's output); for its FFN
+       "blocks.<l>.ffn.": h, proj (x W_in^T + b_in), proj_scaled (times sqrt(d) s_uv: ffn_in_scale), act (the activation),
        out, out_normed, res_normed, sum, x_out; then blocks.<l>.x (and blocks.<l>.y,
        SiameseNorm's second stream), the layer's output; out (the stack's output, after the
        final norms).
@@ -2096,15 +2110,36 @@ static nb_result nb__check_alpha(nb_ctx* ctx, const char* fn, const nb_real* alp
     return NB_OK;
 }
 
+/* DyT and Derf, the norms of learnable scalars (nb__norm_kinds[kind].alpha of them in as) */
+static nb_result nb__scalar_norm_forward(nb_ctx* ctx, nb_norm_type kind, nb_real* y, int ldy,
+                                         const nb_real* x, int ldx, const nb_real* as,
+                                         const nb_real* gain, const nb_real* bias, int rows,
+                                         int width, int seg) {
+    const char* fn = nb__norm_kinds[kind].fwd;
+    nb_result rc = nb__check_rows(ctx, fn, rows, width, &seg, ldx, ldy, 1);
+    if (rc || (rc = nb__check_alpha(ctx, fn, as, nb__norm_kinds[kind].alpha))) return rc;
+    NB__CHECK(!y || !x, NB_ERR_NULL, "%s: y and x are required", fn);
+    nb__norm_forward(ctx, kind, y, ldy, NULL, NULL, x, ldx, gain, bias, as, rows, width, seg, 1);
+    return NB_OK;
+}
+
+static nb_result nb__scalar_norm_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, int lddx,
+                                          nb_real* dgain, nb_real* dbias, nb_real* das,
+                                          const nb_real* dy, int lddy, const nb_real* x, int ldx,
+                                          const nb_real* as, const nb_real* gain, int rows,
+                                          int width, int seg, int accumulate, nb_real* scratch) {
+    nb_result rc = nb__check_alpha(ctx, nb__norm_kinds[kind].bwd, as, nb__norm_kinds[kind].alpha);
+    if (rc) return rc;
+    return nb__norm_backward(ctx, kind, dx, lddx, dgain, dbias, das, dy, lddy, x, ldx, NULL,
+                             NULL, gain, as, rows, width, seg, accumulate ? dx : NULL, 1, scratch,
+                             NB_NORM_MAX_TEAM);
+}
+
 NBDEF nb_result nb_dyt_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* x, int ldx,
                                const nb_real* alpha, const nb_real* gain, const nb_real* bias,
                                int rows, int width, int seg) {
-    nb_result rc = nb__check_rows(ctx, "nb_dyt_forward", rows, width, &seg, ldx, ldy, 1);
-    if (rc || (rc = nb__check_alpha(ctx, "nb_dyt_forward", alpha, 1))) return rc;
-    NB__CHECK(!y || !x, NB_ERR_NULL, "nb_dyt_forward: y and x are required");
-    nb__norm_forward(ctx, NB_NORM_DYT, y, ldy, NULL, NULL, x, ldx, gain, bias, alpha, rows, width,
-                     seg, 1);
-    return NB_OK;
+    return nb__scalar_norm_forward(ctx, NB_NORM_DYT, y, ldy, x, ldx, alpha, gain, bias, rows,
+                                   width, seg);
 }
 
 NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
@@ -2112,22 +2147,15 @@ NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dga
                                 const nb_real* x, int ldx, const nb_real* alpha,
                                 const nb_real* gain, int rows, int width, int seg,
                                 int accumulate, nb_real* scratch) {
-    nb_result rc = nb__check_alpha(ctx, "nb_dyt_backward", alpha, 1);
-    if (rc) return rc;
-    return nb__norm_backward(ctx, NB_NORM_DYT, dx, lddx, dgain, dbias, dalpha, dy, lddy,
-                             x, ldx, NULL, NULL, gain, alpha, rows, width, seg,
-                             accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
+    return nb__scalar_norm_backward(ctx, NB_NORM_DYT, dx, lddx, dgain, dbias, dalpha, dy, lddy, x,
+                                    ldx, alpha, gain, rows, width, seg, accumulate, scratch);
 }
 
 NBDEF nb_result nb_derf_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* x, int ldx,
                                 const nb_real* as, const nb_real* gain, const nb_real* bias,
                                 int rows, int width, int seg) {
-    nb_result rc = nb__check_rows(ctx, "nb_derf_forward", rows, width, &seg, ldx, ldy, 1);
-    if (rc || (rc = nb__check_alpha(ctx, "nb_derf_forward", as, 2))) return rc;
-    NB__CHECK(!y || !x, NB_ERR_NULL, "nb_derf_forward: y and x are required");
-    nb__norm_forward(ctx, NB_NORM_DERF, y, ldy, NULL, NULL, x, ldx, gain, bias, as, rows, width,
-                     seg, 1);
-    return NB_OK;
+    return nb__scalar_norm_forward(ctx, NB_NORM_DERF, y, ldy, x, ldx, as, gain, bias, rows,
+                                   width, seg);
 }
 
 NBDEF nb_result nb_derf_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
@@ -2135,11 +2163,8 @@ NBDEF nb_result nb_derf_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dg
                                  const nb_real* x, int ldx, const nb_real* as,
                                  const nb_real* gain, int rows, int width, int seg,
                                  int accumulate, nb_real* scratch) {
-    nb_result rc = nb__check_alpha(ctx, "nb_derf_backward", as, 2);
-    if (rc) return rc;
-    return nb__norm_backward(ctx, NB_NORM_DERF, dx, lddx, dgain, dbias, das, dy, lddy,
-                             x, ldx, NULL, NULL, gain, as, rows, width, seg,
-                             accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
+    return nb__scalar_norm_backward(ctx, NB_NORM_DERF, dx, lddx, dgain, dbias, das, dy, lddy, x,
+                                    ldx, as, gain, rows, width, seg, accumulate, scratch);
 }
 
 NBDEF nb_result nb_l2norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rstd,
@@ -3009,7 +3034,8 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hash(h, d->bias); h = nb__hashd(h, (double)d->eps);
     h = nb__hashd(h, (double)d->rope_theta); h = nb__hash(h, (unsigned)d->precision);
     h = nb__hash(h, (unsigned)d->qk_scale); h = nb__hashd(h, (double)d->softmax_scale);
-    h = nb__hash(h, (unsigned)d->gate); h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
+    h = nb__hash(h, (unsigned)d->gate);
+    h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
 

@@ -349,7 +349,10 @@ else
   fail "--dump in bf16 ('$n16' vs '$n32' tensors)"; cat dump16.log
 fi
 
-# 12. a sweep: 2 presets x 2 seeds x 2 learning rates, one of which diverges
+# 12. a sweep: 2 presets x 2 seeds x 2 learning rates, one of which is unstable: which of
+# diverged (ended above the baseline) and collapsed a run at lr 10 ends in depends on the BLAS
+# kernels' rounding (OpenBLAS's SkylakeX kernels give at least one diverged run, its generic
+# ones four collapsed runs), so every diverged run is checked, whichever occur
 SWB=(--d 32 --heads 2 --seq 24 --batch 4 --log-every 10 --eval-batches 2 --warmup 5 --layers 2
      --steps 100 --eval-problems 20)
 "$TRAIN" "${SWB[@]}" --compare pre,hybrid --seeds 1,2 --lrs 3e-3,10 --out sw > sw.log 2>&1
@@ -357,7 +360,7 @@ rc=$?
 rows="$(tail -n +2 sw/runs.csv | cut -d, -f1-3 | sort -u | tr '\n' ' ')"
 if [ $rc = 0 ] && [ "$rows" = "hybrid,0.003,1 hybrid,0.003,2 hybrid,10,1 hybrid,10,2 pre,0.003,1 pre,0.003,2 pre,10,1 pre,10,2 " ] &&
    [ "$(awk -F, '$2 == 10 && ($5 == "diverged" || $5 == "collapsed")' sw/runs.csv | wc -l)" = 4 ] &&
-   [ "$(awk -F, '$2 == 10 && $5 == "diverged" && $6 == -1 && $9 > 2.3' sw/runs.csv | wc -l)" -ge 1 ] &&
+   [ "$(awk -F, '$2 == 10 && $5 == "diverged" && !($6 == -1 && $9 > 2.3)' sw/runs.csv | wc -l)" = 0 ] &&
    [ "$(awk -F, '$2 == 0.003 && $5 == "ok"' sw/runs.csv | wc -l)" = 4 ] &&
    grep -q "^pre  *normal  *10  *2  .*\(diverged\|collapsed\)" sw.log && grep -q "^hybrid  *megatron  *0.003  *2  .* +- .*2 ok" sw.log &&
    grep -q "^  pre  *0.003" sw.log && grep -q "^  hybrid  *0.003" sw.log &&

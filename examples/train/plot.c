@@ -93,6 +93,10 @@ static void run_caption(const config* c, char* buf, size_t n) {
     } else if (c->schedule[0]) cat(buf, n, "schedule %s", c->schedule);
     else cat(buf, n, "preset %s", c->preset);
     if (c->init[0]) cat(buf, n, ", init %s", c->init);
+    /* the options a sweep over one preset compares (the other model flags: the checkpoint) */
+    if (strcmp(c->norm, "rms")) cat(buf, n, ", norm %s", c->norm);
+    if (c->attn_gate) cat(buf, n, ", %s gate", c->attn_gate == NB_GATE_HEADWISE ? "headwise" : "elementwise");
+    if (c->qk_clip > 0) cat(buf, n, ", QK-Clip %g", c->qk_clip);
     cat(buf, n, " | lr ");
     for (i = 0; i < (c->n_lrs ? c->n_lrs : 1); i++) cat(buf, n, "%s%g", i ? ", " : "", c->n_lrs ? c->lrs[i] : c->lr);
     cat(buf, n, " | seed%s ", c->n_seeds > 1 ? "s" : "");

@@ -1116,7 +1116,8 @@ NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offs
    from c_attn (which comes first in every layer of the table) and applies it to the square
    ones; examples/nbimport refuses a c_attn in the other layout, naming the style to use.
    Returns the number of parts (written to parts[0..2]), 0 when the style has no name for the
-   tensor (a norm the codebase does not have), -1 for a NULL s or parts or t out of range. */
+   tensor (a norm the codebase does not have; att_proj of a gated attention, whose gate rows
+   none of these layouts has), -1 for a NULL s or parts or t out of range. */
 typedef enum nb_name_style {
     NB_NAMES_NORMBLOCKS = 0, NB_NAMES_HF_LLAMA, NB_NAMES_HF_GPT2, NB_NAMES_GPT2_LINEAR,
     NB_NAMES_NGPT
@@ -5061,6 +5062,8 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
         if (style == NB_NAMES_HF_LLAMA && !strcmp(row->lib, "ff_norm.weight") &&
             (s->layers[l].desc.attn.output_norm || s->layers[l].desc.attn.post_norm))
             name = "pre_feedforward_layernorm.weight";
+        if (!strncmp(row->lib, "att_proj.", 9) && s->layers[l].attn.gate_width)
+            return 0; /* no codebase of these fuses the gate's rows there (Qwen: into q_proj) */
         if (name[0]) { /* one whole tensor */
             snprintf(parts[0].name, sizeof parts[0].name, "%s%s", pre, name);
             parts[0].rows = ti->rows;

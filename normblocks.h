@@ -1224,7 +1224,7 @@ NBDEF nb_result nb_stack_normalize(nb_ctx* ctx, const nb_stack* s, nb_real* para
    caller's MPI_MAX) of nb_stack_head_stats. clipped (may be NULL): the number of heads
    scaled. Refused (NB_ERR_CONFIG, nothing written) for a layer whose logits do not follow
    W_q, W_k (a Q or K norm site; qk_scale), NB_ERR_VALUE for tau not finite and > 0 or a
-   max_logit that is NaN. Optimizer moments are left as they are (as the paper). */
+   max_logit not finite (an overflowed forward: gamma 0 would zero the heads). Optimizer moments are left as they are (as the paper). */
 NBDEF nb_result nb_stack_qk_clip(nb_ctx* ctx, const nb_stack* s, nb_real* params,
                                  const double* max_logit, double tau, int* clipped);
 /* The scheme's std for the embedding and an untied LM head, so a model around the stack can
@@ -7477,8 +7477,9 @@ NBDEF nb_result nb_stack_qk_clip(nb_ctx* ctx, const nb_stack* s, nb_real* params
                   "QK-Clip has nothing to scale", l,
                   ap->desc.qk_scale ? "qk_scale" : "a Q or K norm site");
         for (h = 0; h < H; h++)
-            NB__CHECK(isnan(max_logit[(size_t)l * H + h]), NB_ERR_VALUE,
-                      "nb_stack_qk_clip: max_logit of layer %d head %d is NaN", l, h);
+            NB__CHECK(!nb__fin(max_logit[(size_t)l * H + h]), NB_ERR_VALUE, /* by the bits */
+                      "nb_stack_qk_clip: max_logit of layer %d head %d (%g) is not finite", l, h,
+                      max_logit[(size_t)l * H + h]);
     }
     for (l = 0; l < s->desc.n_layers; l++) {
         const nb_attn_plan* ap = &s->layers[l].attn;

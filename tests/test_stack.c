@@ -416,6 +416,10 @@ static void qk_clip(nbt_rng* rng) {
         nbt_check(nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, tau, NULL) == NB_ERR_VALUE &&
                   !memcmp(keep, r.params, r.s.n_params * sizeof(nb_real)),
                   "qk_clip: a NaN max logit refused, nothing written");
+        mx[3] = INFINITY;
+        nbt_check(nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, tau, NULL) == NB_ERR_VALUE &&
+                  !memcmp(keep, r.params, r.s.n_params * sizeof(nb_real)),
+                  "qk_clip: an infinite max logit refused, nothing written");
         mx[3] = 0;
         nbt_check(nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, 0, NULL) == NB_ERR_VALUE &&
                   nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, INFINITY, NULL) == NB_ERR_VALUE &&

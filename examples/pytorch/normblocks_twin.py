@@ -1650,8 +1650,10 @@ def _resolved(cfg):
 def hf_family(stack_config):
     """The model_type of the Hugging Face class that computes exactly this stack (a StackConfig,
     or a Stack's resolved .config) ("llama",
-    "qwen2", "qwen3", "olmo2" or "gpt2"), as nbimport --export chooses it (hf_config.h
-    hf_family_of); raises ValueError naming why when no class does. The layout is hf-gpt2 for a
+    "qwen2", "qwen3", "olmo2" or "gpt2"), as nbimport --export chooses it (nbimport.c's
+    llama_family, which reads the placements: this reads the preset names, and refuses a few
+    stacks nbimport takes, as Mix-LN of fewer than 4 layers); raises ValueError naming why when
+    no class does. The layout is hf-gpt2 for a
     GELU stack, else hf-llama."""
     c = _resolved(stack_config)
     layout = "hf-llama" if c.ffn == "swiglu" else "hf-gpt2"
@@ -1664,7 +1666,7 @@ def hf_family(stack_config):
         family = "olmo2"  # Olmo2Attention: attention_bias on Q, K, V and O
         why = "attn_bias: OLMo-2 has biases on all of Q, K, V, O or none" if bias not in (
             0, ATTN_BIAS_QKV | ATTN_BIAS_OUT) else None
-    elif c.preset != "pre":
+    elif c.preset not in ("pre", "pre_sites_pre"):  # Pre-#-Pre: Pre-LN layers with sites
         why = "its preset is not Pre-LN (no HF class computes it)"
     elif c.sites == qk and c.site_width == _PH:
         family = "qwen3"  # Qwen3Attention: attention_bias on Q, K, V and O, like Llama's

@@ -54,7 +54,9 @@ static const char* const help =
     "         or directory), not MODEL or INPUT. --export: a file, or a directory (existing, or\n"
     "         a path ending in /) that receives model.safetensors and config.json, the embedding and\n"
     "         head included, loadable by the Hugging Face class that computes the stack\n"
-    "         (hf-llama, hf-gpt2).\n"
+    "         (hf-llama, hf-gpt2).\n";
+/* (a second string: C99 compilers need to take string literals of up to 4095 characters) */
+static const char* const help_export =
     "--export writes STYLE only for a stack STYLE's own model code computes, to a file as to a\n"
     "directory (that code reads none of MODEL's metadata), and refuses any other, naming the first\n"
     "field that differs:\n"
@@ -1085,6 +1087,7 @@ int main(int argc, char** argv) {
     size_t i;
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(help, stdout);
+        fputs(help_export, stdout);
         print_export_table(stdout);
         fputs(help_tail, stdout);
         return 0;

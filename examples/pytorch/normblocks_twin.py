@@ -1565,8 +1565,9 @@ def _layout_refusal(c, layout):
 def to_hf(stack, layout, embed=None, head=None, wpe=None, positions=1024):
     """The parameters of stack under a Hugging Face layout's names: a dict name -> tensor (a
     detached copy, in the library's order after the embedding and head), the tensors nbimport
-    --export writes. layout "hf-llama" (Llama, Qwen2, Qwen3, OLMo-2, and the Mix-LN code's
-    Post-LN, Mix-LN and sandwich layers) or "hf-gpt2" (see the section comment above for each
+    --export writes for a stack the layout's code computes (nbimport refuses the Mix-LN code's
+    layers, which this names for the files of that code). layout "hf-llama" (Llama, Qwen2,
+    Qwen3, OLMo-2, and the Mix-LN code's Post-LN, Mix-LN and sandwich layers) or "hf-gpt2" (see the section comment above for each
     layout's conventions). embed and head, (vocab, d_model), given together, are written as
     model.embed_tokens.weight / transformer.wte.weight and lm_head.weight; GPT-2 also gets
     transformer.wpe.weight: wpe, or zeros of `positions` rows (a stack without positions: GPT-2's

@@ -76,8 +76,10 @@ static const char* const help_export =
     "               base 10000) in its place\n"
     "  normblocks   every stack\n"
     "None has the value residual, hyper-connections, SiameseNorm's streams, Post-LN, DeepNorm,\n"
-    "HybridNorm's residual, ReZero, LayerScale, LayerNorm Scaling, CompleteP's multipliers, nGPT's\n"
-    "scales (but ngpt), another softmax scale or non-causal attention. By preset, of 4 layers\n"
+    "HybridNorm's residual, ReZero, SkipInit, LayerScale, LayerNorm Scaling, CompleteP's\n"
+    "multipliers, nGPT's scales (but ngpt), another softmax scale, non-causal or gated attention,\n"
+    "DyT or Derf, an input scale, Gemma's 1 + w gains, or norms without their weight or bias.\n"
+    "Nor examples/train's logit softcap or constant embedding scale. By preset, of 4 layers\n"
     "(Mix-LN and LNS of fewer can be Pre-LN), with each layout's norm, ffn, rope and attn_bias\n"
     "(hf-llama rms, swiglu, 1, 0 or 1; hf-gpt2, gpt2-linear layer, gelu, 0, 3; ngpt l2, swiglu,\n"
     "1, 0) but a preset's own norm kind: hf-llama's model_type(s), yes, or no and the field (the\n"
@@ -536,6 +538,7 @@ static const char* placement_field(const nb_placement* p, place_kind want, const
         return because(why, ngpt ? "steps toward each branch by its alpha (attn_alpha, mlp_alpha)"
                             : p->branch_scale == NB_BRANCH_SCALE_SCALAR ? "has no ReZero resweight on its branches"
                             : p->branch_scale == NB_BRANCH_SCALE_CHANNEL ? "has no LayerScale gamma on its branches"
+                            : p->branch_scale == NB_BRANCH_SCALE_SUBLAYER ? "has no SkipInit scalar on its branches"
                             : "does not step toward its branches (nGPT's alpha)", "branch_scale");
     if (p->branch_mult != 1)
         return because(why, "multiplies no branch by a constant (depth_alpha: CompleteP)", "branch_mult");
@@ -596,6 +599,11 @@ static int option_refusal(const nb_stack* s, const char* code, refusal* r) {
     if (d->value_residual)
         return refuse(r, "value_residual", ": %s does not mix layer 0's values in (ResFormer)", code);
     if (d->non_causal) return refuse(r, "non_causal", ": %s attends causally", code);
+    if (d->attn_gate) return refuse(r, "attn_gate", ": %s has no output gate in attention (gated attention)", code);
+    if (d->embed_scale) return refuse(r, "embed_scale", ": %s does not scale its input (DyT's shared_scale)", code);
+    if (d->gain_offset) return refuse(r, "gain_offset", ": %s's norms multiply by w, not 1 + w (Gemma's)", code);
+    if (d->norm_gain < 0) return refuse(r, "norm_gain", ": %s's norms have a weight", code);
+    if (d->norm_bias < 0) return refuse(r, "norm_bias", ": %s's LayerNorms have a bias", code);
     return 0;
 }
 

@@ -75,6 +75,13 @@ static void e_four_layers(nb_stack_desc* d) { d->n_layers = 4; }
 static void e_d_ff(nb_stack_desc* d) { d->d_ff = 48; }
 static void e_eps(nb_stack_desc* d) { d->eps = (nb_real)1e-6; }
 static void e_interp(nb_stack_desc* d) { d->interp_init = 0.1; }
+static void e_gate(nb_stack_desc* d) { d->attn_gate = NB_GATE_HEADWISE; }
+static void e_embed_scale(nb_stack_desc* d) { d->embed_scale = 1; }
+static void e_gain_offset(nb_stack_desc* d) { d->gain_offset = 1; }
+static void e_no_gain(nb_stack_desc* d) { d->norm_gain = -1; }
+static void e_no_norm_bias(nb_stack_desc* d) { d->norm_bias = -1; }
+static void e_derf(nb_stack_desc* d) { d->norm = NB_NORM_DERF; }
+static void e_skipinit(nb_stack_desc* d) { d->branch_scale = NB_BRANCH_SCALE_SUBLAYER; }
 
 /* custom schedules (the preset NULL): Pre-LN layers with one field changed */
 static nb_layer_desc g_layers[2];
@@ -161,6 +168,13 @@ static const ecase k_cases[] = {
     {"pre", LL, e_value_res, "value_residual", "ResFormer"},
     {"pre", LL, e_non_causal, "non_causal", "causally"},
     {"ngpt", LL, e_rms, "post_norm", "preset ngpt, layer 0, attention): Llama's"},
+    {"pre", LL, e_derf, "norm", "RMSNorm"},
+    {"pre", LL, e_skipinit, "branch_scale", "SkipInit"},
+    {"pre", LL, e_gate, "attn_gate", "output gate"},
+    {"pre", LL, e_embed_scale, "embed_scale", "shared_scale"},
+    {"pre", LL, e_gain_offset, "gain_offset", "1 + w"},
+    {"Pre-QK-Pre", LL, e_gain_offset, "gain_offset", "1 + w"},
+    {"pre", LL, e_no_gain, "norm_gain", "weight"},
     /* GPT-2: Hugging Face's and llm.c's */
     {"gpt2", G2, NULL, NULL, NULL},
     {"gpt2", GL, NULL, NULL, NULL},
@@ -184,6 +198,9 @@ static const ecase k_cases[] = {
     {"gpt2", G2, e_softmax, "softmax_scale", "1/sqrt(d_k)"},
     {"gpt2", GL, e_value_res, "value_residual", "ResFormer"},
     {"gpt2", G2, e_non_causal, "non_causal", "causal"},
+    {"gpt2", G2, e_no_norm_bias, "norm_bias", "bias"},
+    {"gpt2", GL, e_gate, "attn_gate", "output gate"},
+    {"gpt2", G2, e_gain_offset, "gain_offset", "1 + w"},
     /* NVIDIA/ngpt's model.py: the ngpt preset as it comes */
     {"ngpt", NG, NULL, NULL, NULL},
     {"pre", NG, NULL, "preset", "preset pre"},
@@ -205,6 +222,8 @@ static const ecase k_cases[] = {
     {"ngpt", NG, e_interp, "interp_init", "0.05"},
     {"ngpt", NG, e_value_res, "value_residual", "ResFormer"},
     {"ngpt", NG, e_non_causal, "non_causal", "causal"},
+    {"ngpt", NG, e_gate, "attn_gate", "output gate"},
+    {"ngpt", NG, e_embed_scale, "embed_scale", "shared_scale"},
     /* the library's own names hold every stack */
     {"siamese", NB_NAMES_NORMBLOCKS, NULL, NULL, NULL},
     {"mhc", NB_NAMES_NORMBLOCKS, e_value_res, NULL, NULL}};

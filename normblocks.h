@@ -1115,6 +1115,13 @@ NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offs
    square attn.c_proj.weight (d, d) cannot be told by its shape: a loader decides the layout
    from c_attn (which comes first in every layer of the table) and applies it to the square
    ones; examples/nbimport refuses a c_attn in the other layout, naming the style to use.
+   A pure name map: it says where a tensor goes, not whether that codebase's model code computes
+   the stack. Names are given for stacks that code does not compute whenever the tensor has a
+   name there: Post-LN and sandwich layers in Llama's names (as the Mix-LN code writes them; HF
+   Llama's code would load such a file and run Pre-LN), LayerNorm Scaling, a GQA stack in GPT-2's
+   names. Reading those codebases' checkpoints needs these names, so the map does not refuse;
+   an exporter must check the stack against the target's code itself (examples/nbimport.c's
+   export_refusal does, naming the field, and its --help lists what each layout holds).
    Returns the number of parts (written to parts[0..2]), 0 when the style has no name for the
    tensor (a norm the codebase does not have; att_proj of a gated attention, whose gate rows
    none of these layouts has), -1 for a NULL s or parts or t out of range. */

@@ -1674,8 +1674,9 @@ def _layout_refusal(c, layout):
 def to_hf(stack, layout, embed=None, head=None, wpe=None, positions=1024):
     """The parameters of stack under a Hugging Face layout's names: a dict name -> tensor (a
     detached copy, in the library's order after the embedding and head), the tensors nbimport
-    --export writes. layout "hf-llama" (Llama, Qwen2, Qwen3, OLMo-2, and the Mix-LN code's
-    Post-LN, Mix-LN and sandwich layers) or "hf-gpt2" (see the section comment above for each
+    --export writes for a stack the layout's code computes (nbimport refuses the Mix-LN code's
+    layers, which this names for the files of that code). layout "hf-llama" (Llama, Qwen2,
+    Qwen3, OLMo-2, and the Mix-LN code's Post-LN, Mix-LN and sandwich layers) or "hf-gpt2" (see the section comment above for each
     layout's conventions). embed and head, (vocab, d_model), given together, are written as
     model.embed_tokens.weight / transformer.wte.weight and lm_head.weight; GPT-2 also gets
     transformer.wpe.weight: wpe, or zeros of `positions` rows (a stack without positions: GPT-2's
@@ -1759,8 +1760,10 @@ def _resolved(cfg):
 def hf_family(stack_config):
     """The model_type of the Hugging Face class that computes exactly this stack (a StackConfig,
     or a Stack's resolved .config) ("llama",
-    "qwen2", "qwen3", "olmo2" or "gpt2"), as nbimport --export chooses it (hf_config.h
-    hf_family_of); raises ValueError naming why when no class does. The layout is hf-gpt2 for a
+    "qwen2", "qwen3", "olmo2" or "gpt2"), as nbimport --export chooses it (nbimport.c's
+    llama_family, which reads the placements: this reads the preset names, and refuses a few
+    stacks nbimport takes, as Mix-LN of fewer than 4 layers); raises ValueError naming why when
+    no class does. The layout is hf-gpt2 for a
     GELU stack, else hf-llama."""
     c = _resolved(stack_config)
     layout = "hf-llama" if c.ffn == "swiglu" else "hf-gpt2"
@@ -1773,7 +1776,7 @@ def hf_family(stack_config):
         family = "olmo2"  # Olmo2Attention: attention_bias on Q, K, V and O
         why = "attn_bias: OLMo-2 has biases on all of Q, K, V, O or none" if bias not in (
             0, ATTN_BIAS_QKV | ATTN_BIAS_OUT) else None
-    elif c.preset != "pre":
+    elif c.preset not in ("pre", "pre_sites_pre"):  # Pre-#-Pre: Pre-LN layers with sites
         why = "its preset is not Pre-LN (no HF class computes it)"
     elif c.sites == qk and c.site_width == _PH:
         family = "qwen3"  # Qwen3Attention: attention_bias on Q, K, V and O, like Llama's

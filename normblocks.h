@@ -1115,8 +1115,16 @@ NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offs
    square attn.c_proj.weight (d, d) cannot be told by its shape: a loader decides the layout
    from c_attn (which comes first in every layer of the table) and applies it to the square
    ones; examples/nbimport refuses a c_attn in the other layout, naming the style to use.
+   A pure name map: it says where a tensor goes, not whether that codebase's model code computes
+   the stack. Names are given for stacks that code does not compute whenever the tensor has a
+   name there: Post-LN and sandwich layers in Llama's names (as the Mix-LN code writes them; HF
+   Llama's code would load such a file and run Pre-LN), LayerNorm Scaling, a GQA stack in GPT-2's
+   names. Reading those codebases' checkpoints needs these names, so the map does not refuse;
+   an exporter must check the stack against the target's code itself (examples/nbimport.c's
+   export_refusal does, naming the field, and its --help lists what each layout holds).
    Returns the number of parts (written to parts[0..2]), 0 when the style has no name for the
-   tensor (a norm the codebase does not have), -1 for a NULL s or parts or t out of range. */
+   tensor (a norm the codebase does not have; att_proj of a gated attention, whose gate rows
+   none of these layouts has), -1 for a NULL s or parts or t out of range. */
 typedef enum nb_name_style {
     NB_NAMES_NORMBLOCKS = 0, NB_NAMES_HF_LLAMA, NB_NAMES_HF_GPT2, NB_NAMES_GPT2_LINEAR,
     NB_NAMES_NGPT
@@ -1223,7 +1231,7 @@ NBDEF nb_result nb_stack_normalize(nb_ctx* ctx, const nb_stack* s, nb_real* para
    caller's MPI_MAX) of nb_stack_head_stats. clipped (may be NULL): the number of heads
    scaled. Refused (NB_ERR_CONFIG, nothing written) for a layer whose logits do not follow
    W_q, W_k (a Q or K norm site; qk_scale), NB_ERR_VALUE for tau not finite and > 0 or a
-   max_logit that is NaN. Optimizer moments are left as they are (as the paper). */
+   max_logit not finite (an overflowed forward: gamma 0 would zero the heads). Optimizer moments are left as they are (as the paper). */
 NBDEF nb_result nb_stack_qk_clip(nb_ctx* ctx, const nb_stack* s, nb_real* params,
                                  const double* max_logit, double tau, int* clipped);
 /* The scheme's std for the embedding and an untied LM head, so a model around the stack can
@@ -5061,6 +5069,8 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
         if (style == NB_NAMES_HF_LLAMA && !strcmp(row->lib, "ff_norm.weight") &&
             (s->layers[l].desc.attn.output_norm || s->layers[l].desc.attn.post_norm))
             name = "pre_feedforward_layernorm.weight";
+        if (!strncmp(row->lib, "att_proj.", 9) && s->layers[l].attn.gate_width)
+            return 0; /* no codebase of these fuses the gate's rows there (Qwen: into q_proj) */
         if (name[0]) { /* one whole tensor */
             snprintf(parts[0].name, sizeof parts[0].name, "%s%s", pre, name);
             parts[0].rows = ti->rows;
@@ -7474,8 +7484,9 @@ NBDEF nb_result nb_stack_qk_clip(nb_ctx* ctx, const nb_stack* s, nb_real* params
                   "QK-Clip has nothing to scale", l,
                   ap->desc.qk_scale ? "qk_scale" : "a Q or K norm site");
         for (h = 0; h < H; h++)
-            NB__CHECK(isnan(max_logit[(size_t)l * H + h]), NB_ERR_VALUE,
-                      "nb_stack_qk_clip: max_logit of layer %d head %d is NaN", l, h);
+            NB__CHECK(!nb__fin(max_logit[(size_t)l * H + h]), NB_ERR_VALUE, /* by the bits */
+                      "nb_stack_qk_clip: max_logit of layer %d head %d (%g) is not finite", l, h,
+                      max_logit[(size_t)l * H + h]);
     }
     for (l = 0; l < s->desc.n_layers; l++) {
         const nb_attn_plan* ap = &s->layers[l].attn;

@@ -216,42 +216,6 @@ done:
     return rc;
 }
 
-/* The HF family whose model class computes exactly stack s (the names alone could hold more:
-   a Mix-LN stack in Llama's names is the Mix-LN code's, not LlamaForCausalLM's), or NULL with
-   why in err. */
-static const hf_family* hf_family_of(const nb_stack* s, nb_name_style style, char* err, size_t n_err) {
-    const nb_stack_desc* d = &s->desc;
-    const char* why = NULL;
-    const char* type = NULL;
-    if (style == NB_NAMES_HF_GPT2) {
-        type = "gpt2"; /* exportable() checked the rest */
-    } else if (style == NB_NAMES_HF_LLAMA) {
-        const unsigned qk = NB_SITE_Q | NB_SITE_K;
-        if (d->preset == NB_PRESET_OLMO2 && d->sites == qk && d->site_width == NB_WIDTH_FULL) type = "olmo2";
-        else if (d->preset != NB_PRESET_PRE) why = "its preset is not Pre-LN (the names hold it for the code it comes from; no HF class computes it)";
-        else if (d->sites == qk && d->site_width == NB_WIDTH_PER_HEAD) type = "qwen3";
-        else if (d->sites) why = "it has attention norm sites no HF class has";
-        else if (d->attn_bias == NB_ATTN_BIAS_QKV) type = "qwen2";
-        else type = "llama";
-        /* attention_bias of Llama, Qwen3 and OLMo-2 is all four biases or none; a file with
-           only some would be loaded without them */
-        if (type && strcmp(type, "qwen2") && d->attn_bias != 0 && d->attn_bias != (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT)) {
-            type = NULL;
-            why = "its attention biases are on some projections only (attention_bias puts them on Q, K, V and O)";
-        }
-        if (type && d->embed_norm == 1) { type = NULL; why = "it normalizes the embedding"; }
-        if (type && d->final_norm == -1) { type = NULL; why = "it has no final norm"; }
-    } else why = style == NB_NAMES_GPT2_LINEAR ? "gpt2-linear is nanoGPT's and llm.c's layout (export hf-gpt2 for Hugging Face)"
-                                               : "the normblocks layout is no Hugging Face class's";
-    if (!type) snprintf(err, n_err, "no Hugging Face model class computes this stack: %s", why);
-    if (type) {
-        int i;
-        for (i = 0; i < HF_N_FAMILIES; i++)
-            if (!strcmp(hf_families[i].model_type, type)) return &hf_families[i];
-    }
-    return NULL;
-}
-
 /* a float32 value as the shortest decimal that rounds back to it (1e-06, not 9.99999997e-07) */
 static double hf_short(double v) {
     char buf[32];

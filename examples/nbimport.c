@@ -25,10 +25,10 @@ static const char* const help =
     USAGE
     "Runs MODEL's stack on INPUT's tensor \"E\" (B, T, d: the embedded input) and writes its\n"
     "output \"out\" (B, T, d, F32) to OUT; or (--export) writes MODEL's tensors in STYLE's names.\n"
-    "  STYLE  hf-llama     Hugging Face Llama, Qwen2/Qwen3, OLMo-2 (and the Mix-LN, LayerNorm-Scaling\n"
-    "                      codes): separate q/k/v and up/gate projections\n"
+    "  STYLE  hf-llama     Hugging Face Llama, Qwen2/Qwen3, OLMo-2 (and, read only, the Mix-LN and\n"
+    "                      LayerNorm-Scaling codes' checkpoints): separate q/k/v, up/gate projections\n"
     "         hf-gpt2      Hugging Face GPT-2: Conv1D weights stored transposed\n"
-    "         gpt2-linear  GPT-2 in nn.Linear layout (nanoGPT, llm.c)\n"
+    "         gpt2-linear  GPT-2 in nn.Linear layout (llm.c, nanoGPT)\n"
     "         normblocks   the library's own names (as examples/train saves them)\n"
     "         ngpt         NVIDIA/ngpt's model.py (query, key, value, att_c_proj, c_fc, mlp_c_proj,\n"
     "                      sqk, suv, attn_alpha, mlp_alpha); its RoPE is not a rotation (its\n"
@@ -53,11 +53,38 @@ static const char* const help =
     "  OUT    checked before any work: an existing regular file or a new one (never a FIFO, device\n"
     "         or directory), not MODEL or INPUT. --export: a file, or a directory (existing, or\n"
     "         a path ending in /) that receives model.safetensors and config.json, the embedding and\n"
-    "         head included, loadable by the Hugging Face class that computes the stack (refused\n"
-    "         when none does, naming why).\n"
-    "--export refuses, naming the field, a stack STYLE's model code would run as another model\n"
-    "(GQA, SwiGLU, RMSNorm or RoPE as GPT-2; LayerNorm, GELU or no RoPE as Llama; the value\n"
-    "residual or hyper-connections as either).\n"
+    "         head included, loadable by the Hugging Face class that computes the stack\n"
+    "         (hf-llama, hf-gpt2).\n";
+/* (a second string: C99 compilers need to take string literals of up to 4095 characters) */
+static const char* const help_export =
+    "--export writes STYLE only for a stack STYLE's own model code computes, to a file as to a\n"
+    "directory (that code reads none of MODEL's metadata), and refuses any other, naming the first\n"
+    "field that differs:\n"
+    "  hf-llama     RMSNorm, SwiGLU without biases, RoPE, one residual stream, a final norm and no\n"
+    "               embedding norm; Pre-LN layers (llama; qwen2: Q, K, V biases, attn_bias 1;\n"
+    "               qwen3: Q, K norms per head) or norms after the sublayers with Q, K norms over\n"
+    "               the whole projections (olmo2); attention biases on all of Q, K, V, O or none\n"
+    "               (attn_bias 3 or 0) but in qwen2; GQA allowed\n"
+    "  hf-gpt2      Pre-LN, LayerNorm, GELU tanh, every projection's bias, no RoPE, MHA, a final\n"
+    "               norm and no other\n"
+    "  gpt2-linear  as hf-gpt2 for llm.c's train_gpt2.py GPT: d_ff 4 d_model, eps 1e-5, the head\n"
+    "               equal to the embedding (it ties them); nanoGPT's model.py reads the same file\n"
+    "               but its MLP is the exact GELU (nn.GELU()): another function\n"
+    "  ngpt         the ngpt preset as it comes (d_ff 4 d_model, MHA), for model.py with use_nGPT 1,\n"
+    "               bias False, base_scale 1/sqrt(n_embd); its rotary transform is not a rotation\n"
+    "               (its issue #10): it computes this stack with the standard RoPE (rotate-half,\n"
+    "               base 10000) in its place\n"
+    "  normblocks   every stack\n"
+    "None has the value residual, hyper-connections, SiameseNorm's streams, Post-LN, DeepNorm,\n"
+    "HybridNorm's residual, ReZero, SkipInit, LayerScale, LayerNorm Scaling, CompleteP's\n"
+    "multipliers, nGPT's scales (but ngpt), another softmax scale, non-causal or gated attention,\n"
+    "DyT or Derf, an input scale, Gemma's 1 + w gains, or norms without their weight or bias.\n"
+    "Nor examples/train's logit softcap or constant embedding scale. By preset, of 4 layers\n"
+    "(Mix-LN and LNS of fewer can be Pre-LN), with each layout's norm, ffn, rope and attn_bias\n"
+    "(hf-llama rms, swiglu, 1, 0 or 1; hf-gpt2, gpt2-linear layer, gelu, 0, 3; ngpt l2, swiglu,\n"
+    "1, 0) but a preset's own norm kind: hf-llama's model_type(s), yes, or no and the field (the\n"
+    "name gpt2 is pre with LayerNorm, GELU and every bias):\n";
+static const char* const help_tail =
     "Exit status: 0 written; 1 refused or failed, with a message naming the file, tensor or key.\n";
 
 static int fail(const char* fmt, ...) {
@@ -466,6 +493,388 @@ static int load(const nb_stack* s, nb_name_style style, model_in* M, nb_real* pa
     return 0;
 }
 
+/* ---- --export: the stacks each layout's own model code computes ----
+   A layout is a codebase's names and the model code that reads them. The names alone can hold
+   more than that code computes: a GQA + SwiGLU stack fits GPT-2's tensor names, a sandwich
+   stack fits Llama's (the Mix-LN code writes its Post-LN and sandwich layers so), and the
+   target's code would load such a file and run another model. --export therefore refuses,
+   naming the first field that makes the stack inexpressible, every stack the target's code
+   would compute differently, whether it writes a directory or one file (a file in a foreign
+   layout is for that code, which reads no metadata of ours); nb_stack_tensor_parts stays a pure
+   name map, as importing those codebases' checkpoints needs. The checks read the resolved
+   stack (placements per layer, sites per layer), not preset names: Mix-LN of fewer than 4
+   layers has no Post-LN layer and is Llama's Pre-LN, and is accepted as such.
+   A new stack field no foreign code has is one line in option_refusal; one that some layout
+   has is one line in that layout's function (llama_refusal, gpt2_refusal, ngpt_refusal).
+   One known gap is documented rather than refused: NVIDIA/ngpt's rotary transform is not a
+   rotation (its issue #10), so its code computes an exported nGPT stack only with the standard
+   RoPE in its place (--help, README). */
+
+typedef struct refusal {
+    const char* field; /* the first field that makes the stack inexpressible (the table's) */
+    char msg[400];     /* that field, then why */
+} refusal;
+
+/* records field and the message "field" + fmt's text (which starts with ": " or " ("); 1 */
+static int refuse(refusal* r, const char* field, const char* fmt, ...) {
+    va_list ap;
+    const int n = snprintf(r->msg, sizeof r->msg, "%s", field);
+    r->field = field;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof r->msg) vsnprintf(r->msg + n, sizeof r->msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+static const char* preset_of(const nb_stack* s) {
+    const nb_stack_desc* d = &s->desc;
+    return d->name[0] ? d->name : d->preset == NB_PRESET_DEFAULT ? "custom" : nb_preset_name(d->preset);
+}
+
+/* the residual structure: one stream (hyper-connections' n and SiameseNorm's two are in no
+   foreign code) */
+static int stream_refusal(const nb_stack* s, const char* code, refusal* r) {
+    if (s->desc.hyper > NB_HYPER_NONE)
+        return refuse(r, "hyper", ": %s has one residual stream (hyper-connections' n streams and their maps "
+                      "are in none of these codes)", code);
+    if (s->streams != 1)
+        return refuse(r, "preset", " %s: %s has one residual stream (SiameseNorm's two are in none of these "
+                      "codes)", preset_of(s), code);
+    return 0;
+}
+
+/* The placements a layout's code has around both sublayers of every layer: Pre-LN x + F(N(x))
+   (Llama, GPT-2), OLMo-2's norm after x + N(F(x)), nGPT's L2(L2(x) + |a| (L2(F(x)) - L2(x))). */
+typedef enum place_kind { PLACE_PRE, PLACE_AFTER, PLACE_NGPT } place_kind;
+
+/* field, with *why = text */
+static const char* because(const char** why, const char* text, const char* field) {
+    *why = text;
+    return field;
+}
+
+/* the first field of placement p that is not want's, with why (a phrase after the code's
+   name), or NULL */
+static const char* placement_field(const nb_placement* p, place_kind want, const char** why) {
+    const int ngpt = want == PLACE_NGPT, pre = want == PLACE_PRE;
+    if (p->post_norm != ngpt)
+        return because(why, ngpt ? "normalizes the sum after each step" : "has no norm after the residual add",
+                       "post_norm");
+    if (p->residual_norm != ngpt)
+        return because(why, ngpt ? "normalizes its residual" : "does not normalize its residual (nGPT)",
+                       "residual_norm");
+    if (p->residual_from_norm)
+        return because(why, "adds a sublayer to its input, not to the input's norm (HybridNorm)",
+                       "residual_from_norm");
+    if (p->residual_scale != 1) return because(why, "scales no residual (DeepNorm's alpha)", "residual_scale");
+    if (p->branch_scale != (ngpt ? NB_BRANCH_SCALE_INTERP : NB_BRANCH_SCALE_NONE))
+        return because(why, ngpt ? "steps toward each branch by its alpha (attn_alpha, mlp_alpha)"
+                            : p->branch_scale == NB_BRANCH_SCALE_SCALAR ? "has no ReZero resweight on its branches"
+                            : p->branch_scale == NB_BRANCH_SCALE_CHANNEL ? "has no LayerScale gamma on its branches"
+                            : p->branch_scale == NB_BRANCH_SCALE_SUBLAYER ? "has no SkipInit scalar on its branches"
+                            : "does not step toward its branches (nGPT's alpha)", "branch_scale");
+    if (p->branch_mult != 1)
+        return because(why, "multiplies no branch by a constant (depth_alpha: CompleteP)", "branch_mult");
+    if (p->input_scale != 1)
+        return because(why, "does not scale its input norms (LayerNorm Scaling's 1/sqrt(l))", "input_scale");
+    if (p->input_norm != pre)
+        return because(why, pre ? "normalizes every sublayer's input" : "normalizes no sublayer's input",
+                       "input_norm");
+    if (p->output_norm != !pre)
+        return because(why, pre ? "has no norm on a sublayer's output (sandwich, Peri-LN)"
+                                : "normalizes every sublayer's output", "output_norm");
+    return NULL;
+}
+
+/* every layer's placements, attention then FFN, against want */
+static int placement_refusal(const nb_stack* s, place_kind want, const char* code, refusal* r) {
+    int l, k;
+    for (l = 0; l < s->desc.n_layers; l++)
+        for (k = 0; k < 2; k++) {
+            const char *why = NULL, *field;
+            field = placement_field(k ? &s->layers[l].desc.ffn : &s->layers[l].desc.attn, want, &why);
+            if (field)
+                return refuse(r, field, " (preset %s, layer %d, %s): %s %s", preset_of(s), l,
+                              k ? "FFN" : "attention", code, why);
+        }
+    return 0;
+}
+
+/* the embedding norm and the final norm: fin 1 when the code ends with a norm */
+static int ends_refusal(const nb_stack* s, const char* code, int fin, refusal* r) {
+    if (s->desc.embed_norm == 1) return refuse(r, "embed_norm", ": %s does not normalize the embedding", code);
+    if (s->desc.final_norm != (fin ? 1 : -1))
+        return refuse(r, "final_norm", fin ? ": %s ends with a final norm" : ": %s has no final norm", code);
+    return 0;
+}
+
+/* 1 when every layer has the stack's sites (a custom schedule may vary them) */
+static int sites_uniform(const nb_stack* s) {
+    int l;
+    for (l = 0; l < s->desc.n_layers; l++)
+        if (s->layers[l].desc.sites != s->desc.sites) return 0;
+    return 1;
+}
+
+/* attention scaled as Llama's and GPT-2's: none of nGPT's scales, scores by 1/sqrt(d_k) */
+static int scale_refusal(const nb_stack* s, const char* code, refusal* r) {
+    const nb_stack_desc* d = &s->desc;
+    if (d->qk_scale > 0) return refuse(r, "qk_scale", ": nGPT's s_qk (sqk) is not in %s", code);
+    if (d->ffn_in_scale > 0) return refuse(r, "ffn_in_scale", ": nGPT's s_uv (suv) is not in %s", code);
+    if (fabs(d->softmax_scale * sqrt((double)d->d_model / d->n_heads) - 1) > 1e-6)
+        return refuse(r, "softmax_scale", ": %s scales the scores by 1/sqrt(d_k)", code);
+    return 0;
+}
+
+/* what none of the foreign codes has (Llama's family, GPT-2, NVIDIA/ngpt): one line a field */
+static int option_refusal(const nb_stack* s, const char* code, refusal* r) {
+    const nb_stack_desc* d = &s->desc;
+    if (d->value_residual)
+        return refuse(r, "value_residual", ": %s does not mix layer 0's values in (ResFormer)", code);
+    if (d->non_causal) return refuse(r, "non_causal", ": %s attends causally", code);
+    if (d->attn_gate) return refuse(r, "attn_gate", ": %s has no output gate in attention (gated attention)", code);
+    if (d->embed_scale) return refuse(r, "embed_scale", ": %s does not scale its input (DyT's shared_scale)", code);
+    if (d->gain_offset) return refuse(r, "gain_offset", ": %s's norms multiply by w, not 1 + w (Gemma's)", code);
+    if (d->norm_gain < 0) return refuse(r, "norm_gain", ": %s's norms have a weight", code);
+    if (d->norm_bias < 0) return refuse(r, "norm_bias", ": %s's LayerNorms have a bias", code);
+    return 0;
+}
+
+/* hf-llama: the attention norms and biases of model_type type */
+static int llama_attention_refusal(const nb_stack* s, const char* type, refusal* r) {
+    const nb_stack_desc* d = &s->desc;
+    const int olmo2 = !strcmp(type, "olmo2");
+    const unsigned qk = NB_SITE_Q | NB_SITE_K, all = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
+    if (!sites_uniform(s))
+        return refuse(r, "sites", ": %s's layers all have the same attention norms", olmo2 ? "OLMo-2" : "Llama");
+    if (olmo2 && (d->sites != qk || d->site_width != NB_WIDTH_FULL))
+        return refuse(r, "sites", ": OLMo-2's q_norm and k_norm are over the whole Q and K projections (sites Q, "
+                      "K at full width)");
+    if (!olmo2 && d->sites && (d->sites != qk || d->site_width != NB_WIDTH_PER_HEAD))
+        return refuse(r, "sites", ": of Llama's family only Qwen3 normalizes in attention: q_norm and k_norm per "
+                      "head (sites Q, K, per head)");
+    if (strcmp(type, "qwen2") && d->attn_bias != 0 && d->attn_bias != all)
+        return refuse(r, "attn_bias", ": %s's attention_bias is on all of Q, K, V and O or on none (Qwen2's Q, "
+                      "K, V biases come without attention norms)", olmo2 ? "OLMo-2" : d->sites ? "Qwen3" : "Llama");
+    return 0;
+}
+
+/* hf-llama: the Hugging Face class that computes s, as its model_type in *type ("llama",
+   "qwen2", "qwen3", "olmo2"), or 1 with the refusal. LlamaForCausalLM: Pre-LN, RMSNorm, SwiGLU
+   without biases, RoPE, attention_bias on all of Q, K, V, O or none; Qwen2: Q, K, V biases only
+   (hard-coded); Qwen3: Llama with q_norm, k_norm per head; OLMo-2: norms after the sublayers,
+   q_norm, k_norm over the whole projections. */
+static int llama_refusal(const nb_stack* s, refusal* r, const char** type) {
+    const nb_stack_desc* d = &s->desc;
+    /* the first attention's placement tells which family's layer every sublayer must be */
+    const nb_placement* p0 = &s->layers[0].desc.attn;
+    const int olmo2 = p0->output_norm && !p0->input_norm && !p0->post_norm;
+    const char* code = olmo2 ? "OLMo-2's decoder" : "Llama's decoder";
+    if (stream_refusal(s, code, r)) return 1;
+    if (d->norm != NB_NORM_RMS) return refuse(r, "norm", ": Llama's norms are RMSNorm");
+    if (d->ffn != NB_FFN_SWIGLU) return refuse(r, "ffn", ": Llama's MLP is SwiGLU (gate_proj, up_proj, down_proj)");
+    if (s->ffn.desc.bias == 1) return refuse(r, "ffn_bias", ": Llama's MLP projections have no bias");
+    if (!d->rope) return refuse(r, "rope", ": Llama applies RoPE in every attention");
+    if (placement_refusal(s, olmo2 ? PLACE_AFTER : PLACE_PRE, code, r)) {
+        if (!strcmp(r->field, "output_norm") && !olmo2) /* what the names suggest */
+            strncat(r->msg, ": its post_attention_layernorm is the FFN's input norm (the Mix-LN code writes its "
+                    "sandwich layers in these names; Llama's code would run them as Pre-LN)",
+                    sizeof r->msg - strlen(r->msg) - 1);
+        return 1;
+    }
+    if (ends_refusal(s, code, 1, r)) return 1;
+    *type = olmo2 ? "olmo2" : d->sites ? "qwen3" : d->attn_bias == NB_ATTN_BIAS_QKV ? "qwen2" : "llama";
+    return llama_attention_refusal(s, *type, r) || scale_refusal(s, code, r) || option_refusal(s, code, r);
+}
+
+/* the model_type of the HF class that computes s (hf-llama), or NULL */
+static const char* llama_family(const nb_stack* s, refusal* r) {
+    const char* type = NULL;
+    return llama_refusal(s, r, &type) ? NULL : type;
+}
+
+/* hf-gpt2 (Hugging Face's GPT2Model) and gpt2-linear (llm.c's train_gpt2.py GPT): Pre-LN,
+   LayerNorm, GELU tanh, every projection's bias, learned positions (outside the stack), MHA;
+   llm.c's has no n_inner and no layer_norm_epsilon: d_ff 4 d_model, eps 1e-5. */
+static int gpt2_refusal(const nb_stack* s, int linear, refusal* r) {
+    const nb_stack_desc* d = &s->desc;
+    const char* code = linear ? "llm.c's GPT-2" : "GPT-2's model";
+    if (stream_refusal(s, code, r)) return 1;
+    if (d->n_kv_heads != d->n_heads)
+        return refuse(r, "n_kv_heads", " != n_heads: GPT-2's c_attn holds Q, K and V of n_heads each (no GQA)");
+    if (d->ffn != NB_FFN_GELU_TANH) return refuse(r, "ffn", ": GPT-2's MLP is GELU (tanh) without a gate");
+    if (d->norm != NB_NORM_LAYER) return refuse(r, "norm", ": GPT-2's ln_1, ln_2, ln_f are LayerNorms");
+    if (d->rope) return refuse(r, "rope", ": GPT-2 adds learned positions (wpe) and has no RoPE");
+    if (d->attn_bias != (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT))
+        return refuse(r, "attn_bias", ": GPT-2's c_attn and c_proj have biases (attn_bias 3)");
+    if (s->ffn.desc.bias != 1) return refuse(r, "ffn_bias", ": GPT-2's c_fc and c_proj have biases");
+    if (d->sites) return refuse(r, "sites", ": GPT-2's attention has no norms");
+    if (placement_refusal(s, PLACE_PRE, code, r) || ends_refusal(s, code, 1, r)) return 1;
+    if (linear && d->d_ff != 4 * d->d_model)
+        return refuse(r, "d_ff", ": llm.c's and nanoGPT's MLP is 4 n_embd wide (they have no n_inner)");
+    if (linear && (float)d->eps != 1e-5f)
+        return refuse(r, "eps", ": llm.c's and nanoGPT's LayerNorm eps is 1e-5 (they have no setting)");
+    return scale_refusal(s, code, r) || option_refusal(s, code, r);
+}
+
+/* ngpt: NVIDIA/ngpt's model.py with use_nGPT 1 and bias False: the ngpt preset as it comes
+   (c_fc 8 n_embd wide, query, key, value of n_embd: MHA; justnorm of Q, K per head; scores
+   times sqrt(d_k); the alphas' 0.05 and its base 10000 hard-coded) */
+static int ngpt_refusal(const nb_stack* s, refusal* r) {
+    const nb_stack_desc* d = &s->desc;
+    const char* code = "NVIDIA/ngpt's model";
+    if (stream_refusal(s, code, r)) return 1;
+    if (d->preset != NB_PRESET_NGPT)
+        return refuse(r, "preset", " %s: NVIDIA/ngpt's Block is nGPT's (the ngpt preset: L2 norms, sqk, suv, the "
+                      "alphas' steps)", preset_of(s));
+    if (d->norm != NB_NORM_L2) return refuse(r, "norm", ": NVIDIA/ngpt's justnorm is L2 (x / ||x||)");
+    if (d->ffn != NB_FFN_SWIGLU) return refuse(r, "ffn", ": NVIDIA/ngpt's MLP is SwiGLU (c_fc: u | v)");
+    if (d->attn_bias || s->ffn.desc.bias == 1)
+        return refuse(r, d->attn_bias ? "attn_bias" : "ffn_bias", ": NVIDIA/ngpt's model is bias-free (bias False; "
+                      "its names have no biases)");
+    if (d->n_kv_heads != d->n_heads)
+        return refuse(r, "n_kv_heads", " != n_heads: NVIDIA/ngpt's key and value are n_embd wide");
+    if (d->d_ff != 4 * d->d_model)
+        return refuse(r, "d_ff", ": NVIDIA/ngpt's c_fc is 2 x 4 n_embd wide (d_ff 4 d_model)");
+    if (!d->rope) return refuse(r, "rope", ": NVIDIA/ngpt's attention always applies its rotary transform");
+    if ((float)d->rope_theta != 10000.0f) return refuse(r, "rope_theta", ": NVIDIA/ngpt's rotary base is 10000");
+    if (d->sites != (NB_SITE_Q | NB_SITE_K) || !sites_uniform(s) || d->site_width != NB_WIDTH_PER_HEAD)
+        return refuse(r, "sites", ": NVIDIA/ngpt normalizes Q and K per head, nothing else in attention");
+    if (d->qk_scale <= 0) return refuse(r, "qk_scale", ": NVIDIA/ngpt scales Q and K by sqk");
+    if (d->ffn_in_scale <= 0) return refuse(r, "ffn_in_scale", ": NVIDIA/ngpt scales c_fc's output by suv");
+    if (fabs(d->softmax_scale / sqrt((double)d->d_model / d->n_heads) - 1) > 1e-6)
+        return refuse(r, "softmax_scale", ": NVIDIA/ngpt scales the scores by +sqrt(d_k)");
+    if (placement_refusal(s, PLACE_NGPT, code, r) || ends_refusal(s, code, 0, r)) return 1;
+    if (fabs(d->interp_init - 0.05) > 1e-12)
+        return refuse(r, "interp_init", ": NVIDIA/ngpt's alphas are times 0.05 / base_scale (the stored values "
+                      "mean another step)");
+    return option_refusal(s, code, r);
+}
+
+/* Why STYLE's own model code would not compute stack s: 1 with r filled, or 0. */
+static int export_refusal(const nb_stack* s, nb_name_style style, refusal* r) {
+    switch (style) {
+    case NB_NAMES_NORMBLOCKS: return 0; /* the library's own names: every stack */
+    case NB_NAMES_HF_LLAMA: return llama_family(s, r) == NULL;
+    case NB_NAMES_HF_GPT2: return gpt2_refusal(s, 0, r);
+    case NB_NAMES_GPT2_LINEAR: return gpt2_refusal(s, 1, r);
+    case NB_NAMES_NGPT: return ngpt_refusal(s, r);
+    }
+    return refuse(r, "style", ": unknown");
+}
+
+/* --export: 1 with the message when STYLE cannot express s */
+static int exportable(const nb_stack* s, nb_name_style style) {
+    refusal r;
+    if (!export_refusal(s, style, &r)) return 0;
+    fprintf(stderr, "nbimport: --export: this stack cannot be expressed in the %s layout: %s (--export "
+            "normblocks keeps every stack)\n", style_name(style), r.msg);
+    return 1;
+}
+
+/* The Hugging Face class of an exportable stack in STYLE, or NULL (no class reads that layout) */
+static const hf_family* hf_family_of(const nb_stack* s, nb_name_style style) {
+    refusal r;
+    const char* type = style == NB_NAMES_HF_LLAMA ? llama_family(s, &r) : style == NB_NAMES_HF_GPT2 ? "gpt2" : NULL;
+    int i;
+    for (i = 0; type && i < HF_N_FAMILIES; i++)
+        if (!strcmp(hf_families[i].model_type, type)) return &hf_families[i];
+    return NULL;
+}
+
+/* ---- the export table: by preset, what each foreign layout holds (printed by --help; README.md
+   has the same rows, and tests/test_nbimport.py checks the two are equal and that --export
+   refuses exactly the cells marked no, naming their field) ---- */
+
+static const nb_name_style k_table_styles[4] = {NB_NAMES_HF_LLAMA, NB_NAMES_HF_GPT2, NB_NAMES_GPT2_LINEAR,
+                                                NB_NAMES_NGPT};
+
+/* The norm kind preset NAME fixes (DyT for dyt, L2 for ngpt), or 0 when it takes the stack's
+   (RMSNorm unless set): the table keeps a fixed one and gives the others each layout's own. */
+static nb_norm_type table_own_norm(const char* name) {
+    nb_stack_desc d;
+    nb_stack s;
+    nb_norm_type own = NB_NORM_DEFAULT;
+    memset(&d, 0, sizeof d);
+    d.n_layers = 4; d.d_model = 16; d.n_heads = 2; d.n_kv_heads = 2; d.d_ff = 64;
+    if (nb_preset_from_name(NULL, &d, name) || nb_stack_init(NULL, &s, &d, 1, 1)) return own;
+    if (s.desc.norm != NB_NORM_RMS) own = s.desc.norm;
+    nb_stack_free(&s);
+    return own;
+}
+
+/* preset NAME of 4 layers (d_model 16, 2 heads, d_ff 4 d_model) with STYLE's usual metadata
+   values (norm, ffn, rope; attn_bias given), as a checkpoint of them describes it */
+static int table_stack(const char* name, nb_name_style style, unsigned attn_bias, nb_stack* s) {
+    const int gpt2 = style == NB_NAMES_HF_GPT2 || style == NB_NAMES_GPT2_LINEAR;
+    const nb_norm_type own = table_own_norm(name);
+    nb_stack_desc d;
+    memset(&d, 0, sizeof d);
+    d.n_layers = 4; d.d_model = 16; d.n_heads = 2; d.n_kv_heads = 2; d.d_ff = 64;
+    if (nb_preset_from_name(NULL, &d, name)) return 1;
+    d.norm = own ? own : gpt2 ? NB_NORM_LAYER : style == NB_NAMES_NGPT ? NB_NORM_L2 : NB_NORM_RMS;
+    d.ffn = gpt2 ? NB_FFN_GELU_TANH : NB_FFN_SWIGLU;
+    d.rope = !gpt2;
+    d.attn_bias = attn_bias;
+    return nb_stack_init(NULL, s, &d, 1, 1) != NB_OK;
+}
+
+/* "no: FIELD" for a refusal, or "no: (no stack)" when the library refuses the stack itself */
+static void table_no(char* cell, size_t n, const char* field) { snprintf(cell, n, "no: %s", field); }
+
+/* one cell: hf-llama's model_types (attn_bias 0, then 1), "yes", or "no: " the field */
+static void table_cell(const char* name, nb_name_style style, char* cell, size_t n) {
+    const int gpt2 = style == NB_NAMES_HF_GPT2 || style == NB_NAMES_GPT2_LINEAR;
+    const unsigned biases[2] = {0, NB_ATTN_BIAS_QKV};
+    const char* first = NULL;
+    refusal r;
+    nb_stack s;
+    int k;
+    if (style != NB_NAMES_HF_LLAMA) {
+        if (table_stack(name, style, gpt2 ? NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT : 0, &s)) {
+            table_no(cell, n, "(no stack)");
+            return;
+        }
+        if (export_refusal(&s, style, &r)) table_no(cell, n, r.field);
+        else snprintf(cell, n, "yes");
+        nb_stack_free(&s);
+        return;
+    }
+    cell[0] = 0;
+    for (k = 0; k < 2; k++) {
+        const char* type;
+        if (table_stack(name, style, biases[k], &s)) continue;
+        type = llama_family(&s, &r);
+        if (!type && !k) first = r.field;
+        if (type && !strstr(cell, type))
+            snprintf(cell + strlen(cell), n - strlen(cell), "%s%s", cell[0] ? ", " : "", type);
+        nb_stack_free(&s);
+    }
+    if (!cell[0]) table_no(cell, n, first ? first : "(no stack)");
+}
+
+/* the table's rows: every preset key, and the HybridNorm name that is Qwen3 */
+static void print_export_table(FILE* f) {
+    static const char* const names[] = {"Pre-QK-Pre"};
+    static const char* const norm_names[5] = {"", "rms", "layer", "dyt", "l2"};
+    const int n_rows = NB_PRESET_COUNT - 1 + (int)(sizeof names / sizeof names[0]);
+    int i, k;
+    fputs("| preset | hf-llama | hf-gpt2 | gpt2-linear | ngpt |\n|---|---|---|---|---|\n", f);
+    for (i = 0; i < n_rows; i++) {
+        const char* name = i < NB_PRESET_COUNT - 1 ? nb_preset_name((nb_preset)(i + 1))
+                                                   : names[i - (NB_PRESET_COUNT - 1)];
+        const nb_norm_type own = table_own_norm(name);
+        fprintf(f, "| `%s`", name);
+        if (own) fprintf(f, " (norm %s)", norm_names[own]);
+        for (k = 0; k < 4; k++) {
+            char cell[96];
+            table_cell(name, k_table_styles[k], cell, sizeof cell);
+            fprintf(f, " | %s", cell);
+        }
+        fputs(" |\n", f);
+    }
+}
+
 /* ---- writing ---- */
 
 static int write_out(const char* path, const nb_real* out, int B, int T, int d) {
@@ -557,24 +966,13 @@ static int export_to(const char* path, const nb_stack* s, nb_name_style style, c
     return 0;
 }
 
-/* examples/train's gated attention, Derf norms, unit-offset gains and SkipInit's sublayer
-   scalars: no other STYLE's model code computes them (the names would hold some: Llama's
-   q_proj, k_proj, v_proj leave the gate's rows out, its norm weights would be read as 1 + w
-   nowhere). Named by the checkpoint's key. */
-static int train_porting_refusal(const model_in* M, nb_name_style style) {
-    static const char* const keys[4][3] = {
-        {"attn_gate", NULL, "gated attention's sigmoid(x W_g) on each head's output"},
-        {"norm", "derf", "Derf norms, gamma erf(alpha x + s) + beta"},
-        {"gain_offset", NULL, "Gemma's unit-offset norm gains 1 + w"},
-        {"branch_scale", "sublayer", "SkipInit's learnable scalar on every sublayer's branch"}};
-    int k;
-    for (k = 0; k < 4; k++) {
-        const char* v = st_meta(&M->f[0], keys[k][0]);
-        if (v && (!keys[k][1] || !strcmp(v, keys[k][1])))
-            return fail("--export: MODEL has %s %s (examples/train's %s): the %s layout's model code does not "
-                        "compute it", keys[k][0], v, keys[k][2], style_name(style));
-    }
-    return 0;
+/* 1 when tensors a (of file fa) and b (of fb) hold the same values */
+static int same_values(const st_file* fa, const st_tensor* a, const st_file* fb, const st_tensor* b) {
+    size_t i;
+    if (a->count != b->count) return 0;
+    for (i = 0; i < a->count; i++)
+        if (st_value(fa, a, i) != st_value(fb, b, i)) return 0;
+    return 1;
 }
 
 /* The embedding and head of MODEL, in STYLE's names (and GPT-2's zero positions when the stack
@@ -599,13 +997,18 @@ static int extras_of(model_in* M, const nb_stack* s, nb_name_style style, extra*
         if (es && !strcmp(es, "2"))
             return fail("--export: MODEL has embed_scale 2 (examples/train's constant embedding scale sqrt(d)): "
                         "the %s layout's model code does not compute it", style_name(style));
-        if (train_porting_refusal(M, style)) return 1;
     }
     if (emb->ndim != 2 || head->ndim != 2 || emb->shape[1] != (size_t)s->desc.d_model ||
         head->shape[0] != emb->shape[0] || head->shape[1] != emb->shape[1] || emb->shape[0] > 1 << 24)
         return fail("MODEL's embedding and head are not both (vocab, d_model)");
     if (st_check_finite(&M->f[fe], emb)) return st_fail(&M->f[fe]);
     if (st_check_finite(&M->f[fh], head)) return st_fail(&M->f[fh]);
+    if (style == NB_NAMES_GPT2_LINEAR && !same_values(&M->f[fe], emb, &M->f[fh], head)) {
+        fprintf(stderr, "nbimport: --export: this checkpoint cannot be expressed in the gpt2-linear layout: "
+                "lm_head.weight is not the embedding, and llm.c's and nanoGPT's GPT ties lm_head to wte (one "
+                "tensor: loading either replaces the other); hf-gpt2 keeps them apart\n");
+        return 1;
+    }
     ex[0].name = style == NB_NAMES_HF_LLAMA ? "model.embed_tokens.weight" : "transformer.wte.weight";
     ex[0].f = &M->f[fe]; ex[0].t = emb; ex[0].rows = (int)emb->shape[0]; ex[0].cols = (int)emb->shape[1];
     ex[1] = ex[0];
@@ -642,11 +1045,14 @@ static int extras_of(model_in* M, const nb_stack* s, nb_name_style style, extra*
 static int export_dir(const char* out, const nb_stack* s, nb_name_style style, const nb_real* params,
                       const model_in* M, const extra* ex, int n_ex) {
     char err[512], path[4096];
-    const hf_family* fam = hf_family_of(s, style, err, sizeof err);
+    const hf_family* fam = hf_family_of(s, style);
     char* json;
     FILE* f;
     int rc;
-    if (!fam) return fail("--export to a directory: %s", err);
+    if (!fam) /* exportable() accepted the stack: only the layout has no Hugging Face class */
+        return fail("--export to a directory: no Hugging Face model class reads the %s layout (%s; export to a "
+                    "file)", style_name(style), style == NB_NAMES_GPT2_LINEAR ? "llm.c's and nanoGPT's: "
+                    "hf-gpt2 is Hugging Face's" : style == NB_NAMES_NGPT ? "NVIDIA/ngpt's" : "the library's own");
     if (n_ex < 2) return fail("--export to a directory: MODEL has no embedding and head (a Hugging Face model needs them; "
                               "examples/train's checkpoints have them)");
     if (!is_dir(out) && mkdir(out, 0777)) return fail("cannot create directory %s", out);
@@ -666,51 +1072,6 @@ static int export_dir(const char* out, const nb_stack* s, nb_name_style style, c
     if (!rc) printf("nbimport: %s holds a %s (%s): model.safetensors and config.json\n", out, fam->architecture,
                     fam->model_type);
     return rc;
-}
-
-/* --export: a stack the target codebase's own model code would run as another model is refused,
-   naming the field (the names alone could hold it: a GQA + SwiGLU stack fits GPT-2's tensor
-   names, and GPT-2 code would load it and compute something else). */
-static int exportable(const nb_stack* s, nb_name_style style) {
-    const nb_stack_desc* d = &s->desc;
-    const char* why = NULL;
-    if (style != NB_NAMES_NORMBLOCKS && d->hyper > NB_HYPER_NONE) /* first: a GPT-2 or Llama
-        stack on n streams is still no GPT-2 or Llama, and its maps have no name there */
-        why = "hyper: hyper-connections (n residual streams and their maps) are in no Hugging Face or GPT-2 model";
-    else if (style == NB_NAMES_HF_GPT2 || style == NB_NAMES_GPT2_LINEAR) {
-        if (d->n_kv_heads != d->n_heads) why = "n_kv_heads != n_heads: GPT-2's c_attn holds Q, K and V of n_heads each (no GQA)";
-        else if (d->ffn != NB_FFN_GELU_TANH) why = "ffn: GPT-2's MLP is GELU (tanh) without a gate";
-        else if (d->norm != NB_NORM_LAYER) why = "norm: GPT-2's ln_1, ln_2, ln_f are LayerNorms";
-        else if (d->rope) why = "rope: GPT-2 adds learned positions (wpe) and has no RoPE";
-        else if (d->attn_bias != (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT) || d->ffn_bias != 1)
-            why = "attn_bias: GPT-2 has the bias of every projection (attn_bias 3)";
-        else if (d->preset != NB_PRESET_PRE || d->sites || d->embed_norm == 1 || d->final_norm == -1)
-            why = "preset: GPT-2 is Pre-LN with a final ln_f and no other norm";
-    } else if (style == NB_NAMES_HF_LLAMA) {
-        if (d->norm != NB_NORM_RMS) why = "norm: Llama's norms are RMSNorm";
-        else if (d->ffn != NB_FFN_SWIGLU) why = "ffn: Llama's MLP is SwiGLU (gate_proj, up_proj, down_proj)";
-        else if (!d->rope) why = "rope: Llama applies RoPE in every attention";
-        else if (d->ffn_bias == 1) why = "ffn bias: Llama's MLP projections have none";
-    } else if (style == NB_NAMES_NGPT) {
-        if (d->preset != NB_PRESET_NGPT || d->norm != NB_NORM_L2 || d->qk_scale < 0 ||
-            d->ffn_in_scale < 0 || d->sites != (NB_SITE_Q | NB_SITE_K) || d->ffn != NB_FFN_SWIGLU ||
-            d->attn_bias || d->ffn_bias == 1 || d->n_kv_heads != d->n_heads)
-            why = "preset: NVIDIA/ngpt's Block is the ngpt preset as it comes (L2 norms, sqk, suv, SwiGLU, "
-                  "no biases, no GQA)";
-        else if (!d->rope) why = "rope: NVIDIA/ngpt's attention always applies its rotary transform";
-    }
-    if (!why && style != NB_NAMES_NORMBLOCKS && style != NB_NAMES_NGPT &&
-        (d->qk_scale > 0 || d->ffn_in_scale > 0 ||
-         fabs(d->softmax_scale * sqrt((double)d->d_model / d->n_heads) - 1) > 1e-6))
-        why = d->qk_scale > 0 ? "qk_scale: nGPT's s_qk is in no Hugging Face or GPT-2 model"
-            : d->ffn_in_scale > 0 ? "ffn_in_scale: nGPT's s_uv is in no Hugging Face or GPT-2 model"
-            : "softmax_scale: Hugging Face and GPT-2 attention scales by 1/sqrt(d_k)";
-    if (!why && style != NB_NAMES_NORMBLOCKS && d->value_residual)
-        why = "value_residual: no Hugging Face or GPT-2 model mixes the first layer's values in";
-    if (!why) return 0;
-    fprintf(stderr, "nbimport: --export: this stack cannot be expressed in the %s layout: %s\n",
-            style_name(style), why);
-    return 1;
 }
 
 static int parse_style(const char* a, nb_name_style* style) {
@@ -742,8 +1103,13 @@ static int run_export(const char* style_name, const char* model, const char* out
             rc = to_dir ? export_dir(out, &s, style, params, &M, ex, n_ex)
                         : export_to(out, &s, style, params, M.f[0].meta, ex, n_ex);
     }
-    if (!rc && !to_dir) printf("nbimport: %s exported to %s (%s%s)\n", model, out, style_name,
-                               n_ex ? ", with the embedding and head" : "");
+    if (!rc && !to_dir) {
+        const hf_family* fam = hf_family_of(&s, style); /* the class whose config the file needs */
+        printf("nbimport: %s exported to %s (%s%s)", model, out, style_name,
+               n_ex ? ", with the embedding and head" : "");
+        if (fam) printf(": the model of %s (model_type %s)", fam->architecture, fam->model_type);
+        putchar('\n');
+    }
     nb_stack_free(&s);
     free(params);
     close_model(&M);
@@ -762,6 +1128,9 @@ int main(int argc, char** argv) {
     size_t i;
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(help, stdout);
+        fputs(help_export, stdout);
+        print_export_table(stdout);
+        fputs(help_tail, stdout);
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "--export")) {

@@ -38,7 +38,11 @@ Per case (names "<case>.<field>"):
              hyper_static, hyper_sinkhorn only when not 0; CompleteP's depth_alpha and
              depth_base (nb_stack_desc: every branch times (L / depth_base)^-depth_alpha) only
              when not 0; nGPT's interp_init, qk_scale, softmax_scale, ffn_in_scale
-             (nb_stack_desc; 0 = the preset's) only when not 0
+             (nb_stack_desc; 0 = the preset's) only when not 0; the porting options
+             attn_gate, norm_gain, norm_bias, gain_offset, embed_scale_on (the option
+             embed_scale; the name embed_scale is its parameter's), branch_scale, ffn_bias
+             (nb_stack_desc; PORTING_FIELDS) only when not 0 (the cases of
+             gen_porting_fixtures.py, which writes blocks_porting.bin with this format)
     preset_key  the preset's key (nb_preset_name) as character codes, one per value
     tensors  E (B*T, d), dout, out, din (B*T, d)
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
@@ -148,7 +152,8 @@ DRAW_ORDER = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "c
               "ff_out", "resweight", "ls1", "ls2", "value_residual",
               "hc_attn_fn", "hc_attn_base", "hc_attn_scale", "hc_attn",
               "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", "hc_ffn",
-              "sqk", "suv", "attn_alpha", "mlp_alpha", "attn_res_norm", "ff_res_norm")
+              "sqk", "suv", "attn_alpha", "mlp_alpha", "attn_res_norm", "ff_res_norm",
+              "attn_resweight", "ff_resweight")
 
 
 def draw_params(cfg, stack=None):
@@ -162,14 +167,18 @@ def draw_params(cfg, stack=None):
     0.5 + N(0, 0.3^2) and I + N(0, 0.2^2) for the rest, static_beta 1 + N(0, 0.3^2).
     nGPT's stored scales: sqk and suv such that sqrt(d) times them is in [1, 2] (sqk) and
     [1, 2.5] (suv) (its init: 1, sqrt(d)), attn_alpha / mlp_alpha such that the step |a| =
-    interp_init sqrt(d) |lambda| is in [0.15, 0.6], a third of them negative (the code's abs)."""
+    interp_init sqrt(d) |lambda| is in [0.15, 0.6], a third of them negative (the code's abs).
+    The porting options (gen_porting_fixtures.py): Derf's alpha_shift alpha in [0.6, 1.2] and
+    shift N(0, 0.2^2); embed_scale in [0.6, 1.4] (E is O(1) here, not an embedding of std
+    ~1/sqrt(d)); gains stored for gain_offset (1 + w) w = rand_gain - 1; SkipInit's
+    attn_resweight, ff_resweight as ReZero's."""
     stack = stack or twin_stack(cfg)
     d, f = cfg["d"], cfg["f"]
 
     def order(item):
         parts = item[1][0].split(".")
         if parts[0] != "blocks":
-            return (0 if parts[0] == "embed_norm" else 2, 0, 0)
+            return ({"embed_scale": -1, "embed_norm": 0}.get(parts[0], 2), 0, 0)
         return (1, int(parts[1]), DRAW_ORDER.index(parts[2]))
 
     std = {"att_proj.weight": 1.2 / math.sqrt(d), "attn_out.weight": 1.0 / math.sqrt(d),
@@ -206,10 +215,16 @@ def draw_params(cfg, stack=None):
             p[name] = std[tail] * torch.randn(t.shape)
         elif name.endswith(".alpha"):
             p[name] = 0.6 + 0.6 * torch.rand(1)
+        elif name.endswith(".alpha_shift"):
+            p[name] = torch.cat((0.6 + 0.6 * torch.rand(1), 0.2 * torch.randn(1)))
+        elif name == "embed_scale":
+            p[name] = 0.6 + 0.8 * torch.rand(1)
         elif name.endswith(".bias"):
             p[name] = 0.2 * torch.randn(t.shape)
         elif name.endswith(("resweight", ".gamma", "value_residual.lambda")):
             p[name] = 0.3 + 0.4 * torch.rand(t.shape)
+        elif cfg.get("gain_offset") and name.endswith(".weight"):  # norm gains w of 1 + w
+            p[name] = rand_gain(t.numel()) - 1
         else:  # gains, SiameseNorm's c1
             p[name] = rand_gain(t.numel())
     return p
@@ -267,7 +282,7 @@ def attention(cfg, p, pre, x, sites, width, probs):
     out, pr = mha(x, p[pre + "att_proj.weight"], p[pre + "attn_out.weight"], cfg["B"], cfg["T"],
                   cfg["d"], cfg["H"], cfg["Hkv"], sites, width, snorm, cfg["rope"], cfg["theta"],
                   True, p.get(pre + "att_proj.bias"), p.get(pre + "attn_out.bias"), vmix,
-                  p[pre + "sqk"] if qk else None, scale)
+                  p[pre + "sqk"] if qk else None, scale, cfg.get("attn_gate", 0))
     probs.append(pr.detach())
     return out
 
@@ -292,15 +307,19 @@ def ffn(cfg, p, pre, x):
         u, z = h.chunk(2, dim=-1)
         a = F.silu(z) * u
     else:
-        a = F.gelu(h, approximate="tanh")
+        a = F.gelu(h, approximate="tanh" if cfg["ffn"] == GELU_TANH else "none")
     return F.linear(a, p[pre + "ff_out.weight"], p.get(pre + "ff_out.bias"))
 
 
 def bnorm(cfg, p, name, x):
     if cfg["norm"] == L2:  # nGPT's justnorm: no parameters
         return norm_fn(L2, x, None, None, cfg["eps"])
-    return norm_fn(cfg["norm"], x, p[name + ".weight"], p.get(name + ".bias"), cfg["eps"],
-                   p.get(name + ".alpha"))
+    # norm_gain -1: no weight (OLMo-1's non-parametric LayerNorm, a weightless RMSNorm);
+    # norm_bias -1: no bias; by the case's fields, so that a missing tensor is an error
+    assert not cfg.get("gain_offset") and cfg["norm"] in (RMS, LAYER, DYT)
+    gain = None if cfg.get("norm_gain", 0) < 0 else p[name + ".weight"]
+    bias = None if cfg["norm"] == RMS or cfg.get("norm_bias", 0) < 0 else p[name + ".bias"]
+    return norm_fn(cfg["norm"], x, gain, bias, cfg["eps"], p.get(name + ".alpha"))
 
 
 def has_final_norm(cfg):
@@ -581,9 +600,11 @@ def f32_margin(ref, got):
     return ((got.to(torch.float64) - ref).abs() / lim).max().item()
 
 
-def draw(name, cfg, seed):
+def draw(name, cfg, seed, reference=None):
     """Random parameters, E and dout for a case, and the reference results. Returns None
-    (with the reason) when the draw is badly conditioned for a float32 comparison."""
+    (with the reason) when the draw is badly conditioned for a float32 comparison.
+    reference(cfg, p, E): the independent forward the twin must agree with (default: the
+    direct transcriptions here; gen_porting_fixtures.py passes the official codes')."""
     torch.manual_seed(seed)
     d, BT = cfg["d"], cfg["B"] * cfg["T"]
     siamese = cfg["preset"] in ("SIAMESE", "SIAMESE_POST_PRE")
@@ -598,8 +619,11 @@ def draw(name, cfg, seed):
     # if not; a detached path would leave the forward equal)
     pd = {k: v.detach().clone().requires_grad_(True) for k, v in p.items()}
     Ed = E.detach().clone().requires_grad_(True)
-    dref = (direct_siamese(cfg, pd, Ed) if siamese else direct_hyper(cfg, pd, Ed)
-            if hyper_of(cfg)[0] else direct_forward(cfg, pd, Ed))
+    if reference is not None:
+        dref = reference(cfg, pd, Ed)
+    else:
+        dref = (direct_siamese(cfg, pd, Ed) if siamese else direct_hyper(cfg, pd, Ed)
+                if hyper_of(cfg)[0] else direct_forward(cfg, pd, Ed))
     (dref * dout).sum().backward()
     assert torch.allclose(dref, out, rtol=0, atol=1e-12), name
     for k, got, want in [("din", din, Ed.grad)] + [(k, grads[k], pd[k].grad) for k in grads]:
@@ -636,14 +660,20 @@ def draw(name, cfg, seed):
     return (p, E, dout, out, din, grads, m, worst), None
 
 
-def add_case(w, name, cfg, report):
+# the optional scalars of the porting options (absent = 0: nb_stack_desc's defaults)
+# (embed_scale_on: the option; "<case>.embed_scale" is its parameter)
+PORTING_FIELDS = ("attn_gate", "norm_gain", "norm_bias", "gain_offset", "embed_scale_on",
+                  "branch_scale", "ffn_bias")
+
+
+def add_case(w, name, cfg, report, reference=None):
     dk = cfg["d"] // cfg["H"]
     assert cfg["d"] % cfg["H"] == 0 and cfg["H"] % cfg["Hkv"] == 0 and dk % 2 == 0
     # per-case seed (adding a case does not change the others); a badly conditioned draw is
     # replaced by the next seed, deterministically
     base = SEED + zlib.crc32(name.encode()) % 100000
     for attempt in range(20):
-        res, why = draw(name, cfg, base + 100003 * attempt)
+        res, why = draw(name, cfg, base + 100003 * attempt, reference)
         if res:
             break
         print("  %s: draw %d rejected: %s" % (name, attempt, why))
@@ -669,6 +699,9 @@ def add_case(w, name, cfg, report):
             w.add(name + "." + field, cfg[field])
     for field in ("interp_init", "qk_scale", "softmax_scale", "ffn_in_scale"):
         if cfg.get(field):  # optional: absent = 0 (the preset's: nGPT's for ngpt, else off)
+            w.add(name + "." + field, cfg[field])
+    for field in PORTING_FIELDS:
+        if cfg.get(field):
             w.add(name + "." + field, cfg[field])
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)

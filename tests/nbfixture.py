@@ -6,13 +6,14 @@ The fixtures' values come from the twin (examples/pytorch/normblocks_twin.py, th
 model written as an nn.Module). The transcriptions here are the generators' independent check
 of it: the original codes' equations written out once more with plain float64 torch ops (OLMo's
 fused projection and norms, NeoX RoPE through sin/cos tables, GQA by repeated KV heads,
-DeepSeek's mHC reference functions and HC's Algorithm 2, NVIDIA/ngpt's Block), and
+DeepSeek's mHC reference functions and HC's Algorithm 2, NVIDIA/ngpt's Block; the gated
+Qwen3, Derf's nanoGPT, DyT's LLaMA and Gemma's decoder as their codes have them), and
 every generator asserts that the twin agrees with them before it writes anything. Nothing here
 knows how normblocks computes anything.
 
-Imported by tests/gen_fixtures.py, tests/gen_sublayer_fixtures.py, tests/gen_block_fixtures.py
-and tests/test_twin_fixtures.py; run as scripts, they find it through their own directory, which
-Python puts first on sys.path.
+Imported by tests/gen_fixtures.py, tests/gen_sublayer_fixtures.py, tests/gen_block_fixtures.py,
+tests/gen_porting_fixtures.py and tests/test_twin_fixtures.py; run as scripts, they find it
+through their own directory, which Python puts first on sys.path.
 
 File format (little-endian), read by tests/fixture.h:
     magic "NBFX0001" (8 bytes); uint32 count; count records of
@@ -34,7 +35,7 @@ import normblocks_twin as twin  # noqa: E402
 MAGIC = b"NBFX0001"
 
 # codes stored in the fixtures (and the C tests' mapping of them)
-RMS, LAYER, DYT, L2 = 1, 2, 3, 4  # norm kind
+RMS, LAYER, DYT, L2, DERF = 1, 2, 3, 4, 5  # norm kind (nb_norm_type)
 SWIGLU, GELU_TANH, GELU_ERF = 1, 2, 3  # FFN type
 SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8  # attention norm sites (NB_SITE_*)
 SITES = (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C))
@@ -117,8 +118,14 @@ def read_nbfx(path):
     return out
 
 
-NORM_KINDS = {RMS: "rms", LAYER: "layer", DYT: "dyt", L2: "l2"}
+NORM_KINDS = {RMS: "rms", LAYER: "layer", DYT: "dyt", L2: "l2", DERF: "derf"}
 FFN_TYPES = {SWIGLU: "swiglu", GELU_TANH: "gelu_tanh", GELU_ERF: "gelu_erf"}
+# gated attention's output gate (nb_attn_gate) and the branch scales (nb_branch_scale)
+GATE_HEADWISE, GATE_ELEMENTWISE = 1, 2
+GATES = {0: "", GATE_HEADWISE: "headwise", GATE_ELEMENTWISE: "elementwise"}
+BRANCH_SCALAR, BRANCH_CHANNEL, BRANCH_INTERP, BRANCH_SUBLAYER = 1, 2, 3, 4
+BRANCH_SCALES = {0: "", BRANCH_SCALAR: "scalar", BRANCH_CHANNEL: "channel",
+                 BRANCH_INTERP: "interp", BRANCH_SUBLAYER: "sublayer"}
 # hyper-connections (nb_hyper; 0 = the preset's)
 HYPER_NONE, HYPER_MHC, HYPER_HC, HYPER_IDENTITY = 1, 2, 3, 4
 HYPER_KINDS = {0: "", HYPER_NONE: "none", HYPER_MHC: "mhc", HYPER_HC: "hc",
@@ -129,8 +136,10 @@ def twin_config(s, preset):
     """The twin's StackConfig of a stack case: s holds the fields a block fixture stores (L, d,
     H, Hkv, f, sites, mixln_alpha, norm, eps, ffn, rope, theta, siamese_*; the optional
     attn_bias, value_residual, hyper, hyper_streams, hyper_static, hyper_sinkhorn, depth_alpha,
-    depth_base, interp_init, qk_scale, softmax_scale, ffn_in_scale), preset is the library's
-    preset key."""
+    depth_base, interp_init, qk_scale, softmax_scale, ffn_in_scale, and the porting options
+    attn_gate, norm_gain, norm_bias, gain_offset, embed_scale_on (embed_scale: the parameter's
+    name), branch_scale, ffn_bias), preset
+    is the library's preset key."""
     return twin.StackConfig(
         preset=preset, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
         n_kv_heads=int(s["Hkv"]), d_ff=int(s["f"]), sites=int(s["sites"]),
@@ -146,7 +155,12 @@ def twin_config(s, preset):
         depth_alpha=float(s.get("depth_alpha", 0)), depth_base=int(s.get("depth_base", 0)),
         interp_init=float(s.get("interp_init", 0)), qk_scale=int(s.get("qk_scale", 0)),
         softmax_scale=float(s.get("softmax_scale", 0)),
-        ffn_in_scale=int(s.get("ffn_in_scale", 0)))
+        ffn_in_scale=int(s.get("ffn_in_scale", 0)),
+        attn_gate=GATES[int(s.get("attn_gate", 0))], norm_gain=int(s.get("norm_gain", 0)),
+        norm_bias=int(s.get("norm_bias", 0)), gain_offset=int(s.get("gain_offset", 0)),
+        embed_scale=int(s.get("embed_scale_on", 0)),
+        branch_scale=BRANCH_SCALES[int(s.get("branch_scale", 0))],
+        ffn_bias=int(s.get("ffn_bias", 0)))
 
 
 def output_dir(prog):
@@ -237,16 +251,21 @@ def site_width(d, H, Hkv, width, site):
 
 
 def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, causal,
-              b_qkv=None, b_o=None, vmix=None, sqk=None, softmax_scale=None):
+              b_qkv=None, b_o=None, vmix=None, sqk=None, softmax_scale=None, gate=0):
     """MHA_#(x): fused Q|K|V projection (nn.Linear, bias b_qkv optional), GQA, site norms
     snorm(site, t) per head with one d_k gain (or full width, OLMo-2, before the head split),
     RoPE after the norms (V is never rotated), scale 1/sqrt(d_k), C norm before W_o (bias b_o
     optional). vmix: an optional function of the normalized V (B, T, Hkv, dk) giving the V
     attention reads (the value residual). sqk: nGPT's stored s_qk (H d_k values), Q and K
     multiplied after RoPE as its model.py multiplies them (ngpt_block_ref); softmax_scale: the
-    scores' scale instead of 1/sqrt(d_k) (nGPT: sqrt(d_k)).
+    scores' scale instead of 1/sqrt(d_k) (nGPT: sqrt(d_k)). gate: the output gate of gated
+    attention as normblocks.h documents its composition with the C norm (GATE_HEADWISE: H
+    logits per token, GATE_ELEMENTWISE: d; the projection's last columns), C' = Nc(C)
+    sigmoid(G) before W_o. No official code has both a C norm and the gate; the official gate
+    (qiuzh20/gated_attention) is qwen3_gated_attention_ref below.
     x (B*T, d). Returns the output (B*T, d) and the attention probabilities (B, H, T, T)."""
     dk = d // H
+    G = {0: 0, GATE_HEADWISE: H, GATE_ELEMENTWISE: d}[gate]
 
     def norm_qkv(q, k, v):
         if sites & SITE_Q:
@@ -260,7 +279,7 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
     qkv = x @ w_qkv.T  # (B*T, d + 2*Hkv*dk)
     if b_qkv is not None:
         qkv = qkv + b_qkv
-    q, k, v = qkv.view(B, T, -1).split((d, Hkv * dk, Hkv * dk), dim=-1)
+    q, k, v, glog = qkv.view(B, T, -1).split((d, Hkv * dk, Hkv * dk, G), dim=-1)
     if width == FULL:
         # OLMo-2: norm over the flattened projection row, before the head split
         q, k, v = norm_qkv(q, k, v)
@@ -304,6 +323,8 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
     if sites & SITE_C:
         # per head, before the concatenation (or over the whole row at full width)
         o = snorm("c", o if width == PER_HEAD else o.reshape(B, T, d))
+    if G:  # after the C norm: one gate per head (over its d_k values) or per element
+        o = o.reshape(B, T, H, dk) * torch.sigmoid(glog).reshape(B, T, H, G // H)
     out = o.reshape(B * T, d) @ w_o.T
     return (out + b_o if b_o is not None else out), p
 
@@ -571,3 +592,327 @@ def ngpt_block_ref(h, query, key, value, att_c_proj, c_fc, mlp_c_proj, sqk, suv,
     h = justnorm(res)
 
     return h, p
+
+
+# ---- the codes a port starts from ------------------------------------------------------------
+#
+# Transcribed from the official codes, with their names and layouts, in float64: their float32
+# upcasts and dtype casts dropped, dropout 0, no KV cache, every layer full causal attention.
+# Each function takes the official state-dict names (a dict sd) and a config holding the
+# official config fields it reads. Used by tests/gen_porting_fixtures.py, which maps the
+# library's tensors onto these names; nothing here knows the library's layout.
+#   qiuzh20/gated_attention modeling_qwen3.py (commit 49645df): Qwen3RMSNorm, the default
+#     rotary embedding, Qwen3MLP, Qwen3Attention.forward (eager) with its headwise and
+#     elementwise output gates, Qwen3DecoderLayer, Qwen3Model's final norm.
+#   zlab-princeton/Derf "language model/model_derf.patch" (commit 8dd9ea3) on karpathy/nanoGPT
+#     model.py (commit 3adf61e): Dynamic_erf, CausalSelfAttention (its manual path, the math
+#     of its flash path), MLP (nn.GELU(): the erf form), Block, GPT.forward's shared_scale and
+#     ln_f.
+#   jiachenzhu/DyT other_tasks/LLaMA/fms_fsdp/models/llama.py (commit aab5dde) and the
+#     foundation-model-stack modules it builds (fms commit b063262, Feb 2025):
+#     LayerNormParameterized (no bias), MultiHeadAttention (fused QKV, SDPA with its default
+#     scale), RotaryEmbedding (rotates interleaved pairs (2i, 2i+1)), GatedLinearUnit (fused
+#     [wg | w1]), LLaMABlock, LLaMA._helper's shared_scale and dec_norm.
+#   huggingface/transformers models/gemma3/modeling_gemma3.py (Gemma 2's decoder layer is the
+#     same without q_norm and k_norm): Gemma3RMSNorm (x_hat (1 + weight)), Gemma3MLP,
+#     Gemma3Attention.forward with eager_attention_forward (scaling query_pre_attn_scalar^-0.5),
+#     Gemma3DecoderLayer (input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+#     post_feedforward_layernorm), Gemma3TextModel's final norm.
+
+
+def _lin(sd, name, x):
+    # nn.Linear under its state-dict name (bias when the dict has one)
+    return F.linear(x, sd[name + ".weight"], sd.get(name + ".bias"))
+
+
+def _hf_causal_mask(T, dtype):
+    # transformers' additive causal mask: the dtype's minimum above the diagonal
+    return torch.triu(torch.full((T, T), torch.finfo(dtype).min, dtype=dtype), 1)[None, None]
+
+
+def hf_rope_cos_sin(T, dim, base, dtype):
+    """The default rotary embedding (ROPE_INIT_FUNCTIONS["default"] and the model's
+    RotaryEmbedding.forward): inv_freq = 1 / base^(arange(0, dim, 2) / dim), emb = [f | f]."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    freqs = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype)[None], emb.sin().to(dtype)[None]  # (1, T, dim)
+
+
+def hf_rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def hf_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    return (q * cos) + (hf_rotate_half(q) * sin), (k * cos) + (hf_rotate_half(k) * sin)
+
+
+def hf_repeat_kv(hidden_states, n_rep):
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep,
+                                                           slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+def hf_mlp(sd, pre, x, hidden_act):
+    """Qwen3MLP / Gemma3MLP: down_proj(act_fn(gate_proj(x)) * up_proj(x)); hidden_act "silu"
+    or "gelu_pytorch_tanh" (ACT2FN's)."""
+    act_fn = {"silu": F.silu, "gelu_pytorch_tanh": lambda t: F.gelu(t, approximate="tanh")}
+    return _lin(sd, pre + "down_proj",
+                act_fn[hidden_act](_lin(sd, pre + "gate_proj", x)) * _lin(sd, pre + "up_proj", x))
+
+
+def qwen3_rms_norm(hidden_states, weight, variance_epsilon):
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    hidden_states = hidden_states * torch.rsqrt(variance + variance_epsilon)
+    return weight * hidden_states
+
+
+def qwen3_gated_attention_ref(sd, pre, hidden_states, config):
+    """Qwen3Attention.forward (eager) of qiuzh20/gated_attention. q_proj's rows per KV group:
+    [the group's G query heads (G head_dim rows) | their gates (G rows headwise, G head_dim
+    elementwise)], G = num_key_value_groups. Returns (attn_output, attn_weights)."""
+    bsz, q_len, _ = hidden_states.size()
+    head_dim, groups = config.head_dim, config.num_attention_heads // config.num_key_value_heads
+    query_states = _lin(sd, pre + "q_proj", hidden_states)
+    key_states = _lin(sd, pre + "k_proj", hidden_states)
+    value_states = _lin(sd, pre + "v_proj", hidden_states)
+    if config.headwise_attn_output_gate:
+        query_states = query_states.view(bsz, q_len, config.num_key_value_heads, -1)
+        query_states, gate_score = torch.split(query_states, [head_dim * groups, groups], dim=-1)
+        gate_score = gate_score.reshape(bsz, q_len, -1, 1)
+        query_states = query_states.reshape(bsz, q_len, -1, head_dim).transpose(1, 2)
+    elif config.elementwise_attn_output_gate:
+        query_states = query_states.view(bsz, q_len, config.num_key_value_heads, -1)
+        query_states, gate_score = torch.split(query_states, [head_dim * groups,
+                                                              head_dim * groups], dim=-1)
+        gate_score = gate_score.reshape(bsz, q_len, -1, head_dim)
+        query_states = query_states.reshape(bsz, q_len, -1, head_dim).transpose(1, 2)
+    else:
+        query_states = query_states.view(bsz, q_len, -1, head_dim).transpose(1, 2)
+    key_states = key_states.view(bsz, q_len, -1, head_dim).transpose(1, 2)
+    value_states = value_states.view(bsz, q_len, -1, head_dim).transpose(1, 2)
+    if config.use_qk_norm:
+        query_states = qwen3_rms_norm(query_states, sd[pre + "q_norm.weight"],
+                                      config.rms_norm_eps)
+        key_states = qwen3_rms_norm(key_states, sd[pre + "k_norm.weight"], config.rms_norm_eps)
+    cos, sin = hf_rope_cos_sin(q_len, head_dim, config.rope_theta, hidden_states.dtype)
+    query_states, key_states = hf_apply_rotary_pos_emb(query_states, key_states, cos, sin)
+    key_states = hf_repeat_kv(key_states, groups)
+    value_states = hf_repeat_kv(value_states, groups)
+    attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) / math.sqrt(head_dim)
+    attn_weights = attn_weights + _hf_causal_mask(q_len, attn_weights.dtype)
+    attn_weights = F.softmax(attn_weights, dim=-1)
+    attn_output = torch.matmul(attn_weights, value_states)
+    attn_output = attn_output.transpose(1, 2).contiguous()
+    if config.headwise_attn_output_gate or config.elementwise_attn_output_gate:
+        attn_output = attn_output * torch.sigmoid(gate_score)
+    attn_output = attn_output.reshape(bsz, q_len, -1)
+    return _lin(sd, pre + "o_proj", attn_output), attn_weights
+
+
+def qwen3_gated_model_ref(sd, inputs_embeds, config):
+    """Qwen3Model.forward from inputs_embeds: Qwen3DecoderLayer (pre-norm: input_layernorm,
+    self_attn, residual; post_attention_layernorm, mlp, residual) per layer, then norm.
+    Returns (last_hidden_state, [attn_weights per layer])."""
+    hidden_states, probs, eps = inputs_embeds, [], config.rms_norm_eps
+    for i in range(config.num_hidden_layers):
+        pre = "model.layers.%d." % i
+        residual = hidden_states
+        hidden_states = qwen3_rms_norm(hidden_states, sd[pre + "input_layernorm.weight"], eps)
+        hidden_states, w = qwen3_gated_attention_ref(sd, pre + "self_attn.", hidden_states,
+                                                     config)
+        probs.append(w)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = qwen3_rms_norm(hidden_states, sd[pre + "post_attention_layernorm.weight"],
+                                       eps)
+        hidden_states = hf_mlp(sd, pre + "mlp.", hidden_states, config.hidden_act)
+        hidden_states = residual + hidden_states
+    return qwen3_rms_norm(hidden_states, sd["model.norm.weight"], eps), probs
+
+
+def gemma_rms_norm(x, weight, eps):
+    """Gemma3RMSNorm (Gemma2RMSNorm, GemmaRMSNorm): the weight stored as w, x_hat (1 + w)."""
+    output = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return output * (1.0 + weight)
+
+
+def gemma_attention_ref(sd, pre, hidden_states, config):
+    """Gemma3Attention.forward with eager_attention_forward (Gemma 2's: the same without
+    q_norm, k_norm, config.use_qk_norm False here). The library has no attention logit softcap:
+    attn_logit_softcapping must be None (Gemma 3's value; Gemma 2 configs set 50)."""
+    assert config.attn_logit_softcapping is None
+    input_shape = hidden_states.shape[:-1]
+    hidden_shape = (*input_shape, -1, config.head_dim)
+    groups = config.num_attention_heads // config.num_key_value_heads
+    query_states = _lin(sd, pre + "q_proj", hidden_states).view(hidden_shape).transpose(1, 2)
+    key_states = _lin(sd, pre + "k_proj", hidden_states).view(hidden_shape).transpose(1, 2)
+    value_states = _lin(sd, pre + "v_proj", hidden_states).view(hidden_shape).transpose(1, 2)
+    if config.use_qk_norm:
+        query_states = gemma_rms_norm(query_states, sd[pre + "q_norm.weight"],
+                                      config.rms_norm_eps)
+        key_states = gemma_rms_norm(key_states, sd[pre + "k_norm.weight"], config.rms_norm_eps)
+    cos, sin = hf_rope_cos_sin(input_shape[1], config.head_dim, config.rope_theta,
+                               hidden_states.dtype)
+    query_states, key_states = hf_apply_rotary_pos_emb(query_states, key_states, cos, sin)
+    scaling = config.query_pre_attn_scalar ** -0.5
+    key_states = hf_repeat_kv(key_states, groups)
+    value_states = hf_repeat_kv(value_states, groups)
+    attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * scaling
+    attn_weights = attn_weights + _hf_causal_mask(input_shape[1], attn_weights.dtype)
+    attn_weights = F.softmax(attn_weights, dim=-1)
+    attn_output = torch.matmul(attn_weights, value_states).transpose(1, 2).contiguous()
+    attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+    return _lin(sd, pre + "o_proj", attn_output), attn_weights
+
+
+def gemma_model_ref(sd, inputs_embeds, config):
+    """Gemma3TextModel.forward from inputs_embeds (after its embed_scale: the stack's input),
+    Gemma3DecoderLayer's sandwich per layer, then norm. Returns (hidden, [attn_weights])."""
+    hidden_states, probs, eps = inputs_embeds, [], config.rms_norm_eps
+    for i in range(config.num_hidden_layers):
+        pre = "model.layers.%d." % i
+        residual = hidden_states
+        hidden_states = gemma_rms_norm(hidden_states, sd[pre + "input_layernorm.weight"], eps)
+        hidden_states, w = gemma_attention_ref(sd, pre + "self_attn.", hidden_states, config)
+        probs.append(w)
+        hidden_states = gemma_rms_norm(hidden_states, sd[pre + "post_attention_layernorm.weight"],
+                                       eps)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = gemma_rms_norm(hidden_states,
+                                       sd[pre + "pre_feedforward_layernorm.weight"], eps)
+        hidden_states = hf_mlp(sd, pre + "mlp.", hidden_states, config.hidden_activation)
+        hidden_states = gemma_rms_norm(hidden_states,
+                                       sd[pre + "post_feedforward_layernorm.weight"], eps)
+        hidden_states = residual + hidden_states
+    return gemma_rms_norm(hidden_states, sd["model.norm.weight"], eps), probs
+
+
+def dynamic_erf(x, alpha, shift, weight, bias):
+    """Derf's Dynamic_erf.forward: weight * erf(alpha x + shift) (+ bias)."""
+    if bias is not None:
+        return weight * torch.erf(alpha * x + shift) + bias
+    return weight * torch.erf(alpha * x + shift)
+
+
+def _derf(sd, pre, x):
+    return dynamic_erf(x, sd[pre + ".alpha"], sd[pre + ".shift"], sd[pre + ".weight"],
+                       sd[pre + ".bias"])
+
+
+def nanogpt_attention_ref(sd, pre, x, n_head):
+    """nanoGPT's CausalSelfAttention.forward (its manual path): c_attn -> q, k, v, causal
+    softmax(q k^T / sqrt(hs)) v, c_proj. Returns (y, att)."""
+    B, T, C = x.size()
+    q, k, v = _lin(sd, pre + "c_attn", x).split(C, dim=2)
+    k = k.view(B, T, n_head, C // n_head).transpose(1, 2)
+    q = q.view(B, T, n_head, C // n_head).transpose(1, 2)
+    v = v.view(B, T, n_head, C // n_head).transpose(1, 2)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+    bias = torch.tril(torch.ones(T, T)).view(1, 1, T, T)
+    att = att.masked_fill(bias == 0, float("-inf"))
+    att = F.softmax(att, dim=-1)
+    y = att @ v
+    y = y.transpose(1, 2).contiguous().view(B, T, C)
+    return _lin(sd, pre + "c_proj", y), att
+
+
+def nanogpt_derf_ref(sd, tok_pos_emb, n_layer, n_head):
+    """GPT.forward of nanoGPT with model_derf.patch (norm_type 'derf') from tok_emb + pos_emb:
+    x = (tok_emb + pos_emb) * shared_scale; per Block x + attn(ln_1(x)), x + mlp(ln_2(x)) with
+    ln_1, ln_2 Dynamic_erf and the MLP c_fc, GELU (nn.GELU(): erf), c_proj; then ln_f (a
+    Dynamic_erf). Linear biases when sd has them (GPTConfig.bias; Derf's train.py sets False).
+    Returns (x, [att per layer])."""
+    x, probs = tok_pos_emb * sd["shared_scale"], []
+    for i in range(n_layer):
+        pre = "transformer.h.%d." % i
+        y, att = nanogpt_attention_ref(sd, pre + "attn.", _derf(sd, pre + "ln_1", x), n_head)
+        probs.append(att)
+        x = x + y
+        h = F.gelu(_lin(sd, pre + "mlp.c_fc", _derf(sd, pre + "ln_2", x)))
+        x = x + _lin(sd, pre + "mlp.c_proj", h)
+    return _derf(sd, "transformer.ln_f", x), probs
+
+
+def layer_norm_parameterized(x, alpha, weight):
+    """DyT's LLaMA LayerNormParameterized.forward: weight * tanh(alpha x), no bias."""
+    return weight * torch.tanh(alpha * x)
+
+
+def fms_rotary_freqs(T, dim, ratio):
+    """fms RotaryEmbedding.compute_freqs_cis: per position and pair i the rotation
+    [[cos, -sin], [sin, cos]] of angle t ratio^(-2i/dim), (T, dim/2, 2, 2)."""
+    freqs = 1.0 / (ratio ** (torch.arange(0, dim, 2, dtype=torch.float64)[: (dim // 2)] / dim))
+    t = torch.arange(T, dtype=freqs.dtype)
+    freqs = torch.outer(t, freqs)
+    return torch.stack([torch.cos(freqs), -torch.sin(freqs), torch.sin(freqs),
+                        torch.cos(freqs)], dim=2).view(*freqs.size(), 2, 2)
+
+
+def fms_adjusted_qk(q, k, ratio):
+    """fms RotaryEmbedding.adjusted_qk on q, k (B, S, H, Eh) at positions 0..S-1: each pair
+    (2i, 2i+1) of a head times its rotation (interleaved, not rotate-half)."""
+    freqs = fms_rotary_freqs(q.size(1), q.size(-1), ratio).to(q.dtype)[None]  # 1 L D/2 2 2
+    q_ = q.view(*q.size()[:-1], -1, 2)  # B L H D/2 2
+    k_ = k.view(*k.size()[:-1], -1, 2)
+    q_out = freqs[:, -q.size(1):, None, :, :, :].mul(q_.unsqueeze(-2)).sum(5).flatten(3)
+    k_out = freqs[:, -k.size(1):, None, :, :, :].mul(k_.unsqueeze(-2)).sum(5).flatten(3)
+    return q_out.view_as(q), k_out.view_as(k)
+
+
+def fms_attention_ref(sd, pre, q, nheads, kvheads, ratio):
+    """fms MultiHeadAttention.forward (fused QKV, self-attention, is_causal_mask, no bias):
+    in_proj.qkv_fused splits [nheads Eh | kvheads Eh | kvheads Eh], RoPE (fms_adjusted_qk),
+    KV heads expanded, scaled_dot_product_attention (scale 1/sqrt(Eh)) written out, dense."""
+    batch_size, q_len, emb_dim = q.size()
+    emb_kq = emb_v = emb_dim // nheads
+    q_out, k_out, v_out = F.linear(q, sd[pre + "in_proj.qkv_fused.weight"]).split(
+        [nheads * emb_kq, kvheads * emb_kq, kvheads * emb_v], dim=-1)
+    queries = q_out.view(batch_size, q_len, nheads, emb_kq)
+    keys = k_out.view(batch_size, q_len, kvheads, emb_kq)
+    values = v_out.view(batch_size, q_len, kvheads, emb_v)
+    queries, keys = fms_adjusted_qk(queries, keys, ratio)
+    queries, keys, values = queries.transpose(2, 1), keys.transpose(2, 1), values.transpose(2, 1)
+    expansion = nheads // kvheads
+    keys_e = keys.unsqueeze(2).expand(-1, -1, expansion, -1, -1).flatten(1, 2)
+    values_e = values.unsqueeze(2).expand(-1, -1, expansion, -1, -1).flatten(1, 2)
+    # F.scaled_dot_product_attention(queries, keys_e, values_e, is_causal=True)
+    att = queries @ keys_e.transpose(-2, -1) / math.sqrt(emb_kq)
+    att = att.masked_fill(torch.ones(q_len, q_len, dtype=torch.bool).triu(1), float("-inf"))
+    att = torch.softmax(att, dim=-1)
+    attn = (att @ values_e).transpose(2, 1).contiguous().view(batch_size, q_len, nheads * emb_v)
+    return F.linear(attn, sd[pre + "dense.weight"]), att
+
+
+def fms_gated_linear_unit(sd, pre, x):
+    """fms GatedLinearUnit.forward (fused, activation "swish" = silu, no bias): wg1_fused rows
+    [wg | w1], out = a(wg) * w1, then w2."""
+    hidden_dim = sd[pre + "w2.weight"].shape[1]
+    out_fused = F.linear(x, sd[pre + "wg1_fused.weight"])
+    wg, w1 = torch.split(out_fused, [hidden_dim, hidden_dim], dim=2)
+    return F.linear(F.silu(wg) * w1, sd[pre + "w2.weight"])
+
+
+def dyt_llama_ref(sd, emb, nlayers, nheads, kvheads, rope_theta):
+    """DyT's LLaMA._helper from the token embedding (self.shared(x_in)): x = emb * shared_scale;
+    per LLaMABlock x + attn(ln(x)), x + ff_sub_layer(ff_ln(x)) with ln, ff_ln
+    LayerNormParameterized; then dec_norm. Returns (dec_out, [attention weights per layer])."""
+    x_in, probs = emb * sd["shared_scale"], []
+    for i in range(nlayers):
+        pre = "layers.%d." % i
+        x = layer_norm_parameterized(x_in, sd[pre + "ln.alpha"], sd[pre + "ln.weight"])
+        x, att = fms_attention_ref(sd, pre + "attn.", x, nheads, kvheads, rope_theta)
+        probs.append(att)
+        x = x + x_in
+        residual = x
+        x = layer_norm_parameterized(x, sd[pre + "ff_ln.alpha"], sd[pre + "ff_ln.weight"])
+        x_in = fms_gated_linear_unit(sd, pre + "ff_sub_layer.", x) + residual
+    return layer_norm_parameterized(x_in, sd["dec_norm.alpha"], sd["dec_norm.weight"]), probs

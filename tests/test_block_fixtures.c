@@ -1,7 +1,7 @@
 /* test_block_fixtures.c - whole stacks of blocks (every preset) against PyTorch autograd.
 
-   usage: test_block_fixtures FIXTURE_DIR   (reads FIXTURE_DIR/blocks.bin; built with
-          -DNBT_BF16 also FIXTURE_DIR/blocks_bf16.bin)
+   usage: test_block_fixtures FIXTURE_DIR   (reads FIXTURE_DIR/blocks.bin and
+          FIXTURE_DIR/blocks_porting.bin; built with -DNBT_BF16 also FIXTURE_DIR/blocks_bf16.bin)
 
    The references come from tests/gen_block_fixtures.py: each preset's stack (the equations of
    normblocks.h, THE PRESETS, with its attention and FFN) computed by the PyTorch twin
@@ -10,6 +10,11 @@
    names them. Regenerate with
        /usr/bin/python3 tests/gen_block_fixtures.py tests/fixtures
    PyTorch is not needed to run this test; a missing fixture file or case is a failure.
+   blocks_porting.bin (tests/gen_porting_fixtures.py, the same format) holds the stacks of the
+   porting options (gated attention, Derf, norm_gain / norm_bias, gain_offset, embed_scale,
+   SkipInit's per-sublayer scalars), whose references the generator checked against the
+   official codes (qiuzh20/gated_attention's Qwen3, Derf's nanoGPT, DyT's LLaMA, Gemma's
+   decoder layer, OLMo-1's non-parametric LayerNorm); they run in the same variants.
 
    For every case: fill an nb_stack_desc from the stored scalars and the preset's key (the
    fixture names the preset, never its enum value), nb_stack_init, then check the
@@ -120,6 +125,24 @@ static const block_case cases[] = {
     {"pre_gelu_qk_suv_L1", ""},
     {"post_l2_qkv_L2", ""},
     {"embednorm_l2_L2", ""},
+};
+
+/* Keep in sync with the names printed by tests/gen_porting_fixtures.py. By name only where the
+   name gives the case's norm, sites and eps (the other fields are set in every variant). */
+static const block_case porting_cases[] = {
+    {"qwen3_gate_head_qk_gqa_L2", ""},
+    {"qwen3_gate_elem_qk_gqa_L2", ""},
+    {"qwen3_gate_head_mha_bias_L2", ""},
+    {"qwen3_gate_elem_mha_L1", ""},
+    {"gate_qkvc_post_L2", "QKVC-Post"},
+    {"derf_nanogpt_L2", ""},
+    {"derf_nanogpt_bias_L1", ""},
+    {"dyt_llama_gqa_L2", "DyT"},
+    {"gemma2_sandwich_gqa_L2", ""},
+    {"gemma3_sandwich_qk_mqa_L2", ""},
+    {"skipinit_rezero_L2", "ReZero"},
+    {"skipinit_pre_rms_nogain_L2", "Pre-Norm"},
+    {"olmo1_nonparam_L2", ""},
 };
 
 typedef struct variant {
@@ -268,13 +291,13 @@ static int cmp_double(const void* a, const void* b) {
 #endif
 
 /* A parameter of the case: a field with a '.' that is not a gradient ("blocks.0.ff_norm.weight",
-   "ln_f.weight"), or the mHC head's "hc_head_*"; scalars, E, dout, out and din have no '.'.
-   Returns the parameter name or NULL. */
+   "ln_f.weight"), the mHC head's "hc_head_*", or "embed_scale"; scalars (the option is
+   "embed_scale_on"), E, dout, out and din have no '.'. Returns the parameter name or NULL. */
 static const char* param_field(const char* cs, const nbf_tensor* t) {
     const char* field;
     if (!nbf_in_case(t->name, cs)) return NULL;
     field = t->name + strlen(cs) + 1;
-    if (strncmp(field, "hc_head_", 8) == 0) return field;
+    if (strncmp(field, "hc_head_", 8) == 0 || strcmp(field, "embed_scale") == 0) return field;
     if (!strchr(field, '.') || strncmp(field, "grad.", 5) == 0) return NULL;
     return field;
 }
@@ -296,8 +319,12 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
     else if (ends_with(field, "ff_out.weight")) *kind = NB_TENSOR_FF_OUT;
     else if (last && strcmp(last, ".bias") == 0) *kind = NB_TENSOR_BIAS;
     else if (last && strcmp(last, ".c1") == 0) *kind = NB_TENSOR_SIAMESE_GAMMA;
-    else if (last && strcmp(last, ".alpha") == 0) *kind = NB_TENSOR_DYT_ALPHA;
-    else if (ends_with(field, ".resweight")) *kind = NB_TENSOR_REZERO;
+    else if (last && (strcmp(last, ".alpha") == 0 || strcmp(last, ".alpha_shift") == 0))
+        *kind = NB_TENSOR_DYT_ALPHA; /* DyT's alpha, Derf's [alpha, shift] */
+    else if (ends_with(field, ".resweight") || ends_with(field, ".attn_resweight") ||
+             ends_with(field, ".ff_resweight"))
+        *kind = NB_TENSOR_REZERO; /* ReZero's per layer, SkipInit's per sublayer */
+    else if (strcmp(field, "embed_scale") == 0) *kind = NB_TENSOR_EMBED_SCALE;
     else if (ends_with(field, ".value_residual.lambda")) *kind = NB_TENSOR_VALUE_RESIDUAL;
     else if (ends_with(field, "ls1.gamma") || ends_with(field, "ls2.gamma"))
         *kind = NB_TENSOR_LAYERSCALE;
@@ -400,6 +427,25 @@ static int check_table(const char* cs, const char* tag, const nb_stack* s) {
     return usable;
 }
 
+/* The porting options (blocks_porting.bin): absent = 0, nb_stack_desc's defaults. */
+static void porting_options(const char* cs, nb_stack_desc* desc) {
+    const nbf_tensor* g = nbf_field(cs, "attn_gate", 0);
+    const nbf_tensor* ng = nbf_field(cs, "norm_gain", 0);
+    const nbf_tensor* nb = nbf_field(cs, "norm_bias", 0);
+    const nbf_tensor* go = nbf_field(cs, "gain_offset", 0);
+    const nbf_tensor* es = nbf_field(cs, "embed_scale_on", 0); /* "embed_scale": the tensor */
+    const nbf_tensor* bs = nbf_field(cs, "branch_scale", 0);
+    const nbf_tensor* fb = nbf_field(cs, "ffn_bias", 0);
+    desc->attn_gate = g && g->n == 1 ? (nb_attn_gate)(int)g->data[0] : NB_GATE_NONE;
+    desc->norm_gain = ng && ng->n == 1 ? (int)ng->data[0] : 0;
+    desc->norm_bias = nb && nb->n == 1 ? (int)nb->data[0] : 0;
+    desc->gain_offset = go && go->n == 1 ? (int)go->data[0] : 0;
+    desc->embed_scale = es && es->n == 1 ? (int)es->data[0] : 0;
+    desc->branch_scale = bs && bs->n == 1 ? (nb_branch_scale)(int)bs->data[0]
+                                          : NB_BRANCH_SCALE_NONE;
+    if (fb && fb->n == 1) desc->ffn_bias = (int)fb->data[0];
+}
+
 /* The preset a fixture names by its key (stored as character codes); 0 when unknown. */
 static int fixture_preset(const char* cs, nb_preset* out, char* key, size_t key_size) {
     const nbf_tensor* t = nbf_field(cs, "preset_key", 1);
@@ -442,7 +488,7 @@ static void run_case(const block_case* bc, const variant* v) {
         !nbf_real(cs, "eps", &eps) || !nbf_real(cs, "mixln_alpha", &alpha))
         return;
     if (L <= 0 || B <= 0 || T <= 0 || d <= 0 || H <= 0 || Hkv <= 0 || d % H || H % Hkv ||
-        norm < 1 || norm > 4 || ffn < 1 || ffn > 2) {
+        norm < 1 || norm > 5 || ffn < 1 || ffn > 3) {
         nbf_fail("%s: inconsistent scalars", cs);
         return;
     }
@@ -467,9 +513,9 @@ static void run_case(const block_case* bc, const variant* v) {
         desc.preset = preset;
         desc.sites = (unsigned)sites;
         desc.norm = norm == 1 ? NB_NORM_RMS : norm == 2 ? NB_NORM_LAYER
-                  : norm == 3 ? NB_NORM_DYT : NB_NORM_L2;
+                  : norm == 3 ? NB_NORM_DYT : norm == 4 ? NB_NORM_L2 : NB_NORM_DERF;
         desc.eps = (nb_real)eps;
-        desc.ffn = ffn == 1 ? NB_FFN_SWIGLU : NB_FFN_GELU_TANH;
+        desc.ffn = ffn == 1 ? NB_FFN_SWIGLU : ffn == 2 ? NB_FFN_GELU_TANH : NB_FFN_GELU_ERF;
     }
     desc.n_layers = L;
     desc.d_model = d;
@@ -511,6 +557,7 @@ static void run_case(const block_case* bc, const variant* v) {
         desc.qk_scale = qs && qs->n == 1 ? (int)qs->data[0] : 0;
         desc.softmax_scale = ss && ss->n == 1 ? (nb_real)ss->data[0] : 0;
         desc.ffn_in_scale = fs && fs->n == 1 ? (int)fs->data[0] : 0;
+        porting_options(cs, &desc);
         /* the stack's streams: 2 for SiameseNorm, n with hyper-connections, else 1 */
         streams = preset == NB_PRESET_SIAMESE || preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;
         if (desc.hyper == NB_HYPER_DEFAULT ? preset == NB_PRESET_MHC || preset == NB_PRESET_HC ||
@@ -634,6 +681,17 @@ int main(int argc, char** argv) {
         if (!nbf_has_case("blocks.bin", cases[c].name, "L")) continue;
         check_grads_paired(cases[c].name);
         for (k = 0; k < NBF_NCASES(variants); k++) run_case(&cases[c], &variants[k]);
+    }
+    nbf_free(&nbf_fx);
+    /* the porting options against the references checked against the official codes */
+    if (!nbf_load_checked("test_block_fixtures", argv[1], "blocks_porting.bin"))
+        return nbt_finish();
+    nbf_check_known("blocks_porting.bin", porting_cases, NBF_NCASES(porting_cases),
+                    sizeof porting_cases[0]);
+    for (c = 0; c < NBF_NCASES(porting_cases); c++) {
+        if (!nbf_has_case("blocks_porting.bin", porting_cases[c].name, "L")) continue;
+        check_grads_paired(porting_cases[c].name);
+        for (k = 0; k < NBF_NCASES(variants); k++) run_case(&porting_cases[c], &variants[k]);
     }
     nbf_free(&nbf_fx);
 #ifdef NBT_BF16

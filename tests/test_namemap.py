@@ -33,7 +33,9 @@ buffers); a Llama file with Q/K/V biases (Qwen2's). The C tool and the twin must
 3. The other way: `nbimport --export STYLE LIB DIR/` of a library-named file with an embedding
    and head (examples/train's names and metadata) gives a directory whose load_hf_dir stack
    computes the same output bitwise, with the same embedding and head, and whose config.json is
-   the twin's hf_config; a stack no HF class computes (Mix-LN) is refused by both.
+   the twin's hf_config (Qwen3's from the preset name Pre-QK-Pre); a stack no HF class computes
+   (Mix-LN) is refused by both, and the Mix-LN and sandwich stacks the hf-llama names hold (for
+   the Mix-LN code, read in section 1) are refused by --export naming the field.
 4. config.json refusals: keys the library does not compute are refused by nbimport and by the
    twin's config_from_hf, both naming the key; inert keys are accepted by both.
 
@@ -70,6 +72,10 @@ CASES = [("pre", "pre", 2, "hf-llama", {}),
          ("gpt2", "gpt2", 2, "hf-gpt2", {"n_kv_heads": H}),  # GPT-2 has no GQA
          ("qkv_bias", "pre", 2, "hf-llama", {"attn_bias": 1}),  # Qwen2's Q/K/V biases
          ("hybrid", "hybrid", 2, "normblocks", {})]
+# the layouts' names hold these for the codes that write them (the Mix-LN code's Llama), which
+# nbimport reads; Llama's own code would run them as Pre-LN, so --export refuses them, by field
+EXPORT_REFUSED = {"mixln": "post_norm (preset mixln, layer 0, attention)",
+                  "sandwich": "output_norm (preset sandwich, layer 0, attention)"}
 # (name, model_type, preset, extra StackConfig fields): one stack per HF family
 FAMILIES = [("llama", "llama", "pre", {"eps": 1e-6}),
             ("llama_bias", "llama", "pre", {"attn_bias": 3}),
@@ -261,10 +267,15 @@ def name_maps(nbimport, work):
                            capture_output=True, text=True)
         want = {k: v for k, v in model.items() if k not in IO}
         got = read_safetensors(exp_path)[0] if r.returncode == 0 else {}
-        report(r.returncode == 0 and set(got) == set(want) and
-               all(got[k].shape == want[k].shape and torch.equal(got[k], want[k]) for k in want),
-               "%s: --export writes to_hf's names, shapes and values" % name,
-               r.stderr.strip() or "%d tensors" % len(got))
+        if name in EXPORT_REFUSED:
+            report(r.returncode == 1 and "layout: " + EXPORT_REFUSED[name] in r.stderr and
+                   not os.path.exists(exp_path),
+                   "%s: --export %s refuses it, naming the field" % (name, layout), r.stderr.strip())
+        else:
+            report(r.returncode == 0 and set(got) == set(want) and
+                   all(got[k].shape == want[k].shape and torch.equal(got[k], want[k]) for k in want),
+                   "%s: --export writes to_hf's names, shapes and values" % name,
+                   r.stderr.strip() or "%d tensors" % len(got))
         # the twin reads the layout back (from_hf) to the same stack
         if layout != "normblocks":
             back = twin.from_hf(model, layout, copy.deepcopy(stack)).eval()
@@ -413,9 +424,8 @@ def floats32(conf):
 
 def exports(nbimport, work):
     for name, model_type, preset, extra in FAMILIES:
-        if model_type != "qwen3":  # examples/train's metadata has no attention norm sites
-            guarded("%s: --export to a directory" % name, export, nbimport, work, name,
-                    model_type, preset, extra)
+        guarded("%s: --export to a directory" % name, export, nbimport, work, name,
+                model_type, preset, extra)
     mixln_refused(nbimport, work)
 
 
@@ -425,7 +435,8 @@ def export(nbimport, work, name, model_type, preset, extra):
     stack = make_stack(preset, 2, not gpt2, **extra)
     embed, head = torch.randn(VOCAB, D), torch.randn(VOCAB, D)
     E = torch.randn(B, T, D)
-    meta = train_meta(stack, "gpt2" if gpt2 else preset)
+    # the metadata's preset name: Qwen3's per-head Q, K norms are the HybridNorm name Pre-QK-Pre
+    meta = train_meta(stack, "gpt2" if gpt2 else "Pre-QK-Pre" if model_type == "qwen3" else preset)
     lib = os.path.join(work, name + "_train.safetensors")
     write_safetensors(lib, [("transformer.wte.weight", embed)] +
                       [("transformer." + k, v) for k, v in stack.library_parameters()] +
@@ -441,7 +452,8 @@ def export(nbimport, work, name, model_type, preset, extra):
     back, e2, h2 = twin.load_hf_dir(out_dir)
     mine = Stack(cfg)
     mine.load_state_dict(stack.state_dict())
-    report(torch.equal(forward(back, E), forward(mine.eval(), E)) and
+    report(written_type(out_dir) == model_type and
+           torch.equal(forward(back, E), forward(mine.eval(), E)) and
            torch.equal(e2, embed) and torch.equal(h2, head),
            "%s: --export DIR/ loads in the twin to the same output, embedding and head" % name)
     with open(os.path.join(out_dir, "config.json")) as f:
@@ -453,8 +465,13 @@ def export(nbimport, work, name, model_type, preset, extra):
            "" if floats32(written) == floats32(want) else "C %s, twin %s" % (written, want))
 
 
+def written_type(path):
+    with open(os.path.join(path, "config.json")) as f:
+        return json.load(f).get("model_type")
+
+
 def mixln_refused(nbimport, work):
-    """A stack no Hugging Face class computes: refused by both."""
+    """A stack no Hugging Face class computes: refused by both (nbimport naming the field)."""
     stack = make_stack("mixln", 4, True)
     lib = os.path.join(work, "mixln_train.safetensors")
     write_safetensors(lib, [("transformer.wte.weight", torch.randn(VOCAB, D))] +
@@ -462,7 +479,7 @@ def mixln_refused(nbimport, work):
                       [("lm_head.weight", torch.randn(VOCAB, D))], train_meta(stack, "mixln"))
     r = subprocess.run([nbimport, "--export", "hf-llama", lib, os.path.join(work, "mx_out/")],
                        capture_output=True, text=True)
-    report(r.returncode == 1 and "no Hugging Face model class" in r.stderr and
+    report(r.returncode == 1 and "layout: post_norm (preset mixln" in r.stderr and
            raises(lambda: twin.hf_family(stack.config), "no Hugging Face model class"),
            "a Mix-LN stack: no HF class computes it, for nbimport and the twin", r.stderr.strip())
 

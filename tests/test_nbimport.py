@@ -17,17 +17,19 @@ import sys
 import tempfile
 
 NBIMPORT = os.path.realpath(sys.argv[1])
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
 passed = failed = 0
 D, FF, B, T = 8, 16, 2, 3
 
 
 def tensors(items, meta=None):
-    """items: (name, shape, values) F32 -> (header dict, data bytes), contiguous"""
+    """items: (name, shape, values) F32 -> (header dict, data bytes), contiguous; values None: a
+    1-D tensor of zeros"""
     header, data = {}, b""
     if meta is not None:
         header["__metadata__"] = meta
     for name, shape, vals in items:
-        b = b"".join(struct.pack("<f", v) for v in vals)
+        b = b"\0" * 4 * shape[0] if vals is None else b"".join(struct.pack("<f", v) for v in vals)  # None: zeros
         header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(b)]}
         data += b
     return header, data
@@ -321,19 +323,19 @@ run("metadata of a model far larger than the file", model("m.st", meta=meta(n_la
 
 
 # --- 9: --export refuses a stack the target's model code would run as another model --------------
-def nb_model(kv=2, layer=False):
+def nb_model(kv=2, layer=False, ff=FF):
     """a 1-layer stack in the library's names (n_heads 2, n_kv_heads kv; LayerNorms carry biases)"""
     hd = D // 2
     items = [("blocks.0.att_proj.weight", [D + 2 * kv * hd, D], [0.01] * (D + 2 * kv * hd) * D),
              ("blocks.0.attn_out.weight", [D, D], [0.01] * D * D),
-             ("blocks.0.ff_proj.weight", [(1 if layer else 2) * FF, D], [0.01] * (1 if layer else 2) * FF * D),
-             ("blocks.0.ff_out.weight", [D, FF], [0.01] * D * FF)]
+             ("blocks.0.ff_proj.weight", [(1 if layer else 2) * ff, D], [0.01] * (1 if layer else 2) * ff * D),
+             ("blocks.0.ff_out.weight", [D, ff], [0.01] * D * ff)]
     for n in ("blocks.0.attn_norm", "blocks.0.ff_norm", "ln_f"):
         items.append((n + ".weight", [D], [1.0] * D))
         if layer:
             items.append((n + ".bias", [D], [0.0] * D))
     if layer:
-        items += [("blocks.0.ff_proj.bias", [FF], [0.0] * FF), ("blocks.0.ff_out.bias", [D], [0.0] * D)]
+        items += [("blocks.0.ff_proj.bias", [ff], [0.0] * ff), ("blocks.0.ff_out.bias", [D], [0.0] * D)]
     return items
 
 
@@ -357,14 +359,15 @@ record("...the refusals wrote nothing", not os.path.exists("x.st"), "x.st exists
 check("--export of a GQA stack with RoPE as hf-llama (Llama has GQA)", ["--export", "hf-llama", gqa, "x.st"], 0)
 # nGPT (NVIDIA/ngpt's names): its preset exports and runs back in that layout; other layouts
 # refuse it by its norm, and the ngpt layout refuses another preset
+NFF = 4 * D  # NVIDIA/ngpt's c_fc: 2 x 4 n_embd
 ng_items = [("blocks.0.att_proj.weight", [3 * D, D], [0.01 * (i % 7 + 1) for i in range(3 * D * D)]),
             ("blocks.0.attn_out.weight", [D, D], [0.02 * (i % 5 + 1) for i in range(D * D)]),
             ("blocks.0.sqk", [D], [0.35] * D),
-            ("blocks.0.ff_proj.weight", [2 * FF, D], [0.01 * (i % 3 + 1) for i in range(2 * FF * D)]),
-            ("blocks.0.ff_out.weight", [D, FF], [0.01 * (i % 4 + 1) for i in range(D * FF)]),
-            ("blocks.0.suv", [2 * FF], [1.0] * 2 * FF),
+            ("blocks.0.ff_proj.weight", [2 * NFF, D], [0.01 * (i % 3 + 1) for i in range(2 * NFF * D)]),
+            ("blocks.0.ff_out.weight", [D, NFF], [0.01 * (i % 4 + 1) for i in range(D * NFF)]),
+            ("blocks.0.suv", [2 * NFF], [1.0] * 2 * NFF),
             ("blocks.0.attn_alpha", [D], [0.35] * D), ("blocks.0.mlp_alpha", [D], [0.35] * D)]
-ng = model("ng.st", ng_items, meta(preset="ngpt", d_ff=str(FF), rope="1"))
+ng = model("ng.st", ng_items, meta(preset="ngpt", d_ff=str(NFF), rope="1"))
 check("--export of the ngpt preset as ngpt", ["--export", "ngpt", ng, "ngx.st"], 0)
 eh, ed = tensors([("E", [B, T, D], [0.1 * (i % 9) - 0.4 for i in range(B * T * D)])])
 check("...and it runs back from NVIDIA/ngpt's names", ["ngpt", "ngx.st", write("ng_e.st", eh, ed), "ng_out.st"], 0)
@@ -375,10 +378,10 @@ if os.path.exists("ng_out.st"):
 V = 5
 io = [("transformer.wte.weight", [V, D], [0.1] * V * D), ("lm_head.weight", [V, D], [0.2] * V * D)]
 check("--export ngpt of a checkpoint without sz", ["--export", "ngpt", model("ngio.st", ng_items + io,
-      meta(preset="ngpt", d_ff=str(FF), rope="1")), "x.st"], 1, "sz")
+      meta(preset="ngpt", d_ff=str(NFF), rope="1")), "x.st"], 1, "sz")
 check("--export ngpt of a checkpoint with sz (NVIDIA/ngpt's GPT.sz)",
       ["--export", "ngpt", model("ngsz.st", ng_items + io + [("sz", [V], [0.5 + i for i in range(V)])],
-                                 meta(preset="ngpt", d_ff=str(FF), rope="1")), "ngsz_x.st"], 0)
+                                 meta(preset="ngpt", d_ff=str(NFF), rope="1")), "ngsz_x.st"], 0)
 if os.path.exists("ngsz_x.st"):
     with open("ngsz_x.st", "rb") as f:
         raw = f.read()
@@ -504,9 +507,151 @@ record("...config.json of a LlamaForCausalLM, vocab 256, eps written short",
 check("...and it imports back", ["hf-llama", "hfdir", inp, "back.st"], 0)
 items_b = items + [("transformer.blocks.0.attn_out.bias", [D], [0.0] * D)]
 check("--export to a directory of a stack with the output bias only", ["--export", "hf-llama",
-      model("ckb.st", items_b, meta(rope="1", attn_bias="2")), "hfdir2/"], 1, "some projections only")
+      model("ckb.st", items_b, meta(rope="1", attn_bias="2")), "hfdir2/"], 1, "attn_bias", "all of Q, K, V and O")
 check("--export of a stack without embedding and head to a directory", ["--export", "hf-llama",
       model("nb.st", nb_model(), meta(rope="1")), "hfdir3/"], 1, "no embedding and head")
+
+# --- 12: --export writes a layout only for a stack its model code computes (issue 26) --------------
+# A refused stack is refused before any tensor is read: these files hold only the stack's
+# description and zeros enough for its size. The message names the first field that differs, a
+# file and a directory alike, and nothing is written.
+ZEROS = [("optimizer.pad", [1 << 15], None)]
+
+
+def described(meta_kw, base=None):
+    """a file of only a stack's description (and zeros as many as its parameters)"""
+    return model("described.st", ZEROS, meta(base or dict(META, n_layers="4"), **meta_kw))
+
+
+def refused(what, style, meta_kw, *words, base=None, out="refused.st"):
+    if os.path.exists(out):
+        os.remove(out)
+    check(what, ["--export", style, described(meta_kw, base), out], 1, "cannot be expressed in the %s layout" % style,
+          *words)
+    record(what + ": nothing written", not os.path.exists(out.rstrip("/")), out + " exists")
+
+
+LL = dict(rope="1")                          # Llama's: RMSNorm, SwiGLU (the defaults), RoPE
+GP = dict(META, n_layers="4", preset="gpt2", d_ff=str(4 * D))  # GPT-2's: LayerNorm, GELU, biases (the name)
+NG = dict(META, n_layers="4", preset="ngpt", rope="1", d_ff=str(4 * D))
+refused("sandwich as hf-llama (the issue's: Llama's code has no output norms)", "hf-llama", dict(LL, preset="sandwich"),
+        "layout: output_norm (preset sandwich, layer 0, attention)", "post_attention_layernorm")
+refused("...to a directory: the same refusal", "hf-llama", dict(LL, preset="sandwich"), "output_norm", "sandwich",
+        out="refused_dir/")
+refused("GQA + SwiGLU as hf-gpt2 (the issue's)", "hf-gpt2", dict(n_kv_heads="1"), "layout: n_kv_heads", "no GQA")
+for preset, field, words in [("post", "post_norm", "layer 0, attention"), ("mixln", "post_norm", "mixln"),
+                             ("deepnorm", "post_norm", "deepnorm"), ("periln", "output_norm", "periln"),
+                             ("none", "input_norm", "every sublayer's input"), ("hybrid", "input_norm", "hybrid"),
+                             ("pre_post", "residual_from_norm", "HybridNorm"), ("lns", "input_scale", "layer 1"),
+                             ("rezero", "branch_scale", "ReZero"), ("layerscale", "branch_scale", "LayerScale"),
+                             ("siamese", "preset", "SiameseNorm"), ("pre_sites_pre", "sites", "Qwen3"),
+                             ("dyt", "norm", "RMSNorm")]:
+    refused(f"{preset} as hf-llama", "hf-llama", dict(LL, preset=preset), "layout: " + field, words)
+refused("olmo2 with Q, K, V biases only as hf-llama", "hf-llama", dict(LL, preset="olmo2", attn_bias="1"),
+        "layout: attn_bias", "OLMo-2's attention_bias")
+refused("Qwen3's QK norms with Q, K, V biases only as hf-llama", "hf-llama",
+        dict(LL, preset="Pre-QK-Pre", attn_bias="1"), "layout: attn_bias", "Qwen3's attention_bias")
+refused("the value residual as hf-llama", "hf-llama", dict(LL, value_residual="fixed"), "layout: value_residual")
+refused("gelu as hf-llama", "hf-llama", dict(LL, ffn="gelu", norm="rms"), "layout: ffn", "SwiGLU")
+GP_AS = dict(norm="layer", ffn="gelu", attn_bias="3")  # another preset with GPT-2's settings
+for style in ("hf-gpt2", "gpt2-linear"):
+    for kw, field, words in [(dict(norm="rms"), "norm", "LayerNorm"), (dict(rope="1"), "rope", "wpe"),
+                             (dict(attn_bias="1"), "attn_bias", "attn_bias 3"),
+                             (dict(GP_AS, preset="hybrid"), "sites", "no norms"),
+                             (dict(GP_AS, preset="sandwich"), "output_norm", "sandwich"),
+                             (dict(GP_AS, preset="siamese"), "preset", "siamese"),
+                             (dict(value_residual="learn"), "value_residual", "ResFormer"),
+                             (dict(hyper="hc", hyper_streams="2"), "hyper", "one residual stream")]:
+        refused(f"gpt2 with {kw} as {style}", style, kw, "layout: " + field, words, base=GP)
+refused("gpt2 with d_ff 2 d_model as gpt2-linear (llm.c has no n_inner)", "gpt2-linear", dict(d_ff=str(2 * D)),
+        "layout: d_ff", "4 n_embd", base=GP)
+refused("gpt2 with eps 1e-6 as gpt2-linear", "gpt2-linear", dict(eps="1e-6"), "layout: eps", "1e-5", base=GP)
+for kw, field, words in [(dict(norm="rms"), "norm", "L2"), (dict(ffn="gelu"), "ffn", "SwiGLU"),
+                         (dict(attn_bias="1"), "attn_bias", "bias-free"), (dict(d_ff=str(FF)), "d_ff", "4 n_embd"),
+                         (dict(rope="0"), "rope", "rotary"), (dict(rope_theta="500000"), "rope_theta", "10000"),
+                         (dict(value_residual="fixed"), "value_residual", "ResFormer"),
+                         (dict(preset="pre", norm="l2"), "preset", "preset pre")]:
+    refused(f"ngpt with {kw} as ngpt", "ngpt", kw, "layout: " + field, words, base=NG)
+
+
+def accepted(what, style, meta_kw, base=None):
+    """a stack the checks let through: only its missing tensors stop it"""
+    check(what, ["--export", style, described(meta_kw, base), "acc.st"], 1, "MODEL has no")
+    r = subprocess.run([NBIMPORT, "--export", style, "described.st", "acc.st"], capture_output=True, text=True)
+    record(what + ": not refused as inexpressible", "cannot be expressed" not in r.stderr, r.stderr)
+
+
+check("--export ngpt to a directory: no Hugging Face class reads that layout", ["--export", "ngpt", "ngsz.st",
+      "ngdir/"], 1, "no Hugging Face model class reads the ngpt layout")
+accepted("mixln of 3 layers as hf-llama (floor(0.25 L) = 0: every layer Pre-LN)", "hf-llama",
+         dict(LL, preset="mixln", n_layers="3"))
+accepted("mixln_alpha -1 as hf-llama (the Mix-LN code's Pre-LN)", "hf-llama",
+         dict(LL, preset="mixln", mixln_alpha="-1"))
+accepted("lns of 1 layer as hf-llama (1/sqrt(1))", "hf-llama", dict(LL, preset="lns", n_layers="1"))
+accepted("gpt2 with d_ff 2 d_model and eps 1e-6 as hf-gpt2 (n_inner, layer_norm_epsilon)", "hf-gpt2",
+         dict(d_ff=str(2 * D), eps="1e-6"), base=GP)
+# one file names the class whose config it needs; gpt2-linear wants the head tied to the embedding
+llm = [("transformer." + n, sh, v) for n, sh, v in nb_model()]
+check("--export of Q, K, V biases to a file names Qwen2", ["--export", "hf-llama", model("q2.st", llm + [
+      ("transformer.blocks.0.att_proj.bias", [3 * D], [0.0] * 3 * D)], meta(rope="1", attn_bias="1")), "q2x.st"], 0)
+r = subprocess.run([NBIMPORT, "--export", "hf-llama", "q2.st", "q2x.st"], capture_output=True, text=True)
+record("...its message: the model of Qwen2ForCausalLM", "Qwen2ForCausalLM (model_type qwen2)" in r.stdout, r.stdout)
+# a GPT-2 checkpoint as llm.c's (MLP 4 n_embd)
+gpt4 = [("transformer." + n, sh, v) for n, sh, v in nb_model(layer=True, ff=4 * D)]
+gpt4 += [("transformer.blocks.0.att_proj.bias", [3 * D], [0.0] * 3 * D),
+         ("transformer.blocks.0.attn_out.bias", [D], [0.0] * D)]
+g4_meta = meta(GMETA, d_ff=str(4 * D))
+wte = [0.01 * (i % 13) for i in range(V * D)]
+untied = gpt4 + [("transformer.wte.weight", [V, D], wte), ("lm_head.weight", [V, D], [v + 1 for v in wte])]
+check("--export gpt2-linear of a head that is not the embedding", ["--export", "gpt2-linear",
+      model("untied.st", untied, g4_meta), "untied_refused.st"], 1, "lm_head.weight", "ties")
+record("...the refusal wrote nothing", not os.path.exists("untied_refused.st"), "untied_refused.st exists")
+check("--export hf-gpt2 of it (tie_word_embeddings false)", ["--export", "hf-gpt2", "untied.st", "untied_x.st"], 0)
+check("--export gpt2-linear of a tied head", ["--export", "gpt2-linear", model("tied.st", gpt4 + [
+      ("transformer.wte.weight", [V, D], wte), ("lm_head.weight", [V, D], wte)], g4_meta), "tied_x.st"], 0)
+check("--export gpt2-linear to a directory: no Hugging Face class reads that layout", ["--export", "gpt2-linear",
+      "tied.st", "g2dir/"], 1, "no Hugging Face model class reads the gpt2-linear layout")
+
+# --- 13: the export table: --help's, computed by the checks themselves, is README.md's, and --export
+# refuses exactly its "no" cells, naming their field -------------------------------------------------
+help_text = subprocess.run([NBIMPORT, "--help"], capture_output=True, text=True).stdout
+rows = [ln for ln in help_text.splitlines() if ln.startswith("|")]
+with open(README) as f:
+    readme = f.read()
+record("README.md's export table is nbimport --help's (the same rows)", len(rows) > 30 and "\n".join(rows) in readme,
+       "README.md lacks the table --help prints: paste its rows into README.md")
+styles = [c.strip() for c in rows[0].strip("|").split("|")][1:] if rows else []
+STYLE_META = {"hf-llama": dict(norm="rms", ffn="swiglu", rope="1", attn_bias="0"),
+              "hf-gpt2": dict(norm="layer", ffn="gelu", rope="0", attn_bias="3"),
+              "gpt2-linear": dict(norm="layer", ffn="gelu", rope="0", attn_bias="3"),
+              "ngpt": dict(norm="l2", ffn="swiglu", rope="1", attn_bias="0")}
+cells_ok = cells = 0
+for row in rows[2:]:
+    cols = [c.strip() for c in row.strip("|").split("|")]
+    name = cols[0].split("`")[1]
+    own = cols[0].split("(norm ")[1].rstrip(")") if "(norm " in cols[0] else None
+    for style, cell in zip(styles, cols[1:]):
+        variants = [("0", cell)]
+        if style == "hf-llama":  # attn_bias 0 gives llama, qwen3 or olmo2, attn_bias 1 qwen2; "no: "
+            types = [] if cell.startswith("no") else cell.split(", ")  # without a field: by any
+            variants = [("0", cell if cell.startswith("no") or set(types) - {"qwen2"} else "no: "),
+                        ("1", "yes" if "qwen2" in types else "no: ")]
+        for bias, want in variants:
+            kw = dict(STYLE_META[style], preset=name, n_layers="4", d_ff=str(4 * D))
+            if style == "hf-llama":
+                kw["attn_bias"] = bias
+            if own:
+                kw["norm"] = own
+            r = subprocess.run([NBIMPORT, "--export", style, model("cell.st", ZEROS, meta(**kw)), "cell_x.st"],
+                               capture_output=True, text=True)
+            no = "cannot be expressed in the %s layout" % style in r.stderr
+            ok = r.returncode == 1 and (no and ("layout: " + want[4:]) in r.stderr if want.startswith("no:")
+                                        else not no and "MODEL has no" in r.stderr)
+            cells += 1
+            cells_ok += ok
+            if not ok:
+                print(f"  table cell {name} / {style} (attn_bias {bias}): {want!r}, but: {r.stderr.strip()}")
+record(f"every cell of the table is what --export does ({cells_ok} of {cells})", cells and cells_ok == cells)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -416,6 +416,10 @@ static void qk_clip(nbt_rng* rng) {
         nbt_check(nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, tau, NULL) == NB_ERR_VALUE &&
                   !memcmp(keep, r.params, r.s.n_params * sizeof(nb_real)),
                   "qk_clip: a NaN max logit refused, nothing written");
+        mx[3] = INFINITY;
+        nbt_check(nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, tau, NULL) == NB_ERR_VALUE &&
+                  !memcmp(keep, r.params, r.s.n_params * sizeof(nb_real)),
+                  "qk_clip: an infinite max logit refused, nothing written");
         mx[3] = 0;
         nbt_check(nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, 0, NULL) == NB_ERR_VALUE &&
                   nb_stack_qk_clip(&r.ctx, &r.s, r.params, mx, INFINITY, NULL) == NB_ERR_VALUE &&
@@ -1505,6 +1509,29 @@ static void name_maps(void) {
     }
 }
 
+/* A gated attention's att_proj (and its bias) has no name in the foreign layouts: none holds
+   the gate's rows; the library's own names take it whole. */
+static void gate_names(void) {
+    nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 1);
+    nb_stack s;
+    int t, ok = 1, seen = 0;
+    nb_preset_from_name(NULL, &d, "gpt2");
+    d.attn_gate = NB_GATE_HEADWISE; d.rope = 0; d.n_kv_heads = 2;
+    if (!nbt_check(nb_stack_init(NULL, &s, &d, 1, 3) == NB_OK, "gated gpt2 stack")) return;
+    for (t = 0; t < s.n_tensors; t++) {
+        nb_tensor_part parts[3];
+        nb_name_style st;
+        if (strncmp(s.tensors[t].name, "blocks.0.att_proj.", 18)) continue;
+        seen++;
+        for (st = NB_NAMES_HF_LLAMA; st <= NB_NAMES_NGPT; st = (nb_name_style)(st + 1))
+            ok &= nb_stack_tensor_parts(&s, t, st, parts) == 0;
+        ok &= nb_stack_tensor_parts(&s, t, NB_NAMES_NORMBLOCKS, parts) == 1 &&
+              parts[0].rows == 8 + 2 * 8 + 2;
+    }
+    nbt_check(ok && seen == 2, "name maps: a gated att_proj (weight, bias) has no foreign name");
+    nb_stack_free(&s);
+}
+
 /* Each preset's paper-code init comes from the library's preset table. */
 static void preset_inits(void) {
     static const struct { const char* name; nb_init_scheme want; double std0; } cases[] = {
@@ -2274,6 +2301,7 @@ int main(void) {
     bad_configs();
     trainer_layout_and_conventions(&rng);
     porting_options(&rng);
+    gate_names();
     qk_clip(&rng);
     return nbt_finish();
 }

@@ -16,7 +16,9 @@ must give the case's output, input gradient and parameter gradients (loss = sum(
 within 1e-9 + 1e-9 |ref|: a change of the twin's math or of its parameter table fails here
 before a regenerated fixture could carry it into the library's tests.
 blocks_bf16.bin next to it (gen_bf16_fixtures.py: cases "bf16_<case>", the references of
-test_block_fixtures_bf16) is checked the same way with the twin in precision "bf16".
+test_block_fixtures_bf16) is checked the same way with the twin in precision "bf16", and
+blocks_porting.bin (gen_porting_fixtures.py: the porting options, checked there against the
+official codes) in float64.
 Exits 77 (CTest's skip) when torch cannot be imported.
 """
 import os
@@ -37,7 +39,8 @@ SCALARS = ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", 
            "mixln_alpha", "siamese_paper_scale", "siamese_paper_fusion", "sites",
            "siamese_no_fusion_norm", "attn_bias", "value_residual", "hyper", "hyper_streams",
            "hyper_static", "hyper_sinkhorn", "depth_alpha", "depth_base", "interp_init",
-           "qk_scale", "softmax_scale", "ffn_in_scale")
+           "qk_scale", "softmax_scale", "ffn_in_scale", "attn_gate", "norm_gain", "norm_bias",
+           "gain_offset", "embed_scale_on", "branch_scale", "ffn_bias")
 
 
 def cases(recs):
@@ -56,8 +59,8 @@ def check_case(name, c):
         cfg = replace(cfg, precision="bf16")
     stack = twin.Stack(cfg).double()
     params = {k: v for k, v in c.items()
-              if k.startswith(("blocks.", "embed_norm.", "ln_", "hc_head_"))
-              and not k.startswith("grad.")}
+              if (k.startswith(("blocks.", "embed_norm.", "ln_", "hc_head_")) or
+                  k == "embed_scale") and not k.startswith("grad.")}
     stack.load_state_dict(params, strict=True)  # names and shapes of the library's table
     flat = torch.cat([p.detach().reshape(-1) for _, p in stack.library_parameters()])
     again = twin.Stack(cfg).double()
@@ -85,9 +88,10 @@ def main():
     torch.set_num_threads(1)
     failed = 0
     all_cases = cases(read_nbfx(path))
-    bf16 = os.path.join(os.path.dirname(path), "blocks_bf16.bin")
-    if os.path.exists(bf16):
-        all_cases.update(cases(read_nbfx(bf16)))
+    for other in ("blocks_bf16.bin", "blocks_porting.bin"):
+        other = os.path.join(os.path.dirname(path), other)
+        if os.path.exists(other):
+            all_cases.update(cases(read_nbfx(other)))
     for name, c in all_cases.items():
         try:
             worst, what, n = check_case(name, c)

@@ -37,10 +37,15 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
   Norms           RMSNorm    N(x) = g * x / sqrt(mean(x^2) + eps)
                   LayerNorm  N(x) = g * (x - mean(x)) / sqrt(var(x) + eps) + b
                   DyT        N(x) = g * tanh(a x) + b, a a learnable scalar per norm
+                  Derf       N(x) = g * erf(a x + s) + b, a and s learnable scalars per norm
+                             ("alpha_shift" = [a, s]; zlab-princeton/Derf's Dynamic_erf)
                   L2         N(x) = x / ||x||_2 (nGPT's justnorm: no gain, no bias, no eps)
                   over the last dimension; block norms have width d; the attention "site"
-                  norms have a gain only (also LayerNorm, DyT) of width d_k (one gain shared by
-                  all heads, "per head") or of the whole projection row ("full", OLMo-2).
+                  norms have a gain only (also LayerNorm, DyT, Derf) of width d_k (one gain
+                  shared by all heads, "per head") or of the whole projection row ("full",
+                  OLMo-2). norm_gain -1: block norms without g; norm_bias -1: block LayerNorms,
+                  DyTs, Derfs without b (the site norms keep their gains). gain_offset 1
+                  (Gemma): every g, block and site, is stored as w and multiplies by 1 + w.
   Attention       [Q|K|V] = x W_qkv^T (+ b_qkv) (Q: H heads, K, V: H_kv heads of d_k = d/H),
                   Q, K, V normalized at their sites, then RoPE on Q and K (NeoX rotate-half),
                   with qk_scale (nGPT's s_qk) Q and K then times sqrt(d) "sqk" (H d_k values,
@@ -49,6 +54,9 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   nGPT's sqrt(d_k)), query head h reads KV head
                   h / (H/H_kv), C = concat_h P V (normalized at site C), out = C W_o^T (+ b_o);
                   the biases with attn_bias (GPT-2 both, Qwen2 b_qkv).
+                  attn_gate (gated attention): G more projection rows, [Q|K|V|G] = x W_qkv^T
+                  (+ b_qkv, G's too), G = H logits per token ("headwise", one per head) or d
+                  ("elementwise"); C' = Nc(C) * sigmoid(G) (after the C norm), then W_o.
                   value_residual (ResFormer): in layers l >= 1, V (after its site norm) is
                   lambda_1 V + lambda_2 V_0 before attention, V_0 layer 0's; lambdas 0.5, or
                   learnable "blocks.<l>.value_residual.lambda".
@@ -64,8 +72,9 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                                     "ff_res_norm")
                   f  = output_norm ? N_out(F(h)) : F(h)
                   f  = lambda * f   (branch_scale: "scalar" ReZero's resweight, one per layer
-                                     shared by its sublayers; "channel" LayerScale's
-                                     ls1.gamma / ls2.gamma)
+                                     shared by its sublayers; "sublayer" SkipInit's form, one
+                                     scalar per sublayer, attn_resweight / ff_resweight;
+                                     "channel" LayerScale's ls1.gamma / ls2.gamma)
                   f  = m * f        (m = branch_mult, a constant: CompleteP's residual
                                      multiplier; where a placement leaves it 0, the stack's
                                      depth_alpha rule m = (L / depth_base)^-depth_alpha, else 1)
@@ -84,8 +93,10 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   of 4d times sqrt(d) suv, no biases, no embedding or final norm; its RoPE is
                   the standard one (the code's is not a rotation: NVIDIA/ngpt issue #10)
   A block is the attention sublayer, then the FFN sublayer. A stack is
-                  x_0 = embed_norm ? N_embed(E) : E;  x_{l+1} = block_l(x_l);
+                  x_0 = embed_norm ? N_embed(c E) : c E;  x_{l+1} = block_l(x_l);
                   out = final_norm ? N_lnf(x_L) : x_L
+                  c = 1, or with embed_scale the learnable scalar "embed_scale" (init sqrt(d);
+                  DyT's and Derf's LM codes' shared_scale)
   Hyper-connections (hyper "mhc", "hc", "identity"; presets mhc, hc, ihc): n streams X = (x_0 ..
   x_{n-1}) of width d per token, all starting at x_0; each sublayer (attention, then FFN) reads
                   u = sum_i pre_i x_i,  y = the placement's branch (f above with its m, no
@@ -157,8 +168,9 @@ class Placement:
     post_norm: bool = False
     residual_scale: float = 1.0
     input_scale: float = 1.0
-    branch_scale: str = ""     # "", "scalar" (ReZero), "channel" (LayerScale) or "interp"
-                               # (nGPT: s = r + |a| (f - r))
+    branch_scale: str = ""     # "", "scalar" (ReZero), "sublayer" (SkipInit: a scalar per
+                               # sublayer), "channel" (LayerScale) or "interp" (nGPT:
+                               # s = r + |a| (f - r))
     branch_mult: float = 0.0   # 0 = 1 (or the stack's depth_alpha rule): f = m F(..), a
                                # constant (CompleteP's residual multiplier); else finite, > 0
 
@@ -305,8 +317,8 @@ class StackConfig:
     layers: Optional[List[LayerSpec]] = None  # custom schedule (preset "default")
     mixln_alpha: float = 0.0     # (0, 1]; 0 = 0.25; -1 = no Post-Norm layer
     norm: str = ""               # "" = preset's (rms; dyt for dyt, l2 for ngpt), "rms",
-                                 # "layer", "dyt" or "l2" (block LayerNorms and DyTs carry a
-                                 # bias; L2 norms have no parameters)
+                                 # "layer", "dyt", "derf" or "l2" (block LayerNorms, DyTs and
+                                 # Derfs carry a bias; L2 norms have no parameters)
     eps: float = 0.0             # 0 = the preset's (1e-6 olmo2, mixln, deepnorm_mixln, lns)
     site_width: str = ""         # "" = preset's; "per_head" or "full"
     ffn: str = "swiglu"          # "swiglu", "gelu_tanh" or "gelu_erf"
@@ -340,6 +352,15 @@ class StackConfig:
     softmax_scale: float = 0.0   # s of the scores; 0 = the preset's (sqrt(d_k) for ngpt, else
                                  # 1/sqrt(d_k)); else finite, > 0
     ffn_in_scale: int = 0        # nGPT's s_uv ("suv"): 0 = the preset's (on for ngpt), 1, -1 off
+    attn_gate: str = ""          # gated attention's output gate: "" / "none", "headwise" (G = H)
+                                 # or "elementwise" (G = d); its rows last in att_proj
+    norm_gain: int = 0           # block norms' weight: 0 the kind's (on but L2), -1 none
+    norm_bias: int = 0           # block norms' bias: 0 the kind's (layer, dyt, derf), -1 none
+    gain_offset: int = 0         # 1: every norm gain stored as w, multiplying by 1 + w (Gemma)
+    embed_scale: int = 0         # 1: the input times a learnable "embed_scale" (init sqrt(d))
+    branch_scale: str = ""       # every placement's branch scale of a preset: "" the preset's,
+                                 # else a Placement.branch_scale (not with a custom schedule or
+                                 # SiameseNorm)
 
     @classmethod
     def from_name(cls, name, **fields):
@@ -372,8 +393,9 @@ def resolve(cfg):
         raise ValueError("mixln_alpha must be in (0, 1], or -1")
     n_post = 0 if c.mixln_alpha < 0 else int(math.floor(c.mixln_alpha * L + 1e-9))
     c.norm = c.norm or row.norm
-    if c.norm not in ("rms", "layer", "dyt", "l2"):
-        raise ValueError("norm: rms, layer, dyt or l2")
+    if c.norm not in _NORM_KINDS:
+        raise ValueError("norm: rms, layer, dyt, l2 or derf")
+    _resolve_norm_options(c)
     if c.eps == 0:
         c.eps = row.eps
     c.site_width = c.site_width or row.width
@@ -461,9 +483,9 @@ def resolve(cfg):
                 if p.residual_norm and p.residual_from_norm:
                     raise ValueError("layer %d: residual_norm and residual_from_norm both set "
                                      "the residual" % l)
-                if p.branch_scale not in ("", "scalar", "channel", "interp"):
-                    raise ValueError("layer %d: branch_scale %r: \"\", \"scalar\", \"channel\" "
-                                     "or \"interp\"" % (l, p.branch_scale))
+                if p.branch_scale not in _BRANCH_SCALES:
+                    raise ValueError("layer %d: branch_scale %r: one of %s"
+                                     % (l, p.branch_scale, _BRANCH_SCALES))
                 p.residual_scale = p.residual_scale or 1.0
                 p.input_scale = p.input_scale or 1.0
                 if p.input_scale != 1 and not p.input_norm:
@@ -478,8 +500,10 @@ def resolve(cfg):
         layers = []
         for l in range(L):
             codes = row.first if l < n_first else row.rest
-            layers.append(LayerSpec(place_code(codes[0], l, L), place_code(codes[1], l, L),
-                                    sites))
+            ld = LayerSpec(place_code(codes[0], l, L), place_code(codes[1], l, L), sites)
+            if c.branch_scale:  # the stack's branch scale on every placement
+                ld.attn.branch_scale = ld.ffn.branch_scale = c.branch_scale
+            layers.append(ld)
     # CompleteP's residual multiplier where the placement leaves it 0 (nb__depth_mult)
     m = (float(L) / c.depth_base) ** -c.depth_alpha if c.depth_alpha > 0 else 1.0
     for ld in layers:
@@ -510,6 +534,37 @@ def resolve(cfg):
 
 def _streams(c):
     return _PRESET[c.preset].streams
+
+
+# norm kinds: (has a gain, block norms have a bias, learnable scalars: DyT's alpha, Derf's
+# alpha and shift) as the library's nb__norm_kinds
+_NORM_KINDS = {"rms": (True, False, 0), "layer": (True, True, 0), "dyt": (True, True, 1),
+               "l2": (False, False, 0), "derf": (True, True, 2)}
+_BRANCH_SCALES = ("", "scalar", "sublayer", "channel", "interp")
+_GATES = ("", "none", "headwise", "elementwise")
+
+
+def _resolve_norm_options(c):
+    """The porting options of nb__stack_norms (norm_gain, norm_bias, gain_offset, embed_scale,
+    the stack's branch_scale) and the output gate, checked as nb_stack_init checks them."""
+    gain, block_bias, _ = _NORM_KINDS[c.norm]
+    if c.norm_gain not in (-1, 0) or c.norm_bias not in (-1, 0) or c.gain_offset not in (0, 1):
+        raise ValueError("norm_gain (%d) and norm_bias (%d) must be 0 or -1, gain_offset (%d) 0 "
+                         "or 1" % (c.norm_gain, c.norm_bias, c.gain_offset))
+    if c.norm_bias < 0 and not block_bias:
+        raise ValueError("norm_bias -1: the norm (%s) has no bias to remove" % c.norm)
+    if c.norm_gain < 0 and not gain:
+        raise ValueError("norm_gain -1: the norm (%s) has no weight to remove" % c.norm)
+    if c.embed_scale not in (0, 1):
+        raise ValueError("embed_scale (%d) must be 0 or 1" % c.embed_scale)
+    if c.branch_scale not in _BRANCH_SCALES:
+        raise ValueError("branch_scale %r: one of %s" % (c.branch_scale, _BRANCH_SCALES))
+    if c.branch_scale and (c.layers is not None or _PRESET[c.preset].streams == 2):
+        raise ValueError("branch_scale sets a preset's placements: a custom schedule sets its "
+                         "own, and SiameseNorm (%s) has none" % c.preset)
+    if c.attn_gate not in _GATES:
+        raise ValueError("attn_gate %r: one of %s" % (c.attn_gate, _GATES))
+    c.attn_gate = "" if c.attn_gate == "none" else c.attn_gate
 
 
 # ---- modules ---------------------------------------------------------------------------------
@@ -556,7 +611,7 @@ class _HyperHC(nn.Module):
             self.dynamic_alpha_scale = nn.Parameter(torch.full((1,), 0.01))
             self.dynamic_beta_fn = nn.Parameter(torch.zeros(d))
             self.dynamic_beta_scale = nn.Parameter(torch.full((1,), 0.01))
-            self.norm = Norm(d, c.norm, c.eps, bias=c.norm != "rms")
+            self.norm = block_norm(c)
 
     def maps(self, X):
         """(pre (.., n), post (.., n), comb (.., n, n)) of the streams X (.., n, d)."""
@@ -583,37 +638,58 @@ def _mhc_mix(X, fn):
 
 
 class Norm(nn.Module):
-    """RMSNorm, LayerNorm, DyT or L2 over the last dimension, with a gain (`weight`) and, for
-    block LayerNorms and DyTs, a `bias`. The attention site norms are Norm(..., bias=False).
+    """RMSNorm, LayerNorm, DyT, Derf or L2 over the last dimension, with a gain (`weight`) and,
+    for block LayerNorms, DyTs and Derfs, a `bias`. The attention site norms are
+    Norm(..., bias=False); block_norm() makes a stack's block norms.
     DyT ("Transformers without Normalization", 2025): weight * tanh(alpha x) + bias with a
     learnable scalar `alpha` (registered first, as DyT's DynamicTanh module and the library's
     buffer order have it; its initial value comes from the library or the checkpoint).
-    L2 (nGPT's justnorm, x / ||x||): no parameters at all, as the library has no tensors."""
+    Derf (zlab-princeton/Derf's Dynamic_erf): weight * erf(alpha x + shift) + bias, its two
+    scalars one tensor `alpha_shift` = [alpha, shift] (the library's; init [1, 0]), first.
+    L2 (nGPT's justnorm, x / ||x||): no parameters at all, as the library has no tensors.
+    gain=False: no weight (norm_gain -1); offset: the weight w multiplies by 1 + w (Gemma's
+    unit offset, gain_offset; init 0)."""
 
-    def __init__(self, width, kind, eps, bias):
+    def __init__(self, width, kind, eps, bias, gain=True, offset=0):
         super().__init__()
-        self.kind, self.eps = kind, eps
+        self.kind, self.eps, self.offset = kind, eps, offset
         if kind == "dyt":
             self.alpha = nn.Parameter(torch.ones(1))
-        if kind == "l2":
+        if kind == "derf":
+            self.alpha_shift = nn.Parameter(torch.tensor([1.0, 0.0]))
+        if kind == "l2" or not gain:
             self.register_parameter("weight", None)
         else:
-            self.weight = nn.Parameter(torch.ones(width))
+            self.weight = nn.Parameter(torch.zeros(width) if offset else torch.ones(width))
         if bias and kind != "l2":
             self.bias = nn.Parameter(torch.zeros(width))
         else:
             self.register_parameter("bias", None)
 
     def forward(self, x):
-        return norm(self.kind, x, self.weight, self.bias, self.eps, getattr(self, "alpha", None))
+        w = self.weight
+        if w is not None and self.offset:
+            w = 1 + w
+        a = getattr(self, "alpha_shift" if self.kind == "derf" else "alpha", None)
+        return norm(self.kind, x, w, self.bias, self.eps, a)
+
+
+def block_norm(c):
+    """A block norm of the resolved config c (width d): the stack's kind, eps, and its weight,
+    bias and unit offset as norm_gain, norm_bias and gain_offset say (nb__put_norm)."""
+    gain, block_bias, _ = _NORM_KINDS[c.norm]
+    return Norm(c.d_model, c.norm, c.eps, bias=block_bias and c.norm_bias >= 0,
+                gain=gain and c.norm_gain >= 0, offset=c.gain_offset)
 
 
 def norm(kind, x, weight=None, bias=None, eps=1e-5, alpha=None):
-    """The Norm module's function: "rms", "layer", "dyt" or "l2" over the last dimension of x,
-    with an optional gain and bias (alpha: DyT's scalar; L2 has no eps: a zero vector gives
-    non-finite values, as in nGPT's code and the library)."""
+    """The Norm module's function: "rms", "layer", "dyt", "derf" or "l2" over the last dimension
+    of x, with an optional gain and bias (alpha: DyT's scalar, Derf's [alpha, shift]; L2 has
+    no eps: a zero vector gives non-finite values, as in nGPT's code and the library)."""
     if kind == "dyt":
         y = torch.tanh(alpha * x)
+    elif kind == "derf":
+        y = torch.erf(alpha[0] * x + alpha[1])
     elif kind == "l2":
         y = x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True))
     elif kind == "rms":
@@ -727,13 +803,17 @@ class Block(nn.Module):
         d, H, Hkv = c.d_model, c.n_heads, c.n_kv_heads
         dk = d // H
         self.dims = (d, H, Hkv, dk)
-        self.att_proj = nn.Linear(d, d + 2 * Hkv * dk, bias=bool(c.attn_bias & ATTN_BIAS_QKV))
+        # the output gate's logits: G rows after Q|K|V (H headwise, d elementwise)
+        self.gate_width = {"": 0, "headwise": H, "elementwise": d}[c.attn_gate]
+        self.att_proj = nn.Linear(d, d + 2 * Hkv * dk + self.gate_width,
+                                  bias=bool(c.attn_bias & ATTN_BIAS_QKV))
         self.attn_out = nn.Linear(d, d, bias=bool(c.attn_bias & ATTN_BIAS_OUT))
         for name, bit in (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C)):
-            if self.spec.sites & bit:
+            if self.spec.sites & bit:  # gain only (norm_gain is the block norms'), offset too
                 full = (H if name in "qc" else Hkv) * dk
                 self.add_module(name + "_norm", Norm(full if c.site_width == _FULL else dk,
-                                                     c.norm, c.eps, bias=False))
+                                                     c.norm, c.eps, bias=False,
+                                                     offset=c.gain_offset))
         if c.qk_scale > 0:  # nGPT's s_qk: H d_k values, stored as its code (init 1/sqrt(d))
             self.sqk = nn.Parameter(torch.full((d,), 1.0 / math.sqrt(d)))
         in_width = 2 * c.d_ff if c.ffn == "swiglu" else c.d_ff
@@ -743,7 +823,7 @@ class Block(nn.Module):
             self.suv = nn.Parameter(torch.ones(in_width))
         for name in _NORM_NAMES:
             if self._has_norm(name):
-                self.add_module(name, Norm(d, c.norm, c.eps, bias=c.norm != "rms"))
+                self.add_module(name, block_norm(c))
         self.siamese = _streams(c) == 2
         self.post_pre = c.preset == "siamese_post_pre"
         if self.siamese and not self.post_pre:
@@ -752,6 +832,9 @@ class Block(nn.Module):
         scales = (self.spec.attn.branch_scale, self.spec.ffn.branch_scale)
         if "scalar" in scales:
             self.resweight = nn.Parameter(torch.zeros(1))
+        for which, name in ((0, "attn_resweight"), (1, "ff_resweight")):
+            if scales[which] == "sublayer":  # SkipInit: one scalar per sublayer, init 0
+                setattr(self, name, nn.Parameter(torch.zeros(1)))
         for which, name in ((0, "ls1"), (1, "ls2")):
             if scales[which] == "channel":
                 self.add_module(name, _LayerScale(d))
@@ -815,13 +898,14 @@ class Block(nn.Module):
         return self.tracer.grad("blocks.%d.%s.grad_out" % (self.l, sub), f, self.l,
                                 0 if sub == "ffn" else 1)
 
-    def _t_qkv(self, name, q, k, v, heads_first):
-        """Trace [Q|K|V] rows as the library lays them out (B*T, d + 2 H_kv d_k)."""
+    def _t_qkv(self, name, q, k, v, heads_first, g=None):
+        """Trace [Q|K|V] rows as the library lays them out (B*T, d + 2 H_kv d_k), with the
+        gate logits g (B, T, G) after them when gated (the library's rows carry them along)."""
         if self.tracer is None:
             return
         B, T = q.shape[0], q.shape[2] if heads_first else q.shape[1]
         parts = [(t.transpose(1, 2) if heads_first else t).reshape(B, T, -1) for t in (q, k, v)]
-        self._t("attn", name, torch.cat(parts, dim=-1))
+        self._t("attn", name, torch.cat(parts + ([g] if g is not None else []), dim=-1))
 
     def attention(self, x):
         """MHA with the layer's site norms (see the module docstring)."""
@@ -830,14 +914,15 @@ class Block(nn.Module):
         sites, full = self.spec.sites, self.c.site_width == _FULL
         qkv = self._linear(self.att_proj, x)
         self._t("attn", "qkv", qkv)
-        q, k, v = qkv.split((d, Hkv * dk, Hkv * dk), dim=-1)
+        q, k, v, g = qkv.split((d, Hkv * dk, Hkv * dk, self.gate_width), dim=-1)
+        g = g if self.gate_width else None  # the gate's logits: never normed or rotated
         if full:  # OLMo-2: over the whole projection row, before the head split
             q, k, v = self._site_norms(q, k, v)
         q, k, v = (t.reshape(B, T, n, dk) for t, n in ((q, H), (k, Hkv), (v, Hkv)))
         if not full:  # per head: over each d_k vector, one gain for all heads
             q, k, v = self._site_norms(q, k, v)
         if sites & SITES_QKV:
-            self._t_qkv("qkv_normed", q, k, v, False)
+            self._t_qkv("qkv_normed", q, k, v, False, g)
         if self.c.value_residual:  # ResFormer: the values attention reads, after the V norm
             if self.l == 0:
                 self.vres["v0"] = v
@@ -845,15 +930,15 @@ class Block(nn.Module):
                 lam = getattr(self.value_residual, "lambda") if self.c.value_residual == 2 \
                     else (0.5, 0.5)
                 v = lam[0] * v + lam[1] * self.vres["v0"]
-                self._t_qkv("qkv_vres", q, k, v, False)
+                self._t_qkv("qkv_vres", q, k, v, False, g)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, heads, T, d_k)
         if self.c.rope:
             q, k = rope(q, self.c.rope_theta), rope(k, self.c.rope_theta)
-            self._t_qkv("qkv_rope", q, k, v, True)
+            self._t_qkv("qkv_rope", q, k, v, True, g)
         if self.c.qk_scale > 0:  # nGPT's s_qk: head h's d_k scales on Q head h and K head h
             sc = (math.sqrt(d) * self.sqk).view(H, 1, dk)
             q, k = q * sc, k * sc
-            self._t_qkv("qkv_scaled", q, k, v, True)
+            self._t_qkv("qkv_scaled", q, k, v, True, g)
         if H != Hkv:  # query head h reads KV head h // (H / H_kv)
             k = k.repeat_interleave(H // Hkv, dim=1)
             v = v.repeat_interleave(H // Hkv, dim=1)
@@ -872,6 +957,9 @@ class Block(nn.Module):
         if sites & SITE_C:
             o = self.c_norm(o.reshape(B, T, d) if full else o)
             self._t("attn", "c_normed", o.reshape(B, T, d))
+        if g is not None:  # C' = Nc(C) sigmoid(G): per head (over its d_k) or per element
+            o = o.reshape(B, T, H, dk) * torch.sigmoid(g).reshape(B, T, H, -1)
+            self._t("attn", "c_gated", o.reshape(B, T, d))
         out = self._linear(self.attn_out, o.reshape(B, T, d))
         self._t("attn", "out", out)
         return out
@@ -920,6 +1008,8 @@ class Block(nn.Module):
             self._t(sub, "out_normed", f)
         if pl.branch_scale == "scalar":
             f = self.resweight * f
+        elif pl.branch_scale == "sublayer":
+            f = getattr(self, which + "_resweight") * f
         elif pl.branch_scale == "channel":
             f = getattr(self, "ls1" if which == "attn" else "ls2").gamma * f
         if pl.branch_mult != 1:  # CompleteP's m (a constant)
@@ -1022,10 +1112,12 @@ class Stack(nn.Module):
         super().__init__()
         c = resolve(cfg)
         self.config = c
-        d, kind, bias = c.d_model, c.norm, c.norm != "rms"
+        d = c.d_model
         siamese = _streams(c) == 2
+        if c.embed_scale:  # first in the library's table (DyT's, Derf's shared_scale)
+            self.embed_scale = nn.Parameter(torch.full((1,), math.sqrt(d)))
         if c.embed_norm > 0:
-            self.embed_norm = Norm(d, kind, c.eps, bias)
+            self.embed_norm = block_norm(c)
         self.blocks = nn.ModuleList(Block(c, l) for l in range(c.n_layers))
         if c.hyper in ("mhc", "identity"):  # the streams' learned weighted sum at the end
             n = c.hyper_streams
@@ -1035,11 +1127,14 @@ class Stack(nn.Module):
             if not c.hyper_static:
                 self.hc_head_scale = nn.Parameter(torch.full((1,), 0.01))
         if c.final_norm > 0 and not (siamese and c.siamese_paper_fusion):
-            self.ln_f = Norm(d, kind, c.eps, bias)
+            self.ln_f = block_norm(c)
         if siamese:
-            self.ln_y_f = Norm(d, kind, c.eps, bias)
+            self.ln_y_f = block_norm(c)
             if not c.siamese_paper_fusion:
-                self.ln_final_f = Norm(d, kind, c.eps, bias)
+                self.ln_final_f = block_norm(c)
+        if c.gain_offset and not any(isinstance(m, Norm) and m.weight is not None
+                                     for m in self.modules()):
+            raise ValueError("gain_offset: the stack (%s) has no norm gains to offset" % c.preset)
 
     def library_parameters(self):
         """(name, parameter) in the order of the library's tensor table and flat parameter
@@ -1047,11 +1142,13 @@ class Stack(nn.Module):
         (SiameseNorm's c1, ReZero's resweight, nGPT's sqk, suv, attn_alpha, mlp_alpha), which
         PyTorch lists first in its block (a module's own parameters come before its children's)
         and the library elsewhere: sqk after the site norms, suv after ff_out (_BODY); after the
-        norms c1, then the branch scales of attention and FFN (ls1, resweight, attn_alpha, ls2,
-        mlp_alpha), the value residual's lambda, the hyper-connections of attention then FFN;
-        the mHC head (hc_head_*) comes after the last layer, before the final norms."""
-        tail = {"c1": 1, "ls1": 2, "attn_alpha": 2, "resweight": 2.5, "ls2": 3, "mlp_alpha": 3,
-                "value_residual": 4,
+        norms c1, then the branch scales of attention and FFN (ls1, attn_resweight, resweight,
+        attn_alpha, ls2, ff_resweight, mlp_alpha), the value residual's lambda, the
+        hyper-connections of attention then FFN; the mHC head (hc_head_*) comes after the last
+        layer, before the final norms; embed_scale (a stack's own, listed first by PyTorch too)
+        is the table's first."""
+        tail = {"c1": 1, "ls1": 2, "attn_alpha": 2, "attn_resweight": 2, "resweight": 2.5,
+                "ls2": 3, "mlp_alpha": 3, "ff_resweight": 3, "value_residual": 4,
                 "hc_attn_fn": 5, "hc_attn_base": 5.1, "hc_attn_scale": 5.2, "hc_attn": 5.3,
                 "hc_ffn_fn": 6, "hc_ffn_base": 6.1, "hc_ffn_scale": 6.2, "hc_ffn": 6.3}
         head = {"hc_head_fn": 0, "hc_head_base": 1, "hc_head_scale": 2}
@@ -1063,6 +1160,8 @@ class Stack(nn.Module):
                 return (1, int(parts[1]), tail.get(parts[2], 0), body, item[0])
             if parts[0] in head:
                 return (2, 0, head[parts[0]], 0, item[0])
+            if parts[0] == "embed_scale":  # the table's first tensor
+                return (-1, 0, 0, 0, item[0])
             return (0 if parts[0] == "embed_norm" else 3, 0, 0, 0, item[0])
         named = sorted(enumerate(self.named_parameters()), key=key)
         return [np for _, np in named]
@@ -1090,10 +1189,13 @@ class Stack(nn.Module):
         output), per layer x (stream 0), x1 .. x<n-1>, grad_x_in (stream 0's), at the end
         hc_head_weights (mHC, identity) and hc_head (the state before the final norm)."""
         c = self.config
+        if trace is not None:
+            trace.grad("grad_in", E, -1, 0)
+        if c.embed_scale:  # before the embedding norm
+            E = E * self.embed_scale
         x = self.embed_norm(E) if hasattr(self, "embed_norm") else E
         y = x if _streams(c) == 2 else None
         if trace is not None:
-            trace.grad("grad_in", E, -1, 0)
             trace("x0", x)
         hyper = c.hyper != "none"
         if hyper:  # every stream starts at x_0
@@ -1559,14 +1661,22 @@ def _layout_refusal(c, layout):
     if any(p.branch_mult != 1 for ld in c.layers for p in (ld.attn, ld.ffn)):
         return ("depth_alpha / branch_mult: no Hugging Face decoder multiplies its branches "
                 "(CompleteP's residual multiplier)")
+    # the porting options these classes would compute otherwise, the names alone holding them
+    # (the library's name map gives the gated att_proj's Q, K, V rows and leaves G unnamed)
+    if c.attn_gate:
+        return ("attn_gate: no Llama-family or GPT-2 class gates its attention output (the "
+                "gated Qwen3 codes fuse the gate into q_proj, in their own row orders)")
+    if c.gain_offset:
+        return "gain_offset: these classes multiply by their norm weights w, not by 1 + w"
     return None
 
 
 def to_hf(stack, layout, embed=None, head=None, wpe=None, positions=1024):
     """The parameters of stack under a Hugging Face layout's names: a dict name -> tensor (a
     detached copy, in the library's order after the embedding and head), the tensors nbimport
-    --export writes. layout "hf-llama" (Llama, Qwen2, Qwen3, OLMo-2, and the Mix-LN code's
-    Post-LN, Mix-LN and sandwich layers) or "hf-gpt2" (see the section comment above for each
+    --export writes for a stack the layout's code computes (nbimport refuses the Mix-LN code's
+    layers, which this names for the files of that code). layout "hf-llama" (Llama, Qwen2,
+    Qwen3, OLMo-2, and the Mix-LN code's Post-LN, Mix-LN and sandwich layers) or "hf-gpt2" (see the section comment above for each
     layout's conventions). embed and head, (vocab, d_model), given together, are written as
     model.embed_tokens.weight / transformer.wte.weight and lm_head.weight; GPT-2 also gets
     transformer.wpe.weight: wpe, or zeros of `positions` rows (a stack without positions: GPT-2's
@@ -1650,8 +1760,10 @@ def _resolved(cfg):
 def hf_family(stack_config):
     """The model_type of the Hugging Face class that computes exactly this stack (a StackConfig,
     or a Stack's resolved .config) ("llama",
-    "qwen2", "qwen3", "olmo2" or "gpt2"), as nbimport --export chooses it (hf_config.h
-    hf_family_of); raises ValueError naming why when no class does. The layout is hf-gpt2 for a
+    "qwen2", "qwen3", "olmo2" or "gpt2"), as nbimport --export chooses it (nbimport.c's
+    llama_family, which reads the placements: this reads the preset names, and refuses a few
+    stacks nbimport takes, as Mix-LN of fewer than 4 layers); raises ValueError naming why when
+    no class does. The layout is hf-gpt2 for a
     GELU stack, else hf-llama."""
     c = _resolved(stack_config)
     layout = "hf-llama" if c.ffn == "swiglu" else "hf-gpt2"
@@ -1664,7 +1776,7 @@ def hf_family(stack_config):
         family = "olmo2"  # Olmo2Attention: attention_bias on Q, K, V and O
         why = "attn_bias: OLMo-2 has biases on all of Q, K, V, O or none" if bias not in (
             0, ATTN_BIAS_QKV | ATTN_BIAS_OUT) else None
-    elif c.preset != "pre":
+    elif c.preset not in ("pre", "pre_sites_pre"):  # Pre-#-Pre: Pre-LN layers with sites
         why = "its preset is not Pre-LN (no HF class computes it)"
     elif c.sites == qk and c.site_width == _PH:
         family = "qwen3"  # Qwen3Attention: attention_bias on Q, K, V and O, like Llama's

@@ -217,7 +217,7 @@ def meta(base=META, **kw):
 # norm rms on a GPT-2 file: RMSNorm (no biases), so the LayerNorm biases have no place
 run("norm: rms on a GPT-2 file is RMSNorm", model("g.st", gpt2(), meta(GMETA, norm="rms")), 1, "ln_1.bias",
     "no place", style="hf-gpt2")
-for key, val, word in [("norm", "rmsnorm", "rms, layer, dyt or l2"), ("norm", "", "rms, layer, dyt or l2"),
+for key, val, word in [("norm", "rmsnorm", "rms, layer, dyt, derf or l2"), ("norm", "", "rms, layer, dyt, derf or l2"),
                        ("ffn", "relu", "swiglu"), ("mixln_alpha", "abc", "a finite number"),
                        ("mixln_alpha", "0.5x", "a finite number"), ("mixln_alpha", "", "a finite number"),
                        ("mixln_alpha", "nan", "a finite number"), ("mixln_alpha", "1e999", "a finite number"),

@@ -86,6 +86,17 @@ check ngpt --preset ngpt --layers 2 --kv-heads 0
 # softcap comes after its logit scale sz sqrt(d)
 check gemma --preset sandwich --layers 2 --embed-scale sqrt-d --logit-softcap 3
 check ngpt_softcap --preset ngpt --layers 2 --kv-heads 0 --logit-softcap 5
+# issue 26's options as the trainer writes them (the twin reads attn_gate, the norm derf,
+# norm_gain, norm_bias, gain_offset and branch_scale from the checkpoint): gated attention
+# (elementwise, and headwise with GQA), Derf on DyT's LLM setting (its learnable embedding
+# scale), Gemma's unit-offset gains on the sandwich norms, LayerNorm without its weight or bias,
+# SkipInit's scalar per sublayer on the norm-free rezero preset
+check gated --preset pre --layers 2 --attn-gate elementwise
+check gated_head --preset pre --layers 2 --attn-gate headwise
+check derf --preset dyt --layers 2 --norm derf
+check gain_offset --preset sandwich --layers 2 --gain-offset
+check norm_plain --preset pre --layers 2 --norm layer --norm-gain off --norm-bias off
+check skipinit --preset rezero --layers 2 --branch-scale sublayer
 # LayerNorm with biases, GELU-tanh FFN with biases
 check gpt2 --preset gpt2 --layers 2
 check pre_layer_gelu --preset Pre-QK-Pre --layers 2 --norm layer --ffn gelu --kv-heads 1
@@ -111,9 +122,10 @@ dump_check() {
   local ck
   # two streams; output norms (out_normed) at full-width QK sites; the value residual;
   # hyper-connected streams (hc_maps, hc_in, x1..x3, hc_head); nGPT's L2 norms and scales
-  # (qkv_scaled, proj_scaled, res_normed); one stream (kept below)
+  # (qkv_scaled, proj_scaled, res_normed); the output gate (c_gated); Derf's norms; one stream
+  # (kept below)
   for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors mhc.safetensors \
-            hc.safetensors ngpt.safetensors hybrid.safetensors; do
+            hc.safetensors ngpt.safetensors gated.safetensors derf.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
       FAILED=$((FAILED + 1)); echo "FAIL: dumps of $ck"; cat dump.log; return

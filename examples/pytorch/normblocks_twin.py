@@ -1441,7 +1441,7 @@ def config_from_metadata(meta):
         cfg = StackConfig.from_name(meta["preset"], **dims)
     if meta["ffn"] == "gelu":
         cfg.ffn = "gelu_tanh"
-    if meta["norm"] in ("layer", "dyt", "l2"):
+    if meta["norm"] in ("layer", "dyt", "derf", "l2"):
         cfg.norm = meta["norm"]
     cfg.attn_bias = int(meta.get("attn_bias", "0"))  # checkpoints before the key had none
     cfg.value_residual = {"fixed": 1, "learn": 2}.get(meta.get("value_residual", "off"), 0)
@@ -1470,6 +1470,13 @@ def config_from_metadata(meta):
     cfg.hyper_sinkhorn = int(get("hyper_sinkhorn", "0"))
     cfg.depth_alpha = float(get("completep", "0"))
     cfg.depth_base = int(get("depth_base", "0"))
+    # the porting options (--attn-gate, --norm-gain, --norm-bias, --gain-offset, --branch-scale:
+    # the twin's names are the trainer's); qk_clip is how the trainer trains, not the model
+    cfg.attn_gate = get("attn_gate", "")
+    cfg.norm_gain = -1 if get("norm_gain") == "off" else 0
+    cfg.norm_bias = -1 if get("norm_bias") == "off" else 0
+    cfg.gain_offset = 1 if get("gain_offset") == "on" else 0
+    cfg.branch_scale = get("branch_scale", "")
     return cfg
 
 

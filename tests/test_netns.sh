@@ -121,10 +121,12 @@ LOUD=(--d 32 --layers 2 --heads 2 --seq 24 --threads 1 --log-every 10 --eval-bat
       --lr 3e-3 --steps 40)
 RUN=("${LOUD[@]}" --quiet)
 
-same_curve() { # A.csv B.csv: per-step loss within 1e-6 + 1e-5 |loss| (test_mpi.sh), same steps
-  paste -d, "$1" "$2" | awk -F, 'NR > 1 { n++; if ($1 != $5) bad = 1; d = $2 - $6; if (d < 0) d = -d;
-      lim = 1e-6 + 1e-5 * ($6 < 0 ? -$6 : $6); if (!(d <= lim)) { bad = 1; print "  step " $1 ": " $2 " vs " $6 } }
-      END { exit bad || n == 0 }'
+same_curve() { # A.csv B.csv: per-step loss within 1e-6 + 1e-5 |loss| (test_mpi.sh), same steps;
+  # step and loss are the first two columns, whatever follows them
+  awk -F, 'NR == FNR { if (FNR > 1) { m++; s[FNR] = $1; l[FNR] = $2 } next }
+      FNR > 1 { n++; if ($1 != s[FNR]) bad = 1; d = l[FNR] - $2; if (d < 0) d = -d;
+                lim = 1e-6 + 1e-5 * ($2 < 0 ? -$2 : $2); if (!(d <= lim)) { bad = 1; print "  step " $1 ": " l[FNR] " vs " $2 } }
+      END { exit bad || n == 0 || n != m }' "$1" "$2"
 }
 same_params() { # parameters within test_mpi.sh's 2e-4 + 1e-4 |p|
   "$NBDIFF" "$1" "$2" --atol 2e-4 --rtol 1e-4 --prefix transformer. > pdiff.log 2>&1 &&

@@ -55,6 +55,28 @@ static void block_step(void* arg) {
     r->t_bwd = nbb_now() - t1;
 }
 
+/* Where the block's time goes: n more steps with ctx.profile on (after the timed ones, so the
+   timing never pays the profile's clock reads). Prints the shares and fills share[] (fractions
+   of the profiled steps' wall time; the rest is outside the parts: argument checks, the
+   calls' own overhead). */
+static void block_profile(block_run* r, int n, double* share) {
+    nb_profile prof;
+    double t0, wall;
+    int i, k;
+    memset(&prof, 0, sizeof prof);
+    r->ctx.profile = &prof;
+    t0 = nbb_now();
+    for (i = 0; i < n; i++) block_step(r);
+    wall = nbb_now() - t0;
+    r->ctx.profile = NULL;
+    printf("  where the time goes (%d profiled steps):", n);
+    for (k = 0; k < NB_PROF_PARTS; k++) {
+        share[k] = prof.seconds[k] / wall;
+        printf("%s %s %.1f%%", k ? "," : "", nb_prof_part_name(k), 100 * share[k]);
+    }
+    printf("\n");
+}
+
 /* ---- the GEMM skeleton ----------------------------------------------------------------------- */
 
 typedef struct skel {
@@ -231,6 +253,7 @@ int main(int argc, char** argv) {
     shape sh;
     nb_stack_desc desc;
     double spread, t_block, t_skel, fl, bytes, rss_block, fwd_b, bwd_b, fwd_s, bwd_s;
+    double share[NB_PROF_PARTS];
     double* tf, *tb;
     double others;
     nbb_load l0;
@@ -335,14 +358,18 @@ int main(int argc, char** argv) {
     printf("  non-GEMM overhead: %.1f%% of the block time (%.2f ms); other processes used %.0f%% "
            "of the CPUs meanwhile\n", 100 * (t_block - t_skel) / t_block, 1e3 * (t_block - t_skel),
            100 * others);
+    block_profile(&r, reps < 3 ? reps : 3, share);
     printf("RESULT kind=block%s preset=%s B=%d T=%d d=%d H=%d threads=%d reps=%d ms=%.3f fwd_ms=%.3f "
            "bwd_ms=%.3f gemm_ms=%.3f gemm_fwd_ms=%.3f gemm_bwd_ms=%.3f gflop=%.4f gbytes=%.4f "
            "rss_mib=%.1f cache_mib=%.1f scratch_mib=%.1f spread=%.3f others=%.3f core=%s blas_threads=%d "
-           "backend=%s\n", bf16 ? "_bf16" : "", preset, B, T, d, H, nt, reps,
+           "backend=%s prof_gemm=%.3f prof_attn=%.3f prof_norm=%.3f prof_convert=%.3f "
+           "prof_other=%.3f\n", bf16 ? "_bf16" : "", preset, B, T, d, H, nt, reps,
            1e3 * t_block, 1e3 * fwd_b, 1e3 * bwd_b, 1e3 * t_skel,
            1e3 * fwd_s, 1e3 * bwd_s, fl * 1e-9, bytes * 1e-9, rss_block,
            r.s.n_cache * 4.0 / 1048576, r.s.n_scratch * 4.0 / 1048576, spread, others, nbb_corename(),
-           nb_blas_threads(), r.s.desc.backend == NB_BACKEND_DNNL ? "dnnl" : "blas");
+           nb_blas_threads(), r.s.desc.backend == NB_BACKEND_DNNL ? "dnnl" : "blas",
+           share[NB_PROF_GEMM], share[NB_PROF_ATTN], share[NB_PROF_NORM], share[NB_PROF_CONVERT],
+           share[NB_PROF_OTHER]);
     nb_stack_free(&r.s);
     return 0;
 }

@@ -72,6 +72,10 @@ best_of() {
 }
 
 echo "normblocks training step, $(nproc) cores, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, best of $RUNS"
+if [ $HAVE_TORCH = 1 ]; then # the PyTorch rows: which PyTorch, written how (bench_train_torch.py --style)
+  echo "PyTorch rows: torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null), step written" \
+       "as a $("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import bench_train_torch as b; print("2.x" if b.modern_torch() else "1.13")' "$ROOT/bench" 2>/dev/null) user writes it"
+fi
 printf "%-6s %-28s %12s %8s\n" size case "tok/s" "comm %"
 # name:d:L:H:T:B:steps:bf16 (bf16=1: the bf16 rows too)
 SIZES=("small:64:16:4:64:8:150:0" "large:512:4:8:128:8:12:1" "xl:1024:2:16:128:8:8:1")

@@ -33,7 +33,16 @@ OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE, or =2 with PASSIVE, as bench/run
 spinning OpenMP threads on a shared 2-core machine can cost 3-5x.) The last line is
 machine-readable:
   torch_train d=.. L=.. H=.. T=.. B=.. threads=.. tok_s=.. ms_step=.. median_of=.. params=..
+        torch=VERSION style=1.13|2.x compiled=0|1
 (torch_train_bf16 with --bf16, the same fields.)
+
+--style 2.x (the default where PyTorch >= 2.1 runs it; --style 1.13 keeps the step above): the
+step as a PyTorch 2.x user writes it: F.scaled_dot_product_attention(is_causal=True),
+F.rms_norm where it exists (2.4+), AdamW(fused=True) where the CPU has it (else foreach), and
+with --compile the model under torch.compile (the run says so, and falls back with a message
+where it fails). --fp32-bf16-matmul: float32 storage with bf16 matmuls, PyTorch's
+fp32_precision = "bf16" (torch.set_float32_matmul_precision("medium") before 2.9), the peer of
+a float32 run whose GEMMs run on the bf16 matrix units.
 """
 import argparse
 import ctypes
@@ -74,14 +83,27 @@ def rms_norm(x, g):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * g
 
 
+def modern_torch():
+    """PyTorch >= 2.1: the version the 2.x style needs (scaled_dot_product_attention)"""
+    major, minor = (int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+    return (major, minor) >= (2, 1)
+
+
+def rms_norm_2x(x, g):
+    if hasattr(F, "rms_norm"):  # 2.4+
+        return F.rms_norm(x, (x.shape[-1],), g, EPS)
+    return rms_norm(x, g)
+
+
 def rotate_half(x):  # NeoX: pairs (i, i + dk/2)
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
 
 
 class Block(nn.Module):
-    def __init__(self, d, H):
+    def __init__(self, d, H, style):
         super().__init__()
+        self.style = style
         self.H, self.f = H, (8 * d // 3 + 63) // 64 * 64
         self.attn_norm = nn.Parameter(torch.ones(d))
         self.qkv = nn.Linear(d, 3 * d, bias=False)      # rows q, then k, then v
@@ -96,22 +118,28 @@ class Block(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, H, dk).unbind(2)   # (B, T, H, dk) each
         q = q * cos + rotate_half(q) * sin                      # cos, sin: (T, 1, dk)
         k = k * cos + rotate_half(k) * sin
+        if self.style == "2.x":
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))     # (B, H, T, dk)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.attn_out(y.transpose(1, 2).reshape(B, T, d))
         q, k, v = (t.transpose(1, 2).reshape(B * H, T, dk) for t in (q, k, v))
         att = torch.baddbmm(mask, q, k.transpose(1, 2), alpha=1.0 / math.sqrt(dk)).softmax(-1)
         y = torch.bmm(att, v).view(B, H, T, dk).transpose(1, 2).reshape(B, T, d)
         return self.attn_out(y)
 
     def forward(self, x, cos, sin, mask):
-        y = x + self.attention(rms_norm(x, self.attn_norm), cos, sin, mask)
-        u, z = self.ff_in(rms_norm(y, self.ff_norm)).split(self.f, dim=-1)
+        norm = rms_norm_2x if self.style == "2.x" else rms_norm
+        y = x + self.attention(norm(x, self.attn_norm), cos, sin, mask)
+        u, z = self.ff_in(norm(y, self.ff_norm)).split(self.f, dim=-1)
         return y + self.ff_out(F.silu(z) * u)
 
 
 class Model(nn.Module):
-    def __init__(self, d, L, H, T, theta=10000.0):
+    def __init__(self, d, L, H, T, theta=10000.0, style="1.13"):
         super().__init__()
+        self.style = style
         self.wte = nn.Embedding(VOCAB, d)
-        self.blocks = nn.ModuleList(Block(d, H) for _ in range(L))
+        self.blocks = nn.ModuleList(Block(d, H, style) for _ in range(L))
         self.ln_f = nn.Parameter(torch.ones(d))
         self.head = nn.Linear(d, VOCAB, bias=False)
         std = 1 / math.sqrt(2.5 * d)  # the trainer's --init normal, embedding and head included
@@ -129,16 +157,31 @@ class Model(nn.Module):
         x = self.wte(tok)
         for blk in self.blocks:
             x = blk(x, self.cos, self.sin, self.mask)
-        logits = self.head(rms_norm(x, self.ln_f))
+        logits = self.head((rms_norm_2x if self.style == "2.x" else rms_norm)(x, self.ln_f))
         return F.cross_entropy(logits.view(-1, VOCAB), tgt.reshape(-1))
 
 
-def make_optimizer(model):
+def make_optimizer(model, style):
+    """AdamW; in the 2.x style fused where this PyTorch has a fused CPU AdamW (2.4+): returns
+    the optimizer and "fused" or "foreach" """
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                              {"params": no_decay, "weight_decay": 0.0}],
-                             lr=3e-3, betas=(0.9, 0.95), eps=1e-8, foreach=True)
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
+    if style == "2.x":
+        try:
+            return torch.optim.AdamW(groups, lr=3e-3, betas=(0.9, 0.95), eps=1e-8,
+                                     fused=True), "fused"
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return torch.optim.AdamW(groups, lr=3e-3, betas=(0.9, 0.95), eps=1e-8,
+                             foreach=True), "foreach"
+
+
+def forward(model, tok, tgt, bf16):
+    if bf16:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(tok, tgt)
+    return model(tok, tgt)
 
 
 def check():
@@ -167,7 +210,18 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--bf16", action="store_true",
                     help='forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)')
+    ap.add_argument("--style", choices=("auto", "1.13", "2.x"), default="auto",
+                    help="how the step is written [auto: 2.x on PyTorch >= 2.1]")
+    ap.add_argument("--compile", action="store_true", help="2.x style: torch.compile the model")
+    ap.add_argument("--fp32-bf16-matmul", action="store_true",
+                    help='float32 storage, bf16 matmuls (fp32_precision = "bf16")')
     a = ap.parse_args()
+    if a.style == "auto":
+        a.style = "2.x" if modern_torch() else "1.13"
+    if a.style == "2.x" and not modern_torch():
+        ap.error("--style 2.x needs PyTorch >= 2.1 (this is %s)" % torch.__version__)
+    if a.compile and a.style != "2.x":
+        ap.error("--compile is part of the 2.x style")
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:
@@ -177,9 +231,20 @@ def main():
         return check()
     torch.manual_seed(1337)
     B, T = a.batch, a.seq
-    model = Model(a.d, a.layers, a.heads, T)
-    opt = make_optimizer(model)
+    model = Model(a.d, a.layers, a.heads, T, style=a.style)
+    opt, opt_kind = make_optimizer(model, a.style)
     n_params = sum(p.numel() for p in model.parameters())
+    if a.fp32_bf16_matmul:
+        try:
+            torch.backends.mkldnn.matmul.fp32_precision = "bf16"  # 2.9+
+        except AttributeError:
+            torch.set_float32_matmul_precision("medium")
+    step_model, compiled = model, 0
+    if a.compile:
+        try:
+            step_model, compiled = torch.compile(model), 1
+        except Exception as e:  # noqa: BLE001 (any failure: run eagerly, say so)
+            print("# torch.compile failed (%s): eager" % e)
     data = torch.randint(0, VOCAB, (a.warmup + a.steps, B, T + 1))
     times, losses = [], []
     c0 = cpu_now()
@@ -187,11 +252,14 @@ def main():
         tok, tgt = data[i, :, :-1], data[i, :, 1:]
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        if a.bf16:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = model(tok, tgt)
-        else:
-            loss = model(tok, tgt)
+        try:
+            loss = forward(step_model, tok, tgt, a.bf16)
+        except Exception as e:  # noqa: BLE001 (torch.compile fails at the first call: eager)
+            if not compiled:
+                raise
+            print("# torch.compile failed at the first step (%s): eager" % str(e)[:200])
+            step_model, compiled = model, 0
+            loss = forward(step_model, tok, tgt, a.bf16)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -202,17 +270,21 @@ def main():
     c1 = cpu_now()
     others = max(0.0, (c1[1] - c0[1]) - (c1[2] - c0[2])) / ((c1[0] - c0[0]) * os.cpu_count())
     med = statistics.median(times)
-    print("# torch %s, %d threads%s, OpenBLAS %s, OPENBLAS_NUM_THREADS=%s OMP_WAIT_POLICY=%s"
+    print("# torch %s, %d threads%s, style %s (AdamW %s%s%s), OpenBLAS %s, "
+          "OPENBLAS_NUM_THREADS=%s OMP_WAIT_POLICY=%s"
           % (torch.__version__, torch.get_num_threads(), ", autocast bf16" if a.bf16 else "",
-             openblas_core(),
+             a.style, opt_kind, ", torch.compile" if compiled else "",
+             ", fp32 matmuls in bf16" if a.fp32_bf16_matmul else "", openblas_core(),
              os.environ.get("OPENBLAS_NUM_THREADS", "(unset)"),
              os.environ.get("OMP_WAIT_POLICY", "(unset)")))
     print("# %d parameters; loss %.4f -> %.4f; step ms median %.3f min %.3f max %.3f; other "
           "processes used %.0f%% of the CPUs" % (n_params, losses[0], losses[-1], 1e3 * med,
                                                   1e3 * min(times), 1e3 * max(times), 100 * others))
     print("torch_train%s d=%d L=%d H=%d T=%d B=%d threads=%d tok_s=%.1f ms_step=%.3f median_of=%d "
-          "params=%d" % ("_bf16" if a.bf16 else "", a.d, a.layers, a.heads, T, B, a.threads,
-                         B * T / med, 1e3 * med, len(times), n_params))
+          "params=%d torch=%s style=%s compiled=%d"
+          % ("_bf16" if a.bf16 else "_fp32bf16mm" if a.fp32_bf16_matmul else "", a.d, a.layers,
+             a.heads, T, B, a.threads, B * T / med, 1e3 * med, len(times), n_params,
+             torch.__version__.split("+")[0], a.style, compiled))
     return 0
 
 

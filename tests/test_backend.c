@@ -13,6 +13,13 @@
    3. oneDNN leaves the caller's OpenMP nthreads setting as it found it; two threads sharing
       one stack (each its own context, cache and scratch) get what each gets alone.
    4. Refusals: an unknown backend; DNNL in a build without oneDNN (test_backend_nodnnl).
+   5. Backend DEFAULT in BF16 times oneDNN against the portable path once per context: the
+      rule (oneDNN only when 1.25x faster) holds for the times it reports, a second stack on
+      the context reuses the decision (not timed again), and a decision already in the context
+      is followed either way (so both outcomes run here, whichever this CPU gives).
+   6. The profile (nb_ctx.profile): every part of a forward and backward counted once per
+      call, none inside another, their sum within the calls' wall time, and the same bits
+      with and without it.
    The oneDNN cases run in builds with NB_USE_DNNL; on a CPU where oneDNN has no bf16 matmul
    they are skipped, and the output says so. */
 #define NORMBLOCKS_IMPLEMENTATION
@@ -23,6 +30,11 @@
 #endif
 
 enum { L = 2, D = 64, H = 4, B = 3, T = 20 };
+
+/* the BF16 engine decision of the first run with backend DEFAULT, handed to the later runs as
+   one context would hold it (stacks sharing a context run the same kernels) */
+static int g_engine;
+static float g_probe_ms[3];
 
 /* a trace captured by name */
 typedef struct capture {
@@ -96,6 +108,8 @@ static void run(nb_precision prec, nb_backend be, int b, int t, nb_real* out, nb
     desc.precision = prec;
     desc.backend = be;
     if (b != B) ctx.num_threads = 1; /* oneDNN's team set to 1 and the caller's restored */
+    ctx.bf16_engine = g_engine;
+    memcpy(ctx.gemm_probe_ms, g_probe_ms, sizeof g_probe_ms);
     if (nb_stack_init(&ctx, &s, &desc, B, T)) {
         if (be == NB_BACKEND_DNNL && strstr(ctx.err, "no bf16 matmul")) {
             printf("SKIP (oneDNN, bf16): %s\n", ctx.err);
@@ -105,6 +119,8 @@ static void run(nb_precision prec, nb_backend be, int b, int t, nb_real* out, nb
         nbt_check(0, ctx.err);
         return;
     }
+    g_engine = ctx.bf16_engine;
+    memcpy(g_probe_ms, ctx.gemm_probe_ms, sizeof g_probe_ms);
     snprintf(name, sizeof name, "backend %d precision %d resolves to backend %d: %s", (int)be,
              (int)prec, (int)s.desc.backend, nb_stack_kernels(&s));
     nbt_check(be == NB_BACKEND_DEFAULT || s.desc.backend == be, name);
@@ -210,6 +226,118 @@ static void shared(nb_precision prec, nb_backend be) {
     nb_stack_free(&s);
 }
 
+/* 5. The timed BF16 engine of backend DEFAULT (oneDNN builds). */
+static void engine_choice(void) {
+#ifdef NB_USE_DNNL
+    nb_ctx ctx;
+    nb_stack s;
+    nb_stack_desc desc;
+    char name[512];
+    int forced;
+    memset(&ctx, 0, sizeof ctx);
+    memset(&desc, 0, sizeof desc);
+    desc.n_layers = 1; desc.d_model = D; desc.n_heads = H;
+    desc.precision = NB_PRECISION_BF16;
+    if (!nbt_check(nb_stack_init(&ctx, &s, &desc, B, T) == NB_OK, ctx.err)) return;
+    if (strstr(nb_stack_kernels(&s), "no bf16 matrix unit")) {
+        printf("SKIP (the timing): %s\n", nb_stack_kernels(&s));
+        nbt_check(ctx.bf16_engine == 0 && s.desc.backend == NB_BACKEND_BLAS,
+                  "no bf16 matrix unit: the portable path, untimed");
+        nb_stack_free(&s);
+        return;
+    }
+    snprintf(name, sizeof name, "timed: portable %.3f ms, oneDNN %.3f ms, float32 %.3f ms -> %s",
+             ctx.gemm_probe_ms[0], ctx.gemm_probe_ms[1], ctx.gemm_probe_ms[2],
+             nb_stack_kernels(&s));
+    nbt_check(ctx.gemm_probe_ms[0] > 0 && ctx.gemm_probe_ms[1] > 0 && ctx.gemm_probe_ms[2] > 0 &&
+                  ctx.gemm_probe_ms[0] < 1e6 && ctx.gemm_probe_ms[1] < 1e6 &&
+                  ctx.gemm_probe_ms[2] < 1e6, name);
+    nbt_check(ctx.bf16_engine == (ctx.gemm_probe_ms[1] * 1.25f <= ctx.gemm_probe_ms[0] ? 2 : 1),
+              "oneDNN only when it timed at least 1.25x faster than the portable path");
+    nbt_check((ctx.bf16_engine == 2) == (s.desc.backend == NB_BACKEND_DNNL) &&
+                  strstr(nb_stack_kernels(&s), "timed"),
+              "the stack runs the engine chosen, and its kernels line says it was timed");
+    nb_stack_free(&s);
+    /* the decision is the context's: marked probe times show it is not timed again */
+    ctx.gemm_probe_ms[0] = 111; ctx.gemm_probe_ms[1] = 222; ctx.gemm_probe_ms[2] = 333;
+    nbt_check(nb_stack_init(&ctx, &s, &desc, B, T) == NB_OK &&
+                  strstr(nb_stack_kernels(&s), "222.00") && strstr(nb_stack_kernels(&s), "111.00"),
+              "a second stack on the context reuses its decision");
+    nb_stack_free(&s);
+    for (forced = 1; forced <= 2; forced++) {
+        ctx.bf16_engine = forced;
+        snprintf(name, sizeof name, "a decision of engine %d in the context is followed", forced);
+        nbt_check(nb_stack_init(&ctx, &s, &desc, B, T) == NB_OK &&
+                      s.desc.backend == (forced == 2 ? NB_BACKEND_DNNL : NB_BACKEND_BLAS), name);
+        nb_stack_free(&s);
+    }
+#endif
+}
+
+/* 6. The profile: the parts of a Pre-Norm stack's forward and backward. */
+static void profile(nb_precision prec) {
+    nb_ctx ctx;
+    nb_stack s;
+    nb_stack_desc desc;
+    nb_profile prof;
+    const size_t n = (size_t)B * T * D;
+    nb_real *params, *x, *dout, *dx, *cache, *scratch, *out[2], *g[2];
+    nbt_rng rng = {11};
+    double wall = 0, sum = 0;
+    int k, pass;
+    char name[256];
+    memset(&ctx, 0, sizeof ctx);
+    memset(&desc, 0, sizeof desc);
+    memset(&prof, 0, sizeof prof);
+    desc.n_layers = L; desc.d_model = D; desc.n_heads = H; desc.rope = 1;
+    desc.precision = prec;
+    desc.backend = NB_BACKEND_BLAS;
+    desc.param_grads = NB_GRAD_OVERWRITE;
+    if (!nbt_check(nb_stack_init(&ctx, &s, &desc, B, T) == NB_OK, ctx.err)) return;
+    params = nbt_alloc(s.n_params); x = nbt_alloc(n); dout = nbt_alloc(n); dx = nbt_alloc(n);
+    cache = nbt_alloc(s.n_cache); scratch = nbt_alloc(s.n_scratch);
+    nb_stack_init_params(&ctx, &s, params, NB_INIT_DEFAULT, 0.02, 5);
+    nbt_fill(&rng, x, n, 0, 1);
+    nbt_fill(&rng, dout, n, 0, 1);
+    for (pass = 0; pass < 2; pass++) {
+        double t0;
+        out[pass] = nbt_alloc(n); g[pass] = nbt_alloc(s.n_params);
+        ctx.profile = pass ? &prof : NULL;
+        t0 = nb__seconds();
+        nbt_check(nb_stack_forward(&ctx, &s, params, out[pass], x, B, T, cache, scratch) == NB_OK &&
+                      nb_stack_backward(&ctx, &s, params, g[pass], dx, dout, B, T, cache,
+                                        scratch) == NB_OK, "profile: forward and backward");
+        if (pass) wall = nb__seconds() - t0;
+    }
+    nbt_same_bits("profile: the same output with it", out[0], out[1], n);
+    nbt_same_bits("profile: the same gradients with it", g[0], g[1], s.n_params);
+    /* Pre-Norm without biases, 2 layers: forward 4 GEMMs a layer (QKV, O, FFN in and out),
+       backward 8 (dX and dW each); one attention core forward and backward a layer; the two
+       block norms and the final norm, forward and backward */
+    snprintf(name, sizeof name, "profile (%s): calls GEMM %lld attention %lld norm %lld convert "
+             "%lld other %lld", prec == NB_PRECISION_BF16 ? "bf16" : "float32",
+             prof.calls[NB_PROF_GEMM], prof.calls[NB_PROF_ATTN], prof.calls[NB_PROF_NORM],
+             prof.calls[NB_PROF_CONVERT], prof.calls[NB_PROF_OTHER]);
+    nbt_check(prof.calls[NB_PROF_GEMM] == 12 * L && prof.calls[NB_PROF_ATTN] == 2 * L &&
+                  prof.calls[NB_PROF_NORM] == 2 * (2 * L + 1) && prof.calls[NB_PROF_OTHER] == 2 &&
+                  (prof.calls[NB_PROF_CONVERT] > 0) == (prec == NB_PRECISION_BF16), name);
+    for (k = 0; k < NB_PROF_PARTS; k++) sum += prof.seconds[k];
+    snprintf(name, sizeof name, "profile: parts sum to %.6f s of the calls' %.6f s", sum, wall);
+    nbt_check(prof.seconds[NB_PROF_GEMM] > 0 && prof.seconds[NB_PROF_ATTN] > 0 &&
+                  prof.seconds[NB_PROF_NORM] > 0 && sum <= wall && sum > 0.5 * wall &&
+                  prof.depth == 0, name);
+    /* a refused call leaves it consistent */
+    nbt_check(nb_stack_forward(&ctx, &s, params, out[1], x, B + 1, T, cache, scratch) != NB_OK &&
+                  nb_stack_backward(&ctx, &s, params, g[1], dx, dout, B + 1, T, cache,
+                                    scratch) != NB_OK && prof.depth == 0,
+              "profile: refused calls leave no part open");
+    nbt_check(!strcmp(nb_prof_part_name(NB_PROF_GEMM), "GEMMs") &&
+                  !strcmp(nb_prof_part_name(NB_PROF_PARTS), "unknown part"), "part names");
+    for (pass = 0; pass < 2; pass++) { free(out[pass]); free(g[pass]); }
+    free(params); free(x); free(dout); free(dx); free(cache); free(scratch);
+    nb_stack_free(&s);
+}
+
 static void refusals(void) {
     nb_ctx ctx;
     nb_stack s;
@@ -253,5 +381,8 @@ int main(void) {
     nbt_check(omp_get_max_threads() == before, "the caller's OpenMP nthreads is unchanged");
 #endif
     refusals();
+    engine_choice();
+    profile(NB_PRECISION_FP32);
+    profile(NB_PRECISION_BF16);
     return nbt_finish();
 }

@@ -54,14 +54,26 @@ if [ $rc = 0 ] && [ -n "$vb" ] && grep -q '^kernels: bf16: ' learn_bf16.log &&
 else
   fail "bf16: 60 steps (rc $rc, '$v0' -> '$vb', float32 '$v1')"; cat learn_bf16.log
 fi
-# --precision auto: bf16 where oneDNN has a bf16 matrix kernel, else fp32, and says which
+# --precision auto: bf16 where its GEMMs timed on oneDNN beat float32 by 1.25x, else fp32, and
+# says which and why
 if "$TRAIN" "${TINY[@]}" --steps 2 --precision auto > auto.log 2>&1 &&
-   { grep -q '^kernels: bf16: projections oneDNN' auto.log ||
-     { grep -q '^precision auto: fp32, as bf16 would run bf16: projections portable' auto.log &&
+   { { grep -q '^precision auto: bf16, timed faster here than float32' auto.log &&
+       grep -q '^kernels: bf16: projections oneDNN' auto.log; } ||
+     { grep -E -q '^precision auto: fp32, (as bf16 would run bf16: projections portable|timed faster here than bf16 on oneDNN)' auto.log &&
        grep -q '^kernels: float32: ' auto.log; }; }; then
   pass "--precision auto: $(grep -m1 -E '^(kernels|precision auto):' auto.log)"
 else
   fail "--precision auto"; cat auto.log
+fi
+# --profile: where the training step's time goes, nine parts that add up to the step
+if "$TRAIN" "${TINY[@]}" --steps 4 --profile > prof.log 2>&1 &&
+   grep -q '^profile of the 4 training steps' prof.log &&
+   awk '/^profile of/ { on = 1; next } on && /%$/ { s += $NF + 0; n++; if ($NF + 0 < 0) bad = 1 }
+        END { exit !(n == 9 && s > 99.4 && s < 100.6 && !bad) }' prof.log &&
+   grep -E -q '^  GEMMs +[0-9.]+%$' prof.log; then
+  pass "--profile: $(grep -m1 -E '^  GEMMs' prof.log | tr -s ' ')"
+else
+  fail "--profile"; cat prof.log
 fi
 if "$TRAIN" "${TINY[@]}" --steps 62 --allow-change steps --resume bf16.safetensors > resume_fp32.log 2>&1 &&
    head -c 65536 bf16.safetensors | grep -q '"transformer.wte.weight":{"dtype":"F32"'; then

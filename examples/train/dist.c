@@ -7,7 +7,12 @@
    it starts a non-blocking reduction, and every later report calls MPI_Testall, which is what
    moves Open MPI's non-blocking collectives forward (it has no progress thread). So the
    reduction of layer l runs while layers l-1 .. 0 compute, as buckets do in PyTorch DDP.
-     plain:  MPI_Iallreduce in place: every rank ends with the summed gradient.
+     plain:  MPI_Iallreduce in place: every rank ends with the summed gradient. Open MPI's
+             non-blocking collectives (coll/libnbc) pick their all-reduce algorithm by size;
+             at 2 ranks its default for in place measured 1.5x slower than its ring (13 MiB;
+             1.3x slower than out of place), the d=512 step 1-7% (bench/SCALING.md), so
+             dist_init selects the ring (coll_libnbc_iallreduce_algorithm 1) unless the
+             environment names an algorithm: in place, no second gradient buffer.
      ZeRO-1: MPI_Ireduce_scatter of the bucket: the piece of the bucket inside rank r's shard
              goes to rank r only (recvcounts = the bucket cut at shard bounds); the optimizer
              updates that shard, and MPI_Iallgatherv shares the updated parameters.
@@ -23,6 +28,7 @@
    mpirun cannot reach that host's daemon to finish the abort and waits for TCP to give up, so
    there the lost-host detection of mpirun itself (oob_tcp_keepalive_*, shorter than this
    timeout; tests/test_netns.sh) is what ends the job. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "train.h"
 
 #include <limits.h>
@@ -126,6 +132,9 @@ void dist_set_comm_timeout(double seconds) { g_comm_timeout = seconds; }
 
 int dist_init(int* argc, char*** argv) {
     int provided = 0;
+    /* before MPI_Init, which reads Open MPI's parameters from the environment (other MPIs
+       ignore the variable); the user's own choice stays */
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
     /* only the main thread calls MPI, between OpenMP regions */
     if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "train: error: MPI_Init_thread failed\n");

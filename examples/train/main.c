@@ -113,6 +113,28 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
     fflush(stdout);
 }
 
+/* --profile: the training steps' time by part, as shares of it. The library's parts are
+   disjoint; the model step's remainder is the trainer's embedding, LM head (its GEMMs are in
+   "GEMMs"), loss and their backward. */
+static void print_profile(const history* h) {
+    const double total = h->train_seconds;
+    double lib = 0, rest;
+    int k;
+    say("profile of the %d training steps (%.2f ms/step):\n", h->n_steps,
+        1000 * total / (h->n_steps ? h->n_steps : 1));
+    for (k = 0; k < NB_PROF_PARTS; k++) {
+        lib += h->prof.seconds[k];
+        say("  %-34s %5.1f%%\n", nb_prof_part_name(k), 100 * h->prof.seconds[k] / total);
+    }
+    say("  %-34s %5.1f%%\n", "embedding, LM head and loss", 100 * (h->model_seconds - lib) / total);
+    say("  %-34s %5.1f%%\n", "optimizer (gradient norm, AdamW)", 100 * h->opt_seconds / total);
+    say("  %-34s %5.1f%%\n", "communication not hidden", 100 * h->comm_seconds / total);
+    rest = total - h->model_seconds - h->opt_seconds - h->comm_seconds;
+    say("  %-34s %5.1f%%\n", "the rest (batches, logging)", 100 * (rest > 0 ? rest : 0) / total);
+    say("  (GEMMs alone: %.1f%%; everything else: %.1f%%)\n", 100 * h->prof.seconds[NB_PROF_GEMM] / total,
+        100 * (1 - h->prof.seconds[NB_PROF_GEMM] / total));
+}
+
 static int report(const history* h, const dataset* ds, double unigram) {
     if (h->diverged_at >= 0) {
         say("training diverged at step %d\n", h->diverged_at);
@@ -149,6 +171,7 @@ static int report(const history* h, const dataset* ds, double unigram) {
             "hidden: %.1f%% of the step\n", h->tokens / h->train_seconds,
             1000 * h->train_seconds / (h->n_steps ? h->n_steps : 1),
             100 * h->comm_seconds / h->train_seconds);
+    if (h->prof.calls[NB_PROF_GEMM] > 0 && h->train_seconds > 0) print_profile(h); /* --profile */
     return 0;
 }
 
@@ -156,7 +179,7 @@ int main(int argc, char** argv) {
     config c;
     dataset ds;
     history h;
-    double unigram;
+    double unigram, chosen[2] = {0, 0};
     int help = 0, rc;
     passive_openmp(argv);
     if (dist_init(&argc, &argv)) return 1;
@@ -189,6 +212,9 @@ int main(int argc, char** argv) {
     if (!rc) { /* validate the model before touching data, so shape errors come first */
         model probe;
         rc = model_init(&probe, &c);
+        /* what --precision auto and --backend auto resolved to (a timing), kept for the run */
+        chosen[0] = probe.s.desc.precision == NB_PRECISION_BF16;
+        chosen[1] = probe.s.desc.backend == NB_BACKEND_DNNL;
         model_free(&probe);
     }
     if (!rc && g_rank == 0) rc = check_outputs(&c);
@@ -196,6 +222,10 @@ int main(int argc, char** argv) {
         dist_finalize();
         return 1;
     }
+    /* every rank runs what all of them timed as worth it, and the run does not time again */
+    dist_sum(chosen, 2);
+    c.bf16 = chosen[0] == g_ranks;
+    c.backend = chosen[1] == g_ranks ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
     if (c.load && c.load_text && !c.data) { /* sampling a model of a file: no data needed */
         memset(&ds, 0, sizeof ds);
         ds.text = 1;

@@ -181,12 +181,25 @@ int model_init(model* m, const config* c) {
     m->B = (int)((long long)c->batch * (g_rank + 1) / g_ranks) - m->b0;
     if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->seq) != NB_OK)
         return fail("invalid model: %s", m->ctx.err);
-    if (c->bf16 == 2 && m->s.desc.backend != NB_BACKEND_DNNL) { /* auto: bf16 would be slower */
-        say("precision auto: fp32, as bf16 would run %s\n", nb_stack_kernels(&m->s));
+    /* auto: bf16 only where its GEMMs run on oneDNN and nb_stack_init's probe timed them at
+       least 1.25x faster than float32 (AVX512-BF16 without AMX can be slower than float32) */
+    if (c->bf16 == 2 && (m->s.desc.backend != NB_BACKEND_DNNL ||
+                         !(m->ctx.gemm_probe_ms[1] * 1.25f <= m->ctx.gemm_probe_ms[2]))) {
+        if (m->s.desc.backend == NB_BACKEND_DNNL)
+            say("precision auto: fp32, timed faster here than bf16 on oneDNN (a 512^3 GEMM: "
+                "%.2f ms in float32, %.2f ms in bf16)\n", m->ctx.gemm_probe_ms[2],
+                m->ctx.gemm_probe_ms[1]);
+        else
+            say("precision auto: fp32, as bf16 would run %s\n", nb_stack_kernels(&m->s));
         nb_stack_free(&m->s);
         d.precision = NB_PRECISION_FP32;
         if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->seq) != NB_OK)
             return fail("invalid model: %s", m->ctx.err);
+    } else if (c->bf16 == 2 && m->ctx.gemm_probe_ms[1] > 0) {
+        say("precision auto: bf16, timed faster here than float32 (a 512^3 GEMM: %.2f ms in bf16 "
+            "on oneDNN, %.2f ms in float32)\n", m->ctx.gemm_probe_ms[1], m->ctx.gemm_probe_ms[2]);
+    } else if (c->bf16 == 2) {
+        say("precision auto: bf16 on oneDNN, as --backend dnnl asks (not timed)\n");
     }
     m->d = c->d_model; m->T = c->seq;
     m->ngpt = m->s.desc.preset == NB_PRESET_NGPT;

@@ -17,10 +17,32 @@ double lr_at(const config* c, int step) {
     return floor_lr + 0.5 * (c->lr - floor_lr) * (1 + cos(3.141592653589793 * p));
 }
 
-static double sumsq(const nb_real* x, size_t n) {
+/* sum x^2 in double: chunks of 64 Ki values on the threads, each chunk summed in 8 lanes
+   (value i into lane i % 8), the lanes and then the chunks added in a fixed order, so the
+   result depends on neither the thread count nor the vector width (and a shard's sum is the
+   same on every rank that computes it) */
+enum { SUMSQ_CHUNK = 1 << 16 };
+static double sumsq_chunk(const nb_real* x, size_t n) {
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i, k;
+    for (i = 0; i + 8 <= n; i += 8)
+        for (k = 0; k < 8; k++) acc[k] += (double)x[i + k] * x[i + k];
+    for (k = 0; i < n; i++, k++) acc[k] += (double)x[i] * x[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+static double sumsq(const model* m, const nb_real* x, size_t n) {
+    const long long chunks = (long long)((n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK);
+    double* part = (double*)xcalloc((size_t)(chunks ? chunks : 1), sizeof(double));
     double s = 0;
-    size_t i;
-    for (i = 0; i < n; i++) s += (double)x[i] * x[i];
+    long long c;
+    (void)m;
+    TR_OMP(omp parallel for schedule(static) num_threads(nb_num_threads(&m->ctx)))
+    for (c = 0; c < chunks; c++) {
+        const size_t lo = (size_t)c * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
+        part[c] = sumsq_chunk(x + lo, hi - lo);
+    }
+    for (c = 0; c < chunks; c++) s += part[c];
+    free(part);
     return s;
 }
 
@@ -36,7 +58,7 @@ double grad_norm(model* m, const nb_real* gu) {
         size_t lo, hi;
         dist_shard(m->dist, r, &lo, &hi);
         if (lo < m->upd_lo || hi > m->upd_lo + m->n_upd) continue; /* another rank's shard */
-        part[r] = sumsq(gu + (lo - m->upd_lo), hi - lo);
+        part[r] = sumsq(m, gu + (lo - m->upd_lo), hi - lo);
     }
     if (m->n_upd < m->n) dist_sum(part, g_ranks);
     for (r = 0; r < g_ranks; r++) total += part[r];
@@ -53,7 +75,7 @@ void layer_grad_norms(model* m, const nb_real* gu, double* per_layer) {
         size_t a = m->off_stack + m->s.layers[l].param_offset, b = a + m->s.layers[l].n_params;
         if (a < lo) a = lo;
         if (b > hi) b = hi;
-        per_layer[l] = b > a ? sumsq(gu + (a - lo), b - a) : 0;
+        per_layer[l] = b > a ? sumsq(m, gu + (a - lo), b - a) : 0;
     }
     if (m->n_upd < m->n) dist_sum(per_layer, L);
     for (l = 0; l < L; l++) per_layer[l] = sqrt(per_layer[l]);
@@ -103,7 +125,11 @@ void optim_groups(model* m, const config* c) {
 
 /* AdamW with decoupled weight decay on the update range: p -= lr_g (m_hat / (sqrt(v_hat) +
    eps) + wd_g p), lr_g and wd_g the parameter's group's (optim_groups: lr and wd times its
-   multipliers, as torch's per-group AdamW), gradients scaled by gscale (clipping). */
+   multipliers, as torch's per-group AdamW), gradients scaled by gscale (clipping).
+   One pass, vectorized: the group's lr and wd are selected, not looked up (a table lookup per
+   value kept gcc from vectorizing, and the scalar divisions and square root made this pass
+   ~6x slower); every operation is the same IEEE one as before, so the result is bitwise the
+   same. */
 void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscale) {
     const long long n = (long long)m->n_upd;
     const double b1 = c->beta1, b2 = c->beta2, t = (double)++m->adam_t;
@@ -111,7 +137,9 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
     const float b1f = (float)b1, b2f = (float)b2, gs = (float)gscale, c1f = (float)c1;
     const float c2f = (float)c2, eps = (float)(c->adam_eps * m->eps_mult);
     float lrf[3], wdf[3];
-    nb_real* p = m->p + m->upd_lo;
+    nb_real* TR_RESTRICT p = m->p + m->upd_lo;
+    nb_real* TR_RESTRICT mo = m->m;
+    nb_real* TR_RESTRICT vo = m->v;
     const unsigned char* decay = m->decay + m->upd_lo;
     const unsigned char* group = m->group + m->upd_lo;
     long long i;
@@ -120,16 +148,22 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
         lrf[k] = (float)(lr * m->lr_mult[k]);
         wdf[k] = (float)(lr * m->lr_mult[k] * (c->wd * m->wd_mult[k]));
     }
-    TR_OMP(omp parallel for simd schedule(static) num_threads(nb_num_threads(&m->ctx)))
-    for (i = 0; i < n; i++) {
-        const float g = gu[i] * gs;
-        float mi = b1f * m->m[i] + (1 - b1f) * g, vi = b2f * m->v[i] + (1 - b2f) * g * g;
-        float pi = p[i];
-        const int gi = group[i];
-        if (decay[i]) pi -= wdf[gi] * pi;
-        m->m[i] = mi;
-        m->v[i] = vi;
-        p[i] = pi - lrf[gi] * (mi / c1f) / (sqrtf(vi / c2f) + eps);
+    {
+        const float lr0 = lrf[0], lr1 = lrf[1], lr2 = lrf[2];
+        const float wd0 = wdf[0], wd1 = wdf[1], wd2 = wdf[2];
+        TR_OMP(omp parallel for simd schedule(static) num_threads(nb_num_threads(&m->ctx)))
+        for (i = 0; i < n; i++) {
+            const float g = gu[i] * gs;
+            const float mi = b1f * mo[i] + (1 - b1f) * g, vi = b2f * vo[i] + (1 - b2f) * g * g;
+            const int gi = group[i];
+            const float lr_i = gi == 0 ? lr0 : gi == 1 ? lr1 : lr2;
+            const float wd_i = gi == 0 ? wd0 : gi == 1 ? wd1 : wd2;
+            float pi = p[i];
+            pi = decay[i] ? pi - wd_i * pi : pi;
+            mo[i] = mi;
+            vo[i] = vi;
+            p[i] = pi - lr_i * (mi / c1f) / (sqrtf(vi / c2f) + eps);
+        }
     }
     dist_params_gather(m->dist, m->p);
 }

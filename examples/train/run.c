@@ -356,18 +356,25 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
     history_alloc(h, c, L, c->diag != NULL);
     t0 = t_last = now_s();
     for (step = start; step < c->steps && !(c->stop_after > 0 && step >= c->stop_after); step++) {
-        double cnt, loss, lr, scale, ts = now_s();
+        double cnt, loss, lr, scale, ts = now_s(), t_part;
         const nb_real* gu;
-        int log_now;
+        int log_now, rc_step;
         train_batch(ds, step, m.b0, m.B, m.T, m.tok, m.mask);
         m.step = step;
-        if (model_step(&m, 1, &cnt, &loss)) {
+        m.ctx.profile = c->profile ? &h->prof : NULL;
+        t_part = now_s();
+        rc_step = model_step(&m, 1, &cnt, &loss);
+        h->model_seconds += now_s() - t_part;
+        m.ctx.profile = NULL;
+        if (rc_step) {
             say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);
             if (g_ranks > 1) dist_abort(1); /* the other ranks wait in a collective */
             goto done;
         }
         gu = dist_grads_finish(m.dist);
+        t_part = now_s();
         gnorm = grad_norm(&m, gu);
+        h->opt_seconds += now_s() - t_part;
         lr = lr_at(c, step);
         if (step == start) first_loss = loss;
         log_now = (step + 1) % c->log_every == 0 || step + 1 == c->steps || m.stop ||
@@ -397,6 +404,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
             }
         }
         scale = c->clip > 0 && gnorm > c->clip ? c->clip / gnorm : 1;
+        t_part = now_s();
         adamw(&m, c, gu, lr, scale);
         if (m.ngpt && model_normalize(&m)) { /* every rank: the same parameters, the same result */
             say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);
@@ -406,6 +414,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
             say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);
             goto done;
         }
+        h->opt_seconds += now_s() - t_part;
         h->train_seconds += now_s() - ts;
         h->comm_seconds += dist_wait_seconds(m.dist) + m.t_comm;
         m.t_comm = 0;

@@ -34,6 +34,11 @@
 #else
 #define TR_OMP(x)
 #endif
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
+#define TR_RESTRICT restrict
+#else
+#define TR_RESTRICT
+#endif
 
 /* checkpoints store F32: the trainer is built for float nb_real */
 typedef char tr_nb_real_is_float[sizeof(nb_real) == 4 ? 1 : -1];
@@ -107,6 +112,7 @@ typedef struct config {
     const char* allow_change; /* run settings a --resume may change (comma list, or "all") */
     const char* summary;      /* --summary: the run's results as JSON (what a sweep reads back) */
     int quiet;
+    int profile;              /* --profile: where the training step's time goes, at the end */
     int eval_problems;        /* held-out problems of the exact-match accuracy */
     /* --load FILE: a checkpoint to sample from or evaluate; its configuration is the model's */
     const char* load;
@@ -392,6 +398,11 @@ typedef struct history {       /* what a run records for tables and plots */
     double worst_spike;        /* the largest loss / running average of a spike (0: none) */
     int interrupted, steps_done;
     double train_seconds, comm_seconds, tokens;  /* training steps only (no evaluation) */
+    /* --profile: the library's parts of the training steps' forward and backward, and the
+       trainer's: the model step (embedding, stack, head, loss and their backward) and the
+       optimizer (gradient norm, AdamW, nGPT's normalization, QK-Clip) */
+    nb_profile prof;
+    double model_seconds, opt_seconds;
     double seconds;            /* the whole run, evaluation included */
     int n_problems;            /* held-out problems behind accuracy */
     char init[32];             /* the init scheme used */

@@ -538,8 +538,8 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
                              int ldb, nb_real beta, nb_real* C, int ldc);
 /* The kernels of nb_gemm_bf16 and of BF16 plans made by nb_attn/ffn_plan_make: the portable
    path, "emulated: bf16-rounded operands in blocks, float32 GEMM". It computes bf16 numerics
-   exactly (up to summation order) on any CPU, is slower than float32 (about 1.3x a float32
-   block's time) and takes 320 KiB of the calling thread's stack per GEMM. A stack runs its
+   exactly (up to summation order) on any CPU, is slower than float32 (about 1.2x a float32
+   GEMM's time) and takes 384 KiB of the calling thread's stack per GEMM. A stack runs its
    projections on oneDNN where it can (nb_stack_desc.backend; which: nb_stack_kernels). */
 NBDEF const char* nb_bf16_kernels(void);
 /* Threads the BLAS uses per call: 1 for a sequential or OpenMP-built BLAS (then normblocks
@@ -2582,11 +2582,13 @@ static int nb__bf16_block(float* dst, nb__mat X, int r0, int c0, int rows, int c
 }
 
 /* The portable BF16 GEMM: op(A) and op(B) are made bf16 block by block in this thread's stack
-   (NB__BF_M x NB__BF_K and NB__BF_K x NB__BF_N floats, 320 KiB) and each pair of blocks is
+   (NB__BF_M x NB__BF_K and NB__BF_K x NB__BF_N floats, 384 KiB: 256 x 128 and 128 x 512 ran
+   the block's 12 GEMMs at 127 GFLOP/s against 100 with 64 x 256 and 256 x 256, OpenBLAS's
+   float32 at 150, on an Emerald Rapids core; bench/README.md) and each pair of blocks is
    one float32 GEMM, accumulating over K in C. Each product is then a bf16 x bf16 product,
    exact in float32, summed in float32: the numerics of a bf16 matrix unit up to summation
    order. Every element of C is computed in the same order whatever the thread count. */
-enum { NB__BF_M = 64, NB__BF_N = 256, NB__BF_K = 256 };
+enum { NB__BF_M = 256, NB__BF_N = 512, NB__BF_K = 128 };
 static void nb__gemm1_bf16(int M, int N, int K, float alpha, nb__mat A, nb__mat B, float beta,
                            float* C, int ldc) {
     float a[NB__BF_M * NB__BF_K], b[NB__BF_K * NB__BF_N];

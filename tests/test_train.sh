@@ -566,6 +566,21 @@ if grep -q "^OpenMP: passive waiting (set by train" wp.log && grep -q "^OpenMP: 
 else
   fail "OpenMP wait policy"; head -5 wp.log wp2.log
 fi
+# ... and never on OpenBLAS's generic SSE3 kernels where the CPU has AVX2 or AVX-512: train
+# picks the core when OpenBLAS fell to Prescott and says so; a core the user exports stays
+env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=PASSIVE "$TRAIN" "${TINY[@]}" --steps 0 > core.log 2>&1
+OPENBLAS_CORETYPE=Prescott OMP_WAIT_POLICY=PASSIVE "$TRAIN" "${TINY[@]}" --steps 0 > core2.log 2>&1
+core_line="$(grep -m1 '^BLAS: OpenBLAS, core' core.log)"
+if [ -z "$core_line" ]; then
+  echo "SKIP: OpenBLAS core choice: not an OpenBLAS build ($(grep -m1 '^BLAS' core.log))"
+elif ! grep -E -qw 'avx2|avx512f' /proc/cpuinfo; then
+  echo "SKIP: OpenBLAS core choice: this CPU has neither AVX2 nor AVX-512 ($core_line)"
+elif ! grep -q '^BLAS: OpenBLAS, core Prescott' core.log && grep -q "^final: step 0" core.log &&
+     grep -q '^BLAS: OpenBLAS, core Prescott' core2.log && ! grep -q 'set by train' core2.log; then
+  pass "OpenBLAS never silently on its SSE3 kernels: $core_line; an exported core stays"
+else
+  fail "OpenBLAS core choice"; head -5 core.log core2.log
+fi
 
 # 17. one option table: the command line, --config files, --help, and the checkpoint's model
 # keys (every field of the stack description reaches the trainer)

@@ -44,17 +44,38 @@
 
 static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
+/* The OpenBLAS core for this CPU when OpenBLAS fell to its generic SSE3 kernels (Prescott):
+   Debian's 0.3.21 does not know recent Xeons and does so silently, with GEMMs 3-6x slower.
+   NULL when the user chose (OPENBLAS_CORETYPE set) or OpenBLAS picked another core. */
+static const char* better_blas_core(void) {
+#if defined(OPENBLAS_SEQUENTIAL) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    const char* core = openblas_get_corename();
+    if (getenv("OPENBLAS_CORETYPE") || !core || strcmp(core, "Prescott")) return NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
+    if (__builtin_cpu_supports("avx2")) return "Haswell";
+#endif
+    return NULL;
+}
+
 /* OpenMP threads that spin-wait collapse when another process competes for the cores (one
    busy process on 2 cores made a run 7x slower); sleeping waiters keep the speed. libgomp reads
-   OMP_WAIT_POLICY once, when it loads, so train sets it and starts itself again, before
-   anything else runs, unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set) or
-   Valgrind runs it (its /proc/self/exe is Valgrind). If the exec fails, it goes on. */
-static void passive_openmp(char** argv) {
+   OMP_WAIT_POLICY once, when it loads, and OpenBLAS OPENBLAS_CORETYPE, so train sets them
+   (passive waiting unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set; the core of
+   better_blas_core) and starts itself again, before anything else runs, unless Valgrind runs it
+   (its /proc/self/exe is Valgrind). If the exec fails, it goes on. */
+static void restart_tuned(char** argv) {
     const char* pre = getenv("LD_PRELOAD");
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || (pre && strstr(pre, "vgpreload"))) return;
-    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) || setenv("NB_TRAIN_SET_WAIT_POLICY", "1", 1)) return;
+    const char* core = better_blas_core();
+    const int wait = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
+    if ((!wait && !core) || (pre && strstr(pre, "vgpreload"))) return;
+    if (wait && (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) || setenv("NB_TRAIN_SET_WAIT_POLICY", "1", 1)))
+        return;
+    if (core && (setenv("OPENBLAS_CORETYPE", core, 1) || setenv("NB_TRAIN_SET_CORETYPE", "1", 1)))
+        return;
     execv("/proc/self/exe", argv);
     unsetenv("NB_TRAIN_SET_WAIT_POLICY");
+    unsetenv("NB_TRAIN_SET_CORETYPE");
 }
 
 /* Every output path is checked before training starts, so a typo does not cost the run. */
@@ -82,7 +103,9 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
 #ifdef OPENBLAS_SEQUENTIAL
     {
         const char* core = openblas_get_corename();
-        say("BLAS: OpenBLAS, core %s, %d BLAS thread(s)\n", core ? core : "?", nb_blas_threads());
+        say("BLAS: OpenBLAS, core %s, %d BLAS thread(s)%s\n", core ? core : "?", nb_blas_threads(),
+            getenv("NB_TRAIN_SET_CORETYPE") ? " (set by train: OpenBLAS picked its generic SSE3 kernels, "
+            "Prescott, on this CPU; export OPENBLAS_CORETYPE to choose)" : "");
         if (core && !strcmp(core, "Prescott"))
             say("warning: OpenBLAS picked its slow generic SSE3 kernels (Prescott); on AVX-512 CPUs "
                 "export OPENBLAS_CORETYPE=SkylakeX (AVX2: Haswell) before running\n");
@@ -181,7 +204,7 @@ int main(int argc, char** argv) {
     history h;
     double unigram, chosen[2] = {0, 0};
     int help = 0, rc;
-    passive_openmp(argv);
+    restart_tuned(argv);
     if (dist_init(&argc, &argv)) return 1;
     {   /* the handler only sets g_stop; the loop saves and stops. mpirun passes Ctrl-C on as
            SIGTERM. No SA_RESTART: a write blocked on a full pipe returns, so the save runs. */

@@ -62,13 +62,18 @@ static const char* better_blas_core(void) {
    busy process on 2 cores made a run 7x slower); sleeping waiters keep the speed. libgomp reads
    OMP_WAIT_POLICY once, when it loads, and OpenBLAS OPENBLAS_CORETYPE, so train sets them
    (passive waiting unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set; the core of
-   better_blas_core) and starts itself again, before anything else runs, unless Valgrind runs it
-   (its /proc/self/exe is Valgrind). If the exec fails, it goes on. */
+   better_blas_core) and starts itself again, before anything else runs, unless Valgrind or the
+   dynamic loader run it (their /proc/self/exe is not train). If the exec fails, it goes on. */
 static void restart_tuned(char** argv) {
     const char* pre = getenv("LD_PRELOAD");
     const char* core = better_blas_core();
     const int wait = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if ((!wait && !core) || (pre && strstr(pre, "vgpreload"))) return;
+    self[n > 0 ? n : 0] = 0;
+    if (strstr(self, "/ld-linux")) return; /* started by the loader itself (a bundle): it would
+                                               take argv[1] for the program */
     if (wait && (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) || setenv("NB_TRAIN_SET_WAIT_POLICY", "1", 1)))
         return;
     if (core && (setenv("OPENBLAS_CORETYPE", core, 1) || setenv("NB_TRAIN_SET_CORETYPE", "1", 1)))

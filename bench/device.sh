@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Issue 34's figures in one run on a host without build tools (the device machine: a 16-core
+# Xeon with AMX and a PyTorch 2.x), from programs bundled here:
+#   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+#   cmake --build build -j2 --target train bench_block bench_dnnl
+#   bash ../shared/tools/bundle.sh build-device/nb build/train build/bench_block build/bench_dnnl
+#   tar -C build-device -cJf build-device/nb.tar.xz nb     # ~85 MB as files, far less packed
+#   # then on the device (carry build-device/nb.tar.xz; one call, ~6-9 minutes at 16 cores):
+#   bash bench/device.sh build-device/nb.tar.xz [THREADS]     # or the unpacked folder
+#   PARTS="train torch" bash bench/device.sh ...               # some parts (two calls fit 10 min)
+# Prints the CPU's matrix flags, the GEMM engines (bench_dnnl), the Pre-Norm block in float32
+# and bf16 (the timed default and the portable path) with the profile of each, the training
+# step (d=512 L=4 and d=1024 L=2; float32, bf16, auto, with --profile) at 1 and THREADS threads
+# and at batch 8 and 32 (strong scaling), and PyTorch's step as its version is written
+# (bench_train_torch.py: the 2.x style on PyTorch >= 2.1; float32, autocast bf16, float32 with
+# bf16 matmuls, torch.compile). Every row is from the same host in the same run.
+set -u
+B=${1:?usage: bash bench/device.sh BUNDLE(.tar.xz) [THREADS]}
+if [ -f "$B" ]; then # a packed bundle: unpack it next to the build's scratch
+  dir=$(mktemp -d) && tar -C "$dir" -xJf "$B" && B="$dir/$(ls "$dir" | head -1)" || exit 1
+fi
+NT=${2:-$(nproc)}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python3}
+RUN="$B/run"
+PARTS=" ${PARTS:-gemm block train torch} "
+part() { case "$PARTS" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+export OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
+
+echo "=== host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) CPUs; matrix flags:" \
+     "$(grep -o -w -E 'amx_bf16|amx_tile|amx_int8|avx512_bf16|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "=== OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; $("$PY" -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -1)"
+
+part gemm && echo "=== GEMM engines: the block's 12 linear GEMMs (bench_dnnl B T d THREADS REPS)"
+part gemm && for t in 1 "$NT"; do OMP_NUM_THREADS=$t "$RUN" bench_dnnl 8 256 512 "$t" 3 | grep -E '^(gemm|all|RESULT)'; done
+
+part block && echo "=== Pre-Norm block (8,256,512,8): float32, bf16 timed default, bf16 portable"
+part block && for t in 1 "$NT"; do
+  for cfg in "NBB_X=0" "NBB_BF16=1" "NBB_BF16=1 NBB_BACKEND=blas"; do
+    env $cfg "$RUN" bench_block pre 8 256 512 8 "$t" 5 2>&1 |
+      grep -E 'kernels|normblocks|GEMMs alone|non-GEMM|where the time' | sed 's/: d_ff=.*//'
+  done
+done
+
+part train && echo "=== training step (train --profile): tok/s and where the time goes"
+part train && for m in "512 4 8" "1024 2 16"; do
+  set -- $m
+  for b in 8 32; do
+    for t in 1 "$NT"; do
+      for p in fp32 bf16 auto; do
+        [ "$b" = 32 ] && [ "$p" = auto ] && continue
+        steps=12; [ "$b" = 32 ] && steps=6
+        echo "--- d=$1 L=$2 H=$3 B=$b threads=$t --precision $p"
+        "$RUN" train --d "$1" --layers "$2" --heads "$3" --seq 128 --batch "$b" --steps $steps \
+          --warmup 3 --log-every 100000 --eval-batches 1 --threads "$t" --precision "$p" \
+          --profile 2>&1 | grep -E '^(kernels|precision auto|throughput|profile)|^  [A-Za-z(]'
+      done
+    done
+  done
+done
+
+part torch && echo "=== PyTorch, the same model and step (bench_train_torch.py)"
+part torch && for m in "512 4 8" "1024 2 16"; do
+  set -- $m
+  for t in 1 "$NT"; do
+    for extra in "" "--bf16" "--fp32-bf16-matmul" "--bf16 --compile"; do
+      "$PY" "$ROOT/bench/bench_train_torch.py" --d "$1" --layers "$2" --heads "$3" --seq 128 \
+        --batch 8 --threads "$t" --steps 8 --warmup 3 $extra 2>&1 | grep -E '^(# torch|torch_train)' |
+        tail -2
+    done
+  done
+done

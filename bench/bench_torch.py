@@ -32,6 +32,10 @@ q/k/v norms of hybrid and siamese) in bf16; the residual sums come back float32 
 promotion, so the norms of the residual stream run in float32. Its RESULT line says
 kind=torch_block_bf16, the peer of bench_block's kind=block_bf16 rows. The norm case ignores
 NBB_BF16.
+
+On PyTorch >= 2.1 the block is written as its users write it now: the attention with
+F.scaled_dot_product_attention(is_causal=True) and RMSNorm with F.rms_norm (2.4+); the RESULT
+line's style=2.x says so (NBB_TORCH_STYLE=1.13 keeps the composed 1.13 forms).
 """
 import math
 import os
@@ -172,7 +176,15 @@ def main():
     mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
     scale = 1.0 / math.sqrt(dk)
 
+    # PyTorch >= 2.1 runs the block as its users write it now (NBB_TORCH_STYLE=1.13 keeps
+    # the composed forms): F.scaled_dot_product_attention, and F.rms_norm where it exists (2.4+)
+    major, minor = (int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+    style = os.environ.get("NBB_TORCH_STYLE") or ("2.x" if (major, minor) >= (2, 1) else "1.13")
+    fused_rms = style == "2.x" and hasattr(F, "rms_norm")
+
     def rms(x, g):
+        if fused_rms:
+            return F.rms_norm(x, (x.shape[-1],), g, eps)
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
 
     def make_norm():
@@ -194,6 +206,9 @@ def main():
             if sites:  # per-head RMSNorm, one gain of d_k shared by the heads
                 q, k, v = rms(q, gq), rms(k, gk), rms(v, gv)
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+            if style == "2.x":
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                return F.linear(y.transpose(1, 2).reshape(B, T, d), wo, bo)
             att = (q @ k.transpose(-2, -1)) * scale
             att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
             y = (att @ v).transpose(1, 2).reshape(B, T, d)
@@ -263,9 +278,9 @@ def main():
           % (preset, B, T, d, H, nt, " autocast bf16" if bf16 else "", env, core, 1e3 * t,
              100 * spread, rss_mib(), rss_import))
     print("RESULT kind=torch_block%s preset=%s B=%d T=%d d=%d H=%d threads=%d reps=%d ms=%.3f "
-          "rss_mib=%.1f rss_import_mib=%.1f spread=%.3f others=%.3f core=%s torch=%s"
+          "rss_mib=%.1f rss_import_mib=%.1f spread=%.3f others=%.3f core=%s torch=%s style=%s"
           % ("_bf16" if bf16 else "", preset, B, T, d, H, nt, reps, 1e3 * t, rss_mib(), rss_import,
-             spread, OTHERS, core, torch.__version__))
+             spread, OTHERS, core, torch.__version__, style))
     return 0
 
 

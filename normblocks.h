@@ -2820,7 +2820,8 @@ static int nb__bf16_engine(nb_ctx* ctx, nb__mm* mm, void* alloc_user) {
             }
         }
         for (e = 0; e < 3; e++) ctx->gemm_probe_ms[e] = (float)(best[e] * 1e3);
-        ctx->bf16_engine = best[1] * 1.25 <= best[0] ? 2 : 1;
+        /* on the reported values, so that the rule can be checked from them exactly */
+        ctx->bf16_engine = ctx->gemm_probe_ms[1] * 1.25f <= ctx->gemm_probe_ms[0] ? 2 : 1;
     }
     if (f) NB_FREE(f, alloc_user);
     return ctx->bf16_engine ? ctx->bf16_engine : 1;

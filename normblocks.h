@@ -540,7 +540,7 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
    path, "emulated: bf16-rounded operands in blocks, float32 GEMM". It computes bf16 numerics
    exactly (up to summation order) on any CPU, is slower than float32 (about 1.2x a float32
    GEMM's time) and takes 384 KiB of the calling thread's stack per GEMM. A stack runs its
-   projections on oneDNN where it can (nb_stack_desc.backend; which: nb_stack_kernels). */
+   projections on oneDNN where that timed faster (nb_stack_desc.backend; nb_stack_kernels). */
 NBDEF const char* nb_bf16_kernels(void);
 /* Threads the BLAS uses per call: 1 for a sequential or OpenMP-built BLAS (then normblocks
    splits its GEMMs over ctx->num_threads itself and calls BLAS from its own threads), more for
@@ -5417,7 +5417,8 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
             snprintf(why, sizeof why, " (oneDNN's bf16 matmul here is %s: no bf16 matrix unit)",
                      mm->bf16_impl);
             nb__mm_free(mm, s->alloc_user);
-        } else if (d->backend == NB_BACKEND_DEFAULT && nb__bf16_engine(ctx, mm, s->alloc_user) == 1) {
+        } else if (d->backend == NB_BACKEND_DEFAULT &&
+                   nb__bf16_engine(ctx, mm, s->alloc_user) == 1) {
             snprintf(why, sizeof why, " (oneDNN %s timed no 1.25x faster here: %.2f ms against "
                      "%.2f ms)", mm->bf16_impl, ctx->gemm_probe_ms[1], ctx->gemm_probe_ms[0]);
             nb__mm_free(mm, s->alloc_user);

@@ -72,9 +72,10 @@ best_of() {
 }
 
 echo "normblocks training step, $(nproc) cores, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, best of $RUNS"
-if [ $HAVE_TORCH = 1 ]; then # the PyTorch rows: which PyTorch, written how (bench_train_torch.py --style)
-  echo "PyTorch rows: torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null), step written" \
-       "as a $("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import bench_train_torch as b; print("2.x" if b.modern_torch() else "1.13")' "$ROOT/bench" 2>/dev/null) user writes it"
+if [ $HAVE_TORCH = 1 ]; then # which PyTorch the rows ran, and how their step is written
+  tv=$("$PY" -c 'import torch; print(torch.__version__)' 2> /dev/null)
+  echo "PyTorch rows: torch $tv; bench_train_torch.py writes the step as a PyTorch 2.x user" \
+       "does on >= 2.1 (SDPA, rms_norm, fused AdamW), as a 1.13 user does before"
 fi
 printf "%-6s %-28s %12s %8s\n" size case "tok/s" "comm %"
 # name:d:L:H:T:B:steps:bf16 (bf16=1: the bf16 rows too)

@@ -154,10 +154,11 @@ static void print_profile(const history* h) {
         lib += h->prof.seconds[k];
         say("  %-34s %5.1f%%\n", nb_prof_part_name(k), 100 * h->prof.seconds[k] / total);
     }
-    say("  %-34s %5.1f%%\n", "embedding, LM head and loss", 100 * (h->model_seconds - lib) / total);
+    say("  %-34s %5.1f%%\n", "embedding, LM head and loss",
+        100 * (h->model_seconds - lib - h->comm_in_model) / total);
     say("  %-34s %5.1f%%\n", "optimizer (gradient norm, AdamW)", 100 * h->opt_seconds / total);
     say("  %-34s %5.1f%%\n", "communication not hidden", 100 * h->comm_seconds / total);
-    rest = total - h->model_seconds - h->opt_seconds - h->comm_seconds;
+    rest = total - (h->model_seconds - h->comm_in_model) - h->opt_seconds - h->comm_seconds;
     say("  %-34s %5.1f%%\n", "the rest (batches, logging)", 100 * (rest > 0 ? rest : 0) / total);
     say("  (GEMMs alone: %.1f%%; everything else: %.1f%%)\n", 100 * h->prof.seconds[NB_PROF_GEMM] / total,
         100 * (1 - h->prof.seconds[NB_PROF_GEMM] / total));

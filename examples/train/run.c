@@ -417,6 +417,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         h->opt_seconds += now_s() - t_part;
         h->train_seconds += now_s() - ts;
         h->comm_seconds += dist_wait_seconds(m.dist) + m.t_comm;
+        h->comm_in_model += m.t_comm; /* the loss all-reduce, inside the model step's time */
         m.t_comm = 0;
         h->tokens += (double)m.B_global * m.T;
         loss_acc += loss;

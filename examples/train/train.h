@@ -402,7 +402,7 @@ typedef struct history {       /* what a run records for tables and plots */
        trainer's: the model step (embedding, stack, head, loss and their backward) and the
        optimizer (gradient norm, AdamW, nGPT's normalization, QK-Clip) */
     nb_profile prof;
-    double model_seconds, opt_seconds;
+    double model_seconds, opt_seconds, comm_in_model;
     double seconds;            /* the whole run, evaluation included */
     int n_problems;            /* held-out problems behind accuracy */
     char init[32];             /* the init scheme used */

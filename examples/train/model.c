@@ -227,6 +227,11 @@ int model_init(model* m, const config* c) {
     m->g = (nb_real*)xcalloc(m->n, sizeof(nb_real));
     m->m = (nb_real*)xcalloc(m->n_upd, sizeof(nb_real));
     m->v = (nb_real*)xcalloc(m->n_upd, sizeof(nb_real));
+    /* written now: calloc's pages are mapped at the first write, which would otherwise be the
+       first step's AdamW (360 ms for the 105 MB of m and v at 13 M parameters on a KVM guest,
+       as long as 25 later steps of AdamW) */
+    memset(m->m, 0, m->n_upd * sizeof(nb_real));
+    memset(m->v, 0, m->n_upd * sizeof(nb_real));
     m->decay = (unsigned char*)xcalloc(m->n, 1);
     m->group = (unsigned char*)xcalloc(m->n, 1);
     m->x = (nb_real*)xcalloc(bt * m->d, sizeof(nb_real));

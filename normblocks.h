@@ -2796,11 +2796,14 @@ static nb_result nb__gemm_run(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16,
                               nb_real* C, int ldc);
 static int nb__bf16_engine(nb_ctx* ctx, nb__mm* mm, void* alloc_user) {
     enum { n = 512 };
-    float* f = (float*)NB_MALLOC(4 * n * n * sizeof(float), alloc_user); /* A, B, C; bf16 A|B */
-    unsigned short* h = (unsigned short*)(f + 3 * n * n);
+    float* f;
+    unsigned short* h;
     double best[3] = {1e30, 1e30, 1e30};
     int e, rep, i;
-    if (!ctx->bf16_engine && f) {
+    if (ctx->bf16_engine) return ctx->bf16_engine; /* decided by an earlier stack */
+    f = (float*)NB_MALLOC(4 * n * n * sizeof(float), alloc_user); /* A, B, C; bf16 A|B */
+    h = (unsigned short*)(f + 3 * n * n);
+    if (f) {
         for (i = 0; i < 2 * n * n; i++) {
             h[i] = (unsigned short)(0x3f80u + (unsigned)(i % 61)); /* 1 + (i % 61) / 128 */
             f[i] = nb__bf16_float(h[i]);

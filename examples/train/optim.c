@@ -31,18 +31,20 @@ static double sumsq_chunk(const nb_real* x, size_t n) {
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 static double sumsq(const model* m, const nb_real* x, size_t n) {
+    enum { ROUND = 256 }; /* chunks summed per parallel round: 16 Mi values */
     const long long chunks = (long long)((n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK);
-    double* part = (double*)xcalloc((size_t)(chunks ? chunks : 1), sizeof(double));
-    double s = 0;
-    long long c;
+    double part[ROUND], s = 0;
+    long long c0, c;
     (void)m;
-    TR_OMP(omp parallel for schedule(static) num_threads(nb_num_threads(&m->ctx)))
-    for (c = 0; c < chunks; c++) {
-        const size_t lo = (size_t)c * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
-        part[c] = sumsq_chunk(x + lo, hi - lo);
+    for (c0 = 0; c0 < chunks; c0 += ROUND) {
+        const long long c1 = c0 + ROUND < chunks ? c0 + ROUND : chunks;
+        TR_OMP(omp parallel for schedule(static) num_threads(nb_num_threads(&m->ctx)))
+        for (c = c0; c < c1; c++) {
+            const size_t lo = (size_t)c * SUMSQ_CHUNK;
+            part[c - c0] = sumsq_chunk(x + lo, n - lo < SUMSQ_CHUNK ? n - lo : SUMSQ_CHUNK);
+        }
+        for (c = c0; c < c1; c++) s += part[c - c0];
     }
-    for (c = 0; c < chunks; c++) s += part[c];
-    free(part);
     return s;
 }
 

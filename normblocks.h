@@ -144,6 +144,7 @@
      nb_layer_forward / nb_layer_backward         one layer of a stack
      nb_stack_set_layout                          bind a trainer's own parameter layout
      nb_gemm_bf16, nb_bf16_kernels, .precision    bf16 GEMM operands (mixed precision)
+     nb_stack_set_bf16_weights, nb_bf16_round     the weights' bf16 copy kept by the caller
      .backend, nb_stack_kernels                   who runs a stack's GEMMs (BLAS, oneDNN;
                                                   BF16's engine timed, not named by the ISA)
      nb_ctx.profile, nb_prof_part_name            where the time goes: GEMMs, attention core,
@@ -542,6 +543,11 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
    GEMM's time) and takes 384 KiB of the calling thread's stack per GEMM. A stack runs its
    projections on oneDNN where that timed faster (nb_stack_desc.backend; nb_stack_kernels). */
 NBDEF const char* nb_bf16_kernels(void);
+/* dst[i] = the bits of bf16(src[i]) for n values (round to nearest even, as nb_gemm_bf16):
+   a caller's bf16 copy of its weights for a BF16 stack with bf16_weights (nb_stack_desc).
+   One thread; a trainer calls it on the chunk its optimizer just updated, while the chunk is
+   still in cache. Available in every build (float in, whatever nb_real is). */
+NBDEF void nb_bf16_round(unsigned short* dst, const float* src, size_t n);
 /* Threads the BLAS uses per call: 1 for a sequential or OpenMP-built BLAS (then normblocks
    splits its GEMMs over ctx->num_threads itself and calls BLAS from its own threads), more for
    Debian's default pthread OpenBLAS (then big GEMMs are left to BLAS and per-head attention
@@ -593,7 +599,9 @@ typedef enum nb_norm_type {
    nearest even) and accumulates in float32; norms and their statistics, softmax, RoPE, the
    residual stream, activations and every parameter gradient stay float32, parameters stay
    float32 in the caller's buffer. The forward rounds the weights once into the cache (so the
-   backward multiplies by the same bf16 weights), and caches in bf16 what only GEMMs read (the
+   backward multiplies by the same bf16 weights), unless the caller keeps a bf16 copy of them
+   itself (.bf16_weights: written once per optimizer step instead of once per forward, and
+   not in the cache), and caches in bf16 what only GEMMs read (the
    sublayer inputs, the attention's C, the FFN's activation; O and the activation are then no
    longer cached in float32): the cache sizes of the plans and the stack include them. The
    backward rounds dout, dQKV and the FFN's dh into scratch. A float32-build feature (refused
@@ -666,6 +674,9 @@ typedef struct nb_attn_desc {
     nb_attn_memory memory;
     unsigned bias;          /* NB_ATTN_BIAS_* mask: b_qkv, b_o; 0 = none */
     nb_precision precision; /* of its GEMMs; 0 = FP32 */
+    int bf16_weights;       /* BF16 only: 1 = params.w_qkv16 and w_o16 hold the caller's bf16
+                               copies of the weights (see nb_precision); 0 = rounded into the
+                               cache by each forward */
     int qk_scale;           /* 1 = nGPT's s_qk: Q and K times sqrt(d) s after RoPE (after the
                                Q, K norms), s a learnable vector of H d_k ("sqk", head h's
                                d_k values shared by Q head h and K head h: needs n_kv_heads =
@@ -687,6 +698,9 @@ typedef struct nb_attn_params {
     nb_real *q_alpha, *k_alpha, *v_alpha, *c_alpha;
     nb_real *b_qkv, *b_o;
     nb_real* qk_scale;      /* nGPT's sqk: H d_k (qk_scale only) */
+    /* desc.bf16_weights only: the caller's bf16 copies of w_qkv and w_o (nb_bf16_round), read
+       by forward and backward in their place; they must equal bf16 of the float weights */
+    const unsigned short *w_qkv16, *w_o16;
 } nb_attn_params;
 
 /* A plan: the validated, resolved description for batches of at most max_batch sequences of
@@ -711,7 +725,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
 /* Point p's members into a contiguous buffer of plan->n_params values (w_qkv, b_qkv, w_o, b_o,
    then the alphas and gains of the enabled sites in Q, K, V, C order); absent ones are NULL.
    With plan or p NULL nothing is done; with base NULL every member is NULL (a forward then
-   reports it). */
+   reports it). The bf16 copies (w_qkv16, w_o16) are left NULL: the caller's to set. */
 NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_params* p);
 /* out: B*T x d. x: B*T x d (kept by the caller for backward). A plan of nb_attn_plan_make runs
    its GEMMs on the BLAS (BF16: the portable path); a stack's plans on the stack's backend. */
@@ -756,6 +770,7 @@ typedef struct nb_ffn_desc {
     nb_ffn_type type;
     int bias;             /* 0 = type default (GELU: biases, SwiGLU: none); 1 = on; -1 = off */
     nb_precision precision; /* of its GEMMs; 0 = FP32 */
+    int bf16_weights;     /* BF16 only: 1 = params.w_in16, w_out16 (as nb_attn_desc) */
     int in_scale;         /* 1 = nGPT's s_uv: the input projection (with its bias) times
                              sqrt(d) s per column before the activation, s a learnable vector
                              of 2f (SwiGLU: s_u | s_v) or f ("suv"), init 1 as nGPT's code */
@@ -763,7 +778,10 @@ typedef struct nb_ffn_desc {
 
 /* w_in: (2f or f) x d, b_in: 2f or f, w_out: d x f, b_out: d; biases NULL when off;
    in_scale: 2f or f (in_scale only). Bound in this order. */
-typedef struct nb_ffn_params { nb_real *w_in, *b_in, *w_out, *b_out, *in_scale; } nb_ffn_params;
+typedef struct nb_ffn_params {
+    nb_real *w_in, *b_in, *w_out, *b_out, *in_scale;
+    const unsigned short *w_in16, *w_out16; /* desc.bf16_weights only (as nb_attn_params) */
+} nb_ffn_params;
 
 typedef struct nb_ffn_plan {
     nb_ffn_desc desc;
@@ -998,6 +1016,10 @@ typedef struct nb_stack_desc {
     char name[32];             /* the preset's name as the caller spelled it, for messages
                                   (nb_preset_from_name fills it; empty = the preset's key) */
     nb_precision precision;    /* of every GEMM of every layer; 0 = FP32 */
+    int bf16_weights;          /* BF16 only: 1 = the caller keeps the bf16 copy of its
+                                  parameters that forward and backward read for the weight
+                                  matrices (nb_stack_set_bf16_weights), e.g. written by its
+                                  optimizer step; 0 = each forward rounds them into the cache */
     nb_backend backend;        /* who runs the projections' GEMMs; 0 = by precision, below */
     nb_hyper hyper;            /* hyper-connections (see nb_hyper); 0 = the preset's */
     int hyper_streams;         /* n: 0 = 4 (both papers' and DeepSeek-V4's); 1..8 */
@@ -1090,6 +1112,7 @@ typedef struct nb_stack {
     struct nb__mm* mm;         /* internal: oneDNN's engine and matmuls (backend DNNL) */
     char kernels[256];         /* which GEMM kernels run: see nb_stack_kernels */
     size_t n_gains, gain_final0; /* internal: gain values, the final norms' first (gain_offset) */
+    const unsigned short* weights16; /* desc.bf16_weights: see nb_stack_set_bf16_weights */
 } nb_stack;
 
 /* Resolve and validate the description, lay out parameters and buffers for batches up to
@@ -1124,6 +1147,15 @@ NBDEF const char* nb_preset_name(nb_preset p);
    backward. Trusted: offsets has s->n_tensors values. */
 NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offsets,
                                     size_t count);
+/* The bf16 copy of the parameters for a stack made with desc.bf16_weights: w16 has a value
+   per parameter of the stack's layout (n_params, or the count of nb_stack_set_layout), the
+   bits of bf16(params[i]) (nb_bf16_round) for at least every weight matrix (QKV, attention
+   output, FFN in and out); the other values are not read. Forward and backward read the
+   weight matrices there, and the caller keeps it equal to bf16 of the parameters passed to
+   them: refreshed after every change of the parameters (optimizer step, nb_stack_normalize,
+   nb_stack_qk_clip, a load), best by the optimizer's own pass. The stack keeps the pointer;
+   NULL unsets it (forward is then NB_ERR_NULL). NB_ERR_CONFIG without desc.bf16_weights. */
+NBDEF nb_result nb_stack_set_bf16_weights(nb_ctx* ctx, nb_stack* s, const unsigned short* w16);
 
 /* Name maps: where a tensor of the table lives in another codebase's checkpoint, so a loader
    (or exporter) can move weights between layouts. A library tensor is made of 1 to 3 parts,
@@ -2508,18 +2540,33 @@ static void nb__sgemm1(int transa, int transb, int M, int N, int K, nb_real alph
 #endif
 }
 
-#ifndef NB_DOUBLE
-/* bf16(x): x rounded to nearest even at 8 significand bits, kept as a float (its low 16 bits
-   zero). NaN stays NaN (quieted, so the truncation cannot make it inf); a value past the
+/* The float bits u rounded to nearest even at 8 significand bits (bf16 in the high half, low
+   half zero). NaN stays NaN (quieted, so the truncation cannot make it inf); a value past the
    largest bf16 rounds to inf, as a bf16 conversion does. Bit operations only: exact under
    any floating-point flags, and it vectorizes. */
+static inline unsigned nb__bf16_round(unsigned u) {
+    const unsigned r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    const unsigned nan = 0u - (unsigned)((u & 0x7fffffffu) > 0x7f800000u);
+    return ((u | 0x00400000u) & 0xffff0000u & nan) | (r & ~nan);
+}
+
+NBDEF void nb_bf16_round(unsigned short* dst, const float* src, size_t n) {
+    long long i;
+    NB__OMP(simd)
+    for (i = 0; i < (long long)n; i++) {
+        unsigned u;
+        memcpy(&u, src + i, sizeof u);
+        dst[i] = (unsigned short)(nb__bf16_round(u) >> 16);
+    }
+}
+
+#ifndef NB_DOUBLE
+/* bf16(x) kept as a float (its low 16 bits zero) */
 static inline float nb__bf16(float x) {
-    unsigned u, r, nan;
+    unsigned u;
     memcpy(&u, &x, sizeof u);
-    r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    nan = nb__nan_mask(u);
-    r = ((u | 0x00400000u) & 0xffff0000u & nan) | (r & ~nan);
-    memcpy(&x, &r, sizeof x);
+    u = nb__bf16_round(u);
+    memcpy(&x, &u, sizeof x);
     return x;
 }
 /* the bits of bf16(x), and the float a bf16 is (exact) */
@@ -2951,11 +2998,17 @@ static nb_result nb__gemm(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16, int
     return rc;
 }
 
-/* A precision field: known, and BF16 only in a float32 build. Resolves the default. */
-static nb_result nb__check_precision(nb_ctx* ctx, const char* fn, nb_precision* p) {
+/* A precision field: known, and BF16 only in a float32 build. Resolves the default. w16: the
+   description's bf16_weights (NULL: none), 0 or 1 and 1 only with BF16. */
+static nb_result nb__check_precision(nb_ctx* ctx, const char* fn, nb_precision* p,
+                                     const int* w16) {
     if (*p == NB_PRECISION_DEFAULT) *p = NB_PRECISION_FP32;
     NB__CHECK(*p != NB_PRECISION_FP32 && *p != NB_PRECISION_BF16, NB_ERR_CONFIG,
               "%s: unknown precision %d", fn, (int)*p);
+    NB__CHECK(w16 && (*w16 < 0 || *w16 > 1), NB_ERR_CONFIG, "%s: bf16_weights (%d) must be 0 "
+              "or 1", fn, *w16);
+    NB__CHECK(w16 && *w16 && *p != NB_PRECISION_BF16, NB_ERR_CONFIG, "%s: bf16_weights needs "
+              "precision BF16 (a float32 GEMM reads the float32 weights)", fn);
 #ifdef NB_DOUBLE
     NB__CHECK(*p == NB_PRECISION_BF16, NB_ERR_CONFIG, "%s: precision BF16 is a float32-build "
               "feature (this build defines NB_DOUBLE)", fn);
@@ -2974,7 +3027,7 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
                              nb_real alpha, const nb_real* A, int lda, const nb_real* B,
                              int ldb, nb_real beta, nb_real* C, int ldc) {
     nb_precision bf16 = NB_PRECISION_BF16; /* refused in an NB_DOUBLE build */
-    nb_result rc = nb__check_precision(ctx, "nb_gemm_bf16", &bf16);
+    nb_result rc = nb__check_precision(ctx, "nb_gemm_bf16", &bf16, NULL);
     if (rc) return rc;
     return nb__gemm(ctx, "nb_gemm_bf16", NULL, 1, M, N, K, alpha, nb__m(A, lda, transa),
                     nb__m(B, ldb, transb), beta, C, ldc);
@@ -3161,8 +3214,10 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     if (gate) m->sig = nb__take(cache, &cu, nb__mulz(BT, (size_t)pl->gate_width));
     m->hs = nb__take(cache, &cu, nb__mulz(2 * BH, (size_t)nb__tiles(T)));
     if (half) {
-        m->wqkv16 = nb__take16(cache, &cu, nb__mulz(P, d));
-        m->wo16 = nb__take16(cache, &cu, nb__mulz(d, d));
+        if (!pl->desc.bf16_weights) { /* else the caller's: nb__attn_weights16 */
+            m->wqkv16 = nb__take16(cache, &cu, nb__mulz(P, d));
+            m->wo16 = nb__take16(cache, &cu, nb__mulz(d, d));
+        }
         m->x16 = nb__take16(cache, &cu, nb__mulz(BT, d));
         m->c16 = nb__take16(cache, &cu, nb__mulz(BT, d));
         m->dout16 = nb__take16(scratch, &su, nb__mulz(BT, d));
@@ -3202,6 +3257,7 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hash(h, (unsigned)d->non_causal); h = nb__hash(h, (unsigned)d->memory);
     h = nb__hash(h, d->bias); h = nb__hashd(h, (double)d->eps);
     h = nb__hashd(h, (double)d->rope_theta); h = nb__hash(h, (unsigned)d->precision);
+    h = nb__hash(h, (unsigned)d->bf16_weights);
     h = nb__hash(h, (unsigned)d->qk_scale); h = nb__hashd(h, (double)d->softmax_scale);
     h = nb__hash(h, (unsigned)d->gate);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
@@ -3241,7 +3297,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: sites (0x%x) has bits other than NB_SITE_Q|K|V|C", d.sites);
     NB__CHECK(d.bias & ~(unsigned)(NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT), NB_ERR_CONFIG,
               "nb_attn_plan_make: bias (0x%x) has bits other than NB_ATTN_BIAS_QKV|OUT", d.bias);
-    if (nb__check_precision(ctx, "nb_attn_plan_make", &d.precision)) return NB_ERR_CONFIG;
+    if (nb__check_precision(ctx, "nb_attn_plan_make", &d.precision, &d.bf16_weights)) return NB_ERR_CONFIG;
     NB__CHECK(d.width != NB_WIDTH_PER_HEAD && d.width != NB_WIDTH_FULL, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm width %d", (int)d.width);
     NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DERF, NB_ERR_CONFIG,
@@ -3410,6 +3466,10 @@ static nb_result nb__attn_check_call(nb_ctx* ctx, const char* fn, const nb_attn_
     ptrs[5] = p->w_o;
     if ((rc = nb__need(ctx, fn, names, 4, ptrs))) return rc;
     if ((rc = nb__need(ctx, fn, "params.w_qkv params.w_o", 2, ptrs + 4))) return rc;
+    ptrs[0] = p->w_qkv16; ptrs[1] = p->w_o16;
+    if (pl->desc.bf16_weights &&
+        (rc = nb__need(ctx, fn, "params.w_qkv16 params.w_o16", 2, ptrs)))
+        return rc;
     NB__CHECK(nb__site_missing(pl, p), NB_ERR_NULL, "%s: a normalized site has no %s pointer",
               fn, nb__site_missing(pl, p));
     NB__CHECK(nb__bias_missing(pl, p), NB_ERR_NULL, "%s: the plan has params.%s but it is NULL",
@@ -3808,6 +3868,15 @@ static void nb__gate_bwd(nb_ctx* ctx, const nb_attn_plan* pl, nb_real* dc, const
     }
 }
 
+/* desc.bf16_weights: the GEMMs read the caller's bf16 weights (never written here); returns
+   whether they do */
+static int nb__attn_weights16(const nb_attn_plan* pl, const nb_attn_params* p, nb__attn_mem* m) {
+    if (!pl->desc.bf16_weights) return 0;
+    m->wqkv16 = (unsigned short*)(size_t)p->w_qkv16;
+    m->wo16 = (unsigned short*)(size_t)p->w_o16;
+    return 1;
+}
+
 static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                               nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                               nb_real* scratch, const nb__vres* vr) {
@@ -3825,8 +3894,10 @@ static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
     nb__hdr_put(m.hdr, 0, 0, 0, 0); /* not a complete forward until the end */
     if (bf) { /* the bf16 copies of the weights and x serve the forward and the backward */
-        nb__to_bf16(ctx, m.wqkv16, p->w_qkv, P, d, d);
-        nb__to_bf16(ctx, m.wo16, p->w_o, d, d, d);
+        if (!nb__attn_weights16(pl, p, &m)) {
+            nb__to_bf16(ctx, m.wqkv16, p->w_qkv, P, d, d);
+            nb__to_bf16(ctx, m.wo16, p->w_o, d, d, d);
+        }
         nb__to_bf16(ctx, m.x16, x, BT, d, d);
     }
     /* [Q|K|V] = x W_qkv^T; with site norms the raw projection is kept for their backward */
@@ -3936,6 +4007,7 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     /* the cache is only read; carving needs a non-const base */
     nb__attn_carve(pl, B, T, pl->max_threads, (nb_real*)(size_t)cache, scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
+    nb__attn_weights16(pl, p, &m);
     if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
     /* dC = dout W_o */
     if ((rc = nb__gemm(ctx, fn, pl->mm, bf, BT, d, d, 1, nb__op(dout, m.dout16, d, 0),
@@ -4054,8 +4126,10 @@ static void nb__ffn_carve(const nb_ffn_plan* pl, int B, int T, nb_real* cache, n
     if (half) {
         m->a = m->da; /* the forward's a, the backward's da */
         m->a16 = nb__take16(cache, &cu, nb__mulz(BT, f));
-        m->w_in16 = nb__take16(cache, &cu, nb__mulz(W, d));
-        m->w_out16 = nb__take16(cache, &cu, nb__mulz(d, f));
+        if (!pl->desc.bf16_weights) { /* else the caller's: nb__ffn_weights16 */
+            m->w_in16 = nb__take16(cache, &cu, nb__mulz(W, d));
+            m->w_out16 = nb__take16(cache, &cu, nb__mulz(d, f));
+        }
         m->x16 = nb__take16(cache, &cu, nb__mulz(BT, d));
         m->dout16 = nb__take16(scratch, &su, nb__mulz(BT, d));
         m->dh16 = nb__take16(scratch, &su, nb__mulz(BT, W));
@@ -4083,7 +4157,7 @@ NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_de
               "nb_ffn_plan_make: bias (%d) must be -1, 0 or 1", d.bias);
     NB__CHECK(d.in_scale < 0 || d.in_scale > 1, NB_ERR_CONFIG,
               "nb_ffn_plan_make: in_scale (%d) must be 0 or 1", d.in_scale);
-    if (nb__check_precision(ctx, "nb_ffn_plan_make", &d.precision)) return NB_ERR_CONFIG;
+    if (nb__check_precision(ctx, "nb_ffn_plan_make", &d.precision, &d.bf16_weights)) return NB_ERR_CONFIG;
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_ffn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
               max_seq);
@@ -4128,6 +4202,7 @@ static unsigned long long nb__ffn_id(const nb_ffn_plan* pl) {
     h = nb__hash(h, (unsigned)pl->desc.d_model); h = nb__hash(h, (unsigned)pl->desc.d_ff);
     h = nb__hash(h, (unsigned)pl->desc.type); h = nb__hash(h, (unsigned)pl->desc.bias);
     h = nb__hash(h, (unsigned)pl->desc.precision); h = nb__hash(h, (unsigned)pl->desc.in_scale);
+    h = nb__hash(h, (unsigned)pl->desc.bf16_weights);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -4146,6 +4221,7 @@ NBDEF void nb_ffn_params_bind(const nb_ffn_plan* plan, nb_real* base, nb_ffn_par
     p->b_out = bias ? base : NULL;
     base += bias ? d : 0;
     p->in_scale = plan->desc.in_scale ? base : NULL;
+    p->w_in16 = p->w_out16 = NULL;
 }
 
 static nb_result nb__ffn_check_call(nb_ctx* ctx, const char* fn, const nb_ffn_plan* pl,
@@ -4165,7 +4241,17 @@ static nb_result nb__ffn_check_call(nb_ctx* ctx, const char* fn, const nb_ffn_pl
               "%s: the plan has biases but b_in or b_out is NULL", fn);
     NB__CHECK(pl->desc.in_scale && !p->in_scale, NB_ERR_NULL,
               "%s: the plan has in_scale but params.in_scale is NULL", fn);
-    return NB_OK;
+    ptrs[0] = p->w_in16; ptrs[1] = p->w_out16;
+    return pl->desc.bf16_weights ? nb__need(ctx, fn, "params.w_in16 params.w_out16", 2, ptrs)
+                                 : NB_OK;
+}
+
+/* as nb__attn_weights16 */
+static int nb__ffn_weights16(const nb_ffn_plan* pl, const nb_ffn_params* p, nb__ffn_mem* m) {
+    if (!pl->desc.bf16_weights) return 0;
+    m->w_in16 = (unsigned short*)(size_t)p->w_in16;
+    m->w_out16 = (unsigned short*)(size_t)p->w_out16;
+    return 1;
 }
 
 static inline nb_real nb__sigmoid(nb_real z) { return 1 / (1 + NB__EXP(-z)); }
@@ -4204,8 +4290,10 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
     h = m.h; a = m.a;
     nb__hdr_put(cache, 0, 0, 0, 0); /* not a complete forward until the end */
     if (bf) { /* the bf16 copies of the weights and x serve the forward and the backward */
-        nb__to_bf16(ctx, m.w_in16, p->w_in, W, d, d);
-        nb__to_bf16(ctx, m.w_out16, p->w_out, d, f, f);
+        if (!nb__ffn_weights16(plan, p, &m)) {
+            nb__to_bf16(ctx, m.w_in16, p->w_in, W, d, d);
+            nb__to_bf16(ctx, m.w_out16, p->w_out, d, f, f);
+        }
         nb__to_bf16(ctx, m.x16, x, BT, d, d);
     }
     if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, W, d, 1, nb__op(x, m.x16, d, 0),
@@ -4281,6 +4369,7 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
     d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
     /* the cache is only read; carving needs a non-const base */
     nb__ffn_carve(plan, B, T, (nb_real*)(size_t)cache, scratch, &m);
+    nb__ffn_weights16(plan, p, &m);
     h = m.h; dh = m.dh; da = m.da;
     if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
     /* da = dout W_out */
@@ -4659,6 +4748,17 @@ static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb_rea
     w.eff = eff;
     w.eoff = s->layers[l].gain0;
     nb__walk_layer(s, l, &w, lp);
+}
+
+/* desc.bf16_weights: layer l's weight matrices in the caller's bf16 copy, at their offsets in
+   params (lp bound to params) */
+static void nb__bind_weights16(const nb_stack* s, const nb_real* params, nb__layer_tensors* lp) {
+    const unsigned short* w = s->weights16;
+    if (!s->desc.bf16_weights) return;
+    lp->attn.w_qkv16 = w + (lp->attn.w_qkv - params);
+    lp->attn.w_o16 = w + (lp->attn.w_o - params);
+    lp->ffn.w_in16 = w + (lp->ffn.w_in - params);
+    lp->ffn.w_out16 = w + (lp->ffn.w_out - params);
 }
 
 static void nb__bind_top(const nb_stack* s, const nb_real* base, nb_real* eff,
@@ -5320,6 +5420,14 @@ NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offs
     return NB_OK;
 }
 
+NBDEF nb_result nb_stack_set_bf16_weights(nb_ctx* ctx, nb_stack* s, const unsigned short* w16) {
+    NB__CHECK(!s, NB_ERR_NULL, "nb_stack_set_bf16_weights: s is NULL");
+    NB__CHECK(w16 && !s->desc.bf16_weights, NB_ERR_CONFIG, "nb_stack_set_bf16_weights: the "
+              "stack was made without desc.bf16_weights (its forward rounds the weights itself)");
+    s->weights16 = w16;
+    return NB_OK;
+}
+
 NBDEF void nb_stack_free(nb_stack* s) {
     if (!s) return;
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
@@ -5389,7 +5497,7 @@ static nb_result nb__stack_modes(nb_ctx* ctx, nb_stack_desc* d) {
     if (d->param_grads == NB_GRAD_DEFAULT) d->param_grads = NB_GRAD_ACCUMULATE;
     if (d->input_grad == NB_GRAD_DEFAULT) d->input_grad = NB_GRAD_OVERWRITE;
     d->name[sizeof d->name - 1] = 0;
-    return nb__check_precision(ctx, "nb_stack_init", &d->precision);
+    return nb__check_precision(ctx, "nb_stack_init", &d->precision, &d->bf16_weights);
 }
 
 /* The backend resolved (desc.backend), oneDNN's state made when it runs, the plans pointed at
@@ -5452,6 +5560,10 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
 #endif
         snprintf(s->kernels, sizeof s->kernels, "%s: projections %s, attention products %s%s",
                  prec, core, core, why);
+    if (d->bf16_weights) {
+        const size_t n = strlen(s->kernels);
+        snprintf(s->kernels + n, sizeof s->kernels - n, "; weights: the caller's bf16 copy");
+    }
     return NB_OK;
 }
 
@@ -5694,6 +5806,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     memset(&fd, 0, sizeof fd);
     fd.d_model = d.d_model; fd.d_ff = d.d_ff; fd.type = d.ffn; fd.bias = d.ffn_bias;
     fd.precision = d.precision; fd.in_scale = d.ffn_in_scale > 0;
+    fd.bf16_weights = d.bf16_weights;
     rc = nb_ffn_plan_make(ctx, &s->ffn, &fd, max_batch, max_seq);
     if (rc) return rc;
     d.d_ff = s->ffn.desc.d_ff;
@@ -5729,6 +5842,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
         ad.sites = ld->sites; ad.width = d.site_width; ad.norm = d.norm; ad.eps = d.eps;
         ad.rope = d.rope; ad.rope_theta = d.rope_theta; ad.non_causal = d.non_causal;
         ad.memory = d.memory; ad.bias = d.attn_bias; ad.precision = d.precision;
+        ad.bf16_weights = d.bf16_weights;
         ad.qk_scale = d.qk_scale > 0; ad.softmax_scale = d.softmax_scale;
         ad.gate = d.attn_gate;
         rc = nb_attn_plan_make(ctx, &s->layers[l].attn, &ad, max_batch, max_seq);
@@ -6913,6 +7027,9 @@ static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, i
     NB__CHECK(nb_num_threads(ctx) > s->max_threads, NB_ERR_CONFIG,
               "%s: %d threads requested but the stack sized its scratch for %d", fn,
               nb_num_threads(ctx), s->max_threads);
+    NB__CHECK(s->desc.bf16_weights && !s->weights16, NB_ERR_NULL, "%s: the stack reads the "
+              "caller's bf16 weights (desc.bf16_weights) but none are set "
+              "(nb_stack_set_bf16_weights)", fn);
     ptrs[0] = a; ptrs[1] = b; ptrs[2] = c; ptrs[3] = d; ptrs[4] = e;
     return nb__need(ctx, fn, names, 5, ptrs);
 }
@@ -6962,6 +7079,7 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
         nb__fill_gains(r->s, params, r->sc.gains, r->s->layers[l].tensor0,
                        r->s->layers[l].tensor0 + r->s->layers[l].n_tensors, r->s->layers[l].gain0);
     nb__bind_layer(r->s, l, params, r->sc.gains, &p);
+    nb__bind_weights16(r->s, params, &p);
     nb__layer_cache(r, l, cache, &c);
     if (nb__hyper(r->s)) {
         nb_real* mid[NB__NS] = {0};
@@ -6994,6 +7112,7 @@ static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real
         return NB_OK;
     }
     nb__bind_layer(r->s, l, params, r->sc.gains, &p);
+    nb__bind_weights16(r->s, params, &p);
     nb__bind_layer(r->s, l, grads, NULL, &g);
     nb__layer_cache(r, l, cache, &c);
     if (nb__hyper(r->s)) {

@@ -7,7 +7,9 @@
    usage: bench_block PRESET B T d H THREADS REPS [WARMUP]
    (NBB_NO_SKELETON=1 in the environment times the block alone, for profiling; NBB_BF16=1 runs
    the block with precision BF16, against the same float32 skeleton; NBB_BACKEND=blas|dnnl
-   picks the stack's GEMM backend (default: the library's choice). Each row names the kernels
+   picks the stack's GEMM backend (default: the library's choice); NBB_BF16_WEIGHTS=1 with
+   NBB_BF16 reads the weights from a bf16 copy made once, as a trainer's optimizer writes it,
+   instead of rounding them in every forward (desc.bf16_weights). Each row names the kernels
    that ran (nb_stack_kernels); bench_dnnl times the linear GEMMs alone in bf16 on oneDNN)
      PRESET: any nb_preset_from_name name (pre, hybrid, siamese, gpt2, ...)
 
@@ -275,6 +277,7 @@ int main(int argc, char** argv) {
     desc.n_layers = 1; desc.d_model = d; desc.n_heads = H;
     if (nb_preset_from_name(&r.ctx, &desc, preset)) die("nb_preset_from_name", &r.ctx);
     if (bf16) desc.precision = NB_PRECISION_BF16;
+    desc.bf16_weights = bf16 && getenv("NBB_BF16_WEIGHTS") != NULL;
     if (getenv("NBB_BACKEND"))
         desc.backend = !strcmp(getenv("NBB_BACKEND"), "dnnl") ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
     desc.final_norm = -1;
@@ -287,6 +290,12 @@ int main(int argc, char** argv) {
     r.in = nbb_alloc(n); r.out = nbb_alloc(n); r.dout = nbb_alloc(n); r.din = nbb_alloc(n);
     if (nb_stack_init_params(&r.ctx, &r.s, r.params, NB_INIT_DEFAULT, 0, 42))
         die("nb_stack_init_params", &r.ctx);
+    if (desc.bf16_weights) { /* made once: the optimizer's job, outside the timed step */
+        unsigned short* w16 = (unsigned short*)malloc(r.s.n_params * sizeof *w16);
+        if (!w16) die("malloc", &r.ctx);
+        nb_bf16_round(w16, r.params, r.s.n_params);
+        if (nb_stack_set_bf16_weights(&r.ctx, &r.s, w16)) die("nb_stack_set_bf16_weights", &r.ctx);
+    }
     nb_fill_normal(r.in, n, 1, 3, 11);
     nb_fill_normal(r.dout, n, 1, 3, 12);
 

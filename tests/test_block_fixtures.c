@@ -284,6 +284,68 @@ static const block_case bf16_cases[] = {
     {"bf16_abl_qkvc_post_L3", ""}, {"bf16_vres_learn_hybrid_L3", ""},
 };
 
+/* desc.bf16_weights, on the variants with zeroed gradients: the same stack reading the
+   caller's bf16 copy of the weights (nb_bf16_round of the parameters) must give bitwise the
+   out, din and gradients of r (the stack rounding them itself), with a cache smaller by the
+   copies; a copy of other weights (the parameters halved) must change out, so the GEMMs read
+   the copy; and without a copy the forward is NB_ERR_NULL. */
+static void check_bf16_weights(nb_ctx* ctx, nb_stack_desc desc, const nb_stack* s0,
+                               const nbf_run* r, int B, int T, const char* cs, const char* tag) {
+    nb_stack s;
+    nbf_run q;
+    unsigned short* w16;
+    float* half;
+    nb_result rc;
+    size_t k;
+    char name[1280];
+    int same = 1, moved = 0;
+    desc.bf16_weights = 1;
+    memset(&s, 0, sizeof s);
+    rc = nb_stack_init(ctx, &s, &desc, s0->max_batch, s0->max_seq);
+    if (!nbf_check_rc(ctx, rc, cs, tag, "nb_stack_init (bf16_weights)")) return;
+    snprintf(name, sizeof name, "%s/%s: bf16_weights: the cache (%lu) is smaller (than %lu)", cs,
+             tag, (unsigned long)s.n_cache, (unsigned long)s0->n_cache);
+    nbt_check(s.n_cache < s0->n_cache && s.n_params == s0->n_params, name);
+    nbf_run_params(&q, s.n_params, 0);
+    memcpy(q.params, r->params, s.n_params * sizeof(nb_real));
+    nbf_run_acts(&q, r->n_act, NULL, NULL, 0, s.n_cache, s.n_scratch);
+    memcpy(q.x, r->x, r->n_act * sizeof(nb_real));
+    memcpy(q.dout, r->dout, r->n_act * sizeof(nb_real));
+    w16 = (unsigned short*)malloc(s.n_params * sizeof *w16);
+    half = (float*)malloc(s.n_params * sizeof *half);
+    if (!w16 || !half) abort();
+    rc = nb_stack_forward(ctx, &s, q.params, q.out, q.x, B, T, q.cache, q.scratch);
+    snprintf(name, sizeof name, "%s/%s: bf16_weights without nb_stack_set_bf16_weights is "
+             "NB_ERR_NULL (%s)", cs, tag, ctx->err);
+    nbt_check(rc == NB_ERR_NULL && strstr(ctx->err, "nb_stack_set_bf16_weights"), name);
+    nb_bf16_round(w16, q.params, s.n_params);
+    if (nb_stack_set_bf16_weights(ctx, &s, w16) == NB_OK &&
+        nbf_check_rc(ctx, nb_stack_forward(ctx, &s, q.params, q.out, q.x, B, T, q.cache,
+                                           q.scratch), cs, tag, "nb_stack_forward (bf16_weights)") &&
+        nbf_check_rc(ctx, nb_stack_backward(ctx, &s, q.params, q.grads, q.dx, q.dout, B, T,
+                                            q.cache, q.scratch), cs, tag,
+                     "nb_stack_backward (bf16_weights)")) {
+        same = !memcmp(q.out, r->out, r->n_act * sizeof(nb_real)) &&
+               !memcmp(q.dx, r->dx, r->n_act * sizeof(nb_real)) &&
+               !memcmp(q.grads, r->grads, s.n_params * sizeof(nb_real));
+        snprintf(name, sizeof name, "%s/%s: bf16_weights: out, din and gradients bitwise equal",
+                 cs, tag);
+        nbt_check(same, name);
+        for (k = 0; k < s.n_params; k++) half[k] = 0.5f * (float)q.params[k];
+        nb_bf16_round(w16, half, s.n_params);
+        if (nbf_check_rc(ctx, nb_stack_forward(ctx, &s, q.params, q.out, q.x, B, T, q.cache,
+                                               q.scratch), cs, tag, "nb_stack_forward (halved)"))
+            for (k = 0; k < r->n_act && !moved; k++) moved = q.out[k] != r->out[k];
+        snprintf(name, sizeof name, "%s/%s: bf16_weights: the GEMMs read the caller's copy", cs,
+                 tag);
+        nbt_check(moved, name);
+    }
+    free(w16);
+    free(half);
+    nbf_run_finish(&q, cs, tag);
+    nb_stack_free(&s);
+}
+
 static int cmp_double(const void* a, const void* b) {
     const double x = *(const double*)a, y = *(const double*)b;
     return x < y ? -1 : x > y;
@@ -647,6 +709,10 @@ static void run_case(const block_case* bc, const variant* v) {
             }
             free(e);
             nbf_run_check_backward(&r, cs, v->tag, "din");
+#ifdef NBT_BF16
+            if (!v->accumulate && v->memory == NB_ATTN_MEMORY_PROBS)
+                check_bf16_weights(&ctx, desc, &s, &r, B, T, cs, v->tag);
+#endif
         }
     }
     nbf_run_finish(&r, cs, v->tag);

@@ -872,8 +872,33 @@ static void preset_names(void) {
                       s.layers[0].attn.desc.precision == NB_PRECISION_BF16 &&
                       s.ffn.desc.precision == NB_PRECISION_BF16,
                   "a BF16 stack passes its precision to its plans");
+        nbt_check(nb_stack_set_bf16_weights(&c, &s, (const unsigned short*)x) == NB_ERR_CONFIG &&
+                      strstr(c.err, "bf16_weights"),
+                  "nb_stack_set_bf16_weights needs a stack made with desc.bf16_weights");
         nb_stack_free(&s);
+        {   /* the plans' own bf16 weights: the pointers are required */
+            nb_attn_params p;
+            nb_real buf[1024], cache[4096];
+            ad.bf16_weights = 1; ad.n_heads = 2; ad.d_model = 8;
+            nbt_check(nb_attn_plan_make(&c, &ap, &ad, 1, 2) == NB_OK &&
+                          ap.n_params <= 1024 && ap.n_cache <= 4096 && ap.n_scratch <= 4096,
+                      "an attention plan with bf16_weights");
+            nb_attn_params_bind(&ap, buf, &p);
+            nbt_check(nb_attn_forward(&c, &ap, &p, y, x, 1, 2, cache, scratch) == NB_ERR_NULL &&
+                          strstr(c.err, "params.w_qkv16"),
+                      "a bf16_weights plan without the bf16 weights is NB_ERR_NULL, named");
+        }
 #endif
+        d.bf16_weights = 2;
+        nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG && strstr(c.err, "bf16_weights"),
+                  "bf16_weights other than 0 or 1 is refused");
+        d.bf16_weights = 1; d.precision = NB_PRECISION_FP32;
+        fd.bf16_weights = 1; fd.precision = NB_PRECISION_FP32;
+        nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG &&
+                      strstr(c.err, "bf16_weights needs precision BF16") &&
+                      nb_ffn_plan_make(&c, &fp, &fd, 1, 2) == NB_ERR_CONFIG,
+                  "bf16_weights without BF16 is refused (stack and plans)");
+        d.bf16_weights = 0;
     }
 }
 

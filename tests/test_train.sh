@@ -292,6 +292,21 @@ if [ $rc = 0 ] && [ -n "$vt" ] && [ "$vt" = "$ve" ] && [ -n "$at" ] && [ "$at" =
 else
   fail "--load --eval (rc $rc, val '$vt' vs '$ve', accuracy '$at' vs '$ae')"; cat ev_train.log ev.log
 fi
+# bf16: AdamW writes the weights' bf16 copy that the GEMMs read (--bf16-weights copy); nGPT's
+# normalization and QK-Clip change the weights after it. A stale copy would change the run:
+# it must equal, bitwise, the run whose every forward rounds the weights itself
+for extra in "--preset ngpt" "--qk-clip 1"; do
+  "$TRAIN" "${EV[@]}" --steps 30 --precision bf16 $extra --csv w16_copy.csv > w16_copy.log 2>&1
+  rc=$?
+  "$TRAIN" "${EV[@]}" --steps 30 --precision bf16 $extra --bf16-weights forward --csv w16_fwd.csv > w16_fwd.log 2>&1
+  rc2=$?
+  if [ $rc = 0 ] && [ $rc2 = 0 ] && cmp -s w16_copy.csv w16_fwd.csv &&
+     { [ "$extra" != "--qk-clip 1" ] || grep -Eq "[1-9][0-9]* clipped" w16_copy.log; }; then
+    pass "bf16 $extra: the weights' copy written by AdamW trains bitwise as rounding them in every forward"
+  else
+    fail "bf16 $extra: --bf16-weights copy vs forward (rc $rc)"; cat w16_copy.log w16_fwd.log
+  fi
+done
 sample_text() { # sample_text LOG -> the sampled text (the lines after "sample ...:", no check)
   sed -n '/^sample (/,$p' "$1" | tail -n +2 | grep -v "^check: "
 }

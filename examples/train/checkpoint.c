@@ -370,6 +370,7 @@ int load_checkpoint(const char* path, const config* c, const dataset* ds, model*
         m->adam_t = st[1];
     } else rc = 1;
     if (sharded && g_rank == 0) { free(base[1]); free(base[2]); }
+    m->w16_ok = 0; /* the parameters changed (or may have, on a failed load) */
     return rc;
 }
 

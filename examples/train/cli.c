@@ -235,6 +235,9 @@ static const opt k_opts[] = {
      "the GEMMs' operands (sums, norms, softmax, weights, gradients and checkpoints stay float32;\n"
      "the kernels line names what runs); auto: bf16 where a GEMM timed at start runs at least\n"
      "1.25x faster on oneDNN in bf16 than in float32 [fp32]"},
+    {"bf16-weights", "copy|forward", K_CHOICE, F(bf16_per_forward), 0, 0, "copy|forward", NULL, 0,
+     "bf16: the weights' bf16 copy, written by AdamW once per step (copy), or rounded by every\n"
+     "forward (forward: the library's default; the same numbers, for comparisons) [copy]"},
     {"backend", "auto|blas|dnnl", K_CHOICE, F(backend), 0, 0, "auto|blas|dnnl", NULL, 0,
      "the stack's GEMMs: OpenBLAS (bf16: portable, slow) or oneDNN (NB_USE_DNNL builds) [auto]"},
     {"dyt-alpha", "A", K_REAL, F(dyt_alpha), 1e-6, 100, NULL, NULL, O_TRAIN,
@@ -937,6 +940,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->rope = c->rope;
     d->check_finite = c->check_finite;
     d->precision = c->bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32; /* auto: see model_init */
+    d->bf16_weights = c->bf16 && !c->bf16_per_forward; /* the copy AdamW writes (model.w16) */
     d->backend = (nb_backend)c->backend;
     d->param_grads = NB_GRAD_OVERWRITE; /* one backward per step: no zero-grad pass */
     if (!strcmp(c->ffn, "gelu")) d->ffn = NB_FFN_GELU_TANH;

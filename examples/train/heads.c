@@ -41,5 +41,6 @@ int heads_qk_clip(model* m, double tau, int* clipped) {
     /* after the optimizer step (and ZeRO's gather): every rank holds every parameter */
     if (nb_stack_qk_clip(&m->ctx, &m->s, m->p + m->off_stack, m->head_max, tau, clipped) != NB_OK)
         return fail("QK-Clip, step %d: %s", m->step + 1, m->ctx.err);
+    if (!clipped || *clipped) m->w16_ok = 0;
     return 0;
 }

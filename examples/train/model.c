@@ -15,7 +15,7 @@
 void model_free(model* m) {
     nb_stack_free(&m->s);
     dist_destroy(m->dist);
-    free(m->p); free(m->g); free(m->m); free(m->v); free(m->decay); free(m->group); free(m->sz_terms);
+    free(m->p); free(m->g); free(m->m); free(m->v); free(m->w16); free(m->decay); free(m->group); free(m->sz_terms);
     free(m->x); free(m->h); free(m->dh); free(m->dx); free(m->logits);
     free(m->cache); free(m->scratch); free(m->row_loss); free(m->tok); free(m->mask);
     free(m->head_max); free(m->head_mass);
@@ -136,6 +136,7 @@ int model_normalize(model* m) {
     for (k = 0; k < 2; k++)
         if (unit_rows(m, m->p + (k ? m->off_head : 0), VOCAB, m->d))
             return fail("nGPT's normalization: %s has a row of zero or non-finite norm", names[k]);
+    m->w16_ok = 0;
     return 0;
 }
 
@@ -193,6 +194,7 @@ int model_init(model* m, const config* c) {
             say("precision auto: fp32, as bf16 would run %s\n", nb_stack_kernels(&m->s));
         nb_stack_free(&m->s);
         d.precision = NB_PRECISION_FP32;
+        d.bf16_weights = 0;
         if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->seq) != NB_OK)
             return fail("invalid model: %s", m->ctx.err);
     } else if (c->bf16 == 2 && m->ctx.gemm_probe_ms[1] > 0) {
@@ -232,6 +234,11 @@ int model_init(model* m, const config* c) {
        as long as 25 later steps of AdamW) */
     memset(m->m, 0, m->n_upd * sizeof(nb_real));
     memset(m->v, 0, m->n_upd * sizeof(nb_real));
+    if (m->s.desc.bf16_weights) { /* the weights' bf16 copy, refreshed before the first forward */
+        m->w16 = (unsigned short*)xcalloc(m->n, sizeof(unsigned short));
+        if (nb_stack_set_bf16_weights(&m->ctx, &m->s, m->w16 + m->off_stack) != NB_OK)
+            return fail("bf16 weights: %s", m->ctx.err);
+    }
     m->decay = (unsigned char*)xcalloc(m->n, 1);
     m->group = (unsigned char*)xcalloc(m->n, 1);
     m->x = (nb_real*)xcalloc(bt * m->d, sizeof(nb_real));
@@ -367,7 +374,9 @@ int model_step(model* m, int train, double* count, double* out) {
     if (train && c->inj_kind && !c->inj_grad && m->step + 1 == c->inj_step) {
         const nb_tensor_info* t = out_proj(m, c->inj_layer, c->inj_ffn);
         if (t) m->p[m->off_stack + t->offset] = fault_value(c); /* the sublayer's output goes non-finite */
+        m->w16_ok = 0;
     }
+    if (m->w16 && !m->w16_ok) weights16_refresh(m, 0, m->n);
     TR_OMP(omp parallel for schedule(static) num_threads(nt))
     for (r = 0; r < bt; r++) {
         const int tk = m->tok[(r / T) * (T + 1) + r % T];

@@ -125,13 +125,27 @@ void optim_groups(model* m, const config* c) {
     }
 }
 
+enum { OPT_CHUNK = 4096 }; /* values per task: 16 KiB of p, still in L1 for its bf16 copy */
+
+void weights16_refresh(model* m, size_t lo, size_t hi) {
+    const long long chunks = (long long)((hi - lo + OPT_CHUNK - 1) / OPT_CHUNK);
+    long long c;
+    TR_OMP(omp parallel for schedule(static) num_threads(nb_num_threads(&m->ctx)))
+    for (c = 0; c < chunks; c++) {
+        const size_t a = lo + (size_t)c * OPT_CHUNK, n = hi - a < OPT_CHUNK ? hi - a : OPT_CHUNK;
+        nb_bf16_round(m->w16 + a, m->p + a, n);
+    }
+}
+
 /* AdamW with decoupled weight decay on the update range: p -= lr_g (m_hat / (sqrt(v_hat) +
    eps) + wd_g p), lr_g and wd_g the parameter's group's (optim_groups: lr and wd times its
    multipliers, as torch's per-group AdamW), gradients scaled by gscale (clipping).
    One pass, vectorized: the group's lr and wd are selected, not looked up (a table lookup per
    value kept gcc from vectorizing, and the scalar divisions and square root made this pass
    ~6x slower); every operation is the same IEEE one as before, so the result is bitwise the
-   same. */
+   same. In BF16 the pass also writes the weights' bf16 copy that the next forward reads, a
+   chunk at a time while the chunk is in cache (ZeRO: the other ranks' shards after the
+   gather). */
 void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscale) {
     const long long n = (long long)m->n_upd;
     const double b1 = c->beta1, b2 = c->beta2, t = (double)++m->adam_t;
@@ -144,7 +158,9 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
     nb_real* TR_RESTRICT vo = m->v;
     const unsigned char* decay = m->decay + m->upd_lo;
     const unsigned char* group = m->group + m->upd_lo;
-    long long i;
+    unsigned short* w16 = m->w16 ? m->w16 + m->upd_lo : NULL;
+    const long long chunks = (n + OPT_CHUNK - 1) / OPT_CHUNK;
+    long long ch;
     int k;
     for (k = 0; k < 3; k++) {
         lrf[k] = (float)(lr * m->lr_mult[k]);
@@ -153,19 +169,30 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
     {
         const float lr0 = lrf[0], lr1 = lrf[1], lr2 = lrf[2];
         const float wd0 = wdf[0], wd1 = wdf[1], wd2 = wdf[2];
-        TR_OMP(omp parallel for simd schedule(static) num_threads(nb_num_threads(&m->ctx)))
-        for (i = 0; i < n; i++) {
-            const float g = gu[i] * gs;
-            const float mi = b1f * mo[i] + (1 - b1f) * g, vi = b2f * vo[i] + (1 - b2f) * g * g;
-            const int gi = group[i];
-            const float lr_i = gi == 0 ? lr0 : gi == 1 ? lr1 : lr2;
-            const float wd_i = gi == 0 ? wd0 : gi == 1 ? wd1 : wd2;
-            float pi = p[i];
-            pi = decay[i] ? pi - wd_i * pi : pi;
-            mo[i] = mi;
-            vo[i] = vi;
-            p[i] = pi - lr_i * (mi / c1f) / (sqrtf(vi / c2f) + eps);
+        TR_OMP(omp parallel for schedule(static) num_threads(nb_num_threads(&m->ctx)))
+        for (ch = 0; ch < chunks; ch++) {
+            const long long lo = ch * OPT_CHUNK, hi = n - lo < OPT_CHUNK ? n : lo + OPT_CHUNK;
+            long long i;
+            TR_OMP(omp simd)
+            for (i = lo; i < hi; i++) {
+                const float g = gu[i] * gs;
+                const float mi = b1f * mo[i] + (1 - b1f) * g, vi = b2f * vo[i] + (1 - b2f) * g * g;
+                const int gi = group[i];
+                const float lr_i = gi == 0 ? lr0 : gi == 1 ? lr1 : lr2;
+                const float wd_i = gi == 0 ? wd0 : gi == 1 ? wd1 : wd2;
+                float pi = p[i];
+                pi = decay[i] ? pi - wd_i * pi : pi;
+                mo[i] = mi;
+                vo[i] = vi;
+                p[i] = pi - lr_i * (mi / c1f) / (sqrtf(vi / c2f) + eps);
+            }
+            if (w16) nb_bf16_round(w16 + lo, p + lo, (size_t)(hi - lo));
         }
     }
     dist_params_gather(m->dist, m->p);
+    if (m->w16) { /* ZeRO: the shards the other ranks updated */
+        weights16_refresh(m, 0, m->upd_lo);
+        weights16_refresh(m, m->upd_lo + m->n_upd, m->n);
+        m->w16_ok = 1;
+    }
 }

@@ -78,6 +78,7 @@ typedef struct config {
     int bf16;                 /* --precision bf16 (1) or auto (2): every GEMM (stack, LM head)
                                  on bf16 operands; a run option, not a property of the model or
                                  checkpoint */
+    int bf16_per_forward;     /* --bf16-weights forward: no copy written by AdamW */
     int backend;              /* --backend: an nb_backend */
     /* training */
     int batch, seq, steps, warmup, threads, log_every, eval_batches, save_every, stop_after;
@@ -279,6 +280,10 @@ typedef struct model {
     size_t upd_lo, n_upd;              /* the part of the buffer this rank updates */
     nb_real *p, *g;                    /* parameters and gradients (n) */
     nb_real *m, *v;                    /* Adam moments of the update range (n_upd) */
+    unsigned short* w16;               /* BF16: bf16(p) (n), the stack's weights as its GEMMs read
+                                          them (nb_stack_set_bf16_weights), written by AdamW */
+    int w16_ok;                        /* w16 equals bf16(p); 0 after any other write of p, and
+                                          model_step refreshes it before the forward */
     unsigned char* decay;              /* per parameter (n): 1 = weight decay applies */
     unsigned char* group;              /* per parameter (n): its optimizer group (optim_groups) */
     double lr_mult[3], wd_mult[3];     /* per group: lr x, weight decay x (CompleteP; else 1) */
@@ -333,6 +338,7 @@ double lr_at(const config* c, int step);
 double grad_norm(model* m, const nb_real* gu);          /* global, identical on every rank */
 void layer_grad_norms(model* m, const nb_real* gu, double* per_layer);
 void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscale);
+void weights16_refresh(model* m, size_t lo, size_t hi); /* w16[lo, hi) = bf16(p[lo, hi)) */
 /* CompleteP's width and depth ratios of the model: m_d = d / d_base, m_L = L / L_base (1, 1
    without --completep) */
 void completep_ratios(const model* m, double* m_d, double* m_L);

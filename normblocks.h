@@ -311,6 +311,13 @@
      - An FFN activation: an nb_ffn_type value, its pointwise function and derivative beside
        nb__gelu_tanh and its case in the FFN forward and backward. Tests: the twin's Block.ffn,
        ffn_direct and a case in tests/gen_sublayer_fixtures.py.
+     - A residual topology (how the streams flow through a layer and out of the stack, as
+       SiameseNorm's and the hyper-connections'): an NB__TOPO_* value and its row in
+       nb__topologies (section "residual topologies": its layer forward and backward, its output
+       stage forward and backward, whether sublayers add their own residual, the trace names of
+       its streams), picked in nb_stack_init; its per-layer cache in nb__carve_layer and its
+       tensors in nb__walk_layer / nb__walk_top. The drivers do not change. Tests: FD cases in
+       tests/test_stack.c, the twin's topology and a case in tests/gen_block_fixtures.py.
 
    DOES NOT
      - allocate inside any kernel; scratch and caches are the caller's (size queries tell how much)
@@ -1110,6 +1117,7 @@ typedef struct nb_stack {
     unsigned char* skip;       /* n_layers flags: 1 = layer is the identity (diagnostics) */
     void* alloc_user;
     struct nb__mm* mm;         /* internal: oneDNN's engine and matmuls (backend DNNL) */
+    int topology;              /* internal: the residual topology's row (nb__topologies) */
     char kernels[256];         /* which GEMM kernels run: see nb_stack_kernels */
     size_t n_gains, gain_final0; /* internal: gain values, the final norms' first (gain_offset) */
     const unsigned short* weights16; /* desc.bf16_weights: see nb_stack_set_bf16_weights */
@@ -1131,6 +1139,10 @@ NBDEF const char* nb_stack_kernels(const nb_stack* s);
    The bf16 copies of weights and activations are in the cache, counted by n_cache. */
 NBDEF size_t nb_stack_backend_bytes(const nb_stack* s);
 NBDEF const char* nb_preset_name(nb_preset p);
+/* The other names nb_preset_from_name takes for p ('|'-separated, e.g. "Pre-Norm|PreNorm"; ""
+   when none), and one line on what its block is; "" for an unknown p. */
+NBDEF const char* nb_preset_aliases(nb_preset p);
+NBDEF const char* nb_preset_about(nb_preset p);
 
 /* Bind the stack to the caller's own parameter layout, so a trainer's existing buffers are used
    without copies: tensor t (of s->tensors, the same rows and shapes: matrices (out, in) as
@@ -4487,6 +4499,9 @@ static int nb__hc_m(const nb_stack* s) {
 static int nb__post_pre(const nb_stack* s) {
     return s->desc.preset == NB_PRESET_SIAMESE_POST_PRE;
 }
+/* the rows of the residual topologies' table (nb__topologies, nb_stack.topology) */
+enum { NB__TOPO_ONE, NB__TOPO_SIAMESE, NB__TOPO_SIAMESE_POST_PRE, NB__TOPO_HYPER };
+static int nb__topo_residual(const nb_stack* s); /* its row's sub_residual */
 /* nGPT's reparametrization of its eigen learning rates: a = c lambda, lambda stored at
    1/sqrt(d), c = interp_init sqrt(d) (its alpha_init_value / alpha_init_scaling) */
 static nb_real nb__interp_c(const nb_stack* s) {
@@ -5107,6 +5122,48 @@ NBDEF nb_init_scheme nb_preset_init(const nb_stack_desc* desc, double* std0) {
 
 NBDEF const char* nb_preset_name(nb_preset p) {
     return (int)p >= 0 && p < NB_PRESET_COUNT ? nb__presets[p].key : "unknown";
+}
+NBDEF const char* nb_preset_aliases(nb_preset p) {
+    return (int)p >= 0 && p < NB_PRESET_COUNT ? nb__presets[p].aliases : "";
+}
+
+/* one line per preset, in nb_preset order (the README's table has the equations) */
+static const char* const nb__preset_about[] = {
+    "Pre-Norm (the default)",
+    "y = x + MHA(N(x)); x' = y + F(N(y))",
+    "y = N(x + MHA(x)); x' = N(y + F(y)): the original Transformer's",
+    "Post-Norm as HybridNorm's code writes it (the norms at the next sublayer's input)",
+    "norms before and after each branch: y = x + N(MHA(N(x))) (Gemma)",
+    "norms after each branch, QK norm: y = x + N(MHA_QK(x)) (OLMo-2)",
+    "Post-Norm with an up-weighted residual: y = N(a x + MHA(x)), a = (2L)^(1/4) (DeepNet)",
+    "DeepNorm with the Mix-LN code's constants",
+    "QKV norms in attention, Post-Norm FFN: y = x + MHA_QKV(x); h = N(y); x' = h + F(h)",
+    "HybridNorm with a Pre-Norm first layer",
+    "HybridNorm with a first layer of QKV norms and a Pre-Norm FFN",
+    "HybridNorm on a normalized embedding",
+    "y = x + MHA_#(x) with chosen norm sites #, HybridNorm's FFN (the #-Post ablations)",
+    "y = x + MHA_#(x) with chosen norm sites #, a Pre-Norm FFN (the #-Pre ablations)",
+    "y = x + MHA_#(N(x)), HybridNorm's FFN (the Pre-#-Post ablations)",
+    "y = x + MHA_#(N(x)), a Pre-Norm FFN (the Pre-#-Pre ablations)",
+    "Pre-Norm attention, Post-Norm FFN",
+    "Post-Norm attention, Pre-Norm FFN",
+    "Post-Norm for the first quarter of the layers, Pre-Norm after (Mix-LN)",
+    "two streams, one Post- and one Pre-normalized, fused at the output (SiameseNorm)",
+    "SiameseNorm's per-sublayer form (its DeiT code)",
+    "Pre-Norm with layer l's input norms scaled by 1/sqrt(l) (LayerNorm Scaling)",
+    "no normalization at all: the baseline",
+    "Pre-Norm with every norm DyT, w tanh(a x) + b (Transformers without Normalization)",
+    "norms around each branch and on the embedding (Peri-LN)",
+    "no norms; y = x + a MHA(x), a learnable, 0 at init (ReZero)",
+    "Pre-Norm with learnable per-channel branch scales (LayerScale, CaiT)",
+    "Pre-Norm blocks on 4 hyper-connected streams, doubly stochastic mixing (mHC, DeepSeek)",
+    "Pre-Norm blocks on 4 hyper-connected streams (Hyper-Connections)",
+    "mHC with no mixing between the streams (its ablation)",
+    "every hidden vector unit-norm, normalize-and-interpolate residuals (nGPT)"};
+typedef char nb__preset_about_size[sizeof nb__preset_about / sizeof *nb__preset_about ==
+                                   NB_PRESET_COUNT ? 1 : -1];
+NBDEF const char* nb_preset_about(nb_preset p) {
+    return (int)p >= 0 && p < NB_PRESET_COUNT ? nb__preset_about[p] : "";
 }
 
 /* The preset as the caller named it (desc.name), else its key; "custom" for a schedule. */
@@ -5855,6 +5912,8 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     d.sites = sites;
     d.layers = NULL;
     s->desc = d;
+    s->topology = nb__hyper(s) ? NB__TOPO_HYPER : s->streams == 1 ? NB__TOPO_ONE
+                  : nb__post_pre(s) ? NB__TOPO_SIAMESE_POST_PRE : NB__TOPO_SIAMESE;
     s->max_batch = max_batch;
     s->max_seq = max_seq;
     s->max_threads = nb_num_threads(ctx);
@@ -6104,7 +6163,7 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
     const nb_placement* place = k ? &ld->ffn : &ld->attn;
     const int n_in = k ? NB__FF_IN : NB__ATTN_IN, n_out = k ? NB__FF_OUT : NB__ATTN_OUT,
               n_post = k ? NB__FF_POST : NB__ATTN_POST, n_res = k ? NB__FF_RES : NB__ATTN_RES;
-    const nb_real alpha = nb__hyper(r->s) ? 0 : place->residual_scale; /* HC: B(u) alone */
+    const nb_real alpha = nb__topo_residual(r->s) ? place->residual_scale : 0; /* HC: B(u) */
     const nb_real *h = x, *res, *bs = p->bs[k];
     const int d = r->s->desc.d_model, per_channel = place->branch_scale == NB_BRANCH_SCALE_CHANNEL;
     const int interp = place->branch_scale == NB_BRANCH_SCALE_INTERP;
@@ -6214,7 +6273,7 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
     const nb_placement* place = k ? &ld->ffn : &ld->attn;
     const int n_in = k ? NB__FF_IN : NB__ATTN_IN, n_out = k ? NB__FF_OUT : NB__ATTN_OUT,
               n_post = k ? NB__FF_POST : NB__ATTN_POST, n_res = k ? NB__FF_RES : NB__ATTN_RES;
-    const nb_real alpha = nb__hyper(r->s) ? 0 : place->residual_scale;
+    const nb_real alpha = nb__topo_residual(r->s) ? place->residual_scale : 0;
     const nb_real *df = dout, *h = place->input_norm ? c->h[k] : x, *bs = p->bs[k];
     const nb_real *res = place->residual_from_norm ? h : x;
     const nb_real m = place->branch_mult, ic = nb__interp_c(r->s);
@@ -7055,6 +7114,246 @@ static void nb__run_init(nb__run* r, nb_ctx* ctx, const nb_stack* s, int B, int 
     NB_ASSERT(cu <= s->n_cache && su <= s->n_scratch);
 }
 
+/* ---- residual topologies ----
+   How the streams flow through a layer and out of the stack: one row each (nb__topologies),
+   picked once by nb_stack_init (nb_stack.topology); the drivers (nb__layer_fwd/bwd,
+   nb__stack_fwd/bwd) call the row without asking which topology runs. A new topology is a row
+   and a section like the ones below: its layer forward and backward (streams in -> out), and
+   its output stage (the streams after layer L -> the stack's output, and back). */
+
+/* the final norm (when on) of x (x_L, or the hyper-connections' head output) into out */
+static nb_result nb__final_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out,
+                               const nb_real* x) {
+    if (nb__top_on(r->s, NB__LNF))
+        return nb__block_norm_fwd(r, &tp->n[NB__LNF], out, x, r->sc.st[NB__LNF]);
+    nb__copy(r, out, x);
+    return NB_OK;
+}
+
+/* -- one stream: x -> attention sublayer -> FFN sublayer, each with its placement's norms -- */
+static nb_result nb__one_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                   const nb__layer_mem* c, nb_real* const out[],
+                                   const nb_real* const in[]) {
+    const nb_result rc = nb__sub_forward(r, l, 0, p, c, c->mid, in[0]);
+    return rc ? rc : nb__sub_forward(r, l, 1, p, c, out[0], c->mid);
+}
+static nb_result nb__one_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                   nb__layer_tensors* g, const nb__layer_mem* c,
+                                   nb_real* const din[], const nb_real* const dout[],
+                                   const nb_real* const in[]) {
+    nb_real* dmid = r->sc.tmp[3];
+    const nb_result rc = nb__sub_backward(r, l, 1, p, g, c, dmid, dout[0], c->mid);
+    return rc ? rc : nb__sub_backward(r, l, 0, p, g, c, din[0], dmid, in[0]);
+}
+static nb_result nb__one_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out) {
+    return nb__final_fwd(r, tp, out, nb__hidden(r->s, r->sc.hidden, r->s->desc.n_layers, 0));
+}
+/* dx_L = J_lnf^T dout into dX[0]; without the final norm the last layer reads dout itself
+   (direct_io) and nothing is written */
+static nb_result nb__one_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
+                                 nb_real* const dX[], const nb_real* dout) {
+    if (!nb__top_on(r->s, NB__LNF)) return NB_OK;
+    return nb__block_norm_bwd(r, &tp->n[NB__LNF], &tg->n[NB__LNF], dX[0], dout,
+                              nb__hidden(r->s, r->sc.hidden, r->s->desc.n_layers, 0),
+                              r->sc.st[NB__LNF], 0);
+}
+
+/* -- SiameseNorm: streams x and y; its HybridNorm-Pre form (one pass per layer) and its
+   Post-Pre form (one pass per sublayer) share the output stage -- */
+/* SiameseNorm's output (code form): fuse = N_lnf(x_L) + N_lnyf(y_L); out = N_final(fuse), one
+   pass over the rows. */
+static void nb__siamese_fuse_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out,
+                                const nb_real* xL, const nb_real* yL) {
+    const int d = r->s->desc.d_model;
+    nb_real* fuse = r->sc.fuse;
+    int row;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
+            if(r->n >= NB__PAR_MIN))
+    for (row = 0; row < r->rows; row++) {
+        const size_t o = (size_t)row * d;
+        nb_real* t = nb__rowbuf(r, omp_get_thread_num());
+        int j;
+        if (row + 1 < r->rows) { nb__prefetch_row(yL + o + d, d); nb__prefetch_row(xL + o + d, d); }
+        nb__block_norm_fwd_row(r, &tp->n[NB__LNYF], t, yL + o, r->sc.st[NB__LNYF], row);
+        nb__block_norm_fwd_row(r, &tp->n[NB__LNF], fuse + o, xL + o, r->sc.st[NB__LNF], row);
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) fuse[o + j] += t[j];
+        nb__block_norm_fwd_row(r, &tp->n[NB__LNFINAL], out + o, fuse + o, r->sc.st[NB__LNFINAL],
+                               row);
+    }
+}
+
+/* its backward: da = J_final^T dout; dx_L = J_lnf^T da; dy_L = J_lnyf^T da */
+static void nb__siamese_fuse_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
+                                nb_real* dxL, nb_real* dyL, const nb_real* dout, const nb_real* xL,
+                                const nb_real* yL) {
+    const int d = r->s->desc.d_model;
+    int used = 1;
+    NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
+    {
+        int lo, hi, row;
+        const int th = nb__team_rows(r->rows, &used, &lo, &hi);
+        const nb__part pp0 = nb__slot_part(r, 0, th, &tg->n[NB__LNFINAL]);
+        const nb__part pp1 = nb__slot_part(r, 1, th, &tg->n[NB__LNF]);
+        const nb__part pp2 = nb__slot_part(r, 2, th, &tg->n[NB__LNYF]);
+        nb_real* da = nb__rowbuf(r, th);
+        for (row = lo; row < hi; row++) {
+            const size_t o = (size_t)row * d;
+            if (row + 1 < hi) {
+                nb__prefetch_row(dout + o + d, d); nb__prefetch_row(r->sc.fuse + o + d, d);
+                nb__prefetch_row(xL + o + d, d); nb__prefetch_row(yL + o + d, d);
+            }
+            nb__block_norm_bwd_row(r, &tp->n[NB__LNFINAL], da, dout + o, r->sc.fuse + o,
+                                   r->sc.st[NB__LNFINAL], row, NULL, &pp0);
+            nb__block_norm_bwd_row(r, &tp->n[NB__LNF], dxL + o, da, xL + o, r->sc.st[NB__LNF], row,
+                                   NULL, &pp1);
+            nb__block_norm_bwd_row(r, &tp->n[NB__LNYF], dyL + o, da, yL + o, r->sc.st[NB__LNYF],
+                                   row, NULL, &pp2);
+        }
+    }
+    nb__slot_reduce(r, 0, used, &tg->n[NB__LNFINAL]);
+    nb__slot_reduce(r, 1, used, &tg->n[NB__LNF]);
+    nb__slot_reduce(r, 2, used, &tg->n[NB__LNYF]);
+}
+
+static nb_result nb__siamese_hp_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                          const nb__layer_mem* c, nb_real* const out[],
+                                          const nb_real* const in[]) {
+    return nb__siamese_hp_forward(r, l, p, c, out[0], out[1], in[0], in[1]);
+}
+static nb_result nb__siamese_hp_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                          nb__layer_tensors* g, const nb__layer_mem* c,
+                                          nb_real* const din[], const nb_real* const dout[],
+                                          const nb_real* const in[]) {
+    return nb__siamese_hp_backward(r, l, p, g, c, din[0], din[1], dout[0], dout[1], in[0],
+                                   in[1]);
+}
+static nb_result nb__siamese_pp_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                          const nb__layer_mem* c, nb_real* const out[],
+                                          const nb_real* const in[]) {
+    const nb_result rc = nb__siamese_pp_forward(r, l, 0, p, c, c->xm, c->ym, in[0], in[1]);
+    return rc ? rc : nb__siamese_pp_forward(r, l, 1, p, c, out[0], out[1], c->xm, c->ym);
+}
+static nb_result nb__siamese_pp_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                          nb__layer_tensors* g, const nb__layer_mem* c,
+                                          nb_real* const din[], const nb_real* const dout[],
+                                          const nb_real* const in[]) {
+    nb_real *dxm = r->sc.tmp[4], *dym = r->sc.tmp[5];
+    const nb_result rc = nb__siamese_pp_backward(r, l, 1, p, g, c, dxm, dym, dout[0], dout[1],
+                                                 c->xm, c->ym);
+    return rc ? rc : nb__siamese_pp_backward(r, l, 0, p, g, c, din[0], din[1], dxm, dym, in[0],
+                                             in[1]);
+}
+/* out = N_final(N_lnf(x_L) + N_lnyf(y_L)) (code) or x_L + N_lnyf(y_L) (paper fusion) */
+static nb_result nb__siamese_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out) {
+    const int L = r->s->desc.n_layers;
+    const nb_real *xL = nb__hidden(r->s, r->sc.hidden, L, 0);
+    const nb_real *yL = nb__hidden(r->s, r->sc.hidden, L, 1);
+    nb_result rc;
+    if (!r->s->desc.siamese_paper_fusion) {
+        nb__siamese_fuse_fwd(r, tp, out, xL, yL);
+        return NB_OK;
+    }
+    if ((rc = nb__block_norm_fwd(r, &tp->n[NB__LNYF], r->sc.tmp[0], yL, r->sc.st[NB__LNYF])))
+        return rc;
+    nb__lin(r, out, 1, xL, 1, r->sc.tmp[0]);
+    return NB_OK;
+}
+static nb_result nb__siamese_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
+                                     nb_real* const dX[], const nb_real* dout) {
+    const int L = r->s->desc.n_layers;
+    const nb_real *xL = nb__hidden(r->s, r->sc.hidden, L, 0);
+    const nb_real *yL = nb__hidden(r->s, r->sc.hidden, L, 1);
+    if (!r->s->desc.siamese_paper_fusion) {
+        nb__siamese_fuse_bwd(r, tp, tg, dX[0], dX[1], dout, xL, yL);
+        return NB_OK;
+    }
+    nb__copy(r, dX[0], dout);
+    return nb__block_norm_bwd(r, &tp->n[NB__LNYF], &tg->n[NB__LNYF], dX[1], dout, yL,
+                              r->sc.st[NB__LNYF], 0);
+}
+
+/* -- hyper-connections: n streams mixed around each sublayer, read out by the head -- */
+static nb_result nb__hc_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                  const nb__layer_mem* c, nb_real* const out[],
+                                  const nb_real* const in[]) {
+    nb_real* mid[NB__NS] = {0};
+    nb_result rc;
+    int k;
+    for (k = 0; k < r->s->streams; k++) mid[k] = c->hmid + (size_t)k * r->n;
+    if ((rc = nb__hc_sub_forward(r, l, 0, p, c, mid, in))) return rc;
+    return nb__hc_sub_forward(r, l, 1, p, c, out, (const nb_real* const*)mid);
+}
+static nb_result nb__hc_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                  nb__layer_tensors* g, const nb__layer_mem* c,
+                                  nb_real* const din[], const nb_real* const dout[],
+                                  const nb_real* const in[]) {
+    nb_real *mid[NB__NS] = {0}, *dmid[NB__NS] = {0};
+    nb_result rc;
+    int k;
+    for (k = 0; k < r->s->streams; k++) {
+        mid[k] = c->hmid + (size_t)k * r->n;
+        dmid[k] = r->sc.hdmid + (size_t)k * r->n;
+    }
+    if ((rc = nb__hc_sub_backward(r, l, 1, p, g, c, dmid, dout, (const nb_real* const*)mid)))
+        return rc;
+    return nb__hc_sub_backward(r, l, 0, p, g, c, din, (const nb_real* const*)dmid, in);
+}
+/* the head reads the streams out (u), then the final norm */
+static nb_result nb__hc_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out) {
+    const nb_real* X[NB__NS] = {0};
+    nb_result rc;
+    int k;
+    for (k = 0; k < r->s->streams; k++)
+        X[k] = nb__hidden(r->s, r->sc.hidden, r->s->desc.n_layers, k);
+    if ((rc = nb__hc_head_fwd(r, tp, X))) return rc;
+    nb__trace_layer(r, -1, -1, "hc_head", r->sc.head.u);
+    return nb__final_fwd(r, tp, out, r->sc.head.u);
+}
+static nb_result nb__hc_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
+                                nb_real* const dX[], const nb_real* dout) {
+    const nb_real* X[NB__NS] = {0};
+    const nb_real* dh = dout;
+    int k;
+    for (k = 0; k < r->s->streams; k++)
+        X[k] = nb__hidden(r->s, r->sc.hidden, r->s->desc.n_layers, k);
+    if (nb__top_on(r->s, NB__LNF)) {
+        const nb_result rc = nb__block_norm_bwd(r, &tp->n[NB__LNF], &tg->n[NB__LNF], r->sc.tmp[4],
+                                                dout, r->sc.head.u, r->sc.st[NB__LNF], 0);
+        if (rc) return rc;
+        dh = r->sc.tmp[4];
+    }
+    return nb__hc_head_bwd(r, tp, tg, dX, dh, X);
+}
+
+typedef struct nb__topology {
+    nb_result (*layer_fwd)(nb__run* r, int l, const nb__layer_tensors* p, const nb__layer_mem* c,
+                           nb_real* const out[], const nb_real* const in[]);
+    nb_result (*layer_bwd)(nb__run* r, int l, const nb__layer_tensors* p, nb__layer_tensors* g,
+                           const nb__layer_mem* c, nb_real* const din[],
+                           const nb_real* const dout[], const nb_real* const in[]);
+    /* the streams after layer L (the run's hidden states) -> out; dout -> their gradients dX */
+    nb_result (*out_fwd)(nb__run* r, const nb__top_tensors* tp, nb_real* out);
+    nb_result (*out_bwd)(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
+                         nb_real* const dX[], const nb_real* dout);
+    int sub_residual;     /* 1: a sublayer adds its residual input itself (0: the topology's
+                             own maps carry it, as hyper-connections do: the sublayer is B(u)) */
+    int direct_io;        /* 1: without final and embedding norms the last layer may read dout
+                             and the first write din themselves (no copies) */
+    const char *x_trace, *dx_trace; /* trace names of streams 1.. (a printf format of k) */
+} nb__topology;
+
+static const nb__topology nb__topologies[] = {
+    {nb__one_layer_fwd, nb__one_layer_bwd, nb__one_out_fwd, nb__one_out_bwd, 1, 1, NULL, NULL},
+    {nb__siamese_hp_layer_fwd, nb__siamese_hp_layer_bwd, nb__siamese_out_fwd,
+     nb__siamese_out_bwd, 1, 0, "y", "grad_y_in"},
+    {nb__siamese_pp_layer_fwd, nb__siamese_pp_layer_bwd, nb__siamese_out_fwd,
+     nb__siamese_out_bwd, 1, 0, "y", "grad_y_in"},
+    {nb__hc_layer_fwd, nb__hc_layer_bwd, nb__hc_out_fwd, nb__hc_out_bwd, 0, 0, "x%d", NULL},
+};
+static const nb__topology* nb__topo(const nb_stack* s) { return &nb__topologies[s->topology]; }
+static int nb__topo_residual(const nb_stack* s) { return nb__topo(s)->sub_residual; }
+
 static void nb__layer_cache(const nb__run* r, int l, const nb_real* cache, nb__layer_mem* c) {
     size_t used = r->s->layers[l].cache_offset;
     nb__carve_layer(r->s, l, (nb_real*)(size_t)cache, &used, c);
@@ -7065,7 +7364,6 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
                                const nb_real* const in[], nb_real* cache) {
     nb__layer_tensors p;
     nb__layer_mem c;
-    nb_result rc;
     int k;
     if (r->s->desc.value_residual && r->s->skip[0]) /* no V_0 to mix */
         return nb__fail(r->ctx, NB_ERR_CONFIG, "nb_stack_forward/nb_layer_forward: layer 0 is "
@@ -7081,20 +7379,7 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
     nb__bind_layer(r->s, l, params, r->sc.gains, &p);
     nb__bind_weights16(r->s, params, &p);
     nb__layer_cache(r, l, cache, &c);
-    if (nb__hyper(r->s)) {
-        nb_real* mid[NB__NS] = {0};
-        for (k = 0; k < r->s->streams; k++) mid[k] = c.hmid + (size_t)k * r->n;
-        if ((rc = nb__hc_sub_forward(r, l, 0, &p, &c, mid, in))) return rc;
-        return nb__hc_sub_forward(r, l, 1, &p, &c, out, (const nb_real* const*)mid);
-    }
-    if (!nb__siamese(r->s)) {
-        if ((rc = nb__sub_forward(r, l, 0, &p, &c, c.mid, in[0]))) return rc;
-        return nb__sub_forward(r, l, 1, &p, &c, out[0], c.mid);
-    }
-    if (!nb__post_pre(r->s))
-        return nb__siamese_hp_forward(r, l, &p, &c, out[0], out[1], in[0], in[1]);
-    if ((rc = nb__siamese_pp_forward(r, l, 0, &p, &c, c.xm, c.ym, in[0], in[1]))) return rc;
-    return nb__siamese_pp_forward(r, l, 1, &p, &c, out[0], out[1], c.xm, c.ym);
+    return nb__topo(r->s)->layer_fwd(r, l, &p, &c, out, in);
 }
 
 static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real* grads,
@@ -7115,29 +7400,7 @@ static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real
     nb__bind_weights16(r->s, params, &p);
     nb__bind_layer(r->s, l, grads, NULL, &g);
     nb__layer_cache(r, l, cache, &c);
-    if (nb__hyper(r->s)) {
-        nb_real *mid[NB__NS] = {0}, *dmid[NB__NS] = {0};
-        for (k = 0; k < r->s->streams; k++) {
-            mid[k] = c.hmid + (size_t)k * r->n;
-            dmid[k] = r->sc.hdmid + (size_t)k * r->n;
-        }
-        if ((rc = nb__hc_sub_backward(r, l, 1, &p, &g, &c, dmid, dout,
-                                      (const nb_real* const*)mid))) return rc;
-        rc = nb__hc_sub_backward(r, l, 0, &p, &g, &c, din, (const nb_real* const*)dmid, in);
-    } else if (!nb__siamese(r->s)) {
-        nb_real* dmid = r->sc.tmp[3];
-        if ((rc = nb__sub_backward(r, l, 1, &p, &g, &c, dmid, dout[0], c.mid))) return rc;
-        rc = nb__sub_backward(r, l, 0, &p, &g, &c, din[0], dmid, in[0]);
-    } else if (!nb__post_pre(r->s)) {
-        rc = nb__siamese_hp_backward(r, l, &p, &g, &c, din[0], din[1], dout[0], dout[1], in[0],
-                                     in[1]);
-    } else {
-        if ((rc = nb__siamese_pp_backward(r, l, 1, &p, &g, &c, r->sc.tmp[4], r->sc.tmp[5], dout[0],
-                                          dout[1], c.xm, c.ym))) return rc;
-        rc = nb__siamese_pp_backward(r, l, 0, &p, &g, &c, din[0], din[1], r->sc.tmp[4],
-                                     r->sc.tmp[5], in[0], in[1]);
-    }
-    if (rc) return rc;
+    if ((rc = nb__topo(r->s)->layer_bwd(r, l, &p, &g, &c, din, dout, in))) return rc;
     for (k = 0; k < r->s->streams; k++)
         if ((rc = nb__finite(r, din[k], r->n, "the input gradient", l))) return rc;
     return NB_OK;
@@ -7185,62 +7448,6 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
     return nb__layer_bwd(&r, l, params, grads, di, d, i, cache);
 }
 
-/* SiameseNorm's output (code form): fuse = N_lnf(x_L) + N_lnyf(y_L); out = N_final(fuse), one
-   pass over the rows. */
-static void nb__siamese_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out,
-                                const nb_real* xL, const nb_real* yL) {
-    const int d = r->s->desc.d_model;
-    nb_real* fuse = r->sc.fuse;
-    int row;
-    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
-            if(r->n >= NB__PAR_MIN))
-    for (row = 0; row < r->rows; row++) {
-        const size_t o = (size_t)row * d;
-        nb_real* t = nb__rowbuf(r, omp_get_thread_num());
-        int j;
-        if (row + 1 < r->rows) { nb__prefetch_row(yL + o + d, d); nb__prefetch_row(xL + o + d, d); }
-        nb__block_norm_fwd_row(r, &tp->n[NB__LNYF], t, yL + o, r->sc.st[NB__LNYF], row);
-        nb__block_norm_fwd_row(r, &tp->n[NB__LNF], fuse + o, xL + o, r->sc.st[NB__LNF], row);
-        NB__OMP(simd)
-        for (j = 0; j < d; j++) fuse[o + j] += t[j];
-        nb__block_norm_fwd_row(r, &tp->n[NB__LNFINAL], out + o, fuse + o, r->sc.st[NB__LNFINAL],
-                               row);
-    }
-}
-
-/* its backward: da = J_final^T dout; dx_L = J_lnf^T da; dy_L = J_lnyf^T da */
-static void nb__siamese_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
-                                nb_real* dxL, nb_real* dyL, const nb_real* dout, const nb_real* xL,
-                                const nb_real* yL) {
-    const int d = r->s->desc.d_model;
-    int used = 1;
-    NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
-    {
-        int lo, hi, row;
-        const int th = nb__team_rows(r->rows, &used, &lo, &hi);
-        const nb__part pp0 = nb__slot_part(r, 0, th, &tg->n[NB__LNFINAL]);
-        const nb__part pp1 = nb__slot_part(r, 1, th, &tg->n[NB__LNF]);
-        const nb__part pp2 = nb__slot_part(r, 2, th, &tg->n[NB__LNYF]);
-        nb_real* da = nb__rowbuf(r, th);
-        for (row = lo; row < hi; row++) {
-            const size_t o = (size_t)row * d;
-            if (row + 1 < hi) {
-                nb__prefetch_row(dout + o + d, d); nb__prefetch_row(r->sc.fuse + o + d, d);
-                nb__prefetch_row(xL + o + d, d); nb__prefetch_row(yL + o + d, d);
-            }
-            nb__block_norm_bwd_row(r, &tp->n[NB__LNFINAL], da, dout + o, r->sc.fuse + o,
-                                   r->sc.st[NB__LNFINAL], row, NULL, &pp0);
-            nb__block_norm_bwd_row(r, &tp->n[NB__LNF], dxL + o, da, xL + o, r->sc.st[NB__LNF], row,
-                                   NULL, &pp1);
-            nb__block_norm_bwd_row(r, &tp->n[NB__LNYF], dyL + o, da, yL + o, r->sc.st[NB__LNYF],
-                                   row, NULL, &pp2);
-        }
-    }
-    nb__slot_reduce(r, 0, used, &tg->n[NB__LNFINAL]);
-    nb__slot_reduce(r, 1, used, &tg->n[NB__LNF]);
-    nb__slot_reduce(r, 2, used, &tg->n[NB__LNYF]);
-}
-
 /* The stack's input stage backward, x_0 = N_e(c E) (the embedding norm and embed_scale c, either
    optional), from dx0 (the streams' sum): with g = N_e'(dx0) (dx0 without the norm),
    dE = c g (overwritten, or added when acc) and dc += sum E g. e: E (the cache's copy); spare: a
@@ -7268,6 +7475,18 @@ static nb_result nb__embed_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_te
     }
     nb__lin(r, din, *tp->es, g, acc ? 1 : 0, acc ? din : NULL);
     return NB_OK;
+}
+
+/* The trace of layer l's streams (name, then streams 1.. by the format more, when not NULL) */
+static void nb__trace_streams(const nb__run* r, int l, const char* more, const char* name,
+                              nb_real* const x[]) {
+    int k;
+    nb__trace_layer(r, l, -1, name, x[0]);
+    for (k = 1; k < r->s->streams && more; k++) {
+        char buf[16];
+        snprintf(buf, sizeof buf, more, k);
+        nb__trace_layer(r, l, -1, buf, x[k]);
+    }
 }
 
 /* nb_stack_forward after its checks: the layers on the run r */
@@ -7309,41 +7528,9 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
             i[k] = nb__hidden(s, r.sc.hidden, l, k < s->streams ? k : 0);
         }
         if ((rc = nb__layer_fwd(&r, l, params, o, i, cache))) return rc;
-        nb__trace_layer(&r, l, -1, "x", o[0]);
-        if (nb__siamese(s)) nb__trace_layer(&r, l, -1, "y", o[1]);
-        for (k = 1; k < s->streams && nb__hyper(s); k++) {
-            char name[16];
-            snprintf(name, sizeof name, "x%d", k);
-            nb__trace_layer(&r, l, -1, name, o[k]);
-        }
+        nb__trace_streams(&r, l, nb__topo(s)->x_trace, "x", o);
     }
-    {
-        const int L = s->desc.n_layers;
-        nb_real* xL = nb__hidden(s, r.sc.hidden, L, 0);
-        if (nb__hyper(s)) {
-            const nb_real* X[NB__NS] = {0};
-            for (k = 0; k < s->streams; k++) X[k] = nb__hidden(s, r.sc.hidden, L, k);
-            if ((rc = nb__hc_head_fwd(&r, &tp, X))) return rc;
-            nb__trace_layer(&r, -1, -1, "hc_head", r.sc.head.u);
-            xL = r.sc.head.u;
-        }
-        if (s->streams == 1 || nb__hyper(s)) {
-            if (nb__top_on(s, NB__LNF))
-                return nb__block_norm_fwd(&r, &tp.n[NB__LNF], out, xL, r.sc.st[NB__LNF]);
-            nb__copy(&r, out, xL);
-            return NB_OK;
-        }
-        /* SiameseNorm output: N_final(N_lnf(x_L) + N_lnyf(y_L)) (code) or x_L + N_lnyf(y_L) */
-        if (s->desc.siamese_paper_fusion) {
-            if ((rc = nb__block_norm_fwd(&r, &tp.n[NB__LNYF], r.sc.tmp[0],
-                                         nb__hidden(s, r.sc.hidden, L, 1), r.sc.st[NB__LNYF])))
-                return rc;
-            nb__lin(&r, out, 1, xL, 1, r.sc.tmp[0]);
-            return NB_OK;
-        }
-        nb__siamese_out_fwd(&r, &tp, out, xL, nb__hidden(s, r.sc.hidden, L, 1));
-        return NB_OK;
-    }
+    return nb__topo(s)->out_fwd(&r, &tp, out);
 }
 
 NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* params,
@@ -7429,40 +7616,10 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
     for (k = 0; k < ns; k++) { cur[k] = r.sc.grad[k]; nxt[k] = r.sc.grad[ns + k]; }
     /* Without final and embedding norms the last layer reads dout and the first writes din
        directly (no copies); din may be dout: a layer reads dout before it writes din. */
-    top_is_dout = s->streams == 1 && !nb__hyper(s) && !nb__top_on(s, NB__LNF);
-    into_din = s->streams == 1 && !nb__hyper(s) && !nb__top_on(s, NB__EMBED) && !din_acc &&
-               !tp.es;
+    top_is_dout = nb__topo(s)->direct_io && !nb__top_on(s, NB__LNF);
+    into_din = nb__topo(s)->direct_io && !nb__top_on(s, NB__EMBED) && !din_acc && !tp.es;
     nb__grads_start(s, grads, top0, n_top);
-    if (nb__hyper(s)) { /* the final norm, then the head: dX_L of every stream */
-        const nb_real* X[NB__NS] = {0};
-        const nb_real* dh = dout;
-        for (k = 0; k < s->streams; k++) X[k] = nb__hidden(s, r.sc.hidden, L, k);
-        if (nb__top_on(s, NB__LNF)) {
-            rc = nb__block_norm_bwd(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], r.sc.tmp[4], dout,
-                                    r.sc.head.u, r.sc.st[NB__LNF], 0);
-            dh = r.sc.tmp[4];
-        }
-        if (rc || (rc = nb__hc_head_bwd(&r, &tp, &tg, cur, dh, X))) return rc;
-    } else {
-        const nb_real* xL = nb__hidden(s, r.sc.hidden, L, 0);
-        if (s->streams == 1) {
-            if (nb__top_on(s, NB__LNF))
-                rc = nb__block_norm_bwd(&r, &tp.n[NB__LNF], &tg.n[NB__LNF], cur[0], dout, xL,
-                                        r.sc.st[NB__LNF], 0);
-            else if (!top_is_dout)
-                nb__copy(&r, cur[0], dout);
-        } else {
-            const nb_real* yL = nb__hidden(s, r.sc.hidden, L, 1);
-            if (!s->desc.siamese_paper_fusion) {
-                nb__siamese_out_bwd(&r, &tp, &tg, cur[0], cur[1], dout, xL, yL);
-            } else {
-                nb__copy(&r, cur[0], dout);
-                rc = nb__block_norm_bwd(&r, &tp.n[NB__LNYF], &tg.n[NB__LNYF], cur[1], dout, yL,
-                                        r.sc.st[NB__LNYF], 0);
-            }
-        }
-        if (rc) return rc;
-    }
+    if ((rc = nb__topo(s)->out_bwd(&r, &tp, &tg, cur, dout))) return rc;
     nb__grads_ready(ctx, s, -1, top0, n_top);
     for (l = L - 1; l >= 0; l--) {
         const nb_real* i[NB__NS];
@@ -7478,8 +7635,7 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
         nb__grads_start(s, grads, s->layers[l].tensor0, s->layers[l].n_tensors);
         if ((rc = nb__layer_bwd(&r, l, params, grads, o, d, i, cache))) return rc;
         nb__grads_ready(ctx, s, l, s->layers[l].tensor0, s->layers[l].n_tensors);
-        nb__trace_layer(&r, l, -1, "grad_x_in", o[0]);
-        if (nb__siamese(s)) nb__trace_layer(&r, l, -1, "grad_y_in", o[1]);
+        nb__trace_streams(&r, l, nb__topo(s)->dx_trace, "grad_x_in", o);
         for (k = 0; k < ns; k++) { t = cur[k]; cur[k] = nxt[k]; nxt[k] = t; }
     }
     /* every stream started at x_0 (both SiameseNorm streams, the n hyper-connected ones) */

@@ -28,7 +28,8 @@ endfunction()
 
 # (a) install
 run("install" "${CMAKE_COMMAND}" --install "${NB_BUILD_DIR}" --prefix "${prefix}" --config "${NB_CONFIG}")
-foreach(f include/normblocks.h)
+foreach(f include/normblocks.h share/normblocks/pytorch/normblocks_twin.py
+    share/normblocks/pytorch/compare.py)
   if(NOT EXISTS "${prefix}/${f}")
     message(FATAL_ERROR "consumer: ${f} missing from install tree")
   endif()

@@ -123,7 +123,7 @@ static const char* const known_keys[] = {
     "hyper_sinkhorn", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
     "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
     "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", "attn_gate",
-    "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", NULL};
+    "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", NULL};
 
 static int is_dir(const char* path) {
     struct stat sb;

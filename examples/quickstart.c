@@ -33,7 +33,7 @@ int main(void) {
     memset(&desc, 0, sizeof desc); /* zero = each field's default */
     desc.n_layers = 4; desc.d_model = D; desc.n_heads = 4; desc.n_kv_heads = 2; desc.rope = 1;
     if (nb_preset_from_name(&ctx, &desc, "HybridNorm*") ||   /* or desc.preset = NB_PRESET_... */
-        nb_stack_init(&ctx, &s, &desc, B, T)) {              /* validates, sizes every buffer */
+        nb_stack_init(&ctx, &s, &desc, B, T)) { /* validates, sizes buffers for B x T at most */
         fprintf(stderr, "%s\n", ctx.err);
         return 1;
     }

@@ -765,8 +765,27 @@ static void null_args(void) {
                   nb_stack_angular_distance(&st.s, NULL, 2, 8, 0, dd) == NB_ERR_NULL &&
                   nb_stack_angular_distance(&st.s, st.cache, 2, 8, 0, NULL) == NB_ERR_NULL &&
                   dd[0] == -3, "hidden_norms, angulardistance: NULL s, cache, out");
-    nbt_check(nb_num_threads(NULL) >= 1 && strlen(nb_preset_name((nb_preset)-5)) > 0,
-              "nb_num_threads(NULL), nb_preset_name out of range");
+    nbt_check(nb_num_threads(NULL) >= 1 && strlen(nb_preset_name((nb_preset)-5)) > 0 &&
+                  !strcmp(nb_preset_aliases((nb_preset)-5), "") &&
+                  !strcmp(nb_preset_about(NB_PRESET_COUNT), ""),
+              "nb_num_threads(NULL), nb_preset_name/aliases/about out of range");
+    {   /* every preset: a description, and each of its other names resolves to it */
+        int p, ok = 1;
+        for (p = 1; p < NB_PRESET_COUNT; p++) {
+            const char* a = nb_preset_aliases((nb_preset)p);
+            ok &= strlen(nb_preset_about((nb_preset)p)) > 10;
+            while (*a) {
+                char name[64];
+                size_t n = strcspn(a, "|");
+                nb_stack_desc pd;
+                memset(&pd, 0, sizeof pd);
+                snprintf(name, sizeof name, "%.*s", (int)n, a);
+                ok &= nb_preset_from_name(&ctx, &pd, name) == NB_OK && pd.preset == (nb_preset)p;
+                a += n + (a[n] == '|');
+            }
+        }
+        nbt_check(ok, "nb_preset_about has a line for every preset; every alias names its preset");
+    }
     (void)e1;
     srun_free(&st);
     ctx.num_threads = 0;

@@ -81,6 +81,19 @@ if "$TRAIN" "${TINY[@]}" --steps 62 --allow-change steps --resume bf16.safetenso
 else
   fail "bf16: checkpoint resume in float32"; cat resume_fp32.log
 fi
+# --load evaluates in the precision the checkpoint records (the run's val_loss again), and says
+# so; --precision chooses another, said too
+"$TRAIN" --load bf16.safetensors --eval > ev_bf16.log 2>&1
+rc=$?
+"$TRAIN" --load bf16.safetensors --eval --precision fp32 > ev_bf16_fp32.log 2>&1
+rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] &&
+   grep -q "^eval: bf16.safetensors (step 60, bf16 GEMMs as trained): val_loss $vb on " ev_bf16.log &&
+   grep -q "^eval: bf16.safetensors (step 60, float32 GEMMs, trained in bf16): val_loss " ev_bf16_fp32.log; then
+  pass "--load --eval of a bf16 checkpoint runs bf16 as trained (val_loss $vb again), or float32 when asked, and says which"
+else
+  fail "--load --eval of a bf16 checkpoint (rc $rc, want val_loss $vb)"; cat ev_bf16.log ev_bf16_fp32.log
+fi
 
 # 2. checkpoint round trip: save, load, save again -> identical bytes
 "$TRAIN" "${TINY[@]}" --steps 20 --save full.safetensors > full.log 2>&1
@@ -301,7 +314,7 @@ for extra in "--preset ngpt" "--qk-clip 1"; do
   "$TRAIN" "${EV[@]}" --steps 30 --precision bf16 $extra --bf16-weights forward --csv w16_fwd.csv > w16_fwd.log 2>&1
   rc2=$?
   if [ $rc = 0 ] && [ $rc2 = 0 ] && cmp -s w16_copy.csv w16_fwd.csv &&
-     { [ "$extra" != "--qk-clip 1" ] || grep -Eq "[1-9][0-9]* clipped" w16_copy.log; }; then
+     { [ "$extra" != "--qk-clip 1" ] || grep -Eq "[1-9][0-9]* of [0-9]+ head-steps clipped" w16_copy.log; }; then
     pass "bf16 $extra: the weights' copy written by AdamW trains bitwise as rounding them in every forward"
   else
     fail "bf16 $extra: --bf16-weights copy vs forward (rc $rc)"; cat w16_copy.log w16_fwd.log
@@ -436,8 +449,9 @@ cp sw/summary.csv sw_first_summary.csv
 rm sw/runs/pre_lr10_seed2.json
 "$TRAIN" "${SWB[@]}" --compare pre,hybrid --seeds 1,2 --lrs 3e-3,10 --out sw > sw2.log 2>&1
 if [ "$(grep -c "(earlier, " sw2.log)" = 7 ] && grep -q "^7 of 8 runs finished by an earlier sweep" sw2.log &&
-   cmp -s sw/summary.csv sw_first_summary.csv; then
-  pass "a sweep run again reads its 7 finished runs (8th re-run: its results were removed); same summary.csv"
+   cmp -s sw/summary.csv sw_first_summary.csv &&
+   grep -m1 '^\[' sw2.log | grep -q "(earlier, .*| ETA after the first run$"; then
+  pass "a sweep run again reads its 7 finished runs (8th re-run: its results were removed); same summary.csv; no ETA from runs it did not run"
 else
   fail "sweep resume"; grep "^\[\|earlier" sw2.log
 fi
@@ -959,10 +973,13 @@ else
 fi
 "$TRAIN" --version > ver.log 2>&1
 "$TRAIN" --list-presets > presets.log 2>&1
-if grep -q "^normblocks [0-9.]* (train)$" ver.log && grep -q "^  hybrid_star$" presets.log &&
-   grep -q "^  mhc$" presets.log && grep -q "^  hc$" presets.log && grep -q "^  ihc$" presets.log &&
-   grep -q "^  siamese$" presets.log && ! grep -q "usage" ver.log presets.log; then
-  pass "--version and --list-presets"
+# every preset with its other names and a description, gpt2 and the ablation names too
+if grep -q "^normblocks [0-9.]* (train)$" ver.log &&
+   grep -Eq "^  hybrid_star \(HybridNorm\*, hybrid\*\) +HybridNorm with a Pre-Norm first layer$" presets.log &&
+   grep -Eq "^  mhc \(mHC\) +Pre-Norm blocks on 4 hyper-connected streams" presets.log &&
+   grep -Eq "^  gpt2 \(GPT-2\) +Pre-Norm with LayerNorm" presets.log && grep -q "^  #-Post, #-Pre" presets.log &&
+   [ "$(grep -Ec '^  [a-z0-9_]+( \([^)]*\))? +[^ ]' presets.log)" = 31 ] && ! grep -q "usage" ver.log presets.log; then
+  pass "--version and --list-presets (every preset: its other names and what its block is; gpt2, the ablation names)"
 else
   fail "--version / --list-presets"; cat ver.log presets.log
 fi
@@ -1145,7 +1162,7 @@ else
 fi
 if roundtrip qk --log-every 5 --qk-clip 1 && head -c 65536 qk_full.st | grep -aq '"qk_clip":"1"' &&
    [ "$(sed -n 's/.*QK-Clip scaled \([0-9]*\) heads over the run$/\1/p' qk_full.log)" -gt 0 ] &&
-   grep -q "^step    20/20 | .* | max logit [0-9.]*, [0-9]* clipped$" qk_full.log &&
+   grep -q "^step    20/20 | .* | max logit [0-9.]*, [0-9]* of 20 head-steps clipped$" qk_full.log &&
    grep -q "; QK-Clip at tau 1 after every step$" qk_full.log; then
   pass "--qk-clip 1: clips heads ($(sed -n 's/.*QK-Clip scaled \([0-9]*\) heads.*/\1/p' qk_full.log) over 20 steps), said per interval; the key qk_clip; resume bit-identical"
 else
@@ -1308,6 +1325,33 @@ assert h['__metadata__']['format'] == 'pt'
   fi
 else
   echo "skip: nbimport or python3 not found: the export checks"
+fi
+
+# an output never replaces an input (the same file after links too), nor another output:
+# refused before any work, every input intact; a file a --diag directory would get is refused
+# when written, the input still intact
+"$TRAIN" "${TINY[@]}" --steps 3 --save io_ck.st > /dev/null 2>&1
+cp corpus.txt io_data.txt
+cp io_ck.st io_ck0.st; cp io_data.txt io_data0.txt; ln -sf io_ck.st io_link.st
+expect_error "--csv onto the --resume checkpoint" "^train: error: --csv io_ck.st is the --resume input io_ck.st: an output never replaces an input" \
+  "${TINY[@]}" --steps 4 --allow-change steps --resume io_ck.st --csv io_ck.st
+expect_error "--save onto --data" "^train: error: --save io_data.txt is the --data input io_data.txt" \
+  "${TINY_DATA[@]}" --steps 3 --data io_data.txt --save io_data.txt
+expect_error "--save through a link to the --resume checkpoint" "^train: error: --save io_link.st is the --resume input io_ck.st" \
+  "${TINY[@]}" --steps 4 --allow-change steps --resume io_ck.st --save io_link.st
+printf 'steps 3\n' > io_cfg.txt
+expect_error "--summary onto the --config file" "^train: error: --summary io_cfg.txt is the --config input io_cfg.txt" \
+  "${TINY[@]}" --config io_cfg.txt --summary io_cfg.txt
+expect_error "two outputs naming one file" "^train: error: --csv and --summary name the same file" \
+  "${TINY[@]}" --steps 3 --csv io_out.csv --summary ./io_out.csv
+mkdir -p io_diag && cp io_data.txt io_diag/loss.csv
+expect_error "a --diag file onto --data" "^train: error: output io_diag/loss.csv is the --data input io_diag/loss.csv" \
+  "${TINY_DATA[@]}" --steps 3 --data io_diag/loss.csv --diag io_diag
+if cmp -s io_ck.st io_ck0.st && cmp -s io_data.txt io_data0.txt && cmp -s io_diag/loss.csv io_data0.txt &&
+   [ "$(cat io_cfg.txt)" = "steps 3" ]; then
+  pass "every input intact after the refusals"
+else
+  fail "an input was changed by a refused run"
 fi
 
 echo "$PASSED passed, $FAILED failed"

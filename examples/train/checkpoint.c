@@ -68,6 +68,7 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTI("seq", c->seq);
     PUTI("eval_batches", c->eval_batches);   /* not checked: what --load evaluates with */
     PUTI("eval_problems", c->eval_problems);
+    PUTS("precision", m->s.desc.precision == NB_PRECISION_BF16 ? "bf16" : "fp32"); /* resolved */
     if (m->init_std0 > 0) {
         snprintf(buf, sizeof buf, "%s:%g", init_scheme_name(m->init), m->init_std0);
         PUTS("init", buf);
@@ -123,6 +124,7 @@ static int write_file(const char* path, const config* c, const dataset* ds, cons
         }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     /* checked again here (the run may be long): the rename never replaces a special file */
+    if (io_output(path, "--save") || io_output(tmp, "--save's temporary file")) goto done;
     if (st_check_output(path, buf, sizeof buf) || !(f = st_create(tmp, buf, sizeof buf))) {
         fail("checkpoint not saved: %s", buf);
         goto done;
@@ -205,7 +207,10 @@ static int listed(const char* list, const char* key) {
 /* Every metadata key is one train writes: a key it does not know (a newer train's setting,
    or another program's) would be silently dropped, so it is refused by name. */
 static int check_meta_keys(const st_file* f) {
-    static const char* const more[] = {"format", "producer", "step", "adam_step", "eval_batches", "eval_problems"};
+    /* and the run settings free to change on resume or --load (not compared): the precision the
+       GEMMs ran in (a checkpoint is float32 either way; --load evaluates in it by default) */
+    static const char* const more[] = {"format", "producer", "step", "adam_step", "eval_batches", "eval_problems",
+                                       "precision"};
     const cJSON* e;
     size_t i;
     cJSON_ArrayForEach(e, f->meta) {
@@ -444,6 +449,13 @@ static int apply_meta(const cJSON* meta, const char* path, config* c) {
     /* written since --load exists; older checkpoints keep the defaults */
     if (meta_str(meta, "eval_batches") && meta_to_int(meta, path, "eval_batches", 1, 100000, &c->eval_batches)) return 1;
     if (meta_str(meta, "eval_problems") && meta_to_int(meta, path, "eval_problems", 1, 1000000, &c->eval_problems)) return 1;
+    c->load_bf16 = -1; /* --load runs the GEMMs as trained unless --precision says otherwise */
+    if (meta_str(meta, "precision")) {
+        const char* v = meta_str(meta, "precision");
+        if (strcmp(v, "bf16") && strcmp(v, "fp32"))
+            return fail("checkpoint %s: metadata \"precision\" is \"%s\", not bf16 or fp32", path, v);
+        c->bf16 = c->load_bf16 = !strcmp(v, "bf16");
+    }
     if (!strcmp(c->preset, "custom")) snprintf(c->preset, sizeof c->preset, "pre");
     else c->schedule[0] = 0;
     return 0;

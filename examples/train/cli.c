@@ -518,6 +518,7 @@ static int read_config_file(const char* path, config* c, parse_state* ps) {
     FILE* f;
     int n = 0, rc = 0;
     if (!(f = fopen(path, "r"))) return fail("--config: cannot open %s: %s", path, strerror(errno));
+    io_input(path, "--config");
     while (!rc && fgets(line, sizeof line, f)) {
         char *p = line, *name, *val, *e;
         const opt* o;
@@ -558,10 +559,26 @@ static int read_config_file(const char* path, config* c, parse_state* ps) {
     return rc;
 }
 
+/* every name --preset takes, as nb_preset_from_name does (its unknown-name error lists the same) */
 static void list_presets(void) {
     int p;
-    printf("presets (nb_preset_from_name also takes the paper names of the README's table, any case):\n");
-    for (p = 1; p < NB_PRESET_COUNT; p++) printf("  %s\n", nb_preset_name((nb_preset)p));
+    printf("presets (--preset NAME; the names in parentheses are taken too, in any case):\n");
+    for (p = 1; p < NB_PRESET_COUNT; p++) {
+        char names[128];
+        const char* a = nb_preset_aliases((nb_preset)p);
+        size_t n = (size_t)snprintf(names, sizeof names, "%s%s", nb_preset_name((nb_preset)p),
+                                    *a ? " (" : "");
+        for (; *a && n + 3 < sizeof names; a++) { /* "a|b" -> "a, b" */
+            if (*a == '|') names[n++] = ',', names[n++] = ' ';
+            else names[n++] = *a;
+        }
+        snprintf(names + n, sizeof names - n, "%s", *nb_preset_aliases((nb_preset)p) ? ")" : "");
+        printf("  %-36s %s\n", names, nb_preset_about((nb_preset)p));
+    }
+    printf("  %-36s %s\n", "gpt2 (GPT-2)", "Pre-Norm with LayerNorm, a GELU MLP and biases (GPT-2)");
+    printf("  %-36s %s\n", "#-Post, #-Pre, Pre-#-Post, Pre-#-Pre",
+           "the HybridNorm ablations, # one of QKVC, QKV, QKC, QK, KV, KC (e.g. QK-Pre)");
+    printf("the README's Presets table has each block's equations\n");
 }
 
 void usage(void) {
@@ -594,6 +611,28 @@ void usage(void) {
 /* Combinations where a flag would have no effect, or two flags contradict: errors, not
    silently ignored. */
 typedef struct seen_flags { int layers, preset, seed, lr, sampling, eval_problems, margin; } seen_flags;
+
+/* Before any work: no output file is an input or another output (the same file after links,
+   or the same name in the same directory); every input is registered, so that the writers of
+   files in --diag and --out directories refuse to replace one too (io_output). */
+static int check_paths(const config* c) {
+    static const char* const out_flag[4] = {"--csv", "--summary", "--save", "--dump"};
+    const char* out[4];
+    int i, j;
+    out[0] = c->csv; out[1] = c->summary; out[2] = c->save; out[3] = c->dump;
+    io_input(c->data, "--data"); /* and --config: read_config_file */
+    io_input(c->resume, "--resume");
+    io_input(c->load, "--load");
+    for (i = 0; i < 4; i++) {
+        if (!out[i]) continue;
+        if (io_output(out[i], out_flag[i])) return 1;
+        for (j = i + 1; j < 4; j++)
+            if (out[j] && same_file(out[i], out[j]))
+                return fail("%s and %s name the same file (%s): give each output its own", out_flag[i],
+                            out_flag[j], out[i]);
+    }
+    return 0;
+}
 
 static int check_combinations(const config* c, const seen_flags* seen) {
     const int sweep = sweeping(c);
@@ -631,7 +670,7 @@ static int check_combinations(const config* c, const seen_flags* seen) {
     if (c->sample && g_ranks > 1) return fail("--sample runs on one process: use train, not mpirun");
     if (c->load && seen->eval_problems && !c->eval) return fail("--eval-problems applies to --eval");
     if (c->data && seen->eval_problems) return fail("--eval-problems counts addition problems; --data trains on a file");
-    return 0;
+    return check_paths(c);
 }
 
 int sweeping(const config* c) { return c->compare || c->n_seeds || c->n_lrs; }

@@ -47,6 +47,10 @@ static int write_dump(const char* path, const trace_list* l, const config* c) {
     cJSON_AddStringToObject(meta, "producer", "normblocks " NB_VERSION_STRING " examples/train --dump");
     cJSON_AddStringToObject(meta, "checkpoint", c->load);
     for (i = 0; i < l->n; i++) ck_put_entry(root, l->t[i].name, l->t[i].rows, l->t[i].cols, &off);
+    if (io_output(path, "--dump")) {
+        cJSON_Delete(root);
+        return 1;
+    }
     if (!(f = st_create(path, err, sizeof err))) {
         cJSON_Delete(root);
         return fail("dump: %s", err);

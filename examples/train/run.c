@@ -448,7 +448,8 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
                 say("%sstep %5d/%d | loss %.4f | val %.4f | grad norm %.3f | lr %.2e | %.1fk tok/s | ETA %s",
                     ind, step + 1, c->steps, loss_acc / loss_n, val, gnorm, lr, tps / 1000, eb);
                 if (c->qk_clip > 0) /* the interval's: the largest logit, the heads clipped */
-                    say(" | max logit %.4g, %lld clipped", iv_logit, iv_clips);
+                    say(" | max logit %.4g, %lld of %lld head-steps clipped", iv_logit, iv_clips,
+                        (long long)loss_n * m.s.desc.n_layers * m.s.desc.n_heads);
                 say("\n");
             }
             fflush(stdout);

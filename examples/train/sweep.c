@@ -295,11 +295,23 @@ static void last_line(const char* path, char* out, size_t n) {
     free(text);
 }
 
+/* The time left from the runs this sweep ran itself (a run an earlier sweep finished takes
+   none; ETA unknown until one has ended): the wall time so far per run ended, times those left */
+static void sweep_eta(const sweep* sw, double elapsed, char* eb, size_t n) {
+    int i, ran = 0, left = 0;
+    for (i = 0; i < sw->n_runs; i++) {
+        if (sw->runs[i].reused) continue;
+        if (sw->runs[i].state == RUN_PENDING || sw->runs[i].state == RUN_RUNNING) left++;
+        else ran++;
+    }
+    if (ran) fmt_time(elapsed / ran * left, eb, n);
+    else snprintf(eb, n, "after the first run");
+}
+
 static void progress(const sweep* sw, const sweep_run* r, int done, double t0) {
-    const double el = now_s() - t0, eta = done ? el / done * (sw->n_runs - done) : 0;
     char eb[32], what[1600];
     const history* h = &r->h;
-    fmt_time(eta, eb, sizeof eb);
+    sweep_eta(sw, now_s() - t0, eb, sizeof eb);
     if (r->state == RUN_OK || r->state == RUN_COLLAPSED) {
         int k = snprintf(what, sizeof what, "val %.4f", h->final_val);
         if (isfinite(h->accuracy)) k += snprintf(what + k, sizeof what - (size_t)k, ", accuracy %.1f%%", 100 * h->accuracy);

@@ -60,6 +60,13 @@ unsigned long long hash3(unsigned long long a, unsigned long long b, unsigned lo
 unsigned long long rnd_below(unsigned long long* s, unsigned long long n);
 void* xcalloc(size_t n, size_t size); /* aborts the job with a message when memory runs out */
 int make_dir(const char* dir);
+/* This process's inputs (io_input: a file it reads, by device and inode) never get replaced by
+   one of its outputs: same_file compares two paths (the same file after links; for paths not
+   there yet, the same resolved directory and name), io_output refuses (fail, 1) an output path
+   that is an input; create_out and the checkpoint and dump writers ask it before writing. */
+void io_input(const char* path, const char* what);
+int same_file(const char* a, const char* b);
+int io_output(const char* path, const char* what);
 FILE* open_in(const char* dir, const char* name, char* path, size_t n);
 /* path opened for writing: a regular file or a new one, never a FIFO or device (fails with a message) */
 FILE* create_out(const char* path);
@@ -118,6 +125,7 @@ typedef struct config {
     /* --load FILE: a checkpoint to sample from or evaluate; its configuration is the model's */
     const char* load;
     int load_text;            /* the checkpoint was trained on a --data file */
+    int load_bf16;            /* its GEMMs' precision: 1 bf16, 0 fp32, -1 not recorded (older) */
     const char* sample;       /* --sample PROMPT */
     int eval;                 /* --eval */
     const char* dump;         /* --dump FILE */

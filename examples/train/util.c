@@ -1,5 +1,6 @@
 /* util.c: messages, hashing and small helpers shared by the trainer's files. */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "train.h"
 #include "../safetensors.h"
 
@@ -85,6 +86,49 @@ void* xcalloc(size_t n, size_t size) {
     return p;
 }
 
+static struct { char path[1024]; char what[32]; } g_inputs[16];
+static int g_n_inputs;
+
+void io_input(const char* path, const char* what) {
+    int i;
+    if (!path) return;
+    for (i = 0; i < g_n_inputs; i++)
+        if (!strcmp(g_inputs[i].path, path)) return; /* parse_args runs twice with --load */
+    if (g_n_inputs == (int)(sizeof g_inputs / sizeof g_inputs[0])) return;
+    snprintf(g_inputs[g_n_inputs].path, sizeof g_inputs[0].path, "%s", path);
+    snprintf(g_inputs[g_n_inputs].what, sizeof g_inputs[0].what, "%s", what);
+    g_n_inputs++;
+}
+
+/* path with its directory resolved (the name itself need not exist); 0 when the directory does
+   not exist either */
+static int resolved(const char* path, char* out, size_t n) {
+    char dir[4096], real[4096];
+    const char* slash = strrchr(path, '/');
+    const char* name = slash ? slash + 1 : path;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+             slash ? path : ".");
+    if (!realpath(dir, real)) return 0;
+    snprintf(out, n, "%s/%s", real, name);
+    return 1;
+}
+
+int same_file(const char* a, const char* b) {
+    struct stat sa, sb;
+    char ra[8192], rb[8192];
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return resolved(a, ra, sizeof ra) && resolved(b, rb, sizeof rb) && !strcmp(ra, rb);
+}
+
+int io_output(const char* path, const char* what) {
+    int i;
+    for (i = 0; i < g_n_inputs; i++)
+        if (same_file(path, g_inputs[i].path))
+            return fail("%s %s is the %s input %s: an output never replaces an input; name another file",
+                        what, path, g_inputs[i].what, g_inputs[i].path);
+    return 0;
+}
+
 int make_dir(const char* dir) {
     struct stat st;
     if (stat(dir, &st) == 0) {
@@ -102,7 +146,9 @@ FILE* open_in(const char* dir, const char* name, char* path, size_t n) {
 
 FILE* create_out(const char* path) {
     char err[512];
-    FILE* f = st_create(path, err, sizeof err);
+    FILE* f;
+    if (io_output(path, "output")) return NULL;
+    f = st_create(path, err, sizeof err);
     if (!f) fail("%s", err);
     return f;
 }

@@ -6151,6 +6151,9 @@ static nb_result nb__finite(nb__run* r, const nb_real* x, size_t n, const char* 
     if (!r->s->desc.check_finite) return NB_OK;
     for (i = 0; i < n && !bad; i++) bad = !nb__fin_real(x[i]);
     if (!bad) return NB_OK;
+    if (l < 0) /* the stack's own input or output gradient: the caller's */
+        return nb__fail(r->ctx, NB_ERR_NONFINITE, "non-finite value in %s (%s)", what,
+                        nb__desc_name(&r->s->desc));
     return nb__fail(r->ctx, NB_ERR_NONFINITE, "non-finite value in %s of layer %d (%s)", what, l,
                     nb__desc_name(&r->s->desc));
 }
@@ -7489,6 +7492,12 @@ static void nb__trace_streams(const nb__run* r, int l, const char* more, const c
     }
 }
 
+/* whether the n bytes at a and at b share any (addresses compared as integers) */
+static int nb__overlap(const void* a, const void* b, size_t n) {
+    const size_t x = (size_t)a, y = (size_t)b;
+    return x < y + n && y < x + n;
+}
+
 /* nb_stack_forward after its checks: the layers on the run r */
 static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
                                const nb_real* in, nb_real* cache) {
@@ -7503,6 +7512,7 @@ static nb_result nb__stack_fwd(nb__run* rp, const nb_real* params, nb_real* out,
                        s->gain_final0);
     }
     nb__bind_top(s, params, r.sc.gains, &tp);
+    if ((rc = nb__finite(&r, in, r.n, "the stack's input (in)", -1))) return rc;
     /* x_0 (= y_0 for SiameseNorm) is the input (times embed_scale), or its norm; e keeps the
        input for the backward */
     if (r.sc.e) nb__copy(&r, r.sc.e, in);
@@ -7610,8 +7620,12 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
         if ((rc = nb__layer_cache_ok(ctx, "nb_stack_backward", s, l, cache, B, T))) return rc;
     NB__CHECK(din_acc && din == dout, NB_ERR_VALUE, "nb_stack_backward: din may not be dout "
               "when input_grad accumulates (din += ...)");
+    NB__CHECK(din != dout && nb__overlap(din, dout, r.n * sizeof(nb_real)), NB_ERR_VALUE,
+              "nb_stack_backward: din and dout overlap in part (din may be dout itself, with "
+              "input_grad OVERWRITE, or apart from it)");
     nb__bind_top(s, params, r.sc.gains, &tp);
     nb__bind_top(s, grads, NULL, &tg);
+    if ((rc = nb__finite(&r, dout, r.n, "the stack's output gradient (dout)", -1))) return rc;
     ns = s->streams > 2 ? s->streams : 2;
     for (k = 0; k < ns; k++) { cur[k] = r.sc.grad[k]; nxt[k] = r.sc.grad[ns + k]; }
     /* Without final and embedding norms the last layer reads dout and the first writes din

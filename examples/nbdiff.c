@@ -3,6 +3,7 @@
    values differ beyond |a - b| <= atol + rtol * |b|, with its largest absolute and relative
    error. The usage text below (USAGE, printed by --help) is the reference. */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath, fsync: safetensors.h's writers */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>

@@ -4,6 +4,7 @@
    embedding and head) in another codebase's layout. The names and layouts come from the
    library's name maps (nb_stack_tensor_parts). `nbimport --help` prints HELP below. */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath, fsync: safetensors.h's writers */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -245,6 +246,14 @@ static int same_file(const char* out, const model_in* M, const st_file* in) {
         if (sb.st_dev == f->dev && sb.st_ino == f->ino) {
             fprintf(stderr, "nbimport: OUT %s is the same file as %s: refused (it would be overwritten)\n", out,
                     f->path);
+            return 1;
+        }
+    }
+    if (M->config[0]) { /* the model directory's config.json is an input too */
+        struct stat sc;
+        if (stat(M->config, &sc) == 0 && sb.st_dev == sc.st_dev && sb.st_ino == sc.st_ino) {
+            fprintf(stderr, "nbimport: OUT %s is the same file as %s: refused (it would be overwritten)\n", out,
+                    M->config);
             return 1;
         }
     }
@@ -896,8 +905,7 @@ static int write_out(const char* path, const nb_real* out, int B, int T, int d) 
         const float v = (float)out[i];
         fwrite(&v, 4, 1, f);
     }
-    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
-    return 0;
+    return st_commit(f, err, sizeof err) ? fail("%s", err) : 0;
 }
 
 /* An embedding or head to export: MODEL's tensor (any float dtype), or zeros (GPT-2's positions
@@ -940,8 +948,7 @@ static int export_to(const char* path, const nb_stack* s, nb_name_style style, c
             const int n = nb_stack_tensor_parts(s, t, style, parts);
             const int cols = ti->ndim == 2 ? ti->cols : 1;
             if (n <= 0) {
-                fclose(f);
-                remove(path);
+                st_discard(f);
                 cJSON_Delete(root);
                 return fail("%s has no name in the %s layout", ti->name, style_name(style));
             }
@@ -962,8 +969,7 @@ static int export_to(const char* path, const nb_stack* s, nb_name_style style, c
         }
     }
     cJSON_Delete(root);
-    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
-    return 0;
+    return st_commit(f, err, sizeof err) ? fail("%s", err) : 0;
 }
 
 /* 1 when tensors a (of file fa) and b (of fb) hold the same values */
@@ -1044,7 +1050,7 @@ static int extras_of(model_in* M, const nb_stack* s, nb_name_style style, extra*
    config.json of the Hugging Face class that computes the stack */
 static int export_dir(const char* out, const nb_stack* s, nb_name_style style, const nb_real* params,
                       const model_in* M, const extra* ex, int n_ex) {
-    char err[512], path[4096];
+    char err[512], path[4096], cpath[4096];
     const hf_family* fam = hf_family_of(s, style);
     char* json;
     FILE* f;
@@ -1056,17 +1062,20 @@ static int export_dir(const char* out, const nb_stack* s, nb_name_style style, c
     if (n_ex < 2) return fail("--export to a directory: MODEL has no embedding and head (a Hugging Face model needs them; "
                               "examples/train's checkpoints have them)");
     if (!is_dir(out) && mkdir(out, 0777)) return fail("cannot create directory %s", out);
+    /* both outputs checked before the first byte of either */
     snprintf(path, sizeof path, "%s/model.safetensors", out);
-    if (same_file(path, M, NULL)) return 1;
-    if (export_to(path, s, style, params, M->f[0].meta, ex, n_ex)) return 1;
-    snprintf(path, sizeof path, "%s/config.json", out);
-    if (st_check_output(path, err, sizeof err)) return fail("%s", err);
+    snprintf(cpath, sizeof cpath, "%s/config.json", out);
+    if (same_file(path, M, NULL) || same_file(cpath, M, NULL)) return 1;
     if (!(json = hf_config_json(s, fam, ex[0].rows, n_ex > 2 ? ex[2].rows : 0))) return fail("out of memory");
-    if (!(f = st_create(path, err, sizeof err))) rc = fail("%s", err);
+    if (export_to(path, s, style, params, M->f[0].meta, ex, n_ex)) {
+        free(json);
+        return 1;
+    }
+    if (!(f = st_create(cpath, err, sizeof err))) rc = fail("%s", err);
     else {
         fputs(json, f);
         fputc('\n', f);
-        rc = (ferror(f) | fclose(f)) ? fail("writing %s failed", path) : 0;
+        rc = st_commit(f, err, sizeof err) ? fail("%s", err) : 0;
     }
     free(json);
     if (!rc) printf("nbimport: %s holds a %s (%s): model.safetensors and config.json\n", out, fam->architecture,

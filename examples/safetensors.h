@@ -85,12 +85,17 @@ const char* st_meta(const st_file* f, const char* key);
 /* 0 when every __metadata__ key is in keys (NULL-terminated), else 1 naming the first that is not */
 int st_meta_known(st_file* f, const char* const* keys, const char* who);
 
-/* Writing. An output path is checked before any work starts: an existing regular file (not a
-   FIFO, device or directory, which are never replaced), or a new file in a writable
-   directory. st_create opens it without blocking (O_NONBLOCK: a FIFO made after the check
-   fails instead of hanging) and checks again what it opened. */
+/* Writing, whole or not at all. An output path is checked before any work starts: an existing
+   regular file (not a FIFO, device or directory, which are never replaced), or a new file in a
+   writable directory. st_create checks it again and opens a temporary file next to it (in the
+   same directory, so the rename stays on one file system; a link's target is what gets
+   replaced); st_commit flushes that to the disk and renames it over path, so an existing file
+   survives any failure before (a full disk, a crash, an interruption: only the temporary file
+   is left, or removed); st_discard removes it. Both close f. */
 int st_check_output(const char* path, char* err, size_t n);
 FILE* st_create(const char* path, char* err, size_t n);
+int st_commit(FILE* f, char* err, size_t n); /* 0 when path now holds everything written */
+void st_discard(FILE* f);
 /* An F32 entry of ndim dimensions into the header root, its data at *off (advanced). */
 void st_put_f32(struct cJSON* root, const char* name, int ndim, const int* shape, size_t* off);
 /* root's JSON with its length first, padded with spaces so the data begins 8-byte aligned;
@@ -418,26 +423,72 @@ int st_check_output(const char* path, char* err, size_t n) {
     return 0;
 }
 
+/* the outputs being written: their temporary file and final path (a few at a time) */
+static struct st__out { FILE* f; char tmp[4200], path[4096]; } st__outs[8];
+
 FILE* st_create(const char* path, char* err, size_t n) {
+    struct st__out* o = NULL;
+    char target[4096];
     struct stat sb;
-    FILE* f;
-    const int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK, 0666);
-    if (fd < 0) {
-        st__fail(err, n, "cannot write %s: %s", path, strerror(errno));
+    mode_t mask;
+    int fd, i;
+    for (i = 0; i < (int)(sizeof st__outs / sizeof st__outs[0]) && !o; i++)
+        if (!st__outs[i].f) o = &st__outs[i];
+    if (!o) { st__fail(err, n, "cannot write %s: too many outputs open", path); return NULL; }
+    if (st_check_output(path, err, n)) return NULL;
+    /* a link is replaced at its target, as writing through it did */
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) && realpath(path, target)) path = target;
+    if (strlen(path) >= sizeof o->path) { st__fail(err, n, "%s: path too long", path); return NULL; }
+    snprintf(o->path, sizeof o->path, "%s", path);
+    snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path);
+    if ((fd = mkstemp(o->tmp)) < 0) {
+        st__fail(err, n, "cannot write %s: %s", o->tmp, strerror(errno));
         return NULL;
     }
-    /* checked on what was opened: the path may have changed since st_check_output */
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || ftruncate(fd, 0) ||
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
-        st__fail(err, n, "cannot write %s: not a regular file", path);
+    mask = umask(0); /* mkstemp's 0600 -> what open(path, O_CREAT, 0666) would have given */
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) || !(o->f = fdopen(fd, "wb"))) {
+        st__fail(err, n, "cannot write %s: %s", o->tmp, strerror(errno));
         close(fd);
+        unlink(o->tmp);
         return NULL;
     }
-    if (!(f = fdopen(fd, "wb"))) {
-        st__fail(err, n, "cannot write %s: %s", path, strerror(errno));
-        close(fd);
+    return o->f;
+}
+
+static struct st__out* st__out_of(FILE* f) {
+    int i;
+    for (i = 0; f && i < (int)(sizeof st__outs / sizeof st__outs[0]); i++)
+        if (st__outs[i].f == f) return &st__outs[i];
+    return NULL;
+}
+
+int st_commit(FILE* f, char* err, size_t n) {
+    struct st__out* o = st__out_of(f);
+    int bad;
+    if (!o) return st__fail(err, n, "st_commit: not a file of st_create");
+    bad = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
+    if (fclose(f) != 0) bad = 1;
+    o->f = NULL;
+    if (bad) {
+        st__fail(err, n, "writing %s failed: %s (%s is unchanged)", o->path, strerror(errno), o->path);
+        unlink(o->tmp);
+        return 1;
     }
-    return f;
+    if (rename(o->tmp, o->path) != 0) {
+        st__fail(err, n, "cannot rename %s to %s: %s", o->tmp, o->path, strerror(errno));
+        unlink(o->tmp);
+        return 1;
+    }
+    return 0;
+}
+
+void st_discard(FILE* f) {
+    struct st__out* o = st__out_of(f);
+    if (!o) return;
+    fclose(f);
+    o->f = NULL;
+    unlink(o->tmp);
 }
 
 void st_put_f32(cJSON* root, const char* name, int ndim, const int* shape, size_t* off) {

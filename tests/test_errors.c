@@ -417,6 +417,7 @@ static void cache_mismatch(void) {
     nb_ctx c;
     srun a, b;
     double out[16];
+    nb_real saved;
     size_t i;
     memset(&c, 0, sizeof c);
     c.num_threads = 2;
@@ -451,6 +452,13 @@ static void cache_mismatch(void) {
     nbt_check(nb_stack_forward(&c, &a.s, a.params, a.out, a.in, 2, 8, a.cache, a.scratch) ==
                   NB_ERR_NONFINITE, "forward with a NaN weight fails");
     refused_bwd(&a, &c, 2, 8, a.cache, "backward after a failed forward");
+    a.params[a.s.tensors[3].offset] = 0;
+    saved = a.in[5];
+    a.in[5] = (nb_real)NAN;
+    nbt_check(nb_stack_forward(&c, &a.s, a.params, a.out, a.in, 2, 8, a.cache, a.scratch) ==
+                  NB_ERR_NONFINITE && strstr(c.err, "non-finite value in the stack's input (in)"),
+              "a NaN in the stack's input is said to be the input's, not a layer's");
+    a.in[5] = saved;
     nbt_check(nb_stack_hidden_norms(&a.s, a.cache, 2, 8, 0, out) == NB_ERR_CONFIG,
               "diagnostics after a failed forward refused");
     /* the layer API: layer 1 run with B=1, backward with B=2 */

@@ -480,6 +480,9 @@ run("rope_parameters of the default RoPE (newer transformers)",
     hub("hub", dict({k: v for k, v in LLAMA_CFG.items() if k != "rope_theta"},
                     rope_parameters={"rope_type": "default", "rope_theta": 500000.0})), 0)
 run("a llama config.json with STYLE hf-gpt2", hub("hub", LLAMA_CFG), 1, "STYLE hf-llama", style="hf-gpt2")
+before = open(os.path.join(hub("hub", LLAMA_CFG), "config.json")).read()
+run("OUT is the model directory's config.json", "hub", 1, "same file", "config.json", out="hub/config.json")
+record("...which is left as it was", open("hub/config.json").read() == before)
 GPT2_CFG = {"model_type": "gpt2", "n_layer": 1, "n_embd": D, "n_head": 2, "n_inner": FF, "activation_function": "gelu_new",
             "layer_norm_epsilon": 1e-5, "n_positions": 1024, "n_ctx": 1024, "vocab_size": 50257, "resid_pdrop": 0.1,
             "summary_type": "cls_index", "task_specific_params": {"text-generation": {"max_length": 50}}}

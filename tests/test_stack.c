@@ -1012,6 +1012,15 @@ static void trainer_layout_and_conventions(nbt_rng* rng) {
         nbt_check(nb_stack_backward(&c.ctx, &c.s, params, gr, c.dout, c.dout, 2, 3, c.cache,
                                     c.scratch) == NB_ERR_VALUE && strstr(c.ctx.err, "dout"),
                   what);
+        {   /* nor overlap it in part, in either mode */
+            nb_real* two = nbt_alloc(2 * n);
+            memcpy(two, c.dout, n * sizeof *two);
+            snprintf(what, sizeof what, "%s: din overlapping dout in part is refused", names[i]);
+            nbt_check(nb_stack_backward(&c.ctx, &c.s, params, gr, two + 3, two, 2, 3, c.cache,
+                                        c.scratch) == NB_ERR_VALUE &&
+                          strstr(c.ctx.err, "overlap in part"), what);
+            free(two);
+        }
 
         /* refused layouts leave the stack as it was */
         at1 = mine[1];

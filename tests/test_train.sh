@@ -627,6 +627,11 @@ expect_error "--config: an unknown name, with its line" "bad.cfg:2: unknown opti
 printf 'no-rope 5\n' > bad2.cfg
 expect_error "--config: a value for a flag" "bad2.cfg:1: no-rope is a flag" --config bad2.cfg
 expect_error "--config naming a missing file" "cannot open nosuch.cfg" --config nosuch.cfg
+expect_error "--comm-timeout far below a round trip" "^train: error: --comm-timeout 0.001: under 1 s" "${TINY[@]}" --comm-timeout 0.001
+printf 'steps 3\nlr 1e-3\0x\n' > nul.cfg
+expect_error "--config: a NUL byte, said as such (not a long line)" "nul.cfg:2: a NUL byte: nul.cfg is not a text file" --config nul.cfg
+mkfifo cfg.fifo
+expect_error "--config: a FIFO is refused, not waited on" "^train: error: --config: cfg.fifo is not a regular file" --config cfg.fifo
 printf 'compare pre,post\n' > sweep.cfg
 expect_error "--config: a sweep option" "sweep.cfg:1: compare: a sweep option" --config sweep.cfg
 expect_error "--sites with an unknown site" "not a list of distinct q, k, v, c" "${TINY[@]}" --sites q,x
@@ -1352,6 +1357,23 @@ if cmp -s io_ck.st io_ck0.st && cmp -s io_data.txt io_data0.txt && cmp -s io_dia
   pass "every input intact after the refusals"
 else
   fail "an input was changed by a refused run"
+fi
+
+# every output is written whole or not at all: a write that fails (a file-size limit here, as a
+# full disk) leaves the file that was there, and no temporary file
+"$TRAIN" "${TINY[@]}" --steps 3 --save at.st --csv at.csv > /dev/null 2>&1
+cp at.st at0.st; cp at.csv at0.csv
+( ulimit -f 0; trap '' XFSZ; exec "$TRAIN" "${TINY[@]}" --steps 4 --save at.st ) 2>&1 | cat > at.log
+rc1=${PIPESTATUS[0]}
+( ulimit -f 0; trap '' XFSZ; exec "$TRAIN" "${TINY[@]}" --steps 4 --csv at.csv ) 2>&1 | cat > at_csv.log
+rc2=${PIPESTATUS[0]}
+if [ $rc1 = 1 ] && [ $rc2 = 1 ] && cmp -s at.st at0.st && cmp -s at.csv at0.csv &&
+   grep -q "^train: error: checkpoint not saved: writing at.st failed: .*(at.st is unchanged)" at.log &&
+   grep -q "^train: error: writing at.csv failed: .*(at.csv is unchanged)" at_csv.log &&
+   [ -z "$(ls at.st.tmp.* at.csv.tmp.* 2> /dev/null)" ]; then
+  pass "a failed write (file-size limit) leaves the checkpoint and the CSV that were there, and no temporary file"
+else
+  fail "atomic outputs (rc $rc1 $rc2)"; cat at.log at_csv.log; ls at.*
 fi
 
 echo "$PASSED passed, $FAILED failed"

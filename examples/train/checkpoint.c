@@ -5,6 +5,7 @@
    shards are gathered to it before a save and scattered after a load, so a run saved on N ranks
    resumes on M. The loader checks the whole layout and names what is wrong. */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath, fsync: safetensors.h's writers */
 #include "train.h"
 
 #define ST_IMPLEMENTATION
@@ -104,7 +105,7 @@ static int write_file(const char* path, const config* c, const dataset* ds, cons
     const int nt = model_tensors(m, NULL);
     ck_tensor* tab = (ck_tensor*)xcalloc((size_t)nt, sizeof(ck_tensor));
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
-    char buf[160], tmp[4096];
+    char buf[160], err[600];
     size_t off = 0;
     FILE* f = NULL;
     int pass, t, rc = 1;
@@ -122,34 +123,23 @@ static int write_file(const char* path, const config* c, const dataset* ds, cons
             snprintf(buf, sizeof buf, "%s%s", pass_prefix(pass), tab[t].name);
             ck_put_entry(root, buf, tab[t].rows, tab[t].cols, &off);
         }
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    /* checked again here (the run may be long): the rename never replaces a special file */
-    if (io_output(path, "--save") || io_output(tmp, "--save's temporary file")) goto done;
-    if (st_check_output(path, buf, sizeof buf) || !(f = st_create(tmp, buf, sizeof buf))) {
-        fail("checkpoint not saved: %s", buf);
+    /* checked again here (the run may be long); the previous checkpoint stays until the new
+       one is complete (st_commit) */
+    if (io_output(path, "--save")) goto done;
+    if (!(f = st_create(path, err, sizeof err))) {
+        fail("checkpoint not saved: %s", err);
         goto done;
     }
     if (st_put_header(f, root)) {
-        fclose(f);
-        f = NULL;
-        remove(tmp);
         fail("checkpoint: cannot build the JSON header");
         goto done;
     }
     for (pass = 0; pass < 3; pass++)
         for (t = 0; t < nt; t++) fwrite(base[pass] + tab[t].off, 4, tensor_count(&tab[t]), f);
-    if (ferror(f) | fclose(f)) {
-        f = NULL;
-        fail("writing checkpoint %s failed", tmp);
-        remove(tmp);
-        goto done;
-    }
+    rc = st_commit(f, err, sizeof err) ? fail("checkpoint not saved: %s", err) : 0;
     f = NULL;
-    /* the previous checkpoint stays until the new one is complete */
-    if (rename(tmp, path) != 0) { fail("cannot rename %s to %s: %s", tmp, path, strerror(errno)); goto done; }
-    rc = 0;
 done:
-    if (f) fclose(f);
+    if (f) st_discard(f);
     cJSON_Delete(root);
     free(tab);
     return rc;

@@ -513,18 +513,33 @@ static int apply_opt(const opt* o, const char* v, config* c, parse_state* ps, co
     return 0;
 }
 
+/* one line of f into line (n bytes; the newline dropped): 1, or 0 at the end, -1 when longer
+   than n - 1 bytes, -2 at a NUL byte (not text) */
+static int config_line(FILE* f, char* line, size_t n) {
+    size_t k = 0;
+    int ch;
+    while ((ch = getc(f)) != EOF && ch != '\n') {
+        if (ch == 0) return -2;
+        if (k + 1 == n) return -1;
+        line[k++] = (char)ch;
+    }
+    line[k] = 0;
+    return ch == EOF && k == 0 ? 0 : 1;
+}
+
 static int read_config_file(const char* path, config* c, parse_state* ps) {
     char line[1024], where[1200];
     FILE* f;
-    int n = 0, rc = 0;
-    if (!(f = fopen(path, "r"))) return fail("--config: cannot open %s: %s", path, strerror(errno));
+    int n = 0, rc = 0, got;
+    if (!(f = open_read(path, "--config"))) return 1;
     io_input(path, "--config");
-    while (!rc && fgets(line, sizeof line, f)) {
+    while (!rc && (got = config_line(f, line, sizeof line)) != 0) {
         char *p = line, *name, *val, *e;
         const opt* o;
         n++;
         snprintf(where, sizeof where, "%s:%d: ", path, n);
-        if (!strchr(line, '\n') && !feof(f)) { rc = fail("%sline too long", where); break; }
+        if (got == -1) { rc = fail("%sline too long (at most %d bytes)", where, (int)sizeof line - 1); break; }
+        if (got == -2) { rc = fail("%sa NUL byte: %s is not a text file", where, path); break; }
         while (isspace((unsigned char)*p)) p++;
         if (!*p || *p == '#') continue;
         for (e = p + strlen(p); e > p && isspace((unsigned char)e[-1]);) *--e = 0;
@@ -645,6 +660,9 @@ static int check_combinations(const config* c, const seen_flags* seen) {
     if (c->inj_kind && !c->check_finite) return fail("--inject tests --check-finite: add it");
     if (c->inj_kind && c->inj_layer >= (c->schedule[0] ? MAX_LAYERS : c->n_layers))
         return fail("--inject: layer %d does not exist", c->inj_layer);
+    if (c->comm_timeout > 0 && c->comm_timeout < 1)
+        return fail("--comm-timeout %g: under 1 s an ordinary pause of a rank (the OS running another process, "
+                    "a checkpoint) would be taken for a lost peer; give 1 s or more (0 waits forever)", c->comm_timeout);
     if (c->zero && g_ranks < 2) return fail("--zero shards the optimizer over MPI ranks: run under mpirun with 2 or more ranks");
     if (c->batch < g_ranks) return fail("--batch %d is smaller than the %d ranks (each rank needs at least one row)", c->batch, g_ranks);
     /* sweeps */

@@ -199,7 +199,7 @@ static int read_corpus(const config* c, dataset* ds) {
     if (!S_ISREG(st.st_mode)) return fail("data file %s is not a regular file", c->data);
     if (st.st_size == 0) return fail("data file %s is empty", c->data);
     sz = (size_t)st.st_size;
-    if (!(f = fopen(c->data, "rb"))) return fail("cannot open data file %s: %s", c->data, strerror(errno));
+    if (!(f = open_read(c->data, "--data"))) return 1;
     ds->bytes = (unsigned char*)xcalloc(sz, 1);
     if (fread(ds->bytes, 1, sz, f) != sz) {
         fclose(f);

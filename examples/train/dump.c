@@ -55,13 +55,14 @@ static int write_dump(const char* path, const trace_list* l, const config* c) {
         cJSON_Delete(root);
         return fail("dump: %s", err);
     }
-    if (st_put_header(f, root)) fail("dump: cannot build the JSON header");
-    else {
+    if (st_put_header(f, root)) {
+        fail("dump: cannot build the JSON header");
+        st_discard(f);
+    } else {
         for (i = 0; i < l->n; i++) fwrite(l->t[i].x, 4, (size_t)l->t[i].rows * l->t[i].cols, f);
-        rc = 0;
+        rc = st_commit(f, err, sizeof err) ? fail("dump: %s", err) : 0;
     }
     cJSON_Delete(root);
-    if ((ferror(f) | fclose(f)) && !rc) rc = fail("writing %s failed", path);
     return rc;
 }
 

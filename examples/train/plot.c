@@ -410,10 +410,9 @@ static FILE* svg_open(const char* path, double h, const config* c, double* top) 
     draw_caption(f, cap);
     return f;
 }
-static int svg_close(FILE* f, const char* path) {
+static int svg_close(FILE* f) {
     fputs("</svg>\n", f);
-    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
-    return 0;
+    return close_out(f);
 }
 
 /* a log y axis when the positive values span more than `factor` (a loss going to 0.01 on a
@@ -468,8 +467,7 @@ static int csv_rows(const char* dir, const char* name, int kind, int cols, int s
         for (l = 0; l < streams * cols; l++) fprintf(f, ",%.6g", v[(size_t)i * streams * cols + l]);
         fprintf(f, "\n");
     }
-    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
-    return 0;
+    return close_out(f);
 }
 
 static int diag_csvs(const config* c, int L, const history* h) {
@@ -481,11 +479,11 @@ static int diag_csvs(const config* c, int L, const history* h) {
     fprintf(f, "step,loss,grad_norm,lr\n"); /* every step */
     for (i = 0; i < h->n_steps; i++)
         fprintf(f, "%.0f,%.6g,%.6g,%.6g\n", h->step_x[i], h->loss[i], h->step_gnorm[i], h->step_lr[i]);
-    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
+    if (close_out(f)) return 1;
     if (!(f = open_in(c->diag, "eval.csv", path, sizeof path))) return 1;
     fprintf(f, "step,val_loss,grad_norm\n");
     for (i = 0; i < h->n_eval; i++) fprintf(f, "%.0f,%.6g,%.6g\n", h->eval_x[i], h->val[i], h->gnorm[i]);
-    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
+    if (close_out(f)) return 1;
     /* SiameseNorm: stream x columns, then stream y columns (prefixed y); hyper-connections:
        stream 0's, 1's, .. (prefixed s0_, s1_, ..) */
     return csv_rows(c->diag, "layer_grad_norms.csv", COL_LAYER, L, 1, 0, h->n_diag, h->diag_x, h->grad_l) ||
@@ -523,7 +521,7 @@ static int diag_loss_svg(const config* c, const history* h, double unigram) {
     p.logy = wants_log(s, 2, p.ymax, 20);
     draw_panel(f, &p, s, 3);
     draw_legend(f, 1140, top + 70, s, 3);
-    return svg_close(f, path);
+    return svg_close(f);
 }
 
 /* layers.svg: per-layer profiles at up to 4 points of training (one colour each); for
@@ -580,7 +578,7 @@ static int diag_layers_svg(const config* c, int L, const history* h) {
     p.ylabel = "arccos(cos(x_l, x_l+1)) / pi (0 to 1)";
     draw_panel(f, &p, sa, np * SD);
     draw_legend(f, 1150, top + 70, key, nk);
-    return svg_close(f, path);
+    return svg_close(f);
 }
 
 /* hyper.svg (hyper-connections): the composite Amax gain per sublayer at up to 4 points of
@@ -631,7 +629,7 @@ static int diag_hyper_svg(const config* c, int L, const history* h) {
     p.ylabel = p.logy ? "mean ||x_l|| per token (log scale)" : "mean ||x_l|| per token";
     draw_panel(f, &p, ss, S);
     draw_legend(f, 1160, draw_legend(f, 1160, top + 70, key, nk) + 12, ss, S);
-    return svg_close(f, path);
+    return svg_close(f);
 }
 
 /* heads.svg: per layer, the largest logit over its heads and its heads' mean first-key mass
@@ -674,7 +672,7 @@ static int diag_heads_svg(const config* c, int L, const history* h) {
     draw_panel(f, &p, sf, np);
     draw_legend(f, 1160, top + 70, sm, np);
     free(v);
-    return svg_close(f, path);
+    return svg_close(f);
 }
 
 int write_diag(const config* c, const model* m, const history* h, double unigram) {
@@ -695,8 +693,7 @@ int write_steps_csv(const char* path, const history* h) {
     for (i = 0; i < h->n_steps; i++)
         fprintf(f, "%.0f,%.9g,%.9g,%.9g,%.9g,%.0f\n", h->step_x[i], h->loss[i], h->step_gnorm[i],
                 h->step_lr[i], h->step_maxlogit[i], h->step_clipped[i]);
-    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
-    return 0;
+    return close_out(f);
 }
 
 /* ---- sweeps ---- */
@@ -758,7 +755,7 @@ int plot_compare(const char* path, const config* c, const char* title, const cha
     draw_panel(f, &p, st, n + 1);
     i = n > 0 && val[0].lo ? 0 : 1;   /* one seed: no band to explain */
     draw_notes(f, 1160, draw_legend(f, 1160, top + 70, sv, n + 1), notes + i);
-    return svg_close(f, path);
+    return svg_close(f);
 }
 
 int plot_lr_sweep(const char* path, const config* c, const band* b, int n, double unigram) {
@@ -788,7 +785,7 @@ int plot_lr_sweep(const char* path, const config* c, const band* b, int n, doubl
     p.logy = wants_log(s, n, 0, 20);
     draw_panel(f, &p, s, n + 1);
     draw_notes(f, 1140, draw_legend(f, 1140, top + 70, s, n + 1), notes);
-    return svg_close(f, path);
+    return svg_close(f);
 }
 
 /* grouped bars on a 0-100% axis: group g (one lr) holds one bar per line (y[g] in [0, 1],
@@ -847,5 +844,5 @@ int plot_accuracy(const char* path, const config* c, const band* b, int n) {
     panel_border(f, &a);
     draw_bars(f, &a, s, n, one_lr);
     draw_notes(f, 1140, draw_legend(f, 1140, top + 70, s, n), notes);
-    return svg_close(f, path);
+    return svg_close(f);
 }

@@ -139,7 +139,7 @@ int write_summary(const char* path, const config* c, const history* h, double un
     if (!(f = create_out(path))) rc = 1;
     else {
         fprintf(f, "%s\n", json);
-        if (ferror(f) | fclose(f)) rc = fail("writing %s failed", path);
+        if (close_out(f)) rc = 1;
     }
     free(json);
     return rc;
@@ -152,7 +152,7 @@ static double num(const cJSON* o, const char* key) {
 
 /* a whole file, NUL-terminated, and its size; NULL when it cannot be read */
 static char* slurp_n(const char* path, size_t* size) {
-    FILE* f = fopen(path, "rb");
+    FILE* f = open_read(path, NULL); /* a FIFO among the runs' files is not waited on */
     char* b;
     long n;
     if (!f) return NULL;
@@ -424,7 +424,7 @@ static int mark_started(const sweep* sw, const sweep_run* r, const char* id) {
     snprintf(path, sizeof path, "%s/%s.cmd", sw->runs_dir, r->name);
     if (!(f = create_out(path))) return 1;
     fputs(id, f);
-    return (ferror(f) | fclose(f)) ? fail("writing %s failed", path) : 0;
+    return close_out(f);
 }
 
 static int spawn_run(sweep* sw, sweep_run* r, int argc, char** argv, const char* exe) {
@@ -672,10 +672,6 @@ static FILE* out_file(const sweep* sw, const char* name, char* path, size_t n) {
     return open_in(sw->out, name, path, n);
 }
 
-static int close_file(FILE* f, const char* path) {
-    if (ferror(f) | fclose(f)) return fail("writing %s failed", path);
-    return 0;
-}
 
 static int write_tables(const sweep* sw) {
     char path[1280];
@@ -695,7 +691,7 @@ static int write_tables(const sweep* sw) {
                 r->h.hc_bwd, r->h.hc_fwd_peak, r->h.hc_bwd_peak, r->h.max_logit, r->h.max_logit_peak,
                 r->h.first_mass, r->h.clips);
     }
-    rc |= close_file(f, path);
+    rc |= close_out(f);
     if (!(f = out_file(sw, "summary.csv", path, sizeof path))) return 1;
     fprintf(f, "preset,lr,seeds,ok,collapsed,diverged,failed,interrupted,val_mean,val_std,val_min,"
                "val_max,accuracy_mean,stable,largest_stable_lr\n");
@@ -710,7 +706,7 @@ static int write_tables(const sweep* sw) {
                     best >= 0 ? sw->lrs[best] : NAN);
         }
     }
-    rc |= close_file(f, path);
+    rc |= close_out(f);
     /* every step of every run, long format: one table to replot anything */
     if (!(f = out_file(sw, "curves.csv", path, sizeof path))) return 1;
     fprintf(f, "preset,lr,seed,step,loss,grad_norm,lr_now,val_loss,max_logit\n");
@@ -727,7 +723,7 @@ static int write_tables(const sweep* sw) {
                     fprintf(f, ",%.9g\n", h->step_maxlogit ? h->step_maxlogit[i] : NAN);
                 }
             }
-    rc |= close_file(f, path);
+    rc |= close_out(f);
     return rc;
 }
 

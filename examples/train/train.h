@@ -67,9 +67,16 @@ int make_dir(const char* dir);
 void io_input(const char* path, const char* what);
 int same_file(const char* a, const char* b);
 int io_output(const char* path, const char* what);
+/* outputs, written whole or not at all (safetensors.h's st_create/st_commit): create_out and
+   open_in (DIR/NAME) open a temporary file next to the path, close_out renames it over the
+   path (fail and 1 when anything failed: the file there before is unchanged) */
 FILE* open_in(const char* dir, const char* name, char* path, size_t n);
 /* path opened for writing: a regular file or a new one, never a FIFO or device (fails with a message) */
 FILE* create_out(const char* path);
+int close_out(FILE* f);
+/* a regular file opened for reading without ever waiting on it (a FIFO or device is refused,
+   not read until a writer comes); NULL after fail("WHAT: ...") (what NULL: silently) */
+FILE* open_read(const char* path, const char* what);
 void fmt_time(double s, char* buf, size_t n);
 unsigned long long fnv1a(const void* data, size_t n, unsigned long long h);
 

@@ -5,6 +5,7 @@
 #include "../safetensors.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 volatile int g_stop = 0;
 int g_rank = 0, g_ranks = 1, g_same_everywhere = 0;
@@ -151,6 +153,31 @@ FILE* create_out(const char* path) {
     f = st_create(path, err, sizeof err);
     if (!f) fail("%s", err);
     return f;
+}
+
+FILE* open_read(const char* path, const char* what) {
+    struct stat sb;
+    FILE* f;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) {
+        if (what) fail("%s: cannot open %s: %s", what, path, strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
+        if (what) fail("%s: %s is not a regular file (a FIFO, device or directory is not read)", what, path);
+        close(fd);
+        return NULL;
+    }
+    if (!(f = fdopen(fd, "rb"))) {
+        if (what) fail("%s: cannot open %s: %s", what, path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+int close_out(FILE* f) {
+    char err[700];
+    return st_commit(f, err, sizeof err) ? fail("%s", err) : 0;
 }
 
 void fmt_time(double s, char* buf, size_t n) {

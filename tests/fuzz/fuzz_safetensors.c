@@ -16,6 +16,7 @@
    without the reader), and that mutations which must break the layout (a truncation, bytes
    appended, a header length moved) are refused. */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath, fsync: safetensors.h's writers */
 #define ST_IMPLEMENTATION
 #include "../../examples/safetensors.h"
 

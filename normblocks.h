@@ -135,6 +135,7 @@
      nb_attn_plan_make / nb_attn_forward / nb_attn_backward   attention with Q, K, V, C norm
                                                   sites, GQA, RoPE, an output gate, two
                                                   memory modes
+     nb_stack_gate_stats                          per head: gated attention's mean gate
      nb_attn_head_stats, nb_stack_head_stats      per head: the largest logit, the first
                                                   key's attention mass (attention sinks)
      nb_stack_qk_clip                             QK-Clip (Kimi K2) after an optimizer step
@@ -1351,6 +1352,13 @@ NBDEF nb_result nb_stack_angular_distance(const nb_stack* s, const nb_real* cach
    layer's are 0. */
 NBDEF nb_result nb_stack_head_stats(const nb_stack* s, const nb_real* cache, int B, int T,
                                     double* max_logit, double* first_mass);
+/* Gated attention (desc.attn_gate): the mean of each head's gate, sigmoid(G), over the B*T
+   tokens of the forward in the cache (and, elementwise, over the head's d_k values): L*H
+   values, layer-major (entry l*H + h); a skipped layer's are 0. The gated-attention paper's
+   sparsity diagnostic (a mean far below 0.5: the gate mostly closes). NB_ERR_CONFIG for a stack
+   without gates or a cache without this forward. */
+NBDEF nb_result nb_stack_gate_stats(const nb_stack* s, const nb_real* cache, int B, int T,
+                                    double* mean);
 /* Hyper-connections: the Amax gain magnitudes of mHC's Fig. 3 and 7, per sublayer q = 0..2L-1
    (2l attention, 2l+1 FFN of layer l), each averaged over the B*T tokens of the forward in the
    cache (every token has its own maps; a skipped layer is the identity). With H_q = comb_q^T
@@ -8043,6 +8051,34 @@ NBDEF nb_result nb_stack_head_stats(const nb_stack* s, const nb_real* cache, int
         nb__carve_layer(s, l, (nb_real*)(size_t)cache, &used, &c);
         nb__head_stats(&s->layers[l].attn, c.acache, B, T, max_logit ? max_logit + at : NULL,
                        first_mass ? first_mass + at : NULL);
+    }
+    return NB_OK;
+}
+
+NBDEF nb_result nb_stack_gate_stats(const nb_stack* s, const nb_real* cache, int B, int T,
+                                    double* mean) {
+    const nb_result rc = nb__diag_check(s, cache, B, T, 0, mean);
+    int l;
+    if (rc) return rc;
+    if (s->desc.attn_gate == NB_GATE_NONE) return NB_ERR_CONFIG;
+    for (l = 0; l < s->desc.n_layers; l++) {
+        const nb_attn_plan* pl = &s->layers[l].attn;
+        const int H = s->desc.n_heads, G = pl->gate_width, per = G / H; /* gates per head */
+        const size_t rows = (size_t)B * T;
+        size_t used = s->layers[l].cache_offset, r;
+        nb__layer_mem c;
+        nb__attn_mem m;
+        int h, j;
+        for (h = 0; h < H; h++) mean[(size_t)l * H + h] = 0;
+        if (s->skip[l]) continue;
+        nb__carve_layer(s, l, (nb_real*)(size_t)cache, &used, &c);
+        nb__attn_carve(pl, B, T, pl->max_threads, c.acache, NULL, &m);
+        for (h = 0; h < H; h++) {
+            double sum = 0;
+            for (r = 0; r < rows; r++)
+                for (j = 0; j < per; j++) sum += m.sig[r * G + (size_t)h * per + j];
+            mean[(size_t)l * H + h] = sum / ((double)rows * per);
+        }
     }
     return NB_OK;
 }

@@ -29,12 +29,12 @@ timed() { # timed NAME CMD...: run CMD, add NAME's seconds to TIMES
 echo "=== normblocks: Release build + tests ==="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 timed "Release build" cmake --build build -j"${JOBS}"
-timed "Release tests" ctest --test-dir build --output-on-failure
+timed "Release tests" ctest --test-dir build --output-on-failure -j"${JOBS}"
 
 echo "=== normblocks: sanitizer (ASan+UBSan) build + tests ==="
 cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DNB_SANITIZE=ON
 timed "ASan build" cmake --build build-san -j"${JOBS}"
-timed "ASan tests" ctest --test-dir build-san --output-on-failure
+timed "ASan tests" ctest --test-dir build-san --output-on-failure -j"${JOBS}"
 
 echo "=== normblocks: libFuzzer harnesses (clang) ==="
 # Detected here, so that a machine without clang still passes: the drivers of the same
@@ -51,7 +51,7 @@ if [ "$fuzz_ok" = 1 ]; then
     -DNB_FUZZ_SECONDS="${NB_FUZZ_SECONDS:-30}" -DNORMBLOCKS_BUILD_EXAMPLES=OFF \
     -DNORMBLOCKS_BUILD_BENCH=OFF -DNORMBLOCKS_INSTALL=OFF -DNB_USE_BLAS=OFF
   timed "fuzz build" cmake --build build-fuzz -j"${JOBS}"
-  timed "fuzzing" ctest --test-dir build-fuzz --output-on-failure
+  timed "fuzzing" ctest --test-dir build-fuzz --output-on-failure -j"${JOBS}"
 else
   echo "clang/libFuzzer not found: fuzzing skipped"
 fi

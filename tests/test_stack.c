@@ -1541,6 +1541,71 @@ static void gate_names(void) {
     nb_stack_free(&s);
 }
 
+/* nb_stack_gate_stats against the gate logits the trace hook sees (the raw projection's last
+   G columns of each layer's "qkv"), through an independent sigmoid and mean: headwise and
+   elementwise, 2 layers, a skipped layer 0; without gates NB_ERR_CONFIG. */
+typedef struct gate_trace { double want[2][2]; int G, P, rows, seen; } gate_trace;
+static void on_gate_trace(void* user, const char* name, const nb_real* x, int rows, int cols) {
+    gate_trace* g = (gate_trace*)user;
+    int l, h, r, j;
+    if (!strcmp(name, "blocks.0.attn.qkv")) l = 0;
+    else if (!strcmp(name, "blocks.1.attn.qkv")) l = 1;
+    else return;
+    if (cols != g->P) return;
+    g->seen++;
+    for (h = 0; h < 2; h++) {
+        const int per = g->G / 2;
+        double sum = 0;
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < per; j++)
+                sum += 1 / (1 + exp(-(double)x[(size_t)r * cols + (cols - g->G) + h * per + j]));
+        g->want[l][h] = sum / ((double)rows * per);
+    }
+}
+static void gate_stats(nbt_rng* rng) {
+    int k;
+    for (k = 0; k < 2; k++) {
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        gate_trace g;
+        run r;
+        double got[4] = {-1, -1, -1, -1};
+        int l, h, ok = 1;
+        char name[96];
+        d.attn_gate = k ? NB_GATE_ELEMENTWISE : NB_GATE_HEADWISE;
+        if (!nbt_check(setup(&r, &d, 2, 3, rng, 1), "gated stack")) return;
+        memset(&g, 0, sizeof g);
+        g.G = r.s.layers[0].attn.gate_width; g.P = r.s.layers[0].attn.qkv_width;
+        r.ctx.trace = on_gate_trace; r.ctx.trace_user = &g;
+        loss(&r);
+        l = nb_stack_gate_stats(&r.s, r.cache, 2, 3, got);
+        snprintf(name, sizeof name, "gate stats (rc %d, %d traces)", l, g.seen);
+        nbt_check(l == NB_OK && g.seen == 2, name);
+        for (l = 0; l < 2; l++)
+            for (h = 0; h < 2; h++) ok &= fabs(got[l * 2 + h] - g.want[l][h]) <= 1e-6 + 1e-5 * g.want[l][h];
+        snprintf(name, sizeof name, "%s gates: each head's mean sigmoid(G) (%.4f %.4f %.4f %.4f)",
+                 k ? "elementwise" : "headwise", got[0], got[1], got[2], got[3]);
+        nbt_check(ok && got[0] != got[1], name);
+        r.s.skip[0] = 1;
+        loss(&r);
+        nbt_check(nb_stack_gate_stats(&r.s, r.cache, 2, 3, got) == NB_OK && got[0] == 0 && got[1] == 0 &&
+                      fabs(got[2] - g.want[1][0]) <= 1e-6 + 1e-5 * g.want[1][0],
+                  "gate stats: a skipped layer's are 0");
+        r.ctx.trace = NULL;
+        teardown(&r);
+    }
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 1);
+        run r;
+        double got[2];
+        if (!nbt_check(setup(&r, &d, 1, 2, rng, 1), "ungated stack")) return;
+        loss(&r);
+        nbt_check(nb_stack_gate_stats(&r.s, r.cache, 1, 2, got) == NB_ERR_CONFIG &&
+                      nb_stack_gate_stats(&r.s, r.cache, 1, 2, NULL) == NB_ERR_NULL,
+                  "gate stats: NB_ERR_CONFIG without gates, NB_ERR_NULL without out");
+        teardown(&r);
+    }
+}
+
 /* Each preset's paper-code init comes from the library's preset table. */
 static void preset_inits(void) {
     static const struct { const char* name; nb_init_scheme want; double std0; } cases[] = {
@@ -2311,6 +2376,7 @@ int main(void) {
     trainer_layout_and_conventions(&rng);
     porting_options(&rng);
     gate_names();
+    gate_stats(&rng);
     qk_clip(&rng);
     return nbt_finish();
 }

@@ -457,6 +457,17 @@ else
 fi
 "$TRAIN" "${SWB[@]}" --compare pre --seeds 1 --lrs 3e-3 --warmup 6 --out sw > sw3.log 2>&1
 if ! grep -q "(earlier, " sw3.log; then pass "a sweep with another flag runs again"; else fail "sweep resume with another flag"; fi
+# the identity is what a run computes: a --config file's contents, not its name
+printf 'warmup 6\n' > swid.cfg
+"$TRAIN" "${SWB[@]}" --compare pre --seeds 1 --lrs 3e-3 --config swid.cfg --out swid > swid1.log 2>&1
+printf 'warmup 7\n' > swid.cfg
+"$TRAIN" "${SWB[@]}" --compare pre --seeds 1 --lrs 3e-3 --config swid.cfg --out swid > swid2.log 2>&1
+"$TRAIN" "${SWB[@]}" --compare pre --seeds 1 --lrs 3e-3 --config swid.cfg --out swid > swid3.log 2>&1
+if ! grep -q "(earlier, " swid2.log && grep -q "(earlier, " swid3.log; then
+  pass "a sweep whose --config file changed runs again (the same file unchanged: read back)"
+else
+  fail "sweep identity with --config"; grep "^\[" swid1.log swid2.log swid3.log
+fi
 
 # divergence follows the protocol: a finite run at lr 10 is not stopped by its spikes (counted),
 # unless --spike-stop asks for the old rule
@@ -470,9 +481,9 @@ else
 fi
 
 # Ctrl-C ends a sweep's runs (they are their own process groups: the sweep must end them)
-"$TRAIN" "${SWB[@]}" --steps 1000000 --compare pre,post --out swint > swint.log 2>&1 &
+"$TRAIN" "${SWB[@]}" --steps 1000000 --compare pre,post --lrs 3e-3,1e-2 --jobs 2 --out swint > swint.log 2>&1 &
 pid=$!
-for _ in $(seq 1 300); do [ -s swint/runs/post_lr0.003_seed1337.log ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [ "$(ls swint/runs/*.log 2> /dev/null | wc -l)" -ge 2 ] && break; sleep 0.1; done
 sleep 0.5
 kids="$(pgrep -P "$pid" | tr '\n' ' ')"
 kill -INT "$pid" 2>/dev/null
@@ -482,9 +493,10 @@ for k in $pid $kids; do kill -0 "$k" 2>/dev/null && alive="$alive $k"; done
 [ -n "$alive" ] && kill -KILL $alive 2>/dev/null
 wait "$pid"
 rc=$?
-if [ -z "$alive" ] && [ -n "$kids" ] && [ $rc = 0 ] && grep -q "^interrupted: 0 of 2 runs finished" swint.log &&
-   grep -q "^pre .* 1 interrupted" swint.log; then
-  pass "Ctrl-C stops a sweep and its runs"
+if [ -z "$alive" ] && [ -n "$kids" ] && [ $rc = 0 ] && grep -q "^interrupted: 0 of 4 runs finished" swint.log &&
+   grep -q "^pre .* 1 interrupted" swint.log &&
+   [ "$(grep -c '^  \(pre\|post\) .*not known (interrupted before every seed at lr 0.003 finished)' swint.log)" = 2 ]; then
+  pass "Ctrl-C stops a sweep and its runs; no conclusion from runs that did not finish"
 else
   fail "Ctrl-C on a sweep (rc $rc, runs '$kids', still running after 10 s: '$alive')"; cat swint.log
 fi
@@ -632,8 +644,20 @@ printf 'steps 3\nlr 1e-3\0x\n' > nul.cfg
 expect_error "--config: a NUL byte, said as such (not a long line)" "nul.cfg:2: a NUL byte: nul.cfg is not a text file" --config nul.cfg
 mkfifo cfg.fifo
 expect_error "--config: a FIFO is refused, not waited on" "^train: error: --config: cfg.fifo is not a regular file" --config cfg.fifo
-printf 'compare pre,post\n' > sweep.cfg
-expect_error "--config: a sweep option" "sweep.cfg:1: compare: a sweep option" --config sweep.cfg
+# a whole sweep in a file: its runs get the file too and skip the sweep's own lines; changing
+# only the sweep's list (another seed) re-runs none of the finished runs
+printf '# a sweep\ncompare pre, post\nseeds 1\nlrs 3e-3\nout swfile\nsteps 6\nd 16\nheads 2\nseq 16\nbatch 2\nlayers 1\neval-batches 1\neval-problems 4\nthreads 1\n' > sweep.cfg
+"$TRAIN" --config sweep.cfg > swfile1.log 2>&1
+rc=$?
+sed -i 's/^seeds 1$/seeds 1, 2/' sweep.cfg
+"$TRAIN" --config sweep.cfg > swfile2.log 2>&1
+rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] && [ "$(grep -c '^\[' swfile1.log)" = 2 ] && [ -f swfile/summary.csv ] &&
+   grep -q "^2 of 4 runs finished by an earlier sweep" swfile2.log; then
+  pass "a sweep in a --config file (compare, seeds, lrs, out); another seed in it re-runs no finished run"
+else
+  fail "a sweep in a --config file"; cat swfile1.log swfile2.log
+fi
 expect_error "--sites with an unknown site" "not a list of distinct q, k, v, c" "${TINY[@]}" --sites q,x
 expect_error "--ffn-bias maybe" "off or on" "${TINY[@]}" --ffn-bias maybe
 MODEL_FLAGS=(--preset hybrid --sites q,k --site-width full --eps 1e-6 --rope-theta 500000 --attn-bias 1
@@ -1121,6 +1145,18 @@ expect_error "--resume without --gain-offset" 'gain_offset is "on" in the checkp
   "${TINY[@]}" --steps 20 --attn-gate headwise --norm layer --norm-bias off --branch-scale sublayer --resume port_half.st
 expect_error "--resume as DyT of a Derf checkpoint" 'norm is "derf" in the checkpoint, "dyt" here' \
   "${TINY[@]}" --steps 20 --preset dyt --norm-gain off --attn-gate elementwise --resume derf_half.st
+# a gated run reports its gates: the final line's mean is the mean of --diag's head_gate.csv
+# last row (each head's mean sigmoid(G)), and gates.svg draws them
+"$TRAIN" "${TINY[@]}" --steps 20 --attn-gate elementwise --diag gdiag > gate.log 2>&1
+rc=$?
+gm="$(sed -n 's/^attention gates: mean sigmoid(G) \([0-9.e+-]*\) over layers and heads.*/\1/p' gate.log)"
+cm="$(tail -1 gdiag/head_gate.csv | awk -F, '{ s = 0; for (i = 2; i <= NF; i++) s += $i; printf "%.4g", s / (NF - 1) }')"
+if [ $rc = 0 ] && [ -n "$gm" ] && [ "$gm" = "$cm" ] && head -1 gdiag/head_gate.csv | grep -q "^step,l0h0,l0h1,l1h0,l1h1$" &&
+   grep -q "The layer's most closed head" gdiag/gates.svg && ! grep -q "attention gates" learn_bf16.log; then
+  pass "gated attention: its mean gate at the end ($gm) and per head and logged step in --diag (head_gate.csv, gates.svg)"
+else
+  fail "gate report (rc $rc, '$gm' vs the CSV's '$cm')"; grep -E "gate|error" gate.log; head -3 gdiag/head_gate.csv
+fi
 expect_error "--attn-gate maybe" "none, headwise or elementwise" "${TINY[@]}" --attn-gate maybe
 expect_error "--branch-scale interp" "scalar, channel or sublayer" "${TINY[@]}" --branch-scale interp
 expect_error "--norm-bias on with RMSNorm" "norm-bias on: the stack's norms are rms, which have no bias" "${TINY[@]}" --norm-bias on

@@ -57,7 +57,7 @@ static int parse_list(const char* v, double lo, double hi, int integer, double* 
     *n = 0;
     if (strlen(v) >= sizeof buf) return fail("%s: list too long", what);
     snprintf(buf, sizeof buf, "%s", v);
-    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) { /* "a, b" too */
         double x;
         if (*n >= MAX_SWEEP) return fail("%s: at most %d values", what, MAX_SWEEP);
         if (parse_double(tok, lo, hi, &x, what)) return 1;
@@ -527,6 +527,39 @@ static int config_line(FILE* f, char* line, size_t n) {
     return ch == EOF && k == 0 ? 0 : 1;
 }
 
+/* A config line split in place: "name value", "name = value", "--name value" or a flag alone;
+   NULL for a blank line or a comment. *val: the value ("" for none), trailing blanks removed. */
+static char* config_split(char* line, char** val) {
+    char *p = line, *name, *e;
+    while (isspace((unsigned char)*p)) p++;
+    if (!*p || *p == '#') return NULL;
+    for (e = p + strlen(p); e > p && isspace((unsigned char)e[-1]);) *--e = 0;
+    name = p;
+    while (*p && !isspace((unsigned char)*p) && *p != '=') p++;
+    if (*p) *p++ = 0;
+    while (isspace((unsigned char)*p) || *p == '=') p++;
+    *val = p;
+    return !strncmp(name, "--", 2) ? name + 2 : name;
+}
+
+unsigned long long config_run_hash(const char* path) {
+    char line[1024], *name, *val;
+    unsigned long long h = 1469598103934665603ULL;
+    FILE* f = open_read(path, NULL);
+    int got;
+    if (!f) return 0;
+    while ((got = config_line(f, line, sizeof line)) != 0) {
+        const opt* o;
+        if (got < 0) { h = 0; break; } /* the run refuses the file itself */
+        if (!(name = config_split(line, &val))) continue;
+        if ((o = find_opt(name)) && (o->flags & O_CMDLINE)) continue;
+        h = fnv1a(name, strlen(name) + 1, h);
+        h = fnv1a(val, strlen(val) + 1, h);
+    }
+    fclose(f);
+    return h;
+}
+
 static int read_config_file(const char* path, config* c, parse_state* ps) {
     char line[1024], where[1200];
     FILE* f;
@@ -534,31 +567,19 @@ static int read_config_file(const char* path, config* c, parse_state* ps) {
     if (!(f = open_read(path, "--config"))) return 1;
     io_input(path, "--config");
     while (!rc && (got = config_line(f, line, sizeof line)) != 0) {
-        char *p = line, *name, *val, *e;
+        char *name, *val;
         const opt* o;
         n++;
         snprintf(where, sizeof where, "%s:%d: ", path, n);
         if (got == -1) { rc = fail("%sline too long (at most %d bytes)", where, (int)sizeof line - 1); break; }
         if (got == -2) { rc = fail("%sa NUL byte: %s is not a text file", where, path); break; }
-        while (isspace((unsigned char)*p)) p++;
-        if (!*p || *p == '#') continue;
-        for (e = p + strlen(p); e > p && isspace((unsigned char)e[-1]);) *--e = 0;
-        name = p;
-        while (*p && !isspace((unsigned char)*p) && *p != '=') p++;
-        if (*p) *p++ = 0;
-        while (isspace((unsigned char)*p) || *p == '=') p++;
-        val = p;
-        if (!strncmp(name, "--", 2)) name += 2;
+        if (!(name = config_split(line, &val))) continue;
         if (!(o = find_opt(name)) || o->kind == K_GROUP || !strcmp(name, "config") || !strcmp(name, "help") ||
             !strcmp(name, "version") || !strcmp(name, "list-presets")) {
             rc = fail("%sunknown option \"%s\" (the names of --help, without --)", where, name);
             break;
         }
-        /* a sweep's runs get the file too: the sweep itself is said on the command line */
-        if (o->flags & O_CMDLINE) {
-            rc = fail("%s%s: a sweep option, for the command line (each run of the sweep reads this file)", where, name);
-            break;
-        }
+        if ((o->flags & O_CMDLINE) && getenv(SWEEP_RUN_ENV)) continue; /* a run of the sweep */
         if (!o->arg) { /* a flag: alone, or on/true/1 */
             if (*val && strcmp(val, "on") && strcmp(val, "true") && strcmp(val, "1")) {
                 rc = fail("%s%s is a flag: give it alone (or \"on\"), not \"%s\"", where, name, val);

@@ -37,6 +37,18 @@ double heads_measure(model* m, int mass) {
     return top;
 }
 
+int heads_gates(model* m) {
+    const int n = m->s.desc.n_layers * m->s.desc.n_heads;
+    const double share = (double)m->B / m->B_global; /* each rank's mean weighted by its rows */
+    int i;
+    if (!m->head_gate) return 0;
+    if (nb_stack_gate_stats(&m->s, m->cache, m->B, m->T, m->head_gate))
+        return fail("gate statistics: the cache does not hold this step's forward");
+    for (i = 0; i < n; i++) m->head_gate[i] *= share;
+    dist_sum(m->head_gate, n);
+    return 0;
+}
+
 int heads_qk_clip(model* m, double tau, int* clipped) {
     /* after the optimizer step (and ZeRO's gather): every rank holds every parameter */
     if (nb_stack_qk_clip(&m->ctx, &m->s, m->p + m->off_stack, m->head_max, tau, clipped) != NB_OK)

@@ -190,6 +190,10 @@ static int report(const history* h, const dataset* ds, double unigram) {
         if (h->clips) say("; QK-Clip scaled %lld heads over the run", h->clips);
         say("\n");
     }
+    if (h->gated && isfinite(h->gate_mean)) /* the gated-attention paper's sparsity: far below 0.5 */
+        say("attention gates: mean sigmoid(G) %.4g over layers and heads at the last logged step; the "
+            "smallest head's %.4g (layer %d head %d)\n", h->gate_mean, h->gate_min,
+            h->gate_min_at / h->n_heads, h->gate_min_at % h->n_heads);
     if (h->hc_logged) /* what mHC's Fig. 3 compares: near 1 for mHC, free to grow for HC */
         say("hyper-connections: composite Amax gain, the largest over the sublayers: forward %.4g "
             "backward %.4g at the last logged step; peak over the run's logged steps: forward %.4g "

@@ -38,6 +38,8 @@ typedef struct panel {
     int n_xticks;
     int dodge;                /* lines with error bars side by side at each x, not on top */
     int strip;                /* a strip at the top for the crosses of diverged runs */
+    double yfix0, yfix1;      /* yfix1 > yfix0: the y axis spans exactly this (a quantity with a
+                                 natural range, as a gate's [0, 1]), not the data's extent */
 } panel;
 
 /* tab10, then greys: presets */
@@ -357,6 +359,7 @@ static void draw_panel(FILE* f, const panel* p, const line* s, int ns) {
     double step;
     panel_axes(p, &a);
     fit(&a, s, ns);
+    if (p->yfix1 > p->yfix0 && !a.logy) { a.y0 = p->yfix0; a.y1 = p->yfix1; }
     panel_frame(f, p, &a);
     for (i = 0; i < p->n_xticks; i++) {
         snprintf(buf, sizeof buf, "%g", p->xticks[i]);
@@ -495,7 +498,9 @@ static int diag_csvs(const config* c, int L, const history* h) {
            csv_rows(c->diag, "head_max_logit.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads, h->n_diag,
                     h->diag_x, h->head_max_l) ||
            csv_rows(c->diag, "head_first_mass.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads, h->n_diag,
-                    h->diag_x, h->head_mass_l);
+                    h->diag_x, h->head_mass_l) ||
+           (h->gated && csv_rows(c->diag, "head_gate.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads,
+                                 h->n_diag, h->diag_x, h->head_gate_l));
 }
 
 static int diag_loss_svg(const config* c, const history* h, double unigram) {
@@ -675,11 +680,58 @@ static int diag_heads_svg(const config* c, int L, const history* h) {
     return svg_close(f);
 }
 
+/* gates.svg (gated attention): per layer, the mean gate sigmoid(G) over its heads and its
+   smallest head's, at up to 4 points of training, on the gate's whole range [0, 1] */
+static int diag_gates_svg(const config* c, int L, const history* h) {
+    const int H = h->n_heads, np = h->n_diag < 4 ? h->n_diag : 4;
+    double lx[MAX_LAYERS], top, *v = (double*)xcalloc((size_t)np * 2 * L, sizeof(double));
+    line sm[4], sn[4];
+    char names[4][32], path[1024];
+    panel p;
+    FILE* f;
+    int k, l, j;
+    memset(sm, 0, sizeof sm); memset(sn, 0, sizeof sn);
+    for (l = 0; l < L; l++) lx[l] = l;
+    for (k = 0; k < np; k++) {
+        const int pick = np == 1 ? 0 : (int)((double)k * (h->n_diag - 1) / (np - 1) + 0.5);
+        const double* g = h->head_gate_l + (size_t)pick * L * H;
+        double *ymean = v + (size_t)k * 2 * L, *ymin = ymean + L;
+        for (l = 0; l < L; l++) {
+            ymean[l] = 0;
+            ymin[l] = g[l * H];
+            for (j = 0; j < H; j++) {
+                ymean[l] += g[l * H + j] / H;
+                ymin[l] = fmin(ymin[l], g[l * H + j]);
+            }
+        }
+        snprintf(names[k], sizeof names[k], "step %.0f", h->diag_x[pick]);
+        sm[k].name = names[k]; sm[k].color = k_time_colors[4 - np + k];
+        sm[k].x = lx; sm[k].n = L; sm[k].y = ymean; sm[k].dots = 1;
+        sn[k] = sm[k];
+        sn[k].y = ymin;
+    }
+    snprintf(path, sizeof path, "%s/gates.svg", c->diag);
+    if (!(f = svg_open(path, 520, c, &top))) { free(v); return 1; }
+    memset(&p, 0, sizeof p);
+    p.y = top; p.w = 575; p.h = 520; p.int_x = 1;
+    p.yfix0 = 0; p.yfix1 = 1;
+    p.title = "Attention gate, mean over heads"; p.xlabel = "layer l";
+    p.ylabel = "mean over tokens of sigmoid(G)";
+    draw_panel(f, &p, sm, np);
+    p.x = 575; p.title = "The layer's most closed head"; p.xlabel = "layer l";
+    p.ylabel = "smallest head mean of sigmoid(G)";
+    draw_panel(f, &p, sn, np);
+    draw_legend(f, 1160, top + 70, sm, np);
+    free(v);
+    return svg_close(f);
+}
+
 int write_diag(const config* c, const model* m, const history* h, double unigram) {
     const int L = m->s.desc.n_layers;
     if (make_dir(c->diag) || diag_csvs(c, L, h) || diag_loss_svg(c, h, unigram)) return 1;
     if (h->n_diag > 0 && h->hyper && diag_hyper_svg(c, L, h)) return 1;
     if (h->n_diag > 0 && diag_heads_svg(c, L, h)) return 1;
+    if (h->n_diag > 0 && h->gated && diag_gates_svg(c, L, h)) return 1;
     return h->n_diag > 0 ? diag_layers_svg(c, L, h) : 0;
 }
 

@@ -12,6 +12,7 @@ void history_free(history* h) {
     free(h->eval_x); free(h->val); free(h->gnorm);
     free(h->diag_x); free(h->grad_l); free(h->hid_l); free(h->ang_l); free(h->hc_gain);
     free(h->step_maxlogit); free(h->step_clipped); free(h->head_max_l); free(h->head_mass_l);
+    free(h->head_gate_l);
     memset(h, 0, sizeof *h);
 }
 
@@ -29,6 +30,7 @@ static int record_diag(model* m, history* h, const nb_real* gu, int step) {
     /* the step's attention per head, measured with its first-key mass (heads_measure) */
     memcpy(h->head_max_l + k * LH, m->head_max, LH * sizeof(double));
     memcpy(h->head_mass_l + k * LH, m->head_mass, LH * sizeof(double));
+    if (h->gated) memcpy(h->head_gate_l + k * LH, m->head_gate, LH * sizeof(double));
     for (st = 0; st < S; st++) {
         double* hid = h->hid_l + ((size_t)k * S + st) * (L + 1);
         double* adj = h->ang_l + ((size_t)k * S + st) * L;
@@ -271,6 +273,7 @@ static void history_alloc(history* h, const config* c, int L, int diag) {
     if (h->hyper) h->hc_gain = (double*)xcalloc((size_t)cap_diag * 2 * 2 * L, sizeof(double));
     h->head_max_l = (double*)xcalloc((size_t)cap_diag * LH, sizeof(double));
     h->head_mass_l = (double*)xcalloc((size_t)cap_diag * LH, sizeof(double));
+    if (h->gated) h->head_gate_l = (double*)xcalloc((size_t)cap_diag * LH, sizeof(double));
 }
 
 /* A loss spike: the loss above 2x its running average (an exponential average over about 20
@@ -300,6 +303,15 @@ static void record_heads(model* m, history* h, int logged) {
     h->max_logit = top;
     if (isfinite(top) && !(h->max_logit_peak >= top)) h->max_logit_peak = top;
     if (logged) h->first_mass = heads_mean(m->head_mass, m->s.desc.n_layers * m->s.desc.n_heads);
+    if (logged && m->head_gate && !heads_gates(m)) { /* gated attention: where its gates stand */
+        const int n = m->s.desc.n_layers * m->s.desc.n_heads;
+        int i;
+        h->gate_mean = heads_mean(m->head_gate, n);
+        h->gate_min_at = 0;
+        for (i = 1; i < n; i++)
+            if (m->head_gate[i] < m->head_gate[h->gate_min_at]) h->gate_min_at = i;
+        h->gate_min = m->head_gate[h->gate_min_at];
+    }
 }
 
 /* --qk-clip, after the optimizer step: the heads clipped into the step's history (the step
@@ -328,8 +340,9 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
     h->diverged_at = -1;
     h->final_loss = h->final_val = h->accuracy = NAN;
     h->hc_fwd = h->hc_bwd = h->hc_fwd_peak = h->hc_bwd_peak = NAN;
-    h->max_logit = h->max_logit_peak = h->first_mass = NAN;
+    h->max_logit = h->max_logit_peak = h->first_mass = h->gate_mean = h->gate_min = NAN;
     if (model_init(&m, c)) { model_free(&m); return 1; }
+    h->gated = m.head_gate != NULL;
     L = m.s.desc.n_layers;
     h->n_heads = m.s.desc.n_heads;
     h->streams = m.s.streams;

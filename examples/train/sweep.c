@@ -43,6 +43,7 @@ typedef struct sweep_run {
     pid_t pid;
     int signal;                 /* the signal that ended its process, or 0 */
     int reused;                 /* finished by an earlier sweep of the same command: not run again */
+    double t_spawn;             /* when its process started (the time of a run that left no summary) */
 } sweep_run;
 
 typedef struct sweep {
@@ -384,17 +385,24 @@ static char** run_argv(const sweep* sw, const sweep_run* r, int argc, char** arg
     return a;
 }
 
-/* A run's identity: the trainer's version and executable, its command line (one argument per line) and the
+/* A run's identity: the trainer's version and executable, its command line (one argument per line, a
+   --config file's contents hashed after its name: what the run computes, not how it was spelled) and the
    hash of its data; kept as OUT/runs/<name>.cmd. Caller frees. */
 static char* run_identity(const sweep* sw, char** a) {
     size_t n = 64, k;
     char* s;
     int i;
-    for (i = 0; a[i]; i++) n += strlen(a[i]) + 1;
+    for (i = 0; a[i]; i++) n += strlen(a[i]) + 32;
     s = (char*)xcalloc(n, 1);
     k = (size_t)snprintf(s, n, "normblocks %s\nbinary %016llx\ndata %016llx\n", NB_VERSION_STRING, sw->exe_hash,
                          sw->data_hash);
-    for (i = 1; a[i]; i++) k += (size_t)snprintf(s + k, n - k, "%s\n", a[i]); /* a[0]: the path, not the identity */
+    for (i = 1; a[i]; i++) { /* a[0]: the path, not the identity */
+        k += (size_t)snprintf(s + k, n - k, "%s\n", a[i]);
+        if (!strcmp(a[i], "--config") && a[i + 1]) {
+            k += (size_t)snprintf(s + k, n - k, "%s\ncontents %016llx\n", a[i + 1], config_run_hash(a[i + 1]));
+            i++;
+        }
+    }
     return s;
 }
 
@@ -448,12 +456,14 @@ static int spawn_run(sweep* sw, sweep_run* r, int argc, char** argv, const char*
     /* its own process group: Ctrl-C reaches the sweep, which ends its runs itself */
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setpgroup(&at, 0);
+    setenv(SWEEP_RUN_ENV, "1", 1); /* for the runs; this process reads it never again */
     rc = posix_spawn(&r->pid, exe, &fa, &at, a, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     free(a);
     if (rc) return fail("cannot start %s: %s", exe, strerror(rc));
     r->state = RUN_RUNNING;
+    r->t_spawn = now_s();
     return 0;
 }
 
@@ -493,6 +503,7 @@ static int run_processes(sweep* sw, int argc, char** argv) {
             done++;
             r->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
             classify(sw, r, read_run(sw, r) == 0);
+            if (!isfinite(r->h.seconds)) r->h.seconds = now_s() - r->t_spawn; /* killed: no summary */
             progress(sw, r, done, t0);
         }
     }
@@ -634,14 +645,20 @@ static int best_lr(const sweep* sw, int p) {
     return best;
 }
 
-/* largest lr of preset p at which every seed was ok; -1 if none. unstable: the smaller ones
-   that were not (a sign the sweep's noise or an lr window, worth a look) */
-static int largest_stable(const sweep* sw, int p, char* unstable, size_t n) {
+/* largest lr of preset p at which every seed was ok; -1 if none. Only the lrs below the first
+   one with an interrupted run count (*known: their number): nothing is concluded from runs that
+   did not finish. unstable: the smaller ones that were not (a sign of the sweep's noise or an
+   lr window, worth a look) */
+static int largest_stable(const sweep* sw, int p, char* unstable, size_t n, int* known) {
     int l, best = -1;
     size_t k = 0;
     unstable[0] = 0;
-    for (l = 0; l < sw->n_lrs; l++)
-        if (stats(sw, p, l).stable) best = l;
+    *known = sw->n_lrs;
+    for (l = 0; l < sw->n_lrs; l++) {
+        const group_stats g = stats(sw, p, l);
+        if (g.interrupted) { *known = l; break; }
+        if (g.stable) best = l;
+    }
     for (l = 0; l < best; l++)
         if (!stats(sw, p, l).stable)
             k += (size_t)snprintf(unstable + k, k < n ? n - k : 0, "%s%g", k ? ";" : "", sw->lrs[l]);
@@ -655,11 +672,15 @@ static void print_stable(const sweep* sw) {
         "the SiameseNorm paper's Table 1 protocol):\n");
     for (p = 0; p < sw->n_presets; p++) {
         char unstable[256];
-        const int l = largest_stable(sw, p, unstable, sizeof unstable), b = best_lr(sw, p);
-        if (l < 0) say("  %-14s none of %g..%g", sw->labels[p], sw->lrs[0], sw->lrs[sw->n_lrs - 1]);
+        int known;
+        const int l = largest_stable(sw, p, unstable, sizeof unstable, &known), b = best_lr(sw, p);
+        if (known == 0) say("  %-14s not known (interrupted before every seed at lr %g finished)", sw->labels[p],
+                            sw->lrs[0]);
+        else if (l < 0) say("  %-14s none of %g..%g", sw->labels[p], sw->lrs[0], sw->lrs[known - 1]);
         else say("  %-14s %g%s%s%s%s", sw->labels[p], sw->lrs[l],
                  l == sw->n_lrs - 1 ? " (the largest tried)" : "", unstable[0] ? " (but not stable at " : "",
                  unstable, unstable[0] ? ")" : "");
+        if (known > 0 && known < sw->n_lrs) say(" (lr %g and above: interrupted, not known)", sw->lrs[known]);
         /* stable is not good: a run can stay clear of the baseline and still learn little */
         if (b >= 0) say("; lowest validation loss at lr %g (%.4f)", sw->lrs[b], stats(sw, p, b).mean);
         say("\n");
@@ -697,13 +718,14 @@ static int write_tables(const sweep* sw) {
                "val_max,accuracy_mean,stable,largest_stable_lr\n");
     for (p = 0; p < sw->n_presets; p++) {
         char unstable[256];
-        const int best = largest_stable(sw, p, unstable, sizeof unstable);
+        int known;
+        const int best = largest_stable(sw, p, unstable, sizeof unstable, &known);
         for (l = 0; l < sw->n_lrs; l++) {
             const group_stats g = stats(sw, p, l);
             fprintf(f, "%s,%.9g,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.6g,%d,%.9g\n", sw->labels[p],
                     sw->lrs[l], g.n, g.ok, g.collapsed, g.diverged, g.failed, g.interrupted, g.mean, g.std,
                     g.finished ? g.lo : NAN, g.finished ? g.hi : NAN, g.acc, g.stable,
-                    best >= 0 ? sw->lrs[best] : NAN);
+                    best >= 0 && known == sw->n_lrs ? sw->lrs[best] : NAN); /* nan: not known */
         }
     }
     rc |= close_out(f);
@@ -892,7 +914,7 @@ static int plan(sweep* sw, const config* base) {
         char buf[512], *tok, *save = NULL;
         if (strlen(base->compare) >= sizeof buf) return fail("--compare: list too long");
         snprintf(buf, sizeof buf, "%s", base->compare);
-        for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) { /* "a,b" or "a, b" */
             nb_stack_desc d;
             nb_ctx ctx;
             memset(&d, 0, sizeof d);

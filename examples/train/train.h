@@ -207,7 +207,14 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers);
 /* a resolved norm kind as --norm and the checkpoint's "norm" key spell it: rms, layer, dyt,
    derf, l2 */
 const char* norm_kind_name(nb_norm_type k);
-int sweeping(const config* c);  /* --compare, --seeds or --lrs */
+int sweeping(const config* c);
+/* The sweep's own options (compare, seeds, lrs, jobs, out) may sit in a --config file: the
+   sweep reads them, its runs (which get the same file, their preset, seed and lr on the command
+   line) skip them; the sweep marks its runs' environment with this variable. */
+#define SWEEP_RUN_ENV "NBTRAIN_SWEEP_RUN"
+/* What a --config file sets for one run: a hash of its option lines but the sweep's own
+   (comments, blank lines and spelling of "name = value" aside); 0 when unreadable */
+unsigned long long config_run_hash(const char* path);  /* --compare, --seeds or --lrs */
 
 /* ---- data.c ---- */
 typedef struct dataset {
@@ -321,6 +328,7 @@ typedef struct model {
     int stop;                          /* a stop request, agreed by every rank at the last step */
     double *head_max, *head_mass;      /* L*H: the last measured step's max logit and first-key
                                           mass per layer and head, over every rank (heads.c) */
+    double* head_gate;                 /* L*H, gated attention only: each head's mean gate */
     const config* cfg;
     int step;                          /* the training step being computed (fault injection) */
     char bad_grad[160];                /* the first non-finite gradient seen (--check-finite) */
@@ -367,6 +375,9 @@ void optim_groups(model* m, const config* c);
    rank), and with mass, m->head_mass the first key's probability averaged over every rank's
    query rows. Returns the largest max logit over layers and heads (NaN on a bad cache). */
 double heads_measure(model* m, int mass);
+/* Gated attention: m->head_gate, each head's mean gate sigmoid(G) over this step's forward,
+   averaged over every rank's rows (nb_stack_gate_stats); 0 without gates. */
+int heads_gates(model* m);
 /* QK-Clip (Kimi K2's MuonClip, nb_stack_qk_clip) with m->head_max of this step on the updated
    parameters: every rank scales the same heads of its full copy alike (plain data parallelism
    and ZeRO-1 hold every parameter after the step). 0, or 1 with a message. */
@@ -412,6 +423,10 @@ typedef struct history {       /* what a run records for tables and plots */
     double *step_maxlogit, *step_clipped;
     double max_logit, max_logit_peak; /* the last step's, the largest of any step (NaN: none) */
     double first_mass;         /* mean first-key mass over layers and heads, last logged step */
+    int gated;                 /* gated attention: its gates recorded at logged steps */
+    double gate_mean, gate_min; /* the mean gate over layers and heads, and the smallest head's */
+    int gate_min_at;           /* l*H + h of that head */
+    double* head_gate_l;       /* n_diag x L*H: each head's mean gate (--diag) */
     long long clips;           /* heads QK-Clip scaled, over the run */
     double final_loss, final_val, accuracy;
     int diverged_at;           /* -1 = no */

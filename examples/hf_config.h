@@ -3,6 +3,7 @@
 
    Families (model_type) and what they are in the library:
      llama   Pre-LN, RMSNorm, SwiGLU (hidden_act "silu"), RoPE; attention_bias: Q, K, V and O biases
+     mistral llama, when its sliding_window is null (full attention: Mistral's class is then Llama's)
      qwen2   llama with Q, K, V biases (no O bias), as its code hard-codes
      qwen3   llama with per-head RMSNorm on Q and K before RoPE (q_norm, k_norm: one gain of head_dim);
              its attention_bias, like Llama's, on Q, K, V and O
@@ -13,7 +14,10 @@
    to hold the only value the library computes (hidden_act, rope_scaling null, no sliding window,
    head_dim = hidden_size / num_attention_heads, ...), or known not to change the stack's forward
    (token ids, vocabulary and context sizes, dropout, dtype, tie_word_embeddings: the embedding and
-   head are outside the stack); any other key is refused by name, never ignored. */
+   head are outside the stack); any other key is refused by name, never ignored. The file is read
+   as Python's json (transformers) reads it, or refused by name: one JSON object and nothing
+   after it, no key twice (json keeps the last, cJSON the first), every value of the JSON type its
+   key has, every number representable in the library's float. */
 
 typedef struct hf_family {
     const char* model_type, *architecture, *preset;
@@ -23,6 +27,7 @@ typedef struct hf_family {
 static const hf_family hf_families[] = {
     {"llama", "LlamaForCausalLM", "pre", NB_NAMES_HF_LLAMA},
     {"qwen2", "Qwen2ForCausalLM", "pre", NB_NAMES_HF_LLAMA},
+    {"mistral", "MistralForCausalLM", "pre", NB_NAMES_HF_LLAMA},
     {"qwen3", "Qwen3ForCausalLM", "pre", NB_NAMES_HF_LLAMA},
     {"olmo2", "Olmo2ForCausalLM", "olmo2", NB_NAMES_HF_LLAMA},
     {"gpt2", "GPT2LMHeadModel", "gpt2", NB_NAMES_HF_GPT2}};
@@ -80,6 +85,8 @@ static int hf_real(hf_reader* r, const char* key, double lo, nb_real* out) {
     if (!v) return 0;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !(v->valuedouble > lo))
         return hf_fail(r, "\"%s\" is not a finite number above the library's bound", key);
+    if (!((nb_real)v->valuedouble > (nb_real)lo) || !isfinite((double)(nb_real)v->valuedouble))
+        return hf_fail(r, "\"%s\" (%g) is out of the library's float range", key, v->valuedouble);
     *out = (nb_real)v->valuedouble;
     return 0;
 }
@@ -104,6 +111,15 @@ static int hf_must(hf_reader* r, const char* key, const char* const* ok, const c
     return hf_fail(r, "\"%s\" has a value the library does not compute (it has %s)", key, what);
 }
 
+/* the first key of object o that appears twice in it, or NULL */
+static const char* hf_twice(const cJSON* o) {
+    const cJSON *a, *b;
+    for (a = o ? o->child : NULL; a; a = a->next)
+        for (b = a->next; b; b = b->next)
+            if (a->string && b->string && !strcmp(a->string, b->string)) return a->string;
+    return NULL;
+}
+
 /* path's config.json into d (zeroed first) and the family's name style; 1 with err */
 static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** fam, char* err, size_t n_err) {
     static const char* const silu[] = {"silu", NULL}, *const gelu[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
@@ -120,14 +136,29 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
     r.err = err;
     r.n_err = n_err;
     if (st_read_file(path, &text, &len, err, n_err, NULL, NULL)) return 1;
-    root = cJSON_ParseWithLength((const char*)text, len);
+    {   /* one object, then only white space (cJSON alone stops at the object's end) */
+        const char* end = NULL;
+        root = cJSON_ParseWithLengthOpts((const char*)text, len, &end, 0);
+        while (root && end && end < (const char*)text + len && strchr(" \t\r\n", *end)) end++;
+        if (root && end != (const char*)text + len) {
+            const size_t at = (size_t)(end - (const char*)text);
+            cJSON_Delete(root);
+            free(text);
+            return hf_fail(&r, "has text after its JSON object (byte %zu)", at);
+        }
+    }
     free(text);
     r.root = root;
     if (!cJSON_IsObject(root)) { cJSON_Delete(root); return hf_fail(&r, "not a JSON object"); }
+    if (hf_twice(root)) { /* Python's json keeps the last value, cJSON the first: refused */
+        hf_fail(&r, "\"%s\" is given twice (transformers would take the last value)", hf_twice(root));
+        cJSON_Delete(root);
+        return 1;
+    }
     mt = hf_get(&r, "model_type");
     for (i = 0; i < HF_N_FAMILIES && !(cJSON_IsString(mt) && !strcmp(mt->valuestring, hf_families[i].model_type)); i++) {}
     if (i == HF_N_FAMILIES) {
-        hf_fail(&r, "\"model_type\" is %s: nbimport reads llama, qwen2, qwen3, olmo2 and gpt2",
+        hf_fail(&r, "\"model_type\" is %s: nbimport reads llama, mistral, qwen2, qwen3, olmo2 and gpt2",
                 cJSON_IsString(mt) ? mt->valuestring : "missing or not a string");
         goto done;
     }
@@ -165,8 +196,17 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
                     hf_get(&r, "head_dim") ? "" : " (absent: qwen3's default 128)");
             goto done;
         }
+        if (!strcmp((*fam)->model_type, "mistral") && hf_get(&r, "sliding_window")) {
+            hf_fail(&r, "\"sliding_window\" is set: the library computes full attention (Mistral with "
+                    "sliding_window null is Llama)");
+            goto done;
+        }
         if ((e = hf_get(&r, "rope_parameters")) != NULL) {
             const cJSON* x;
+            if (!cJSON_IsObject(e) || hf_twice(e)) {
+                hf_fail(&r, "\"rope_parameters\" is not an object of distinct keys");
+                goto done;
+            }
             cJSON_ArrayForEach(x, e) {
                 if (!strcmp(x->string, "rope_theta") && cJSON_IsNumber(x) && isfinite(x->valuedouble) && x->valuedouble > 1)
                     d->rope_theta = (nb_real)x->valuedouble;

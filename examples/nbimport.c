@@ -409,6 +409,17 @@ static int stack_of(model_in* M, nb_name_style style, int B, int T, nb_stack* s)
         }
     } else if (desc_of_meta(&M->f[0], &d)) return 1;
     d.check_finite = 1; /* a forward that overflows fails naming the layer, no Inf/NaN output */
+    {   /* bound the work by what the files hold before the stack is built: every layer has at
+           least Q and O (d x d each) and two FFN matrices (d x f, f >= d by default) */
+        const double dm = d.d_model, f = d.d_ff > 0 ? d.d_ff : d.d_model;
+        const double least = (double)d.n_layers * (2 * dm * dm + 2 * dm * f);
+        values = model_values(M);
+        if (least > (double)values) {
+            fprintf(stderr, "nbimport: MODEL describes %d layers of d_model %d (at least %.3g parameters); its files "
+                    "hold %zu values\n", d.n_layers, d.d_model, least, values);
+            return 1;
+        }
+    }
     if (nb_stack_init(&ctx, s, &d, B, T)) return fail("%s", ctx.err);
     /* every parameter comes from MODEL: a stack larger than its values is refused before its
        buffers are allocated (metadata of a huge model on a small file) */

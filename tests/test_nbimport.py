@@ -9,6 +9,7 @@ Python standard library only.
     python3 tests/test_nbimport.py path/to/nbimport
 """
 import json
+import time
 import math
 import os
 import struct
@@ -318,7 +319,7 @@ run("the training keys examples/train writes are known", model("m.st", meta=meta
 run("metadata of a model far larger than the file", model("m.st", meta=meta(n_layers="100000", d_model="4096",
                                                                             n_heads="32", n_kv_heads="32",
                                                                             d_ff="11008")),
-    1, "describes a stack of", "values")
+    1, "100000 layers of d_model 4096", "its files hold")
 
 
 
@@ -464,7 +465,11 @@ for what, edit, words in [
         ("hidden_act gelu", {"hidden_act": "gelu"}, ['"hidden_act"', "silu"]),
         ("a sliding window", {"use_sliding_window": True}, ['"use_sliding_window"']),
         ("head_dim that does not split d_model", {"head_dim": 8}, ['"head_dim"']),
-        ("model_type mistral", {"model_type": "mistral"}, ['"model_type" is mistral']),
+        ("mistral with a sliding window", {"model_type": "mistral", "sliding_window": 4096}, ['"sliding_window"', "full attention"]),
+        ("model_type phi3", {"model_type": "phi3"}, ['"model_type" is phi3']),
+        ("rope_parameters as a string", {"rope_parameters": "default"}, ['"rope_parameters"', "object"]),
+        ("rope_parameters as an array", {"rope_parameters": [1, 2]}, ['"rope_parameters"', "object"]),
+        ("rms_norm_eps below float's range", {"rms_norm_eps": 1e-50}, ['"rms_norm_eps"', "float range"]),
         ("mlp_bias true", {"mlp_bias": True}, ['"mlp_bias"']),
         ("a string for hidden_size", {"hidden_size": "8"}, ['"hidden_size"', "integer"]),
         ("rms_norm_eps of 0", {"rms_norm_eps": 0}, ['"rms_norm_eps"']),
@@ -480,6 +485,27 @@ run("rope_parameters of the default RoPE (newer transformers)",
     hub("hub", dict({k: v for k, v in LLAMA_CFG.items() if k != "rope_theta"},
                     rope_parameters={"rope_type": "default", "rope_theta": 500000.0})), 0)
 run("a llama config.json with STYLE hf-gpt2", hub("hub", LLAMA_CFG), 1, "STYLE hf-llama", style="hf-gpt2")
+run("a mistral config.json with sliding_window null: Llama", hub("hub", dict(LLAMA_CFG, model_type="mistral",
+                                                                             sliding_window=None)), 0)
+shape_m, out_m = read_out("out.st")
+run("the same as llama", hub("hub", LLAMA_CFG), 0)
+record("...a Mistral directory without a sliding window computes Llama's output", read_out("out.st") == (shape_m, out_m))
+# read as Python's json reads it, or refused: a key twice (json keeps the last), text after the object
+with open("hub/config.json", "w") as f:
+    f.write(json.dumps(LLAMA_CFG)[:-1] + ', "rms_norm_eps": 1e-3}')
+run("a config.json with a key twice", "hub", 1, '"rms_norm_eps" is given twice', "last value")
+with open("hub/config.json", "w") as f:
+    f.write(json.dumps(LLAMA_CFG) + ' {"model_type": "gpt2"}')
+run("a config.json with text after its object", "hub", 1, "text after its JSON object")
+with open("hub/config.json", "w") as f:
+    f.write(json.dumps(LLAMA_CFG) + " \n\t ")
+run("a config.json with white space after its object", "hub", 0)
+# the work bounded by the files before the stack is built: a 300-byte config.json of 2^24
+# layers is refused at once (it used to build the whole stack first)
+t0 = time.time()
+run("a config.json of 2^24 layers on a small file", hub("hub", dict(LLAMA_CFG, num_hidden_layers=1 << 24)), 1,
+    "16777216 layers", "its files hold")
+record("...refused within a second", time.time() - t0 < 1.0, f"{time.time() - t0:.2f} s")
 before = open(os.path.join(hub("hub", LLAMA_CFG), "config.json")).read()
 run("OUT is the model directory's config.json", "hub", 1, "same file", "config.json", out="hub/config.json")
 record("...which is left as it was", open("hub/config.json").read() == before)

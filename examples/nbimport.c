@@ -124,7 +124,9 @@ static const char* const known_keys[] = {
     "hyper_sinkhorn", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
     "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
     "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", "attn_gate",
-    "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", NULL};
+    "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites", "site_width",
+    "ffn_bias", "final_norm", "embed_norm", "siamese_scale", "siamese_fusion", "siamese_no_fusion_norm", "completep",
+    "depth_base", "width_base", NULL};
 
 static int is_dir(const char* path) {
     struct stat sb;
@@ -311,6 +313,69 @@ static int porting_of_meta(const st_file* M, nb_stack_desc* d) {
     return 0;
 }
 
+/* an on|off key of examples/train into *out (1 on, -1 off; untouched when absent) */
+static int onoff_meta(const st_file* M, const char* key, int* out) {
+    const char* v = st_meta(M, key);
+    if (!v) return 0;
+    if (strcmp(v, "on") && strcmp(v, "off")) return bad_meta(key, v, "on or off");
+    *out = strcmp(v, "on") ? -1 : 1;
+    return 0;
+}
+
+/* examples/train's stack keys written when set away from the preset's (its O_MODEL options):
+   the attention sites and their width, the FFN's biases, the final and embedding norms,
+   SiameseNorm's forms, CompleteP's depth rule (width_base changes only the init, the learning
+   rates and the logits: not the stack) */
+static int train_keys_of_meta(const st_file* M, nb_stack_desc* d) {
+    static const char* const scales[3] = {"code", "paper", "one"};
+    const char* v;
+    int k;
+    if ((v = st_meta(M, "sites")) != NULL) {
+        const char* p = v;
+        unsigned sites = 0;
+        if (!strcmp(v, "none")) sites = NB_SITES_NONE;
+        else
+            for (; *p; p += p[1] == ',' ? 2 : 1) {
+                const char* at = strchr("qkvc", *p);
+                if (!*p || !at || (p[1] && p[1] != ',')) return bad_meta("sites", v, "none or a comma list of q, k, v, c");
+                sites |= 1u << (at - "qkvc");
+            }
+        if (!sites) return bad_meta("sites", v, "none or a comma list of q, k, v, c");
+        d->sites = sites;
+    }
+    if ((v = st_meta(M, "site_width")) != NULL) {
+        if (!strcmp(v, "head")) d->site_width = NB_WIDTH_PER_HEAD;
+        else if (!strcmp(v, "full")) d->site_width = NB_WIDTH_FULL;
+        else return bad_meta("site_width", v, "head or full");
+    }
+    if (onoff_meta(M, "ffn_bias", &d->ffn_bias) || onoff_meta(M, "final_norm", &d->final_norm) ||
+        onoff_meta(M, "embed_norm", &d->embed_norm))
+        return 1;
+    if ((v = st_meta(M, "siamese_scale")) != NULL) {
+        for (k = 0; k < 3 && strcmp(v, scales[k]); k++) {}
+        if (k == 3) return bad_meta("siamese_scale", v, "code, paper or one");
+        d->siamese_paper_scale = k;
+    }
+    if ((v = st_meta(M, "siamese_fusion")) != NULL) {
+        if (strcmp(v, "code") && strcmp(v, "paper")) return bad_meta("siamese_fusion", v, "code or paper");
+        d->siamese_paper_fusion = !strcmp(v, "paper");
+    }
+    if ((v = st_meta(M, "siamese_no_fusion_norm")) != NULL) {
+        if (strcmp(v, "on")) return bad_meta("siamese_no_fusion_norm", v, "on");
+        d->siamese_no_fusion_norm = 1;
+    }
+    if ((v = st_meta(M, "completep")) != NULL) {
+        char* end;
+        errno = 0;
+        d->depth_alpha = strtod(v, &end);
+        if (!*v || !strchr("+.0123456789", *v) || *end || errno == ERANGE || !(d->depth_alpha > 0) ||
+            d->depth_alpha > 2)
+            return bad_meta("completep", v, "a number in (0, 2]");
+    }
+    if (st_meta(M, "depth_base") && meta_int(M, "depth_base", 1 << 16, &d->depth_base)) return 1;
+    return 0;
+}
+
 /* the description in file M's metadata */
 static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
     nb_ctx ctx;
@@ -384,7 +449,7 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
         else if (!strcmp(v, "static")) d->hyper_static = 1;
         else return bad_meta("hyper_form", v, "dynamic or static");
     }
-    if (porting_of_meta(M, d)) return 1;
+    if (porting_of_meta(M, d) || train_keys_of_meta(M, d)) return 1;
     if ((v = st_meta(M, "embed_scale")) != NULL && strcmp(v, "0") && strcmp(v, "2")) /* 2: constant (extras_of) */
         return fail("MODEL has examples/train's learnable embedding scale (embed_scale %s): no layout here holds it", v);
     return 0;

@@ -305,8 +305,10 @@ check("OUT in a missing directory", ["hf-llama", mp, inp, "nosuch/out.st"], 1, "
 record("the FIFO is still a FIFO", os.path.exists("fifo.st") and not os.path.isfile("fifo.st"))
 
 # --- 8: every metadata key is understood, or refused by name (issue 23) -----------------------------
-run("a metadata key nbimport does not know", model("m.st", meta=meta(sites="q,k")), 1, '"sites"',
+run("a metadata key nbimport does not know", model("m.st", meta=meta(sliding_window="4096")), 1, '"sliding_window"',
     "not a key nbimport knows")
+run("a value of examples/train's sites key nbimport does not know", model("m.st", meta=meta(sites="q,x")), 1,
+    '"sites"', "comma list of q, k, v, c")
 if run("eps in the metadata (examples/train writes it when set)", model("m.st", meta=meta(eps="0.5", rope_theta="5e5")),
        0):
     shape, out = read_out("out.st")

@@ -1331,6 +1331,55 @@ assert h['__metadata__']['format'] == 'pt'
   else
     fail "nbimport with the softcap and the constant embedding scale"; cat gz.log gr1.log gr2.log 2>/dev/null
   fi
+  # every stack key train writes (set away from the preset's) is one nbimport honours: the stack
+  # it builds from the checkpoint gives the trainer's own output (its --dump of a validation
+  # batch: x0 in, out out), and --sites q,k equals the preset Pre-QK-Pre (the same init) bitwise
+  cat > dump_io.py <<'PY'
+import json, struct, sys
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n])
+    return {k: (v["shape"], struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4),
+                                          raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]))
+            for k, v in h.items() if k != "__metadata__"}
+if sys.argv[1] == "E":  # the dump's x0 (B*T x d) as nbimport's INPUT E (B, T, d)
+    shape, x = tensors(sys.argv[2])["x0"]
+    b = b"".join(struct.pack("<f", v) for v in x)
+    h = json.dumps({"E": {"dtype": "F32", "shape": [int(sys.argv[4]), shape[0] // int(sys.argv[4]), shape[1]],
+                          "data_offsets": [0, len(b)]}}).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    open(sys.argv[3], "wb").write(struct.pack("<Q", len(h)) + h + b)
+else:  # the largest |difference| between the dump's out and nbimport's, relative to the largest |out|
+    a, b = tensors(sys.argv[2])["out"][1], tensors(sys.argv[3])["out"][1]
+    scale = max(abs(v) for v in a)
+    print("%.3g" % (max(abs(x - y) for x, y in zip(a, b)) / scale if len(a) == len(b) else 1e9))
+PY
+  ok=1
+  for spec in "k1|--sites q,k --site-width full --ffn-bias on --final-norm off" "k2|--embed-norm on --init normal" \
+              "k3|--preset siamese --siamese-scale paper --siamese-fusion paper --siamese-no-fusion-norm" \
+              "k4|--preset siamese --siamese-scale one" "k5|--completep 1 --depth-base 1 --width-base 16"; do
+    IFS='|' read -r ck flags <<< "$spec"
+    # shellcheck disable=SC2086
+    if ! "$TRAIN" "${TINY[@]}" --steps 3 $flags --save "$ck.st" > "$ck.log" 2>&1 ||
+       ! "$TRAIN" --load "$ck.st" --dump "${ck}_dump.st" --threads 1 > "${ck}_dump.log" 2>&1 ||
+       ! python3 dump_io.py E "${ck}_dump.st" "${ck}_E.st" 4 ||
+       ! "$NBIMPORT" normblocks "$ck.st" "${ck}_E.st" "${ck}_out.st" > "${ck}_imp.log" 2>&1; then
+      ok=0; echo "  $ck ($flags):"; cat "$ck.log" "${ck}_dump.log" "${ck}_imp.log" | grep -v "^step"; continue
+    fi
+    if [ "$ck" != k2 ]; then # x0 is N(E) with an embedding norm: its output is checked by running only
+      err="$(python3 dump_io.py out "${ck}_dump.st" "${ck}_out.st")"
+      awk -v e="$err" 'BEGIN { exit !(e < 1e-5) }' || { ok=0; echo "  $ck ($flags): output differs by $err"; }
+    fi
+  done
+  "$TRAIN" "${TINY[@]}" --steps 3 --sites q,k --init megatron --save k6.st > k6.log 2>&1
+  "$TRAIN" "${TINY[@]}" --steps 3 --preset Pre-QK-Pre --save k7.st > k7.log 2>&1
+  if [ $ok = 1 ] && "$NBIMPORT" normblocks k6.st E.st k6_out.st > k6_imp.log 2>&1 &&
+     "$NBIMPORT" normblocks k7.st E.st k7_out.st > k7_imp.log 2>&1 && cmp -s k6_out.st k7_out.st; then
+    pass "nbimport honours every stack key train writes (sites, site_width, ffn_bias, final_norm, embed_norm, siamese_*, completep, depth_base; width_base inert): the trainer's outputs again; --sites q,k as Pre-QK-Pre, bitwise"
+  else
+    fail "nbimport with train's stack keys"; cat k6_imp.log k7_imp.log 2>/dev/null
+  fi
   # issue 26's options: nbimport knows their keys and runs the stacks (and --export normblocks
   # keeps the keys); an export to a layout whose model code does not compute the gate, Derf,
   # unit-offset gains or SkipInit's scalars is refused naming the field

@@ -745,8 +745,18 @@ assert hid[1] == 's0_x0' and hid[-1] == 's3_x2' and len(hid) == 1 + 4 * 3, hid
    grep -q "^hyper-connections: HC, 2 streams" hhc.log &&
    grep -q "^hyper-connections: composite Amax gain, .* backward [0-9.e+-]* at the last logged step" hmhc.log &&
    grep -q "^hyper-connections: composite Amax gain" hhc.log &&
-   grep -q "<polyline" hdiag/hyper.svg && grep -q "stream 0 of 4" hdiag/layers.svg; then
-  pass "mHC and HC train to a finite loss and report their composite gains (final lines, summary, --diag)"
+   grep -q "<polyline" hdiag/hyper.svg && grep -q "stream 0 of 4" hdiag/layers.svg &&
+   python3 - hdiag/*.svg <<'PY'
+# every legend and label ends inside the figure (16 px text, at most 0.56 em per character)
+import re, sys
+for path in sys.argv[1:]:
+    svg = open(path).read()
+    width = float(re.search(r'<svg[^>]* width="([0-9.]+)"', svg).group(1))
+    for x, size, text in re.findall(r'<text x="([0-9.]+)"[^>]*text-anchor="start"[^>]*font-size="([0-9]+)"[^>]*>([^<]*)<', svg):
+        assert float(x) + 0.56 * float(size) * len(text) <= width, (path, x, text)
+PY
+then
+  pass "mHC and HC train to a finite loss and report their composite gains (final lines, summary, --diag; no label past the figure's edge)"
 else
   fail "mHC and HC runs (rc $rc1 $rc2)"; tail -5 hmhc.log hhc.log
 fi
@@ -1157,6 +1167,14 @@ if [ $rc = 0 ] && [ -n "$gm" ] && [ "$gm" = "$cm" ] && head -1 gdiag/head_gate.c
 else
   fail "gate report (rc $rc, '$gm' vs the CSV's '$cm')"; grep -E "gate|error" gate.log; head -3 gdiag/head_gate.csv
 fi
+# an axis whose values are equal up to float rounding says so (nGPT's unit hidden states), not
+# magnifying the rounding into structure
+"$TRAIN" "${TINY[@]}" --steps 10 --preset ngpt --diag ngdiag > ngdiag.log 2>&1
+if grep -q "flat: every value within [0-9.e+-]* of 1<" ngdiag/layers.svg; then
+  pass "a plot's axis of values equal up to rounding says \"flat\" (nGPT's unit magnitudes)"
+else
+  fail "flat axis"; grep -o "flat[^<]*" ngdiag/*.svg; tail -3 ngdiag.log
+fi
 expect_error "--attn-gate maybe" "none, headwise or elementwise" "${TINY[@]}" --attn-gate maybe
 expect_error "--branch-scale interp" "scalar, channel or sublayer" "${TINY[@]}" --branch-scale interp
 expect_error "--norm-bias on with RMSNorm" "norm-bias on: the stack's norms are rms, which have no bias" "${TINY[@]}" --norm-bias on
@@ -1196,8 +1214,8 @@ for k in heads[0]:
     if a > tau: assert b <= tau * (1 + 1e-5) and b >= tau * (1 - 1e-5), (k, a, b)
     else: assert abs(b - a) <= 1e-5 * abs(a), (k, a, b)
 assert float(same[1]['max_logit']) <= tau * (1 + 1e-5), same
-"; then
-  pass "--qk-clip: a tiny tau clips every head of a text batch; on a repeated batch (lr 0, GQA) the next forward's clipped heads are at tau, the others unchanged"
+" && grep -q "QK-Clip's tau (0.001)" qkd/heads.svg; then
+  pass "--qk-clip: a tiny tau clips every head of a text batch; on a repeated batch (lr 0, GQA) the next forward's clipped heads are at tau, the others unchanged; heads.svg draws tau"
 else
   fail "--qk-clip with a tiny tau (rc $rc1 $rc2)"; cat qk_text.csv qk_same.csv qkd/head_max_logit.csv qk_text.log qk_same.log
 fi

@@ -146,6 +146,7 @@ typedef struct axes {
     double x0, x1, y0, y1;        /* its range, in log10 units on a log axis */
     int logx, logy;
     double ymax;
+    double dmin, dmax;            /* the data's y extent (linear axes) */
 } axes;
 
 static double ax_x(const axes* a, double v) {
@@ -181,6 +182,7 @@ static void fit(axes* a, const line* s, int ns) {
                 if (y > ymax) ymax = y;
             }
     if (xmin > xmax) { xmin = 0; xmax = 1; ymin = 0; ymax = 1; }
+    a->dmin = ymin; a->dmax = ymax;
     if (xmax - xmin < 1e-12) { xmin -= 0.5; xmax += 0.5; }
     if (ymax - ymin < 1e-12) { ymin -= 0.5; ymax += 0.5; }
     if (a->logx) { xmin -= 0.08 * (xmax - xmin); xmax += 0.08 * (xmax - xmin); }
@@ -357,9 +359,19 @@ static void draw_panel(FILE* f, const panel* p, const line* s, int ns) {
     char buf[32];
     int k, i, nd = 0, j = 0;
     double step;
+    char flat[96] = "";
     panel_axes(p, &a);
     fit(&a, s, ns);
     if (p->yfix1 > p->yfix0 && !a.logy) { a.y0 = p->yfix0; a.y1 = p->yfix1; }
+    else if (!a.logy) { /* values equal up to float rounding: an axis of +-0.1% that says so, not
+                           one that magnifies the rounding into structure */
+        const double mid = 0.5 * (a.dmin + a.dmax), span = a.dmax - a.dmin;
+        if (mid != 0 && span < 1e-4 * fabs(mid)) {
+            a.y0 = mid - 1e-3 * fabs(mid);
+            a.y1 = mid + 1e-3 * fabs(mid);
+            snprintf(flat, sizeof flat, "flat: every value within %.2g of %.7g", span, mid);
+        }
+    }
     panel_frame(f, p, &a);
     for (i = 0; i < p->n_xticks; i++) {
         snprintf(buf, sizeof buf, "%g", p->xticks[i]);
@@ -371,10 +383,29 @@ static void draw_panel(FILE* f, const panel* p, const line* s, int ns) {
     for (k = 0; k < ns; k++) nd += s[k].bars;
     step = p->dodge ? dodge_step(&a, p, nd) : 0;
     for (k = 0; k < ns; k++) draw_line(f, &a, &s[k], s[k].bars ? step * (j++ - 0.5 * (nd - 1)) : 0);
+    if (flat[0]) svg_text_fill(f, a.L + 10, a.Tp + 22, "start", FS_NOTE, "#444", flat);
 }
 
 /* the legend in its own column at (x, y), one entry per line (name NULL: none); returns the
    y below it */
+/* a legend entry's name from x to the figure's right edge, wrapped at spaces onto further rows
+   when longer (never clipped); returns the y of the next entry */
+static double legend_text(FILE* f, double x, double y, const char* name) {
+    const int fit = (int)((FIG_W - 6 - x) / (0.56 * FS_LEGEND)); /* characters per row, generous */
+    char row[256];
+    while ((int)strlen(name) > fit && fit > 8) {
+        int cut = fit;
+        while (cut > 0 && name[cut] != ' ') cut--;
+        if (cut == 0) cut = fit; /* one long word: cut it */
+        snprintf(row, sizeof row, "%.*s", cut, name);
+        svg_text(f, x, y, "start", FS_LEGEND, row);
+        name += cut + (name[cut] == ' ');
+        y += FS_LEGEND + 4;
+    }
+    svg_text(f, x, y, "start", FS_LEGEND, name);
+    return y + LEGEND_ROW;
+}
+
 static double draw_legend(FILE* f, double x, double y, const line* s, int ns) {
     int k;
     for (k = 0; k < ns; k++) {
@@ -388,8 +419,7 @@ static double draw_legend(FILE* f, double x, double y, const line* s, int ns) {
                     x, y - 12, s[k].color);
         if (s[k].dots || s[k].bars)
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"/>\n", x + 15, y - 5, s[k].color);
-        svg_text(f, x + 38, y, "start", FS_LEGEND, s[k].name);
-        y += LEGEND_ROW;
+        y = legend_text(f, x + 38, y, s[k].name);
     }
     return y;
 }
@@ -564,7 +594,7 @@ static int diag_layers_svg(const config* c, int L, const history* h) {
         key[nk].name = "stream y (Pre-Norm)"; key[nk].color = "#555"; key[nk++].dashed = 1;
     }
     if (h->hyper) {
-        snprintf(stream0, sizeof stream0, "stream 0 of %d (all: hyper.svg)", S);
+        snprintf(stream0, sizeof stream0, "stream 0 of %d (every stream: hyper.svg)", S);
         key[nk].name = stream0; key[nk++].color = "#555";
     }
     snprintf(path, sizeof path, "%s/layers.svg", c->diag);
@@ -642,13 +672,21 @@ static int diag_hyper_svg(const config* c, int L, const history* h) {
 static int diag_heads_svg(const config* c, int L, const history* h) {
     const int H = h->n_heads, np = h->n_diag < 4 ? h->n_diag : 4;
     double lx[MAX_LAYERS], top, *v = (double*)xcalloc((size_t)np * 2 * L, sizeof(double));
-    line sm[4], sf[4];
-    char names[4][32], path[1024];
+    double tau_x[2], tau_y[2];
+    line sm[5], sf[4];
+    char names[4][32], tau_name[48], path[1024];
     panel p;
     FILE* f;
-    int k, l, j;
+    int k, l, j, nm = np;
     memset(sm, 0, sizeof sm); memset(sf, 0, sizeof sf);
     for (l = 0; l < L; l++) lx[l] = l;
+    if (c->qk_clip > 0) { /* the threshold in force: QK-Clip scales a head above it */
+        tau_x[0] = 0; tau_x[1] = L > 1 ? L - 1 : 1;
+        tau_y[0] = tau_y[1] = c->qk_clip;
+        snprintf(tau_name, sizeof tau_name, "QK-Clip's tau (%g)", c->qk_clip);
+        sm[nm].name = tau_name; sm[nm].color = "#555"; sm[nm].dashed = 1;
+        sm[nm].x = tau_x; sm[nm].y = tau_y; sm[nm++].n = 2;
+    }
     for (k = 0; k < np; k++) {
         const int pick = np == 1 ? 0 : (int)((double)k * (h->n_diag - 1) / (np - 1) + 0.5);
         const double *mx = h->head_max_l + (size_t)pick * L * H, *ms = h->head_mass_l + (size_t)pick * L * H;
@@ -671,11 +709,11 @@ static int diag_heads_svg(const config* c, int L, const history* h) {
     p.y = top; p.w = 575; p.h = 520; p.int_x = 1;
     p.title = "Largest attention logit"; p.xlabel = "layer l";
     p.ylabel = "max over heads of the max logit (QK-Clip's S_max)";
-    draw_panel(f, &p, sm, np);
+    draw_panel(f, &p, sm, nm);
     p.x = 575; p.title = "First-key attention mass"; p.xlabel = "layer l";
     p.ylabel = "mean over heads and query rows of P[i][0]";
     draw_panel(f, &p, sf, np);
-    draw_legend(f, 1160, top + 70, sm, np);
+    draw_legend(f, 1160, top + 70, sm, nm);
     free(v);
     return svg_close(f);
 }

@@ -26,6 +26,11 @@ static const char* const help =
     USAGE
     "Runs MODEL's stack on INPUT's tensor \"E\" (B, T, d: the embedded input) and writes its\n"
     "output \"out\" (B, T, d, F32) to OUT; or (--export) writes MODEL's tensors in STYLE's names.\n"
+    "With token ids instead (INPUT's tensor \"ids\", B x T, I64 or I32; STYLE hf-llama or hf-gpt2)\n"
+    "it runs the model as its model type defines it, from ids to logits: E = the embedding's rows\n"
+    "(GPT-2: plus wpe's row of each position), the stack with its final norm, then the head\n"
+    "(lm_head.weight, or the embedding where the model ties them: no lm_head), and writes \"out\"\n"
+    "and \"logits\" (B, T, vocab, F32): what nbdiff holds against PyTorch's logits.\n"
     "  STYLE  hf-llama     Hugging Face Llama, Qwen2/Qwen3, OLMo-2 (and, read only, the Mix-LN and\n"
     "                      LayerNorm-Scaling codes' checkpoints): separate q/k/v, up/gate projections\n"
     "         hf-gpt2      Hugging Face GPT-2: Conv1D weights stored transposed\n"
@@ -962,26 +967,80 @@ static void print_export_table(FILE* f) {
 
 /* ---- writing ---- */
 
-static int write_out(const char* path, const nb_real* out, int B, int T, int d) {
+/* "out" (B, T, d) and, with token ids, "logits" (B, T, V; NULL: none) */
+static int write_out(const char* path, const nb_real* out, const nb_real* logits, int B, int T, int d, int V) {
     cJSON* root = cJSON_CreateObject();
-    const int shape[3] = {B, T, d};
+    const int shape[3] = {B, T, d}, lshape[3] = {B, T, V};
+    const nb_real* part[2];
+    const size_t count[2] = {(size_t)B * T * d, logits ? (size_t)B * T * V : 0};
     char err[512];
     size_t off = 0, i;
     FILE* f;
-    for (i = 0; i < (size_t)B * T * d; i++)
-        if (bad_value((double)out[i])) {
-            cJSON_Delete(root);
-            return fail("the stack's output has a value that is not a finite float: %s not written", path);
-        }
+    int k;
+    part[0] = out; part[1] = logits;
+    for (k = 0; k < 2; k++)
+        for (i = 0; i < count[k]; i++)
+            if (bad_value((double)part[k][i])) {
+                cJSON_Delete(root);
+                return fail("the %s has a value that is not a finite float: %s not written",
+                            k ? "logits" : "stack's output", path);
+            }
     if (!(f = st_create(path, err, sizeof err))) { cJSON_Delete(root); return fail("%s", err); }
     st_put_f32(root, "out", 3, shape, &off);
+    if (logits) st_put_f32(root, "logits", 3, lshape, &off);
     st_put_header(f, root);
     cJSON_Delete(root);
-    for (i = 0; i < (size_t)B * T * d; i++) {
-        const float v = (float)out[i];
-        fwrite(&v, 4, 1, f);
-    }
+    for (k = 0; k < 2; k++)
+        for (i = 0; i < count[k]; i++) {
+            const float v = (float)part[k][i];
+            fwrite(&v, 4, 1, f);
+        }
     return st_commit(f, err, sizeof err) ? fail("%s", err) : 0;
+}
+
+/* From token ids (INPUT's "ids", B x T integers) as the model type defines it: the embedding
+   rows of MODEL (GPT-2: plus wpe's row of each position), into *E (B*T*d, allocated); *head:
+   lm_head.weight, or the embedding when the model ties them (no lm_head), *V its rows */
+typedef struct ids_io { const st_file* fh; const st_tensor* head; int V; } ids_io;
+static int embed_ids(model_in* M, const st_file* In, const st_tensor* ids, nb_name_style style, int d,
+                     nb_real** E, ids_io* io) {
+    const int gpt2 = style == NB_NAMES_HF_GPT2;
+    const st_tensor *emb = NULL, *wpe = NULL;
+    const unsigned char* p = In->data + ids->begin;
+    const size_t rows = ids->count, w = ids->dtype == ST_I64 ? 8 : 4;
+    int fe = 0, fh = 0, fp = 0, i;
+    size_t r, k;
+    if (ids->dtype != ST_I64 && ids->dtype != ST_I32) return fail("INPUT's ids are %s, not I64 or I32",
+                                                                 st_dtype_name(ids->dtype));
+    for (i = 0; k_embed[i] && !emb; i++) emb = find_part(M, k_embed[i], &fe);
+    if (!emb || emb->ndim != 2 || emb->shape[1] != (size_t)d || emb->shape[0] < 1 || emb->shape[0] > 1 << 24)
+        return fail("token ids need MODEL's embedding (%s, vocab x d_model)", k_embed[gpt2 ? 1 : 0]);
+    io->head = find_part(M, "lm_head.weight", &fh);
+    if (!io->head) { io->head = emb; fh = fe; } /* tied: the head is the embedding */
+    if (io->head->ndim != 2 || io->head->shape[0] != emb->shape[0] || io->head->shape[1] != (size_t)d)
+        return fail("MODEL's lm_head.weight is not (vocab, d_model)");
+    if (gpt2 && (wpe = find_part(M, "transformer.wpe.weight", &fp)) != NULL &&
+        (wpe->ndim != 2 || wpe->shape[1] != (size_t)d || wpe->shape[0] < ids->shape[1]))
+        return fail("MODEL's wpe is not (positions >= T, d_model)");
+    if (st_check_finite(&M->f[fe], emb)) return st_fail(&M->f[fe]);
+    if (st_check_finite(&M->f[fh], io->head)) return st_fail(&M->f[fh]);
+    if (wpe && st_check_finite(&M->f[fp], wpe)) return st_fail(&M->f[fp]);
+    io->fh = &M->f[fh];
+    io->V = (int)emb->shape[0];
+    if (!(*E = (nb_real*)calloc(rows * (size_t)d + 1, sizeof(nb_real)))) return fail("out of memory");
+    for (r = 0; r < rows; r++) {
+        long long id = 0;
+        unsigned char b[8] = {0};
+        memcpy(b, p + r * w, w);
+        for (k = w; k-- > 0;) id = (long long)((unsigned long long)id << 8 | b[k]);
+        if (w == 4) id = (int)(unsigned)id; /* sign of an I32 */
+        if (id < 0 || id >= io->V)
+            return fail("INPUT's ids[%zu] is %lld, outside the vocabulary [0, %d)", r, id, io->V);
+        for (k = 0; k < (size_t)d; k++)
+            (*E)[r * d + k] = (nb_real)(st_value(&M->f[fe], emb, (size_t)id * d + k) +
+                                       (wpe ? st_value(&M->f[fp], wpe, (r % ids->shape[1]) * d + k) : 0));
+    }
+    return 0;
 }
 
 /* An embedding or head to export: MODEL's tensor (any float dtype), or zeros (GPT-2's positions
@@ -1204,13 +1263,14 @@ static int run_export(const char* style_name, const char* model, const char* out
 int main(int argc, char** argv) {
     static model_in M;
     st_file In;
-    const st_tensor* E;
+    const st_tensor *E, *ids;
     nb_ctx ctx;
     nb_stack s;
     nb_name_style style;
-    nb_real *params = NULL, *cache = NULL, *scratch = NULL, *in = NULL, *out = NULL;
+    nb_real *params = NULL, *cache = NULL, *scratch = NULL, *in = NULL, *out = NULL, *logits = NULL;
+    ids_io io;
     int rc = 1, B, T, dm;
-    size_t i;
+    size_t i, n_act;
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(help, stdout);
         fputs(help_export, stdout);
@@ -1228,46 +1288,77 @@ int main(int argc, char** argv) {
     }
     memset(&M, 0, sizeof M);
     memset(&In, 0, sizeof In);
+    memset(&io, 0, sizeof io);
     memset(&ctx, 0, sizeof ctx);
     memset(&s, 0, sizeof s);
     if (parse_style(argv[1], &style) || open_model(&M, argv[2])) goto done;
     if (st_open(&In, argv[3])) { st_fail(&In); goto done; }
     if (same_file(argv[4], &M, &In)) goto done;
-    if (!(E = st_find(&In, "E"))) { fail("%s has no tensor \"E\"", argv[3]); goto done; }
-    if (E->ndim != 3) { fail("%s: E is not (B, T, d)", argv[3]); goto done; }
-    if (st_check_finite(&In, E)) { st_fail(&In); goto done; }
-    for (i = 0; i < 3; i++)
-        if (E->shape[i] > 1 << 30) {
-            fail("%s: E has a dimension beyond 2^30 in its shape", argv[3]);
+    E = st_find(&In, "E");
+    ids = E ? NULL : st_find(&In, "ids");
+    if (!E && !ids) { fail("%s has no tensor \"E\" (the embedded input) or \"ids\" (token ids)", argv[3]); goto done; }
+    if (ids && style != NB_NAMES_HF_LLAMA && style != NB_NAMES_HF_GPT2) {
+        fail("token ids need STYLE hf-llama or hf-gpt2 (a Hugging Face model: its model type says how ids become "
+             "the embedded input and the output logits)");
+        goto done;
+    }
+    if (E ? E->ndim != 3 : ids->ndim != 2) {
+        fail("%s: %s", argv[3], E ? "E is not (B, T, d)" : "ids is not (B, T)");
+        goto done;
+    }
+    if (E && st_check_finite(&In, E)) { st_fail(&In); goto done; }
+    for (i = 0; i < (size_t)(E ? 3 : 2); i++)
+        if ((E ? E : ids)->shape[i] > 1 << 30 || (E ? E : ids)->shape[i] == 0) {
+            fail("%s: %s has a dimension of 0 or beyond 2^30 in its shape", argv[3], E ? "E" : "ids");
             goto done;
         }
-    B = (int)E->shape[0];
-    T = (int)E->shape[1];
-    dm = (int)E->shape[2];
+    B = (int)(E ? E : ids)->shape[0];
+    T = (int)(E ? E : ids)->shape[1];
     if (stack_of(&M, style, B, T, &s)) goto done;
+    dm = E ? (int)E->shape[2] : s.desc.d_model;
     if (dm != s.desc.d_model) { fail("%s: E's width is not d_model", argv[3]); goto done; }
+    n_act = (size_t)B * T * dm;
     params = (nb_real*)calloc(s.n_params, sizeof(nb_real));
     cache = (nb_real*)calloc(s.n_cache, sizeof(nb_real));
     scratch = (nb_real*)calloc(s.n_scratch, sizeof(nb_real));
-    in = (nb_real*)calloc(E->count + 1, sizeof(nb_real));
-    out = (nb_real*)calloc(E->count + 1, sizeof(nb_real));
-    if (!params || !cache || !scratch || !in || !out) {
+    out = (nb_real*)calloc(n_act + 1, sizeof(nb_real));
+    if (!params || !cache || !scratch || !out) {
         fail("out of memory");
         goto done;
     }
     if (load(&s, style, &M, params)) goto done;
-    for (i = 0; i < E->count; i++) in[i] = (nb_real)st_value(&In, E, i);
+    if (ids) {
+        if (embed_ids(&M, &In, ids, style, dm, &in, &io)) goto done;
+    } else {
+        if (!(in = (nb_real*)calloc(n_act + 1, sizeof(nb_real)))) { fail("out of memory"); goto done; }
+        for (i = 0; i < n_act; i++) in[i] = (nb_real)st_value(&In, E, i);
+    }
     if (nb_stack_forward(&ctx, &s, params, out, in, B, T, cache, scratch)) {
         fail("%s", ctx.err);
         goto done;
     }
-    rc = write_out(argv[4], out, B, T, dm);
+    if (ids) { /* logits = out head^T, the head widened to nb_real once */
+        nb_real* head = (nb_real*)calloc((size_t)io.V * dm + 1, sizeof(nb_real));
+        if (!head || !(logits = (nb_real*)calloc((size_t)B * T * io.V + 1, sizeof(nb_real)))) {
+            free(head);
+            fail("out of memory");
+            goto done;
+        }
+        for (i = 0; i < (size_t)io.V * dm; i++) head[i] = (nb_real)st_value(io.fh, io.head, i);
+        if (nb_gemm(&ctx, 0, 1, B * T, io.V, dm, 1, out, dm, head, dm, 0, logits, io.V)) {
+            free(head);
+            fail("%s", ctx.err);
+            goto done;
+        }
+        free(head);
+    }
+    rc = write_out(argv[4], out, logits, B, T, dm, ids ? io.V : 0);
     if (!rc) printf("nbimport: %s (%s%s%s, %d layers) run on %s: %s\n", argv[2],
                     s.desc.name[0] ? s.desc.name : nb_preset_name(s.desc.preset), M.config[0] ? ", from " : "",
                     M.config, s.desc.n_layers, argv[3], argv[4]);
 done:
     nb_stack_free(&s);
-    free(params); free(cache); free(scratch); free(in); free(out);
+    free(params); free(cache); free(scratch); free(in); free(out); free(logits);
     close_model(&M);
     st_close(&In);
     return rc;

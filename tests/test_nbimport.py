@@ -527,6 +527,53 @@ with open("hub/model.safetensors.index.json", "w") as f:
     json.dump({"weight_map": {"model.norm.weight": "../llama.st"}}, f)
 run("...an index naming ../llama.st", "hub", 1, "not a file name of the directory")
 
+# from token ids to logits, as the model type defines them (issue 37): E = the embedding's rows
+# (GPT-2: + wpe), the stack, the head (lm_head, or the embedding when tied). The logits are held
+# against the stack's output for the same E (the E path, tested above) times the head, in Python.
+V = 11
+def ids_file(path, ids, dtype="I64"):
+    fmt = "<q" if dtype == "I64" else "<i"
+    b = b"".join(struct.pack(fmt, v) for v in ids)
+    return write(path, {"ids": {"dtype": dtype, "shape": [B, T], "data_offsets": [0, len(b)]}}, b)
+def read_named(path, name):
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n])
+    a, b = h[name]["data_offsets"]
+    return h[name]["shape"], struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])
+emb = [0.05 * ((i * 5) % 9 - 4) for i in range(V * D)]
+head = [0.03 * ((i * 7) % 13 - 6) for i in range(V * D)]
+wpe = [0.02 * ((i * 3) % 7 - 3) for i in range(4 * D)]
+ids = [3, 0, 10, 7, 7, 1]
+for what, style, cfg, items, tied in [
+        ("llama", "hf-llama", LLAMA_CFG, llama(zero=False), False),
+        ("llama with tied embeddings", "hf-llama", dict(LLAMA_CFG, tie_word_embeddings=True), llama(zero=False), True),
+        ("gpt2", "hf-gpt2", GPT2_CFG, gpt2(), False)]:
+    gp = style == "hf-gpt2"
+    extra = [("transformer.wte.weight" if gp else "model.embed_tokens.weight", [V, D], emb)]
+    extra += [] if tied else [("lm_head.weight", [V, D], head)]
+    extra += [("transformer.wpe.weight", [4, D], wpe)] if gp else []
+    hub("hub", cfg, items + extra)
+    ids_file("ids.st", ids, "I32" if gp else "I64")
+    if not check(f"ids to logits: {what}", [style, "hub", "ids.st", "logits.st"], 0):
+        continue
+    f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]  # the files' values, as nbimport reads them
+    E = [f32(emb[i * D + k]) + (f32(wpe[(r % T) * D + k]) if gp else 0.0) for r, i in enumerate(ids) for k in range(D)]
+    write("E_ids.st", *tensors([("E", [B, T, D], E)]))
+    check(f"...the same E as an input ({what})", [style, "hub", "E_ids.st", "out_E.st"], 0)
+    _, out = read_named("out_E.st", "out")
+    shape, got = read_named("logits.st", "logits")
+    h = emb if tied else head
+    want = [sum(out[r * D + k] * h[v * D + k] for k in range(D)) for r in range(B * T) for v in range(V)]
+    err = max(abs(a - b) for a, b in zip(got, want)) / max(abs(b) for b in want)
+    record(f"...its logits = the stack's output times the {'embedding (tied)' if tied else 'head'} ({what}: "
+           f"relative error {err:.2g})", shape == [B, T, V] and err < 1e-5 and read_named("logits.st", "out")[1] == out)
+ids_file("ids_bad.st", [3, 0, 11, 7, 7, 1])
+check("ids outside the vocabulary", ["hf-gpt2", "hub", "ids_bad.st", "o.st"], 1, "ids[2] is 11, outside the vocabulary [0, 11)")
+ids_file("ids.st", ids)
+check("ids with STYLE normblocks", ["normblocks", model("m.st"), "ids.st", "o.st"], 1, "hf-llama or hf-gpt2")
+
 # --- 11: --export to a directory: the HF class that computes the stack, or a refusal ---------------
 io = [("transformer.wte.weight", [256, D], [0.01] * 256 * D), ("lm_head.weight", [256, D], [0.02] * 256 * D)]
 items = io + [("transformer." + n, sh, v) for n, sh, v in nb_model()]

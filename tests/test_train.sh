@@ -457,6 +457,22 @@ else
 fi
 "$TRAIN" "${SWB[@]}" --compare pre --seeds 1 --lrs 3e-3 --warmup 6 --out sw > sw3.log 2>&1
 if ! grep -q "(earlier, " sw3.log; then pass "a sweep with another flag runs again"; else fail "sweep resume with another flag"; fi
+# the files a sweep wrote are input too: a summary with out-of-range numbers, a directory in
+# place of a run's CSV are read without an out-of-range conversion or a huge allocation (the
+# ASan/UBSan build runs this too)
+sed -i 's/"steps_done":[^,]*/"steps_done": 1e300/; s/"diverged_at":[^,]*/"diverged_at": -1e300/; s/"qk_clips":[^,]*/"qk_clips": 1e300/' \
+  sw/runs/pre_lr0.003_seed2.json
+rm -f sw/runs/hybrid_lr0.003_seed1.csv && mkdir -p sw/runs/hybrid_lr0.003_seed1.csv
+"$TRAIN" "${SWB[@]}" --compare pre,hybrid --seeds 1,2 --lrs 3e-3,10 --out sw > sw_bad.log 2>&1
+rc=$?
+if [ $rc -le 1 ] && grep -q "^\[.* pre .*lr 0.003 .*seed 2 .*(earlier, " sw_bad.log &&
+   grep -q "^\[.* hybrid .*seed 1 .*failed: .*hybrid_lr0.003_seed1.csv exists and is not a regular file" sw_bad.log; then
+  pass "a sweep reads its own damaged files back safely (numbers out of range: defaults; a directory for a CSV: the run refuses it by name)"
+else
+  fail "a sweep's damaged run files"; tail -5 sw_bad.log
+fi
+rm -rf sw/runs/hybrid_lr0.003_seed1.csv
+
 # the identity is what a run computes: a --config file's contents, not its name
 printf 'warmup 6\n' > swid.cfg
 "$TRAIN" "${SWB[@]}" --compare pre --seeds 1 --lrs 3e-3 --config swid.cfg --out swid > swid1.log 2>&1

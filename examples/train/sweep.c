@@ -150,6 +150,12 @@ static double num(const cJSON* o, const char* key) {
     const cJSON* v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN; /* null (NaN written) or missing */
 }
+/* an integer key in [lo, hi], else dflt: the file is input too (a hand-edited or damaged summary
+   must not reach an out-of-range conversion) */
+static long long inum(const cJSON* o, const char* key, double lo, double hi, long long dflt) {
+    const double v = num(o, key);
+    return v >= lo && v <= hi && v == floor(v) ? (long long)v : dflt;
+}
 
 /* a whole file, NUL-terminated, and its size; NULL when it cannot be read */
 static char* slurp_n(const char* path, size_t* size) {
@@ -239,13 +245,13 @@ static int read_run(const sweep* sw, sweep_run* r) {
     o = cJSON_Parse(text);
     free(text);
     if (!cJSON_IsObject(o)) { cJSON_Delete(o); return 1; }
-    h->steps_done = (int)num(o, "steps_done");
+    h->steps_done = (int)inum(o, "steps_done", 0, 1e9, 0);
     h->final_loss = num(o, "final_loss");
     h->final_val = num(o, "final_val");
     h->accuracy = num(o, "accuracy");
-    h->n_problems = (int)num(o, "n_problems");
-    h->diverged_at = (int)num(o, "diverged_at");
-    h->spikes = isfinite(num(o, "spikes")) ? (int)num(o, "spikes") : 0; /* older summaries have none */
+    h->n_problems = (int)inum(o, "n_problems", 0, 1e9, 0);
+    h->diverged_at = (int)inum(o, "diverged_at", -1, 1e9, -1);
+    h->spikes = (int)inum(o, "spikes", 0, 1e9, 0); /* older summaries have none */
     h->worst_spike = num(o, "worst_spike");
     h->hc_fwd = num(o, "hc_fwd_gain"); /* NaN without hyper-connections */
     h->hc_bwd = num(o, "hc_bwd_gain");
@@ -254,8 +260,8 @@ static int read_run(const sweep* sw, sweep_run* r) {
     h->max_logit = num(o, "max_logit"); /* NaN in an older trainer's summary */
     h->max_logit_peak = num(o, "max_logit_peak");
     h->first_mass = num(o, "first_mass");
-    h->clips = isfinite(num(o, "qk_clips")) ? (long long)num(o, "qk_clips") : 0;
-    h->interrupted = (int)num(o, "interrupted");
+    h->clips = inum(o, "qk_clips", 0, 1e15, 0);
+    h->interrupted = (int)inum(o, "interrupted", 0, 1, 0);
     h->train_seconds = num(o, "train_seconds");
     h->seconds = num(o, "seconds");
     h->tokens = num(o, "tokens");

@@ -274,10 +274,13 @@ static void draw_counts(FILE* f, const axes* a, const line* s, int i, double x) 
     }
     if (s->n_col && s->n_col[i] > 0 && usable(a, s->x[i], s->y[i])) {
         const double y = ax_y(a, s->y[i]);
+        double ly = y - 14;
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"9\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n",
                 x, y, s->color);
         snprintf(buf, sizeof buf, "%d/%d", s->n_col[i], s->seeds);
-        svg_text_fill(f, x, y - 14, "middle", FS_NOTE, s->color, buf);
+        /* above the ring, and above the error bar's top cap where that reaches higher */
+        if (s->bars && s->hi && usable(a, s->x[i], s->hi[i])) ly = fmin(ly, ax_y(a, s->hi[i]) - 7);
+        svg_text_fill(f, x, ly, "middle", FS_NOTE, s->color, buf);
     }
 }
 
@@ -663,7 +666,13 @@ static int diag_hyper_svg(const config* c, int L, const history* h) {
     p.logy = wants_log(ss, S, 0, 10);
     p.ylabel = p.logy ? "mean ||x_l|| per token (log scale)" : "mean ||x_l|| per token";
     draw_panel(f, &p, ss, S);
-    draw_legend(f, 1160, draw_legend(f, 1160, top + 70, key, nk) + 12, ss, S);
+    {   /* two legends, each headed by its panel: steps and gains, then streams */
+        double y = top + 70;
+        svg_text_fill(f, 1160, y - 24, "start", FS_NOTE, "#444", "left panel:");
+        y = draw_legend(f, 1160, y, key, nk) + 10;
+        svg_text_fill(f, 1160, y, "start", FS_NOTE, "#444", "right panel:");
+        draw_legend(f, 1160, y + 26, ss, S);
+    }
     return svg_close(f);
 }
 

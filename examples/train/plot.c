@@ -676,6 +676,16 @@ static int diag_hyper_svg(const config* c, int L, const history* h) {
     return svg_close(f);
 }
 
+/* snapshot k of np spread over the logged steps: its index; line s named ("step N") and
+   coloured for it (name: the caller's buffer of n) */
+static int snapshot(const history* h, int k, int np, line* s, char* name, size_t n) {
+    const int pick = np == 1 ? 0 : (int)((double)k * (h->n_diag - 1) / (np - 1) + 0.5);
+    snprintf(name, n, "step %.0f", h->diag_x[pick]);
+    s->name = name;
+    s->color = k_time_colors[4 - np + k];
+    return pick;
+}
+
 /* heads.svg: per layer, the largest logit over its heads and its heads' mean first-key mass
    (the attention sink), at up to 4 points of training (one colour each). */
 static int diag_heads_svg(const config* c, int L, const history* h) {
@@ -697,7 +707,7 @@ static int diag_heads_svg(const config* c, int L, const history* h) {
         sm[nm].x = tau_x; sm[nm].y = tau_y; sm[nm++].n = 2;
     }
     for (k = 0; k < np; k++) {
-        const int pick = np == 1 ? 0 : (int)((double)k * (h->n_diag - 1) / (np - 1) + 0.5);
+        const int pick = snapshot(h, k, np, &sm[k], names[k], sizeof names[k]);
         const double *mx = h->head_max_l + (size_t)pick * L * H, *ms = h->head_mass_l + (size_t)pick * L * H;
         double *ymax = v + (size_t)k * 2 * L, *ymass = ymax + L;
         for (l = 0; l < L; l++) {
@@ -706,8 +716,6 @@ static int diag_heads_svg(const config* c, int L, const history* h) {
             ymass[l] = 0;
             for (j = 0; j < H; j++) ymass[l] += ms[l * H + j] / H;
         }
-        snprintf(names[k], sizeof names[k], "step %.0f", h->diag_x[pick]);
-        sm[k].name = names[k]; sm[k].color = k_time_colors[4 - np + k];
         sm[k].x = lx; sm[k].n = L; sm[k].y = ymax; sm[k].dots = 1;
         sf[k] = sm[k];
         sf[k].y = ymass;
@@ -740,7 +748,7 @@ static int diag_gates_svg(const config* c, int L, const history* h) {
     memset(sm, 0, sizeof sm); memset(sn, 0, sizeof sn);
     for (l = 0; l < L; l++) lx[l] = l;
     for (k = 0; k < np; k++) {
-        const int pick = np == 1 ? 0 : (int)((double)k * (h->n_diag - 1) / (np - 1) + 0.5);
+        const int pick = snapshot(h, k, np, &sm[k], names[k], sizeof names[k]);
         const double* g = h->head_gate_l + (size_t)pick * L * H;
         double *ymean = v + (size_t)k * 2 * L, *ymin = ymean + L;
         for (l = 0; l < L; l++) {
@@ -751,8 +759,6 @@ static int diag_gates_svg(const config* c, int L, const history* h) {
                 ymin[l] = fmin(ymin[l], g[l * H + j]);
             }
         }
-        snprintf(names[k], sizeof names[k], "step %.0f", h->diag_x[pick]);
-        sm[k].name = names[k]; sm[k].color = k_time_colors[4 - np + k];
         sm[k].x = lx; sm[k].n = L; sm[k].y = ymean; sm[k].dots = 1;
         sn[k] = sm[k];
         sn[k].y = ymin;

@@ -78,6 +78,17 @@ void dist_grads_begin(dist* d, nb_real* g) {
     d->launched = 0;
 }
 
+/* memory: running out on one rank ends the job (the others would wait in a collective) */
+void* xcalloc(size_t n, size_t size) {
+    void* p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        g_same_everywhere = 0; /* this rank's own failure */
+        fail("out of memory (%zu x %zu bytes)", n, size);
+        dist_abort(1); /* nothing sensible can continue without memory */
+    }
+    return p;
+}
+
 #ifdef TR_MPI
 /* ---------------------------------------------------------------------------------------- */
 
@@ -151,6 +162,7 @@ void dist_finalize(void) {
     if (g_mpi_up) MPI_Finalize();
     g_mpi_up = 0;
 }
+
 
 void dist_abort(int code) {
     fflush(stdout);

@@ -61,14 +61,8 @@ typedef struct sweep {
     unsigned long long exe_hash;     /* of this trainer's executable: another build may train otherwise */
 } sweep;
 
-/* ---- the run summary (JSON): written by a run, read back by the sweep ---- */
+/* ---- a run's results: its summary (summary.c) read back, and how it ended ---- */
 
-static cJSON* number_array(const double* x, int n) {
-    cJSON* a = cJSON_CreateArray();
-    int i;
-    for (i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(x[i])); /* NaN -> null */
-    return a;
-}
 
 /* collapsed: every validation loss of the last quarter of the run within margin of (or above)
    the unigram entropy: the model only learned the byte frequencies */
@@ -95,56 +89,6 @@ static int run_rose(const history* h, double unigram, double margin) {
            (h->final_val > lowest + margin || (h->n_steps > 1 && h->loss[h->n_steps - 1] > h->loss[0]));
 }
 
-int write_summary(const char* path, const config* c, const history* h, double unigram) {
-    cJSON* o = cJSON_CreateObject();
-    char* json;
-    FILE* f;
-    char seed[32];
-    int rc = 0;
-    snprintf(seed, sizeof seed, "%llu", c->seed);
-    cJSON_AddStringToObject(o, "preset", c->schedule[0] ? "custom" : c->preset);
-    cJSON_AddStringToObject(o, "seed", seed); /* a string: seeds go beyond 2^53 */
-    cJSON_AddNumberToObject(o, "lr", c->lr);
-    cJSON_AddStringToObject(o, "init", h->init);
-    cJSON_AddNumberToObject(o, "steps", c->steps);
-    cJSON_AddNumberToObject(o, "steps_done", h->steps_done);
-    cJSON_AddNumberToObject(o, "final_loss", h->final_loss);
-    cJSON_AddNumberToObject(o, "final_val", h->final_val);
-    cJSON_AddNumberToObject(o, "accuracy", h->accuracy);
-    cJSON_AddNumberToObject(o, "n_problems", h->n_problems);
-    cJSON_AddNumberToObject(o, "diverged_at", h->diverged_at);
-    cJSON_AddNumberToObject(o, "spikes", h->spikes);
-    cJSON_AddNumberToObject(o, "worst_spike", h->worst_spike);
-    if (h->hc_logged) { /* hyper-connections: the composite Amax gains (run.c) */
-        cJSON_AddNumberToObject(o, "hc_fwd_gain", h->hc_fwd);
-        cJSON_AddNumberToObject(o, "hc_bwd_gain", h->hc_bwd);
-        cJSON_AddNumberToObject(o, "hc_fwd_gain_peak", h->hc_fwd_peak);
-        cJSON_AddNumberToObject(o, "hc_bwd_gain_peak", h->hc_bwd_peak);
-    }
-    /* attention (heads.c): the largest logit of the last step's forward and of any step, the
-       first-key mass (mean over layers and heads) at the last logged step, QK-Clip's head clips */
-    cJSON_AddNumberToObject(o, "max_logit", h->max_logit);
-    cJSON_AddNumberToObject(o, "max_logit_peak", h->max_logit_peak);
-    cJSON_AddNumberToObject(o, "first_mass", h->first_mass);
-    cJSON_AddNumberToObject(o, "qk_clips", (double)h->clips);
-    cJSON_AddNumberToObject(o, "interrupted", h->interrupted);
-    cJSON_AddNumberToObject(o, "unigram", unigram);
-    cJSON_AddNumberToObject(o, "train_seconds", h->train_seconds);
-    cJSON_AddNumberToObject(o, "seconds", h->seconds);
-    cJSON_AddNumberToObject(o, "tokens", h->tokens);
-    cJSON_AddItemToObject(o, "eval_steps", number_array(h->eval_x, h->n_eval));
-    cJSON_AddItemToObject(o, "val", number_array(h->val, h->n_eval));
-    json = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!json) return fail("%s: cannot build the summary", path);
-    if (!(f = create_out(path))) rc = 1;
-    else {
-        fprintf(f, "%s\n", json);
-        if (close_out(f)) rc = 1;
-    }
-    free(json);
-    return rc;
-}
 
 static double num(const cJSON* o, const char* key) {
     const cJSON* v = cJSON_GetObjectItemCaseSensitive(o, key);

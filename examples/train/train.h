@@ -9,6 +9,7 @@
      heads.c       each step's attention per layer and head (max logit, first-key mass) over
                    the ranks; QK-Clip after the optimizer step
      run.c         the training loop of one run
+     summary.c     a run's results as JSON, written by the run, read back by a sweep
      sweep.c       --compare/--seeds/--lrs: many runs (child processes, or in turn under MPI),
                    statistics over seeds, the largest stable learning rate, CSVs
      sample.c      --load a checkpoint: --sample text from a prompt, --eval loss and accuracy
@@ -17,7 +18,7 @@
      plot.c        CSV and SVG output (--diag, sweeps)
      dist.c        MPI: gradient buckets reduced during the backward, ZeRO-1, collectives;
                    a single-process stand-in when built without MPI
-     util.c        messages, hashing, small helpers
+     util.c        messages, hashing, files in and out, small helpers
 
    The model buffer is one flat array [wte | stack | head]; gradients share its layout, so data
    parallelism is one reduction over that array (in buckets, as the backward produces them). */
@@ -58,7 +59,6 @@ double now_s(void);
 unsigned long long mix64(unsigned long long* s);
 unsigned long long hash3(unsigned long long a, unsigned long long b, unsigned long long c);
 unsigned long long rnd_below(unsigned long long* s, unsigned long long n);
-void* xcalloc(size_t n, size_t size); /* aborts the job with a message when memory runs out */
 int make_dir(const char* dir);
 /* This process's inputs (io_input: a file it reads, by device and inode) never get replaced by
    one of its outputs: same_file compares two paths (the same file after links; for paths not
@@ -252,6 +252,7 @@ typedef struct dist dist;          /* opaque: holds MPI state when built with MP
 int dist_init(int* argc, char*** argv);         /* sets g_rank, g_ranks */
 void dist_finalize(void);
 void dist_abort(int code);                      /* ends every rank of the job */
+void* xcalloc(size_t n, size_t size); /* calloc, or the job ended with a message (out of memory) */
 int dist_have_mpi(void);
 /* A collective that has not completed in this many seconds ends the job with a message naming
    it (a peer or the network is gone); 0 = wait forever. Set by parse_args (--comm-timeout). */
@@ -457,6 +458,8 @@ void print_model(const config* c, const model* m, int arch_only);
    (preset, lr) with collapsed and diverged runs marked, the largest stable lr per preset,
    CSVs and plots. argv: the command line, for the child processes. */
 int run_sweep(const config* base, const dataset* ds, double unigram, int argc, char** argv);
+
+/* ---- summary.c ---- */
 int write_summary(const char* path, const config* c, const history* h, double unigram);
 
 /* ---- sample.c ---- */

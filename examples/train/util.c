@@ -78,15 +78,6 @@ unsigned long long fnv1a(const void* data, size_t n, unsigned long long h) {
     return h;
 }
 
-void* xcalloc(size_t n, size_t size) {
-    void* p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) {
-        g_same_everywhere = 0; /* this rank's own failure */
-        fail("out of memory (%zu x %zu bytes)", n, size);
-        dist_abort(1); /* nothing sensible can continue without memory */
-    }
-    return p;
-}
 
 static struct { char path[1024]; char what[32]; } g_inputs[16];
 static int g_n_inputs;

@@ -1520,7 +1520,8 @@ def load_checkpoint(path):
 HF_LAYOUTS = ("hf-llama", "hf-gpt2")
 
 # model_type -> (architecture, layout): the families examples/hf_config.h reads
-HF_FAMILIES = {"llama": ("LlamaForCausalLM", "hf-llama"), "qwen2": ("Qwen2ForCausalLM", "hf-llama"),
+HF_FAMILIES = {"llama": ("LlamaForCausalLM", "hf-llama"), "mistral": ("MistralForCausalLM", "hf-llama"),
+               "qwen2": ("Qwen2ForCausalLM", "hf-llama"),
                "qwen3": ("Qwen3ForCausalLM", "hf-llama"), "olmo2": ("Olmo2ForCausalLM", "hf-llama"),
                "gpt2": ("GPT2LMHeadModel", "hf-gpt2")}
 
@@ -1923,6 +1924,9 @@ def config_from_hf(conf, where="config.json"):
         r.must("hidden_act", ("silu",), "SwiGLU: silu")
         r.must("mlp_bias", (False,), "no MLP biases")
         r.must("use_sliding_window", (False,), "full attention")
+        if mt == "mistral" and r.get("sliding_window") is not None:
+            r.fail('"sliding_window" is set: the library computes full attention (Mistral with '
+                   'sliding_window null is Llama)')
         if head_dim and head_dim * H != d:
             r.fail('"head_dim" is not hidden_size / num_attention_heads (the library\'s heads '
                    'split d_model)')

@@ -65,6 +65,48 @@ static double rne_bf16(double v) { /* round a float to bf16, nearest even (finit
     return f;
 }
 
+/* nb_bf16_round against an oracle in double arithmetic: of the two bf16 values around x (its
+   upper 16 bits, and one step up in magnitude; past the largest bf16 that step is 2^128, inf),
+   the nearer, ties to the even one; NaN stays a NaN. Random floats of every exponent, exact
+   ties, subnormals, zeros, the largest floats and infinities. */
+static float bits_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static int bf16_oracle_ok(float x, unsigned short got) {
+    uint32_t u;
+    unsigned short lo, hi;
+    double up, dl, dh;
+    memcpy(&u, &x, sizeof u);
+    if (x != x) return (got & 0x7f80) == 0x7f80 && (got & 0x7f) != 0; /* a NaN */
+    lo = (unsigned short)(u >> 16);
+    hi = (unsigned short)(lo + 1);
+    if ((lo & 0x7f80) == 0x7f80) return got == lo; /* inf */
+    up = (hi & 0x7f80) == 0x7f80 ? ((lo & 0x8000) ? -1 : 1) * ldexp(1, 128) : bits_float((uint32_t)hi << 16);
+    dl = fabs((double)x - bits_float((uint32_t)lo << 16));
+    dh = fabs(up - (double)x);
+    return got == (dl < dh ? lo : dl > dh ? hi : (lo & 1) ? hi : lo);
+}
+static void bf16_rounding(void) {
+    float x[4096];
+    unsigned short got[4096];
+    uint32_t state = 12345u;
+    int i, n = 0, ok = 1;
+    const uint32_t special[] = {0, 0x80000000u, 1, 0x80000001u, 0x007fffffu, 0x7f7fffffu, 0xff7fffffu,
+                                0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffc12345u,
+                                0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x7f7f8000u, 0x7f7f7fffu};
+    for (i = 0; i < (int)(sizeof special / sizeof special[0]); i++) x[n++] = bits_float(special[i]);
+    while (n < 4096) { /* random bits: every exponent; every other one an exact tie */
+        state = state * 1664525u + 1013904223u;
+        x[n] = bits_float((n & 1) ? (state & 0xffff0000u) | 0x8000u : state);
+        n++;
+    }
+    nb_bf16_round(got, x, (size_t)n);
+    for (i = 0; i < n; i++) ok &= bf16_oracle_ok(x[i], got[i]);
+    nbt_check(ok, "nb_bf16_round: the nearer bf16, ties to even, overflow to inf, NaN a NaN (4096 values)");
+}
+
 /* y (M x N) = x (M x K) W^T (W: N x K) against double, within gamma_K sum |a b| */
 static void check_product(const char* name, const nb_real* y, const nb_real* x, const nb_real* w,
                           int M, int N, int K, int bf16) {
@@ -381,6 +423,7 @@ int main(void) {
     nbt_check(omp_get_max_threads() == before, "the caller's OpenMP nthreads is unchanged");
 #endif
     refusals();
+    bf16_rounding();
     engine_choice();
     profile(NB_PRECISION_FP32);
     profile(NB_PRECISION_BF16);

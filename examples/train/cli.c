@@ -513,18 +513,20 @@ static int apply_opt(const opt* o, const char* v, config* c, parse_state* ps, co
     return 0;
 }
 
-/* one line of f into line (n bytes; the newline dropped): 1, or 0 at the end, -1 when longer
-   than n - 1 bytes, -2 at a NUL byte (not text) */
-static int config_line(FILE* f, char* line, size_t n) {
+/* the next line of the text [*p, end) into line (n bytes; the newline dropped), *p moved past
+   it: 1, or 0 at the end, -1 when longer than n - 1 bytes, -2 at a NUL byte (not text) */
+static int config_line(const char** p, const char* end, char* line, size_t n) {
     size_t k = 0;
-    int ch;
-    while ((ch = getc(f)) != EOF && ch != '\n') {
+    if (*p >= end) return 0;
+    while (*p < end && **p != '\n') {
+        const char ch = *(*p)++;
         if (ch == 0) return -2;
         if (k + 1 == n) return -1;
-        line[k++] = (char)ch;
+        line[k++] = ch;
     }
+    if (*p < end) (*p)++; /* the newline */
     line[k] = 0;
-    return ch == EOF && k == 0 ? 0 : 1;
+    return 1;
 }
 
 /* A config line split in place: "name value", "name = value", "--name value" or a flag alone;
@@ -545,10 +547,12 @@ static char* config_split(char* line, char** val) {
 unsigned long long config_run_hash(const char* path) {
     char line[1024], *name, *val;
     unsigned long long h = 1469598103934665603ULL;
-    FILE* f = open_read(path, NULL);
+    size_t size;
+    char* text = read_whole(path, NULL, &size);
+    const char* p = text;
     int got;
-    if (!f) return 0;
-    while ((got = config_line(f, line, sizeof line)) != 0) {
+    if (!text) return 0;
+    while ((got = config_line(&p, text + size, line, sizeof line)) != 0) {
         const opt* o;
         if (got < 0) { h = 0; break; } /* the run refuses the file itself */
         if (!(name = config_split(line, &val))) continue;
@@ -556,17 +560,19 @@ unsigned long long config_run_hash(const char* path) {
         h = fnv1a(name, strlen(name) + 1, h);
         h = fnv1a(val, strlen(val) + 1, h);
     }
-    fclose(f);
+    free(text);
     return h;
 }
 
 static int read_config_file(const char* path, config* c, parse_state* ps) {
     char line[1024], where[1200];
-    FILE* f;
+    size_t size;
+    char* text = read_whole(path, "--config", &size);
+    const char* p = text;
     int n = 0, rc = 0, got;
-    if (!(f = open_read(path, "--config"))) return 1;
+    if (!text) return 1;
     io_input(path, "--config");
-    while (!rc && (got = config_line(f, line, sizeof line)) != 0) {
+    while (!rc && (got = config_line(&p, text + size, line, sizeof line)) != 0) {
         char *name, *val;
         const opt* o;
         n++;
@@ -590,8 +596,7 @@ static int read_config_file(const char* path, config* c, parse_state* ps) {
         else if (!(val = (char*)keep(c, val))) rc = fail("%s: too much text in config files", path);
         else rc = apply_opt(o, val, c, ps, where);
     }
-    if (!rc && ferror(f)) rc = fail("--config: cannot read %s", path);
-    fclose(f);
+    free(text);
     return rc;
 }
 

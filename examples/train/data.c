@@ -193,22 +193,10 @@ void val_batch(const dataset* ds, int k, int n_batches, int B, int b0, int nb, i
 /* Rank 0 reads the corpus; the others receive its bytes (no shared file system needed). */
 static int read_corpus(const config* c, dataset* ds) {
     struct stat st;
-    FILE* f;
-    size_t sz;
     if (stat(c->data, &st) != 0) return fail("cannot open data file %s: %s", c->data, strerror(errno));
     if (!S_ISREG(st.st_mode)) return fail("data file %s is not a regular file", c->data);
     if (st.st_size == 0) return fail("data file %s is empty", c->data);
-    sz = (size_t)st.st_size;
-    if (!(f = open_read(c->data, "--data"))) return 1;
-    ds->bytes = (unsigned char*)xcalloc(sz, 1);
-    if (fread(ds->bytes, 1, sz, f) != sz) {
-        fclose(f);
-        free(ds->bytes);
-        ds->bytes = NULL;
-        return fail("cannot read data file %s", c->data);
-    }
-    fclose(f);
-    ds->n = sz;
+    if (!(ds->bytes = (unsigned char*)read_whole(c->data, "--data", &ds->n))) return 1;
     return 0;
 }
 

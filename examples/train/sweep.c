@@ -101,23 +101,12 @@ static long long inum(const cJSON* o, const char* key, double lo, double hi, lon
     return v >= lo && v <= hi && v == floor(v) ? (long long)v : dflt;
 }
 
-/* a whole file, NUL-terminated, and its size; NULL when it cannot be read */
-static char* slurp_n(const char* path, size_t* size) {
-    FILE* f = open_read(path, NULL); /* a FIFO among the runs' files is not waited on */
-    char* b;
-    long n;
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) { fclose(f); return NULL; }
-    b = (char*)xcalloc((size_t)n + 1, 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n) { fclose(f); free(b); return NULL; }
-    fclose(f);
-    *size = (size_t)n;
-    return b;
-}
 
+/* a whole file, NUL-terminated; NULL when it cannot be read (a FIFO among the runs' files is
+   not waited on) */
 static char* slurp(const char* path) {
     size_t n;
-    return slurp_n(path, &n);
+    return read_whole(path, NULL, &n);
 }
 
 /* the per-step CSV of a run (write_steps_csv) into h; the max logit is NaN in a CSV of an
@@ -935,7 +924,7 @@ int run_sweep(const config* base, const dataset* ds, double unigram, int argc, c
     sw.data_hash = ds->hash;
     {
         size_t n = 0;
-        char* exe = slurp_n("/proc/self/exe", &n);
+        char* exe = read_whole("/proc/self/exe", NULL, &n);
         sw.exe_hash = exe ? fnv1a(exe, n, 0xCBF29CE484222325ULL) : 0;
         free(exe);
     }

@@ -74,9 +74,10 @@ FILE* open_in(const char* dir, const char* name, char* path, size_t n);
 /* path opened for writing: a regular file or a new one, never a FIFO or device (fails with a message) */
 FILE* create_out(const char* path);
 int close_out(FILE* f);
-/* a regular file opened for reading without ever waiting on it (a FIFO or device is refused,
-   not read until a writer comes); NULL after fail("WHAT: ...") (what NULL: silently) */
-FILE* open_read(const char* path, const char* what);
+/* the whole of a regular file (safetensors.h's st_read_file: a FIFO or device is refused, never
+   waited on), NUL-terminated, malloc'ed, its size in *n; NULL after fail("WHAT: ...") (what
+   NULL: silently) */
+char* read_whole(const char* path, const char* what, size_t* n);
 void fmt_time(double s, char* buf, size_t n);
 unsigned long long fnv1a(const void* data, size_t n, unsigned long long h);
 

@@ -5,7 +5,6 @@
 #include "../safetensors.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -13,7 +12,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
-#include <unistd.h>
 
 volatile int g_stop = 0;
 int g_rank = 0, g_ranks = 1, g_same_everywhere = 0;
@@ -146,24 +144,19 @@ FILE* create_out(const char* path) {
     return f;
 }
 
-FILE* open_read(const char* path, const char* what) {
+char* read_whole(const char* path, const char* what, size_t* n) {
     struct stat sb;
-    FILE* f;
-    const int fd = open(path, O_RDONLY | O_NONBLOCK);
-    if (fd < 0) {
-        if (what) fail("%s: cannot open %s: %s", what, path, strerror(errno));
+    unsigned char* buf;
+    char err[600];
+    if (what && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        fail("%s: %s is not a regular file (a FIFO, device or directory is not read)", what, path);
         return NULL;
     }
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
-        if (what) fail("%s: %s is not a regular file (a FIFO, device or directory is not read)", what, path);
-        close(fd);
+    if (st_read_file(path, &buf, n, err, sizeof err, NULL, NULL)) { /* refuses them without waiting */
+        if (what) fail("%s: %s", what, err);
         return NULL;
     }
-    if (!(f = fdopen(fd, "rb"))) {
-        if (what) fail("%s: cannot open %s: %s", what, path, strerror(errno));
-        close(fd);
-    }
-    return f;
+    return (char*)buf;
 }
 
 int close_out(FILE* f) {

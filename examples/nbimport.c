@@ -493,7 +493,7 @@ static int stack_of(model_in* M, nb_name_style style, int B, int T, nb_stack* s)
     if (nb_stack_init(&ctx, s, &d, B, T)) return fail("%s", ctx.err);
     /* every parameter comes from MODEL: a stack larger than its values is refused before its
        buffers are allocated (metadata of a huge model on a small file) */
-    if (s->n_params > (values = model_values(M))) {
+    if (s->n_params > values) {
         fprintf(stderr, "nbimport: MODEL describes a stack of %zu parameters; its files hold %zu values\n",
                 s->n_params, values);
         return 1;

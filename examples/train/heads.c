@@ -18,6 +18,15 @@ double heads_mean(const double* x, int n) {
     return n > 0 ? s / n : NAN;
 }
 
+/* per-row means of this rank's rows into the means over every rank's rows: each weighted by its
+   share of the global batch, then summed over the ranks */
+static void rows_mean(model* m, double* x, int n) {
+    const double share = (double)m->B / m->B_global;
+    int i;
+    for (i = 0; i < n; i++) x[i] *= share;
+    dist_sum(x, n);
+}
+
 double heads_measure(model* m, int mass) {
     const int n = m->s.desc.n_layers * m->s.desc.n_heads;
     double top = -INFINITY;
@@ -25,11 +34,7 @@ double heads_measure(model* m, int mass) {
     if (nb_stack_head_stats(&m->s, m->cache, m->B, m->T, m->head_max, mass ? m->head_mass : NULL))
         return NAN; /* the cache holds this step's forward: not reached */
     dist_max(m->head_max, n);
-    if (mass) {
-        const double share = (double)m->B / m->B_global;
-        for (i = 0; i < n; i++) m->head_mass[i] *= share;
-        dist_sum(m->head_mass, n);
-    }
+    if (mass) rows_mean(m, m->head_mass, n);
     for (i = 0; i < n; i++) {
         if (isnan(m->head_max[i])) return NAN;
         if (m->head_max[i] > top) top = m->head_max[i];
@@ -38,14 +43,10 @@ double heads_measure(model* m, int mass) {
 }
 
 int heads_gates(model* m) {
-    const int n = m->s.desc.n_layers * m->s.desc.n_heads;
-    const double share = (double)m->B / m->B_global; /* each rank's mean weighted by its rows */
-    int i;
     if (!m->head_gate) return 0;
     if (nb_stack_gate_stats(&m->s, m->cache, m->B, m->T, m->head_gate))
         return fail("gate statistics: the cache does not hold this step's forward");
-    for (i = 0; i < n; i++) m->head_gate[i] *= share;
-    dist_sum(m->head_gate, n);
+    rows_mean(m, m->head_gate, m->s.desc.n_layers * m->s.desc.n_heads);
     return 0;
 }
 

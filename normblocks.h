@@ -1,4 +1,4 @@
-/* normblocks.h - v0.1.0 - transformer blocks that differ in where normalization sits.
+/* normblocks.h - v0.2.0 - transformer blocks that differ in where normalization sits.
    Single-header C99/C++ library, forward and backward, over BLAS GEMMs and OpenMP.
 
    DO THIS ONCE, in exactly one C or C++ file:
@@ -45,7 +45,7 @@
      non-finite-check tests with -Ofast -march=native and with -O2 -ffast-math, with both
      compilers. How: no kernel relies on IEEE evaluation order, NaN or Inf in arithmetic (exp
      rounds by an int conversion and reduces in double; every NaN/Inf test - hyperparameters,
-     nb_stack_desc.check_finite, "zero means default" - reads the bits, which no flag changes).
+     nb_stack_desc.run.check_finite, "zero means default" - reads the bits, which no flag changes).
      What the flags change, and the header cannot: under -ffinite-math-only non-finite values
      in the data (an Inf mask in scores, a NaN activation) have no defined result, as anywhere
      in a program built so (the check_finite test still reports them by layer: use it);
@@ -75,13 +75,13 @@
        What is trusted, as C cannot check it: that a buffer has the number of values the
        documentation or plan gives for it (n_params, n_cache, n_scratch, nb_norm_scratch_size,
        rows*ld...), that plans and stacks come from their _make/_init functions and are not
-       modified afterwards (nb_stack.skip and desc.check_finite excepted), that a custom layer
+       modified afterwards (nb_stack.skip and desc.run.check_finite excepted), that a custom layer
        array has n_layers entries, and that buffers that are not documented as aliasable do not
        overlap. Values inside the tensors (NaN, Inf) are data, not errors, unless
-       nb_stack_desc.check_finite asks.
+       nb_stack_desc.run.check_finite asks.
      - Backward functions ACCUMULATE parameter gradients (dgain, dbias): zero them once per step.
        Input gradients (dx) are overwritten, or accumulated when `accumulate` is non-zero.
-       nb_stack_backward can do either for both (nb_stack_desc.param_grads, .input_grad).
+       nb_stack_backward can do either for both (nb_stack_desc.run: param_grads, input_grad).
      - Threads: ctx->num_threads (0 = omp_get_max_threads()) sets the OpenMP team of every
        kernel through a num_threads clause; normblocks never calls omp_set_num_threads. Rows are
        split statically and per-thread partial sums are reduced in thread order, so results are
@@ -103,7 +103,7 @@
    STEP BY STEP: a HybridNorm stack (the whole model body between embedding and LM head)
        nb_stack_desc desc = {0};
        desc.n_layers = 12; desc.d_model = 768; desc.n_heads = 12; desc.n_kv_heads = 4;
-       desc.rope = 1;
+       desc.attn.rope = 1;                                 // groups: norm, attn, ffn, ...
        nb_preset_from_name(&ctx, &desc, "hybrid_star");      // or desc.preset = NB_PRESET_...
        nb_stack s;
        if (nb_stack_init(&ctx, &s, &desc, max_batch, max_seq)) puts(ctx.err);
@@ -153,7 +153,7 @@
      nb_stack_init_params, nb_init_io_std         the initializers of the papers' code
      nb_preset_init                               which of them a preset's code used
      nb_stack_grad_norms, nb_stack_hidden_norms, nb_stack_angular_distance, nb_stack.skip,
-     nb_stack_hyper_gains, nb_stack_desc.check_finite   the diagnostics the papers plot
+     nb_stack_hyper_gains, nb_stack_desc.run.check_finite   the diagnostics the papers plot
 
    THE PRESETS (nb_preset_from_name takes the key or an alias, case-insensitive)
      N is the stack's norm: RMSNorm y = g * x / sqrt(mean(x^2) + eps) (default), LayerNorm y = g *
@@ -182,84 +182,85 @@
                      attention input norm)
        pre_post      y = x + MHA(N(x));  h = N(y);  x' = h + F(h)
        post_pre      a = N(x);  y = a + MHA(a);  x' = y + F(N(y))
-       mixln         post in layers l < floor(alpha L), pre after; alpha = desc.mixln_alpha
+       mixln         post in layers l < floor(alpha L), pre after; alpha = mixln_alpha
                      (0 = 0.25, -1 = none); eps 1e-6 (the Mix-LN code)
        siamese       two streams x, y, both x_0 = E (the SiameseNorm code's "hybrid-pre"):
                        u = x * gamma + N_ay(y);  A = MHA_QKV(u);  x1 = x + A/c;  y1 = y + A;
                        n = N_f(x1);  F = F(N_in(n + N_fy(y1)));  x' = n + F/c;  y' = y1 + F
                      out = N_final(N_lnf(x_L) + N_lnyf(y_L)); c_l = sqrt(2(l+1)) (code),
-                     sqrt(l+1) (paper: siamese_paper_scale = 1), 1 (its ablation: = 2);
-                     siamese_paper_fusion: out = x_L + N_lnyf(y_L); siamese_no_fusion_norm:
+                     sqrt(l+1) (paper: siamese.paper_scale = 1), 1 (its ablation: = 2);
+                     siamese.paper_fusion: out = x_L + N_lnyf(y_L); siamese.no_fusion_norm:
                      F = F(n + N_fy(y1)); gamma ("c1") starts at 1
        siamese_post_pre  per sublayer: u = N_x(x);  z = F(N_in(u + N_y(y)));  x' = u + z/c;
                      y' = y + z   (the DeiT code's form)
        gpt2          pre with LayerNorm, a GELU-tanh MLP with biases and attention biases
-                     (b_qkv, b_o: desc.attn_bias), as GPT-2
+                     (b_qkv, b_o: attn.bias), as GPT-2
        lns           y = x + MHA(N(x) / sqrt(l));  x' = y + F(N(y) / sqrt(l)), l = 1..L
                      (LayerNorm Scaling; its code's 1/sqrt(layer_index + 1)); eps 1e-6
        none          y = x + MHA(x);  x' = y + F(y); no final norm
        dyt           pre with every norm DyT; a starts by DyT's LLM rule by width (Table 11 of
                      its paper): norms feeding attention 1 up to d = 2048, 0.8 to 4096, else 0.2;
-                     the others 1 to 1024, 0.5 to 2048, 0.2 to 4096, else 0.05 (dyt_alpha_attn,
-                     dyt_alpha). With the generic DyT's bias (its LLaMA code has none)
+                     the others 1 to 1024, 0.5 to 2048, 0.2 to 4096, else 0.05 (norm.dyt_alpha_attn,
+                     norm.dyt_alpha). With the generic DyT's bias (its LLaMA code has none)
        periln        sandwich on x_0 = N(E)  (Peri-LN: a norm around every sublayer and on the
                      embedding, which Gemma's sandwich has not)
        rezero        y = x + a MHA(x);  x' = y + a F(y): one learnable a per layer ("resweight",
                      init 0) shared by both sublayers, no norms, no final norm (the ReZero code)
        layerscale    y = x + g1 * MHA(N(x));  x' = y + g2 * F(N(y)), g1, g2 learnable vectors
                      ("ls1.gamma", "ls2.gamma") starting at 0.1 up to 18 layers, 1e-5 up to 24,
-                     1e-6 deeper (CaiT; desc.layerscale_init)
+                     1e-6 deeper (CaiT; residual.layerscale_init)
        ngpt          nGPT (NVIDIA/ngpt's model.py): with L2(v) = v / ||v|| (no eps, no gain),
                      per sublayer  x' = L2(L2(x) + |a| (L2(F(x)) - L2(x)))  (no input norm: F
                      takes x), a = 0.05 sqrt(d) "attn_alpha" / "mlp_alpha" (stored at 1/sqrt(d),
-                     as its code: a starts at 0.05, desc.interp_init); attention with Q, K L2 per
-                     head, RoPE, both times sqrt(d) "sqk" (stored 1/sqrt(d); GQA refused), scores
-                     times sqrt(d_k); SwiGLU of 4d with its projection times sqrt(d) "suv"
-                     (stored 1); no biases, no embedding or final norm. Its RoPE is standard
-                     (the code's is not a rotation: NVIDIA/ngpt issue #10). Matrices stay
-                     normalized along d by the caller: nb_stack_normalize after each step
-                     (and the embedding's and LM head's rows), NB_INIT_NGPT at init
+                     as its code: a starts at 0.05, residual.interp_init); attention with Q, K
+                     L2 per head, RoPE, both times sqrt(d) "sqk" (stored 1/sqrt(d); GQA
+                     refused), scores times sqrt(d_k); SwiGLU of 4d with its projection times
+                     sqrt(d) "suv" (stored 1); no biases, no embedding or final norm. Its RoPE
+                     is standard (the code's is not a rotation: NVIDIA/ngpt issue #10).
+                     Matrices stay normalized along d by the caller: nb_stack_normalize after
+                     each step (and the embedding's and LM head's rows), NB_INIT_NGPT at init
        mhc, hc, ihc  pre on n = 4 hyper-connected streams: around each sublayer
                      u = sum_i pre_i x_i;  x'_k = post_k F(N(u)) + sum_j comb[j][k] x_j, the maps
                      of mHC, HC or identity HC (see nb_hyper); before ln_f the streams are
                      weighted (mHC, IHC) or summed (HC)
-     Any other schedule is an nb_layer_desc per layer (see nb_placement); desc.norm and
-     desc.sites change the norm kind and the attention sites of any preset.
-     Options of any preset (fields of nb_stack_desc):
-       value_residual  ResFormer (arXiv 2410.17897; its code, modeling_llama_resformer.py):
+     Any other schedule is an nb_layer_desc per layer (see nb_placement); norm.type and
+     attn.sites change the norm kind and the attention sites of any preset.
+     Options of any preset (fields of nb_stack_desc's groups):
+       residual.value_residual  ResFormer (arXiv 2410.17897; its code, modeling_llama_resformer.py):
                      in layers l >= 1 attention uses V_l' = lambda_1 V_l + lambda_2 V_0, V_0
                      the values of layer 0 (V after the V norm site, before attention; GQA: its
                      H_kv heads), gradients flowing into V_0 too (the code does not detach it).
                      1: lambda_1 = lambda_2 = 0.5 (the paper's and its code's); 2: learnable,
                      "value_residual.lambda" = [lambda_1, lambda_2] per layer l >= 1, init 0.5
                      (the paper's Learnable-ResFormer)
-       hyper         hyper-connections around every sublayer (nb_hyper) of any preset whose
+       hyper.kind    hyper-connections around every sublayer (nb_hyper) of any preset whose
                      sublayers add a plain residual
-       depth_alpha   CompleteP (arXiv 2505.01618; its code): every branch times
+       residual.depth_alpha  CompleteP (arXiv 2505.01618; its code): every branch times
                      (L / depth_base)^-depth_alpha
-       norm = NB_NORM_L2, qk_scale, softmax_scale, ffn_in_scale: nGPT's parts on any preset;
+       norm.type = NB_NORM_L2, attn.qk_scale, attn.softmax_scale, ffn.in_scale: nGPT's parts
+                     on any preset;
                      residual_norm and INTERP (nb_placement) in custom schedules
-       attn_gate     gated attention (Qwen; Qwen3-Next): C' = Nc(C) * sigmoid(x W_g^T) before
+       attn.gate     gated attention (Qwen; Qwen3-Next): C' = Nc(C) * sigmoid(x W_g^T) before
                      W_o, one gate per head or per element, W_g the last rows of att_proj
-       norm = NB_NORM_DERF  Derf (arXiv 2512.10938; its code) at every norm and site
-       norm_gain, norm_bias = -1  block norms without weight (RMSNorm without one) or bias
+       norm.type = NB_NORM_DERF  Derf (arXiv 2512.10938; its code) at every norm and site
+       norm.gain, norm.bias = -1  block norms without weight (RMSNorm without one) or bias
                      (DyT's LLaMA code has none)
-       gain_offset   Gemma's (and Qwen3-Next's) x_hat * (1 + w) with w stored, init 0
-       branch_scale  every sublayer's branch scale, e.g. SUBLAYER: SkipInit's scalar per
+       norm.gain_offset  Gemma's (and Qwen3-Next's) x_hat * (1 + w) with w stored, init 0
+       residual.branch_scale  every sublayer's branch scale, e.g. SUBLAYER: SkipInit's scalar per
                      sublayer ("attn_resweight", "ff_resweight"; the rezero preset shares one)
-       embed_scale   the input times a learnable scalar (init sqrt(d)): DyT's and Derf's LLM
+       norm.embed_scale  the input times a learnable scalar (init sqrt(d)): DyT's and Derf's LLM
                      codes' shared_scale
 
    TENSOR NAMES (nb_stack.tensors, in buffer order; matrices (out, in) as nn.Linear)
      embed_scale, embed_norm.*, then per layer "blocks.<l>.": att_proj.weight ([Q|K|V] rows, then
-     the gate's G with attn_gate) and .bias, attn_out.weight and .bias (attention biases:
-     desc.attn_bias), {q,k,v,c}_norm.{alpha,weight} (sites on; Derf: .alpha_shift), sqk (qk_scale),
-     ff_proj.weight (SwiGLU: [up|gate] rows) and .bias, ff_out.weight and .bias, suv (ffn_in_scale),
+     the gate's G with attn.gate) and .bias, attn_out.weight and .bias (attention biases:
+     attn.bias), {q,k,v,c}_norm.{alpha,weight} (sites on; Derf: .alpha_shift), sqk (attn.qk_scale),
+     ff_proj.weight (SwiGLU: [up|gate] rows) and .bias, ff_out.weight and .bias, suv (ffn.in_scale),
      the block norms {alpha,weight,bias} in the order attn_norm, attn_out_norm, attn_post_norm,
      ff_norm, ff_out_norm, ff_post_norm, attn_y_norm, attn_input_norm, ff_y_norm, ff_input_norm,
      attn_res_norm, ff_res_norm (those the layer has; L2 norms have no tensors), c1 (SiameseNorm
      gamma), ls1.gamma / resweight / attn_alpha (INTERP) / attn_resweight (SUBLAYER), then ls2.gamma
-     / mlp_alpha / ff_resweight, value_residual.lambda (desc.value_residual = 2, layers l >= 1:
+     / mlp_alpha / ff_resweight, value_residual.lambda (residual.value_residual = 2, layers l >= 1:
      [lambda_1, lambda_2]), the hyper-connections of attention then FFN (mHC, IHC: hc_attn_fn,
      hc_attn_base, hc_attn_scale, DeepSeek-V4's names; HC: hc_attn.static_alpha, .static_beta,
      .dynamic_alpha_fn, .dynamic_alpha_scale, .dynamic_beta_fn, .dynamic_beta_scale, .norm.*, Alg.
@@ -268,19 +269,19 @@
      (LayerNorm, DyT and Derf block norms) as PyTorch orders them.
 
    TRACE NAMES (nb_ctx.trace; every tensor B*T rows, in the order computed)
-     forward:  x0 (the stack's input, times embed_scale, or its embedding norm); per layer l,
+     forward:  x0 (the stack's input, times norm.embed_scale, or its embedding norm); per layer l,
        for its attention sublayer "blocks.<l>.attn.": h (the input norm's output, times
        input_scale), qkv (the projection [Q|K|V] (and G), with its bias), qkv_normed (after the
-       Q/K/V site norms, when any), qkv_vres (layers l >= 1 with desc.value_residual: [Q|K|V'],
+       Q/K/V site norms, when any), qkv_vres (layers l >= 1 with residual.value_residual: [Q|K|V'],
        V' = lambda_1 V + lambda_2 V_0), qkv_rope (after RoPE), qkv_scaled (Q, K times sqrt(d)
        s_qk: qk_scale), context (the heads' outputs concatenated, before the C norm), c_normed
-       (site C), c_gated (times sigmoid(G): attn_gate), out (W_o's output, with its bias),
+       (site C), c_gated (times sigmoid(G): attn.gate), out (W_o's output, with its bias),
        out_normed (the output norm's result, when one), res_normed (N_res(x), residual_norm),
        sum (before the post norm, when one), x_out (the sublayer's output); for its FFN
-       "blocks.<l>.ffn.": h, proj (x W_in^T + b_in), proj_scaled (times sqrt(d) s_uv: ffn_in_scale), act (the activation),
-       out, out_normed, res_normed, sum, x_out; then blocks.<l>.x (and blocks.<l>.y,
-       SiameseNorm's second stream), the layer's output; out (the stack's output, after the
-       final norms).
+       "blocks.<l>.ffn.": h, proj (x W_in^T + b_in), proj_scaled (times sqrt(d) s_uv:
+       ffn.in_scale), act (the activation), out, out_normed, res_normed, sum, x_out; then
+       blocks.<l>.x (and blocks.<l>.y, SiameseNorm's second stream), the layer's output; out
+       (the stack's output, after the final norms).
        Hyper-connections: per sublayer first hc_maps (B*T x (2n + n^2): pre, post, comb) and
        hc_in (u), then the sublayer's names with x_out its branch y = B(u); the layer's streams
        blocks.<l>.x, blocks.<l>.x1 .. x<n-1>; before out hc_head_weights (mHC, IHC: B*T x n)
@@ -326,7 +327,7 @@
      - call exit(), print, or change the OpenMP/BLAS thread settings of the process (a oneDNN
        call sets the calling thread's OpenMP team size for its duration and restores it)
      - keep parameters, gradients or the residual stream in half precision: with
-       desc.precision = NB_PRECISION_BF16 only the GEMMs' operands are bf16 (float32 sums), and
+       desc.gemm.precision = NB_PRECISION_BF16 only the GEMMs' operands are bf16 (float32 sums), and
        the cache holds bf16 copies of what only GEMMs read (see nb_precision)
 
    See the end of the file for the license (MIT or public domain, your choice).
@@ -335,9 +336,9 @@
 #define NORMBLOCKS_H
 
 #define NB_VERSION_MAJOR 0
-#define NB_VERSION_MINOR 1
+#define NB_VERSION_MINOR 2
 #define NB_VERSION_PATCH 0
-#define NB_VERSION_STRING "0.1.0"
+#define NB_VERSION_STRING "0.2.0"
 
 #include <stddef.h>
 
@@ -552,7 +553,7 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
    projections on oneDNN where that timed faster (nb_stack_desc.backend; nb_stack_kernels). */
 NBDEF const char* nb_bf16_kernels(void);
 /* dst[i] = the bits of bf16(src[i]) for n values (round to nearest even, as nb_gemm_bf16):
-   a caller's bf16 copy of its weights for a BF16 stack with bf16_weights (nb_stack_desc).
+   a caller's bf16 copy of its weights for a BF16 stack with gemm.bf16_weights (nb_stack_desc).
    One thread; a trainer calls it on the chunk its optimizer just updated, while the chunk is
    still in cache. Available in every build (float in, whatever nb_real is). */
 NBDEF void nb_bf16_round(unsigned short* dst, const float* src, size_t n);
@@ -602,13 +603,13 @@ typedef enum nb_norm_type {
 } nb_norm_type;
 
 /* The compute precision of a sublayer's or stack's GEMMs (nb_attn_desc, nb_ffn_desc,
-   nb_stack_desc .precision). BF16: every GEMM of forward and backward (projections, the
+   nb_stack_desc .gemm.precision). BF16: every GEMM of forward and backward (projections, the
    attention's scores and context, their gradients) multiplies bf16-rounded operands (round to
    nearest even) and accumulates in float32; norms and their statistics, softmax, RoPE, the
    residual stream, activations and every parameter gradient stay float32, parameters stay
    float32 in the caller's buffer. The forward rounds the weights once into the cache (so the
    backward multiplies by the same bf16 weights), unless the caller keeps a bf16 copy of them
-   itself (.bf16_weights: written once per optimizer step instead of once per forward, and
+   itself (.gemm.bf16_weights: written once per optimizer step instead of once per forward, and
    not in the cache), and caches in bf16 what only GEMMs read (the
    sublayer inputs, the attention's C, the FFN's activation; O and the activation are then no
    longer cached in float32): the cache sizes of the plans and the stack include them. The
@@ -640,10 +641,10 @@ typedef enum nb_backend {
                                 matmul on this CPU) */
 } nb_backend;
 
-enum { NB_SITE_Q = 1, NB_SITE_K = 2, NB_SITE_V = 4, NB_SITE_C = 8 };  /* nb_attn_desc.sites */
+enum { NB_SITE_Q = 1, NB_SITE_K = 2, NB_SITE_V = 4, NB_SITE_C = 8 };  /* nb_attn_config.sites */
 #define NB_SITES_QKV  (NB_SITE_Q | NB_SITE_K | NB_SITE_V)
 #define NB_SITES_QKVC (NB_SITES_QKV | NB_SITE_C)
-enum { NB_ATTN_BIAS_QKV = 1, NB_ATTN_BIAS_OUT = 2 };  /* nb_attn_desc.bias */
+enum { NB_ATTN_BIAS_QKV = 1, NB_ATTN_BIAS_OUT = 2 };  /* nb_attn_config.bias */
 
 typedef enum nb_norm_width {
     NB_WIDTH_DEFAULT = 0,  /* per head */
@@ -667,31 +668,52 @@ typedef enum nb_attn_gate {
     NB_GATE_ELEMENTWISE    /* one gate per element of C (G = d) */
 } nb_attn_gate;
 
+/* How a sublayer's or stack's GEMMs compute (nb_attn_desc.gemm, nb_ffn_desc.gemm,
+   nb_stack_desc.gemm). */
+typedef struct nb_gemm_config {
+    nb_precision precision; /* of every GEMM; 0 = FP32 */
+    int bf16_weights;       /* BF16 only: 1 = the caller keeps the bf16 copy of the weight
+                               matrices that forward and backward read (a plan's params.w_qkv16,
+                               w_o16, w_in16, w_out16; a stack's nb_stack_set_bf16_weights),
+                               e.g. written by its optimizer step (nb_bf16_round); 0 = each
+                               forward rounds them into the cache */
+    nb_backend backend;     /* a stack's: who runs its projections' GEMMs; 0 = by precision (see
+                               nb_backend). A plan of nb_attn_plan_make / nb_ffn_plan_make runs
+                               BLAS or the portable bf16 path and refuses DNNL */
+} nb_gemm_config;
+
+/* The attention's settings, shared by nb_attn_desc.attn and nb_stack_desc.attn (where 0 at
+   sites, site_width, qk_scale and softmax_scale means the preset's). */
+typedef struct nb_attn_config {
+    unsigned sites;          /* NB_SITE_* mask of normalized sites; 0 = none (a stack: the
+                                preset's: QKV for the HybridNorm family, none for the others) */
+    nb_norm_width site_width;/* norm width at the sites (a stack: 0 = the preset's: per head;
+                                full width for OLMO2) */
+    unsigned bias;           /* NB_ATTN_BIAS_* mask: b_qkv, b_o ("att_proj.bias",
+                                "attn_out.bias"); 0 = none */
+    int rope;                /* 1 = apply RoPE to Q and K after their norms */
+    nb_real rope_theta;      /* 0 = 10000; else finite and > 1 */
+    int non_causal;          /* 1 = no causal mask */
+    nb_attn_memory memory;
+    int qk_scale;            /* 1 = nGPT's s_qk: Q and K times sqrt(d) s after RoPE (after the
+                                Q, K norms), s a learnable vector of H d_k ("sqk", head h's
+                                d_k values shared by Q head h and K head h: needs n_kv_heads =
+                                n_heads) stored as nGPT's code stores it, init 1/sqrt(d);
+                                -1 = off; 0 = off (a stack: the preset's, on for NGPT) */
+    nb_real softmax_scale;   /* s of the scores; 0 = 1/sqrt(d_k) (a stack: the preset's, nGPT's
+                                +sqrt(d_k) for NGPT); else finite and > 0 (muP: 1/d_k) */
+    nb_attn_gate gate;       /* the output gate; 0 = none */
+} nb_attn_config;
+
 typedef struct nb_attn_desc {
     int d_model;            /* d (required) */
     int n_heads;            /* H (required); d % H == 0, d_k = d / H */
     int n_kv_heads;         /* H_kv; 0 = n_heads. H % H_kv == 0 */
-    unsigned sites;         /* NB_SITE_* mask of normalized sites; 0 = none */
-    nb_norm_width width;    /* norm width at the sites */
+    nb_attn_config attn;    /* sites, RoPE, mask, memory, biases, nGPT's scales, gate */
     nb_norm_type norm;      /* norm type at the sites */
     int no_gain;            /* 1 = the site norms have no gain */
     nb_real eps;            /* 0 = 1e-5; else finite and > 0 */
-    int rope;               /* 1 = apply RoPE to Q and K after their norms */
-    nb_real rope_theta;     /* 0 = 10000; else finite and > 1 */
-    int non_causal;         /* 1 = no causal mask */
-    nb_attn_memory memory;
-    unsigned bias;          /* NB_ATTN_BIAS_* mask: b_qkv, b_o; 0 = none */
-    nb_precision precision; /* of its GEMMs; 0 = FP32 */
-    int bf16_weights;       /* BF16 only: 1 = params.w_qkv16 and w_o16 hold the caller's bf16
-                               copies of the weights (see nb_precision); 0 = rounded into the
-                               cache by each forward */
-    int qk_scale;           /* 1 = nGPT's s_qk: Q and K times sqrt(d) s after RoPE (after the
-                               Q, K norms), s a learnable vector of H d_k ("sqk", head h's
-                               d_k values shared by Q head h and K head h: needs n_kv_heads =
-                               n_heads) stored as nGPT's code stores it, init 1/sqrt(d) */
-    nb_real softmax_scale;  /* s of the scores; 0 = 1/sqrt(d_k); else finite and > 0 (nGPT:
-                               +sqrt(d_k); muP: 1/d_k) */
-    nb_attn_gate gate;      /* the output gate; 0 = none */
+    nb_gemm_config gemm;    /* precision and bf16 weights (backend: a stack's) */
 } nb_attn_desc;
 
 /* Parameter (or gradient) pointers. Shapes: w_qkv (d + 2*H_kv*d_k + G) x d, rows Q|K|V|G
@@ -706,7 +728,7 @@ typedef struct nb_attn_params {
     nb_real *q_alpha, *k_alpha, *v_alpha, *c_alpha;
     nb_real *b_qkv, *b_o;
     nb_real* qk_scale;      /* nGPT's sqk: H d_k (qk_scale only) */
-    /* desc.bf16_weights only: the caller's bf16 copies of w_qkv and w_o (nb_bf16_round), read
+    /* desc.gemm.bf16_weights only: the caller's bf16 copies of w_qkv and w_o (nb_bf16_round), read
        by forward and backward in their place; they must equal bf16 of the float weights */
     const unsigned short *w_qkv16, *w_o16;
 } nb_attn_params;
@@ -772,23 +794,29 @@ typedef enum nb_ffn_type {
     NB_FFN_GELU_ERF      /* exact erf GELU */
 } nb_ffn_type;
 
-typedef struct nb_ffn_desc {
-    int d_model;          /* d (required) */
-    int d_ff;             /* f, inner width; 0 = 4d for GELU, 8d/3 rounded up to 64 for SwiGLU */
-    nb_ffn_type type;
+/* The FFN's settings, shared by nb_ffn_desc.ffn and nb_stack_desc.ffn. */
+typedef struct nb_ffn_config {
+    nb_ffn_type type;     /* 0 = SwiGLU (a stack: the preset's: GELU-tanh for GPT2) */
+    int d_ff;             /* f, inner width; 0 = 4d for GELU, 8d/3 rounded up to 64 for SwiGLU
+                             (nGPT: 4d) */
     int bias;             /* 0 = type default (GELU: biases, SwiGLU: none); 1 = on; -1 = off */
-    nb_precision precision; /* of its GEMMs; 0 = FP32 */
-    int bf16_weights;     /* BF16 only: 1 = params.w_in16, w_out16 (as nb_attn_desc) */
     int in_scale;         /* 1 = nGPT's s_uv: the input projection (with its bias) times
                              sqrt(d) s per column before the activation, s a learnable vector
-                             of 2f (SwiGLU: s_u | s_v) or f ("suv"), init 1 as nGPT's code */
+                             of 2f (SwiGLU: s_u | s_v) or f ("suv"), init 1 as nGPT's code;
+                             -1 = off; 0 = off (a stack: the preset's, on for NGPT) */
+} nb_ffn_config;
+
+typedef struct nb_ffn_desc {
+    int d_model;          /* d (required) */
+    nb_ffn_config ffn;    /* activation, width, biases, nGPT's scale */
+    nb_gemm_config gemm;  /* precision and bf16 weights (params.w_in16, w_out16) */
 } nb_ffn_desc;
 
 /* w_in: (2f or f) x d, b_in: 2f or f, w_out: d x f, b_out: d; biases NULL when off;
    in_scale: 2f or f (in_scale only). Bound in this order. */
 typedef struct nb_ffn_params {
     nb_real *w_in, *b_in, *w_out, *b_out, *in_scale;
-    const unsigned short *w_in16, *w_out16; /* desc.bf16_weights only (as nb_attn_params) */
+    const unsigned short *w_in16, *w_out16; /* desc.gemm.bf16_weights only (as nb_attn_params) */
 } nb_ffn_params;
 
 typedef struct nb_ffn_plan {
@@ -822,7 +850,7 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
        f  = lambda * f   when branch_scale is on  (ReZero: a learnable scalar, init 0;
                                                    LayerScale: a learnable per-channel vector)
        f  = m * f                                 (m = branch_mult, a constant: CompleteP's
-                                                   L^-alpha, nb_stack_desc.depth_alpha)
+                                                   L^-alpha, nb_stack_desc.residual.depth_alpha)
        s  = alpha * r + f                         (alpha = residual_scale, DeepNorm)
        s  = r + |a| (f - r)  for branch_scale INTERP instead of the three lines above (nGPT:
                                                    a per-channel step toward the branch)
@@ -836,7 +864,7 @@ typedef enum nb_branch_scale {
                                 shared by the layer's sublayers that use it, as the ReZero code */
     NB_BRANCH_SCALE_CHANNEL, /* LayerScale (CaiT): a learnable vector of d per sublayer
                                 ("ls1.gamma" attention, "ls2.gamma" FFN, as timm), initialized
-                                to nb_stack_desc.layerscale_init */
+                                to nb_stack_desc.residual.layerscale_init */
     NB_BRANCH_SCALE_INTERP,  /* nGPT's eigen learning rate: s = r + |a| (f - r) per channel,
                                 a = sqrt(d) interp_init lambda with lambda a learnable vector of
                                 d per sublayer ("attn_alpha", "mlp_alpha") stored as nGPT's code
@@ -909,15 +937,15 @@ typedef enum nb_preset {
     NB_PRESET_COUNT
 } nb_preset;
 
-#define NB_SITES_NONE 0x100u /* nb_stack_desc.sites: explicitly none (0 means preset default) */
+#define NB_SITES_NONE 0x100u /* nb_stack_desc.attn.sites: explicitly none (0: the preset's) */
 
-/* Hyper-connections (nb_stack_desc.hyper): n residual streams X = (x_0 .. x_{n-1}) of width d
+/* Hyper-connections (nb_stack_desc.hyper.kind): n residual streams X = (x_0 .. x_{n-1}) of width d
    per token instead of one, and around EACH sublayer (attention and FFN separately)
        u = sum_i pre_i x_i;   y = B(u);   x'_k = post_k y + sum_j comb[j][k] x_j
    where B is the sublayer's placement without its residual (h = c N_in(u) or u; f = F(h);
    N_out(f); the branch scale) and pre (n), post (n), comb (n x n; the papers' H_pre, H_post
    and H_res = comb^T) are computed per token from X (dynamic form) or learned constants
-   (hyper_static = 1). Every stream starts as the stack's input x_0 (after the embedding
+   (hyper.static_maps = 1). Every stream starts as the stack's input x_0 (after the embedding
    norm); before the final norm the streams are summed (HC) or weighted per token (mHC, IHC:
    DeepSeek-V4's hc_head). Placements with a post norm, a residual from the norm or a residual
    scale, and SiameseNorm, are refused: the hyper-connection is their residual. The streams
@@ -935,7 +963,7 @@ typedef enum nb_hyper {
                               r = 1/sqrt(mean(xf^2) + 1e-6), mix = r fn xf (fn: (2n+n^2) x nd);
                               pre = sigmoid(a_0 mix_pre + b_pre) + 1e-6, post = 2 sigmoid(a_1
                               mix_post + b_post), comb = Sinkhorn(a_2 mix_res + b_res):
-                              M = softmax over k + 1e-6, columns normalized, then hyper_sinkhorn
+                              M = softmax over k + 1e-6, columns normalized, then hyper.sinkhorn
                               - 1 times rows then columns (each sum + 1e-6); the backward goes
                               through every iteration, as the code's. Tensors "hc_attn_fn",
                               "hc_attn_base" (2n+n^2), "hc_attn_scale" (a, 3) and hc_ffn_*; the
@@ -961,50 +989,59 @@ typedef enum nb_hyper {
 } nb_hyper;
 #define NB_HYPER_MAX_STREAMS 8
 
-/* How nb_stack_backward writes a gradient (nb_stack_desc.param_grads, .input_grad) */
+/* How nb_stack_backward writes a gradient (nb_stack_desc.run.param_grads, .input_grad) */
 typedef enum nb_grad_mode {
     NB_GRAD_DEFAULT = 0,  /* param_grads: ACCUMULATE; input_grad: OVERWRITE (as PyTorch) */
     NB_GRAD_ACCUMULATE,   /* g += this call's gradient (the caller zeroes it once per step) */
     NB_GRAD_OVERWRITE     /* g = this call's gradient (no zeroing needed) */
 } nb_grad_mode;
 
-typedef struct nb_stack_desc {
-    int n_layers, d_model, n_heads, n_kv_heads; /* n_kv_heads 0 = n_heads */
-    int d_ff;                  /* 0 = FFN default */
-    nb_preset preset;
-    unsigned sites;            /* attention norm sites for the whole stack; 0 = preset default
-                                  (QKV for HybridNorm family, none for the others) */
-    const nb_layer_desc* layers; /* optional n_layers custom layers (copied at init) */
-    double mixln_alpha;        /* Mix-LN fraction of Post-Norm layers: in (0, 1]; 0 = 0.25;
-                                  -1 = none (alpha = 0: the Mix-LN code's Pre-Norm, eps 1e-6) */
-    nb_norm_type norm;         /* every norm (0 = preset default: RMSNorm; DyT for DYT);
-                                  LayerNorm and DyT block norms carry a bias */
+/* The stack's norms: their kind and settings (block norms, attention sites, the final and
+   embedding norms). */
+typedef struct nb_norm_config {
+    nb_norm_type type;         /* every norm (0 = preset default: RMSNorm; DyT for DYT, L2 for
+                                  NGPT); LayerNorm, DyT and Derf block norms carry a bias */
+    nb_real eps;               /* 0 = 1e-5 (1e-6 for OLMO2, MIXLN, DEEPNORM_MIXLN, LNS: their
+                                  code); else finite and > 0 */
+    int gain;                  /* block norms' weight: 0 = the kind's (on but L2), -1 = none
+                                  (RMSNorm without a weight; DyT, Derf without gamma) */
+    int bias;                  /* block norms' bias: 0 = the kind's (LayerNorm, DyT, Derf: on),
+                                  -1 = none (DyT's LLaMA code has none; LayerNorm(bias=False)) */
+    int gain_offset;           /* 1 = Gemma's unit-offset weights: every norm gain (block norms
+                                  and attention sites) is stored as w and multiplies by 1 + w,
+                                  init 0 (Gemma, Qwen3-Next: x_hat * (1 + weight)); gradients
+                                  are w's. Costs the gains' size in the cache */
     double dyt_alpha;          /* DyT: initial alpha of every norm but those feeding attention;
                                   0 = DyT's LLM rule by width d: 1 up to 1024, 0.5 up to 2048,
                                   0.2 up to 4096, else 0.05 (its non-LLM default is 0.5) */
     double dyt_alpha_attn;     /* DyT: initial alpha of the norms whose output enters attention
                                   (attn_norm, attn_y_norm, attn_input_norm; not the Q/K/V/C
                                   sites); 0 = by width: 1 up to 2048, 0.8 up to 4096, else 0.2 */
+    int final;                 /* the final norm ln_f: 0 = preset default (on; off for NONE,
+                                  REZERO, NGPT), 1 = on, -1 = off */
+    int embed;                 /* the embedding norm on the stack's input: 0 = preset default
+                                  (on for EMBEDNORM, PERILN), 1 = on, -1 = off */
+    int embed_scale;           /* 1 = the stack's input times a learnable scalar ("embed_scale",
+                                  init sqrt(d)) before the embedding norm: DyT's and Derf's
+                                  language-model codes' shared_scale on the embedding */
+} nb_norm_config;
+
+/* How each sublayer's branch joins its residual, and what crosses layers. */
+typedef struct nb_residual_config {
+    nb_branch_scale branch_scale; /* every sublayer's branch scale of a preset (not a custom
+                                  schedule, which sets its own; not SiameseNorm): 0 = the
+                                  preset's; e.g. REZERO with SUBLAYER: SkipInit's scalars */
     double layerscale_init;    /* LayerScale's initial lambda; 0 = CaiT's rule by depth: 0.1 up to
                                   18 layers, 1e-5 up to 24, 1e-6 deeper; else finite and > 0 */
-    nb_real eps;               /* 0 = 1e-5 (1e-6 for OLMO2, MIXLN, DEEPNORM_MIXLN: their code);
-                                  else finite and > 0 */
-    nb_norm_width site_width;  /* 0 = preset default (per head; full width for OLMO2) */
-    nb_ffn_type ffn;
-    int ffn_bias;              /* as nb_ffn_desc.bias */
-    unsigned attn_bias;        /* every attention's nb_attn_desc.bias (NB_ATTN_BIAS_QKV | OUT:
-                                  "att_proj.bias", "attn_out.bias"); 0 = none */
-    int rope;                  /* 1 = RoPE in attention */
-    nb_real rope_theta;        /* 0 = 10000; else finite and > 1 */
-    int non_causal;
-    nb_attn_memory memory;
-    int final_norm;            /* 0 = preset default (on; off for NONE), 1 = on, -1 = off */
-    int embed_norm;            /* 0 = preset default (on for EMBEDNORM), 1 = on, -1 = off */
-    int siamese_paper_scale;   /* c_l of layer l = 0..L-1: 0 = sqrt(2(l+1)) (code), 1 =
-                                  sqrt(l+1) (paper), 2 = 1 (the paper's constant-c ablation) */
-    int siamese_paper_fusion;  /* 0 = 3-norm output fusion (code), 1 = x_L + N(y_L) (paper) */
-    int siamese_no_fusion_norm;/* 1 = the paper's ablation without the FFN fusion's input norm:
-                                  u_f = n + N_fy(y1) (hybrid-pre form only) */
+    double interp_init;        /* the initial step |a| of NB_BRANCH_SCALE_INTERP placements;
+                                  0 = 0.05 (nGPT's code, both sublayers); else in (0, 1] */
+    double depth_alpha;        /* CompleteP (Cerebras, arXiv 2505.01618; its code, nanoGPT-mup
+                                  branch completep): every branch times m = (L / depth_base)
+                                  ^-depth_alpha (placement branch_mult, where a custom layer
+                                  leaves it 0): 1 CompleteP, 0.5 the depth-muP form; 0 off; else
+                                  in (0, 2]. Its learning-rate, init and AdamW-eps rules by
+                                  depth and width are the trainer's (examples/train) */
+    int depth_base;            /* CompleteP's base depth L_base; 0 = 1 (m = L^-alpha) */
     int value_residual;        /* ResFormer's value residual (arXiv 2410.17897): in every layer
                                   l >= 1 the attention's values are V_l' = lambda_1 V_l +
                                   lambda_2 V_0, V_0 layer 0's (after the V norm site). 0 off,
@@ -1015,55 +1052,54 @@ typedef struct nb_stack_desc {
                                   with 2 that much cache again per layer l >= 1 (V_l, for
                                   lambda_1's gradient). Layer 0 cannot be skipped (nb_stack.skip).
                                   nb_layer_forward/backward: see there */
+} nb_residual_config;
+
+/* Hyper-connections: n residual streams mixed around every sublayer (see nb_hyper). */
+typedef struct nb_hyper_config {
+    nb_hyper kind;             /* 0 = the preset's */
+    int streams;               /* n: 0 = 4 (both papers' and DeepSeek-V4's); 1..8 */
+    int static_maps;           /* 1 = the static form: maps are learned constants (mHC: sigmoid
+                                  and Sinkhorn of the base alone; HC: SHC), no per-token part */
+    int sinkhorn;              /* mHC's Sinkhorn iterations; 0 = 20 (the paper's, V4's) 1..100 */
+} nb_hyper_config;
+
+/* SiameseNorm's forms (presets SIAMESE, SIAMESE_POST_PRE): 0 = its code's. */
+typedef struct nb_siamese_config {
+    int paper_scale;           /* c_l of layer l = 0..L-1: 0 = sqrt(2(l+1)) (code), 1 =
+                                  sqrt(l+1) (paper), 2 = 1 (the paper's constant-c ablation) */
+    int paper_fusion;          /* 0 = 3-norm output fusion (code), 1 = x_L + N(y_L) (paper) */
+    int no_fusion_norm;        /* 1 = the paper's ablation without the FFN fusion's input norm:
+                                  u_f = n + N_fy(y1) (hybrid-pre form only) */
+} nb_siamese_config;
+
+/* What forward and backward check and how they hand out gradients. */
+typedef struct nb_run_config {
     int check_finite;          /* 1 = forward/backward fail with the first non-finite layer named */
     nb_grad_mode param_grads;  /* grads of nb_stack_backward: 0 = ACCUMULATE; OVERWRITE: each
                                   tensor is zeroed right before its layer's backward writes
                                   it (in cache: as fast as accumulating into a zeroed buffer) */
     nb_grad_mode input_grad;   /* din of nb_stack_backward: 0 = OVERWRITE; ACCUMULATE: din +=
                                   (as llm.c's backward functions; din may not be dout then) */
+} nb_run_config;
+
+/* A stack, grouped by subsystem; zero means default at every level (0.1's flat fields and
+   their places here: README, "From 0.1 to 0.2"). */
+typedef struct nb_stack_desc {
+    int n_layers, d_model, n_heads, n_kv_heads; /* n_kv_heads 0 = n_heads */
+    nb_preset preset;
     char name[32];             /* the preset's name as the caller spelled it, for messages
                                   (nb_preset_from_name fills it; empty = the preset's key) */
-    nb_precision precision;    /* of every GEMM of every layer; 0 = FP32 */
-    int bf16_weights;          /* BF16 only: 1 = the caller keeps the bf16 copy of its
-                                  parameters that forward and backward read for the weight
-                                  matrices (nb_stack_set_bf16_weights), e.g. written by its
-                                  optimizer step; 0 = each forward rounds them into the cache */
-    nb_backend backend;        /* who runs the projections' GEMMs; 0 = by precision, below */
-    nb_hyper hyper;            /* hyper-connections (see nb_hyper); 0 = the preset's */
-    int hyper_streams;         /* n: 0 = 4 (both papers' and DeepSeek-V4's); 1..8 */
-    int hyper_static;          /* 1 = the static form: maps are learned constants (mHC: sigmoid
-                                  and Sinkhorn of the base alone; HC: SHC), no per-token part */
-    int hyper_sinkhorn;        /* mHC's Sinkhorn iterations; 0 = 20 (the paper's, V4's) 1..100 */
-    double depth_alpha;        /* CompleteP (Cerebras, arXiv 2505.01618; its code, nanoGPT-mup
-                                  branch completep): every branch times m = (L / depth_base)
-                                  ^-depth_alpha (placement branch_mult, where a custom layer
-                                  leaves it 0): 1 CompleteP, 0.5 the depth-muP form; 0 off; else
-                                  in (0, 2]. Its learning-rate, init and AdamW-eps rules by
-                                  depth and width are the trainer's (examples/train) */
-    int depth_base;            /* CompleteP's base depth L_base; 0 = 1 (m = L^-alpha) */
-    double interp_init;        /* the initial step |a| of NB_BRANCH_SCALE_INTERP placements;
-                                  0 = 0.05 (nGPT's code, both sublayers); else in (0, 1] */
-    int qk_scale;              /* every attention's qk_scale (nb_attn_desc): 0 = the preset's
-                                  (on for NGPT), 1 on, -1 off */
-    nb_real softmax_scale;     /* every attention's softmax_scale; 0 = the preset's (nGPT's
-                                  +sqrt(d_k) for NGPT, else 1/sqrt(d_k)) */
-    int ffn_in_scale;          /* the FFN's in_scale (nb_ffn_desc): 0 = the preset's (on for
-                                  NGPT), 1 on, -1 off */
-    nb_attn_gate attn_gate;    /* every attention's output gate (nb_attn_desc.gate); 0 = none */
-    int norm_gain;             /* block norms' weight: 0 = the kind's (on but L2), -1 = none
-                                  (RMSNorm without a weight; DyT, Derf without gamma) */
-    int norm_bias;             /* block norms' bias: 0 = the kind's (LayerNorm, DyT, Derf: on),
-                                  -1 = none (DyT's LLaMA code has none; LayerNorm(bias=False)) */
-    int embed_scale;           /* 1 = the stack's input times a learnable scalar ("embed_scale",
-                                  init sqrt(d)) before the embedding norm: DyT's and Derf's
-                                  language-model codes' shared_scale on the embedding */
-    nb_branch_scale branch_scale; /* every sublayer's branch scale of a preset (not a custom
-                                  schedule, which sets its own; not SiameseNorm): 0 = the
-                                  preset's; e.g. REZERO with SUBLAYER: SkipInit's scalars */
-    int gain_offset;           /* 1 = Gemma's unit-offset weights: every norm gain (block norms
-                                  and attention sites) is stored as w and multiplies by 1 + w,
-                                  init 0 (Gemma, Qwen3-Next: x_hat * (1 + weight)); gradients
-                                  are w's. Costs the gains' size in the cache */
+    const nb_layer_desc* layers; /* optional n_layers custom layers (copied at init) */
+    double mixln_alpha;        /* Mix-LN fraction of Post-Norm layers: in (0, 1]; 0 = 0.25;
+                                  -1 = none (alpha = 0: the Mix-LN code's Pre-Norm, eps 1e-6) */
+    nb_norm_config norm;      /* kind, eps, gains and biases, final and embedding norms */
+    nb_attn_config attn;       /* every attention's settings (nb_attn_desc) */
+    nb_ffn_config ffn;        /* every FFN's settings (nb_ffn_desc) */
+    nb_residual_config residual; /* branch scales, CompleteP, value residual */
+    nb_hyper_config hyper;    /* hyper-connections */
+    nb_siamese_config siamese; /* SiameseNorm's forms */
+    nb_gemm_config gemm;       /* precision, bf16 weights, backend */
+    nb_run_config run;         /* checks and gradient conventions */
 } nb_stack_desc;
 
 typedef enum nb_tensor_kind {
@@ -1121,7 +1157,7 @@ typedef struct nb_stack {
     int topology;              /* internal: the residual topology's row (nb__topologies) */
     char kernels[256];         /* which GEMM kernels run: see nb_stack_kernels */
     size_t n_gains, gain_final0; /* internal: gain values, the final norms' first (gain_offset) */
-    const unsigned short* weights16; /* desc.bf16_weights: see nb_stack_set_bf16_weights */
+    const unsigned short* weights16; /* desc.gemm.bf16_weights: see nb_stack_set_bf16_weights */
 } nb_stack;
 
 /* Resolve and validate the description, lay out parameters and buffers for batches up to
@@ -1133,7 +1169,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
 NBDEF void nb_stack_free(nb_stack* s);
 /* Which GEMM kernels the stack runs, one line for logs and benchmark rows, e.g. "bf16:
    projections oneDNN brg:avx512_core_amx_bf16, attention products portable bf16". The
-   backend actually chosen is s->desc.backend. */
+   backend actually chosen is s->desc.gemm.backend. */
 NBDEF const char* nb_stack_kernels(const nb_stack* s);
 /* Bytes oneDNN allocates itself to run the stack's primitives made so far (their scratchpads;
    it grows as new GEMM shapes run, to at most 48 primitives); 0 on the BLAS backend.
@@ -1160,14 +1196,14 @@ NBDEF const char* nb_preset_about(nb_preset p);
    backward. Trusted: offsets has s->n_tensors values. */
 NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offsets,
                                     size_t count);
-/* The bf16 copy of the parameters for a stack made with desc.bf16_weights: w16 has a value
+/* The bf16 copy of the parameters for a stack made with desc.gemm.bf16_weights: w16 has a value
    per parameter of the stack's layout (n_params, or the count of nb_stack_set_layout), the
    bits of bf16(params[i]) (nb_bf16_round) for at least every weight matrix (QKV, attention
    output, FFN in and out); the other values are not read. Forward and backward read the
    weight matrices there, and the caller keeps it equal to bf16 of the parameters passed to
    them: refreshed after every change of the parameters (optimizer step, nb_stack_normalize,
    nb_stack_qk_clip, a load), best by the optimizer's own pass. The stack keeps the pointer;
-   NULL unsets it (forward is then NB_ERR_NULL). NB_ERR_CONFIG without desc.bf16_weights. */
+   NULL unsets it (forward is then NB_ERR_NULL). NB_ERR_CONFIG without desc.gemm.bf16_weights. */
 NBDEF nb_result nb_stack_set_bf16_weights(nb_ctx* ctx, nb_stack* s, const unsigned short* w16);
 
 /* Name maps: where a tensor of the table lives in another codebase's checkpoint, so a loader
@@ -1186,7 +1222,7 @@ NBDEF nb_result nb_stack_set_bf16_weights(nb_ctx* ctx, nb_stack* s, const unsign
                           output or post norm)
      NB_NAMES_HF_GPT2     Hugging Face GPT-2: "transformer.h.<l>." attn.c_attn (Q|K|V),
                           attn.c_proj, mlp.c_fc, mlp.c_proj (Conv1D, transposed, with biases:
-                          the attention's with desc.attn_bias, which the name "gpt2" sets),
+                          the attention's with desc.attn.bias, which the name "gpt2" sets),
                           ln_1, ln_2, "transformer.ln_f"
      NB_NAMES_GPT2_LINEAR the same names in the nn.Linear layout (out, in) that nanoGPT's and
                           llm.c's PyTorch GPT-2 keep (c_attn (3d, d)): nothing transposed
@@ -1224,9 +1260,10 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
    "mixln", "siamese", ..., the paper's names ("Pre-Norm", "HybridNorm*", "QKV-Post",
    "Pre-QK-Pre", "KC-Post", "Pre-Post", ...) and "gpt2" / "GPT-2" (Pre-Norm, LayerNorm, GELU,
    attention biases). Written: preset and name (the caller's spelling, for messages; truncated
-   to 31 characters), and sites for the HybridNorm ablation names; norm, ffn and attn_bias for
-   gpt2, hyper for mhc, hc and ihc (overwriting what the caller set there). Every other field
-   keeps the caller's value, so set shapes and options before or after the call alike. An
+   to 31 characters), and attn.sites for the HybridNorm ablation names; norm.type, ffn.type and
+   attn.bias for gpt2, hyper.kind for mhc, hc and ihc (overwriting what the caller set there).
+   Every other field keeps the caller's value, so set shapes and options before or after the
+   call alike. An
    unknown name is NB_ERR_CONFIG with every accepted name listed in ctx->err; desc is then
    untouched. */
 NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char* name);
@@ -1238,8 +1275,8 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch);
 /* din (B*T x d) is overwritten, and may be dout; grads (n_params) are accumulated: the
-   defaults. desc.param_grads = NB_GRAD_OVERWRITE: grads are overwritten (no zeroing needed;
-   in the caller's layout only the stack's tensors are written); desc.input_grad =
+   defaults. desc.run.param_grads = NB_GRAD_OVERWRITE: grads are overwritten (no zeroing needed;
+   in the caller's layout only the stack's tensors are written); desc.run.input_grad =
    NB_GRAD_ACCUMULATE: din += the input gradient (din may not be dout: NB_ERR_VALUE). The
    cache must hold a successful nb_stack_forward of this stack (the same init) with the same B
    and T, else NB_ERR_CONFIG before anything is written. Trusted: params are the forward's (in
@@ -1252,8 +1289,8 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
    x_0 .. x_{n-1} with hyper-connections).
    Uses layer l's region of the stack's cache. dout/din likewise; backward takes the same `in`
    the forward had, and refuses a region not written by a forward of an equal layer with the
-   same B and T. With desc.value_residual a layer l >= 1 reads the V_0 that layer 0's forward
-   left in the stack-level cache, and layer 0's backward adds the dV_0 shares that the
+   same B and T. With desc.residual.value_residual a layer l >= 1 reads the V_0 that layer 0's
+   forward left in the stack-level cache, and layer 0's backward adds the dV_0 shares that the
    backwards of layers L-1 .. 1 summed in the scratch (layer L-1's backward starts the sum):
    run layer 0's forward before the others' on one cache, and the backwards from L-1 down to 0
    on one scratch. */
@@ -1352,7 +1389,7 @@ NBDEF nb_result nb_stack_angular_distance(const nb_stack* s, const nb_real* cach
    layer's are 0. */
 NBDEF nb_result nb_stack_head_stats(const nb_stack* s, const nb_real* cache, int B, int T,
                                     double* max_logit, double* first_mass);
-/* Gated attention (desc.attn_gate): the mean of each head's gate, sigmoid(G), over the B*T
+/* Gated attention (desc.attn.gate): the mean of each head's gate, sigmoid(G), over the B*T
    tokens of the forward in the cache (and, elementwise, over the head's d_k values): L*H
    values, layer-major (entry l*H + h); a skipped layer's are 0. The gated-attention paper's
    sparsity diagnostic (a mean far below 0.5: the gate mostly closes). NB_ERR_CONFIG for a stack
@@ -2704,7 +2741,7 @@ static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const nb_real* x, int 
 }
 #endif
 
-#define NB__BF16(plan) ((plan)->desc.precision == NB_PRECISION_BF16)
+#define NB__BF16(plan) ((plan)->desc.gemm.precision == NB_PRECISION_BF16)
 
 /* One GEMM on the calling thread: float32, or bf16 numerics when bf16 (or an operand is
    half). */
@@ -3018,20 +3055,27 @@ static nb_result nb__gemm(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16, int
     return rc;
 }
 
-/* A precision field: known, and BF16 only in a float32 build. Resolves the default. w16: the
-   description's bf16_weights (NULL: none), 0 or 1 and 1 only with BF16. */
-static nb_result nb__check_precision(nb_ctx* ctx, const char* fn, nb_precision* p,
-                                     const int* w16) {
-    if (*p == NB_PRECISION_DEFAULT) *p = NB_PRECISION_FP32;
-    NB__CHECK(*p != NB_PRECISION_FP32 && *p != NB_PRECISION_BF16, NB_ERR_CONFIG,
-              "%s: unknown precision %d", fn, (int)*p);
-    NB__CHECK(w16 && (*w16 < 0 || *w16 > 1), NB_ERR_CONFIG, "%s: bf16_weights (%d) must be 0 "
-              "or 1", fn, *w16);
-    NB__CHECK(w16 && *w16 && *p != NB_PRECISION_BF16, NB_ERR_CONFIG, "%s: bf16_weights needs "
-              "precision BF16 (a float32 GEMM reads the float32 weights)", fn);
+/* Checks and resolves a description's gemm group: a known precision (BF16 only in a float32
+   build), bf16_weights 0 or 1 and 1 only with BF16, a known backend. A plan (stack = 0) runs
+   the BLAS or the portable bf16 path: only a stack puts its GEMMs on oneDNN. */
+static nb_result nb__check_gemm_config(nb_ctx* ctx, const char* fn, nb_gemm_config* g,
+                                       int stack) {
+    if (g->precision == NB_PRECISION_DEFAULT) g->precision = NB_PRECISION_FP32;
+    NB__CHECK(g->precision != NB_PRECISION_FP32 && g->precision != NB_PRECISION_BF16,
+              NB_ERR_CONFIG, "%s: unknown gemm.precision %d", fn, (int)g->precision);
+    NB__CHECK(g->bf16_weights < 0 || g->bf16_weights > 1, NB_ERR_CONFIG,
+              "%s: gemm.bf16_weights (%d) must be 0 or 1", fn, g->bf16_weights);
+    NB__CHECK(g->bf16_weights && g->precision != NB_PRECISION_BF16, NB_ERR_CONFIG,
+              "%s: gemm.bf16_weights needs precision BF16 (a float32 GEMM reads the float32 "
+              "weights)", fn);
+    NB__CHECK((unsigned)g->backend > NB_BACKEND_DNNL, NB_ERR_CONFIG, "%s: unknown gemm.backend %d",
+              fn, (int)g->backend);
+    NB__CHECK(!stack && g->backend == NB_BACKEND_DNNL, NB_ERR_CONFIG, "%s: a plan runs the BLAS "
+              "(or the portable bf16 path); oneDNN runs a stack's GEMMs (nb_stack_desc.gemm."
+              "backend)", fn);
 #ifdef NB_DOUBLE
-    NB__CHECK(*p == NB_PRECISION_BF16, NB_ERR_CONFIG, "%s: precision BF16 is a float32-build "
-              "feature (this build defines NB_DOUBLE)", fn);
+    NB__CHECK(g->precision == NB_PRECISION_BF16, NB_ERR_CONFIG, "%s: precision BF16 is a "
+              "float32-build feature (this build defines NB_DOUBLE)", fn);
 #endif
     return NB_OK;
 }
@@ -3046,8 +3090,8 @@ NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K
 NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                              nb_real alpha, const nb_real* A, int lda, const nb_real* B,
                              int ldb, nb_real beta, nb_real* C, int ldc) {
-    nb_precision bf16 = NB_PRECISION_BF16; /* refused in an NB_DOUBLE build */
-    nb_result rc = nb__check_precision(ctx, "nb_gemm_bf16", &bf16, NULL);
+    nb_gemm_config bf16 = {NB_PRECISION_BF16, 0, NB_BACKEND_DEFAULT}; /* refused: NB_DOUBLE */
+    nb_result rc = nb__check_gemm_config(ctx, "nb_gemm_bf16", &bf16, 0);
     if (rc) return rc;
     return nb__gemm(ctx, "nb_gemm_bf16", NULL, 1, M, N, K, alpha, nb__m(A, lda, transa),
                     nb__m(B, ldb, transb), beta, C, ldc);
@@ -3127,10 +3171,12 @@ typedef struct nb__attn_mem {
 static int nb__site_heads(const nb_attn_plan* pl, int site) {
     return site == 1 || site == 2 ? pl->desc.n_kv_heads : pl->desc.n_heads; /* 0 Q 1 K 2 V 3 C */
 }
-static int nb__site_on(const nb_attn_plan* pl, int site) { return (pl->desc.sites >> site) & 1; }
+static int nb__site_on(const nb_attn_plan* pl, int site) {
+    return (pl->desc.attn.sites >> site) & 1;
+}
 /* segment width of a site's norm: a head, or the whole slice */
 static int nb__site_seg(const nb_attn_plan* pl, int site) {
-    return pl->desc.width == NB_WIDTH_FULL ? nb__site_heads(pl, site) * pl->head_dim
+    return pl->desc.attn.site_width == NB_WIDTH_FULL ? nb__site_heads(pl, site) * pl->head_dim
                                            : pl->head_dim;
 }
 /* column offset of a site's slice inside a qkv row (C lives in its own buffer) */
@@ -3215,7 +3261,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     m->hdr = nb__take(cache, &cu, NB__HDR);
     if (half) m->qkv16 = nb__take16(cache, &cu, nb__mulz(BT, P));
     else m->qkv = nb__take(cache, &cu, nb__mulz(BT, P));
-    if (pl->desc.sites & NB_SITES_QKV) m->raw = nb__take(cache, &cu, nb__mulz(BT, P));
+    if (pl->desc.attn.sites & NB_SITES_QKV) m->raw = nb__take(cache, &cu, nb__mulz(BT, P));
     for (site = 0; site < 4; site++)
         if (nb__site_on(pl, site)) {
             const int seg = nb__site_seg(pl, site);
@@ -3234,7 +3280,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     if (gate) m->sig = nb__take(cache, &cu, nb__mulz(BT, (size_t)pl->gate_width));
     m->hs = nb__take(cache, &cu, nb__mulz(2 * BH, (size_t)nb__tiles(T)));
     if (half) {
-        if (!pl->desc.bf16_weights) { /* else the caller's: nb__attn_weights16 */
+        if (!pl->desc.gemm.bf16_weights) { /* else the caller's: nb__attn_weights16 */
             m->wqkv16 = nb__take16(cache, &cu, nb__mulz(P, d));
             m->wo16 = nb__take16(cache, &cu, nb__mulz(d, d));
         }
@@ -3243,7 +3289,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
         m->dout16 = nb__take16(scratch, &su, nb__mulz(BT, d));
         m->dqkv16 = nb__take16(scratch, &su, nb__mulz(BT, P));
     }
-    if (pl->desc.memory == NB_ATTN_MEMORY_PROBS)
+    if (pl->desc.attn.memory == NB_ATTN_MEMORY_PROBS)
         m->probs = nb__take(cache, &cu, nb__mulz(nb__mulz(BH, (size_t)T), (size_t)T));
     else
         m->lse = nb__take(cache, &cu, nb__mulz(BH, (size_t)T));
@@ -3255,11 +3301,11 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     /* dK/dV partial sums of the extra parts when B * n_kv_heads < threads (nb__kv_split) */
     m->kv_parts = nb__take(scratch, &su, nb__mulz((size_t)(pl->desc.n_kv_heads < nt ? nt - 1 : 0),
                                                   nb__mulz((size_t)T, 2 * (size_t)pl->head_dim)));
-    if (pl->desc.qk_scale) {
+    if (pl->desc.attn.qk_scale) {
         m->qk0 = nb__take(cache, &cu, nb__mulz(BT, 2 * d));
         m->qke = nb__take(scratch, &su, nb__mulz(BT, d));
     }
-    if (pl->desc.bias || pl->desc.qk_scale) /* bias and scale gradients: column sums */
+    if (pl->desc.attn.bias || pl->desc.attn.qk_scale) /* bias and scale gradients: column sums */
         m->ones = nb__take(scratch, &su, BT);
     m->n_cache = cu;
     m->n_scratch = su;
@@ -3271,15 +3317,15 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     const nb_attn_desc* d = &pl->desc;
     unsigned long long h = 0x617474ULL;
     h = nb__hash(h, (unsigned)d->d_model); h = nb__hash(h, (unsigned)d->n_heads);
-    h = nb__hash(h, (unsigned)d->n_kv_heads); h = nb__hash(h, d->sites);
-    h = nb__hash(h, (unsigned)d->width); h = nb__hash(h, (unsigned)d->norm);
-    h = nb__hash(h, (unsigned)d->no_gain); h = nb__hash(h, (unsigned)d->rope);
-    h = nb__hash(h, (unsigned)d->non_causal); h = nb__hash(h, (unsigned)d->memory);
-    h = nb__hash(h, d->bias); h = nb__hashd(h, (double)d->eps);
-    h = nb__hashd(h, (double)d->rope_theta); h = nb__hash(h, (unsigned)d->precision);
-    h = nb__hash(h, (unsigned)d->bf16_weights);
-    h = nb__hash(h, (unsigned)d->qk_scale); h = nb__hashd(h, (double)d->softmax_scale);
-    h = nb__hash(h, (unsigned)d->gate);
+    h = nb__hash(h, (unsigned)d->n_kv_heads); h = nb__hash(h, d->attn.sites);
+    h = nb__hash(h, (unsigned)d->attn.site_width); h = nb__hash(h, (unsigned)d->norm);
+    h = nb__hash(h, (unsigned)d->no_gain); h = nb__hash(h, (unsigned)d->attn.rope);
+    h = nb__hash(h, (unsigned)d->attn.non_causal); h = nb__hash(h, (unsigned)d->attn.memory);
+    h = nb__hash(h, d->attn.bias); h = nb__hashd(h, (double)d->eps);
+    h = nb__hashd(h, (double)d->attn.rope_theta); h = nb__hash(h, (unsigned)d->gemm.precision);
+    h = nb__hash(h, (unsigned)d->gemm.bf16_weights);
+    h = nb__hash(h, (unsigned)d->attn.qk_scale); h = nb__hashd(h, (double)d->attn.softmax_scale);
+    h = nb__hash(h, (unsigned)d->attn.gate);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -3296,11 +3342,11 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     NB__CHECK(!plan || !desc, NB_ERR_NULL, "nb_attn_plan_make: plan and desc are required");
     d = *desc;
     if (d.n_kv_heads == 0) d.n_kv_heads = d.n_heads;
-    if (d.width == NB_WIDTH_DEFAULT) d.width = NB_WIDTH_PER_HEAD;
+    if (d.attn.site_width == NB_WIDTH_DEFAULT) d.attn.site_width = NB_WIDTH_PER_HEAD;
     if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
     if (d.norm == NB_NORM_L2) d.no_gain = 1; /* the kind has none */
     if (nb__is0(d.eps)) d.eps = (nb_real)1e-5;
-    if (nb__is0(d.rope_theta)) d.rope_theta = 10000;
+    if (nb__is0(d.attn.rope_theta)) d.attn.rope_theta = 10000;
     NB__CHECK(d.d_model <= 0 || d.n_heads <= 0 || d.n_kv_heads <= 0, NB_ERR_CONFIG,
               "nb_attn_plan_make: d_model (%d), n_heads (%d), n_kv_heads (%d) must be > 0",
               d.d_model, d.n_heads, d.n_kv_heads);
@@ -3310,39 +3356,45 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     NB__CHECK(d.n_heads % d.n_kv_heads, NB_ERR_CONFIG,
               "nb_attn_plan_make: n_heads (%d) is not divisible by n_kv_heads (%d)", d.n_heads,
               d.n_kv_heads);
-    NB__CHECK(d.rope && (d.d_model / d.n_heads) % 2, NB_ERR_CONFIG,
+    NB__CHECK(d.attn.rope && (d.d_model / d.n_heads) % 2, NB_ERR_CONFIG,
               "nb_attn_plan_make: RoPE needs an even head dimension (d_k = %d)",
               d.d_model / d.n_heads);
-    NB__CHECK(d.sites & ~(unsigned)NB_SITES_QKVC, NB_ERR_CONFIG,
-              "nb_attn_plan_make: sites (0x%x) has bits other than NB_SITE_Q|K|V|C", d.sites);
-    NB__CHECK(d.bias & ~(unsigned)(NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT), NB_ERR_CONFIG,
-              "nb_attn_plan_make: bias (0x%x) has bits other than NB_ATTN_BIAS_QKV|OUT", d.bias);
-    if (nb__check_precision(ctx, "nb_attn_plan_make", &d.precision, &d.bf16_weights)) return NB_ERR_CONFIG;
-    NB__CHECK(d.width != NB_WIDTH_PER_HEAD && d.width != NB_WIDTH_FULL, NB_ERR_CONFIG,
-              "nb_attn_plan_make: unknown norm width %d", (int)d.width);
+    NB__CHECK(d.attn.sites & ~(unsigned)NB_SITES_QKVC, NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.sites (0x%x) has bits other than NB_SITE_Q|K|V|C",
+              d.attn.sites);
+    NB__CHECK(d.attn.bias & ~(unsigned)(NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT), NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.bias (0x%x) has bits other than NB_ATTN_BIAS_QKV|OUT",
+              d.attn.bias);
+    if (nb__check_gemm_config(ctx, "nb_attn_plan_make", &d.gemm, 0)) return NB_ERR_CONFIG;
+    NB__CHECK(d.attn.site_width != NB_WIDTH_PER_HEAD && d.attn.site_width != NB_WIDTH_FULL,
+              NB_ERR_CONFIG, "nb_attn_plan_make: unknown attn.site_width %d",
+              (int)d.attn.site_width);
     NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DERF, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown norm type %d", (int)d.norm);
     NB__CHECK(!(d.eps > 0) || !nb__fin((double)d.eps), NB_ERR_CONFIG,
               "nb_attn_plan_make: eps (%g) must be finite and > 0", (double)d.eps);
-    NB__CHECK(!(d.rope_theta > 1) || !nb__fin((double)d.rope_theta), NB_ERR_CONFIG,
-              "nb_attn_plan_make: rope_theta (%g) must be finite and > 1", (double)d.rope_theta);
-    NB__CHECK(d.qk_scale < 0 || d.qk_scale > 1, NB_ERR_CONFIG,
-              "nb_attn_plan_make: qk_scale (%d) must be 0 or 1", d.qk_scale);
-    NB__CHECK((int)d.gate < NB_GATE_NONE || d.gate > NB_GATE_ELEMENTWISE, NB_ERR_CONFIG,
-              "nb_attn_plan_make: unknown gate %d", (int)d.gate);
-    NB__CHECK(d.qk_scale && d.n_kv_heads != d.n_heads, NB_ERR_CONFIG,
+    NB__CHECK(!(d.attn.rope_theta > 1) || !nb__fin((double)d.attn.rope_theta), NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.rope_theta (%g) must be finite and > 1",
+              (double)d.attn.rope_theta);
+    NB__CHECK(d.attn.qk_scale < -1 || d.attn.qk_scale > 1, NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.qk_scale (%d) must be -1 (off), 0 (off) or 1",
+              d.attn.qk_scale);
+    if (d.attn.qk_scale < 0) d.attn.qk_scale = 0;
+    NB__CHECK((int)d.attn.gate < NB_GATE_NONE || d.attn.gate > NB_GATE_ELEMENTWISE, NB_ERR_CONFIG,
+              "nb_attn_plan_make: unknown gate %d", (int)d.attn.gate);
+    NB__CHECK(d.attn.qk_scale && d.n_kv_heads != d.n_heads, NB_ERR_CONFIG,
               "nb_attn_plan_make: qk_scale shares head h's scales between Q head h and K head h: "
               "it needs n_kv_heads (%d) = n_heads (%d)", d.n_kv_heads, d.n_heads);
-    if (nb__is0(d.softmax_scale))
-        d.softmax_scale = (nb_real)(1 / sqrt((double)d.d_model / d.n_heads));
-    NB__CHECK(!(d.softmax_scale > 0) || !nb__fin((double)d.softmax_scale), NB_ERR_CONFIG,
-              "nb_attn_plan_make: softmax_scale (%g) must be finite and > 0",
-              (double)d.softmax_scale);
+    if (nb__is0(d.attn.softmax_scale))
+        d.attn.softmax_scale = (nb_real)(1 / sqrt((double)d.d_model / d.n_heads));
+    NB__CHECK(!(d.attn.softmax_scale > 0) || !nb__fin((double)d.attn.softmax_scale), NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.softmax_scale (%g) must be finite and > 0",
+              (double)d.attn.softmax_scale);
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_attn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
               max_seq);
     /* every row count, width and task count is an int inside the kernels (and for BLAS) */
-    gate_width = d.gate == NB_GATE_HEADWISE ? d.n_heads : d.gate ? d.d_model : 0;
+    gate_width = d.attn.gate == NB_GATE_HEADWISE ? d.n_heads : d.attn.gate ? d.d_model : 0;
     qkv_width = d.d_model + 2 * nb__mulll(d.n_kv_heads, d.d_model / d.n_heads) + gate_width;
     NB__CHECK(qkv_width > NB__INT_MAX, NB_ERR_SHAPE,
               "nb_attn_plan_make: qkv_width = d_model + 2*n_kv_heads*head_dim + gate (%lld) "
@@ -3354,11 +3406,11 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               NB_ERR_SHAPE, "nb_attn_plan_make: max_batch*n_heads*ceil(max_seq/%d) (attention "
               "tasks, %d*%d*%d) overflows int", NB__TILE, max_batch, d.n_heads,
               nb__tiles(max_seq));
-    if (d.memory == NB_ATTN_MEMORY_DEFAULT)
-        d.memory = (double)max_batch * d.n_heads * max_seq * max_seq <= 64.0 * 1024 * 1024
+    if (d.attn.memory == NB_ATTN_MEMORY_DEFAULT)
+        d.attn.memory = (double)max_batch * d.n_heads * max_seq * max_seq <= 64.0 * 1024 * 1024
                        ? NB_ATTN_MEMORY_PROBS : NB_ATTN_MEMORY_LSE;
-    NB__CHECK(d.memory != NB_ATTN_MEMORY_PROBS && d.memory != NB_ATTN_MEMORY_LSE, NB_ERR_CONFIG,
-              "nb_attn_plan_make: unknown memory mode %d", (int)d.memory);
+    NB__CHECK(d.attn.memory != NB_ATTN_MEMORY_PROBS && d.attn.memory != NB_ATTN_MEMORY_LSE,
+              NB_ERR_CONFIG, "nb_attn_plan_make: unknown attn.memory mode %d", (int)d.attn.memory);
     memset(&pl, 0, sizeof pl); /* built aside: *plan is untouched on failure */
     pl.desc = d;
     pl.max_batch = max_batch;
@@ -3373,13 +3425,13 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
               "nb_attn_plan_make: d_model*qkv_width (%d*%lld) overflows size_t", d.d_model,
               qkv_width);
     nparams = nb__addz(nparams, nb__mulz((size_t)d.d_model, (size_t)d.d_model));
-    if (d.bias & NB_ATTN_BIAS_QKV) nparams = nb__addz(nparams, (size_t)qkv_width);
-    if (d.bias & NB_ATTN_BIAS_OUT) nparams = nb__addz(nparams, (size_t)d.d_model);
+    if (d.attn.bias & NB_ATTN_BIAS_QKV) nparams = nb__addz(nparams, (size_t)qkv_width);
+    if (d.attn.bias & NB_ATTN_BIAS_OUT) nparams = nb__addz(nparams, (size_t)d.d_model);
     for (site = 0; site < 4; site++)
         if (nb__site_on(&pl, site))
             nparams = nb__addz(nparams, (size_t)(nb__norm_kinds[d.norm].alpha +
                                                  (d.no_gain ? 0 : nb__site_seg(&pl, site))));
-    if (d.qk_scale) nparams = nb__addz(nparams, (size_t)d.d_model);
+    if (d.attn.qk_scale) nparams = nb__addz(nparams, (size_t)d.d_model);
     NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
               "nb_attn_plan_make: n_params (d_model %d) overflows size_t", d.d_model);
     nb__attn_carve(&pl, max_batch, max_seq, pl.max_threads, NULL, NULL, &m);
@@ -3413,13 +3465,13 @@ NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_
     d = plan->desc.d_model;
     p->w_qkv = base;
     base += (size_t)plan->qkv_width * d;
-    if (plan->desc.bias & NB_ATTN_BIAS_QKV) {
+    if (plan->desc.attn.bias & NB_ATTN_BIAS_QKV) {
         p->b_qkv = base;
         base += plan->qkv_width;
     }
     p->w_o = base;
     base += (size_t)d * d;
-    if (plan->desc.bias & NB_ATTN_BIAS_OUT) {
+    if (plan->desc.attn.bias & NB_ATTN_BIAS_OUT) {
         p->b_o = base;
         base += d;
     }
@@ -3434,7 +3486,7 @@ NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_
                 base += nb__site_seg(plan, site);
             }
         }
-    if (plan->desc.qk_scale) p->qk_scale = base;
+    if (plan->desc.attn.qk_scale) p->qk_scale = base;
 }
 
 /* A normalized site without its gain or alpha pointer in p: the name of the first, or NULL. */
@@ -3454,9 +3506,9 @@ static const char* nb__site_missing(const nb_attn_plan* pl, const nb_attn_params
 
 /* A planned bias without its pointer in p: its name, or NULL. */
 static const char* nb__bias_missing(const nb_attn_plan* pl, const nb_attn_params* p) {
-    if ((pl->desc.bias & NB_ATTN_BIAS_QKV) && !p->b_qkv) return "b_qkv";
-    if ((pl->desc.bias & NB_ATTN_BIAS_OUT) && !p->b_o) return "b_o";
-    if (pl->desc.qk_scale && !p->qk_scale) return "qk_scale";
+    if ((pl->desc.attn.bias & NB_ATTN_BIAS_QKV) && !p->b_qkv) return "b_qkv";
+    if ((pl->desc.attn.bias & NB_ATTN_BIAS_OUT) && !p->b_o) return "b_o";
+    if (pl->desc.attn.qk_scale && !p->qk_scale) return "qk_scale";
     return NULL;
 }
 
@@ -3487,7 +3539,7 @@ static nb_result nb__attn_check_call(nb_ctx* ctx, const char* fn, const nb_attn_
     if ((rc = nb__need(ctx, fn, names, 4, ptrs))) return rc;
     if ((rc = nb__need(ctx, fn, "params.w_qkv params.w_o", 2, ptrs + 4))) return rc;
     ptrs[0] = p->w_qkv16; ptrs[1] = p->w_o16;
-    if (pl->desc.bf16_weights &&
+    if (pl->desc.gemm.bf16_weights &&
         (rc = nb__need(ctx, fn, "params.w_qkv16 params.w_o16", 2, ptrs)))
         return rc;
     NB__CHECK(nb__site_missing(pl, p), NB_ERR_NULL, "%s: a normalized site has no %s pointer",
@@ -3554,13 +3606,13 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T,
                            int i0, int rows, int ncols, nb_real* p, const nb_real* lse_in,
                            nb_real* lse_out, nb_real* max_out) {
     const int dk = pl->head_dim, j = h / pl->group, bf = NB__BF16(pl);
-    const nb_real scale = pl->desc.softmax_scale;
+    const nb_real scale = pl->desc.attn.softmax_scale;
     int r, c;
     nb__gemm1(bf, rows, ncols, dk, 1, nb__qkv_at(pl, m, b * T + i0, h * dk, 0),
               nb__qkv_at(pl, m, b * T, pl->desc.d_model + j * dk, 1), 0, p, T);
     for (r = 0; r < rows; r++) {
         nb_real* pr = p + (size_t)r * T;
-        const int n = pl->desc.non_causal ? ncols : i0 + r + 1;
+        const int n = pl->desc.attn.non_causal ? ncols : i0 + r + 1;
         if (lse_in) {
             const nb_real l = lse_in[r];
             NB__SIMD_EXP(simd)
@@ -3589,7 +3641,7 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
         const int tile = ntiles - 1 - task / (B * H), bh = task % (B * H);
         const int b = bh / H, h = bh % H, i0 = tile * NB__TILE;
         const int rows = T - i0 < NB__TILE ? T - i0 : NB__TILE;
-        const int ncols = pl->desc.non_causal ? T : i0 + rows;
+        const int ncols = pl->desc.attn.non_causal ? T : i0 + rows;
         const size_t prow = ((size_t)b * H + h) * T + i0;
         nb_real* p = m->probs ? m->probs + prow * T
                               : m->tiles + (size_t)omp_get_thread_num() * 2 * NB__TILE * T;
@@ -3614,7 +3666,7 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
     const int H = pl->desc.n_heads, Hkv = pl->desc.n_kv_heads, dk = pl->head_dim;
     const int P = pl->qkv_width, d = pl->desc.d_model, g = pl->group, bf = NB__BF16(pl);
     const int ntiles = nb__tiles(T);
-    const nb_real scale = pl->desc.softmax_scale;
+    const nb_real scale = pl->desc.attn.softmax_scale;
     const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
     const int nparts = nb__kv_split(pl, B, par ? nb_num_threads(ctx) : 1);
     const int ntasks = B * Hkv * nparts;
@@ -3638,7 +3690,7 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
         for (item = part; item < g * ntiles; item += nparts) {
             const int h = j * g + item / ntiles, tile = item % ntiles;
             const int i0 = tile * NB__TILE, rows = T - i0 < NB__TILE ? T - i0 : NB__TILE;
-            const int ncols = pl->desc.non_causal ? T : i0 + rows;
+            const int ncols = pl->desc.attn.non_causal ? T : i0 + rows;
             const size_t prow = ((size_t)b * H + h) * T + i0;
             const nb__mat q = nb__qkv_at(pl, m, b * T + i0, h * dk, 0);
             nb_real* dq = m->dqkv + base + (size_t)i0 * P + (size_t)h * dk;
@@ -3653,7 +3705,7 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
             for (r = 0; r < rows; r++) {
                 const nb_real* pr = p + (size_t)r * T;
                 nb_real* dpr = dp + (size_t)r * T;
-                const int n = pl->desc.non_causal ? ncols : i0 + r + 1;
+                const int n = pl->desc.attn.non_causal ? ncols : i0 + r + 1;
                 const nb_real dot = nb__dot(dpr, pr, n);
                 NB__OMP(simd)
                 for (c = 0; c < n; c++) dpr[c] = scale * pr[c] * (dpr[c] - dot);
@@ -3891,7 +3943,7 @@ static void nb__gate_bwd(nb_ctx* ctx, const nb_attn_plan* pl, nb_real* dc, const
 /* desc.bf16_weights: the GEMMs read the caller's bf16 weights (never written here); returns
    whether they do */
 static int nb__attn_weights16(const nb_attn_plan* pl, const nb_attn_params* p, nb__attn_mem* m) {
-    if (!pl->desc.bf16_weights) return 0;
+    if (!pl->desc.gemm.bf16_weights) return 0;
     m->wqkv16 = (unsigned short*)(size_t)p->w_qkv16;
     m->wo16 = (unsigned short*)(size_t)p->w_o16;
     return 1;
@@ -3953,12 +4005,12 @@ static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
         if (vr->mix) nb__trace(ctx, "qkv_vres", m.qkv, BT, P);
     }
     /* RoPE after the norms; Q and K heads are adjacent in a row, so one call rotates both */
-    if (pl->desc.rope &&
+    if (pl->desc.attn.rope &&
         (rc = nb_rope(ctx, m.qkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
-                      pl->desc.rope_theta, 0)))
+                      pl->desc.attn.rope_theta, 0)))
         return rc;
-    if (pl->desc.rope) nb__trace(ctx, "qkv_rope", m.qkv, BT, P);
-    if (pl->desc.qk_scale) {
+    if (pl->desc.attn.rope) nb__trace(ctx, "qkv_rope", m.qkv, BT, P);
+    if (pl->desc.attn.qk_scale) {
         nb__qk_scale_fwd(ctx, pl, &m, p->qk_scale, BT);
         nb__trace(ctx, "qkv_scaled", m.qkv, BT, P);
     }
@@ -4037,7 +4089,7 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     if ((rc = nb__gemm(ctx, fn, pl->mm, bf, d, d, BT, 1, nb__op(dout, m.dout16, d, 1),
                        nb__op(m.cg, m.c16, d, 0), 1, g->w_o, d)))
         return rc;
-    if ((pl->desc.bias & NB_ATTN_BIAS_OUT) &&                               /* db_o += dout^T 1 */
+    if ((pl->desc.attn.bias & NB_ATTN_BIAS_OUT) && /* db_o += dout^T 1 */
         (rc = nb__bias_grad(ctx, g->b_o, dout, BT, d, m.ones)))
         return rc;
     memset(m.dqkv, 0, (size_t)BT * P * sizeof(nb_real));
@@ -4049,11 +4101,12 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     t0 = nb__prof_begin(ctx);
     nb__attn_core_backward(ctx, pl, B, T, &m);
     nb__prof_end(ctx, NB_PROF_ATTN, t0);
-    if (pl->desc.qk_scale && (rc = nb__qk_scale_bwd(ctx, pl, &m, p->qk_scale, g->qk_scale, BT)))
+    if (pl->desc.attn.qk_scale &&
+        (rc = nb__qk_scale_bwd(ctx, pl, &m, p->qk_scale, g->qk_scale, BT)))
         return rc;
-    if (pl->desc.rope && /* the transpose of a rotation is the inverse rotation */
+    if (pl->desc.attn.rope && /* the transpose of a rotation is the inverse rotation */
         (rc = nb_rope(ctx, m.dqkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
-                      pl->desc.rope_theta, 1)))
+                      pl->desc.attn.rope_theta, 1)))
         return rc;
     if (vr) nb__vres_bwd(ctx, pl, vr, m.dqkv, BT); /* dV' -> dV, before the V norm's backward */
     for (site = 0; site < 3; site++)
@@ -4068,7 +4121,7 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     if ((rc = nb__gemm(ctx, fn, pl->mm, bf, P, d, BT, 1, nb__op(m.dqkv, m.dqkv16, P, 1),
                        nb__op(x, m.x16, d, 0), 1, g->w_qkv, d)))
         return rc;
-    if ((pl->desc.bias & NB_ATTN_BIAS_QKV) && /* of the raw projection: dQKV is after the norms' */
+    if ((pl->desc.attn.bias & NB_ATTN_BIAS_QKV) && /* of the raw projection, before the norms */
         (rc = nb__bias_grad(ctx, g->b_qkv, m.dqkv, BT, P, m.ones)))
         return rc;
     /* dx = dQKV W_qkv */
@@ -4130,7 +4183,7 @@ typedef struct nb__ffn_mem {
 static void nb__ffn_carve(const nb_ffn_plan* pl, int B, int T, nb_real* cache, nb_real* scratch,
                           nb__ffn_mem* m) {
     const size_t BT = nb__mulz((size_t)B, (size_t)T), W = (size_t)pl->in_width;
-    const size_t d = (size_t)pl->desc.d_model, f = (size_t)pl->desc.d_ff;
+    const size_t d = (size_t)pl->desc.d_model, f = (size_t)pl->desc.ffn.d_ff;
     const int half = NB__BF16(pl);
     size_t cu = 0, su = 0;
     memset(m, 0, sizeof *m);
@@ -4139,14 +4192,14 @@ static void nb__ffn_carve(const nb_ffn_plan* pl, int B, int T, nb_real* cache, n
     m->dh = nb__take(scratch, &su, nb__mulz(BT, W));
     m->da = nb__take(scratch, &su, nb__mulz(BT, f));
     m->ones = nb__take(scratch, &su, BT);
-    if (pl->desc.in_scale) {
+    if (pl->desc.ffn.in_scale) {
         m->h0 = nb__take(cache, &cu, nb__mulz(BT, W));
         m->e = nb__take(scratch, &su, nb__mulz(BT, W));
     }
     if (half) {
         m->a = m->da; /* the forward's a, the backward's da */
         m->a16 = nb__take16(cache, &cu, nb__mulz(BT, f));
-        if (!pl->desc.bf16_weights) { /* else the caller's: nb__ffn_weights16 */
+        if (!pl->desc.gemm.bf16_weights) { /* else the caller's: nb__ffn_weights16 */
             m->w_in16 = nb__take16(cache, &cu, nb__mulz(W, d));
             m->w_out16 = nb__take16(cache, &cu, nb__mulz(d, f));
         }
@@ -4168,31 +4221,34 @@ NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_de
     long long f, w;
     NB__CHECK(!plan || !desc, NB_ERR_NULL, "nb_ffn_plan_make: plan and desc are required");
     d = *desc;
-    if (d.type == NB_FFN_DEFAULT) d.type = NB_FFN_SWIGLU;
-    NB__CHECK(d.type != NB_FFN_SWIGLU && d.type != NB_FFN_GELU_TANH && d.type != NB_FFN_GELU_ERF,
-              NB_ERR_CONFIG, "nb_ffn_plan_make: unknown FFN type %d", (int)d.type);
-    NB__CHECK(d.d_model <= 0 || d.d_ff < 0, NB_ERR_CONFIG,
-              "nb_ffn_plan_make: d_model (%d) must be > 0 and d_ff (%d) >= 0", d.d_model, d.d_ff);
-    NB__CHECK(d.bias < -1 || d.bias > 1, NB_ERR_CONFIG,
-              "nb_ffn_plan_make: bias (%d) must be -1, 0 or 1", d.bias);
-    NB__CHECK(d.in_scale < 0 || d.in_scale > 1, NB_ERR_CONFIG,
-              "nb_ffn_plan_make: in_scale (%d) must be 0 or 1", d.in_scale);
-    if (nb__check_precision(ctx, "nb_ffn_plan_make", &d.precision, &d.bf16_weights)) return NB_ERR_CONFIG;
+    if (d.ffn.type == NB_FFN_DEFAULT) d.ffn.type = NB_FFN_SWIGLU;
+    NB__CHECK(d.ffn.type != NB_FFN_SWIGLU && d.ffn.type != NB_FFN_GELU_TANH &&
+                  d.ffn.type != NB_FFN_GELU_ERF,
+              NB_ERR_CONFIG, "nb_ffn_plan_make: unknown ffn.type %d", (int)d.ffn.type);
+    NB__CHECK(d.d_model <= 0 || d.ffn.d_ff < 0, NB_ERR_CONFIG,
+              "nb_ffn_plan_make: d_model (%d) must be > 0 and ffn.d_ff (%d) >= 0", d.d_model,
+              d.ffn.d_ff);
+    NB__CHECK(d.ffn.bias < -1 || d.ffn.bias > 1, NB_ERR_CONFIG,
+              "nb_ffn_plan_make: ffn.bias (%d) must be -1, 0 or 1", d.ffn.bias);
+    NB__CHECK(d.ffn.in_scale < -1 || d.ffn.in_scale > 1, NB_ERR_CONFIG,
+              "nb_ffn_plan_make: ffn.in_scale (%d) must be -1 (off), 0 (off) or 1", d.ffn.in_scale);
+    if (d.ffn.in_scale < 0) d.ffn.in_scale = 0;
+    if (nb__check_gemm_config(ctx, "nb_ffn_plan_make", &d.gemm, 0)) return NB_ERR_CONFIG;
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_ffn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
               max_seq);
-    f = d.d_ff ? d.d_ff
-        : d.type == NB_FFN_SWIGLU ? (8LL * d.d_model / 3 + 63) / 64 * 64 : 4LL * d.d_model;
-    w = d.type == NB_FFN_SWIGLU ? 2 * f : f;
+    f = d.ffn.d_ff ? d.ffn.d_ff
+        : d.ffn.type == NB_FFN_SWIGLU ? (8LL * d.d_model / 3 + 63) / 64 * 64 : 4LL * d.d_model;
+    w = d.ffn.type == NB_FFN_SWIGLU ? 2 * f : f;
     /* widths and the row count are ints inside the kernels (and for BLAS) */
     NB__CHECK(w > NB__INT_MAX, NB_ERR_SHAPE,
               "nb_ffn_plan_make: d_ff (%lld%s) overflows int", w,
-              d.type == NB_FFN_SWIGLU ? ", doubled for SwiGLU's w_in" : "");
+              d.ffn.type == NB_FFN_SWIGLU ? ", doubled for SwiGLU's w_in" : "");
     NB__CHECK(nb__mulll(max_batch, max_seq) > NB__INT_MAX, NB_ERR_SHAPE,
               "nb_ffn_plan_make: max_batch*max_seq (%lld) overflows int",
               nb__mulll(max_batch, max_seq));
-    d.d_ff = (int)f;
-    if (d.bias == 0) d.bias = d.type == NB_FFN_SWIGLU ? -1 : 1;
+    d.ffn.d_ff = (int)f;
+    if (d.ffn.bias == 0) d.ffn.bias = d.ffn.type == NB_FFN_SWIGLU ? -1 : 1;
     memset(&pl, 0, sizeof pl); /* built aside: *plan is untouched on failure */
     pl.desc = d;
     pl.max_batch = max_batch;
@@ -4200,8 +4256,8 @@ NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_de
     pl.in_width = (int)w;
     pl.n_params = nb__addz(nb__addz(nb__mulz((size_t)w, (size_t)d.d_model),
                                     nb__mulz((size_t)d.d_model, (size_t)f)),
-                           (d.bias > 0 ? (size_t)w + (size_t)d.d_model : 0) +
-                               (d.in_scale ? (size_t)w : 0));
+                           (d.ffn.bias > 0 ? (size_t)w + (size_t)d.d_model : 0) +
+                               (d.ffn.in_scale ? (size_t)w : 0));
     NB__CHECK(nb__too_big(pl.n_params), NB_ERR_SHAPE,
               "nb_ffn_plan_make: n_params = (in_width + d_ff)*d_model (%lld, %d) overflows size_t",
               w + f, d.d_model);
@@ -4219,10 +4275,11 @@ NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_de
 /* what an FFN cache depends on (see nb__attn_id) */
 static unsigned long long nb__ffn_id(const nb_ffn_plan* pl) {
     unsigned long long h = 0x66666EULL;
-    h = nb__hash(h, (unsigned)pl->desc.d_model); h = nb__hash(h, (unsigned)pl->desc.d_ff);
-    h = nb__hash(h, (unsigned)pl->desc.type); h = nb__hash(h, (unsigned)pl->desc.bias);
-    h = nb__hash(h, (unsigned)pl->desc.precision); h = nb__hash(h, (unsigned)pl->desc.in_scale);
-    h = nb__hash(h, (unsigned)pl->desc.bf16_weights);
+    h = nb__hash(h, (unsigned)pl->desc.d_model); h = nb__hash(h, (unsigned)pl->desc.ffn.d_ff);
+    h = nb__hash(h, (unsigned)pl->desc.ffn.type); h = nb__hash(h, (unsigned)pl->desc.ffn.bias);
+    h = nb__hash(h, (unsigned)pl->desc.gemm.precision);
+    h = nb__hash(h, (unsigned)pl->desc.ffn.in_scale);
+    h = nb__hash(h, (unsigned)pl->desc.gemm.bf16_weights);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -4231,7 +4288,7 @@ NBDEF void nb_ffn_params_bind(const nb_ffn_plan* plan, nb_real* base, nb_ffn_par
     int d, f, bias;
     if (!plan || !p) return;
     if (!base) { memset(p, 0, sizeof *p); return; }
-    d = plan->desc.d_model; f = plan->desc.d_ff; bias = plan->desc.bias > 0;
+    d = plan->desc.d_model; f = plan->desc.ffn.d_ff; bias = plan->desc.ffn.bias > 0;
     p->w_in = base;
     base += (size_t)plan->in_width * d;
     p->b_in = bias ? base : NULL;
@@ -4240,7 +4297,7 @@ NBDEF void nb_ffn_params_bind(const nb_ffn_plan* plan, nb_real* base, nb_ffn_par
     base += (size_t)d * f;
     p->b_out = bias ? base : NULL;
     base += bias ? d : 0;
-    p->in_scale = plan->desc.in_scale ? base : NULL;
+    p->in_scale = plan->desc.ffn.in_scale ? base : NULL;
     p->w_in16 = p->w_out16 = NULL;
 }
 
@@ -4257,18 +4314,18 @@ static nb_result nb__ffn_check_call(nb_ctx* ctx, const char* fn, const nb_ffn_pl
     ptrs[5] = p->w_out;
     if ((rc = nb__need(ctx, fn, names, 4, ptrs))) return rc;
     if ((rc = nb__need(ctx, fn, "params.w_in params.w_out", 2, ptrs + 4))) return rc;
-    NB__CHECK(pl->desc.bias > 0 && (!p->b_in || !p->b_out), NB_ERR_NULL,
+    NB__CHECK(pl->desc.ffn.bias > 0 && (!p->b_in || !p->b_out), NB_ERR_NULL,
               "%s: the plan has biases but b_in or b_out is NULL", fn);
-    NB__CHECK(pl->desc.in_scale && !p->in_scale, NB_ERR_NULL,
+    NB__CHECK(pl->desc.ffn.in_scale && !p->in_scale, NB_ERR_NULL,
               "%s: the plan has in_scale but params.in_scale is NULL", fn);
     ptrs[0] = p->w_in16; ptrs[1] = p->w_out16;
-    return pl->desc.bf16_weights ? nb__need(ctx, fn, "params.w_in16 params.w_out16", 2, ptrs)
+    return pl->desc.gemm.bf16_weights ? nb__need(ctx, fn, "params.w_in16 params.w_out16", 2, ptrs)
                                  : NB_OK;
 }
 
 /* as nb__attn_weights16 */
 static int nb__ffn_weights16(const nb_ffn_plan* pl, const nb_ffn_params* p, nb__ffn_mem* m) {
-    if (!pl->desc.bf16_weights) return 0;
+    if (!pl->desc.gemm.bf16_weights) return 0;
     m->w_in16 = (unsigned short*)(size_t)p->w_in16;
     m->w_out16 = (unsigned short*)(size_t)p->w_out16;
     return 1;
@@ -4304,7 +4361,7 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
     nb_real *h, *a, c;
     if (rc) return rc;
     bf = NB__BF16(plan);
-    d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
+    d = plan->desc.d_model; f = plan->desc.ffn.d_ff; W = plan->in_width; BT = B * T;
     c = (nb_real)sqrt((double)d);
     nb__ffn_carve(plan, B, T, cache, scratch, &m);
     h = m.h; a = m.a;
@@ -4336,10 +4393,10 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
             NB__OMP(simd)
             for (i = 0; i < W; i++) hr[i] *= c * p->in_scale[i];
         }
-        if (plan->desc.type == NB_FFN_SWIGLU) {
+        if (plan->desc.ffn.type == NB_FFN_SWIGLU) {
             NB__SIMD_EXP(simd)
             for (i = 0; i < f; i++) ar[i] = hr[f + i] * nb__sigmoid(hr[f + i]) * hr[i];
-        } else if (plan->desc.type == NB_FFN_GELU_TANH) {
+        } else if (plan->desc.ffn.type == NB_FFN_GELU_TANH) {
             NB__SIMD_EXP(simd private(dg))
             for (i = 0; i < f; i++) ar[i] = nb__gelu_tanh(hr[i], &dg);
         } else {
@@ -4379,14 +4436,16 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
     nb_real *dh, *da, c;
     if (rc) return rc;
     bf = NB__BF16(plan);
-    NB__CHECK(!g || !g->w_in || !g->w_out || !x || (plan->desc.bias > 0 && (!g->b_in || !g->b_out))
-                  || (plan->desc.in_scale && !g->in_scale),
+    NB__CHECK(!g || !g->w_in || !g->w_out || !x ||
+                  (plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out)) ||
+                  (plan->desc.ffn.in_scale && !g->in_scale),
               NB_ERR_NULL, "nb_ffn_backward: %s is required (NULL)",
               !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !x ? "x"
-              : plan->desc.bias > 0 && (!g->b_in || !g->b_out) ? "g.b_in/g.b_out" : "g.in_scale");
+              : plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out) ? "g.b_in/g.b_out"
+                                                                    : "g.in_scale");
     c = (nb_real)sqrt((double)plan->desc.d_model);
     if ((rc = nb__ffn_cache_ok(ctx, "nb_ffn_backward", plan, cache, B, T))) return rc;
-    d = plan->desc.d_model; f = plan->desc.d_ff; W = plan->in_width; BT = B * T;
+    d = plan->desc.d_model; f = plan->desc.ffn.d_ff; W = plan->in_width; BT = B * T;
     /* the cache is only read; carving needs a non-const base */
     nb__ffn_carve(plan, B, T, (nb_real*)(size_t)cache, scratch, &m);
     nb__ffn_weights16(plan, p, &m);
@@ -4408,7 +4467,7 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
         const nb_real* dar = da + (size_t)r * f;
         nb_real* dhr = dh + (size_t)r * W;
         int i;
-        if (plan->desc.type == NB_FFN_SWIGLU) {
+        if (plan->desc.ffn.type == NB_FFN_SWIGLU) {
             /* a = silu(z) u: du = da silu(z), dz = da u sig(z)(1 + z(1 - sig(z))) */
             NB__SIMD_EXP(simd)
             for (i = 0; i < f; i++) {
@@ -4416,7 +4475,7 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
                 dhr[i] = dar[i] * z * sg;
                 dhr[f + i] = dar[i] * u * sg * (1 + z * (1 - sg));
             }
-        } else if (plan->desc.type == NB_FFN_GELU_TANH) {
+        } else if (plan->desc.ffn.type == NB_FFN_GELU_TANH) {
             NB__SIMD_EXP(simd)
             for (i = 0; i < f; i++) {
                 nb_real dg;
@@ -4495,14 +4554,14 @@ typedef struct nb__top_tensors { /* stack-level */
     nb__hc head;                 /* mHC/IHC's weighting of the streams before the final norm */
 } nb__top_tensors;
 
-static int nb__hyper(const nb_stack* s) { return s->desc.hyper > NB_HYPER_NONE; }
+static int nb__hyper(const nb_stack* s) { return s->desc.hyper.kind > NB_HYPER_NONE; }
 static int nb__siamese(const nb_stack* s) { return s->streams == 2 && !nb__hyper(s); }
 /* Per token: the maps pre (n), post (n), comb (n x n) in this order, and the dynamic part's
    width m (mHC's fn rows; HC's n streams of n+1 alpha and 1 beta projections). */
 static int nb__hc_maps(const nb_stack* s) { return s->streams * (s->streams + 2); }
 static int nb__hc_m(const nb_stack* s) {
     const int n = s->streams;
-    return s->desc.hyper == NB_HYPER_IDENTITY ? 2 * n : n * (n + 2);
+    return s->desc.hyper.kind == NB_HYPER_IDENTITY ? 2 * n : n * (n + 2);
 }
 static int nb__post_pre(const nb_stack* s) {
     return s->desc.preset == NB_PRESET_SIAMESE_POST_PRE;
@@ -4513,7 +4572,7 @@ static int nb__topo_residual(const nb_stack* s); /* its row's sub_residual */
 /* nGPT's reparametrization of its eigen learning rates: a = c lambda, lambda stored at
    1/sqrt(d), c = interp_init sqrt(d) (its alpha_init_value / alpha_init_scaling) */
 static nb_real nb__interp_c(const nb_stack* s) {
-    return (nb_real)(s->desc.interp_init * sqrt((double)s->desc.d_model));
+    return (nb_real)(s->desc.residual.interp_init * sqrt((double)s->desc.d_model));
 }
 
 /* Which block norms layer l has. */
@@ -4531,15 +4590,15 @@ static void nb__layer_norms(const nb_stack* s, int l, int on[NB__NORMS]) {
         on[NB__FF_RES] = ld->ffn.residual_norm;
     } else {
         on[NB__ATTN_Y] = on[NB__FF_IN] = on[NB__FF_Y] = 1;
-        on[NB__FF_INPUT] = !s->desc.siamese_no_fusion_norm;
+        on[NB__FF_INPUT] = !s->desc.siamese.no_fusion_norm;
         if (nb__post_pre(s)) on[NB__ATTN_IN] = on[NB__ATTN_INPUT] = 1;
     }
 }
 static void nb__top_norms(const nb_stack* s, int on[NB__TOP_NORMS]) {
-    on[NB__EMBED] = s->desc.embed_norm > 0;
-    on[NB__LNF] = s->desc.final_norm > 0 && !(nb__siamese(s) && s->desc.siamese_paper_fusion);
+    on[NB__EMBED] = s->desc.norm.embed > 0;
+    on[NB__LNF] = s->desc.norm.final > 0 && !(nb__siamese(s) && s->desc.siamese.paper_fusion);
     on[NB__LNYF] = nb__siamese(s);
-    on[NB__LNFINAL] = nb__siamese(s) && !s->desc.siamese_paper_fusion;
+    on[NB__LNFINAL] = nb__siamese(s) && !s->desc.siamese.paper_fusion;
 }
 
 /* Whether the stack has top norm k (not its gain: an L2 norm has none) */
@@ -4598,16 +4657,16 @@ static const char* nb__alpha_name(nb_norm_type kind) {
 /* A block norm's tensors, in the order of its PyTorch module: DyT's alpha (Derf's alpha and
    shift), weight, bias. */
 static void nb__put_norm(nb__walk* w, const nb_stack* s, int layer, const char* name, nb__norm* m) {
-    const nb__norm_kind* kind = &nb__norm_kinds[s->desc.norm];
-    const int d = s->desc.d_model, bias = kind->block_bias && s->desc.norm_bias >= 0;
+    const nb__norm_kind* kind = &nb__norm_kinds[s->desc.norm.type];
+    const int d = s->desc.d_model, bias = kind->block_bias && s->desc.norm.bias >= 0;
     char buf[48];
     m->a = NULL;
     if (kind->alpha) {
-        snprintf(buf, sizeof buf, "%s.%s", name, nb__alpha_name(s->desc.norm));
+        snprintf(buf, sizeof buf, "%s.%s", name, nb__alpha_name(s->desc.norm.type));
         m->a = nb__put(w, layer, buf, NB_TENSOR_DYT_ALPHA, kind->alpha, 1);
     }
     m->g = NULL;
-    if (kind->gain && s->desc.norm_gain >= 0) {
+    if (kind->gain && s->desc.norm.gain >= 0) {
         snprintf(buf, sizeof buf, "%s.weight", name);
         m->g = nb__put(w, layer, buf, NB_TENSOR_GAIN, d, 1);
     }
@@ -4622,10 +4681,10 @@ static void nb__put_norm(nb__walk* w, const nb_stack* s, int layer, const char* 
    "hc_<s>_fn"; HC: Alg. 2's module "hc_<s>." members). what: "attn", "ffn" or NULL for the
    stack's head (mHC, IHC only). */
 static void nb__put_hc(nb__walk* w, const nb_stack* s, int layer, const char* what, nb__hc* h) {
-    const int n = s->streams, d = s->desc.d_model, dyn = !s->desc.hyper_static;
+    const int n = s->streams, d = s->desc.d_model, dyn = !s->desc.hyper.static_maps;
     char buf[48];
     memset(h, 0, sizeof *h);
-    if (s->desc.hyper != NB_HYPER_HC) {
+    if (s->desc.hyper.kind != NB_HYPER_HC) {
         const int m = what ? nb__hc_m(s) : n;
         const char* pre = what ? "hc_" : "hc_head";
         const char* sub = what ? what : "";
@@ -4638,7 +4697,7 @@ static void nb__put_hc(nb__walk* w, const nb_stack* s, int layer, const char* wh
         if (dyn) {
             snprintf(buf, sizeof buf, "%s%s_scale", pre, sub);
             h->scale = nb__put(w, layer, buf, NB_TENSOR_HC_SCALE,
-                               !what ? 1 : s->desc.hyper == NB_HYPER_IDENTITY ? 2 : 3, 1);
+                               !what ? 1 : s->desc.hyper.kind == NB_HYPER_IDENTITY ? 2 : 3, 1);
         }
         return;
     }
@@ -4662,16 +4721,16 @@ static void nb__put_hc(nb__walk* w, const nb_stack* s, int layer, const char* wh
 /* Layer l's tensors in their canonical order: attention, FFN, block norms, gamma. */
 static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tensors* lp) {
     const nb_attn_plan* ap = &s->layers[l].attn;
-    const int d = s->desc.d_model, f = s->ffn.desc.d_ff;
+    const int d = s->desc.d_model, f = s->ffn.desc.ffn.d_ff;
     static const char* const site_names[4] = {"q_norm", "k_norm", "v_norm", "c_norm"};
     int on[NB__NORMS], k;
     char buf[32];
     memset(lp, 0, sizeof *lp);
     lp->attn.w_qkv = nb__put(w, l, "att_proj.weight", NB_TENSOR_QKV, ap->qkv_width, d);
-    if (ap->desc.bias & NB_ATTN_BIAS_QKV)
+    if (ap->desc.attn.bias & NB_ATTN_BIAS_QKV)
         lp->attn.b_qkv = nb__put(w, l, "att_proj.bias", NB_TENSOR_BIAS, ap->qkv_width, 1);
     lp->attn.w_o = nb__put(w, l, "attn_out.weight", NB_TENSOR_ATTN_OUT, d, d);
-    if (ap->desc.bias & NB_ATTN_BIAS_OUT)
+    if (ap->desc.attn.bias & NB_ATTN_BIAS_OUT)
         lp->attn.b_o = nb__put(w, l, "attn_out.bias", NB_TENSOR_BIAS, d, 1);
     for (k = 0; k < 4; k++) /* as nb_attn_params_bind: per site alpha (DyT), then gain */
         if (nb__site_on(ap, k)) {
@@ -4686,14 +4745,14 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
                                                        nb__site_seg(ap, k), 1);
             }
         }
-    if (ap->desc.qk_scale) lp->attn.qk_scale = nb__put(w, l, "sqk", NB_TENSOR_QK_SCALE, d, 1);
+    if (ap->desc.attn.qk_scale) lp->attn.qk_scale = nb__put(w, l, "sqk", NB_TENSOR_QK_SCALE, d, 1);
     lp->ffn.w_in = nb__put(w, l, "ff_proj.weight", NB_TENSOR_FF_IN, s->ffn.in_width, d);
-    if (s->ffn.desc.bias > 0)
+    if (s->ffn.desc.ffn.bias > 0)
         lp->ffn.b_in = nb__put(w, l, "ff_proj.bias", NB_TENSOR_BIAS, s->ffn.in_width, 1);
     lp->ffn.w_out = nb__put(w, l, "ff_out.weight", NB_TENSOR_FF_OUT, d, f);
-    if (s->ffn.desc.bias > 0)
+    if (s->ffn.desc.ffn.bias > 0)
         lp->ffn.b_out = nb__put(w, l, "ff_out.bias", NB_TENSOR_BIAS, d, 1);
-    if (s->ffn.desc.in_scale)
+    if (s->ffn.desc.ffn.in_scale)
         lp->ffn.in_scale = nb__put(w, l, "suv", NB_TENSOR_FF_SCALE, s->ffn.in_width, 1);
     nb__layer_norms(s, l, on);
     for (k = 0; k < NB__NORMS; k++)
@@ -4714,7 +4773,7 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
             lp->bs[k] = k && s->layers[l].desc.attn.branch_scale == NB_BRANCH_SCALE_SCALAR
                             ? lp->bs[0] : nb__put(w, l, "resweight", NB_TENSOR_REZERO, 1, 1);
     }
-    if (s->desc.value_residual == 2 && l > 0) /* layer 0's values are V_0: nothing to mix */
+    if (s->desc.residual.value_residual == 2 && l > 0) /* layer 0's values are V_0 */
         lp->vres = nb__put(w, l, "value_residual.lambda", NB_TENSOR_VALUE_RESIDUAL, 2, 1);
     if (nb__hyper(s))
         for (k = 0; k < 2; k++) nb__put_hc(w, s, l, k ? "ffn" : "attn", &lp->hc[k]);
@@ -4724,7 +4783,7 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
 static void nb__walk_top(const nb_stack* s, nb__walk* w, nb__top_tensors* tp,
                          const int on[NB__TOP_NORMS]) {
     int k;
-    if (nb__hyper(s) && s->desc.hyper != NB_HYPER_HC) nb__put_hc(w, s, -1, NULL, &tp->head);
+    if (nb__hyper(s) && s->desc.hyper.kind != NB_HYPER_HC) nb__put_hc(w, s, -1, NULL, &tp->head);
     for (k = NB__LNF; k < NB__TOP_NORMS; k++)
         if (on[k]) nb__put_norm(w, s, -1, nb__top_names[k], &tp->n[k]);
 }
@@ -4735,7 +4794,8 @@ static void nb__walk_all(nb_stack* s, nb__walk* w, nb__top_tensors* tp) {
     int on[NB__TOP_NORMS], l;
     nb__top_norms(s, on);
     memset(tp, 0, sizeof *tp);
-    if (s->desc.embed_scale) tp->es = nb__put(w, -1, "embed_scale", NB_TENSOR_EMBED_SCALE, 1, 1);
+    if (s->desc.norm.embed_scale)
+        tp->es = nb__put(w, -1, "embed_scale", NB_TENSOR_EMBED_SCALE, 1, 1);
     if (on[NB__EMBED]) nb__put_norm(w, s, -1, nb__top_names[NB__EMBED], &tp->n[NB__EMBED]);
     for (l = 0; l < s->desc.n_layers; l++) {
         nb_layer* ly = &s->layers[l];
@@ -4777,7 +4837,7 @@ static void nb__bind_layer(const nb_stack* s, int l, const nb_real* base, nb_rea
    params (lp bound to params) */
 static void nb__bind_weights16(const nb_stack* s, const nb_real* params, nb__layer_tensors* lp) {
     const unsigned short* w = s->weights16;
-    if (!s->desc.bf16_weights) return;
+    if (!s->desc.gemm.bf16_weights) return;
     lp->attn.w_qkv16 = w + (lp->attn.w_qkv - params);
     lp->attn.w_o16 = w + (lp->attn.w_o - params);
     lp->ffn.w_in16 = w + (lp->ffn.w_in - params);
@@ -4794,7 +4854,7 @@ static void nb__bind_top(const nb_stack* s, const nb_real* base, nb_real* eff,
     w.layout = s->tensors;
     w.eff = eff;
     nb__top_norms(s, on);
-    if (s->desc.embed_scale) tp->es = nb__put(&w, -1, "", NB_TENSOR_EMBED_SCALE, 1, 1);
+    if (s->desc.norm.embed_scale) tp->es = nb__put(&w, -1, "", NB_TENSOR_EMBED_SCALE, 1, 1);
     if (on[NB__EMBED]) nb__put_norm(&w, s, -1, "", &tp->n[NB__EMBED]);
     w.n = nb__final_tensor0(s);
     w.eoff = s->gain_final0;
@@ -4881,12 +4941,12 @@ static size_t nb__stack_VKV(const nb_stack* s) {
 static void nb__carve_hc(const nb_stack* s, nb_real* cache, size_t* used, nb__hc_mem* h,
                          int sublayer) {
     const size_t rows = (size_t)s->max_batch * s->max_seq;
-    const int dyn = !s->desc.hyper_static;
+    const int dyn = !s->desc.hyper.static_maps;
     h->maps = nb__take(cache, used, nb__mulz(rows, (size_t)(sublayer ? nb__hc_maps(s)
                                                                       : s->streams)));
     if (dyn) h->mix = nb__take(cache, used, nb__mulz(rows, (size_t)(sublayer ? nb__hc_m(s)
                                                                             : s->streams)));
-    if (dyn && s->desc.hyper != NB_HYPER_HC) h->r = nb__take(cache, used, rows);
+    if (dyn && s->desc.hyper.kind != NB_HYPER_HC) h->r = nb__take(cache, used, rows);
     h->u = nb__take(cache, used, nb__stack_V(s));
     if (sublayer) h->y = nb__take(cache, used, nb__stack_V(s));
 }
@@ -4894,7 +4954,7 @@ static void nb__carve_hc(const nb_stack* s, nb_real* cache, size_t* used, nb__hc
 static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* used,
                             nb__layer_mem* c) {
     const size_t V = nb__stack_V(s);
-    const size_t st = (size_t)s->max_batch * s->max_seq * nb__norm_kinds[s->desc.norm].stats;
+    const size_t st = (size_t)s->max_batch * s->max_seq * nb__norm_kinds[s->desc.norm.type].stats;
     const nb_layer_desc* ld = &s->layers[l].desc;
     int on[NB__NORMS], k;
     memset(c, 0, sizeof *c);
@@ -4930,12 +4990,13 @@ static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* us
         c->xm = nb__take(cache, used, V);
         c->ym = nb__take(cache, used, V);
     }
-    if (s->desc.value_residual == 2 && l > 0) c->vl = nb__take(cache, used, nb__stack_VKV(s));
+    if (s->desc.residual.value_residual == 2 && l > 0)
+        c->vl = nb__take(cache, used, nb__stack_VKV(s));
 }
 
 /* A token's Sinkhorn tape (nb__sinkhorn): softmax, then per normalization its result and sums */
 static size_t nb__hc_tape(const nb_stack* s) {
-    const size_t n = (size_t)s->streams, it = (size_t)s->desc.hyper_sinkhorn;
+    const size_t n = (size_t)s->streams, it = (size_t)s->desc.hyper.sinkhorn;
     return NB__PAD(n * n + (2 * it) * (n * n + n));
 }
 
@@ -4943,7 +5004,7 @@ static size_t nb__hc_tape(const nb_stack* s) {
 static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch, nb__stack_mem* c,
                             size_t* cache_used, size_t* scratch_used) {
     const size_t V = nb__stack_V(s);
-    const size_t st = (size_t)s->max_batch * s->max_seq * nb__norm_kinds[s->desc.norm].stats;
+    const size_t st = (size_t)s->max_batch * s->max_seq * nb__norm_kinds[s->desc.norm.type].stats;
     size_t cu = 0, su = 0, sub = s->ffn.n_scratch;
     int on[NB__TOP_NORMS], k, l;
     memset(c, 0, sizeof *c);
@@ -4951,7 +5012,7 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
     c->hdr = nb__take(cache, &cu, NB__HDR);
     c->hidden = nb__take(cache, &cu, nb__mulz(nb__mulz(V, (size_t)s->desc.n_layers + 1),
                                                (size_t)s->streams));
-    if (on[NB__EMBED] || s->desc.embed_scale) c->e = nb__take(cache, &cu, V);
+    if (on[NB__EMBED] || s->desc.norm.embed_scale) c->e = nb__take(cache, &cu, V);
     if (on[NB__LNFINAL]) c->fuse = nb__take(cache, &cu, V);
     for (k = 0; k < NB__TOP_NORMS; k++)
         if (on[k]) c->st[k] = nb__take(cache, &cu, st);
@@ -4965,18 +5026,18 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
     for (l = 0; l < s->desc.n_layers; l++)
         if (s->layers[l].attn.n_scratch > sub) sub = s->layers[l].attn.n_scratch;
     c->sub = nb__take(scratch, &su, sub);
-    if (s->desc.gain_offset) c->gains = nb__take(cache, &cu, s->n_gains);
-    if (s->desc.value_residual) {
+    if (s->desc.norm.gain_offset) c->gains = nb__take(cache, &cu, s->n_gains);
+    if (s->desc.residual.value_residual) {
         c->v0 = nb__take(cache, &cu, nb__stack_VKV(s));
         c->dv0 = nb__take(scratch, &su, nb__stack_VKV(s));
     }
     if (nb__hyper(s)) {
         const size_t n = (size_t)s->streams, rows = (size_t)s->max_batch * s->max_seq;
-        if (s->desc.hyper != NB_HYPER_HC) nb__carve_hc(s, cache, &cu, &c->head, 0);
+        if (s->desc.hyper.kind != NB_HYPER_HC) nb__carve_hc(s, cache, &cu, &c->head, 0);
         else c->head.u = nb__take(cache, &cu, V);
         c->hx = nb__take(scratch, &su, nb__mulz(V, n));
         c->hst = nb__take(scratch, &su, nb__mulz(nb__mulz(rows, n),
-                                                (size_t)nb__norm_kinds[s->desc.norm].stats));
+                                                (size_t)nb__norm_kinds[s->desc.norm.type].stats));
         c->hdm = nb__take(scratch, &su, nb__mulz(rows, (size_t)nb__hc_maps(s) + 3));
         c->hdmid = nb__take(scratch, &su, nb__mulz(V, n));
         c->htape = nb__take(scratch, &su, nb__mulz((size_t)s->max_threads, nb__hc_tape(s)));
@@ -5121,8 +5182,8 @@ NBDEF nb_init_scheme nb_preset_init(const nb_stack_desc* desc, double* std0) {
     if (std0) *std0 = 0;
     if (!desc || desc->layers || (int)desc->preset < 0 || desc->preset >= NB_PRESET_COUNT)
         return NB_INIT_NORMAL;
-    if (desc->preset == NB_PRESET_PRE && desc->norm == NB_NORM_LAYER &&
-        desc->ffn == NB_FFN_GELU_TANH)
+    if (desc->preset == NB_PRESET_PRE && desc->norm.type == NB_NORM_LAYER &&
+        desc->ffn.type == NB_FFN_GELU_TANH)
         return NB_INIT_GPT2; /* the name "gpt2": Pre-Norm, LayerNorm, GELU-tanh (llm.c) */
     if (std0) *std0 = nb__presets[desc->preset].init_std;
     return nb__presets[desc->preset].init;
@@ -5253,7 +5314,7 @@ static nb_result nb__named(nb_stack_desc* desc, const char* name) {
     const size_t n = strlen(name);
     const size_t m = n < sizeof desc->name - 1 ? n : sizeof desc->name - 1;
     if (nb__preset_hyper(desc->preset) != NB_HYPER_NONE)
-        desc->hyper = nb__preset_hyper(desc->preset);
+        desc->hyper.kind = nb__preset_hyper(desc->preset);
     memcpy(desc->name, name, m);
     desc->name[m] = 0;
     return NB_OK;
@@ -5271,9 +5332,9 @@ NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char
         }
     if (nb__streq(name, "gpt2") || nb__streq(name, "gpt-2")) {
         desc->preset = NB_PRESET_PRE;
-        desc->norm = NB_NORM_LAYER;
-        desc->ffn = NB_FFN_GELU_TANH;
-        desc->attn_bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
+        desc->norm.type = NB_NORM_LAYER;
+        desc->ffn.type = NB_FFN_GELU_TANH;
+        desc->attn.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
         return nb__named(desc, name);
     }
     /* the HybridNorm ablation names: "#-Post", "#-Pre", "Pre-#-Post", "Pre-#-Pre" */
@@ -5286,12 +5347,12 @@ NBDEF nb_result nb_preset_from_name(nb_ctx* ctx, nb_stack_desc* desc, const char
         if (dash && (sites = nb__parse_sites(body, (size_t)(dash - body))) != 0) {
             if (nb__streq(dash + 1, "Post")) {
                 desc->preset = pre ? NB_PRESET_PRE_SITES_POST : NB_PRESET_SITES_POST;
-                desc->sites = sites;
+                desc->attn.sites = sites;
                 return nb__named(desc, name);
             }
             if (nb__streq(dash + 1, "Pre")) {
                 desc->preset = pre ? NB_PRESET_PRE_SITES_PRE : NB_PRESET_SITES_PRE;
-                desc->sites = sites;
+                desc->attn.sites = sites;
                 return nb__named(desc, name);
             }
         }
@@ -5422,13 +5483,13 @@ NBDEF int nb_stack_tensor_parts(const nb_stack* s, int t, nb_name_style style,
             }
             return 3;
         }
-        if (s->ffn.desc.type != NB_FFN_SWIGLU) return 0; /* Llama's MLP is SwiGLU */
+        if (s->ffn.desc.ffn.type != NB_FFN_SWIGLU) return 0; /* Llama's MLP is SwiGLU */
         /* SwiGLU ff_proj rows: the value (Llama's up_proj), then the gate (gate_proj) */
         for (n = 0; n < 2; n++) {
             snprintf(parts[n].name, sizeof parts[n].name, "%smlp.%s_proj.weight", pre,
                      n ? "gate" : "up");
-            parts[n].row0 = n * s->ffn.desc.d_ff;
-            parts[n].rows = s->ffn.desc.d_ff;
+            parts[n].row0 = n * s->ffn.desc.ffn.d_ff;
+            parts[n].rows = s->ffn.desc.ffn.d_ff;
         }
         return 2;
     }
@@ -5487,8 +5548,9 @@ NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offs
 
 NBDEF nb_result nb_stack_set_bf16_weights(nb_ctx* ctx, nb_stack* s, const unsigned short* w16) {
     NB__CHECK(!s, NB_ERR_NULL, "nb_stack_set_bf16_weights: s is NULL");
-    NB__CHECK(w16 && !s->desc.bf16_weights, NB_ERR_CONFIG, "nb_stack_set_bf16_weights: the "
-              "stack was made without desc.bf16_weights (its forward rounds the weights itself)");
+    NB__CHECK(w16 && !s->desc.gemm.bf16_weights, NB_ERR_CONFIG, "nb_stack_set_bf16_weights: the "
+              "stack was made without desc.gemm.bf16_weights (its forward rounds the weights "
+              "itself)");
     s->weights16 = w16;
     return NB_OK;
 }
@@ -5553,23 +5615,22 @@ static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
 
 /* The stack's run modes: gradient conventions, precision, the name for messages. */
 static nb_result nb__stack_modes(nb_ctx* ctx, nb_stack_desc* d) {
-    NB__CHECK((unsigned)d->backend > NB_BACKEND_DNNL, NB_ERR_CONFIG,
-              "nb_stack_init: unknown backend %d", (int)d->backend);
-    NB__CHECK((unsigned)d->param_grads > NB_GRAD_OVERWRITE ||
-                  (unsigned)d->input_grad > NB_GRAD_OVERWRITE, NB_ERR_CONFIG,
-              "nb_stack_init: param_grads (%d) and input_grad (%d) must be nb_grad_mode values",
-              (int)d->param_grads, (int)d->input_grad);
-    if (d->param_grads == NB_GRAD_DEFAULT) d->param_grads = NB_GRAD_ACCUMULATE;
-    if (d->input_grad == NB_GRAD_DEFAULT) d->input_grad = NB_GRAD_OVERWRITE;
+    NB__CHECK((unsigned)d->run.param_grads > NB_GRAD_OVERWRITE ||
+                  (unsigned)d->run.input_grad > NB_GRAD_OVERWRITE, NB_ERR_CONFIG,
+              "nb_stack_init: run.param_grads (%d) and run.input_grad (%d) must be nb_grad_mode "
+              "values",
+              (int)d->run.param_grads, (int)d->run.input_grad);
+    if (d->run.param_grads == NB_GRAD_DEFAULT) d->run.param_grads = NB_GRAD_ACCUMULATE;
+    if (d->run.input_grad == NB_GRAD_DEFAULT) d->run.input_grad = NB_GRAD_OVERWRITE;
     d->name[sizeof d->name - 1] = 0;
-    return nb__check_precision(ctx, "nb_stack_init", &d->precision, &d->bf16_weights);
+    return nb__check_gemm_config(ctx, "nb_stack_init", &d->gemm, 1);
 }
 
 /* The backend resolved (desc.backend), oneDNN's state made when it runs, the plans pointed at
    it, and the line of nb_stack_kernels. */
 static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
     nb_stack_desc* d = &s->desc;
-    const int bf = d->precision == NB_PRECISION_BF16;
+    const int bf = d->gemm.precision == NB_PRECISION_BF16;
     const char* prec = bf ? "bf16" : "float32";
     const char* core = bf ? "portable bf16" :
 #ifdef NB_NO_BLAS
@@ -5580,37 +5641,38 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
     char why[128] = "";
     int l, timed = 0; /* oneDNN runs BF16 by the timing of nb__bf16_engine */
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
-    if (d->backend == NB_BACKEND_DNNL || (d->backend == NB_BACKEND_DEFAULT && bf)) {
+    if (d->gemm.backend == NB_BACKEND_DNNL || (d->gemm.backend == NB_BACKEND_DEFAULT && bf)) {
         nb__mm* mm;
         nb_result rc = nb__mm_create(ctx, &mm, s->alloc_user);
         if (rc) return rc;
-        if (d->backend == NB_BACKEND_DNNL && bf && !strcmp(mm->bf16_impl, "none")) {
+        if (d->gemm.backend == NB_BACKEND_DNNL && bf && !strcmp(mm->bf16_impl, "none")) {
             nb__mm_free(mm, s->alloc_user);
-            return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: backend DNNL with BF16: oneDNN "
-                            "has no bf16 matmul on this CPU");
+            return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: gemm.backend DNNL with BF16: "
+                            "oneDNN has no bf16 matmul on this CPU");
         }
-        if (d->backend == NB_BACKEND_DEFAULT && !mm->native_bf16) {
+        if (d->gemm.backend == NB_BACKEND_DEFAULT && !mm->native_bf16) {
             snprintf(why, sizeof why, " (oneDNN's bf16 matmul here is %s: no bf16 matrix unit)",
                      mm->bf16_impl);
             nb__mm_free(mm, s->alloc_user);
-        } else if (d->backend == NB_BACKEND_DEFAULT &&
+        } else if (d->gemm.backend == NB_BACKEND_DEFAULT &&
                    nb__bf16_engine(ctx, mm, s->alloc_user) == 1) {
             snprintf(why, sizeof why, " (oneDNN %s timed no 1.25x faster here: %.2f ms against "
                      "%.2f ms)", mm->bf16_impl, ctx->gemm_probe_ms[1], ctx->gemm_probe_ms[0]);
             nb__mm_free(mm, s->alloc_user);
         } else {
             s->mm = mm;
-            timed = d->backend == NB_BACKEND_DEFAULT;
+            timed = d->gemm.backend == NB_BACKEND_DEFAULT;
         }
     }
 #else
-    NB__CHECK(d->backend == NB_BACKEND_DNNL, NB_ERR_CONFIG, "nb_stack_init: backend DNNL: this "
-              "build has no oneDNN (float32 builds with NB_USE_DNNL defined, linked with -ldnnl)");
-    if (bf && d->backend == NB_BACKEND_DEFAULT)
+    NB__CHECK(d->gemm.backend == NB_BACKEND_DNNL, NB_ERR_CONFIG, "nb_stack_init: gemm.backend "
+              "DNNL: this build has no oneDNN (float32 builds with NB_USE_DNNL defined, linked "
+              "with -ldnnl)");
+    if (bf && d->gemm.backend == NB_BACKEND_DEFAULT)
         snprintf(why, sizeof why, " (this build has no oneDNN: NB_USE_DNNL)");
     (void)timed;
 #endif
-    d->backend = s->mm ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
+    d->gemm.backend = s->mm ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
     for (l = 0; l < d->n_layers; l++) s->layers[l].attn.mm = s->mm;
     s->ffn.mm = s->mm;
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
@@ -5625,7 +5687,7 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
 #endif
         snprintf(s->kernels, sizeof s->kernels, "%s: projections %s, attention products %s%s",
                  prec, core, core, why);
-    if (d->bf16_weights) {
+    if (d->gemm.bf16_weights) {
         const size_t n = strlen(s->kernels);
         snprintf(s->kernels + n, sizeof s->kernels - n, "; weights: the caller's bf16 copy");
     }
@@ -5646,34 +5708,34 @@ NBDEF size_t nb_stack_backend_bytes(const nb_stack* s) {
 
 /* The hyper-connection fields, resolved (0 = defaults); the stream count of the stack. */
 static nb_result nb__stack_hyper(nb_ctx* ctx, nb_stack_desc* d, int* streams) {
-    NB__CHECK((int)d->hyper < NB_HYPER_DEFAULT || d->hyper > NB_HYPER_IDENTITY, NB_ERR_CONFIG,
-              "nb_stack_init: unknown hyper %d", (int)d->hyper);
-    if (d->hyper == NB_HYPER_DEFAULT) d->hyper = nb__preset_hyper(d->preset);
-    if (d->hyper == NB_HYPER_NONE) {
-        NB__CHECK(d->hyper_streams || d->hyper_static || d->hyper_sinkhorn, NB_ERR_CONFIG,
-                  "nb_stack_init: hyper_streams (%d), hyper_static (%d) and hyper_sinkhorn (%d) "
-                  "need hyper-connections (desc.hyper)", d->hyper_streams, d->hyper_static,
-                  d->hyper_sinkhorn);
+    NB__CHECK((int)d->hyper.kind < NB_HYPER_DEFAULT || d->hyper.kind > NB_HYPER_IDENTITY,
+              NB_ERR_CONFIG, "nb_stack_init: unknown hyper.kind %d", (int)d->hyper.kind);
+    if (d->hyper.kind == NB_HYPER_DEFAULT) d->hyper.kind = nb__preset_hyper(d->preset);
+    if (d->hyper.kind == NB_HYPER_NONE) {
+        NB__CHECK(d->hyper.streams || d->hyper.static_maps || d->hyper.sinkhorn, NB_ERR_CONFIG,
+                  "nb_stack_init: hyper.streams (%d), hyper.static_maps (%d) and hyper.sinkhorn "
+                  "(%d) need hyper-connections (hyper.kind)", d->hyper.streams,
+                  d->hyper.static_maps, d->hyper.sinkhorn);
         return NB_OK;
     }
     NB__CHECK(*streams == 2, NB_ERR_CONFIG, "nb_stack_init: hyper-connections replace the "
               "residual stream, which SiameseNorm (%s) has two of", nb__desc_name(d));
-    NB__CHECK(d->hyper_sinkhorn && d->hyper != NB_HYPER_MHC, NB_ERR_CONFIG,
-              "nb_stack_init: hyper_sinkhorn (%d) is mHC's; HC and identity HC have no Sinkhorn",
-              d->hyper_sinkhorn);
-    if (d->hyper_streams == 0) d->hyper_streams = 4;
-    if (d->hyper_sinkhorn == 0) d->hyper_sinkhorn = 20;
-    NB__CHECK(d->hyper_streams < 1 || d->hyper_streams > NB_HYPER_MAX_STREAMS, NB_ERR_CONFIG,
-              "nb_stack_init: hyper_streams (%d) must be in [1, %d] (0 = 4)", d->hyper_streams,
+    NB__CHECK(d->hyper.sinkhorn && d->hyper.kind != NB_HYPER_MHC, NB_ERR_CONFIG,
+              "nb_stack_init: hyper.sinkhorn (%d) is mHC's; HC and identity HC have no Sinkhorn",
+              d->hyper.sinkhorn);
+    if (d->hyper.streams == 0) d->hyper.streams = 4;
+    if (d->hyper.sinkhorn == 0) d->hyper.sinkhorn = 20;
+    NB__CHECK(d->hyper.streams < 1 || d->hyper.streams > NB_HYPER_MAX_STREAMS, NB_ERR_CONFIG,
+              "nb_stack_init: hyper.streams (%d) must be in [1, %d] (0 = 4)", d->hyper.streams,
               NB_HYPER_MAX_STREAMS);
-    NB__CHECK(d->hyper_static < 0 || d->hyper_static > 1, NB_ERR_CONFIG,
-              "nb_stack_init: hyper_static (%d) must be 0 (dynamic) or 1 (static)",
-              d->hyper_static);
-    NB__CHECK(d->hyper_sinkhorn < 1 || d->hyper_sinkhorn > 100, NB_ERR_CONFIG,
-              "nb_stack_init: hyper_sinkhorn (%d) must be in [1, 100] (0 = 20)",
-              d->hyper_sinkhorn);
+    NB__CHECK(d->hyper.static_maps < 0 || d->hyper.static_maps > 1, NB_ERR_CONFIG,
+              "nb_stack_init: hyper.static_maps (%d) must be 0 (dynamic) or 1 (static)",
+              d->hyper.static_maps);
+    NB__CHECK(d->hyper.sinkhorn < 1 || d->hyper.sinkhorn > 100, NB_ERR_CONFIG,
+              "nb_stack_init: hyper.sinkhorn (%d) must be in [1, 100] (0 = 20)",
+              d->hyper.sinkhorn);
 
-    *streams = d->hyper_streams;
+    *streams = d->hyper.streams;
     return NB_OK;
 }
 
@@ -5681,32 +5743,34 @@ static nb_result nb__stack_hyper(nb_ctx* ctx, nb_stack_desc* d, int* streams) {
    s_uv and its 4d SwiGLU. */
 static nb_result nb__stack_ngpt(nb_ctx* ctx, nb_stack_desc* d) {
     const int ngpt = d->preset == NB_PRESET_NGPT;
-    NB__CHECK(!nb__fin(d->interp_init) || d->interp_init < 0 || d->interp_init > 1,
-              NB_ERR_CONFIG, "nb_stack_init: interp_init (%g) must be in (0, 1] (0 = 0.05)",
-              d->interp_init);
-    NB__CHECK(d->qk_scale < -1 || d->qk_scale > 1 || d->ffn_in_scale < -1 ||
-                  d->ffn_in_scale > 1, NB_ERR_CONFIG,
-              "nb_stack_init: qk_scale (%d) and ffn_in_scale (%d) must be -1, 0 or 1",
-              d->qk_scale, d->ffn_in_scale);
-    NB__CHECK(!nb__is0(d->softmax_scale) && (!(d->softmax_scale > 0) ||
-                                             !nb__fin((double)d->softmax_scale)),
-              NB_ERR_CONFIG, "nb_stack_init: softmax_scale (%g) must be finite and > 0 (0 = the "
-              "preset's)", (double)d->softmax_scale);
-    if (nb__is0(d->interp_init)) d->interp_init = 0.05;
-    if (d->qk_scale == 0) d->qk_scale = ngpt ? 1 : -1;
-    if (d->ffn_in_scale == 0) d->ffn_in_scale = ngpt ? 1 : -1;
-    if (nb__is0(d->softmax_scale) && ngpt)
-        d->softmax_scale = (nb_real)sqrt((double)d->d_model / d->n_heads);
-    if (d->d_ff == 0 && ngpt && d->ffn != NB_FFN_GELU_TANH && d->ffn != NB_FFN_GELU_ERF)
-        d->d_ff = 4 * d->d_model; /* its SwiGLU: c_fc d -> 8d */
+    const double a = d->residual.interp_init;
+    NB__CHECK(!nb__fin(a) || a < 0 || a > 1, NB_ERR_CONFIG,
+              "nb_stack_init: residual.interp_init (%g) must be in (0, 1] (0 = 0.05)", a);
+    NB__CHECK(d->attn.qk_scale < -1 || d->attn.qk_scale > 1 || d->ffn.in_scale < -1 ||
+                  d->ffn.in_scale > 1, NB_ERR_CONFIG,
+              "nb_stack_init: attn.qk_scale (%d) and ffn.in_scale (%d) must be -1, 0 or 1",
+              d->attn.qk_scale, d->ffn.in_scale);
+    NB__CHECK(!nb__is0(d->attn.softmax_scale) && (!(d->attn.softmax_scale > 0) ||
+                                             !nb__fin((double)d->attn.softmax_scale)),
+              NB_ERR_CONFIG, "nb_stack_init: attn.softmax_scale (%g) must be finite and > 0 "
+              "(0 = the preset's)", (double)d->attn.softmax_scale);
+    if (nb__is0(d->residual.interp_init)) d->residual.interp_init = 0.05;
+    if (d->attn.qk_scale == 0) d->attn.qk_scale = ngpt ? 1 : -1;
+    if (d->ffn.in_scale == 0) d->ffn.in_scale = ngpt ? 1 : -1;
+    if (nb__is0(d->attn.softmax_scale) && ngpt)
+        d->attn.softmax_scale = (nb_real)sqrt((double)d->d_model / d->n_heads);
+    if (d->ffn.d_ff == 0 && ngpt && d->ffn.type != NB_FFN_GELU_TANH &&
+        d->ffn.type != NB_FFN_GELU_ERF)
+        d->ffn.d_ff = 4 * d->d_model; /* its SwiGLU: c_fc d -> 8d */
     return NB_OK;
 }
 
 /* CompleteP's residual multiplier where the placement leaves it 0: (L / L_base)^-alpha */
 static void nb__depth_mult(const nb_stack_desc* d, nb_placement* p) {
     if (nb__is0(p->branch_mult))
-        p->branch_mult = d->depth_alpha > 0
-                             ? (nb_real)pow((double)d->n_layers / d->depth_base, -d->depth_alpha)
+        p->branch_mult = d->residual.depth_alpha > 0
+                             ? (nb_real)pow((double)d->n_layers / d->residual.depth_base,
+                                            -d->residual.depth_alpha)
                              : 1;
 }
 
@@ -5721,16 +5785,17 @@ static nb_result nb__check_resolved_layer(nb_ctx* ctx, const nb_stack_desc* d,
         NB__CHECK(pl->branch_scale == NB_BRANCH_SCALE_INTERP && (pl->branch_mult != 1 ||
                                                                   pl->residual_scale != 1),
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s (%s): the INTERP branch scale "
-                  "steps from the residual toward the branch: a branch_mult (%g; depth_alpha) "
-                  "or residual_scale (%g) other than 1 is refused with it", l, k ? "ffn" : "attn",
-                  nb__desc_name(d), (double)pl->branch_mult, (double)pl->residual_scale);
-        NB__CHECK(d->hyper > NB_HYPER_NONE && (pl->residual_norm ||
+                  "steps from the residual toward the branch: a branch_mult (%g; "
+                  "residual.depth_alpha) or residual_scale (%g) other than 1 is refused with it",
+                  l, k ? "ffn" : "attn", nb__desc_name(d), (double)pl->branch_mult,
+                  (double)pl->residual_scale);
+        NB__CHECK(d->hyper.kind > NB_HYPER_NONE && (pl->residual_norm ||
                                                pl->branch_scale == NB_BRANCH_SCALE_INTERP),
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s (%s): hyper-connections carry the "
                   "residual; a %s is refused with them", l, k ? "ffn" : "attn", nb__desc_name(d),
                   pl->residual_norm ? "residual norm" : "INTERP branch scale");
     }
-    for (k = 0; k < 2 && d->hyper > NB_HYPER_NONE; k++) {
+    for (k = 0; k < 2 && d->hyper.kind > NB_HYPER_NONE; k++) {
         const nb_placement* pl = k ? &ld->ffn : &ld->attn;
         NB__CHECK(pl->post_norm || pl->residual_from_norm || pl->residual_scale != 1,
                   NB_ERR_CONFIG, "nb_stack_init: layer %d %s (%s): hyper-connections carry the "
@@ -5745,49 +5810,51 @@ static nb_result nb__check_resolved_layer(nb_ctx* ctx, const nb_stack_desc* d,
    Derf's 1), weight, bias, unit offset and eps; LayerScale's init. */
 static nb_result nb__stack_norms(nb_ctx* ctx, nb_stack_desc* d) {
     const int L = d->n_layers;
-    if (d->norm == NB_NORM_DEFAULT) d->norm = nb__presets[d->preset].norm;
-    if (d->norm == NB_NORM_DEFAULT) d->norm = NB_NORM_RMS;
-    NB__CHECK((int)d->norm < NB_NORM_RMS || d->norm > NB_NORM_DERF, NB_ERR_CONFIG,
-              "nb_stack_init: unknown norm type %d", (int)d->norm);
-    NB__CHECK(!(d->dyt_alpha >= 0) || !nb__fin(d->dyt_alpha) || !(d->dyt_alpha_attn >= 0) ||
-                  !nb__fin(d->dyt_alpha_attn), NB_ERR_CONFIG,
-              "nb_stack_init: dyt_alpha (%g) and dyt_alpha_attn (%g) must be finite and > 0 "
-              "(0 = default)", d->dyt_alpha, d->dyt_alpha_attn);
-    NB__CHECK(!(d->layerscale_init >= 0) || !nb__fin(d->layerscale_init), NB_ERR_CONFIG,
-              "nb_stack_init: layerscale_init (%g) must be finite and > 0 (0 = default)",
-              d->layerscale_init);
-    if (nb__is0(d->layerscale_init)) d->layerscale_init = L <= 18 ? 0.1 : L <= 24 ? 1e-5 : 1e-6;
-    if (d->norm == NB_NORM_DERF) { /* its language-model code: 1 for every norm, any width */
-        if (nb__is0(d->dyt_alpha)) d->dyt_alpha = 1;
-        if (nb__is0(d->dyt_alpha_attn)) d->dyt_alpha_attn = 1;
+    if (d->norm.type == NB_NORM_DEFAULT) d->norm.type = nb__presets[d->preset].norm;
+    if (d->norm.type == NB_NORM_DEFAULT) d->norm.type = NB_NORM_RMS;
+    NB__CHECK((int)d->norm.type < NB_NORM_RMS || d->norm.type > NB_NORM_DERF, NB_ERR_CONFIG,
+              "nb_stack_init: unknown norm type %d", (int)d->norm.type);
+    NB__CHECK(!(d->norm.dyt_alpha >= 0) || !nb__fin(d->norm.dyt_alpha) ||
+                  !(d->norm.dyt_alpha_attn >= 0) || !nb__fin(d->norm.dyt_alpha_attn), NB_ERR_CONFIG,
+              "nb_stack_init: norm.dyt_alpha (%g) and norm.dyt_alpha_attn (%g) must be finite and "
+              "> 0 (0 = default)", d->norm.dyt_alpha, d->norm.dyt_alpha_attn);
+    NB__CHECK(!(d->residual.layerscale_init >= 0) || !nb__fin(d->residual.layerscale_init),
+              NB_ERR_CONFIG,
+              "nb_stack_init: residual.layerscale_init (%g) must be finite and > 0 (0 = default)",
+              d->residual.layerscale_init);
+    if (nb__is0(d->residual.layerscale_init))
+        d->residual.layerscale_init = L <= 18 ? 0.1 : L <= 24 ? 1e-5 : 1e-6;
+    if (d->norm.type == NB_NORM_DERF) { /* its language-model code: 1 for every norm, any width */
+        if (nb__is0(d->norm.dyt_alpha)) d->norm.dyt_alpha = 1;
+        if (nb__is0(d->norm.dyt_alpha_attn)) d->norm.dyt_alpha_attn = 1;
     }
-    if (nb__is0(d->dyt_alpha))
-        d->dyt_alpha = d->d_model <= 1024   ? 1
+    if (nb__is0(d->norm.dyt_alpha))
+        d->norm.dyt_alpha = d->d_model <= 1024   ? 1
                        : d->d_model <= 2048 ? 0.5
                        : d->d_model <= 4096 ? 0.2 : 0.05;
-    if (nb__is0(d->dyt_alpha_attn))
-        d->dyt_alpha_attn = d->d_model <= 2048 ? 1 : d->d_model <= 4096 ? 0.8 : 0.2;
-    NB__CHECK(d->norm_gain < -1 || d->norm_gain > 0 || d->norm_bias < -1 || d->norm_bias > 0 ||
-                  d->gain_offset < 0 || d->gain_offset > 1, NB_ERR_CONFIG,
-              "nb_stack_init: norm_gain (%d) and norm_bias (%d) must be 0 or -1, gain_offset "
-              "(%d) 0 or 1", d->norm_gain, d->norm_bias, d->gain_offset);
-    NB__CHECK(d->norm_bias < 0 && !nb__norm_kinds[d->norm].block_bias, NB_ERR_CONFIG,
-              "nb_stack_init: norm_bias -1: the norm (%s) has no bias to remove",
-              nb__norm_kinds[d->norm].fwd);
-    NB__CHECK(d->norm_gain < 0 && !nb__norm_kinds[d->norm].gain, NB_ERR_CONFIG,
-              "nb_stack_init: norm_gain -1: the norm (%s) has no weight to remove",
-              nb__norm_kinds[d->norm].fwd);
-    if (nb__is0(d->eps)) d->eps = (nb_real)nb__presets[d->preset].eps;
-    NB__CHECK(!(d->eps > 0) || !nb__fin((double)d->eps), NB_ERR_CONFIG,
-              "nb_stack_init: eps (%g) must be finite and > 0", (double)d->eps);
-    NB__CHECK(d->embed_scale < 0 || d->embed_scale > 1, NB_ERR_CONFIG,
-              "nb_stack_init: embed_scale (%d) must be 0 or 1", d->embed_scale);
-    NB__CHECK((int)d->branch_scale < NB_BRANCH_SCALE_NONE ||
-                  d->branch_scale > NB_BRANCH_SCALE_SUBLAYER, NB_ERR_CONFIG,
-              "nb_stack_init: unknown branch_scale %d", (int)d->branch_scale);
-    NB__CHECK(d->branch_scale && (d->layers || nb__presets[d->preset].streams == 2),
-              NB_ERR_CONFIG, "nb_stack_init: branch_scale sets a preset's placements: a custom "
-              "schedule sets its own, and SiameseNorm (%s) has none", nb__desc_name(d));
+    if (nb__is0(d->norm.dyt_alpha_attn))
+        d->norm.dyt_alpha_attn = d->d_model <= 2048 ? 1 : d->d_model <= 4096 ? 0.8 : 0.2;
+    NB__CHECK(d->norm.gain < -1 || d->norm.gain > 0 || d->norm.bias < -1 || d->norm.bias > 0 ||
+                  d->norm.gain_offset < 0 || d->norm.gain_offset > 1, NB_ERR_CONFIG,
+              "nb_stack_init: norm.gain (%d) and norm.bias (%d) must be 0 or -1, norm.gain_offset "
+              "(%d) 0 or 1", d->norm.gain, d->norm.bias, d->norm.gain_offset);
+    NB__CHECK(d->norm.bias < 0 && !nb__norm_kinds[d->norm.type].block_bias, NB_ERR_CONFIG,
+              "nb_stack_init: norm.bias -1: the norm (%s) has no bias to remove",
+              nb__norm_kinds[d->norm.type].fwd);
+    NB__CHECK(d->norm.gain < 0 && !nb__norm_kinds[d->norm.type].gain, NB_ERR_CONFIG,
+              "nb_stack_init: norm.gain -1: the norm (%s) has no weight to remove",
+              nb__norm_kinds[d->norm.type].fwd);
+    if (nb__is0(d->norm.eps)) d->norm.eps = (nb_real)nb__presets[d->preset].eps;
+    NB__CHECK(!(d->norm.eps > 0) || !nb__fin((double)d->norm.eps), NB_ERR_CONFIG,
+              "nb_stack_init: norm.eps (%g) must be finite and > 0", (double)d->norm.eps);
+    NB__CHECK(d->norm.embed_scale < 0 || d->norm.embed_scale > 1, NB_ERR_CONFIG,
+              "nb_stack_init: norm.embed_scale (%d) must be 0 or 1", d->norm.embed_scale);
+    NB__CHECK((int)d->residual.branch_scale < NB_BRANCH_SCALE_NONE ||
+                  d->residual.branch_scale > NB_BRANCH_SCALE_SUBLAYER, NB_ERR_CONFIG,
+              "nb_stack_init: unknown residual.branch_scale %d", (int)d->residual.branch_scale);
+    NB__CHECK(d->residual.branch_scale && (d->layers || nb__presets[d->preset].streams == 2),
+              NB_ERR_CONFIG, "nb_stack_init: residual.branch_scale sets a preset's placements: a "
+              "custom schedule sets its own, and SiameseNorm (%s) has none", nb__desc_name(d));
     return NB_OK;
 }
 
@@ -5821,9 +5888,9 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               nb__desc_name(&d));
     if (d.preset == NB_PRESET_DEFAULT && !d.layers) d.preset = NB_PRESET_PRE;
     NB_ASSERT(nb__presets[d.preset].id == d.preset); /* the table is in enum order */
-    NB__CHECK(d.sites & ~(NB_SITES_QKVC | NB_SITES_NONE), NB_ERR_CONFIG,
-              "nb_stack_init: sites (0x%x) has unknown bits", d.sites);
-    sites = d.sites == 0 ? nb__presets[d.preset].sites : d.sites & NB_SITES_QKVC;
+    NB__CHECK(d.attn.sites & ~(NB_SITES_QKVC | NB_SITES_NONE), NB_ERR_CONFIG,
+              "nb_stack_init: attn.sites (0x%x) has unknown bits", d.attn.sites);
+    sites = d.attn.sites == 0 ? nb__presets[d.preset].sites : d.attn.sites & NB_SITES_QKVC;
     if (nb__is0(d.mixln_alpha)) d.mixln_alpha = 0.25;
     NB__CHECK(!nb__fin(d.mixln_alpha) ||
                   (d.mixln_alpha != -1 && !(d.mixln_alpha > 0 && d.mixln_alpha <= 1)),
@@ -5832,34 +5899,35 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
               "default 0.25)", d.mixln_alpha);
     n_post = d.mixln_alpha < 0 ? 0 : (int)floor(d.mixln_alpha * L + 1e-9);
     if ((rc = nb__stack_norms(ctx, &d))) return rc;
-    if (d.site_width == NB_WIDTH_DEFAULT) d.site_width = nb__presets[d.preset].width;
-    NB__CHECK(d.final_norm < -1 || d.final_norm > 1 || d.embed_norm < -1 || d.embed_norm > 1,
-              NB_ERR_CONFIG, "nb_stack_init: final_norm and embed_norm must be -1, 0 or 1");
-    if (d.final_norm == 0) d.final_norm = nb__presets[d.preset].final_norm;
-    if (d.embed_norm == 0) d.embed_norm = nb__presets[d.preset].embed_norm;
+    if (d.attn.site_width == NB_WIDTH_DEFAULT) d.attn.site_width = nb__presets[d.preset].width;
+    NB__CHECK(d.norm.final < -1 || d.norm.final > 1 || d.norm.embed < -1 || d.norm.embed > 1,
+              NB_ERR_CONFIG, "nb_stack_init: norm.final and norm.embed must be -1, 0 or 1");
+    if (d.norm.final == 0) d.norm.final = nb__presets[d.preset].final_norm;
+    if (d.norm.embed == 0) d.norm.embed = nb__presets[d.preset].embed_norm;
     s->streams = nb__presets[d.preset].streams;
     if ((rc = nb__stack_hyper(ctx, &d, &s->streams))) return rc;
-    NB__CHECK(nb__presets[d.preset].streams == 2 && d.final_norm < 0, NB_ERR_CONFIG,
-              "nb_stack_init: SiameseNorm needs its output fusion (final_norm cannot be -1)");
-    NB__CHECK(d.siamese_paper_scale < 0 || d.siamese_paper_scale > 2 ||
-                  d.siamese_paper_fusion < 0 || d.siamese_paper_fusion > 1, NB_ERR_CONFIG,
-              "nb_stack_init: siamese_paper_scale (%d) must be 0, 1 or 2 and "
-              "siamese_paper_fusion (%d) 0 or 1", d.siamese_paper_scale, d.siamese_paper_fusion);
-    NB__CHECK(d.siamese_no_fusion_norm != 0 && (d.siamese_no_fusion_norm != 1 ||
+    NB__CHECK(nb__presets[d.preset].streams == 2 && d.norm.final < 0, NB_ERR_CONFIG,
+              "nb_stack_init: SiameseNorm needs its output fusion (norm.final cannot be -1)");
+    NB__CHECK(d.siamese.paper_scale < 0 || d.siamese.paper_scale > 2 ||
+                  d.siamese.paper_fusion < 0 || d.siamese.paper_fusion > 1, NB_ERR_CONFIG,
+              "nb_stack_init: siamese.paper_scale (%d) must be 0, 1 or 2 and "
+              "siamese.paper_fusion (%d) 0 or 1", d.siamese.paper_scale, d.siamese.paper_fusion);
+    NB__CHECK(d.siamese.no_fusion_norm != 0 && (d.siamese.no_fusion_norm != 1 ||
                                                 d.preset != NB_PRESET_SIAMESE), NB_ERR_CONFIG,
-              "nb_stack_init: siamese_no_fusion_norm (%d) is 0, or 1 with the siamese preset "
-              "(its hybrid-pre form)", d.siamese_no_fusion_norm);
-    NB__CHECK(d.value_residual < 0 || d.value_residual > 2, NB_ERR_CONFIG,
-              "nb_stack_init: value_residual (%d) must be 0 (off), 1 (fixed 0.5/0.5) or 2 "
-              "(learnable lambdas)", d.value_residual);
-    NB__CHECK(!nb__fin(d.depth_alpha) || d.depth_alpha < 0 || d.depth_alpha > 2 ||
-                  d.depth_base < 0, NB_ERR_CONFIG,
-              "nb_stack_init: depth_alpha (%g) must be in [0, 2] (0 off) and depth_base (%d) "
-              ">= 0 (0 = 1)", d.depth_alpha, d.depth_base);
-    NB__CHECK(d.depth_alpha > 0 && nb__presets[d.preset].streams == 2, NB_ERR_CONFIG,
-              "nb_stack_init: depth_alpha scales the branches of placements; SiameseNorm (%s) "
-              "has fixed sublayers of its own scales", nb__desc_name(&d));
-    if (d.depth_base == 0) d.depth_base = 1;
+              "nb_stack_init: siamese.no_fusion_norm (%d) is 0, or 1 with the siamese preset "
+              "(its hybrid-pre form)", d.siamese.no_fusion_norm);
+    NB__CHECK(d.residual.value_residual < 0 || d.residual.value_residual > 2, NB_ERR_CONFIG,
+              "nb_stack_init: residual.value_residual (%d) must be 0 (off), 1 (fixed 0.5/0.5) or 2 "
+              "(learnable lambdas)", d.residual.value_residual);
+    NB__CHECK(!nb__fin(d.residual.depth_alpha) || d.residual.depth_alpha < 0 ||
+                  d.residual.depth_alpha > 2 || d.residual.depth_base < 0, NB_ERR_CONFIG,
+              "nb_stack_init: residual.depth_alpha (%g) must be in [0, 2] (0 off) and "
+              "residual.depth_base (%d) >= 0 (0 = 1)", d.residual.depth_alpha,
+              d.residual.depth_base);
+    NB__CHECK(d.residual.depth_alpha > 0 && nb__presets[d.preset].streams == 2, NB_ERR_CONFIG,
+              "nb_stack_init: residual.depth_alpha scales the branches of placements; "
+              "SiameseNorm (%s) has fixed sublayers of its own scales", nb__desc_name(&d));
+    if (d.residual.depth_base == 0) d.residual.depth_base = 1;
     if ((rc = nb__stack_ngpt(ctx, &d))) return rc;
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_stack_init: max_batch (%d) and max_seq (%d) must be > 0", max_batch, max_seq);
@@ -5869,14 +5937,15 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
 
     /* the FFN plan is shared by every layer */
     memset(&fd, 0, sizeof fd);
-    fd.d_model = d.d_model; fd.d_ff = d.d_ff; fd.type = d.ffn; fd.bias = d.ffn_bias;
-    fd.precision = d.precision; fd.in_scale = d.ffn_in_scale > 0;
-    fd.bf16_weights = d.bf16_weights;
+    fd.d_model = d.d_model;
+    fd.ffn = d.ffn;
+    fd.gemm = d.gemm;
+    fd.gemm.backend = NB_BACKEND_DEFAULT; /* the stack's: s->mm */
     rc = nb_ffn_plan_make(ctx, &s->ffn, &fd, max_batch, max_seq);
     if (rc) return rc;
-    d.d_ff = s->ffn.desc.d_ff;
-    d.ffn = s->ffn.desc.type;
-    d.ffn_bias = s->ffn.desc.bias;
+    d.ffn.d_ff = s->ffn.desc.ffn.d_ff;
+    d.ffn.type = s->ffn.desc.ffn.type;
+    d.ffn.bias = s->ffn.desc.ffn.bias;
 
     s->alloc_user = ctx ? ctx->alloc_user : NULL;
     s->layers = (nb_layer*)NB_MALLOC(sizeof(nb_layer) * (size_t)L, s->alloc_user);
@@ -5897,27 +5966,27 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
             if (nb__is0(ld->ffn.input_scale)) ld->ffn.input_scale = 1;
         } else {
             nb__preset_layer(&d, l, n_post, sites, ld);
-            if (d.branch_scale) ld->attn.branch_scale = ld->ffn.branch_scale = d.branch_scale;
+            if (d.residual.branch_scale)
+                ld->attn.branch_scale = ld->ffn.branch_scale = d.residual.branch_scale;
         }
         nb__depth_mult(&d, &ld->attn);
         nb__depth_mult(&d, &ld->ffn);
         if ((rc = nb__check_resolved_layer(ctx, &d, ld, l))) { nb_stack_free(s); return rc; }
         memset(&ad, 0, sizeof ad);
         ad.d_model = d.d_model; ad.n_heads = d.n_heads; ad.n_kv_heads = d.n_kv_heads;
-        ad.sites = ld->sites; ad.width = d.site_width; ad.norm = d.norm; ad.eps = d.eps;
-        ad.rope = d.rope; ad.rope_theta = d.rope_theta; ad.non_causal = d.non_causal;
-        ad.memory = d.memory; ad.bias = d.attn_bias; ad.precision = d.precision;
-        ad.bf16_weights = d.bf16_weights;
-        ad.qk_scale = d.qk_scale > 0; ad.softmax_scale = d.softmax_scale;
-        ad.gate = d.attn_gate;
+        ad.attn = d.attn;
+        ad.attn.sites = ld->sites; /* the layer's (a custom schedule's own) */
+        ad.norm = d.norm.type; ad.eps = d.norm.eps;
+        ad.gemm = d.gemm;
+        ad.gemm.backend = NB_BACKEND_DEFAULT;
         rc = nb_attn_plan_make(ctx, &s->layers[l].attn, &ad, max_batch, max_seq);
         if (rc) { nb_stack_free(s); return rc; }
     }
     d.n_kv_heads = s->layers[0].attn.desc.n_kv_heads;
-    d.rope_theta = s->layers[0].attn.desc.rope_theta;
-    d.memory = s->layers[0].attn.desc.memory;
-    d.softmax_scale = s->layers[0].attn.desc.softmax_scale;
-    d.sites = sites;
+    d.attn.rope_theta = s->layers[0].attn.desc.attn.rope_theta;
+    d.attn.memory = s->layers[0].attn.desc.attn.memory;
+    d.attn.softmax_scale = s->layers[0].attn.desc.attn.softmax_scale;
+    d.attn.sites = sites;
     d.layers = NULL;
     s->desc = d;
     s->topology = nb__hyper(s) ? NB__TOPO_HYPER : s->streams == 1 ? NB__TOPO_ONE
@@ -5934,12 +6003,12 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     if (nb__too_big(s->n_params)) {
         nb_stack_free(s);
         return nb__fail(ctx, NB_ERR_SHAPE, "nb_stack_init: n_params (n_layers %d, d_model %d, "
-                        "d_ff %d) overflows size_t", L, d.d_model, d.d_ff);
+                        "d_ff %d) overflows size_t", L, d.d_model, d.ffn.d_ff);
     }
-    if (d.gain_offset && s->n_gains == 0) {
+    if (d.norm.gain_offset && s->n_gains == 0) {
         nb_stack_free(s);
-        return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: gain_offset: the stack (%s) has no "
-                        "norm gains to offset", nb__desc_name(&d));
+        return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: norm.gain_offset: the stack (%s) "
+                        "has no norm gains to offset", nb__desc_name(&d));
     }
     s->tensors = (nb_tensor_info*)NB_MALLOC(sizeof(nb_tensor_info) * (size_t)w.n, s->alloc_user);
     if (!s->tensors) {
@@ -5986,8 +6055,9 @@ typedef struct nb__run {         /* what every layer function needs for one call
 static nb_result nb__block_norm_fwd(nb__run* r, const nb__norm* m, nb_real* y, const nb_real* x,
                                     nb_real* st) {
     const int d = r->s->desc.d_model;
-    return nb__kind_forward(r->ctx, r->s->desc.norm, y, d, st, (size_t)r->rows, x, d, m->g, m->b,
-                            m->a, r->rows, d, d, r->s->desc.eps);
+    const nb_norm_config* nc = &r->s->desc.norm;
+    return nb__kind_forward(r->ctx, nc->type, y, d, st, (size_t)r->rows, x, d, m->g, m->b, m->a,
+                            r->rows, d, d, nc->eps);
 }
 
 /* Block norm backward: dx = alpha add + J^T dy (add may be NULL, or dx); grads in gm. */
@@ -5995,7 +6065,7 @@ static nb_result nb__block_norm_bwd_add(nb__run* r, const nb__norm* m, const nb_
                                         nb_real* dx, const nb_real* dy, const nb_real* x,
                                         const nb_real* st, const nb_real* add, nb_real alpha) {
     const int d = r->s->desc.d_model;
-    return nb__kind_backward(r->ctx, r->s->desc.norm, dx, d, gm->g, gm->b, gm->a, dy, d, x, d,
+    return nb__kind_backward(r->ctx, r->s->desc.norm.type, dx, d, gm->g, gm->b, gm->a, dy, d, x, d,
                              st, (size_t)r->rows, m->g, m->a, r->rows, d, d, add, alpha,
                              r->sc.partials, r->s->max_threads);
 }
@@ -6010,7 +6080,8 @@ static nb_result nb__block_norm_bwd(nb__run* r, const nb__norm* m, const nb__nor
 /* The same norms on one row (row-fused loops): y = N(x) for row `row` of the stats. */
 static void nb__block_norm_fwd_row(const nb__run* r, const nb__norm* m, nb_real* y,
                                    const nb_real* x, nb_real* st, int row) {
-    nb__seg_fwd(r->s->desc.norm, y, x, r->s->desc.d_model, m->g, m->b, m->a, r->s->desc.eps, st,
+    const nb_norm_config* nc = &r->s->desc.norm;
+    nb__seg_fwd(nc->type, y, x, r->s->desc.d_model, m->g, m->b, m->a, nc->eps, st,
                 (size_t)r->rows, (size_t)row);
 }
 
@@ -6020,9 +6091,9 @@ static void nb__block_norm_bwd_row(const nb__run* r, const nb__norm* m, nb_real*
                                    const nb_real* dy, const nb_real* x, const nb_real* st, int row,
                                    const nb_real* add, const nb__part* pp) {
     const int d = r->s->desc.d_model;
-    const nb_real* mean = nb__kind_mean(r->s->desc.norm, st, (size_t)r->rows);
+    const nb_real* mean = nb__kind_mean(r->s->desc.norm.type, st, (size_t)r->rows);
     if (pp->b) nb__add_row(pp->b, dy, d);
-    nb__seg_bwd(r->s->desc.norm, dx, dy, x, d, m->g, m->a, mean ? mean + row : NULL,
+    nb__seg_bwd(r->s->desc.norm.type, dx, dy, x, d, m->g, m->a, mean ? mean + row : NULL,
                 m->a ? 0 : st[row], add, 1,
                 pp);
 }
@@ -6047,7 +6118,7 @@ static void nb__slot_reduce(const nb__run* r, int k, int used, const nb__norm* g
     if (gm->b) nb__reduce_partials(gm->b, nb__slot(r, k) + nb__part_boff(d), used, stride, d);
     if (gm->a)
         nb__reduce_partials(gm->a, nb__slot(r, k) + nb__part_aoff(d), used, stride,
-                            nb__norm_kinds[r->s->desc.norm].alpha);
+                            nb__norm_kinds[r->s->desc.norm.type].alpha);
 }
 
 /* Thread t's zeroed partial sums of a branch scale's gradient (d values, slot 2), and their
@@ -6110,7 +6181,7 @@ static void nb__trace_layer(const nb__run* r, int l, int k, const char* name, co
 /* The value residual of layer l's attention (NULL when off); g NULL in the forward. */
 static const nb__vres* nb__vres_of(const nb__run* r, int l, const nb__layer_tensors* p,
                                    nb__layer_tensors* g, const nb__layer_mem* c, nb__vres* v) {
-    const int mode = r->s->desc.value_residual;
+    const int mode = r->s->desc.residual.value_residual;
     if (!mode) return NULL;
     memset(v, 0, sizeof *v);
     v->mix = l > 0;
@@ -6156,7 +6227,7 @@ static nb_result nb__branch_bwd(nb__run* r, int l, int k, const nb__layer_tensor
 static nb_result nb__finite(nb__run* r, const nb_real* x, size_t n, const char* what, int l) {
     size_t i;
     int bad = 0;
-    if (!r->s->desc.check_finite) return NB_OK;
+    if (!r->s->desc.run.check_finite) return NB_OK;
     for (i = 0; i < n && !bad; i++) bad = !nb__fin_real(x[i]);
     if (!bad) return NB_OK;
     if (l < 0) /* the stack's own input or output gradient: the caller's */
@@ -6386,7 +6457,7 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
 }
 
 static nb_real nb__siamese_c(const nb_stack* s, int l) {
-    switch (s->desc.siamese_paper_scale) {
+    switch (s->desc.siamese.paper_scale) {
     case 1: return (nb_real)sqrt(l + 1.0);
     case 2: return 1;
     default: return (nb_real)sqrt(2.0 * (l + 1));
@@ -6402,7 +6473,7 @@ static nb_real nb__siamese_c(const nb_stack* s, int l) {
 static nb_result nb__siamese_hp_forward(nb__run* r, int l, const nb__layer_tensors* p,
                                         const nb__layer_mem* c, nb_real* xo, nb_real* yo,
                                         const nb_real* x, const nb_real* y) {
-    const int d = r->s->desc.d_model, fuse_norm = !r->s->desc.siamese_no_fusion_norm;
+    const int d = r->s->desc.d_model, fuse_norm = !r->s->desc.siamese.no_fusion_norm;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     const nb_real* uf = fuse_norm ? c->uf : c->sf;
     nb_real* A = r->sc.tmp[0];
@@ -6462,7 +6533,7 @@ static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tens
                                          nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dx,
                                          nb_real* dy, const nb_real* dxo, const nb_real* dyo,
                                          const nb_real* x, const nb_real* y) {
-    const int d = r->s->desc.d_model, fuse_norm = !r->s->desc.siamese_no_fusion_norm;
+    const int d = r->s->desc.d_model, fuse_norm = !r->s->desc.siamese.no_fusion_norm;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real** t = r->sc.tmp;
     const nb__norm gamma = {g->gamma, NULL, NULL};
@@ -6668,7 +6739,7 @@ static nb_result nb__hcm_fwd(nb__run* r, const nb__hc* p, const nb__hc_mem* h,
                              const nb_real* const X[], int head) {
     const nb_stack* s = r->s;
     const int n = s->streams, d = s->desc.d_model, nd = n * d, W = head ? n : nb__hc_maps(s),
-              m = head ? n : nb__hc_m(s), mhc = s->desc.hyper == NB_HYPER_MHC && !head;
+              m = head ? n : nb__hc_m(s), mhc = s->desc.hyper.kind == NB_HYPER_MHC && !head;
     int row;
     nb_result rc;
     if (p->fn) {
@@ -6706,7 +6777,7 @@ static nb_result nb__hcm_fwd(nb__run* r, const nb__hc* p, const nb__hc_mem* h,
             else if (grp == 1) mp[c] = 2 * nb__sigm(z);
             else C[c - 2 * n] = z;
         }
-        if (mhc) nb__sinkhorn(mp + 2 * n, C, n, s->desc.hyper_sinkhorn, NULL);
+        if (mhc) nb__sinkhorn(mp + 2 * n, C, n, s->desc.hyper.sinkhorn, NULL);
         else if (!head)
             for (c = 0; c < n * n; c++) mp[2 * n + c] = (nb_real)(c % (n + 1) == 0); /* I */
     }
@@ -6718,7 +6789,7 @@ static nb_result nb__hcm_fwd(nb__run* r, const nb__hc* p, const nb__hc_mem* h,
 static nb_result nb__hch_norm_proj(nb__run* r, const nb__hc* p, nb_real* mix,
                                    const nb_real* const X[]) {
     const int n = r->s->streams, d = r->s->desc.d_model, w = n * (n + 2);
-    const size_t st = (size_t)r->rows * nb__norm_kinds[r->s->desc.norm].stats;
+    const size_t st = (size_t)r->rows * nb__norm_kinds[r->s->desc.norm.type].stats;
     nb_result rc;
     int i;
     for (i = 0; i < n; i++) {
@@ -6897,8 +6968,9 @@ static nb_result nb__hcm_bwd(nb__run* r, const nb__hc* p, nb__hc* g, const nb__h
                              nb_real* const dX[], const nb_real* const X[], int head) {
     const nb_stack* s = r->s;
     const int n = s->streams, d = s->desc.d_model, nd = n * d, W = head ? n : nb__hc_maps(s),
-              dw = W + 3, m = head ? n : nb__hc_m(s), ng = head ? 1 : s->desc.hyper == NB_HYPER_MHC ? 3 : 2,
-              mhc = s->desc.hyper == NB_HYPER_MHC && !head, iters = s->desc.hyper_sinkhorn;
+              dw = W + 3, m = head ? n : nb__hc_m(s),
+              ng = head ? 1 : s->desc.hyper.kind == NB_HYPER_MHC ? 3 : 2,
+              mhc = s->desc.hyper.kind == NB_HYPER_MHC && !head, iters = s->desc.hyper.sinkhorn;
     nb_real* dm = r->sc.hdm;
     nb_result rc;
     int row;
@@ -6971,7 +7043,7 @@ static nb_result nb__hcm_bwd(nb__run* r, const nb__hc* p, nb__hc* g, const nb__h
 static nb_result nb__hch_bwd(nb__run* r, const nb__hc* p, nb__hc* g, nb_real* const dX[],
                              const nb_real* const X[], const nb_real* mix) {
     const int n = r->s->streams, d = r->s->desc.d_model, W = nb__hc_maps(r->s), dw = W + 3;
-    const size_t st = (size_t)r->rows * nb__norm_kinds[r->s->desc.norm].stats;
+    const size_t st = (size_t)r->rows * nb__norm_kinds[r->s->desc.norm.type].stats;
     nb_real* dm = r->sc.hdm;
     nb_result rc;
     int row, i, k;
@@ -7020,7 +7092,8 @@ static nb_result nb__hch_bwd(nb__run* r, const nb__hc* p, nb__hc* g, nb_real* co
 
 static nb_result nb__hc_maps_fwd(nb__run* r, const nb__hc* p, const nb__hc_mem* h,
                                  const nb_real* const X[]) {
-    return r->s->desc.hyper == NB_HYPER_HC ? nb__hch_fwd(r, p, h, X) : nb__hcm_fwd(r, p, h, X, 0);
+    return r->s->desc.hyper.kind == NB_HYPER_HC ? nb__hch_fwd(r, p, h, X)
+                                                 : nb__hcm_fwd(r, p, h, X, 0);
 }
 
 /* Sublayer k of layer l on n streams: maps, u = sum_i pre_i x_i, y = B(u) (the placement
@@ -7051,7 +7124,8 @@ static nb_result nb__hc_sub_backward(nb__run* r, int l, int k, const nb__layer_t
     nb__hc_post_bwd(r, h->maps, r->sc.hdm, W + 3, dX, dy, dXo, h->y, X);
     if ((rc = nb__sub_backward(r, l, k, p, g, c, du, dy, h->u))) return rc;
     nb__hc_pre_bwd(r, h->maps, W, r->sc.hdm, W + 3, dX, du, X, 1);
-    if (r->s->desc.hyper == NB_HYPER_HC) return nb__hch_bwd(r, &p->hc[k], &g->hc[k], dX, X, h->mix);
+    if (r->s->desc.hyper.kind == NB_HYPER_HC)
+        return nb__hch_bwd(r, &p->hc[k], &g->hc[k], dX, X, h->mix);
     return nb__hcm_bwd(r, &p->hc[k], &g->hc[k], h, dX, X, 0);
 }
 
@@ -7061,7 +7135,7 @@ static nb_result nb__hc_head_fwd(nb__run* r, const nb__top_tensors* tp, const nb
     const nb__hc_mem* h = &r->sc.head;
     int i;
     nb_result rc;
-    if (r->s->desc.hyper == NB_HYPER_HC) {
+    if (r->s->desc.hyper.kind == NB_HYPER_HC) {
         nb__copy(r, h->u, X[0]);
         for (i = 1; i < r->s->streams; i++) nb__lin(r, h->u, 1, h->u, 1, X[i]);
         return NB_OK;
@@ -7078,7 +7152,7 @@ static nb_result nb__hc_head_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_
                                  const nb_real* const X[]) {
     const int n = r->s->streams;
     int i;
-    if (r->s->desc.hyper == NB_HYPER_HC) {
+    if (r->s->desc.hyper.kind == NB_HYPER_HC) {
         for (i = 0; i < n; i++) nb__copy(r, dX[i], dh);
         return NB_OK;
     }
@@ -7097,8 +7171,8 @@ static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, i
     NB__CHECK(nb_num_threads(ctx) > s->max_threads, NB_ERR_CONFIG,
               "%s: %d threads requested but the stack sized its scratch for %d", fn,
               nb_num_threads(ctx), s->max_threads);
-    NB__CHECK(s->desc.bf16_weights && !s->weights16, NB_ERR_NULL, "%s: the stack reads the "
-              "caller's bf16 weights (desc.bf16_weights) but none are set "
+    NB__CHECK(s->desc.gemm.bf16_weights && !s->weights16, NB_ERR_NULL, "%s: the stack reads the "
+              "caller's bf16 weights (desc.gemm.bf16_weights) but none are set "
               "(nb_stack_set_bf16_weights)", fn);
     ptrs[0] = a; ptrs[1] = b; ptrs[2] = c; ptrs[3] = d; ptrs[4] = e;
     return nb__need(ctx, fn, names, 5, ptrs);
@@ -7261,7 +7335,7 @@ static nb_result nb__siamese_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_r
     const nb_real *xL = nb__hidden(r->s, r->sc.hidden, L, 0);
     const nb_real *yL = nb__hidden(r->s, r->sc.hidden, L, 1);
     nb_result rc;
-    if (!r->s->desc.siamese_paper_fusion) {
+    if (!r->s->desc.siamese.paper_fusion) {
         nb__siamese_fuse_fwd(r, tp, out, xL, yL);
         return NB_OK;
     }
@@ -7275,7 +7349,7 @@ static nb_result nb__siamese_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__
     const int L = r->s->desc.n_layers;
     const nb_real *xL = nb__hidden(r->s, r->sc.hidden, L, 0);
     const nb_real *yL = nb__hidden(r->s, r->sc.hidden, L, 1);
-    if (!r->s->desc.siamese_paper_fusion) {
+    if (!r->s->desc.siamese.paper_fusion) {
         nb__siamese_fuse_bwd(r, tp, tg, dX[0], dX[1], dout, xL, yL);
         return NB_OK;
     }
@@ -7376,7 +7450,7 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
     nb__layer_tensors p;
     nb__layer_mem c;
     int k;
-    if (r->s->desc.value_residual && r->s->skip[0]) /* no V_0 to mix */
+    if (r->s->desc.residual.value_residual && r->s->skip[0]) /* no V_0 to mix */
         return nb__fail(r->ctx, NB_ERR_CONFIG, "nb_stack_forward/nb_layer_forward: layer 0 is "
                         "skipped (nb_stack.skip) but value_residual mixes its values into every "
                         "later layer");
@@ -7400,7 +7474,7 @@ static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real
     nb__layer_mem c;
     nb_result rc;
     int k;
-    if (r->s->desc.value_residual && l == r->s->desc.n_layers - 1) /* the first backward layer */
+    if (r->s->desc.residual.value_residual && l == r->s->desc.n_layers - 1) /* first backward */
         memset(r->sc.dv0, 0, (size_t)r->rows * r->s->layers[0].attn.desc.n_kv_heads *
                                  r->s->layers[0].attn.head_dim * sizeof(nb_real));
     if (r->s->skip[l]) {
@@ -7575,7 +7649,7 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
    (the range is then in cache; this replaces the trainer's zeroing pass, it adds none). */
 static void nb__grads_start(const nb_stack* s, nb_real* grads, int t0, int n) {
     int t;
-    if (s->desc.param_grads != NB_GRAD_OVERWRITE) return;
+    if (s->desc.run.param_grads != NB_GRAD_OVERWRITE) return;
     for (t = t0; t < t0 + n; t++)
         memset(grads + s->tensors[t].offset, 0, s->tensors[t].count * sizeof *grads);
 }
@@ -7614,7 +7688,7 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
                                  "params grads din dout cache", params, grads, din, dout,
                                  cache);
     const int L = s ? s->desc.n_layers : 0;
-    const int din_acc = s && s->desc.input_grad == NB_GRAD_ACCUMULATE;
+    const int din_acc = s && s->desc.run.input_grad == NB_GRAD_ACCUMULATE;
     const int top0 = s ? nb__final_tensor0(s) : 0, n_top = s ? s->n_tensors - top0 : 0;
     int l, k, ns, top_is_dout, into_din;
     if (rc) return rc;
@@ -7754,7 +7828,7 @@ static int nb__feeds_attention(const char* name) {
    2l + 1 (FFN); static_beta 1; dynamic projections 0, scales 0.01. */
 static void nb__init_hc(const nb_stack* s, const nb_tensor_info* ti, nb_real* x,
                         unsigned long long seed) {
-    const int n = s->streams, hc = s->desc.hyper == NB_HYPER_HC;
+    const int n = s->streams, hc = s->desc.hyper.kind == NB_HYPER_HC;
     size_t i;
     if (ti->kind == NB_TENSOR_HC_SCALE) {
         for (i = 0; i < ti->count; i++) x[i] = (nb_real)0.01;
@@ -7790,13 +7864,13 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
         const nb_tensor_info* ti = &s->tensors[t];
         const int l = ti->layer, out_proj = ti->kind == NB_TENSOR_ATTN_OUT ||
                                             ti->kind == NB_TENSOR_FF_OUT;
-        const double d = s->desc.d_model, f = s->desc.d_ff;
+        const double d = s->desc.d_model, f = s->desc.ffn.d_ff;
         nb_real* x = params + ti->offset;
         unsigned long long ts = seed ^ (0xD1B54A32D192ED03ULL * (unsigned long long)(t + 1));
         double std = s0, cut = 3;
         size_t i;
         if (ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_SIAMESE_GAMMA) {
-            const int zero = ti->kind == NB_TENSOR_GAIN && s->desc.gain_offset; /* 1 + 0 */
+            const int zero = ti->kind == NB_TENSOR_GAIN && s->desc.norm.gain_offset; /* 1 + 0 */
             for (i = 0; i < ti->count; i++) x[i] = zero ? 0 : 1;
             continue;
         }
@@ -7806,7 +7880,8 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
         }
         if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE) {
             for (i = 0; i < ti->count; i++)
-                x[i] = (nb_real)(ti->kind == NB_TENSOR_REZERO ? 0 : s->desc.layerscale_init);
+                x[i] = (nb_real)(ti->kind == NB_TENSOR_REZERO ? 0
+                                                               : s->desc.residual.layerscale_init);
             continue;
         }
         if (ti->kind == NB_TENSOR_VALUE_RESIDUAL) { /* ResFormer's fixed form as the start */
@@ -7827,8 +7902,8 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
             continue;
         }
         if (ti->kind == NB_TENSOR_DYT_ALPHA) { /* DyT's LLaMA code: one init before attention */
-            x[0] = (nb_real)(nb__feeds_attention(ti->name) ? s->desc.dyt_alpha_attn
-                                                           : s->desc.dyt_alpha);
+            x[0] = (nb_real)(nb__feeds_attention(ti->name) ? s->desc.norm.dyt_alpha_attn
+                                                           : s->desc.norm.dyt_alpha);
             if (ti->count > 1) x[1] = 0; /* Derf's shift */
             continue;
         }
@@ -7968,10 +8043,10 @@ NBDEF nb_result nb_stack_qk_clip(nb_ctx* ctx, const nb_stack* s, nb_real* params
     H = s->desc.n_heads;
     for (l = 0; l < s->desc.n_layers; l++) { /* everything checked before anything is written */
         const nb_attn_plan* ap = &s->layers[l].attn;
-        NB__CHECK(nb__site_on(ap, 0) || nb__site_on(ap, 1) || ap->desc.qk_scale, NB_ERR_CONFIG,
+        NB__CHECK(nb__site_on(ap, 0) || nb__site_on(ap, 1) || ap->desc.attn.qk_scale, NB_ERR_CONFIG,
                   "nb_stack_qk_clip: layer %d: its logits do not follow W_q and W_k (%s): "
                   "QK-Clip has nothing to scale", l,
-                  ap->desc.qk_scale ? "qk_scale" : "a Q or K norm site");
+                  ap->desc.attn.qk_scale ? "qk_scale" : "a Q or K norm site");
         for (h = 0; h < H; h++)
             NB__CHECK(!nb__fin(max_logit[(size_t)l * H + h]), NB_ERR_VALUE, /* by the bits */
                       "nb_stack_qk_clip: max_logit of layer %d head %d (%g) is not finite", l, h,
@@ -8060,7 +8135,7 @@ NBDEF nb_result nb_stack_gate_stats(const nb_stack* s, const nb_real* cache, int
     const nb_result rc = nb__diag_check(s, cache, B, T, 0, mean);
     int l;
     if (rc) return rc;
-    if (s->desc.attn_gate == NB_GATE_NONE) return NB_ERR_CONFIG;
+    if (s->desc.attn.gate == NB_GATE_NONE) return NB_ERR_CONFIG;
     for (l = 0; l < s->desc.n_layers; l++) {
         const nb_attn_plan* pl = &s->layers[l].attn;
         const int H = s->desc.n_heads, G = pl->gate_width, per = G / H; /* gates per head */

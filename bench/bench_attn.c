@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     r.B = B; r.T = T;
     memset(&desc, 0, sizeof desc);
     desc.d_model = d; desc.n_heads = H;
-    desc.memory = lse ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
+    desc.attn.memory = lse ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
     if (!lse && (double)B * H * T * T * 4 > PROBS_LIMIT_BYTES) {
         printf("# attention PROBS T=%d: skipped, the probabilities alone need %.1f GiB (> 8 GiB)\n",
                T, (double)B * H * T * T * 4 / 1073741824.0);

@@ -276,13 +276,13 @@ int main(int argc, char** argv) {
     memset(&desc, 0, sizeof desc);
     desc.n_layers = 1; desc.d_model = d; desc.n_heads = H;
     if (nb_preset_from_name(&r.ctx, &desc, preset)) die("nb_preset_from_name", &r.ctx);
-    if (bf16) desc.precision = NB_PRECISION_BF16;
-    desc.bf16_weights = bf16 && getenv("NBB_BF16_WEIGHTS") != NULL;
+    if (bf16) desc.gemm.precision = NB_PRECISION_BF16;
+    desc.gemm.bf16_weights = bf16 && getenv("NBB_BF16_WEIGHTS") != NULL;
     if (getenv("NBB_BACKEND"))
-        desc.backend = !strcmp(getenv("NBB_BACKEND"), "dnnl") ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
-    desc.final_norm = -1;
+        desc.gemm.backend = !strcmp(getenv("NBB_BACKEND"), "dnnl") ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
+    desc.norm.final = -1;
     if (desc.preset == NB_PRESET_SIAMESE || desc.preset == NB_PRESET_SIAMESE_POST_PRE)
-        desc.final_norm = 0; /* SiameseNorm's output fusion (3 norms) cannot be switched off */
+        desc.norm.final = 0; /* SiameseNorm's output fusion (3 norms) cannot be switched off */
     if (nb_stack_init(&r.ctx, &r.s, &desc, B, T)) die("nb_stack_init", &r.ctx);
     n = (size_t)B * T * d;
     r.params = nbb_alloc(r.s.n_params); r.grads = nbb_alloc(r.s.n_params);
@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
     r.in = nbb_alloc(n); r.out = nbb_alloc(n); r.dout = nbb_alloc(n); r.din = nbb_alloc(n);
     if (nb_stack_init_params(&r.ctx, &r.s, r.params, NB_INIT_DEFAULT, 0, 42))
         die("nb_stack_init_params", &r.ctx);
-    if (desc.bf16_weights) { /* made once: the optimizer's job, outside the timed step */
+    if (desc.gemm.bf16_weights) { /* made once: the optimizer's job, outside the timed step */
         unsigned short* w16 = (unsigned short*)malloc(r.s.n_params * sizeof *w16);
         if (!w16) die("malloc", &r.ctx);
         nb_bf16_round(w16, r.params, r.s.n_params);
@@ -302,10 +302,10 @@ int main(int argc, char** argv) {
     memset(&sh, 0, sizeof sh);
     sh.B = B; sh.T = T; sh.d = d; sh.H = H; sh.Hkv = r.s.layers[0].attn.desc.n_kv_heads;
     sh.dk = r.s.layers[0].attn.head_dim; sh.P = r.s.layers[0].attn.qkv_width;
-    sh.W = r.s.ffn.in_width; sh.f = r.s.ffn.desc.d_ff; sh.bias = r.s.ffn.desc.bias > 0;
-    sh.attn_bias = r.s.desc.attn_bias;
-    sh.probs = r.s.layers[0].attn.desc.memory == NB_ATTN_MEMORY_PROBS;
-    sh.causal = !r.s.desc.non_causal; sh.nt = nt;
+    sh.W = r.s.ffn.in_width; sh.f = r.s.ffn.desc.ffn.d_ff; sh.bias = r.s.ffn.desc.ffn.bias > 0;
+    sh.attn_bias = r.s.desc.attn.bias;
+    sh.probs = r.s.layers[0].attn.desc.attn.memory == NB_ATTN_MEMORY_PROBS;
+    sh.causal = !r.s.desc.attn.non_causal; sh.nt = nt;
     fl = 3 * block_fwd_flops(&sh);
     bytes = 4.0 * (4.0 * (double)r.s.n_params + 2.0 * (double)r.s.n_cache);
 
@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
            "attn memory=%s final_norm=%s params=%zu cache=%.1f MiB scratch=%.1f MiB\n",
            preset, B, T, d, H, nt, nb_stack_kernels(&r.s), sh.f,
            sh.bias ? "GELU+bias" : "SwiGLU", sh.probs ? "PROBS" : "LSE",
-           r.s.desc.final_norm > 0 ? "on" : "off", r.s.n_params,
+           r.s.desc.norm.final > 0 ? "on" : "off", r.s.n_params,
            r.s.n_cache * 4.0 / 1048576, r.s.n_scratch * 4.0 / 1048576);
 
     tf = (double*)malloc(sizeof(double) * (size_t)reps);
@@ -376,7 +376,7 @@ int main(int argc, char** argv) {
            1e3 * t_block, 1e3 * fwd_b, 1e3 * bwd_b, 1e3 * t_skel,
            1e3 * fwd_s, 1e3 * bwd_s, fl * 1e-9, bytes * 1e-9, rss_block,
            r.s.n_cache * 4.0 / 1048576, r.s.n_scratch * 4.0 / 1048576, spread, others, nbb_corename(),
-           nb_blas_threads(), r.s.desc.backend == NB_BACKEND_DNNL ? "dnnl" : "blas",
+           nb_blas_threads(), r.s.desc.gemm.backend == NB_BACKEND_DNNL ? "dnnl" : "blas",
            share[NB_PROF_GEMM], share[NB_PROF_ATTN], share[NB_PROF_NORM], share[NB_PROF_CONVERT],
            share[NB_PROF_OTHER]);
     nb_stack_free(&r.s);

@@ -28,7 +28,7 @@ static void setup(grun* r, const char* preset, int L, int B, int T, int d, int H
     r->ctx.num_threads = nt;
     memset(&desc, 0, sizeof desc);
     desc.n_layers = L; desc.d_model = d; desc.n_heads = H;
-    desc.param_grads = mode;
+    desc.run.param_grads = mode;
     if (nb_preset_from_name(&r->ctx, &desc, preset) || nb_stack_init(&r->ctx, &r->s, &desc, B, T)) {
         fprintf(stderr, "bench_grads: %s\n", r->ctx.err);
         exit(1);

@@ -100,8 +100,8 @@ int main(void) {
     desc.n_layers = L;
     desc.d_model = C;
     desc.n_heads = NH;
-    desc.d_ff = 4 * C;
-    desc.param_grads = NB_GRAD_OVERWRITE; /* the trainer zeroes only its own wte, wpe grads */
+    desc.ffn.d_ff = 4 * C;
+    desc.run.param_grads = NB_GRAD_OVERWRITE; /* the trainer zeroes only its own wte, wpe grads */
     if (nb_preset_from_name(&ctx, &desc, "GPT-2") || nb_stack_init(&ctx, &s, &desc, B, T)) {
         fprintf(stderr, "adopt: %s\n", ctx.err);
         return 1;

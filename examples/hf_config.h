@@ -171,13 +171,13 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
     }
     if (gpt2) {
         if (hf_int(&r, "n_layer", 1, &d->n_layers) || hf_int(&r, "n_embd", 1, &d->d_model) ||
-            hf_int(&r, "n_head", 1, &heads) || hf_int(&r, "n_inner", 0, &d->d_ff) ||
-            hf_real(&r, "layer_norm_epsilon", 0, &d->eps) || hf_must(&r, "activation_function", gelu, "GELU tanh: gelu_new") ||
+            hf_int(&r, "n_head", 1, &heads) || hf_int(&r, "n_inner", 0, &d->ffn.d_ff) ||
+            hf_real(&r, "layer_norm_epsilon", 0, &d->norm.eps) || hf_must(&r, "activation_function", gelu, "GELU tanh: gelu_new") ||
             hf_must(&r, "scale_attn_weights", yes, "1/sqrt(d_k) scaling") ||
             hf_must(&r, "scale_attn_by_inverse_layer_idx", no, "no per-layer scaling"))
             goto done;
         d->n_heads = d->n_kv_heads = heads;
-        if (!d->d_ff) d->d_ff = 4 * d->d_model; /* n_inner null: 4 n_embd, as GPT-2's code */
+        if (!d->ffn.d_ff) d->ffn.d_ff = 4 * d->d_model; /* n_inner null: 4 n_embd, as GPT-2's code */
     } else {
         d->n_kv_heads = 0;
         const int qwen = !strncmp((*fam)->model_type, "qwen", 4);
@@ -186,8 +186,8 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
         if (!strcmp((*fam)->model_type, "qwen3")) head_dim = 128;
         if (hf_int(&r, "num_hidden_layers", 1, &d->n_layers) || hf_int(&r, "hidden_size", 1, &d->d_model) ||
             hf_int(&r, "num_attention_heads", 1, &d->n_heads) || hf_int(&r, "num_key_value_heads", 0, &d->n_kv_heads) ||
-            hf_int(&r, "intermediate_size", 1, &d->d_ff) || hf_int(&r, "head_dim", 0, &head_dim) ||
-            hf_real(&r, "rms_norm_eps", 0, &d->eps) || hf_real(&r, "rope_theta", 1, &d->rope_theta) ||
+            hf_int(&r, "intermediate_size", 1, &d->ffn.d_ff) || hf_int(&r, "head_dim", 0, &head_dim) ||
+            hf_real(&r, "rms_norm_eps", 0, &d->norm.eps) || hf_real(&r, "rope_theta", 1, &d->attn.rope_theta) ||
             hf_bool(&r, "attention_bias", &bias) || hf_must(&r, "hidden_act", silu, "SwiGLU: silu") ||
             hf_must(&r, "mlp_bias", no, "no MLP biases") || hf_must(&r, "use_sliding_window", no, "full attention"))
             goto done;
@@ -209,7 +209,7 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
             }
             cJSON_ArrayForEach(x, e) {
                 if (!strcmp(x->string, "rope_theta") && cJSON_IsNumber(x) && isfinite(x->valuedouble) && x->valuedouble > 1)
-                    d->rope_theta = (nb_real)x->valuedouble;
+                    d->attn.rope_theta = (nb_real)x->valuedouble;
                 else if (!(strcmp(x->string, "rope_type") == 0 && cJSON_IsString(x) && !strcmp(x->valuestring, "default"))) {
                     hf_fail(&r, "\"rope_parameters\" has \"%s\": only the default RoPE with a rope_theta above 1 is computed",
                             x->string);
@@ -217,17 +217,17 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
                 }
             }
         }
-        if (!d->eps) d->eps = (nb_real)(!strcmp((*fam)->model_type, "olmo2") ? 1e-5 : 1e-6); /* the classes' defaults */
-        if (!d->rope_theta) d->rope_theta = 10000;
-        d->rope = 1;
-        d->norm = NB_NORM_RMS;
-        d->ffn = NB_FFN_SWIGLU;
+        if (!d->norm.eps) d->norm.eps = (nb_real)(!strcmp((*fam)->model_type, "olmo2") ? 1e-5 : 1e-6); /* the classes' defaults */
+        if (!d->attn.rope_theta) d->attn.rope_theta = 10000;
+        d->attn.rope = 1;
+        d->norm.type = NB_NORM_RMS;
+        d->ffn.type = NB_FFN_SWIGLU;
         /* Llama and OLMo-2 put attention_bias on Q, K, V and O; Qwen2 hard-codes Q, K, V */
-        d->attn_bias = !strcmp((*fam)->model_type, "qwen2") ? NB_ATTN_BIAS_QKV
+        d->attn.bias = !strcmp((*fam)->model_type, "qwen2") ? NB_ATTN_BIAS_QKV
                        : bias ? NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT : 0;
         if (!strcmp((*fam)->model_type, "qwen3")) {
-            d->sites = NB_SITE_Q | NB_SITE_K;
-            d->site_width = NB_WIDTH_PER_HEAD;
+            d->attn.sites = NB_SITE_Q | NB_SITE_K;
+            d->attn.site_width = NB_WIDTH_PER_HEAD;
         }
         if ((e = hf_get(&r, "rope_scaling")) != NULL) {
             hf_fail(&r, "\"rope_scaling\" is set: the library's RoPE has no scaling (only null is computed)");
@@ -278,8 +278,8 @@ static char* hf_config_json(const nb_stack* s, const hf_family* fam, int vocab, 
         cJSON_AddNumberToObject(o, "n_layer", d->n_layers);
         cJSON_AddNumberToObject(o, "n_embd", d->d_model);
         cJSON_AddNumberToObject(o, "n_head", d->n_heads);
-        cJSON_AddNumberToObject(o, "n_inner", d->d_ff);
-        cJSON_AddNumberToObject(o, "layer_norm_epsilon", hf_short((double)d->eps));
+        cJSON_AddNumberToObject(o, "n_inner", d->ffn.d_ff);
+        cJSON_AddNumberToObject(o, "layer_norm_epsilon", hf_short((double)d->norm.eps));
         cJSON_AddStringToObject(o, "activation_function", "gelu_new");
         cJSON_AddNumberToObject(o, "n_positions", positions);
     } else {
@@ -287,12 +287,12 @@ static char* hf_config_json(const nb_stack* s, const hf_family* fam, int vocab, 
         cJSON_AddNumberToObject(o, "hidden_size", d->d_model);
         cJSON_AddNumberToObject(o, "num_attention_heads", d->n_heads);
         cJSON_AddNumberToObject(o, "num_key_value_heads", d->n_kv_heads);
-        cJSON_AddNumberToObject(o, "intermediate_size", d->d_ff);
+        cJSON_AddNumberToObject(o, "intermediate_size", d->ffn.d_ff);
         cJSON_AddNumberToObject(o, "head_dim", d->d_model / d->n_heads);
-        cJSON_AddNumberToObject(o, "rms_norm_eps", hf_short((double)d->eps));
-        cJSON_AddNumberToObject(o, "rope_theta", (double)d->rope_theta);
+        cJSON_AddNumberToObject(o, "rms_norm_eps", hf_short((double)d->norm.eps));
+        cJSON_AddNumberToObject(o, "rope_theta", (double)d->attn.rope_theta);
         cJSON_AddStringToObject(o, "hidden_act", "silu");
-        cJSON_AddBoolToObject(o, "attention_bias", d->attn_bias == (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT));
+        cJSON_AddBoolToObject(o, "attention_bias", d->attn.bias == (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT));
         cJSON_AddNullToObject(o, "rope_scaling");
     }
     cJSON_AddNumberToObject(o, "vocab_size", vocab);

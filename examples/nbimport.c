@@ -293,26 +293,26 @@ static int bad_meta(const char* key, const char* v, const char* known) {
 static int porting_of_meta(const st_file* M, nb_stack_desc* d) {
     const char* v;
     if ((v = st_meta(M, "attn_gate")) != NULL) {
-        if (!strcmp(v, "headwise")) d->attn_gate = NB_GATE_HEADWISE;
-        else if (!strcmp(v, "elementwise")) d->attn_gate = NB_GATE_ELEMENTWISE;
+        if (!strcmp(v, "headwise")) d->attn.gate = NB_GATE_HEADWISE;
+        else if (!strcmp(v, "elementwise")) d->attn.gate = NB_GATE_ELEMENTWISE;
         else return bad_meta("attn_gate", v, "headwise or elementwise");
     }
     if ((v = st_meta(M, "norm_gain")) != NULL && strcmp(v, "on")) {
         if (strcmp(v, "off")) return bad_meta("norm_gain", v, "on or off");
-        d->norm_gain = -1;
+        d->norm.gain = -1;
     }
     if ((v = st_meta(M, "norm_bias")) != NULL && strcmp(v, "on")) {
         if (strcmp(v, "off")) return bad_meta("norm_bias", v, "on or off");
-        d->norm_bias = -1;
+        d->norm.bias = -1;
     }
     if ((v = st_meta(M, "gain_offset")) != NULL) {
         if (strcmp(v, "on")) return bad_meta("gain_offset", v, "on");
-        d->gain_offset = 1;
+        d->norm.gain_offset = 1;
     }
     if ((v = st_meta(M, "branch_scale")) != NULL) {
-        if (!strcmp(v, "scalar")) d->branch_scale = NB_BRANCH_SCALE_SCALAR;
-        else if (!strcmp(v, "channel")) d->branch_scale = NB_BRANCH_SCALE_CHANNEL;
-        else if (!strcmp(v, "sublayer")) d->branch_scale = NB_BRANCH_SCALE_SUBLAYER;
+        if (!strcmp(v, "scalar")) d->residual.branch_scale = NB_BRANCH_SCALE_SCALAR;
+        else if (!strcmp(v, "channel")) d->residual.branch_scale = NB_BRANCH_SCALE_CHANNEL;
+        else if (!strcmp(v, "sublayer")) d->residual.branch_scale = NB_BRANCH_SCALE_SUBLAYER;
         else return bad_meta("branch_scale", v, "scalar, channel or sublayer");
     }
     return 0;
@@ -346,38 +346,38 @@ static int train_keys_of_meta(const st_file* M, nb_stack_desc* d) {
                 sites |= 1u << (at - "qkvc");
             }
         if (!sites) return bad_meta("sites", v, "none or a comma list of q, k, v, c");
-        d->sites = sites;
+        d->attn.sites = sites;
     }
     if ((v = st_meta(M, "site_width")) != NULL) {
-        if (!strcmp(v, "head")) d->site_width = NB_WIDTH_PER_HEAD;
-        else if (!strcmp(v, "full")) d->site_width = NB_WIDTH_FULL;
+        if (!strcmp(v, "head")) d->attn.site_width = NB_WIDTH_PER_HEAD;
+        else if (!strcmp(v, "full")) d->attn.site_width = NB_WIDTH_FULL;
         else return bad_meta("site_width", v, "head or full");
     }
-    if (onoff_meta(M, "ffn_bias", &d->ffn_bias) || onoff_meta(M, "final_norm", &d->final_norm) ||
-        onoff_meta(M, "embed_norm", &d->embed_norm))
+    if (onoff_meta(M, "ffn_bias", &d->ffn.bias) || onoff_meta(M, "final_norm", &d->norm.final) ||
+        onoff_meta(M, "embed_norm", &d->norm.embed))
         return 1;
     if ((v = st_meta(M, "siamese_scale")) != NULL) {
         for (k = 0; k < 3 && strcmp(v, scales[k]); k++) {}
         if (k == 3) return bad_meta("siamese_scale", v, "code, paper or one");
-        d->siamese_paper_scale = k;
+        d->siamese.paper_scale = k;
     }
     if ((v = st_meta(M, "siamese_fusion")) != NULL) {
         if (strcmp(v, "code") && strcmp(v, "paper")) return bad_meta("siamese_fusion", v, "code or paper");
-        d->siamese_paper_fusion = !strcmp(v, "paper");
+        d->siamese.paper_fusion = !strcmp(v, "paper");
     }
     if ((v = st_meta(M, "siamese_no_fusion_norm")) != NULL) {
         if (strcmp(v, "on")) return bad_meta("siamese_no_fusion_norm", v, "on");
-        d->siamese_no_fusion_norm = 1;
+        d->siamese.no_fusion_norm = 1;
     }
     if ((v = st_meta(M, "completep")) != NULL) {
         char* end;
         errno = 0;
-        d->depth_alpha = strtod(v, &end);
-        if (!*v || !strchr("+.0123456789", *v) || *end || errno == ERANGE || !(d->depth_alpha > 0) ||
-            d->depth_alpha > 2)
+        d->residual.depth_alpha = strtod(v, &end);
+        if (!*v || !strchr("+.0123456789", *v) || *end || errno == ERANGE || !(d->residual.depth_alpha > 0) ||
+            d->residual.depth_alpha > 2)
             return bad_meta("completep", v, "a number in (0, 2]");
     }
-    if (st_meta(M, "depth_base") && meta_int(M, "depth_base", 1 << 16, &d->depth_base)) return 1;
+    if (st_meta(M, "depth_base") && meta_int(M, "depth_base", 1 << 16, &d->residual.depth_base)) return 1;
     return 0;
 }
 
@@ -391,20 +391,20 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
     if (nb_preset_from_name(&ctx, d, preset)) return fail("%s", ctx.err);
     if (meta_int(M, "n_layers", 1 << 24, &d->n_layers) || meta_int(M, "d_model", 1 << 24, &d->d_model) ||
         meta_int(M, "n_heads", 1 << 24, &d->n_heads) || meta_int(M, "n_kv_heads", 1 << 24, &d->n_kv_heads) ||
-        meta_int(M, "d_ff", 1 << 24, &d->d_ff) || meta_int(M, "rope", 1, &d->rope))
+        meta_int(M, "d_ff", 1 << 24, &d->ffn.d_ff) || meta_int(M, "rope", 1, &d->attn.rope))
         return 1;
     /* the optional keys: a value not known is an error, never ignored */
     if ((v = st_meta(M, "norm")) != NULL) {
-        if (!strcmp(v, "rms")) d->norm = NB_NORM_RMS;
-        else if (!strcmp(v, "layer")) d->norm = NB_NORM_LAYER;
-        else if (!strcmp(v, "dyt")) d->norm = NB_NORM_DYT;
-        else if (!strcmp(v, "l2")) d->norm = NB_NORM_L2;
-        else if (!strcmp(v, "derf")) d->norm = NB_NORM_DERF;
+        if (!strcmp(v, "rms")) d->norm.type = NB_NORM_RMS;
+        else if (!strcmp(v, "layer")) d->norm.type = NB_NORM_LAYER;
+        else if (!strcmp(v, "dyt")) d->norm.type = NB_NORM_DYT;
+        else if (!strcmp(v, "l2")) d->norm.type = NB_NORM_L2;
+        else if (!strcmp(v, "derf")) d->norm.type = NB_NORM_DERF;
         else return bad_meta("norm", v, "rms, layer, dyt, derf or l2");
     }
     if ((v = st_meta(M, "ffn")) != NULL) {
-        if (!strcmp(v, "swiglu")) d->ffn = NB_FFN_SWIGLU;
-        else if (!strcmp(v, "gelu_tanh") || !strcmp(v, "gelu")) d->ffn = NB_FFN_GELU_TANH; /* gelu: examples/train's name */
+        if (!strcmp(v, "swiglu")) d->ffn.type = NB_FFN_SWIGLU;
+        else if (!strcmp(v, "gelu_tanh") || !strcmp(v, "gelu")) d->ffn.type = NB_FFN_GELU_TANH; /* gelu: examples/train's name */
         else return bad_meta("ffn", v, "swiglu, gelu_tanh or gelu (= gelu_tanh, as examples/train writes it)");
     }
     if ((v = st_meta(M, "mixln_alpha")) != NULL) {
@@ -425,33 +425,33 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
             x = strtod(v, &end);
             if (!*v || !strchr("+.0123456789", *v) || *end || errno == ERANGE || !isfinite(x) || !(x > (k ? 1 : 0)))
                 return bad_meta(keys[k], v, k ? "a finite number above 1" : "a finite number above 0");
-            if (k) d->rope_theta = (nb_real)x;
-            else d->eps = (nb_real)x;
+            if (k) d->attn.rope_theta = (nb_real)x;
+            else d->norm.eps = (nb_real)x;
         }
     }
     if ((v = st_meta(M, "attn_bias")) != NULL) {
         if (strlen(v) != 1 || *v < '0' || *v > '3') return bad_meta("attn_bias", v, "0, 1, 2 or 3");
-        d->attn_bias = (unsigned)(*v - '0');
+        d->attn.bias = (unsigned)(*v - '0');
     }
     if ((v = st_meta(M, "value_residual")) != NULL) { /* examples/train's --value-residual */
-        if (!strcmp(v, "off")) d->value_residual = 0;
-        else if (!strcmp(v, "fixed")) d->value_residual = 1;
-        else if (!strcmp(v, "learn")) d->value_residual = 2;
+        if (!strcmp(v, "off")) d->residual.value_residual = 0;
+        else if (!strcmp(v, "fixed")) d->residual.value_residual = 1;
+        else if (!strcmp(v, "learn")) d->residual.value_residual = 2;
         else return bad_meta("value_residual", v, "off, fixed or learn");
     }
     if ((v = st_meta(M, "hyper")) != NULL) { /* examples/train's --hyper and its companions */
-        if (!strcmp(v, "none")) d->hyper = NB_HYPER_NONE;
-        else if (!strcmp(v, "mhc")) d->hyper = NB_HYPER_MHC;
-        else if (!strcmp(v, "hc")) d->hyper = NB_HYPER_HC;
-        else if (!strcmp(v, "ihc")) d->hyper = NB_HYPER_IDENTITY;
+        if (!strcmp(v, "none")) d->hyper.kind = NB_HYPER_NONE;
+        else if (!strcmp(v, "mhc")) d->hyper.kind = NB_HYPER_MHC;
+        else if (!strcmp(v, "hc")) d->hyper.kind = NB_HYPER_HC;
+        else if (!strcmp(v, "ihc")) d->hyper.kind = NB_HYPER_IDENTITY;
         else return bad_meta("hyper", v, "none, mhc, hc or ihc");
     }
-    if (st_meta(M, "hyper_streams") && meta_int(M, "hyper_streams", NB_HYPER_MAX_STREAMS, &d->hyper_streams))
+    if (st_meta(M, "hyper_streams") && meta_int(M, "hyper_streams", NB_HYPER_MAX_STREAMS, &d->hyper.streams))
         return 1;
-    if (st_meta(M, "hyper_sinkhorn") && meta_int(M, "hyper_sinkhorn", 100, &d->hyper_sinkhorn)) return 1;
+    if (st_meta(M, "hyper_sinkhorn") && meta_int(M, "hyper_sinkhorn", 100, &d->hyper.sinkhorn)) return 1;
     if ((v = st_meta(M, "hyper_form")) != NULL) {
-        if (!strcmp(v, "dynamic")) d->hyper_static = 0;
-        else if (!strcmp(v, "static")) d->hyper_static = 1;
+        if (!strcmp(v, "dynamic")) d->hyper.static_maps = 0;
+        else if (!strcmp(v, "static")) d->hyper.static_maps = 1;
         else return bad_meta("hyper_form", v, "dynamic or static");
     }
     if (porting_of_meta(M, d) || train_keys_of_meta(M, d)) return 1;
@@ -478,10 +478,10 @@ static int stack_of(model_in* M, nb_name_style style, int B, int T, nb_stack* s)
             return 1;
         }
     } else if (desc_of_meta(&M->f[0], &d)) return 1;
-    d.check_finite = 1; /* a forward that overflows fails naming the layer, no Inf/NaN output */
+    d.run.check_finite = 1; /* a forward that overflows fails naming the layer, no Inf/NaN output */
     {   /* bound the work by what the files hold before the stack is built: every layer has at
            least Q and O (d x d each) and two FFN matrices (d x f, f >= d by default) */
-        const double dm = d.d_model, f = d.d_ff > 0 ? d.d_ff : d.d_model;
+        const double dm = d.d_model, f = d.ffn.d_ff > 0 ? d.ffn.d_ff : d.d_model;
         const double least = (double)d.n_layers * (2 * dm * dm + 2 * dm * f);
         values = model_values(M);
         if (least > (double)values) {
@@ -544,7 +544,7 @@ static int load(const nb_stack* s, nb_name_style style, model_in* M, nb_real* pa
                                           maps), refused by its name before any other message */
         if (nb_stack_tensor_parts(s, t, style, parts) <= 0)
             return fail("the stack's %s has no name in the %s layout%s", s->tensors[t].name, style_name(style),
-                        s->desc.hyper > NB_HYPER_NONE ? " (hyper: no Hugging Face or GPT-2 model has hyper-connections)" : "");
+                        s->desc.hyper.kind > NB_HYPER_NONE ? " (hyper: no Hugging Face or GPT-2 model has hyper-connections)" : "");
     for (t = 0; t < s->n_tensors; t++) {
         const nb_tensor_info* ti = &s->tensors[t];
         const int n = nb_stack_tensor_parts(s, t, style, parts);
@@ -624,7 +624,7 @@ static const char* preset_of(const nb_stack* s) {
 /* the residual structure: one stream (hyper-connections' n and SiameseNorm's two are in no
    foreign code) */
 static int stream_refusal(const nb_stack* s, const char* code, refusal* r) {
-    if (s->desc.hyper > NB_HYPER_NONE)
+    if (s->desc.hyper.kind > NB_HYPER_NONE)
         return refuse(r, "hyper", ": %s has one residual stream (hyper-connections' n streams and their maps "
                       "are in none of these codes)", code);
     if (s->streams != 1)
@@ -692,8 +692,8 @@ static int placement_refusal(const nb_stack* s, place_kind want, const char* cod
 
 /* the embedding norm and the final norm: fin 1 when the code ends with a norm */
 static int ends_refusal(const nb_stack* s, const char* code, int fin, refusal* r) {
-    if (s->desc.embed_norm == 1) return refuse(r, "embed_norm", ": %s does not normalize the embedding", code);
-    if (s->desc.final_norm != (fin ? 1 : -1))
+    if (s->desc.norm.embed == 1) return refuse(r, "embed_norm", ": %s does not normalize the embedding", code);
+    if (s->desc.norm.final != (fin ? 1 : -1))
         return refuse(r, "final_norm", fin ? ": %s ends with a final norm" : ": %s has no final norm", code);
     return 0;
 }
@@ -702,16 +702,16 @@ static int ends_refusal(const nb_stack* s, const char* code, int fin, refusal* r
 static int sites_uniform(const nb_stack* s) {
     int l;
     for (l = 0; l < s->desc.n_layers; l++)
-        if (s->layers[l].desc.sites != s->desc.sites) return 0;
+        if (s->layers[l].desc.sites != s->desc.attn.sites) return 0;
     return 1;
 }
 
 /* attention scaled as Llama's and GPT-2's: none of nGPT's scales, scores by 1/sqrt(d_k) */
 static int scale_refusal(const nb_stack* s, const char* code, refusal* r) {
     const nb_stack_desc* d = &s->desc;
-    if (d->qk_scale > 0) return refuse(r, "qk_scale", ": nGPT's s_qk (sqk) is not in %s", code);
-    if (d->ffn_in_scale > 0) return refuse(r, "ffn_in_scale", ": nGPT's s_uv (suv) is not in %s", code);
-    if (fabs(d->softmax_scale * sqrt((double)d->d_model / d->n_heads) - 1) > 1e-6)
+    if (d->attn.qk_scale > 0) return refuse(r, "qk_scale", ": nGPT's s_qk (sqk) is not in %s", code);
+    if (d->ffn.in_scale > 0) return refuse(r, "ffn_in_scale", ": nGPT's s_uv (suv) is not in %s", code);
+    if (fabs(d->attn.softmax_scale * sqrt((double)d->d_model / d->n_heads) - 1) > 1e-6)
         return refuse(r, "softmax_scale", ": %s scales the scores by 1/sqrt(d_k)", code);
     return 0;
 }
@@ -719,14 +719,14 @@ static int scale_refusal(const nb_stack* s, const char* code, refusal* r) {
 /* what none of the foreign codes has (Llama's family, GPT-2, NVIDIA/ngpt): one line a field */
 static int option_refusal(const nb_stack* s, const char* code, refusal* r) {
     const nb_stack_desc* d = &s->desc;
-    if (d->value_residual)
+    if (d->residual.value_residual)
         return refuse(r, "value_residual", ": %s does not mix layer 0's values in (ResFormer)", code);
-    if (d->non_causal) return refuse(r, "non_causal", ": %s attends causally", code);
-    if (d->attn_gate) return refuse(r, "attn_gate", ": %s has no output gate in attention (gated attention)", code);
-    if (d->embed_scale) return refuse(r, "embed_scale", ": %s does not scale its input (DyT's shared_scale)", code);
-    if (d->gain_offset) return refuse(r, "gain_offset", ": %s's norms multiply by w, not 1 + w (Gemma's)", code);
-    if (d->norm_gain < 0) return refuse(r, "norm_gain", ": %s's norms have a weight", code);
-    if (d->norm_bias < 0) return refuse(r, "norm_bias", ": %s's LayerNorms have a bias", code);
+    if (d->attn.non_causal) return refuse(r, "non_causal", ": %s attends causally", code);
+    if (d->attn.gate) return refuse(r, "attn_gate", ": %s has no output gate in attention (gated attention)", code);
+    if (d->norm.embed_scale) return refuse(r, "embed_scale", ": %s does not scale its input (DyT's shared_scale)", code);
+    if (d->norm.gain_offset) return refuse(r, "gain_offset", ": %s's norms multiply by w, not 1 + w (Gemma's)", code);
+    if (d->norm.gain < 0) return refuse(r, "norm_gain", ": %s's norms have a weight", code);
+    if (d->norm.bias < 0) return refuse(r, "norm_bias", ": %s's LayerNorms have a bias", code);
     return 0;
 }
 
@@ -737,15 +737,15 @@ static int llama_attention_refusal(const nb_stack* s, const char* type, refusal*
     const unsigned qk = NB_SITE_Q | NB_SITE_K, all = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
     if (!sites_uniform(s))
         return refuse(r, "sites", ": %s's layers all have the same attention norms", olmo2 ? "OLMo-2" : "Llama");
-    if (olmo2 && (d->sites != qk || d->site_width != NB_WIDTH_FULL))
+    if (olmo2 && (d->attn.sites != qk || d->attn.site_width != NB_WIDTH_FULL))
         return refuse(r, "sites", ": OLMo-2's q_norm and k_norm are over the whole Q and K projections (sites Q, "
                       "K at full width)");
-    if (!olmo2 && d->sites && (d->sites != qk || d->site_width != NB_WIDTH_PER_HEAD))
+    if (!olmo2 && d->attn.sites && (d->attn.sites != qk || d->attn.site_width != NB_WIDTH_PER_HEAD))
         return refuse(r, "sites", ": of Llama's family only Qwen3 normalizes in attention: q_norm and k_norm per "
                       "head (sites Q, K, per head)");
-    if (strcmp(type, "qwen2") && d->attn_bias != 0 && d->attn_bias != all)
+    if (strcmp(type, "qwen2") && d->attn.bias != 0 && d->attn.bias != all)
         return refuse(r, "attn_bias", ": %s's attention_bias is on all of Q, K, V and O or on none (Qwen2's Q, "
-                      "K, V biases come without attention norms)", olmo2 ? "OLMo-2" : d->sites ? "Qwen3" : "Llama");
+                      "K, V biases come without attention norms)", olmo2 ? "OLMo-2" : d->attn.sites ? "Qwen3" : "Llama");
     return 0;
 }
 
@@ -761,10 +761,10 @@ static int llama_refusal(const nb_stack* s, refusal* r, const char** type) {
     const int olmo2 = p0->output_norm && !p0->input_norm && !p0->post_norm;
     const char* code = olmo2 ? "OLMo-2's decoder" : "Llama's decoder";
     if (stream_refusal(s, code, r)) return 1;
-    if (d->norm != NB_NORM_RMS) return refuse(r, "norm", ": Llama's norms are RMSNorm");
-    if (d->ffn != NB_FFN_SWIGLU) return refuse(r, "ffn", ": Llama's MLP is SwiGLU (gate_proj, up_proj, down_proj)");
-    if (s->ffn.desc.bias == 1) return refuse(r, "ffn_bias", ": Llama's MLP projections have no bias");
-    if (!d->rope) return refuse(r, "rope", ": Llama applies RoPE in every attention");
+    if (d->norm.type != NB_NORM_RMS) return refuse(r, "norm", ": Llama's norms are RMSNorm");
+    if (d->ffn.type != NB_FFN_SWIGLU) return refuse(r, "ffn", ": Llama's MLP is SwiGLU (gate_proj, up_proj, down_proj)");
+    if (s->ffn.desc.ffn.bias == 1) return refuse(r, "ffn_bias", ": Llama's MLP projections have no bias");
+    if (!d->attn.rope) return refuse(r, "rope", ": Llama applies RoPE in every attention");
     if (placement_refusal(s, olmo2 ? PLACE_AFTER : PLACE_PRE, code, r)) {
         if (!strcmp(r->field, "output_norm") && !olmo2) /* what the names suggest */
             strncat(r->msg, ": its post_attention_layernorm is the FFN's input norm (the Mix-LN code writes its "
@@ -773,7 +773,7 @@ static int llama_refusal(const nb_stack* s, refusal* r, const char** type) {
         return 1;
     }
     if (ends_refusal(s, code, 1, r)) return 1;
-    *type = olmo2 ? "olmo2" : d->sites ? "qwen3" : d->attn_bias == NB_ATTN_BIAS_QKV ? "qwen2" : "llama";
+    *type = olmo2 ? "olmo2" : d->attn.sites ? "qwen3" : d->attn.bias == NB_ATTN_BIAS_QKV ? "qwen2" : "llama";
     return llama_attention_refusal(s, *type, r) || scale_refusal(s, code, r) || option_refusal(s, code, r);
 }
 
@@ -792,17 +792,17 @@ static int gpt2_refusal(const nb_stack* s, int linear, refusal* r) {
     if (stream_refusal(s, code, r)) return 1;
     if (d->n_kv_heads != d->n_heads)
         return refuse(r, "n_kv_heads", " != n_heads: GPT-2's c_attn holds Q, K and V of n_heads each (no GQA)");
-    if (d->ffn != NB_FFN_GELU_TANH) return refuse(r, "ffn", ": GPT-2's MLP is GELU (tanh) without a gate");
-    if (d->norm != NB_NORM_LAYER) return refuse(r, "norm", ": GPT-2's ln_1, ln_2, ln_f are LayerNorms");
-    if (d->rope) return refuse(r, "rope", ": GPT-2 adds learned positions (wpe) and has no RoPE");
-    if (d->attn_bias != (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT))
+    if (d->ffn.type != NB_FFN_GELU_TANH) return refuse(r, "ffn", ": GPT-2's MLP is GELU (tanh) without a gate");
+    if (d->norm.type != NB_NORM_LAYER) return refuse(r, "norm", ": GPT-2's ln_1, ln_2, ln_f are LayerNorms");
+    if (d->attn.rope) return refuse(r, "rope", ": GPT-2 adds learned positions (wpe) and has no RoPE");
+    if (d->attn.bias != (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT))
         return refuse(r, "attn_bias", ": GPT-2's c_attn and c_proj have biases (attn_bias 3)");
-    if (s->ffn.desc.bias != 1) return refuse(r, "ffn_bias", ": GPT-2's c_fc and c_proj have biases");
-    if (d->sites) return refuse(r, "sites", ": GPT-2's attention has no norms");
+    if (s->ffn.desc.ffn.bias != 1) return refuse(r, "ffn_bias", ": GPT-2's c_fc and c_proj have biases");
+    if (d->attn.sites) return refuse(r, "sites", ": GPT-2's attention has no norms");
     if (placement_refusal(s, PLACE_PRE, code, r) || ends_refusal(s, code, 1, r)) return 1;
-    if (linear && d->d_ff != 4 * d->d_model)
+    if (linear && d->ffn.d_ff != 4 * d->d_model)
         return refuse(r, "d_ff", ": llm.c's and nanoGPT's MLP is 4 n_embd wide (they have no n_inner)");
-    if (linear && (float)d->eps != 1e-5f)
+    if (linear && (float)d->norm.eps != 1e-5f)
         return refuse(r, "eps", ": llm.c's and nanoGPT's LayerNorm eps is 1e-5 (they have no setting)");
     return scale_refusal(s, code, r) || option_refusal(s, code, r);
 }
@@ -817,25 +817,25 @@ static int ngpt_refusal(const nb_stack* s, refusal* r) {
     if (d->preset != NB_PRESET_NGPT)
         return refuse(r, "preset", " %s: NVIDIA/ngpt's Block is nGPT's (the ngpt preset: L2 norms, sqk, suv, the "
                       "alphas' steps)", preset_of(s));
-    if (d->norm != NB_NORM_L2) return refuse(r, "norm", ": NVIDIA/ngpt's justnorm is L2 (x / ||x||)");
-    if (d->ffn != NB_FFN_SWIGLU) return refuse(r, "ffn", ": NVIDIA/ngpt's MLP is SwiGLU (c_fc: u | v)");
-    if (d->attn_bias || s->ffn.desc.bias == 1)
-        return refuse(r, d->attn_bias ? "attn_bias" : "ffn_bias", ": NVIDIA/ngpt's model is bias-free (bias False; "
+    if (d->norm.type != NB_NORM_L2) return refuse(r, "norm", ": NVIDIA/ngpt's justnorm is L2 (x / ||x||)");
+    if (d->ffn.type != NB_FFN_SWIGLU) return refuse(r, "ffn", ": NVIDIA/ngpt's MLP is SwiGLU (c_fc: u | v)");
+    if (d->attn.bias || s->ffn.desc.ffn.bias == 1)
+        return refuse(r, d->attn.bias ? "attn_bias" : "ffn_bias", ": NVIDIA/ngpt's model is bias-free (bias False; "
                       "its names have no biases)");
     if (d->n_kv_heads != d->n_heads)
         return refuse(r, "n_kv_heads", " != n_heads: NVIDIA/ngpt's key and value are n_embd wide");
-    if (d->d_ff != 4 * d->d_model)
+    if (d->ffn.d_ff != 4 * d->d_model)
         return refuse(r, "d_ff", ": NVIDIA/ngpt's c_fc is 2 x 4 n_embd wide (d_ff 4 d_model)");
-    if (!d->rope) return refuse(r, "rope", ": NVIDIA/ngpt's attention always applies its rotary transform");
-    if ((float)d->rope_theta != 10000.0f) return refuse(r, "rope_theta", ": NVIDIA/ngpt's rotary base is 10000");
-    if (d->sites != (NB_SITE_Q | NB_SITE_K) || !sites_uniform(s) || d->site_width != NB_WIDTH_PER_HEAD)
+    if (!d->attn.rope) return refuse(r, "rope", ": NVIDIA/ngpt's attention always applies its rotary transform");
+    if ((float)d->attn.rope_theta != 10000.0f) return refuse(r, "rope_theta", ": NVIDIA/ngpt's rotary base is 10000");
+    if (d->attn.sites != (NB_SITE_Q | NB_SITE_K) || !sites_uniform(s) || d->attn.site_width != NB_WIDTH_PER_HEAD)
         return refuse(r, "sites", ": NVIDIA/ngpt normalizes Q and K per head, nothing else in attention");
-    if (d->qk_scale <= 0) return refuse(r, "qk_scale", ": NVIDIA/ngpt scales Q and K by sqk");
-    if (d->ffn_in_scale <= 0) return refuse(r, "ffn_in_scale", ": NVIDIA/ngpt scales c_fc's output by suv");
-    if (fabs(d->softmax_scale / sqrt((double)d->d_model / d->n_heads) - 1) > 1e-6)
+    if (d->attn.qk_scale <= 0) return refuse(r, "qk_scale", ": NVIDIA/ngpt scales Q and K by sqk");
+    if (d->ffn.in_scale <= 0) return refuse(r, "ffn_in_scale", ": NVIDIA/ngpt scales c_fc's output by suv");
+    if (fabs(d->attn.softmax_scale / sqrt((double)d->d_model / d->n_heads) - 1) > 1e-6)
         return refuse(r, "softmax_scale", ": NVIDIA/ngpt scales the scores by +sqrt(d_k)");
     if (placement_refusal(s, PLACE_NGPT, code, r) || ends_refusal(s, code, 0, r)) return 1;
-    if (fabs(d->interp_init - 0.05) > 1e-12)
+    if (fabs(d->residual.interp_init - 0.05) > 1e-12)
         return refuse(r, "interp_init", ": NVIDIA/ngpt's alphas are times 0.05 / base_scale (the stored values "
                       "mean another step)");
     return option_refusal(s, code, r);
@@ -886,9 +886,9 @@ static nb_norm_type table_own_norm(const char* name) {
     nb_stack s;
     nb_norm_type own = NB_NORM_DEFAULT;
     memset(&d, 0, sizeof d);
-    d.n_layers = 4; d.d_model = 16; d.n_heads = 2; d.n_kv_heads = 2; d.d_ff = 64;
+    d.n_layers = 4; d.d_model = 16; d.n_heads = 2; d.n_kv_heads = 2; d.ffn.d_ff = 64;
     if (nb_preset_from_name(NULL, &d, name) || nb_stack_init(NULL, &s, &d, 1, 1)) return own;
-    if (s.desc.norm != NB_NORM_RMS) own = s.desc.norm;
+    if (s.desc.norm.type != NB_NORM_RMS) own = s.desc.norm.type;
     nb_stack_free(&s);
     return own;
 }
@@ -900,12 +900,12 @@ static int table_stack(const char* name, nb_name_style style, unsigned attn_bias
     const nb_norm_type own = table_own_norm(name);
     nb_stack_desc d;
     memset(&d, 0, sizeof d);
-    d.n_layers = 4; d.d_model = 16; d.n_heads = 2; d.n_kv_heads = 2; d.d_ff = 64;
+    d.n_layers = 4; d.d_model = 16; d.n_heads = 2; d.n_kv_heads = 2; d.ffn.d_ff = 64;
     if (nb_preset_from_name(NULL, &d, name)) return 1;
-    d.norm = own ? own : gpt2 ? NB_NORM_LAYER : style == NB_NAMES_NGPT ? NB_NORM_L2 : NB_NORM_RMS;
-    d.ffn = gpt2 ? NB_FFN_GELU_TANH : NB_FFN_SWIGLU;
-    d.rope = !gpt2;
-    d.attn_bias = attn_bias;
+    d.norm.type = own ? own : gpt2 ? NB_NORM_LAYER : style == NB_NAMES_NGPT ? NB_NORM_L2 : NB_NORM_RMS;
+    d.ffn.type = gpt2 ? NB_FFN_GELU_TANH : NB_FFN_SWIGLU;
+    d.attn.rope = !gpt2;
+    d.attn.bias = attn_bias;
     return nb_stack_init(NULL, s, &d, 1, 1) != NB_OK;
 }
 

@@ -31,7 +31,7 @@ int main(void) {
 
     memset(&ctx, 0, sizeof ctx);   /* zero = defaults (the OpenMP thread count, malloc) */
     memset(&desc, 0, sizeof desc); /* zero = each field's default */
-    desc.n_layers = 4; desc.d_model = D; desc.n_heads = 4; desc.n_kv_heads = 2; desc.rope = 1;
+    desc.n_layers = 4; desc.d_model = D; desc.n_heads = 4; desc.n_kv_heads = 2; desc.attn.rope = 1;
     if (nb_preset_from_name(&ctx, &desc, "HybridNorm*") ||   /* or desc.preset = NB_PRESET_... */
         nb_stack_init(&ctx, &s, &desc, B, T)) { /* validates, sizes buffers for B x T at most */
         fprintf(stderr, "%s\n", ctx.err);

@@ -146,9 +146,9 @@ static void run(nb_precision prec, nb_backend be, int b, int t, nb_real* out, nb
     memset(&desc, 0, sizeof desc);
     memset(&cap, 0, sizeof cap);
     desc.n_layers = L; desc.d_model = D; desc.n_heads = H; desc.n_kv_heads = 2;
-    desc.preset = NB_PRESET_PRE; desc.rope = 1;
-    desc.precision = prec;
-    desc.backend = be;
+    desc.preset = NB_PRESET_PRE; desc.attn.rope = 1;
+    desc.gemm.precision = prec;
+    desc.gemm.backend = be;
     if (b != B) ctx.num_threads = 1; /* oneDNN's team set to 1 and the caller's restored */
     ctx.bf16_engine = g_engine;
     memcpy(ctx.gemm_probe_ms, g_probe_ms, sizeof g_probe_ms);
@@ -164,8 +164,8 @@ static void run(nb_precision prec, nb_backend be, int b, int t, nb_real* out, nb
     g_engine = ctx.bf16_engine;
     memcpy(g_probe_ms, ctx.gemm_probe_ms, sizeof g_probe_ms);
     snprintf(name, sizeof name, "backend %d precision %d resolves to backend %d: %s", (int)be,
-             (int)prec, (int)s.desc.backend, nb_stack_kernels(&s));
-    nbt_check(be == NB_BACKEND_DEFAULT || s.desc.backend == be, name);
+             (int)prec, (int)s.desc.gemm.backend, nb_stack_kernels(&s));
+    nbt_check(be == NB_BACKEND_DEFAULT || s.desc.gemm.backend == be, name);
     if (check) printf("%s\n", name);
     params = nbt_alloc(s.n_params);
     x = nbt_alloc((size_t)B * T * D);
@@ -235,8 +235,8 @@ static void shared(nb_precision prec, nb_backend be) {
     memset(&ctx, 0, sizeof ctx);
     memset(&desc, 0, sizeof desc);
     ctx.num_threads = 1;
-    desc.n_layers = L; desc.d_model = D; desc.n_heads = H; desc.rope = 1;
-    desc.precision = prec; desc.backend = be;
+    desc.n_layers = L; desc.d_model = D; desc.n_heads = H; desc.attn.rope = 1;
+    desc.gemm.precision = prec; desc.gemm.backend = be;
     if (nb_stack_init(&ctx, &s, &desc, B, T)) {
         nbt_check(strstr(ctx.err, "no bf16 matmul") != NULL, ctx.err);
         return;
@@ -279,11 +279,11 @@ static void engine_choice(void) {
     memset(&ctx, 0, sizeof ctx);
     memset(&desc, 0, sizeof desc);
     desc.n_layers = 1; desc.d_model = D; desc.n_heads = H;
-    desc.precision = NB_PRECISION_BF16;
+    desc.gemm.precision = NB_PRECISION_BF16;
     if (!nbt_check(nb_stack_init(&ctx, &s, &desc, B, T) == NB_OK, ctx.err)) return;
     if (strstr(nb_stack_kernels(&s), "no bf16 matrix unit")) {
         printf("SKIP (the timing): %s\n", nb_stack_kernels(&s));
-        nbt_check(ctx.bf16_engine == 0 && s.desc.backend == NB_BACKEND_BLAS,
+        nbt_check(ctx.bf16_engine == 0 && s.desc.gemm.backend == NB_BACKEND_BLAS,
                   "no bf16 matrix unit: the portable path, untimed");
         nb_stack_free(&s);
         return;
@@ -296,7 +296,7 @@ static void engine_choice(void) {
                   ctx.gemm_probe_ms[2] < 1e6, name);
     nbt_check(ctx.bf16_engine == (ctx.gemm_probe_ms[1] * 1.25f <= ctx.gemm_probe_ms[0] ? 2 : 1),
               "oneDNN only when it timed at least 1.25x faster than the portable path");
-    nbt_check((ctx.bf16_engine == 2) == (s.desc.backend == NB_BACKEND_DNNL) &&
+    nbt_check((ctx.bf16_engine == 2) == (s.desc.gemm.backend == NB_BACKEND_DNNL) &&
                   strstr(nb_stack_kernels(&s), "timed"),
               "the stack runs the engine chosen, and its kernels line says it was timed");
     nb_stack_free(&s);
@@ -310,7 +310,7 @@ static void engine_choice(void) {
         ctx.bf16_engine = forced;
         snprintf(name, sizeof name, "a decision of engine %d in the context is followed", forced);
         nbt_check(nb_stack_init(&ctx, &s, &desc, B, T) == NB_OK &&
-                      s.desc.backend == (forced == 2 ? NB_BACKEND_DNNL : NB_BACKEND_BLAS), name);
+                      s.desc.gemm.backend == (forced == 2 ? NB_BACKEND_DNNL : NB_BACKEND_BLAS), name);
         nb_stack_free(&s);
     }
 #endif
@@ -331,10 +331,10 @@ static void profile(nb_precision prec) {
     memset(&ctx, 0, sizeof ctx);
     memset(&desc, 0, sizeof desc);
     memset(&prof, 0, sizeof prof);
-    desc.n_layers = L; desc.d_model = D; desc.n_heads = H; desc.rope = 1;
-    desc.precision = prec;
-    desc.backend = NB_BACKEND_BLAS;
-    desc.param_grads = NB_GRAD_OVERWRITE;
+    desc.n_layers = L; desc.d_model = D; desc.n_heads = H; desc.attn.rope = 1;
+    desc.gemm.precision = prec;
+    desc.gemm.backend = NB_BACKEND_BLAS;
+    desc.run.param_grads = NB_GRAD_OVERWRITE;
     if (!nbt_check(nb_stack_init(&ctx, &s, &desc, B, T) == NB_OK, ctx.err)) return;
     params = nbt_alloc(s.n_params); x = nbt_alloc(n); dout = nbt_alloc(n); dx = nbt_alloc(n);
     cache = nbt_alloc(s.n_cache); scratch = nbt_alloc(s.n_scratch);
@@ -387,18 +387,18 @@ static void refusals(void) {
     memset(&ctx, 0, sizeof ctx);
     memset(&desc, 0, sizeof desc);
     desc.n_layers = 1; desc.d_model = D; desc.n_heads = H;
-    desc.backend = (nb_backend)7;
+    desc.gemm.backend = (nb_backend)7;
     nbt_check(nb_stack_init(&ctx, &s, &desc, 1, 4) == NB_ERR_CONFIG &&
-                  strstr(ctx.err, "unknown backend 7"), "an unknown backend is refused");
+                  strstr(ctx.err, "unknown gemm.backend 7"), "an unknown backend is refused");
     nb_stack_free(&s);
 #ifndef NB_USE_DNNL
-    desc.backend = NB_BACKEND_DNNL;
+    desc.gemm.backend = NB_BACKEND_DNNL;
     nbt_check(nb_stack_init(&ctx, &s, &desc, 1, 4) == NB_ERR_CONFIG &&
                   strstr(ctx.err, "NB_USE_DNNL"), "DNNL without oneDNN is refused, how to get it");
     nb_stack_free(&s);
-    desc.backend = NB_BACKEND_DEFAULT;
-    desc.precision = NB_PRECISION_BF16;
-    nbt_check(nb_stack_init(&ctx, &s, &desc, 1, 4) == NB_OK && s.desc.backend == NB_BACKEND_BLAS &&
+    desc.gemm.backend = NB_BACKEND_DEFAULT;
+    desc.gemm.precision = NB_PRECISION_BF16;
+    nbt_check(nb_stack_init(&ctx, &s, &desc, 1, 4) == NB_OK && s.desc.gemm.backend == NB_BACKEND_BLAS &&
                   strstr(nb_stack_kernels(&s), "no oneDNN"),
               "BF16 without oneDNN: the portable path, and the kernels line says why");
     nb_stack_free(&s);

@@ -299,7 +299,7 @@ static void check_bf16_weights(nb_ctx* ctx, nb_stack_desc desc, const nb_stack* 
     size_t k;
     char name[1280];
     int same = 1, moved = 0;
-    desc.bf16_weights = 1;
+    desc.gemm.bf16_weights = 1;
     memset(&s, 0, sizeof s);
     rc = nb_stack_init(ctx, &s, &desc, s0->max_batch, s0->max_seq);
     if (!nbf_check_rc(ctx, rc, cs, tag, "nb_stack_init (bf16_weights)")) return;
@@ -498,14 +498,14 @@ static void porting_options(const char* cs, nb_stack_desc* desc) {
     const nbf_tensor* es = nbf_field(cs, "embed_scale_on", 0); /* "embed_scale": the tensor */
     const nbf_tensor* bs = nbf_field(cs, "branch_scale", 0);
     const nbf_tensor* fb = nbf_field(cs, "ffn_bias", 0);
-    desc->attn_gate = g && g->n == 1 ? (nb_attn_gate)(int)g->data[0] : NB_GATE_NONE;
-    desc->norm_gain = ng && ng->n == 1 ? (int)ng->data[0] : 0;
-    desc->norm_bias = nb && nb->n == 1 ? (int)nb->data[0] : 0;
-    desc->gain_offset = go && go->n == 1 ? (int)go->data[0] : 0;
-    desc->embed_scale = es && es->n == 1 ? (int)es->data[0] : 0;
-    desc->branch_scale = bs && bs->n == 1 ? (nb_branch_scale)(int)bs->data[0]
+    desc->attn.gate = g && g->n == 1 ? (nb_attn_gate)(int)g->data[0] : NB_GATE_NONE;
+    desc->norm.gain = ng && ng->n == 1 ? (int)ng->data[0] : 0;
+    desc->norm.bias = nb && nb->n == 1 ? (int)nb->data[0] : 0;
+    desc->norm.gain_offset = go && go->n == 1 ? (int)go->data[0] : 0;
+    desc->norm.embed_scale = es && es->n == 1 ? (int)es->data[0] : 0;
+    desc->residual.branch_scale = bs && bs->n == 1 ? (nb_branch_scale)(int)bs->data[0]
                                           : NB_BRANCH_SCALE_NONE;
-    if (fb && fb->n == 1) desc->ffn_bias = (int)fb->data[0];
+    if (fb && fb->n == 1) desc->ffn.bias = (int)fb->data[0];
 }
 
 /* The preset a fixture names by its key (stored as character codes); 0 when unknown. */
@@ -573,22 +573,22 @@ static void run_case(const block_case* bc, const variant* v) {
         /* preset, sites, norm, ffn and eps (0 = the preset's default) come from the name */
     } else {
         desc.preset = preset;
-        desc.sites = (unsigned)sites;
-        desc.norm = norm == 1 ? NB_NORM_RMS : norm == 2 ? NB_NORM_LAYER
+        desc.attn.sites = (unsigned)sites;
+        desc.norm.type = norm == 1 ? NB_NORM_RMS : norm == 2 ? NB_NORM_LAYER
                   : norm == 3 ? NB_NORM_DYT : norm == 4 ? NB_NORM_L2 : NB_NORM_DERF;
-        desc.eps = (nb_real)eps;
-        desc.ffn = ffn == 1 ? NB_FFN_SWIGLU : ffn == 2 ? NB_FFN_GELU_TANH : NB_FFN_GELU_ERF;
+        desc.norm.eps = (nb_real)eps;
+        desc.ffn.type = ffn == 1 ? NB_FFN_SWIGLU : ffn == 2 ? NB_FFN_GELU_TANH : NB_FFN_GELU_ERF;
     }
     desc.n_layers = L;
     desc.d_model = d;
     desc.n_heads = H;
     desc.n_kv_heads = Hkv;
-    desc.d_ff = f;
+    desc.ffn.d_ff = f;
     desc.mixln_alpha = alpha;
-    desc.rope = rope;
-    desc.rope_theta = (nb_real)theta;
-    desc.siamese_paper_scale = pscale;
-    desc.siamese_paper_fusion = pfusion;
+    desc.attn.rope = rope;
+    desc.attn.rope_theta = (nb_real)theta;
+    desc.siamese.paper_scale = pscale;
+    desc.siamese.paper_fusion = pfusion;
     {   /* optional: written only for the ablation's cases, and GPT-2's attention biases */
         const nbf_tensor* nf = nbf_field(cs, "siamese_no_fusion_norm", 0);
         const nbf_tensor* ab = nbf_field(cs, "attn_bias", 0);
@@ -606,32 +606,32 @@ static void run_case(const block_case* bc, const variant* v) {
         const nbf_tensor* qs = nbf_field(cs, "qk_scale", 0);
         const nbf_tensor* ss = nbf_field(cs, "softmax_scale", 0);
         const nbf_tensor* fs = nbf_field(cs, "ffn_in_scale", 0);
-        desc.siamese_no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
-        desc.attn_bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
-        desc.value_residual = vr && vr->n == 1 ? (int)vr->data[0] : 0;
-        desc.hyper = hy && hy->n == 1 ? (nb_hyper)(int)hy->data[0] : NB_HYPER_DEFAULT;
-        desc.hyper_streams = hn && hn->n == 1 ? (int)hn->data[0] : 0;
-        desc.hyper_static = hs && hs->n == 1 ? (int)hs->data[0] : 0;
-        desc.hyper_sinkhorn = hk && hk->n == 1 ? (int)hk->data[0] : 0;
-        desc.depth_alpha = da && da->n == 1 ? da->data[0] : 0;
-        desc.depth_base = db && db->n == 1 ? (int)db->data[0] : 0;
-        desc.interp_init = ii && ii->n == 1 ? ii->data[0] : 0;
-        desc.qk_scale = qs && qs->n == 1 ? (int)qs->data[0] : 0;
-        desc.softmax_scale = ss && ss->n == 1 ? (nb_real)ss->data[0] : 0;
-        desc.ffn_in_scale = fs && fs->n == 1 ? (int)fs->data[0] : 0;
+        desc.siamese.no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
+        desc.attn.bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
+        desc.residual.value_residual = vr && vr->n == 1 ? (int)vr->data[0] : 0;
+        desc.hyper.kind = hy && hy->n == 1 ? (nb_hyper)(int)hy->data[0] : NB_HYPER_DEFAULT;
+        desc.hyper.streams = hn && hn->n == 1 ? (int)hn->data[0] : 0;
+        desc.hyper.static_maps = hs && hs->n == 1 ? (int)hs->data[0] : 0;
+        desc.hyper.sinkhorn = hk && hk->n == 1 ? (int)hk->data[0] : 0;
+        desc.residual.depth_alpha = da && da->n == 1 ? da->data[0] : 0;
+        desc.residual.depth_base = db && db->n == 1 ? (int)db->data[0] : 0;
+        desc.residual.interp_init = ii && ii->n == 1 ? ii->data[0] : 0;
+        desc.attn.qk_scale = qs && qs->n == 1 ? (int)qs->data[0] : 0;
+        desc.attn.softmax_scale = ss && ss->n == 1 ? (nb_real)ss->data[0] : 0;
+        desc.ffn.in_scale = fs && fs->n == 1 ? (int)fs->data[0] : 0;
         porting_options(cs, &desc);
         /* the stack's streams: 2 for SiameseNorm, n with hyper-connections, else 1 */
         streams = preset == NB_PRESET_SIAMESE || preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;
-        if (desc.hyper == NB_HYPER_DEFAULT ? preset == NB_PRESET_MHC || preset == NB_PRESET_HC ||
+        if (desc.hyper.kind == NB_HYPER_DEFAULT ? preset == NB_PRESET_MHC || preset == NB_PRESET_HC ||
                                                  preset == NB_PRESET_IHC
-                                           : desc.hyper != NB_HYPER_NONE)
-            streams = desc.hyper_streams ? desc.hyper_streams : 4;
+                                           : desc.hyper.kind != NB_HYPER_NONE)
+            streams = desc.hyper.streams ? desc.hyper.streams : 4;
     }
-    desc.memory = v->memory;
-    desc.check_finite = v->check_finite;
-    desc.backend = v->backend;
+    desc.attn.memory = v->memory;
+    desc.run.check_finite = v->check_finite;
+    desc.gemm.backend = v->backend;
 #ifdef NBT_BF16
-    desc.precision = NB_PRECISION_BF16;
+    desc.gemm.precision = NB_PRECISION_BF16;
     {   /* the largest inner dimension of the stack's GEMMs: d, the FFN's widths, B T */
         const int w = ffn == 1 ? 2 * f : f;
         bf16_K = d > w ? d : w;

@@ -72,8 +72,8 @@ static int all_is(const nb_real* p, size_t n, nb_real v) {
 static nb_stack_desc small_desc(nb_preset preset, int L) {
     nb_stack_desc d;
     memset(&d, 0, sizeof d);
-    d.n_layers = L; d.d_model = 8; d.n_heads = 2; d.n_kv_heads = 1; d.d_ff = 16;
-    d.preset = preset; d.rope = 1;
+    d.n_layers = L; d.d_model = 8; d.n_heads = 2; d.n_kv_heads = 1; d.ffn.d_ff = 16;
+    d.preset = preset; d.attn.rope = 1;
     return d;
 }
 
@@ -148,7 +148,7 @@ static void overflow(void) {
     ad.d_model = 8; ad.n_heads = 2; /* found by fuzz_desc: max_seq + 63 overflowed int */
     nbt_check(nb_attn_plan_make(&ctx, &ap, &ad, 1, 2147483647) == NB_OK && ap.max_seq == 2147483647,
               "attention max_seq = INT_MAX: row tiles counted without overflow");
-    ad.d_model = 8; ad.n_heads = 8; ad.memory = NB_ATTN_MEMORY_PROBS;
+    ad.d_model = 8; ad.n_heads = 8; ad.attn.memory = NB_ATTN_MEMORY_PROBS;
     expect13(nb_attn_plan_make(&ctx, &ap, &ad, 1, 1 << 30), NB_ERR_SHAPE,
              "nb_attn_plan_make|n_cache|overflows size_t", "attention probs cache overflowing size_t");
 
@@ -159,20 +159,20 @@ static void overflow(void) {
     fd.d_model = 1 << 30;  /* 8d overflowed int before the division */
     expect13(nb_ffn_plan_make(&ctx, &fp, &fd, 1, 1), NB_ERR_SHAPE, "nb_ffn_plan_make|d_ff",
              "FFN SwiGLU default 8d/3 overflowing int");
-    fd.type = NB_FFN_GELU_TANH; fd.d_model = 1 << 29;
+    fd.ffn.type = NB_FFN_GELU_TANH; fd.d_model = 1 << 29;
     expect13(nb_ffn_plan_make(&ctx, &fp, &fd, 1, 1), NB_ERR_SHAPE, "nb_ffn_plan_make|d_ff",
              "FFN GELU default 4d overflowing int");
-    fd.type = NB_FFN_SWIGLU; fd.d_model = 8; fd.d_ff = 2000000000;
+    fd.ffn.type = NB_FFN_SWIGLU; fd.d_model = 8; fd.ffn.d_ff = 2000000000;
     expect13(nb_ffn_plan_make(&ctx, &fp, &fd, 1, 1), NB_ERR_SHAPE, "nb_ffn_plan_make|d_ff",
              "FFN SwiGLU explicit d_ff doubled overflowing int");
-    fd.d_ff = 16;
+    fd.ffn.d_ff = 16;
     expect13(nb_ffn_plan_make(&ctx, &fp, &fd, 65536, 65536), NB_ERR_SHAPE,
              "nb_ffn_plan_make|max_batch*max_seq", "FFN max_batch*max_seq overflowing int");
-    fd.type = NB_FFN_GELU_TANH; fd.d_ff = 2147483647;
+    fd.ffn.type = NB_FFN_GELU_TANH; fd.ffn.d_ff = 2147483647;
     expect13(nb_ffn_plan_make(&ctx, &fp, &fd, 46340, 46340), NB_ERR_SHAPE,
              "nb_ffn_plan_make|n_cache|overflow size_t", "FFN cache overflowing size_t");
-    fd.type = NB_FFN_SWIGLU; fd.d_model = 1 << 28; fd.d_ff = 0;
-    nbt_check(nb_ffn_plan_make(&ctx, &fp, &fd, 1, 1) == NB_OK && fp.desc.d_ff == 715827904 &&
+    fd.ffn.type = NB_FFN_SWIGLU; fd.d_model = 1 << 28; fd.ffn.d_ff = 0;
+    nbt_check(nb_ffn_plan_make(&ctx, &fp, &fd, 1, 1) == NB_OK && fp.desc.ffn.d_ff == 715827904 &&
                   fp.in_width == 2 * 715827904,
               "FFN d_model 2^28: 8d/3 rounded up to 64 without overflow");
 
@@ -180,7 +180,7 @@ static void overflow(void) {
     expect13(nb_stack_init(&ctx, &s, &sd, 1, 1), NB_ERR_CONFIG, "nb_stack_init|n_layers",
              "stack n_layers overflowing the tensor table");
     sd = small_desc(NB_PRESET_PRE, 8);
-    sd.d_model = 1 << 27; sd.n_heads = 1; sd.n_kv_heads = 0; sd.d_ff = 0; sd.rope = 0;
+    sd.d_model = 1 << 27; sd.n_heads = 1; sd.n_kv_heads = 0; sd.ffn.d_ff = 0; sd.attn.rope = 0;
     expect13(nb_stack_init(&ctx, &s, &sd, 1 << 16, 1 << 14), NB_ERR_SHAPE,
              "nb_stack_init|n_cache|overflows size_t", "stack cache overflowing size_t");
     nb_stack_free(&s);
@@ -200,34 +200,34 @@ static void nonfinite(void) {
     for (k = 0; k < 3; k++) {
         char what[96];
         memset(&ad, 0, sizeof ad);
-        ad.d_model = 8; ad.n_heads = 2; ad.rope = 1; ad.rope_theta = bad[k];
+        ad.d_model = 8; ad.n_heads = 2; ad.attn.rope = 1; ad.attn.rope_theta = bad[k];
         snprintf(what, sizeof what, "attention rope_theta %g", (double)bad[k]);
         expect13(nb_attn_plan_make(&ctx, &ap, &ad, 1, 4), NB_ERR_CONFIG,
                  "nb_attn_plan_make|rope_theta", what);
-        ad.rope = 0;
+        ad.attn.rope = 0;
         expect13(nb_attn_plan_make(&ctx, &ap, &ad, 1, 4), NB_ERR_CONFIG,
                  "nb_attn_plan_make|rope_theta", "attention rope_theta non-finite without rope");
-        ad.rope_theta = 0; ad.bias = 4u << k;
-        snprintf(what, sizeof what, "attention bias 0x%x", ad.bias);
+        ad.attn.rope_theta = 0; ad.attn.bias = 4u << k;
+        snprintf(what, sizeof what, "attention bias 0x%x", ad.attn.bias);
         expect13(nb_attn_plan_make(&ctx, &ap, &ad, 1, 4), NB_ERR_CONFIG,
                  "nb_attn_plan_make|bias (0x", what);
         sd = small_desc(NB_PRESET_PRE, 2);
-        sd.attn_bias = ad.bias | NB_ATTN_BIAS_QKV;
-        snprintf(what, sizeof what, "stack attn_bias 0x%x", sd.attn_bias);
+        sd.attn.bias = ad.attn.bias | NB_ATTN_BIAS_QKV;
+        snprintf(what, sizeof what, "stack attn_bias 0x%x", sd.attn.bias);
         expect13(nb_stack_init(&ctx, &s, &sd, 1, 4), NB_ERR_CONFIG, "nb_attn_plan_make|bias", what);
-        ad.bias = 0;
-        ad.rope_theta = 0; ad.eps = bad[k];
+        ad.attn.bias = 0;
+        ad.attn.rope_theta = 0; ad.eps = bad[k];
         snprintf(what, sizeof what, "attention eps %g", (double)bad[k]);
         expect13(nb_attn_plan_make(&ctx, &ap, &ad, 1, 4), NB_ERR_CONFIG, "nb_attn_plan_make|eps",
                  what);
         sd = small_desc(NB_PRESET_PRE, 2);
-        sd.eps = bad[k];
+        sd.norm.eps = bad[k];
         snprintf(what, sizeof what, "stack eps %g", (double)bad[k]);
         expect13(nb_stack_init(&ctx, &s, &sd, 1, 4), NB_ERR_CONFIG, "nb_stack_init|eps", what);
-        sd.eps = 0; sd.rope_theta = bad[k];
+        sd.norm.eps = 0; sd.attn.rope_theta = bad[k];
         snprintf(what, sizeof what, "stack rope_theta %g", (double)bad[k]);
         expect13(nb_stack_init(&ctx, &s, &sd, 1, 4), NB_ERR_CONFIG, "rope_theta", what);
-        sd.rope_theta = 0; sd.mixln_alpha = (double)bad[k];
+        sd.attn.rope_theta = 0; sd.mixln_alpha = (double)bad[k];
         snprintf(what, sizeof what, "stack mixln_alpha %g", (double)bad[k]);
         expect13(nb_stack_init(&ctx, &s, &sd, 1, 4), NB_ERR_CONFIG, "nb_stack_init|mixln_alpha",
                  what);
@@ -268,10 +268,10 @@ static void nonfinite(void) {
              "stack mixln_alpha > 1");
     /* end to end: inf eps no longer zeroes the output of an accepted stack */
     sd = small_desc(NB_PRESET_PRE, 1);
-    sd.eps = (nb_real)nbt_inf(1);
+    sd.norm.eps = (nb_real)nbt_inf(1);
     nbt_check(nb_stack_init(&c0, &s, &sd, 1, 4) == NB_ERR_CONFIG, "inf eps stack refused");
     nb_stack_free(&s);
-    sd.eps = 0;
+    sd.norm.eps = 0;
     nbt_check(nb_stack_init(&c0, &s, &sd, 1, 4) == NB_OK, "small stack for init checks");
     {
         nb_real* p = filled(s.n_params, 5);
@@ -447,7 +447,7 @@ static void cache_mismatch(void) {
                   nb_stack_angular_distance(&a.s, a.cache, 2, 8, 0, out) == NB_OK && out[0] == 0,
               "diagnostics with the forward's B and T");
     /* a failed forward (check_finite) leaves no valid cache */
-    a.s.desc.check_finite = 1;
+    a.s.desc.run.check_finite = 1;
     a.params[a.s.tensors[3].offset] = (nb_real)NAN;
     nbt_check(nb_stack_forward(&c, &a.s, a.params, a.out, a.in, 2, 8, a.cache, a.scratch) ==
                   NB_ERR_NONFINITE, "forward with a NaN weight fails");
@@ -463,7 +463,7 @@ static void cache_mismatch(void) {
               "diagnostics after a failed forward refused");
     /* the layer API: layer 1 run with B=1, backward with B=2 */
     a.params[a.s.tensors[3].offset] = 0;
-    a.s.desc.check_finite = 0;
+    a.s.desc.run.check_finite = 0;
     nbt_check(nb_layer_forward(&c, &a.s, 1, a.params, a.out, a.in, 1, 8, a.cache, a.scratch) ==
                   NB_OK, "layer forward B=1");
     for (i = 0; i < a.s.n_params; i++) a.grads[i] = 4;
@@ -493,9 +493,9 @@ static void sublayer_cache_mismatch(void) {
     memset(&c, 0, sizeof c);
     c.num_threads = 1;
     memset(&ad, 0, sizeof ad);
-    ad.d_model = 8; ad.n_heads = 2; ad.sites = NB_SITES_QKV; ad.rope = 1;
+    ad.d_model = 8; ad.n_heads = 2; ad.attn.sites = NB_SITES_QKV; ad.attn.rope = 1;
     nb_attn_plan_make(&c, &p1, &ad, 2, 8);
-    ad.sites = NB_SITE_Q;
+    ad.attn.sites = NB_SITE_Q;
     nb_attn_plan_make(&c, &p2, &ad, 2, 8);
     w = filled(p1.n_params, (nb_real)0.1); gw = filled(p1.n_params, 4);
     cache = filled(p1.n_cache + p2.n_cache, 0); scr = filled(p1.n_scratch + 4096, 0);
@@ -523,9 +523,9 @@ static void sublayer_cache_mismatch(void) {
     free(w); free(gw); free(cache); free(scr);
 
     memset(&fd, 0, sizeof fd);
-    fd.d_model = 8; fd.d_ff = 16; fd.type = NB_FFN_GELU_TANH;
+    fd.d_model = 8; fd.ffn.d_ff = 16; fd.ffn.type = NB_FFN_GELU_TANH;
     nb_ffn_plan_make(&c, &f1, &fd, 2, 8);
-    fd.d_ff = 32;
+    fd.ffn.d_ff = 32;
     nb_ffn_plan_make(&c, &f2, &fd, 2, 8);
     w = filled(f2.n_params, (nb_real)0.1); gw = filled(f2.n_params, 4);
     cache = filled(f2.n_cache, 0); scr = filled(f2.n_scratch, 0);
@@ -629,8 +629,8 @@ static void null_args(void) {
     NULLS(nb_preset_from_name(&ctx, &sd, NULL), "nb_preset_from_name", "name");
 
     memset(&ad, 0, sizeof ad);
-    ad.d_model = 8; ad.n_heads = 2; ad.sites = NB_SITES_QKVC;
-    ad.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT; ad.qk_scale = 1;
+    ad.d_model = 8; ad.n_heads = 2; ad.attn.sites = NB_SITES_QKVC;
+    ad.attn.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT; ad.attn.qk_scale = 1;
     NULLS(nb_attn_plan_make(&ctx, NULL, &ad, 2, 8), "nb_attn_plan_make", "plan");
     NULLS(nb_attn_plan_make(&ctx, &ap, NULL, 2, 8), "nb_attn_plan_make", "desc");
     nb_attn_plan_make(&c, &ap, &ad, 2, 8);
@@ -678,7 +678,7 @@ static void null_args(void) {
     free(w); free(gw); free(cache); free(scr);
 
     memset(&fd, 0, sizeof fd);
-    fd.d_model = 8; fd.d_ff = 16; fd.bias = 1; fd.in_scale = 1;
+    fd.d_model = 8; fd.ffn.d_ff = 16; fd.ffn.bias = 1; fd.ffn.in_scale = 1;
     NULLS(nb_ffn_plan_make(&ctx, NULL, &fd, 2, 8), "nb_ffn_plan_make", "plan");
     NULLS(nb_ffn_plan_make(&ctx, &fpl, NULL, 2, 8), "nb_ffn_plan_make", "desc");
     nb_ffn_plan_make(&c, &fpl, &fd, 2, 8);
@@ -825,22 +825,22 @@ static void preset_names(void) {
         memset(&d, 0, sizeof d);
         snprintf(name, sizeof name, "\"%s\" is the gpt2 preset, named so", gpt2[i]);
         nbt_check(nb_preset_from_name(&c, &d, gpt2[i]) == NB_OK && d.preset == NB_PRESET_PRE &&
-                      d.norm == NB_NORM_LAYER && d.ffn == NB_FFN_GELU_TANH &&
-                      d.attn_bias == (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT) &&
+                      d.norm.type == NB_NORM_LAYER && d.ffn.type == NB_FFN_GELU_TANH &&
+                      d.attn.bias == (NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT) &&
                       !strcmp(d.name, gpt2[i]),
                   name);
     }
     /* the caller's fields survive the call; messages name the preset as the caller did */
     memset(&d, 0, sizeof d);
-    d.n_layers = 2; d.d_model = 8; d.n_heads = 2; d.eps = (nb_real)1e-6; d.rope = 1;
+    d.n_layers = 2; d.d_model = 8; d.n_heads = 2; d.norm.eps = (nb_real)1e-6; d.attn.rope = 1;
     nbt_check(nb_preset_from_name(&c, &d, "Mix-LN") == NB_OK && d.preset == NB_PRESET_MIXLN &&
-                  d.n_layers == 2 && d.d_model == 8 && d.eps == (nb_real)1e-6 && d.rope == 1,
+                  d.n_layers == 2 && d.d_model == 8 && d.norm.eps == (nb_real)1e-6 && d.attn.rope == 1,
               "nb_preset_from_name keeps the caller's other fields");
     nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_OK && !strcmp(s.desc.name, "Mix-LN"),
               "the stack keeps the preset's name as given");
     nb_stack_free(&s);
     memset(&d, 0, sizeof d);
-    d.n_layers = 2; d.d_model = 8; d.n_heads = 2; d.check_finite = 1;
+    d.n_layers = 2; d.d_model = 8; d.n_heads = 2; d.run.check_finite = 1;
     nb_preset_from_name(&c, &d, "GPT-2");
     {   /* a non-finite value: the message names the layer and the preset as given */
         nb_real *p, *ca, *sc, io[2 * 8];
@@ -868,12 +868,12 @@ static void preset_names(void) {
            strstr(c.err, "QKVC") && strstr(c.err, "Pre-#-Post");
     snprintf(name, sizeof name, "the unknown-name message lists every accepted name (%s)", c.err);
     nbt_check(all, name);
-    d.param_grads = (nb_grad_mode)3;
+    d.run.param_grads = (nb_grad_mode)3;
     d.n_layers = 1; d.d_model = 8; d.n_heads = 2;
     nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG && strstr(c.err, "param_grads"),
               "an unknown gradient mode is refused");
-    d.param_grads = NB_GRAD_DEFAULT;
-    d.precision = (nb_precision)3;
+    d.run.param_grads = NB_GRAD_DEFAULT;
+    d.gemm.precision = (nb_precision)3;
     nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG && strstr(c.err, "precision"),
               "an unknown precision is refused");
     {
@@ -884,20 +884,20 @@ static void preset_names(void) {
         memset(&ad, 0, sizeof ad);
         memset(&fd, 0, sizeof fd);
         ad.d_model = fd.d_model = 8; ad.n_heads = 2;
-        ad.precision = fd.precision = (nb_precision)7;
+        ad.gemm.precision = fd.gemm.precision = (nb_precision)7;
         nbt_check(nb_attn_plan_make(&c, &ap, &ad, 1, 2) == NB_ERR_CONFIG &&
                       nb_ffn_plan_make(&c, &fp, &fd, 1, 2) == NB_ERR_CONFIG &&
                       strstr(c.err, "precision"),
                   "plans refuse an unknown precision");
-        d.precision = ad.precision = NB_PRECISION_BF16;
+        d.gemm.precision = ad.gemm.precision = NB_PRECISION_BF16;
 #ifdef NB_DOUBLE
         nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG && strstr(c.err, "NB_DOUBLE") &&
                       nb_attn_plan_make(&c, &ap, &ad, 1, 2) == NB_ERR_CONFIG,
                   "BF16 is refused in the float64 build, saying why");
 #else
-        nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_OK && s.desc.precision == NB_PRECISION_BF16 &&
-                      s.layers[0].attn.desc.precision == NB_PRECISION_BF16 &&
-                      s.ffn.desc.precision == NB_PRECISION_BF16,
+        nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_OK && s.desc.gemm.precision == NB_PRECISION_BF16 &&
+                      s.layers[0].attn.desc.gemm.precision == NB_PRECISION_BF16 &&
+                      s.ffn.desc.gemm.precision == NB_PRECISION_BF16,
                   "a BF16 stack passes its precision to its plans");
         nbt_check(nb_stack_set_bf16_weights(&c, &s, (const unsigned short*)x) == NB_ERR_CONFIG &&
                       strstr(c.err, "bf16_weights"),
@@ -906,7 +906,7 @@ static void preset_names(void) {
         {   /* the plans' own bf16 weights: the pointers are required */
             nb_attn_params p;
             nb_real buf[1024], cache[4096];
-            ad.bf16_weights = 1; ad.n_heads = 2; ad.d_model = 8;
+            ad.gemm.bf16_weights = 1; ad.n_heads = 2; ad.d_model = 8;
             nbt_check(nb_attn_plan_make(&c, &ap, &ad, 1, 2) == NB_OK &&
                           ap.n_params <= 1024 && ap.n_cache <= 4096 && ap.n_scratch <= 4096,
                       "an attention plan with bf16_weights");
@@ -916,16 +916,16 @@ static void preset_names(void) {
                       "a bf16_weights plan without the bf16 weights is NB_ERR_NULL, named");
         }
 #endif
-        d.bf16_weights = 2;
+        d.gemm.bf16_weights = 2;
         nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG && strstr(c.err, "bf16_weights"),
                   "bf16_weights other than 0 or 1 is refused");
-        d.bf16_weights = 1; d.precision = NB_PRECISION_FP32;
-        fd.bf16_weights = 1; fd.precision = NB_PRECISION_FP32;
+        d.gemm.bf16_weights = 1; d.gemm.precision = NB_PRECISION_FP32;
+        fd.gemm.bf16_weights = 1; fd.gemm.precision = NB_PRECISION_FP32;
         nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG &&
                       strstr(c.err, "bf16_weights needs precision BF16") &&
                       nb_ffn_plan_make(&c, &fp, &fd, 1, 2) == NB_ERR_CONFIG,
                   "bf16_weights without BF16 is refused (stack and plans)");
-        d.bf16_weights = 0;
+        d.gemm.bf16_weights = 0;
     }
 }
 

@@ -23,12 +23,12 @@ static int make(const char* name, nb_name_style style, edit_fn edit, nb_stack* s
     nb_ctx ctx;
     memset(&d, 0, sizeof d);
     memset(&ctx, 0, sizeof ctx);
-    d.n_layers = 2; d.d_model = 16; d.n_heads = 2; d.n_kv_heads = 2; d.d_ff = 64;
+    d.n_layers = 2; d.d_model = 16; d.n_heads = 2; d.n_kv_heads = 2; d.ffn.d_ff = 64;
     if (name && nb_preset_from_name(&ctx, &d, name)) return 1;
-    if (style != NB_NAMES_NGPT) d.norm = gpt2 ? NB_NORM_LAYER : NB_NORM_RMS; /* ngpt: the preset's L2 */
-    d.ffn = gpt2 ? NB_FFN_GELU_TANH : NB_FFN_SWIGLU;
-    d.rope = !gpt2;
-    d.attn_bias = gpt2 ? NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT : 0;
+    if (style != NB_NAMES_NGPT) d.norm.type = gpt2 ? NB_NORM_LAYER : NB_NORM_RMS; /* ngpt: the preset's L2 */
+    d.ffn.type = gpt2 ? NB_FFN_GELU_TANH : NB_FFN_SWIGLU;
+    d.attn.rope = !gpt2;
+    d.attn.bias = gpt2 ? NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT : 0;
     if (edit) edit(&d);
     if (nb_stack_init(&ctx, s, &d, 1, 2)) {
         printf("FAIL: %s: %s\n", name ? name : "custom", ctx.err);
@@ -38,50 +38,50 @@ static int make(const char* name, nb_name_style style, edit_fn edit, nb_stack* s
 }
 
 /* the edits, one field each */
-static void e_layer(nb_stack_desc* d) { d->norm = NB_NORM_LAYER; }
-static void e_rms(nb_stack_desc* d) { d->norm = NB_NORM_RMS; }
-static void e_dyt(nb_stack_desc* d) { d->norm = NB_NORM_DYT; }
-static void e_gelu(nb_stack_desc* d) { d->ffn = NB_FFN_GELU_TANH; d->ffn_bias = -1; }
-static void e_swiglu(nb_stack_desc* d) { d->ffn = NB_FFN_SWIGLU; d->ffn_bias = 1; }
-static void e_ffn_bias(nb_stack_desc* d) { d->ffn_bias = 1; }
-static void e_no_ffn_bias(nb_stack_desc* d) { d->ffn_bias = -1; }
-static void e_rope(nb_stack_desc* d) { d->rope = !d->rope; }
-static void e_theta(nb_stack_desc* d) { d->rope_theta = 500000; }
+static void e_layer(nb_stack_desc* d) { d->norm.type = NB_NORM_LAYER; }
+static void e_rms(nb_stack_desc* d) { d->norm.type = NB_NORM_RMS; }
+static void e_dyt(nb_stack_desc* d) { d->norm.type = NB_NORM_DYT; }
+static void e_gelu(nb_stack_desc* d) { d->ffn.type = NB_FFN_GELU_TANH; d->ffn.bias = -1; }
+static void e_swiglu(nb_stack_desc* d) { d->ffn.type = NB_FFN_SWIGLU; d->ffn.bias = 1; }
+static void e_ffn_bias(nb_stack_desc* d) { d->ffn.bias = 1; }
+static void e_no_ffn_bias(nb_stack_desc* d) { d->ffn.bias = -1; }
+static void e_rope(nb_stack_desc* d) { d->attn.rope = !d->attn.rope; }
+static void e_theta(nb_stack_desc* d) { d->attn.rope_theta = 500000; }
 static void e_gqa(nb_stack_desc* d) { d->n_kv_heads = 1; }
-static void e_gqa_no_sqk(nb_stack_desc* d) { d->n_kv_heads = 1; d->qk_scale = -1; }
-static void e_bias_qkv(nb_stack_desc* d) { d->attn_bias = NB_ATTN_BIAS_QKV; }
-static void e_bias_out(nb_stack_desc* d) { d->attn_bias = NB_ATTN_BIAS_OUT; }
-static void e_bias_all(nb_stack_desc* d) { d->attn_bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT; }
-static void e_hyper(nb_stack_desc* d) { d->hyper = NB_HYPER_MHC; }
-static void e_embed_norm(nb_stack_desc* d) { d->embed_norm = 1; }
-static void e_final_on(nb_stack_desc* d) { d->final_norm = 1; }
-static void e_final_off(nb_stack_desc* d) { d->final_norm = -1; }
-static void e_sites_qk(nb_stack_desc* d) { d->sites = NB_SITE_Q | NB_SITE_K; }
-static void e_sites_qkv(nb_stack_desc* d) { d->sites = NB_SITES_QKV; }
-static void e_full(nb_stack_desc* d) { d->site_width = NB_WIDTH_FULL; }
-static void e_per_head(nb_stack_desc* d) { d->site_width = NB_WIDTH_PER_HEAD; }
-static void e_qk_scale(nb_stack_desc* d) { d->qk_scale = 1; }
-static void e_no_qk_scale(nb_stack_desc* d) { d->qk_scale = -1; }
-static void e_in_scale(nb_stack_desc* d) { d->ffn_in_scale = 1; }
-static void e_no_in_scale(nb_stack_desc* d) { d->ffn_in_scale = -1; }
-static void e_softmax(nb_stack_desc* d) { d->softmax_scale = 1; }
-static void e_value_res(nb_stack_desc* d) { d->value_residual = 1; }
-static void e_non_causal(nb_stack_desc* d) { d->non_causal = 1; }
-static void e_completep(nb_stack_desc* d) { d->depth_alpha = 1; }                  /* m = 2^-1 */
-static void e_completep_1(nb_stack_desc* d) { d->depth_alpha = 1; d->depth_base = 2; } /* m = 1 */
+static void e_gqa_no_sqk(nb_stack_desc* d) { d->n_kv_heads = 1; d->attn.qk_scale = -1; }
+static void e_bias_qkv(nb_stack_desc* d) { d->attn.bias = NB_ATTN_BIAS_QKV; }
+static void e_bias_out(nb_stack_desc* d) { d->attn.bias = NB_ATTN_BIAS_OUT; }
+static void e_bias_all(nb_stack_desc* d) { d->attn.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT; }
+static void e_hyper(nb_stack_desc* d) { d->hyper.kind = NB_HYPER_MHC; }
+static void e_embed_norm(nb_stack_desc* d) { d->norm.embed = 1; }
+static void e_final_on(nb_stack_desc* d) { d->norm.final = 1; }
+static void e_final_off(nb_stack_desc* d) { d->norm.final = -1; }
+static void e_sites_qk(nb_stack_desc* d) { d->attn.sites = NB_SITE_Q | NB_SITE_K; }
+static void e_sites_qkv(nb_stack_desc* d) { d->attn.sites = NB_SITES_QKV; }
+static void e_full(nb_stack_desc* d) { d->attn.site_width = NB_WIDTH_FULL; }
+static void e_per_head(nb_stack_desc* d) { d->attn.site_width = NB_WIDTH_PER_HEAD; }
+static void e_qk_scale(nb_stack_desc* d) { d->attn.qk_scale = 1; }
+static void e_no_qk_scale(nb_stack_desc* d) { d->attn.qk_scale = -1; }
+static void e_in_scale(nb_stack_desc* d) { d->ffn.in_scale = 1; }
+static void e_no_in_scale(nb_stack_desc* d) { d->ffn.in_scale = -1; }
+static void e_softmax(nb_stack_desc* d) { d->attn.softmax_scale = 1; }
+static void e_value_res(nb_stack_desc* d) { d->residual.value_residual = 1; }
+static void e_non_causal(nb_stack_desc* d) { d->attn.non_causal = 1; }
+static void e_completep(nb_stack_desc* d) { d->residual.depth_alpha = 1; }                  /* m = 2^-1 */
+static void e_completep_1(nb_stack_desc* d) { d->residual.depth_alpha = 1; d->residual.depth_base = 2; } /* m = 1 */
 static void e_mixln_none(nb_stack_desc* d) { d->mixln_alpha = -1; }
 static void e_one_layer(nb_stack_desc* d) { d->n_layers = 1; }
 static void e_four_layers(nb_stack_desc* d) { d->n_layers = 4; }
-static void e_d_ff(nb_stack_desc* d) { d->d_ff = 48; }
-static void e_eps(nb_stack_desc* d) { d->eps = (nb_real)1e-6; }
-static void e_interp(nb_stack_desc* d) { d->interp_init = 0.1; }
-static void e_gate(nb_stack_desc* d) { d->attn_gate = NB_GATE_HEADWISE; }
-static void e_embed_scale(nb_stack_desc* d) { d->embed_scale = 1; }
-static void e_gain_offset(nb_stack_desc* d) { d->gain_offset = 1; }
-static void e_no_gain(nb_stack_desc* d) { d->norm_gain = -1; }
-static void e_no_norm_bias(nb_stack_desc* d) { d->norm_bias = -1; }
-static void e_derf(nb_stack_desc* d) { d->norm = NB_NORM_DERF; }
-static void e_skipinit(nb_stack_desc* d) { d->branch_scale = NB_BRANCH_SCALE_SUBLAYER; }
+static void e_d_ff(nb_stack_desc* d) { d->ffn.d_ff = 48; }
+static void e_eps(nb_stack_desc* d) { d->norm.eps = (nb_real)1e-6; }
+static void e_interp(nb_stack_desc* d) { d->residual.interp_init = 0.1; }
+static void e_gate(nb_stack_desc* d) { d->attn.gate = NB_GATE_HEADWISE; }
+static void e_embed_scale(nb_stack_desc* d) { d->norm.embed_scale = 1; }
+static void e_gain_offset(nb_stack_desc* d) { d->norm.gain_offset = 1; }
+static void e_no_gain(nb_stack_desc* d) { d->norm.gain = -1; }
+static void e_no_norm_bias(nb_stack_desc* d) { d->norm.bias = -1; }
+static void e_derf(nb_stack_desc* d) { d->norm.type = NB_NORM_DERF; }
+static void e_skipinit(nb_stack_desc* d) { d->residual.branch_scale = NB_BRANCH_SCALE_SUBLAYER; }
 
 /* custom schedules (the preset NULL): Pre-LN layers with one field changed */
 static nb_layer_desc g_layers[2];

@@ -19,8 +19,8 @@ typedef struct run {
 static nb_stack_desc base_desc(nb_preset preset, int L) {
     nb_stack_desc d;
     memset(&d, 0, sizeof d);
-    d.n_layers = L; d.d_model = 8; d.n_heads = 2; d.n_kv_heads = 1; d.d_ff = 12;
-    d.preset = preset; d.rope = 1;
+    d.n_layers = L; d.d_model = 8; d.n_heads = 2; d.n_kv_heads = 1; d.ffn.d_ff = 12;
+    d.preset = preset; d.attn.rope = 1;
     return d;
 }
 
@@ -126,44 +126,44 @@ static void fd_all(nbt_rng* rng) {
         nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, names[i].L);
         nb_preset_from_name(NULL, &d, names[i].name);
         if (i % 2) d.n_kv_heads = 2; /* alternate MHA and GQA */
-        if (i % 3 == 0) d.memory = NB_ATTN_MEMORY_LSE;
+        if (i % 3 == 0) d.attn.memory = NB_ATTN_MEMORY_LSE;
         if (!strcmp(names[i].name, "mixln")) d.mixln_alpha = 0.34; /* one Post layer of 3 */
         fd_case(names[i].name, &d, 2, 3, rng);
     }
     {
         nb_stack_desc d = base_desc(NB_PRESET_SIAMESE, 2);
-        d.siamese_paper_scale = 1; d.siamese_paper_fusion = 1;
+        d.siamese.paper_scale = 1; d.siamese.paper_fusion = 1;
         fd_case("siamese paper forms", &d, 2, 3, rng);
-        d.siamese_paper_scale = 2; d.siamese_paper_fusion = 0;
+        d.siamese.paper_scale = 2; d.siamese.paper_fusion = 0;
         fd_case("siamese constant c ablation", &d, 2, 3, rng);
-        d.siamese_paper_scale = 0; d.siamese_no_fusion_norm = 1;
+        d.siamese.paper_scale = 0; d.siamese.no_fusion_norm = 1;
         fd_case("siamese without the fusion norm", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_PRE, 2);
-        d.norm = NB_NORM_LAYER; d.sites = NB_SITES_QKVC; d.ffn = NB_FFN_GELU_ERF; d.final_norm = -1;
+        d.norm.type = NB_NORM_LAYER; d.attn.sites = NB_SITES_QKVC; d.ffn.type = NB_FFN_GELU_ERF; d.norm.final = -1;
         fd_case("pre LayerNorm QKVC GELU-erf no final norm", &d, 1, 4, rng);
         /* attention biases: Q|K|V only (Qwen2) under HybridNorm's site norms, output only */
         d = base_desc(NB_PRESET_HYBRID, 2);
-        d.attn_bias = NB_ATTN_BIAS_QKV; d.n_kv_heads = 2;
+        d.attn.bias = NB_ATTN_BIAS_QKV; d.n_kv_heads = 2;
         fd_case("hybrid with a Q|K|V bias", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_POST, 2);
-        d.attn_bias = NB_ATTN_BIAS_OUT;
+        d.attn.bias = NB_ATTN_BIAS_OUT;
         fd_case("post with an output-projection bias", &d, 2, 3, rng);
         /* DyT at every kind of site: Q/K/V/C (per head and full width), input, output and post
            norms, the embedding and final norms, and both SiameseNorm forms */
         d = base_desc(NB_PRESET_HYBRID, 2);
-        d.norm = NB_NORM_DYT; d.sites = NB_SITES_QKVC; d.embed_norm = 1;
+        d.norm.type = NB_NORM_DYT; d.attn.sites = NB_SITES_QKVC; d.norm.embed = 1;
         fd_case("DyT hybrid QKVC with embedding norm", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_OLMO2, 2);
-        d.norm = NB_NORM_DYT;
+        d.norm.type = NB_NORM_DYT;
         fd_case("DyT olmo2 (full-width QK)", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_MIXLN, 3);
-        d.norm = NB_NORM_DYT; d.mixln_alpha = 0.34;
+        d.norm.type = NB_NORM_DYT; d.mixln_alpha = 0.34;
         fd_case("DyT mixln (post norms)", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_SIAMESE, 2);
-        d.norm = NB_NORM_DYT;
+        d.norm.type = NB_NORM_DYT;
         fd_case("DyT siamese", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_SIAMESE_POST_PRE, 2);
-        d.norm = NB_NORM_DYT;
+        d.norm.type = NB_NORM_DYT;
         fd_case("DyT siamese_post_pre", &d, 2, 3, rng);
     }
     {   /* a custom schedule nobody published: per-layer placements, sites and scales */
@@ -215,9 +215,9 @@ static void fd_all(nbt_rng* rng) {
             nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 3);
             char what[96];
             nb_preset_from_name(NULL, &d, vr[i].preset);
-            d.value_residual = vr[i].mode; d.n_kv_heads = vr[i].kv;
-            if (vr[i].sites) d.sites = vr[i].sites;
-            if (i % 2) d.memory = NB_ATTN_MEMORY_LSE;
+            d.residual.value_residual = vr[i].mode; d.n_kv_heads = vr[i].kv;
+            if (vr[i].sites) d.attn.sites = vr[i].sites;
+            if (i % 2) d.attn.memory = NB_ATTN_MEMORY_LSE;
             snprintf(what, sizeof what, "value residual %s %s kv=%d sites=0x%x", vr[i].preset,
                      vr[i].mode == 1 ? "fixed" : "learnable", vr[i].kv, vr[i].sites);
             fd_case(what, &d, 2, 3, rng);
@@ -235,7 +235,7 @@ static void fd_all(nbt_rng* rng) {
             char what[96];
             d = base_desc(NB_PRESET_DEFAULT, 2);
             nb_preset_from_name(NULL, &d, cp[i].preset);
-            d.depth_alpha = cp[i].alpha; d.depth_base = cp[i].base;
+            d.residual.depth_alpha = cp[i].alpha; d.residual.depth_base = cp[i].base;
             snprintf(what, sizeof what, "CompleteP %s alpha %g base %d", cp[i].preset, cp[i].alpha,
                      cp[i].base);
             fd_case(what, &d, 2, 3, rng);
@@ -269,14 +269,14 @@ static void fd_all(nbt_rng* rng) {
             nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 2);
             char what[128];
             nb_preset_from_name(NULL, &d, hy[i].preset);
-            d.hyper = hy[i].hyper; d.hyper_streams = hy[i].streams;
-            d.hyper_static = hy[i].stat; d.hyper_sinkhorn = hy[i].iters;
-            if (hy[i].norm) d.norm = hy[i].norm;
-            if (hy[i].vres) { d.value_residual = hy[i].vres; d.n_kv_heads = 2; d.n_layers = 3; }
+            d.hyper.kind = hy[i].hyper; d.hyper.streams = hy[i].streams;
+            d.hyper.static_maps = hy[i].stat; d.hyper.sinkhorn = hy[i].iters;
+            if (hy[i].norm) d.norm.type = hy[i].norm;
+            if (hy[i].vres) { d.residual.value_residual = hy[i].vres; d.n_kv_heads = 2; d.n_layers = 3; }
             /* ReZero has no final norm: its n streams' sum reaches a loss of 100, where the
                differences' rounding (|loss| 1e-16 / h) passes atol; the final norm keeps it O(1) */
-            if (!strcmp(hy[i].preset, "rezero")) d.final_norm = 1;
-            if (i % 2) d.memory = NB_ATTN_MEMORY_LSE;
+            if (!strcmp(hy[i].preset, "rezero")) d.norm.final = 1;
+            if (i % 2) d.attn.memory = NB_ATTN_MEMORY_LSE;
             snprintf(what, sizeof what, "hyper-connections %s hyper=%d n=%d static=%d iters=%d "
                      "norm=%d vres=%d", hy[i].preset, (int)hy[i].hyper, hy[i].streams,
                      hy[i].stat, hy[i].iters, (int)hy[i].norm, hy[i].vres);
@@ -290,10 +290,10 @@ static void fd_all(nbt_rng* rng) {
         nb_stack_desc d = base_desc(NB_PRESET_NGPT, 2);
         d.n_kv_heads = 2;
         fd_case("ngpt", &d, 2, 3, rng);
-        d.d_ff = 0; d.memory = NB_ATTN_MEMORY_LSE; d.interp_init = 0.3; d.rope = 0;
+        d.ffn.d_ff = 0; d.attn.memory = NB_ATTN_MEMORY_LSE; d.residual.interp_init = 0.3; d.attn.rope = 0;
         fd_case("ngpt 4d SwiGLU, LSE memory, interp_init 0.3, no RoPE", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_NGPT, 2);
-        d.n_kv_heads = 2; d.norm = NB_NORM_RMS;
+        d.n_kv_heads = 2; d.norm.type = NB_NORM_RMS;
         fd_case("ngpt with RMSNorm", &d, 2, 3, rng);
         memset(ls, 0, sizeof ls);
         ls[0].attn.residual_norm = 1; ls[0].attn.input_norm = 1;
@@ -302,68 +302,68 @@ static void fd_all(nbt_rng* rng) {
         ls[1].attn.input_norm = 1;
         ls[1].ffn.residual_norm = 1; ls[1].ffn.post_norm = 1; ls[1].ffn.residual_scale = 1.5f;
         d = base_desc(NB_PRESET_DEFAULT, 2);
-        d.layers = ls; d.norm = NB_NORM_LAYER;
+        d.layers = ls; d.norm.type = NB_NORM_LAYER;
         fd_case("residual norms and INTERP in a custom LayerNorm schedule", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_PRE, 2);
-        d.n_kv_heads = 2; d.qk_scale = 1; d.softmax_scale = 0.7f; d.ffn_in_scale = 1;
+        d.n_kv_heads = 2; d.attn.qk_scale = 1; d.attn.softmax_scale = 0.7f; d.ffn.in_scale = 1;
         fd_case("pre with qk_scale, softmax_scale 0.7, ffn_in_scale", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_DEFAULT, 2);
         nb_preset_from_name(NULL, &d, "gpt2");
-        d.ffn_in_scale = 1; d.qk_scale = -1;
+        d.ffn.in_scale = 1; d.attn.qk_scale = -1;
         fd_case("gpt2 with ffn_in_scale (GELU and biases)", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_SANDWICH, 2);
-        d.norm = NB_NORM_L2; d.sites = NB_SITES_QKVC;
+        d.norm.type = NB_NORM_L2; d.attn.sites = NB_SITES_QKVC;
         fd_case("sandwich with L2 norms and QKVC sites", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_OLMO2, 2);
-        d.norm = NB_NORM_L2;
+        d.norm.type = NB_NORM_L2;
         fd_case("olmo2 with L2 norms (full-width sites)", &d, 2, 3, rng);
     }
     {   /* gated attention: per head and per element, on GQA, with the C site (the gate after
            its norm), Q|K|V|G biases, LSE memory, the value residual, BF16's cache layout aside */
         nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
-        d.n_kv_heads = 2; d.attn_gate = NB_GATE_HEADWISE;
+        d.n_kv_heads = 2; d.attn.gate = NB_GATE_HEADWISE;
         fd_case("pre, headwise gate, GQA", &d, 2, 3, rng);
-        d.attn_gate = NB_GATE_ELEMENTWISE; d.memory = NB_ATTN_MEMORY_LSE;
+        d.attn.gate = NB_GATE_ELEMENTWISE; d.attn.memory = NB_ATTN_MEMORY_LSE;
         fd_case("pre, elementwise gate, GQA, LSE memory", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_HYBRID, 2);
-        d.sites = NB_SITES_QKVC; d.attn_gate = NB_GATE_HEADWISE; d.attn_bias = NB_ATTN_BIAS_QKV;
+        d.attn.sites = NB_SITES_QKVC; d.attn.gate = NB_GATE_HEADWISE; d.attn.bias = NB_ATTN_BIAS_QKV;
         fd_case("hybrid QKVC sites, headwise gate, Q|K|V|G bias", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_SANDWICH, 2);
-        d.sites = NB_SITE_C | NB_SITE_V; d.attn_gate = NB_GATE_ELEMENTWISE;
-        d.value_residual = 2; d.norm = NB_NORM_LAYER;
+        d.attn.sites = NB_SITE_C | NB_SITE_V; d.attn.gate = NB_GATE_ELEMENTWISE;
+        d.residual.value_residual = 2; d.norm.type = NB_NORM_LAYER;
         fd_case("sandwich LayerNorm VC sites, elementwise gate, value residual", &d, 2, 3, rng);
     }
     {   /* Derf at every block norm and attention site, and the porting options: Gemma's unit
            offset (block and site gains), no weight, no bias, SkipInit's per-sublayer scalars */
         nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
-        d.norm = NB_NORM_DERF; d.sites = NB_SITES_QKVC; d.n_kv_heads = 2;
+        d.norm.type = NB_NORM_DERF; d.attn.sites = NB_SITES_QKVC; d.n_kv_heads = 2;
         fd_case("pre Derf, QKVC sites", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_HYBRID_STAR, 2);
-        d.norm = NB_NORM_DERF; d.norm_bias = -1; d.embed_norm = 1;
+        d.norm.type = NB_NORM_DERF; d.norm.bias = -1; d.norm.embed = 1;
         fd_case("hybrid_star Derf without bias, embedding norm", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_SANDWICH, 2);
-        d.gain_offset = 1; d.sites = NB_SITE_Q | NB_SITE_K; d.embed_norm = 1;
+        d.norm.gain_offset = 1; d.attn.sites = NB_SITE_Q | NB_SITE_K; d.norm.embed = 1;
         fd_case("sandwich with unit-offset gains (Gemma), QK sites, embedding norm", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_PRE, 2);
-        d.norm_gain = -1;
+        d.norm.gain = -1;
         fd_case("pre RMSNorm without weights", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_DYT, 2);
-        d.norm_bias = -1; d.gain_offset = 1;
+        d.norm.bias = -1; d.norm.gain_offset = 1;
         fd_case("dyt without bias (DyT's LLaMA), unit-offset gains", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_REZERO, 2);
-        d.branch_scale = NB_BRANCH_SCALE_SUBLAYER;
+        d.residual.branch_scale = NB_BRANCH_SCALE_SUBLAYER;
         fd_case("rezero with one scalar per sublayer (SkipInit)", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_MHC, 1);
-        d.gain_offset = 1; d.norm = NB_NORM_DERF; d.embed_scale = 1;
+        d.norm.gain_offset = 1; d.norm.type = NB_NORM_DERF; d.norm.embed_scale = 1;
         fd_case("mhc with Derf, unit-offset gains, embed_scale", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_PRE, 2);
-        d.norm = NB_NORM_DERF; d.embed_scale = 1;
+        d.norm.type = NB_NORM_DERF; d.norm.embed_scale = 1;
         fd_case("pre Derf with embed_scale (Derf's LM code)", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_EMBEDNORM, 2);
-        d.embed_scale = 1; d.param_grads = NB_GRAD_OVERWRITE; d.input_grad = NB_GRAD_ACCUMULATE;
+        d.norm.embed_scale = 1; d.run.param_grads = NB_GRAD_OVERWRITE; d.run.input_grad = NB_GRAD_ACCUMULATE;
         fd_case("embednorm with embed_scale, overwritten grads, accumulated din", &d, 2, 3, rng);
         d = base_desc(NB_PRESET_SIAMESE, 2);
-        d.embed_scale = 1;
+        d.norm.embed_scale = 1;
         fd_case("siamese with embed_scale", &d, 2, 3, rng);
     }
 }
@@ -382,8 +382,8 @@ static void qk_clip(nbt_rng* rng) {
         double mx[8], fm[8], after[8], fm1[8], tau = 0;
         nb_real* keep;
         int h, n = -1;
-        d.d_model = 16; d.n_heads = 4; d.n_kv_heads = kv[c]; d.attn_bias = NB_ATTN_BIAS_QKV;
-        d.attn_gate = c ? NB_GATE_HEADWISE : NB_GATE_NONE;
+        d.d_model = 16; d.n_heads = 4; d.n_kv_heads = kv[c]; d.attn.bias = NB_ATTN_BIAS_QKV;
+        d.attn.gate = c ? NB_GATE_HEADWISE : NB_GATE_NONE;
         if (!nbt_check(setup(&r, &d, 2, 9, rng, 1), "qk_clip setup")) continue;
         nbt_check(nb_stack_head_stats(&r.s, r.cache, 2, 9, mx, fm) == NB_ERR_CONFIG,
                   "head stats: a cache without a forward is refused");
@@ -503,21 +503,21 @@ static void porting_options(nbt_rng* rng) {
     nb_stack_desc a = base_desc(NB_PRESET_SANDWICH, 2), b;
     run r;
     int t;
-    a.sites = NB_SITE_Q | NB_SITE_K; a.embed_norm = 1; a.n_kv_heads = 2;
-    b = a; b.gain_offset = 1;   /* b stores w, a stores 1 + w */
+    a.attn.sites = NB_SITE_Q | NB_SITE_K; a.norm.embed = 1; a.n_kv_heads = 2;
+    b = a; b.norm.gain_offset = 1;   /* b stores w, a stores 1 + w */
     same_function("unit-offset gains = gains + 1", &b, &a, 1, NB_TENSOR_GAIN, 0, rng);
-    b = a; b.norm_gain = -1;     /* b has no weights: a's are 1 */
+    b = a; b.norm.gain = -1;     /* b has no weights: a's are 1 */
     same_function("RMSNorm without weights = weights 1", &a, &b, 0, NB_TENSOR_GAIN, 1, rng);
     a = base_desc(NB_PRESET_DYT, 2);
-    b = a; b.norm_bias = -1;     /* b has no biases: a's are 0 */
+    b = a; b.norm.bias = -1;     /* b has no biases: a's are 0 */
     same_function("DyT without bias = bias 0", &a, &b, 0, NB_TENSOR_BIAS, 0, rng);
-    a.norm = NB_NORM_DERF;
-    b = a; b.norm_bias = -1;
+    a.norm.type = NB_NORM_DERF;
+    b = a; b.norm.bias = -1;
     same_function("Derf without bias = bias 0", &a, &b, 0, NB_TENSOR_BIAS, 0, rng);
     /* init: unit-offset gains 0; Derf alpha 1 (its LM code), shift 0; SkipInit's scalars 0 */
     a = base_desc(NB_PRESET_PRE, 2);
-    a.gain_offset = 1; a.norm = NB_NORM_DERF; a.branch_scale = NB_BRANCH_SCALE_SUBLAYER;
-    a.embed_scale = 1;
+    a.norm.gain_offset = 1; a.norm.type = NB_NORM_DERF; a.residual.branch_scale = NB_BRANCH_SCALE_SUBLAYER;
+    a.norm.embed_scale = 1;
     if (nbt_check(setup(&r, &a, 1, 3, rng, 1), "porting options: init")) {
         int gains = 0, scalars = 0, ok = 1;
         nb_stack_init_params(NULL, &r.s, r.params, NB_INIT_NORMAL, 0, 1);
@@ -546,24 +546,24 @@ static void porting_options(nbt_rng* rng) {
     {   /* refusals, each naming its field */
         static const struct { const char* what; int field, value; nb_norm_type norm;
                               nb_preset preset; const char* says; } bad[] = {
-            {"norm_bias -1 with RMSNorm", 0, -1, NB_NORM_RMS, NB_PRESET_PRE, "norm_bias"},
-            {"norm_gain -1 with L2", 1, -1, NB_NORM_L2, NB_PRESET_PRE, "norm_gain"},
-            {"gain_offset with L2 (no gains)", 2, 1, NB_NORM_L2, NB_PRESET_PRE, "gain_offset"},
-            {"gain_offset 2", 2, 2, NB_NORM_RMS, NB_PRESET_PRE, "gain_offset"},
-            {"norm_bias 1", 0, 1, NB_NORM_LAYER, NB_PRESET_PRE, "norm_bias"},
-            {"branch_scale on SiameseNorm", 3, 1, NB_NORM_RMS, NB_PRESET_SIAMESE, "branch_scale"},
-            {"branch_scale 9", 3, 9, NB_NORM_RMS, NB_PRESET_PRE, "branch_scale"}};
+            {"norm.bias -1 with RMSNorm", 0, -1, NB_NORM_RMS, NB_PRESET_PRE, "norm.bias"},
+            {"norm.gain -1 with L2", 1, -1, NB_NORM_L2, NB_PRESET_PRE, "norm.gain"},
+            {"norm.gain_offset with L2 (no gains)", 2, 1, NB_NORM_L2, NB_PRESET_PRE, "norm.gain_offset"},
+            {"norm.gain_offset 2", 2, 2, NB_NORM_RMS, NB_PRESET_PRE, "norm.gain_offset"},
+            {"norm.bias 1", 0, 1, NB_NORM_LAYER, NB_PRESET_PRE, "norm.bias"},
+            {"residual.branch_scale on SiameseNorm", 3, 1, NB_NORM_RMS, NB_PRESET_SIAMESE, "branch_scale"},
+            {"residual.branch_scale 9", 3, 9, NB_NORM_RMS, NB_PRESET_PRE, "branch_scale"}};
         size_t i;
         for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             nb_stack_desc d = base_desc(bad[i].preset, 2);
             nb_stack s;
             nb_ctx ctx;
             memset(&ctx, 0, sizeof ctx);
-            d.norm = bad[i].norm;
-            if (bad[i].field == 0) d.norm_bias = bad[i].value;
-            if (bad[i].field == 1) d.norm_gain = bad[i].value;
-            if (bad[i].field == 2) d.gain_offset = bad[i].value;
-            if (bad[i].field == 3) d.branch_scale = (nb_branch_scale)bad[i].value;
+            d.norm.type = bad[i].norm;
+            if (bad[i].field == 0) d.norm.bias = bad[i].value;
+            if (bad[i].field == 1) d.norm.gain = bad[i].value;
+            if (bad[i].field == 2) d.norm.gain_offset = bad[i].value;
+            if (bad[i].field == 3) d.residual.branch_scale = (nb_branch_scale)bad[i].value;
             nbt_check(nb_stack_init(&ctx, &s, &d, 1, 3) == NB_ERR_CONFIG &&
                       strstr(ctx.err, bad[i].says) != NULL, bad[i].what);
         }
@@ -578,7 +578,7 @@ static void post_equivalence(nbt_rng* rng) {
     run c, f;
     char name[64];
     int l, t;
-    dc.final_norm = -1;
+    dc.norm.final = -1;
     setup(&c, &dc, 2, 5, rng, 2);
     setup(&f, &df, 2, 5, rng, 2);
     memcpy(f.in, c.in, (size_t)2 * 5 * 8 * sizeof(nb_real));
@@ -611,7 +611,7 @@ static void mixln_limits(nbt_rng* rng) {
     run m, p;
     nbt_rng keep = *rng;
     dm.mixln_alpha = 0.2; /* floor(0.6) = 0 */
-    dp.eps = (nb_real)1e-6;
+    dp.norm.eps = (nb_real)1e-6;
     setup(&m, &dm, 2, 4, rng, 2);
     *rng = keep;
     setup(&p, &dp, 2, 4, rng, 2);
@@ -628,7 +628,7 @@ static void mixln_limits(nbt_rng* rng) {
     loss(&m); loss(&p);
     same_out("Mix-LN with alpha -1 (= 0) equals Pre-Norm", &m, &p);
     teardown(&m); teardown(&p);
-    dm.mixln_alpha = 1; dp = base_desc(NB_PRESET_POST, 3); dp.eps = (nb_real)1e-6;
+    dm.mixln_alpha = 1; dp = base_desc(NB_PRESET_POST, 3); dp.norm.eps = (nb_real)1e-6;
     keep = *rng;
     setup(&m, &dm, 2, 4, rng, 2);
     *rng = keep;
@@ -684,7 +684,7 @@ static void zero_outputs(nbt_rng* rng) {
         nb_real* ref = nbt_alloc(n);
         nb_real rs[3];
         int t;
-        d.final_norm = -1;
+        d.norm.final = -1;
         setup(&r, &d, 1, 3, rng, 1);
         for (t = 0; t < r.s.n_tensors; t++) {
             const nb_tensor_info* ti = &r.s.tensors[t];
@@ -698,9 +698,9 @@ static void zero_outputs(nbt_rng* rng) {
                                 NBT_ATOL, NBT_RTOL);
         if (k == 1) {
             nb_rmsnorm_forward(NULL, ref, 8, rs, r.in, 8, tensor(&r, "blocks.0.attn_post_norm.weight"),
-                               3, 8, 0, r.s.desc.eps);
+                               3, 8, 0, r.s.desc.norm.eps);
             nb_rmsnorm_forward(NULL, ref, 8, rs, ref, 8, tensor(&r, "blocks.0.ff_post_norm.weight"),
-                               3, 8, 0, r.s.desc.eps);
+                               3, 8, 0, r.s.desc.norm.eps);
             nbt_close_r("zero W_o, W_2: Post-Norm block is N_2(N_1(x))", r.out, ref, n, NBT_ATOL,
                         NBT_RTOL);
         }
@@ -729,7 +729,7 @@ static void siamese_degenerate(nbt_rng* rng) {
             *o2 = nbt_alloc(2 * n);
     int g;
     setup(&a, &d, 2, 3, rng, 2);
-    nbt_check(a.s.layers[1].attn.desc.sites == NB_SITES_QKV, "SiameseNorm attention has QKV norms");
+    nbt_check(a.s.layers[1].attn.desc.attn.sites == NB_SITES_QKV, "SiameseNorm attention has QKV norms");
     nbt_fill(rng, in1, 2 * n, 0, 1);
     memcpy(in2, in1, 2 * n * sizeof(nb_real));
     nbt_fill(rng, in2, n, 0, 1); /* different X, same Y */
@@ -819,15 +819,15 @@ static void threads_large(nbt_rng* rng) {
             nbt_rng keep = *rng;
             nb_real* g;
             char what[96];
-            d.d_model = 128; d.d_ff = 96;
-            if (norm) d.norm = NB_NORM_LAYER;
+            d.d_model = 128; d.ffn.d_ff = 96;
+            if (norm) d.norm.type = NB_NORM_LAYER;
             if (norm && i < 2) { /* the value residual's row loops on 2 threads: B*T*H_kv*d_k
                                     = 16K values, and the lambdas' per-thread sums */
-                d.value_residual = i + 1;
+                d.residual.value_residual = i + 1;
                 d.n_kv_heads = 2;
             }
             snprintf(what, sizeof what, "%s %s%s, 1 vs 2 threads", nb_preset_name(presets[i]),
-                     norm ? "LayerNorm" : "RMSNorm", d.value_residual ? " value residual" : "");
+                     norm ? "LayerNorm" : "RMSNorm", d.residual.value_residual ? " value residual" : "");
             nbt_check(setup(&a, &d, B, T, rng, 1), "threads_large setup");
             *rng = keep;
             nbt_check(setup(&b, &d, B, T, rng, 2), "threads_large setup");
@@ -880,7 +880,7 @@ static void in_place_backward(nbt_rng* rng) {
         nb_real *din, *g;
         char what[96];
         nb_preset_from_name(NULL, &d, cases[i].name);
-        d.final_norm = cases[i].final_norm;
+        d.norm.final = cases[i].final_norm;
         snprintf(what, sizeof what, "%s L=%d final norm %d: backward in place (din == dout)",
                  cases[i].name, cases[i].L, cases[i].final_norm);
         nbt_check(setup(&r, &d, 2, 3, rng, 1) && grads(&r), "in_place setup");
@@ -968,8 +968,8 @@ static void trainer_layout_and_conventions(nbt_rng* rng) {
 
         /* c: the same stack on the trainer's buffers, gradients overwritten (no zeroing: the
            tensors hold -7), din accumulated onto 0.5 */
-        d.param_grads = NB_GRAD_OVERWRITE;
-        d.input_grad = NB_GRAD_ACCUMULATE;
+        d.run.param_grads = NB_GRAD_OVERWRITE;
+        d.run.input_grad = NB_GRAD_ACCUMULATE;
         nbt_check(setup(&c, &d, 2, 3, rng, 2), "layout: second stack");
         snprintf(what, sizeof what, "%s: nb_stack_set_layout takes a kind-major layout (%s)",
                  names[i], c.ctx.err);
@@ -1123,7 +1123,7 @@ static void table_and_init(nbt_rng* rng) {
     int t, ok = 1;
     double s0 = 1 / sqrt(2.5 * 64), m = 0, v = 0, mx = 0;
     size_t n = 0;
-    d.d_model = 64; d.n_heads = 4; d.n_kv_heads = 2; d.d_ff = 96;
+    d.d_model = 64; d.n_heads = 4; d.n_kv_heads = 2; d.ffn.d_ff = 96;
     setup(&r, &d, 1, 2, rng, 1);
     for (t = 0; t < r.s.n_tensors; t++) {
         ok &= r.s.tensors[t].offset == covered;
@@ -1204,7 +1204,7 @@ static void init_schemes(nbt_rng* rng) {
         run r;
         char name[256];
         double got[4];
-        dd.d_model = 64; dd.n_heads = 4; dd.n_kv_heads = 4; dd.d_ff = 96;
+        dd.d_model = 64; dd.n_heads = 4; dd.n_kv_heads = 4; dd.ffn.d_ff = 96;
         setup(&r, &dd, 1, 2, rng, 1);
         nb_stack_init_params(NULL, &r.s, r.params, c[k].k, 0, 99 + k);
         got[0] = tensor_std(&r, "blocks.0.att_proj.weight");
@@ -1248,7 +1248,7 @@ static void diagnostics(nbt_rng* rng) {
                 nb_stack_hidden(&r.s, r.cache, 1, 0, 2, 4), 64, 0, 0);
     r.s.skip[1] = 0;
     /* a NaN weight in layer 2's FFN is reported with its layer */
-    r.s.desc.check_finite = 1;
+    r.s.desc.run.check_finite = 1;
     tensor(&r, "blocks.2.ff_out.weight")[5] = (nb_real)NAN;
     nbt_check(nbt_isnan(loss(&r)) && strstr(r.ctx.err, "layer 2") && strstr(r.ctx.err, "FFN"),
               "non-finite check names layer 2's FFN");
@@ -1277,7 +1277,7 @@ static void lns_depth_index(void) {
                       fabs(f->input_scale - want) < 1e-7 && !a->post_norm && !a->output_norm,
                   name);
     }
-    nbt_check(s.desc.eps == (nb_real)1e-6, "lns: eps 1e-6 of its (Mix-LN) code");
+    nbt_check(s.desc.norm.eps == (nb_real)1e-6, "lns: eps 1e-6 of its (Mix-LN) code");
     nb_stack_free(&s);
 }
 
@@ -1324,7 +1324,7 @@ static void rezero_init_and_sharing(nbt_rng* rng) {
             snprintf(name, sizeof name, "layerscale init at depth %d: %g (CaiT)", depth[k],
                      want[k]);
             nbt_check(nb_stack_init(&ctx, &st, &d, 1, 1) == NB_OK &&
-                          st.desc.layerscale_init == want[k], name);
+                          st.desc.residual.layerscale_init == want[k], name);
             nb_stack_free(&st);
         }
     }
@@ -1525,7 +1525,7 @@ static void gate_names(void) {
     nb_stack s;
     int t, ok = 1, seen = 0;
     nb_preset_from_name(NULL, &d, "gpt2");
-    d.attn_gate = NB_GATE_HEADWISE; d.rope = 0; d.n_kv_heads = 2;
+    d.attn.gate = NB_GATE_HEADWISE; d.attn.rope = 0; d.n_kv_heads = 2;
     if (!nbt_check(nb_stack_init(NULL, &s, &d, 1, 3) == NB_OK, "gated gpt2 stack")) return;
     for (t = 0; t < s.n_tensors; t++) {
         nb_tensor_part parts[3];
@@ -1571,7 +1571,7 @@ static void gate_stats(nbt_rng* rng) {
         double got[4] = {-1, -1, -1, -1};
         int l, h, ok = 1;
         char name[96];
-        d.attn_gate = k ? NB_GATE_ELEMENTWISE : NB_GATE_HEADWISE;
+        d.attn.gate = k ? NB_GATE_ELEMENTWISE : NB_GATE_HEADWISE;
         if (!nbt_check(setup(&r, &d, 2, 3, rng, 1), "gated stack")) return;
         memset(&g, 0, sizeof g);
         g.G = r.s.layers[0].attn.gate_width; g.P = r.s.layers[0].attn.qkv_width;
@@ -1646,16 +1646,16 @@ static void bad_configs(void) {
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG && strstr(ctx.err, "mixln_alpha"),
               "Mix-LN alpha negative other than -1 rejected");
     d = base_desc(NB_PRESET_SIAMESE, 2);
-    d.siamese_paper_scale = 3;
+    d.siamese.paper_scale = 3;
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG &&
-                  strstr(ctx.err, "siamese_paper_scale"), "unknown SiameseNorm c_l form rejected");
-    d.siamese_paper_scale = 0;
-    d.preset = NB_PRESET_SIAMESE_POST_PRE; d.siamese_no_fusion_norm = 1;
+                  strstr(ctx.err, "siamese.paper_scale"), "unknown SiameseNorm c_l form rejected");
+    d.siamese.paper_scale = 0;
+    d.preset = NB_PRESET_SIAMESE_POST_PRE; d.siamese.no_fusion_norm = 1;
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG &&
-                  strstr(ctx.err, "siamese_no_fusion_norm"),
+                  strstr(ctx.err, "siamese.no_fusion_norm"),
               "fusion-norm ablation outside the hybrid-pre form rejected");
-    d.preset = NB_PRESET_SIAMESE; d.siamese_no_fusion_norm = 0;
-    d.final_norm = -1;
+    d.preset = NB_PRESET_SIAMESE; d.siamese.no_fusion_norm = 0;
+    d.norm.final = -1;
     nbt_check(nb_stack_init(&ctx, &s, &d, 1, 4) == NB_ERR_CONFIG, "SiameseNorm without fusion rejected");
     memset(ls, 0, sizeof ls);
     ls[1].ffn.residual_from_norm = 1;
@@ -1684,7 +1684,7 @@ static void bad_configs(void) {
     nbt_check(nb_preset_from_name(&ctx, &d, "QQ-Post") == NB_ERR_CONFIG &&
                   strstr(ctx.err, "QQ-Post"), "unknown preset name rejected");
     nbt_check(nb_preset_from_name(&ctx, &d, "Pre-QKVC-Post") == NB_OK &&
-                  d.preset == NB_PRESET_PRE_SITES_POST && d.sites == NB_SITES_QKVC,
+                  d.preset == NB_PRESET_PRE_SITES_POST && d.attn.sites == NB_SITES_QKVC,
               "Pre-QKVC-Post parses");
     nbt_check(nb_preset_from_name(&ctx, &d, "HybridNorm*") == NB_OK &&
                   d.preset == NB_PRESET_HYBRID_STAR, "HybridNorm* parses");
@@ -1752,9 +1752,9 @@ static void value_residual_props(nbt_rng* rng) {
         nb_preset_from_name(NULL, &d, presets[i]);
         d.n_kv_heads = i == 1 ? 2 : 1;
         if (!nbt_check(setup(&off, &d, 2, 5, rng, 2), "value residual: the plain stack")) return;
-        d.value_residual = 1;
+        d.residual.value_residual = 1;
         if (!nbt_check(setup(&fixed, &d, 2, 5, rng, 2), "value residual: fixed")) return;
-        d.value_residual = 2;
+        d.residual.value_residual = 2;
         if (!nbt_check(setup(&learn, &d, 2, 5, rng, 2), "value residual: learnable")) return;
         copy_by_name(&fixed, &off);
         copy_by_name(&learn, &off);
@@ -1830,7 +1830,7 @@ static void value_residual_props(nbt_rng* rng) {
         nb_stack s;
         nb_ctx ctx;
         memset(&ctx, 0, sizeof ctx);
-        d.value_residual = 3;
+        d.residual.value_residual = 3;
         nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_ERR_CONFIG &&
                       strstr(ctx.err, "value_residual") != NULL,
                   "value residual: an unknown mode is refused, naming the field");
@@ -1914,8 +1914,8 @@ static void hyper_props(nbt_rng* rng) {
         if (!nbt_check(setup(&a, &d, 2, 5, rng, 1), "hyper: mhc stack")) return;
         d.preset = NB_PRESET_HC;
         if (!nbt_check(setup(&b, &d, 2, 5, rng, 1), "hyper: hc stack")) return;
-        nbt_check(a.s.streams == 4 && b.s.streams == 4 && a.s.desc.hyper == NB_HYPER_MHC &&
-                      a.s.desc.hyper_sinkhorn == 20, "hyper: 4 streams and 20 Sinkhorn iterations "
+        nbt_check(a.s.streams == 4 && b.s.streams == 4 && a.s.desc.hyper.kind == NB_HYPER_MHC &&
+                      a.s.desc.hyper.sinkhorn == 20, "hyper: 4 streams and 20 Sinkhorn iterations "
                   "by default");
         for (i = 0; i < sizeof mhc / sizeof mhc[0]; i++) {
             ok &= tensor_of(&a, mhc[i].name, &ti) && ti->rows == mhc[i].rows &&
@@ -1973,9 +1973,9 @@ static void hyper_props(nbt_rng* rng) {
             run pre, h;
             char what[96];
             int t;
-            d.eps = (nb_real)1e-12;
+            d.norm.eps = (nb_real)1e-12;
             if (!nbt_check(setup(&pre, &d, 2, 5, rng, 2), "hyper: pre")) return;
-            d.preset = st[i].preset; d.hyper_streams = st[i].streams;
+            d.preset = st[i].preset; d.hyper.streams = st[i].streams;
             if (!nbt_check(setup(&h, &d, 2, 5, rng, 2), "hyper: the hyper stack")) return;
             nb_stack_init_params(NULL, &h.s, h.params, NB_INIT_NORMAL, 0, 5);
             for (t = 0; t < h.s.n_tensors && st[i].zero_fn; t++)
@@ -2035,7 +2035,7 @@ static void hyper_props(nbt_rng* rng) {
             run r;
             double fwd[6], bwd[6], one[6], worst = 0;
             int t, q;
-            d.hyper_static = 1;
+            d.hyper.static_maps = 1;
             if (!nbt_check(setup(&r, &d, 2, 5, rng, 1), "hyper gains: static HC")) return;
             for (t = 0; t < r.s.n_tensors; t++)
                 if (strstr(r.s.tensors[t].name, "static_alpha")) {
@@ -2070,7 +2070,7 @@ static void hyper_props(nbt_rng* rng) {
         nb_real *in, *out, *dout, *din, *cache2;
         size_t k;
         int ok;
-        d.hyper_streams = 3;
+        d.hyper.streams = 3;
         if (!nbt_check(setup(&r, &d, 2, 5, rng, 1), "hyper layer API: setup")) return;
         loss(&r);
         in = nbt_alloc(3 * n1); out = nbt_alloc(3 * n1); dout = nbt_alloc(3 * n1);
@@ -2095,11 +2095,11 @@ static void hyper_props(nbt_rng* rng) {
                      {"hybrid", NB_HYPER_HC, 0, 0, 0, "residual from the norm"},
                      {"deepnorm", NB_HYPER_MHC, 0, 0, 0, "post norm"},
                      {"siamese", NB_HYPER_MHC, 0, 0, 0, "SiameseNorm"},
-                     {"mhc", 0, 9, 0, 0, "hyper_streams"}, {"mhc", 0, 0, 2, 0, "hyper_static"},
-                     {"mhc", 0, 0, 0, 101, "hyper_sinkhorn"}, {"pre", 0, 4, 0, 0, "hyper_streams"},
-                     {"pre", 0, 0, 1, 0, "hyper_static"}, {"pre", 7, 0, 0, 0, "unknown hyper"},
-                     {"mhc", NB_HYPER_NONE, 0, 0, 5, "hyper_sinkhorn"},
-                     {"hc", 0, 0, 0, 5, "hyper_sinkhorn"}, {"ihc", 0, 0, 0, 20, "Sinkhorn"}};
+                     {"mhc", 0, 9, 0, 0, "hyper.streams"}, {"mhc", 0, 0, 2, 0, "hyper.static_maps"},
+                     {"mhc", 0, 0, 0, 101, "hyper.sinkhorn"}, {"pre", 0, 4, 0, 0, "hyper.streams"},
+                     {"pre", 0, 0, 1, 0, "hyper.static_maps"}, {"pre", 7, 0, 0, 0, "unknown hyper"},
+                     {"mhc", NB_HYPER_NONE, 0, 0, 5, "hyper.sinkhorn"},
+                     {"hc", 0, 0, 0, 5, "hyper.sinkhorn"}, {"ihc", 0, 0, 0, 20, "Sinkhorn"}};
         size_t i;
         for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 2);
@@ -2108,8 +2108,8 @@ static void hyper_props(nbt_rng* rng) {
             char what[128];
             memset(&ctx, 0, sizeof ctx);
             nb_preset_from_name(NULL, &d, bad[i].preset);
-            d.hyper = (nb_hyper)bad[i].hyper; d.hyper_streams = bad[i].streams;
-            d.hyper_static = bad[i].stat; d.hyper_sinkhorn = bad[i].iters;
+            d.hyper.kind = (nb_hyper)bad[i].hyper; d.hyper.streams = bad[i].streams;
+            d.hyper.static_maps = bad[i].stat; d.hyper.sinkhorn = bad[i].iters;
             snprintf(what, sizeof what, "hyper: refused (%s), naming \"%s\"", bad[i].preset,
                      bad[i].says);
             nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_ERR_CONFIG &&
@@ -2128,9 +2128,9 @@ static void completep_props(nbt_rng* rng) {
     const double m = pow(4.0 / 2, -0.5);
     int t;
     size_t i;
-    d.depth_alpha = 0.5; d.depth_base = 2;
+    d.residual.depth_alpha = 0.5; d.residual.depth_base = 2;
     if (!nbt_check(setup(&cp, &d, 2, 5, rng, 2), "CompleteP: setup")) return;
-    d.depth_alpha = 0; d.depth_base = 0;
+    d.residual.depth_alpha = 0; d.residual.depth_base = 0;
     if (!nbt_check(setup(&pre, &d, 2, 5, rng, 2), "CompleteP: pre")) return;
     copy_by_name(&pre, &cp);
     for (t = 0; t < pre.s.n_tensors; t++) {
@@ -2153,7 +2153,7 @@ static void completep_props(nbt_rng* rng) {
         memset(&ctx, 0, sizeof ctx);
         ls[0].attn.branch_mult = 0.7f;
         d = base_desc(NB_PRESET_DEFAULT, 2);
-        d.layers = ls; d.depth_alpha = 1;
+        d.layers = ls; d.residual.depth_alpha = 1;
         nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_OK &&
                       s.layers[0].desc.attn.branch_mult == (nb_real)0.7f &&
                       s.layers[0].desc.ffn.branch_mult == (nb_real)0.5,
@@ -2163,14 +2163,14 @@ static void completep_props(nbt_rng* rng) {
         nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_ERR_CONFIG &&
                       strstr(ctx.err, "branch_mult") != NULL, "CompleteP: branch_mult < 0 refused");
         d = base_desc(NB_PRESET_PRE, 2);
-        d.depth_alpha = 2.5;
+        d.residual.depth_alpha = 2.5;
         nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_ERR_CONFIG &&
                       strstr(ctx.err, "depth_alpha") != NULL, "CompleteP: depth_alpha > 2 refused");
-        d.depth_alpha = 1; d.depth_base = -2;
+        d.residual.depth_alpha = 1; d.residual.depth_base = -2;
         nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_ERR_CONFIG &&
                       strstr(ctx.err, "depth_base") != NULL, "CompleteP: depth_base < 0 refused");
         d = base_desc(NB_PRESET_SIAMESE, 2);
-        d.depth_alpha = 1;
+        d.residual.depth_alpha = 1;
         nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_ERR_CONFIG &&
                       strstr(ctx.err, "SiameseNorm") != NULL, "CompleteP: SiameseNorm refused");
     }
@@ -2202,12 +2202,12 @@ static void ngpt_props(nbt_rng* rng) {
     run r;
     int t, l, i, bad = 0, units = 1;
     double worst = 0;
-    d.n_kv_heads = 2; d.d_ff = 0;
+    d.n_kv_heads = 2; d.ffn.d_ff = 0;
     if (!nbt_check(setup(&r, &d, 2, 5, rng, 2), "nGPT: setup")) return;
-    nbt_check(r.s.desc.norm == NB_NORM_L2 && r.s.desc.final_norm < 0 && r.s.desc.embed_norm < 0 &&
-                  r.s.desc.qk_scale > 0 && r.s.desc.ffn_in_scale > 0 && r.s.desc.d_ff == 32 &&
-                  fabs(r.s.desc.softmax_scale - 2) < 1e-6 && fabs(r.s.desc.interp_init - 0.05) < 1e-12 &&
-                  r.s.layers[1].attn.desc.no_gain && r.s.layers[1].attn.desc.sites == (NB_SITE_Q | NB_SITE_K),
+    nbt_check(r.s.desc.norm.type == NB_NORM_L2 && r.s.desc.norm.final < 0 && r.s.desc.norm.embed < 0 &&
+                  r.s.desc.attn.qk_scale > 0 && r.s.desc.ffn.in_scale > 0 && r.s.desc.ffn.d_ff == 32 &&
+                  fabs(r.s.desc.attn.softmax_scale - 2) < 1e-6 && fabs(r.s.desc.residual.interp_init - 0.05) < 1e-12 &&
+                  r.s.layers[1].attn.desc.no_gain && r.s.layers[1].attn.desc.attn.sites == (NB_SITE_Q | NB_SITE_K),
               "nGPT: the preset resolves L2 norms, no final or embedding norm, s_qk, sqrt(d_k), "
               "s_uv, 4d SwiGLU, alpha 0.05, gainless Q, K sites");
     for (t = 0; t < r.s.n_tensors; t++) {
@@ -2268,7 +2268,7 @@ static void ngpt_props(nbt_rng* rng) {
     teardown(&r);
     {   /* an L2 stack's embedding and final norms run (they have no gain to mark them) */
         nb_stack_desc e = base_desc(NB_PRESET_PRE, 2);
-        e.norm = NB_NORM_L2; e.embed_norm = 1;
+        e.norm.type = NB_NORM_L2; e.norm.embed = 1;
         if (nbt_check(setup(&r, &e, 2, 5, rng, 1), "L2 pre: setup")) {
             const nb_real* x0;
             loss(&r);
@@ -2311,13 +2311,13 @@ static void ngpt_props(nbt_rng* rng) {
     }
     {   /* refusals, each naming its field */
         static const struct { const char* what; const char* needle; } cases[] = {
-            {"qk_scale with GQA", "n_kv_heads"},
-            {"INTERP with depth_alpha", "branch_mult"},
+            {"attn.qk_scale with GQA", "n_kv_heads"},
+            {"INTERP with residual.depth_alpha", "branch_mult"},
             {"residual_norm with residual_from_norm", "residual_from_norm"},
             {"nGPT with hyper-connections", "hyper-connections"},
-            {"interp_init above 1", "interp_init"},
-            {"softmax_scale below 0", "softmax_scale"},
-            {"ffn_in_scale 2", "ffn_in_scale"}};
+            {"residual.interp_init above 1", "residual.interp_init"},
+            {"attn.softmax_scale below 0", "attn.softmax_scale"},
+            {"ffn.in_scale 2", "ffn.in_scale"}};
         nb_layer_desc ls[2];
         nb_stack s;
         nb_ctx ctx;
@@ -2327,17 +2327,17 @@ static void ngpt_props(nbt_rng* rng) {
             char what[128];
             e.n_kv_heads = 2;
             if (i == 0) e.n_kv_heads = 1;
-            if (i == 1) e.depth_alpha = 1;
+            if (i == 1) e.residual.depth_alpha = 1;
             if (i == 2) {
                 memset(ls, 0, sizeof ls);
                 ls[1].ffn.input_norm = ls[1].ffn.residual_from_norm = ls[1].ffn.residual_norm = 1;
                 e = base_desc(NB_PRESET_DEFAULT, 2);
                 e.layers = ls;
             }
-            if (i == 3) e.hyper = NB_HYPER_MHC;
-            if (i == 4) e.interp_init = 1.5;
-            if (i == 5) e.softmax_scale = -1;
-            if (i == 6) e.ffn_in_scale = 2;
+            if (i == 3) e.hyper.kind = NB_HYPER_MHC;
+            if (i == 4) e.residual.interp_init = 1.5;
+            if (i == 5) e.attn.softmax_scale = -1;
+            if (i == 6) e.ffn.in_scale = 2;
             snprintf(what, sizeof what, "nGPT: %s refused, naming %s", cases[i].what,
                      cases[i].needle);
             nbt_check(nb_stack_init(&ctx, &s, &e, 2, 4) == NB_ERR_CONFIG &&

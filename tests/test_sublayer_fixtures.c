@@ -142,16 +142,16 @@ static void run_attn(const char* cs, const variant* v) {
     desc.d_model = d;
     desc.n_heads = H;
     desc.n_kv_heads = Hkv;
-    desc.sites = (unsigned)sites;
-    desc.width = width == 1 ? NB_WIDTH_PER_HEAD : NB_WIDTH_FULL;
+    desc.attn.sites = (unsigned)sites;
+    desc.attn.site_width = width == 1 ? NB_WIDTH_PER_HEAD : NB_WIDTH_FULL;
     desc.norm = norm == 1 ? NB_NORM_RMS : NB_NORM_LAYER;
     desc.no_gain = no_gain;
     desc.eps = (nb_real)eps;
-    desc.rope = rope;
-    desc.rope_theta = (nb_real)theta;
-    desc.non_causal = !causal;
-    desc.memory = v->memory;
-    desc.bias = (unsigned)bias;
+    desc.attn.rope = rope;
+    desc.attn.rope_theta = (nb_real)theta;
+    desc.attn.non_causal = !causal;
+    desc.attn.memory = v->memory;
+    desc.attn.bias = (unsigned)bias;
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = v->threads;
     memset(&plan, 0, sizeof plan);
@@ -273,9 +273,9 @@ static void run_ffn(const char* cs, const variant* v) {
 
     memset(&desc, 0, sizeof desc);
     desc.d_model = d;
-    desc.d_ff = f;
-    desc.type = type == 1 ? NB_FFN_SWIGLU : type == 2 ? NB_FFN_GELU_TANH : NB_FFN_GELU_ERF;
-    desc.bias = bias ? 1 : -1;
+    desc.ffn.d_ff = f;
+    desc.ffn.type = type == 1 ? NB_FFN_SWIGLU : type == 2 ? NB_FFN_GELU_TANH : NB_FFN_GELU_ERF;
+    desc.ffn.bias = bias ? 1 : -1;
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = v->threads;
     memset(&plan, 0, sizeof plan);

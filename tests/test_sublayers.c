@@ -105,10 +105,10 @@ static void attn_fd_case(const nb_attn_desc* desc, int B, int T, int threads, nb
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = threads;
     snprintf(what, sizeof what, "attn %s B=%d H=%d Hkv=%d threads=%d rope=%d %s %s %s bias=%u",
-             sites_name(desc->sites), B, desc->n_heads, desc->n_kv_heads, threads, desc->rope,
-             desc->width == NB_WIDTH_FULL ? "full" : "per-head",
+             sites_name(desc->attn.sites), B, desc->n_heads, desc->n_kv_heads, threads, desc->attn.rope,
+             desc->attn.site_width == NB_WIDTH_FULL ? "full" : "per-head",
              desc->norm == NB_NORM_LAYER ? "LN" : "RMS",
-             desc->memory == NB_ATTN_MEMORY_LSE ? "lse" : "probs", desc->bias);
+             desc->attn.memory == NB_ATTN_MEMORY_LSE ? "lse" : "probs", desc->attn.bias);
     if (!nbt_check(attn_setup(&r, desc, B, T, rng, &ctx), what)) return;
     attn_grads(&r, &ctx);
     snprintf(name, sizeof name, "%s: dx", what);
@@ -144,7 +144,7 @@ static void ffn_fd_case(nb_ffn_type type, int bias, nbt_rng* rng) {
     char name[128];
     size_t i, np;
     memset(&desc, 0, sizeof desc);
-    desc.d_model = d; desc.d_ff = 10; desc.type = type; desc.bias = bias;
+    desc.d_model = d; desc.ffn.d_ff = 10; desc.ffn.type = type; desc.ffn.bias = bias;
     if (!nbt_check(nb_ffn_plan_make(NULL, &pl, &desc, 1, BT) == NB_OK, "ffn plan")) return;
     np = pl.n_params;
     params = nbt_alloc(np); grads = nbt_alloc(np); cache = nbt_alloc(pl.n_cache);
@@ -179,8 +179,8 @@ static void ffn_fd_case(nb_ffn_type type, int bias, nbt_rng* rng) {
 static nb_attn_desc make_desc(int d, int H, int Hkv, unsigned sites, int rope, nb_norm_width w) {
     nb_attn_desc desc;
     memset(&desc, 0, sizeof desc);
-    desc.d_model = d; desc.n_heads = H; desc.n_kv_heads = Hkv; desc.sites = sites;
-    desc.rope = rope; desc.width = w;
+    desc.d_model = d; desc.n_heads = H; desc.n_kv_heads = Hkv; desc.attn.sites = sites;
+    desc.attn.rope = rope; desc.attn.site_width = w;
     return desc;
 }
 
@@ -309,11 +309,11 @@ static void modes_and_threads_agree(int B, int Hkv, int threads, nbt_rng* rng) {
     c1.num_threads = 1; c2.num_threads = threads;
     for (causal = 0; causal < 2; causal++) {
         char name[128];
-        desc.non_causal = !causal;
-        desc.memory = NB_ATTN_MEMORY_PROBS;
+        desc.attn.non_causal = !causal;
+        desc.attn.memory = NB_ATTN_MEMORY_PROBS;
         r2 = *rng;
         attn_setup(&a, &desc, B, T, rng, &c1);
-        desc.memory = NB_ATTN_MEMORY_LSE;
+        desc.attn.memory = NB_ATTN_MEMORY_LSE;
         attn_setup(&b, &desc, B, T, &r2, &c2); /* same random stream: same weights and inputs */
         attn_grads(&a, &c1);
         attn_grads(&b, &c2);
@@ -390,15 +390,15 @@ static void bad_configs(void) {
               "more threads than the plan was sized for rejected");
     attn_free(&r);
     memset(&fd, 0, sizeof fd);
-    fd.d_model = 8; fd.type = (nb_ffn_type)9;
+    fd.d_model = 8; fd.ffn.type = (nb_ffn_type)9;
     nbt_check(nb_ffn_plan_make(&ctx, &fp, &fd, 1, 4) == NB_ERR_CONFIG, "unknown FFN type rejected");
-    fd.type = NB_FFN_DEFAULT; fd.d_model = 0;
+    fd.ffn.type = NB_FFN_DEFAULT; fd.d_model = 0;
     nbt_check(nb_ffn_plan_make(&ctx, &fp, &fd, 1, 4) == NB_ERR_CONFIG, "FFN d_model 0 rejected");
-    fd.d_model = 8; fd.bias = 2;
+    fd.d_model = 8; fd.ffn.bias = 2;
     nbt_check(nb_ffn_plan_make(&ctx, &fp, &fd, 1, 4) == NB_ERR_CONFIG, "FFN bias 2 rejected");
-    fd.bias = 0;
-    nbt_check(nb_ffn_plan_make(&ctx, &fp, &fd, 1, 4) == NB_OK && fp.desc.d_ff == 64 &&
-                  fp.desc.bias == -1 && fp.in_width == 128,
+    fd.ffn.bias = 0;
+    nbt_check(nb_ffn_plan_make(&ctx, &fp, &fd, 1, 4) == NB_OK && fp.desc.ffn.d_ff == 64 &&
+                  fp.desc.ffn.bias == -1 && fp.in_width == 128,
               "SwiGLU defaults: f = 8d/3 rounded up to 64, no bias");
 }
 
@@ -409,7 +409,7 @@ static void naive_attention(const nb_attn_plan* pl, const nb_attn_params* p, con
                             int B, int T, double* out, double* max_logit, double* first_mass) {
     const int d = pl->desc.d_model, H = pl->desc.n_heads, Hkv = pl->desc.n_kv_heads;
     const int dk = pl->head_dim, P = pl->qkv_width, G = pl->gate_width;
-    const double s = pl->desc.softmax_scale;
+    const double s = pl->desc.attn.softmax_scale;
     double *qkv = (double*)malloc(sizeof(double) * (size_t)B * T * P);
     double *c = (double*)calloc((size_t)B * T * d, sizeof(double));
     double* pr = (double*)malloc(sizeof(double) * (size_t)T);
@@ -426,7 +426,7 @@ static void naive_attention(const nb_attn_plan* pl, const nb_attn_params* p, con
             const int kv = h / (H / Hkv);
             for (i = 0; i < T; i++) {
                 const double* q = qkv + ((size_t)b * T + i) * P + h * dk;
-                const int n = pl->desc.non_causal ? T : i + 1;
+                const int n = pl->desc.attn.non_causal ? T : i + 1;
                 double mx = -INFINITY, z = 0;
                 for (j = 0; j < n; j++) {
                     const double* k = qkv + ((size_t)b * T + j) * P + d + kv * dk;
@@ -475,12 +475,12 @@ static void gate_and_head_stats(nbt_rng* rng) {
         const size_t n = (size_t)B * T * 16;
         double *ref = (double*)malloc(sizeof(double) * n), mx[4], fm[4], rmx[4], rfm[4];
         char name[160];
-        desc.gate = cs[c].gate; desc.bias = cs[c].bias; desc.non_causal = !cs[c].causal;
-        desc.memory = cs[c].lse ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
-        snprintf(name, sizeof name, "gate %d, H %d/%d, T %d, %s, %s", (int)desc.gate, H,
+        desc.attn.gate = cs[c].gate; desc.attn.bias = cs[c].bias; desc.attn.non_causal = !cs[c].causal;
+        desc.attn.memory = cs[c].lse ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
+        snprintf(name, sizeof name, "gate %d, H %d/%d, T %d, %s, %s", (int)desc.attn.gate, H,
                  cs[c].Hkv, T, cs[c].causal ? "causal" : "non-causal", cs[c].lse ? "LSE" : "probs");
         if (!nbt_check(attn_setup(&r, &desc, B, T, rng, &ctx), name)) { free(ref); continue; }
-        nbt_check(r.plan.gate_width == (desc.gate == NB_GATE_HEADWISE ? H : desc.gate ? 16 : 0) &&
+        nbt_check(r.plan.gate_width == (desc.attn.gate == NB_GATE_HEADWISE ? H : desc.attn.gate ? 16 : 0) &&
                   r.plan.qkv_width == 16 + 2 * cs[c].Hkv * (16 / H) + r.plan.gate_width,
                   "the gate's G rows follow Q|K|V");
         nbt_check(nb_attn_head_stats(&r.plan, r.cache, B, T, mx, fm) == NB_ERR_CONFIG,
@@ -530,23 +530,23 @@ int main(void) {
                     nb_attn_desc d = make_desc(8, 2, gqa ? 1 : 2, site_sets[s], rope,
                                                full ? NB_WIDTH_FULL : NB_WIDTH_PER_HEAD);
                     if (full && !site_sets[s]) continue; /* width is moot without sites */
-                    d.memory = (rope + full + gqa) % 2 ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
+                    d.attn.memory = (rope + full + gqa) % 2 ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
                     attn_fd_case(&d, 2, 5, 1, &rng);
                 }
     {   /* LayerNorm sites, no gains, non-causal, a tile boundary (T > 64) in LSE mode */
         nb_attn_desc d = make_desc(8, 2, 1, NB_SITES_QKVC, 1, NB_WIDTH_PER_HEAD);
         d.norm = NB_NORM_LAYER;
         attn_fd_case(&d, 1, 5, 1, &rng);
-        d.norm = NB_NORM_RMS; d.no_gain = 1; d.non_causal = 1;
+        d.norm = NB_NORM_RMS; d.no_gain = 1; d.attn.non_causal = 1;
         attn_fd_case(&d, 2, 4, 1, &rng);
         d = make_desc(4, 1, 1, NB_SITE_Q | NB_SITE_K, 1, NB_WIDTH_PER_HEAD);
-        d.memory = NB_ATTN_MEMORY_LSE;
+        d.attn.memory = NB_ATTN_MEMORY_LSE;
         attn_fd_case(&d, 1, 70, 1, &rng);
     }
     {   /* fewer (batch, KV head) pairs than threads: MQA split in 3 parts, GQA in 2 */
         nb_attn_desc d = make_desc(8, 2, 1, NB_SITES_QKV, 1, NB_WIDTH_PER_HEAD);
         attn_fd_case(&d, 1, 70, 3, &rng);
-        d.memory = NB_ATTN_MEMORY_LSE;
+        d.attn.memory = NB_ATTN_MEMORY_LSE;
         attn_fd_case(&d, 1, 70, 3, &rng);
         d = make_desc(8, 4, 2, 0, 0, NB_WIDTH_PER_HEAD);
         attn_fd_case(&d, 1, 66, 3, &rng);
@@ -554,27 +554,27 @@ int main(void) {
     {   /* projection biases (GPT-2 both, Qwen2 Q|K|V): b_qkv enters before the site norms and
            RoPE, so QKV-normed and rotated cases check that order */
         nb_attn_desc d = make_desc(8, 2, 1, NB_SITES_QKVC, 1, NB_WIDTH_PER_HEAD);
-        d.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
+        d.attn.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
         attn_fd_case(&d, 2, 5, 1, &rng);
         d = make_desc(8, 2, 2, 0, 0, NB_WIDTH_PER_HEAD);
-        d.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
+        d.attn.bias = NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT;
         attn_fd_case(&d, 2, 5, 3, &rng);
         d = make_desc(8, 2, 1, NB_SITE_Q | NB_SITE_K, 1, NB_WIDTH_FULL);
-        d.bias = NB_ATTN_BIAS_QKV;
+        d.attn.bias = NB_ATTN_BIAS_QKV;
         attn_fd_case(&d, 1, 6, 1, &rng);
         d = make_desc(8, 2, 2, NB_SITE_V, 0, NB_WIDTH_PER_HEAD);
-        d.bias = NB_ATTN_BIAS_OUT;
+        d.attn.bias = NB_ATTN_BIAS_OUT;
         attn_fd_case(&d, 2, 4, 1, &rng);
     }
     {   /* the output gate: per head and per element, with the C site before it, GQA, a
            Q|K|V|G bias, both memory modes */
         nb_attn_desc d = make_desc(8, 2, 1, NB_SITES_QKVC, 1, NB_WIDTH_PER_HEAD);
-        d.gate = NB_GATE_HEADWISE;
+        d.attn.gate = NB_GATE_HEADWISE;
         attn_fd_case(&d, 2, 5, 1, &rng);
-        d.gate = NB_GATE_ELEMENTWISE; d.memory = NB_ATTN_MEMORY_LSE; d.bias = NB_ATTN_BIAS_QKV;
+        d.attn.gate = NB_GATE_ELEMENTWISE; d.attn.memory = NB_ATTN_MEMORY_LSE; d.attn.bias = NB_ATTN_BIAS_QKV;
         attn_fd_case(&d, 2, 5, 3, &rng);
         d = make_desc(16, 4, 2, 0, 0, NB_WIDTH_PER_HEAD); /* d_k 4: LayerNorm of 2 is +-1 */
-        d.gate = NB_GATE_HEADWISE; d.norm = NB_NORM_LAYER; d.sites = NB_SITE_C;
+        d.attn.gate = NB_GATE_HEADWISE; d.norm = NB_NORM_LAYER; d.attn.sites = NB_SITE_C;
         attn_fd_case(&d, 2, 4, 1, &rng);
     }
     ffn_fd_case(NB_FFN_SWIGLU, 0, &rng);

@@ -1195,7 +1195,7 @@ expect_error "--attn-gate maybe" "none, headwise or elementwise" "${TINY[@]}" --
 expect_error "--branch-scale interp" "scalar, channel or sublayer" "${TINY[@]}" --branch-scale interp
 expect_error "--norm-bias on with RMSNorm" "norm-bias on: the stack's norms are rms, which have no bias" "${TINY[@]}" --norm-bias on
 expect_error "--norm-gain on with L2" "norm-gain on: the stack's norms are l2" "${TINY[@]}" --norm l2 --norm-gain on
-expect_error "--norm-gain off with L2 (the library's refusal)" "norm_gain -1: the norm .* has no weight to remove" "${TINY[@]}" --norm l2 --norm-gain off
+expect_error "--norm-gain off with L2 (the library's refusal)" "norm.gain -1: the norm .* has no weight to remove" "${TINY[@]}" --norm l2 --norm-gain off
 expect_error "--gain-offset without gains (the library's refusal)" "gain_offset: the stack (pre) has no norm gains" "${TINY[@]}" --norm l2 --gain-offset
 expect_error "--branch-scale with siamese (the library's refusal)" "SiameseNorm (siamese) has none" "${TINY[@]}" --preset siamese --branch-scale sublayer
 expect_error "--branch-scale with ngpt" "branch-scale with ngpt: nGPT's sublayers step toward their branches" "${NG[@]}" --branch-scale sublayer

@@ -43,14 +43,14 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTI("d_model", m->s.desc.d_model);
     PUTI("n_heads", m->s.desc.n_heads);
     PUTI("n_kv_heads", m->s.desc.n_kv_heads);
-    PUTI("d_ff", m->s.desc.d_ff);
+    PUTI("d_ff", m->s.desc.ffn.d_ff);
     PUTS("ffn", c->ffn);
     /* the stack's norm kind, resolved: "rms" means RMSNorm to a reader (nbimport, the twin),
        not the preset's kind as on the command line */
-    PUTS("norm", norm_kind_name(m->s.desc.norm));
+    PUTS("norm", norm_kind_name(m->s.desc.norm.type));
     PUTI("rope", c->rope);
     PUTI("embed_scale", m->embed_mode); /* 0 off, 1 learnable (as before 2 existed), 2 sqrt(d) */
-    PUTI("attn_bias", m->s.desc.attn_bias);
+    PUTI("attn_bias", m->s.desc.attn.bias);
     PUTI("vocab_size", VOCAB);
     PUTI("steps", c->steps);
     PUTD("lr", c->lr);
@@ -69,7 +69,7 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     PUTI("seq", c->seq);
     PUTI("eval_batches", c->eval_batches);   /* not checked: what --load evaluates with */
     PUTI("eval_problems", c->eval_problems);
-    PUTS("precision", m->s.desc.precision == NB_PRECISION_BF16 ? "bf16" : "fp32"); /* resolved */
+    PUTS("precision", m->s.desc.gemm.precision == NB_PRECISION_BF16 ? "bf16" : "fp32"); /* resolved */
     if (m->init_std0 > 0) {
         snprintf(buf, sizeof buf, "%s:%g", init_scheme_name(m->init), m->init_std0);
         PUTS("init", buf);

@@ -1019,65 +1019,65 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->d_model = c->d_model;
     d->n_heads = c->n_heads;
     d->n_kv_heads = c->n_kv_heads;
-    d->d_ff = c->d_ff;
-    d->rope = c->rope;
-    d->check_finite = c->check_finite;
-    d->precision = c->bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32; /* auto: see model_init */
-    d->bf16_weights = c->bf16 && !c->bf16_per_forward; /* the copy AdamW writes (model.w16) */
-    d->backend = (nb_backend)c->backend;
-    d->param_grads = NB_GRAD_OVERWRITE; /* one backward per step: no zero-grad pass */
-    if (!strcmp(c->ffn, "gelu")) d->ffn = NB_FFN_GELU_TANH;
-    else if (d->ffn == NB_FFN_DEFAULT) d->ffn = NB_FFN_SWIGLU;
-    if (!strcmp(c->norm, "layer")) d->norm = NB_NORM_LAYER;
-    if (!strcmp(c->norm, "dyt")) d->norm = NB_NORM_DYT;
-    if (!strcmp(c->norm, "l2")) d->norm = NB_NORM_L2;
-    if (!strcmp(c->norm, "derf")) d->norm = NB_NORM_DERF;
+    d->ffn.d_ff = c->d_ff;
+    d->attn.rope = c->rope;
+    d->run.check_finite = c->check_finite;
+    d->gemm.precision = c->bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32; /* auto: see model_init */
+    d->gemm.bf16_weights = c->bf16 && !c->bf16_per_forward; /* the copy AdamW writes (model.w16) */
+    d->gemm.backend = (nb_backend)c->backend;
+    d->run.param_grads = NB_GRAD_OVERWRITE; /* one backward per step: no zero-grad pass */
+    if (!strcmp(c->ffn, "gelu")) d->ffn.type = NB_FFN_GELU_TANH;
+    else if (d->ffn.type == NB_FFN_DEFAULT) d->ffn.type = NB_FFN_SWIGLU;
+    if (!strcmp(c->norm, "layer")) d->norm.type = NB_NORM_LAYER;
+    if (!strcmp(c->norm, "dyt")) d->norm.type = NB_NORM_DYT;
+    if (!strcmp(c->norm, "l2")) d->norm.type = NB_NORM_L2;
+    if (!strcmp(c->norm, "derf")) d->norm.type = NB_NORM_DERF;
     /* the porting options: 0 leaves the kind's norms and the preset's branches */
-    d->attn_gate = (nb_attn_gate)c->attn_gate;
-    d->norm_gain = c->norm_gain < 0 ? -1 : 0;
-    d->norm_bias = c->norm_bias < 0 ? -1 : 0;
-    d->gain_offset = c->gain_offset;
-    d->branch_scale = (nb_branch_scale)c->branch_scale;
+    d->attn.gate = (nb_attn_gate)c->attn_gate;
+    d->norm.gain = c->norm_gain < 0 ? -1 : 0;
+    d->norm.bias = c->norm_bias < 0 ? -1 : 0;
+    d->norm.gain_offset = c->gain_offset;
+    d->residual.branch_scale = (nb_branch_scale)c->branch_scale;
     /* the description's other fields: 0 (-1 for attn_bias) leaves the preset's */
-    if (c->attn_bias >= 0) d->attn_bias = (unsigned)c->attn_bias;
+    if (c->attn_bias >= 0) d->attn.bias = (unsigned)c->attn_bias;
     if (c->mixln_alpha != 0) d->mixln_alpha = c->mixln_alpha;
-    if (c->eps != 0) d->eps = (nb_real)c->eps;
-    if (c->rope_theta != 0) d->rope_theta = (nb_real)c->rope_theta;
-    if (c->sites) d->sites = (unsigned)c->sites;
-    if (c->site_width) d->site_width = (nb_norm_width)c->site_width;
-    if (c->ffn_bias) d->ffn_bias = c->ffn_bias;
-    if (c->final_norm) d->final_norm = c->final_norm;
-    if (c->embed_norm) d->embed_norm = c->embed_norm;
-    if (c->memory) d->memory = (nb_attn_memory)c->memory;
-    if (c->siamese_scale) d->siamese_paper_scale = c->siamese_scale - 1;
-    if (c->siamese_fusion) d->siamese_paper_fusion = c->siamese_fusion - 1;
-    if (c->siamese_no_fusion_norm) d->siamese_no_fusion_norm = 1;
-    d->value_residual = c->value_residual; /* 0 off, 1 fixed, 2 learnable: the library's values */
-    if (c->hyper) d->hyper = (nb_hyper)c->hyper; /* the choices' order from NB_HYPER_NONE; else
+    if (c->eps != 0) d->norm.eps = (nb_real)c->eps;
+    if (c->rope_theta != 0) d->attn.rope_theta = (nb_real)c->rope_theta;
+    if (c->sites) d->attn.sites = (unsigned)c->sites;
+    if (c->site_width) d->attn.site_width = (nb_norm_width)c->site_width;
+    if (c->ffn_bias) d->ffn.bias = c->ffn_bias;
+    if (c->final_norm) d->norm.final = c->final_norm;
+    if (c->embed_norm) d->norm.embed = c->embed_norm;
+    if (c->memory) d->attn.memory = (nb_attn_memory)c->memory;
+    if (c->siamese_scale) d->siamese.paper_scale = c->siamese_scale - 1;
+    if (c->siamese_fusion) d->siamese.paper_fusion = c->siamese_fusion - 1;
+    if (c->siamese_no_fusion_norm) d->siamese.no_fusion_norm = 1;
+    d->residual.value_residual = c->value_residual; /* 0 off, 1 fixed, 2 learnable: the library's values */
+    if (c->hyper) d->hyper.kind = (nb_hyper)c->hyper; /* the choices' order from NB_HYPER_NONE; else
                                                     the preset's (nb_preset_from_name wrote it) */
-    d->hyper_streams = c->hyper_streams;
-    if (c->hyper_form) d->hyper_static = c->hyper_form - 1;
-    d->hyper_sinkhorn = c->hyper_sinkhorn;
+    d->hyper.streams = c->hyper_streams;
+    if (c->hyper_form) d->hyper.static_maps = c->hyper_form - 1;
+    d->hyper.sinkhorn = c->hyper_sinkhorn;
     /* the library refuses these by their field names: said here by the flags' */
-    if (d->hyper <= NB_HYPER_NONE && (c->hyper_streams || c->hyper_form || c->hyper_sinkhorn))
+    if (d->hyper.kind <= NB_HYPER_NONE && (c->hyper_streams || c->hyper_form || c->hyper_sinkhorn))
         return fail("--hyper-streams, --hyper-form and --hyper-sinkhorn need hyper-connections "
                     "(--hyper mhc|hc|ihc, or --preset mhc|hc|ihc)");
-    if (d->hyper != NB_HYPER_MHC && c->hyper_sinkhorn)
+    if (d->hyper.kind != NB_HYPER_MHC && c->hyper_sinkhorn)
         return fail("--hyper-sinkhorn applies to mHC only (--hyper mhc or --preset mhc)");
-    d->dyt_alpha = c->dyt_alpha; /* 0: the library's defaults */
-    d->dyt_alpha_attn = c->dyt_alpha_attn;
+    d->norm.dyt_alpha = c->dyt_alpha; /* 0: the library's defaults */
+    d->norm.dyt_alpha_attn = c->dyt_alpha_attn;
     /* DyT's LLM rule (the library's default) comes from its 7B-70B models; below d = 1024 its
        generic default 0.5 trains where the rule's alpha 1 collapsed (d = 64, README). Derf
        keeps the library's default, its code's 1 (the dyt preset with --norm derf too) */
-    if ((d->norm == NB_NORM_DYT || (d->preset == NB_PRESET_DYT && d->norm != NB_NORM_DERF)) &&
+    if ((d->norm.type == NB_NORM_DYT || (d->preset == NB_PRESET_DYT && d->norm.type != NB_NORM_DERF)) &&
         d->d_model < 1024) {
-        if (d->dyt_alpha == 0) d->dyt_alpha = 0.5;
-        if (d->dyt_alpha_attn == 0) d->dyt_alpha_attn = 0.5;
+        if (d->norm.dyt_alpha == 0) d->norm.dyt_alpha = 0.5;
+        if (d->norm.dyt_alpha_attn == 0) d->norm.dyt_alpha_attn = 0.5;
     }
-    d->layerscale_init = c->layerscale_init;
+    d->residual.layerscale_init = c->layerscale_init;
     if (d->preset == NB_PRESET_NGPT && ngpt_refusals(c)) return 1;
-    d->depth_alpha = c->completep; /* 0 off; the library checks the range and the preset */
-    d->depth_base = c->depth_base;
+    d->residual.depth_alpha = c->completep; /* 0 off; the library checks the range and the preset */
+    d->residual.depth_base = c->depth_base;
     return 0;
 }
 

@@ -246,8 +246,8 @@ int main(int argc, char** argv) {
         model probe;
         rc = model_init(&probe, &c);
         /* what --precision auto and --backend auto resolved to (a timing), kept for the run */
-        chosen[0] = probe.s.desc.precision == NB_PRECISION_BF16;
-        chosen[1] = probe.s.desc.backend == NB_BACKEND_DNNL;
+        chosen[0] = probe.s.desc.gemm.precision == NB_PRECISION_BF16;
+        chosen[1] = probe.s.desc.gemm.backend == NB_BACKEND_DNNL;
         model_free(&probe);
     }
     if (!rc && g_rank == 0) rc = check_outputs(&c);

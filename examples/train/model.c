@@ -146,7 +146,7 @@ int model_normalize(model* m) {
    (under any tau: nothing is scaled), where the library checks that every layer's logits follow
    W_q and W_k before it writes anything. */
 static int option_refusals(model* m, const config* c) {
-    const nb_norm_type k = m->s.desc.norm;
+    const nb_norm_type k = m->s.desc.norm.type;
     if (c->norm_bias > 0 && (k == NB_NORM_RMS || k == NB_NORM_L2))
         return fail("--norm-bias on: the stack's norms are %s, which have no bias (layer, dyt and derf "
                     "norms have one)", norm_kind_name(k));
@@ -184,17 +184,17 @@ int model_init(model* m, const config* c) {
         return fail("invalid model: %s", m->ctx.err);
     /* auto: bf16 only where its GEMMs run on oneDNN and nb_stack_init's probe timed them at
        least 1.25x faster than float32 (AVX512-BF16 without AMX can be slower than float32) */
-    if (c->bf16 == 2 && (m->s.desc.backend != NB_BACKEND_DNNL ||
+    if (c->bf16 == 2 && (m->s.desc.gemm.backend != NB_BACKEND_DNNL ||
                          !(m->ctx.gemm_probe_ms[1] * 1.25f <= m->ctx.gemm_probe_ms[2]))) {
-        if (m->s.desc.backend == NB_BACKEND_DNNL)
+        if (m->s.desc.gemm.backend == NB_BACKEND_DNNL)
             say("precision auto: fp32, timed faster here than bf16 on oneDNN (a 512^3 GEMM: "
                 "%.2f ms in float32, %.2f ms in bf16)\n", m->ctx.gemm_probe_ms[2],
                 m->ctx.gemm_probe_ms[1]);
         else
             say("precision auto: fp32, as bf16 would run %s\n", nb_stack_kernels(&m->s));
         nb_stack_free(&m->s);
-        d.precision = NB_PRECISION_FP32;
-        d.bf16_weights = 0;
+        d.gemm.precision = NB_PRECISION_FP32;
+        d.gemm.bf16_weights = 0;
         if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->seq) != NB_OK)
             return fail("invalid model: %s", m->ctx.err);
     } else if (c->bf16 == 2 && m->ctx.gemm_probe_ms[1] > 0) {
@@ -234,7 +234,7 @@ int model_init(model* m, const config* c) {
        as long as 25 later steps of AdamW) */
     memset(m->m, 0, m->n_upd * sizeof(nb_real));
     memset(m->v, 0, m->n_upd * sizeof(nb_real));
-    if (m->s.desc.bf16_weights) { /* the weights' bf16 copy, refreshed before the first forward */
+    if (m->s.desc.gemm.bf16_weights) { /* the weights' bf16 copy, refreshed before the first forward */
         m->w16 = (unsigned short*)xcalloc(m->n, sizeof(unsigned short));
         if (nb_stack_set_bf16_weights(&m->ctx, &m->s, m->w16 + m->off_stack) != NB_OK)
             return fail("bf16 weights: %s", m->ctx.err);
@@ -254,7 +254,7 @@ int model_init(model* m, const config* c) {
     if (m->ngpt) m->sz_terms = (nb_real*)xcalloc(bt * VOCAB, sizeof(nb_real));
     m->head_max = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
     m->head_mass = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
-    if (m->s.desc.attn_gate)
+    if (m->s.desc.attn.gate)
         m->head_gate = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
     /* weight decay: embedding and head yes; stack matrices yes; norm gains, biases and
        SiameseNorm gamma (the table's no_decay) only with --wd-norms on. Off by default, as in
@@ -337,7 +337,7 @@ size_t tensor_count(const ck_tensor* t) { return (size_t)t->rows * (size_t)(t->c
 static nb_result head_gemm(model* m, int ta, int tb, int M, int N, int K, nb_real alpha,
                            const nb_real* A, int lda, const nb_real* B, int ldb, nb_real* C,
                            int ldc) {
-    return m->s.desc.precision == NB_PRECISION_BF16
+    return m->s.desc.gemm.precision == NB_PRECISION_BF16
                ? nb_gemm_bf16(&m->ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0, C, ldc)
                : nb_gemm(&m->ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0, C, ldc);
 }

@@ -121,7 +121,7 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
         if (!cnt) continue;
         values += cnt;
         used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s", used ? ", " : "",
-                                 kind_group(kinds[k], m->s.desc.norm == NB_NORM_DERF));
+                                 kind_group(kinds[k], m->s.desc.norm.type == NB_NORM_DERF));
     }
     if (decay) { /* embedding and head are always decayed */
         values += (size_t)VOCAB * m->d + (m->off_sz - m->off_head);
@@ -158,7 +158,7 @@ static void print_completep_init(const model* m) {
     say("; CompleteP: the blocks' matrices %s std %g = sigma %g / sqrt(m_d %g), no depth factor%s%s%s",
         init_scheme_name(m->cp_init), m->cp_sigma / sqrt(m_d), m->cp_sigma, m_d,
         f ? " (not " : "", f ? f : "", f ? ")" : "");
-    if (m->s.desc.hyper > NB_HYPER_NONE) say(", hyper-connection projections the library's / sqrt(m_d)");
+    if (m->s.desc.hyper.kind > NB_HYPER_NONE) say(", hyper-connection projections the library's / sqrt(m_d)");
     say("; embedding and head as %s", init_scheme_name(m->init));
 }
 
@@ -173,7 +173,7 @@ static void print_ngpt(const config* c, const model* m) {
         "columns of attn_out, ff_out) unit at init and after every step; attn_alpha, mlp_alpha, "
         "sqk stored at 1/sqrt(d), suv at 1 (a starts at %g); its train.py's optimizer where not "
         "given: weight decay %g, warmup %d, cosine to %g x lr, AdamW (%g, %g) eps %g; given: ",
-        1 / sqrt((double)m->d), m->s.desc.interp_init, c->wd, c->warmup, c->min_lr_frac,
+        1 / sqrt((double)m->d), m->s.desc.residual.interp_init, c->wd, c->warmup, c->min_lr_frac,
         c->beta1, c->beta2, c->adam_eps);
     for (k = 0; k < 6; k++)
         if (c->given & (1u << k)) say("%s%s", n++ ? ", " : "", flags[k]);
@@ -199,11 +199,11 @@ static void print_completep(const config* c, const model* m) {
 static void print_options(const config* c, const nb_stack_desc* d) {
     static const char* const branch[] = {"", "ReZero's scalar per layer", "LayerScale's vector per sublayer",
                                          "", "SkipInit's scalar per sublayer"}; /* by nb_branch_scale */
-    if (d->attn_gate) say(", gated attention (%s)", d->attn_gate == NB_GATE_HEADWISE ? "headwise" : "elementwise");
+    if (d->attn.gate) say(", gated attention (%s)", d->attn.gate == NB_GATE_HEADWISE ? "headwise" : "elementwise");
     if (c->norm_gain < 0 || c->norm_bias < 0)
         say(", norms without %s", c->norm_gain < 0 && c->norm_bias < 0 ? "weight or bias"
                                   : c->norm_gain < 0 ? "weight" : "bias");
-    if (d->gain_offset) say(", gains 1 + w (unit offset)");
+    if (d->norm.gain_offset) say(", gains 1 + w (unit offset)");
     if (c->branch_scale > 0 && c->branch_scale < 5) say(", branches x %s", branch[c->branch_scale]);
 }
 
@@ -213,33 +213,33 @@ void print_model(const config* c, const model* m, int arch_only) {
     size_t n_on, n_off;
     say("model: %s, L=%d d=%d H=%d H_kv=%d d_ff=%d %s %s",
         c->schedule[0] ? c->schedule : d->name[0] ? d->name : nb_preset_name(d->preset),
-        d->n_layers, m->d, d->n_heads, d->n_kv_heads, d->d_ff, d->ffn == NB_FFN_GELU_TANH ? "gelu" : "swiglu",
-        d->norm == NB_NORM_LAYER ? "layernorm" : d->norm == NB_NORM_DYT ? "dyt" : d->norm == NB_NORM_DERF ? "derf"
-        : d->norm == NB_NORM_L2 ? "l2norm" : "rmsnorm");
-    if (d->norm != NB_NORM_L2) say(" eps %g", (double)d->eps); /* L2 has none */
-    say("%s%s", d->rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "");
+        d->n_layers, m->d, d->n_heads, d->n_kv_heads, d->ffn.d_ff, d->ffn.type == NB_FFN_GELU_TANH ? "gelu" : "swiglu",
+        d->norm.type == NB_NORM_LAYER ? "layernorm" : d->norm.type == NB_NORM_DYT ? "dyt" : d->norm.type == NB_NORM_DERF ? "derf"
+        : d->norm.type == NB_NORM_L2 ? "l2norm" : "rmsnorm");
+    if (d->norm.type != NB_NORM_L2) say(" eps %g", (double)d->norm.eps); /* L2 has none */
+    say("%s%s", d->attn.rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "");
     print_options(c, d);
     if (m->embed_mode == EMBED_SQRT_D)
         say(", embedding x sqrt(d) = %.9g (constant)", (double)m->embed_const);
     if (m->ngpt) say(", logits x learnable sz");
     if (m->softcap > 0) say(", logit softcap %g (C tanh(z / C), last)", m->softcap);
     say(", %zu parameters (stack %zu)\n", m->n, m->s.n_params);
-    if (d->norm == NB_NORM_DERF)
-        say("Derf alpha %g, %g feeding attention, shift 0%s\n", d->dyt_alpha, d->dyt_alpha_attn,
+    if (d->norm.type == NB_NORM_DERF)
+        say("Derf alpha %g, %g feeding attention, shift 0%s\n", d->norm.dyt_alpha, d->norm.dyt_alpha_attn,
             c->dyt_alpha || c->dyt_alpha_attn ? "" : " (its code's init; --dyt-alpha)");
-    else if (d->norm == NB_NORM_DYT || d->preset == NB_PRESET_DYT)
-        say("DyT alpha %g, %g feeding attention%s\n", d->dyt_alpha, d->dyt_alpha_attn,
+    else if (d->norm.type == NB_NORM_DYT || d->preset == NB_PRESET_DYT)
+        say("DyT alpha %g, %g feeding attention%s\n", d->norm.dyt_alpha, d->norm.dyt_alpha_attn,
             c->dyt_alpha || c->dyt_alpha_attn || m->d >= 1024 ? ""
             : " (DyT's generic default: its LLM rule by width comes from 7B-70B models; --dyt-alpha)");
-    if (d->hyper > NB_HYPER_NONE) {
-        say("hyper-connections: %s, %d streams, %s maps", d->hyper == NB_HYPER_MHC ? "mHC"
-            : d->hyper == NB_HYPER_HC ? "HC" : "identity HC", m->s.streams,
-            d->hyper_static ? "static" : "dynamic (per token)");
-        if (d->hyper == NB_HYPER_MHC) say(", %d Sinkhorn iterations", d->hyper_sinkhorn);
+    if (d->hyper.kind > NB_HYPER_NONE) {
+        say("hyper-connections: %s, %d streams, %s maps", d->hyper.kind == NB_HYPER_MHC ? "mHC"
+            : d->hyper.kind == NB_HYPER_HC ? "HC" : "identity HC", m->s.streams,
+            d->hyper.static_maps ? "static" : "dynamic (per token)");
+        if (d->hyper.kind == NB_HYPER_MHC) say(", %d Sinkhorn iterations", d->hyper.sinkhorn);
         say("\n");
     }
     say("kernels: %s%s\n", nb_stack_kernels(&m->s),
-        d->precision == NB_PRECISION_BF16 ? "; LM head portable bf16" : "");
+        d->gemm.precision == NB_PRECISION_BF16 ? "; LM head portable bf16" : "");
     if (arch_only) return;
     if (m->init_std0 > 0) say("init: %s std %g (%s)", init_scheme_name(m->init), m->init_std0, m->init_why);
     else say("init: %s (%s)", init_scheme_name(m->init), m->init_why);
@@ -346,7 +346,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
     L = m.s.desc.n_layers;
     h->n_heads = m.s.desc.n_heads;
     h->streams = m.s.streams;
-    h->hyper = m.s.desc.hyper > NB_HYPER_NONE;
+    h->hyper = m.s.desc.hyper.kind > NB_HYPER_NONE;
     snprintf(h->init, sizeof h->init, "%s", init_scheme_name(m.init));
     if (c->resume) {
         if (load_checkpoint(c->resume, c, ds, &m, &start)) { model_free(&m); return 1; }

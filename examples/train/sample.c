@@ -54,8 +54,8 @@ static int eval_checkpoint(const config* c, const dataset* ds) {
     print_model(c, &m, 1);
     val = evaluate(&m, ds, c->eval_batches);
     say("eval: %s (step %d, %s GEMMs%s): val_loss %.9g on %d batches of %d x %d held-out tokens\n",
-        c->load, step, m.s.desc.precision == NB_PRECISION_BF16 ? "bf16" : "float32",
-        c->load_bf16 < 0 ? "" : (m.s.desc.precision == NB_PRECISION_BF16) == c->load_bf16
+        c->load, step, m.s.desc.gemm.precision == NB_PRECISION_BF16 ? "bf16" : "float32",
+        c->load_bf16 < 0 ? "" : (m.s.desc.gemm.precision == NB_PRECISION_BF16) == c->load_bf16
             ? " as trained" : c->load_bf16 ? ", trained in bf16" : ", trained in float32",
         val, c->eval_batches, c->batch, c->seq);
     if (!ds->text) {

@@ -114,23 +114,23 @@ static void run_attn(rd* r, nb_ctx* c) {
     int mb, ms, B, T;
     memset(&d, 0, sizeof d);
     d.d_model = pick_int(r, 32); d.n_heads = pick_int(r, 8); d.n_kv_heads = pick_int(r, 4);
-    d.sites = u8(r) < 230 ? u8(r) & 15 : u32(r);
-    d.width = (nb_norm_width)pick_int(r, 2); d.norm = (nb_norm_type)pick_int(r, 3);
-    d.no_gain = u8(r) & 1; d.eps = pick_real(r); d.rope = u8(r) & 1; d.rope_theta = pick_real(r);
-    d.non_causal = u8(r) & 1; d.memory = (nb_attn_memory)pick_int(r, 2);
+    d.attn.sites = u8(r) < 230 ? u8(r) & 15 : u32(r);
+    d.attn.site_width = (nb_norm_width)pick_int(r, 2); d.norm = (nb_norm_type)pick_int(r, 3);
+    d.no_gain = u8(r) & 1; d.eps = pick_real(r); d.attn.rope = u8(r) & 1; d.attn.rope_theta = pick_real(r);
+    d.attn.non_causal = u8(r) & 1; d.attn.memory = (nb_attn_memory)pick_int(r, 2);
     mb = pick_int(r, 3); ms = pick_int(r, 16);
-    d.bias = u8(r) < 230 ? u8(r) & 3 : u32(r); /* read last: older seeds keep their meaning */
+    d.attn.bias = u8(r) < 230 ? u8(r) & 3 : u32(r); /* read last: older seeds keep their meaning */
     {   /* after it: nGPT's L2 norm kind and Derf (6: unknown), s_qk (2: refused) and the
            softmax scale */
         const unsigned k = u8(r);
         if (k >= 128) {
             if (k & 1) d.norm = (nb_norm_type)(4 + (k >> 1) % 3);
-            d.qk_scale = (int)((k >> 2) % 3); d.softmax_scale = pick_real(r);
+            d.attn.qk_scale = (int)((k >> 2) % 3); d.attn.softmax_scale = pick_real(r);
         }
     }
     {   /* read last: the output gate (3: unknown) */
         const unsigned k = u8(r);
-        if (k >= 128) d.gate = (nb_attn_gate)(k % 4);
+        if (k >= 128) d.attn.gate = (nb_attn_gate)(k % 4);
     }
     memset(&pl, 0x77, sizeof pl);
     rc = nb_attn_plan_make(c, &pl, &d, mb, ms);
@@ -183,15 +183,15 @@ static void run_ffn(rd* r, nb_ctx* c) {
     nb_result rc;
     int mb, ms, B, T;
     memset(&d, 0, sizeof d);
-    d.d_model = pick_int(r, 32); d.d_ff = pick_int(r, 48); d.type = (nb_ffn_type)pick_int(r, 3);
-    d.bias = (int)(u8(r) % 4) - 1;
+    d.d_model = pick_int(r, 32); d.ffn.d_ff = pick_int(r, 48); d.ffn.type = (nb_ffn_type)pick_int(r, 3);
+    d.ffn.bias = (int)(u8(r) % 4) - 1;
     mb = pick_int(r, 3); ms = pick_int(r, 16);
-    d.in_scale = (int)(u8(r) % 4) - 1; /* nGPT's s_uv: -1 and 2 refused */
+    d.ffn.in_scale = (int)(u8(r) % 4) - 1; /* nGPT's s_uv: -1 and 2 refused */
     rc = nb_ffn_plan_make(c, &pl, &d, mb, ms);
     check_rc(c, rc);
     if (rc) return;
     n_accepted++;
-    CHECK(pl.in_width == (pl.desc.type == NB_FFN_SWIGLU ? 2 : 1) * pl.desc.d_ff, "in_width");
+    CHECK(pl.in_width == (pl.desc.ffn.type == NB_FFN_SWIGLU ? 2 : 1) * pl.desc.ffn.d_ff, "in_width");
     /* the inputs and outputs too: a GELU of d_ff 1 has a small cache for any width */
     if (pl.n_params + pl.n_cache + pl.n_scratch > MAX_VALUES ||
         (size_t)mb * ms * pl.desc.d_model > MAX_VALUES)
@@ -232,17 +232,17 @@ static void run_stack(rd* r, nb_ctx* c) {
     int mb, ms, B, T, l, t;
     memset(&d, 0, sizeof d);
     d.n_layers = pick_int(r, 4); d.d_model = pick_int(r, 24); d.n_heads = pick_int(r, 4);
-    d.n_kv_heads = pick_int(r, 2); d.d_ff = pick_int(r, 32);
+    d.n_kv_heads = pick_int(r, 2); d.ffn.d_ff = pick_int(r, 32);
     if (u8(r) & 1) d.preset = (nb_preset)pick_int(r, NB_PRESET_COUNT);
     else check_rc(c, nb_preset_from_name(c, &d, names[u8(r) % 16]));
-    d.sites = u8(r) < 220 ? (u8(r) & 15) | (u8(r) < 30 ? NB_SITES_NONE : 0) : u32(r);
+    d.attn.sites = u8(r) < 220 ? (u8(r) & 15) | (u8(r) < 30 ? NB_SITES_NONE : 0) : u32(r);
     d.mixln_alpha = (double)pick_real(r);
-    d.norm = (nb_norm_type)pick_int(r, 3); d.eps = pick_real(r);
-    d.site_width = (nb_norm_width)pick_int(r, 2); d.ffn = (nb_ffn_type)pick_int(r, 3);
-    d.ffn_bias = (int)(u8(r) % 4) - 1; d.rope = u8(r) & 1; d.rope_theta = pick_real(r);
-    d.non_causal = u8(r) & 1; d.memory = (nb_attn_memory)pick_int(r, 2);
-    d.final_norm = (int)(u8(r) % 4) - 1; d.embed_norm = (int)(u8(r) % 4) - 1;
-    d.siamese_paper_scale = u8(r) & 1; d.siamese_paper_fusion = u8(r) & 1;
+    d.norm.type = (nb_norm_type)pick_int(r, 3); d.norm.eps = pick_real(r);
+    d.attn.site_width = (nb_norm_width)pick_int(r, 2); d.ffn.type = (nb_ffn_type)pick_int(r, 3);
+    d.ffn.bias = (int)(u8(r) % 4) - 1; d.attn.rope = u8(r) & 1; d.attn.rope_theta = pick_real(r);
+    d.attn.non_causal = u8(r) & 1; d.attn.memory = (nb_attn_memory)pick_int(r, 2);
+    d.norm.final = (int)(u8(r) % 4) - 1; d.norm.embed = (int)(u8(r) % 4) - 1;
+    d.siamese.paper_scale = u8(r) & 1; d.siamese.paper_fusion = u8(r) & 1;
     if (u8(r) < 64 && d.n_layers > 0 && d.n_layers <= 8) { /* a custom schedule */
         memset(layers, 0, sizeof layers);
         for (l = 0; l < d.n_layers; l++) {
@@ -263,29 +263,29 @@ static void run_stack(rd* r, nb_ctx* c) {
     }
     mb = pick_int(r, 2); ms = pick_int(r, 8);
     if (u8(r) >= 200) { /* init-time hyperparameters: 0 (default), sensible, edges, any bits */
-        d.dyt_alpha = (double)pick_real(r); d.dyt_alpha_attn = (double)pick_real(r);
-        d.layerscale_init = (double)pick_real(r);
+        d.norm.dyt_alpha = (double)pick_real(r); d.norm.dyt_alpha_attn = (double)pick_real(r);
+        d.residual.layerscale_init = (double)pick_real(r);
     }
-    d.attn_bias = u8(r) < 230 ? u8(r) & 3 : u32(r); /* read last: older seeds keep their meaning */
+    d.attn.bias = u8(r) < 230 ? u8(r) & 3 : u32(r); /* read last: older seeds keep their meaning */
     {   /* after it: gradient modes (3 and 4 are refused) and a name of any bytes, unterminated */
         const unsigned gm = u8(r);
         size_t i;
-        d.param_grads = (nb_grad_mode)(gm % 5);
-        d.input_grad = (nb_grad_mode)((gm / 5) % 5);
-        d.precision = (nb_precision)((gm / 25) % 4); /* 3 is refused */
+        d.run.param_grads = (nb_grad_mode)(gm % 5);
+        d.run.input_grad = (nb_grad_mode)((gm / 5) % 5);
+        d.gemm.precision = (nb_precision)((gm / 25) % 4); /* 3 is refused */
         if (gm >= 200)
             for (i = 0; i < sizeof d.name; i++) d.name[i] = (char)(1 + u8(r) % 255);
     }
-    d.backend = (nb_backend)(u8(r) % 4); /* 3 is refused, DNNL without oneDNN too */
+    d.gemm.backend = (nb_backend)(u8(r) % 4); /* 3 is refused, DNNL without oneDNN too */
     {   /* read last: hyper-connections (5: unknown) and CompleteP, the custom layers' constant
            branch multipliers */
         const unsigned h = u8(r);
-        d.hyper = (nb_hyper)(h % 6);
-        if (d.hyper) {
-            d.hyper_streams = pick_int(r, 9); d.hyper_static = (int)(u8(r) % 3);
-            d.hyper_sinkhorn = pick_int(r, 3);
+        d.hyper.kind = (nb_hyper)(h % 6);
+        if (d.hyper.kind) {
+            d.hyper.streams = pick_int(r, 9); d.hyper.static_maps = (int)(u8(r) % 3);
+            d.hyper.sinkhorn = pick_int(r, 3);
         }
-        if (h >= 128) { d.depth_alpha = (double)pick_real(r); d.depth_base = pick_int(r, 4); }
+        if (h >= 128) { d.residual.depth_alpha = (double)pick_real(r); d.residual.depth_base = pick_int(r, 4); }
         for (l = 0; d.layers && l < d.n_layers; l++)
             if (u8(r) & 1) layers[l].attn.branch_mult = layers[l].ffn.branch_mult = pick_real(r);
     }
@@ -293,9 +293,9 @@ static void run_stack(rd* r, nb_ctx* c) {
            SkipInit's branch scale in custom layers) */
         const unsigned k = u8(r);
         if (k >= 128) {
-            if (k & 1) d.norm = (nb_norm_type)(4 + (k >> 1) % 3);
-            d.interp_init = (double)pick_real(r); d.softmax_scale = pick_real(r);
-            d.qk_scale = (int)(u8(r) % 4) - 1; d.ffn_in_scale = (int)(u8(r) % 4) - 1;
+            if (k & 1) d.norm.type = (nb_norm_type)(4 + (k >> 1) % 3);
+            d.residual.interp_init = (double)pick_real(r); d.attn.softmax_scale = pick_real(r);
+            d.attn.qk_scale = (int)(u8(r) % 4) - 1; d.ffn.in_scale = (int)(u8(r) % 4) - 1;
             for (l = 0; d.layers && l < d.n_layers; l++) {
                 const unsigned f = u8(r);
                 layers[l].attn.residual_norm = f & 1; layers[l].ffn.residual_norm = (f >> 1) & 1;
@@ -306,10 +306,10 @@ static void run_stack(rd* r, nb_ctx* c) {
     {   /* read last: the porting fields (one past each range: refused) */
         const unsigned k = u8(r);
         if (k >= 128) {
-            d.attn_gate = (nb_attn_gate)(u8(r) % 4);
-            d.norm_gain = (int)(u8(r) % 3) - 1; d.norm_bias = (int)(u8(r) % 3) - 1;
-            d.gain_offset = (int)(u8(r) % 3); d.embed_scale = (int)(u8(r) % 3);
-            d.branch_scale = (nb_branch_scale)(u8(r) % 7);
+            d.attn.gate = (nb_attn_gate)(u8(r) % 4);
+            d.norm.gain = (int)(u8(r) % 3) - 1; d.norm.bias = (int)(u8(r) % 3) - 1;
+            d.norm.gain_offset = (int)(u8(r) % 3); d.norm.embed_scale = (int)(u8(r) % 3);
+            d.residual.branch_scale = (nb_branch_scale)(u8(r) % 7);
         }
     }
     rc = nb_stack_init(c, &s, &d, mb, ms);
@@ -374,7 +374,7 @@ static void run_stack(rd* r, nb_ctx* c) {
                 CHECK(nb_stack_angular_distance(&s, cache, B + 1, T, 0, diag) != NB_OK,
                       "angular distance with another B");
                 CHECK((nb_stack_hyper_gains(&s, cache, B, T, diag, diag + 16, diag + 32) ==
-                       NB_OK) == (s.desc.hyper > NB_HYPER_NONE), "hyper gains");
+                       NB_OK) == (s.desc.hyper.kind > NB_HYPER_NONE), "hyper gains");
             }
             if ((size_t)s.desc.n_layers * s.desc.n_heads <= 32) { /* head stats, QK-Clip */
                 int l, clipped = -1;

@@ -163,6 +163,9 @@
      before W_o), per head with one gain of d_k shared by the heads unless stated. F is the FFN. l =
      0..L-1 unless stated. Every preset but none, rezero and ngpt ends with the final norm ln_f (the
      official codes apply it before the LM head even where the papers' equations stop at x_L).
+     The aliases are the papers' names (Pre-Norm, Post-Norm, Sandwich, OLMo-2, DeepNorm, HybridNorm,
+     QKV-Post, HybridNorm*, Mix-LN, SiameseNorm, GPT-2, LayerNorm-Scaling, NoNorm, DyT, Peri-LN,
+     ReZero, CaiT, nGPT, mHC, Hyper-Connections, ...): nb_preset_aliases lists each preset's.
        pre           y = x + MHA(N(x));  x' = y + F(N(y))
        post          y = N(x + MHA(x));  x' = N(y + F(y))   (+ ln_f, the Mix-LN code's)
        post_flags    layer 0: y = x + MHA(x), else a = N(x), y = a + MHA(a);  b = N(y),
@@ -306,7 +309,8 @@
        FD case in tests/test_stack.c; the twin's Placement and Block.sublayer.
      - A preset: an nb_preset value before NB_PRESET_COUNT and its row in nb__presets (codes of
        nb__place_code, sites, width, eps, embedding norm, streams, final norm, norm kind), a
-       line in THE PRESETS above and in the README; a new code letter in nb__place_code.
+       line in THE PRESETS above (the README copies the block: cmake -DFIX=1 -DROOT=. -P
+       tests/readme_snippets.cmake); a new code letter in nb__place_code.
        Tests: the twin's PRESETS row (and place_code), the preset written out as its paper's
        equations in direct_forward and a case in tests/gen_block_fixtures.py, its key in
        tests/test_block_fixtures.c.
@@ -5196,7 +5200,7 @@ NBDEF const char* nb_preset_aliases(nb_preset p) {
     return (int)p >= 0 && p < NB_PRESET_COUNT ? nb__presets[p].aliases : "";
 }
 
-/* one line per preset, in nb_preset order (the README's table has the equations) */
+/* one line per preset, in nb_preset order (THE PRESETS above has the equations) */
 static const char* const nb__preset_about[] = {
     "Pre-Norm (the default)",
     "y = x + MHA(N(x)); x' = y + F(N(y))",

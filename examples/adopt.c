@@ -3,7 +3,7 @@
    LM head, loss and AdamW), that hands its transformer blocks to normblocks without changing
    any of that: the stack binds the trainer's own buffers (nb_stack_set_layout), overwrites
    its parameter gradients (no zeroing of the stack's part), and its input gradient feeds the
-   trainer's embedding backward. The README's "Adopting it in an existing trainer" walks
+   trainer's embedding backward. examples/README.md's "Adopting it in an existing trainer" walks
    through it. Build: cmake (target adopt), or
        cc -O2 -fopenmp -I. examples/adopt.c -lopenblas -lm
    (-Ofast as well: the header stays correct under it). Runs 150 steps of next-token

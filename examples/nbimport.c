@@ -598,7 +598,7 @@ static int load(const nb_stack* s, nb_name_style style, model_in* M, nb_real* pa
    has is one line in that layout's function (llama_refusal, gpt2_refusal, ngpt_refusal).
    One known gap is documented rather than refused: NVIDIA/ngpt's rotary transform is not a
    rotation (its issue #10), so its code computes an exported nGPT stack only with the standard
-   RoPE in its place (--help, README). */
+   RoPE in its place (--help, examples/pytorch/README.md). */
 
 typedef struct refusal {
     const char* field; /* the first field that makes the stack inexpressible (the table's) */

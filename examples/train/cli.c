@@ -321,7 +321,7 @@ static const opt k_opts[] = {
     {"comm-timeout", "S", K_REAL, F(comm_timeout), 0, 1e9, NULL, NULL, 0,
      "a collective not completed in S seconds ends the job with a message naming it (a hung rank,\n"
      "a lost network); keep S above the longest a rank works alone and above mpirun's lost-host\n"
-     "detection (oob_tcp_keepalive_*, see the README); 0 = wait forever [600]"},
+     "detection (oob_tcp_keepalive_*, see examples/train/README.md); 0 = wait forever [600]"},
     {"bucket-kb", "N", K_INT, F(bucket_kb), 4, 1 << 20, NULL, NULL, O_TRAIN,
      "gradient bucket reduced while the backward goes on [256]"},
     {"reliability", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
@@ -619,7 +619,7 @@ static void list_presets(void) {
     printf("  %-36s %s\n", "gpt2 (GPT-2)", "Pre-Norm with LayerNorm, a GELU MLP and biases (GPT-2)");
     printf("  %-36s %s\n", "#-Post, #-Pre, Pre-#-Post, Pre-#-Pre",
            "the HybridNorm ablations, # one of QKVC, QKV, QKC, QK, KV, KC (e.g. QK-Pre)");
-    printf("the README's Presets table has each block's equations\n");
+    printf("README.md's Presets (normblocks.h's THE PRESETS) has each block's equations\n");
 }
 
 void usage(void) {
@@ -1067,7 +1067,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->norm.dyt_alpha = c->dyt_alpha; /* 0: the library's defaults */
     d->norm.dyt_alpha_attn = c->dyt_alpha_attn;
     /* DyT's LLM rule (the library's default) comes from its 7B-70B models; below d = 1024 its
-       generic default 0.5 trains where the rule's alpha 1 collapsed (d = 64, README). Derf
+       generic default 0.5 trains where the rule's alpha 1 collapsed (d = 64, examples/train/README.md). Derf
        keeps the library's default, its code's 1 (the dyt preset with --norm derf too) */
     if ((d->norm.type == NB_NORM_DYT || (d->preset == NB_PRESET_DYT && d->norm.type != NB_NORM_DERF)) &&
         d->d_model < 1024) {

@@ -5743,6 +5743,38 @@ static nb_result nb__stack_hyper(nb_ctx* ctx, nb_stack_desc* d, int* streams) {
     return NB_OK;
 }
 
+/* SiameseNorm's fields: its output fusion and forms. */
+static nb_result nb__stack_siamese(nb_ctx* ctx, const nb_stack_desc* d) {
+    NB__CHECK(nb__presets[d->preset].streams == 2 && d->norm.final < 0, NB_ERR_CONFIG,
+              "nb_stack_init: SiameseNorm needs its output fusion (norm.final cannot be -1)");
+    NB__CHECK(d->siamese.paper_scale < 0 || d->siamese.paper_scale > 2 ||
+                  d->siamese.paper_fusion < 0 || d->siamese.paper_fusion > 1, NB_ERR_CONFIG,
+              "nb_stack_init: siamese.paper_scale (%d) must be 0, 1 or 2 and "
+              "siamese.paper_fusion (%d) 0 or 1", d->siamese.paper_scale, d->siamese.paper_fusion);
+    NB__CHECK(d->siamese.no_fusion_norm != 0 && (d->siamese.no_fusion_norm != 1 ||
+                                                 d->preset != NB_PRESET_SIAMESE), NB_ERR_CONFIG,
+              "nb_stack_init: siamese.no_fusion_norm (%d) is 0, or 1 with the siamese preset "
+              "(its hybrid-pre form)", d->siamese.no_fusion_norm);
+    return NB_OK;
+}
+
+/* The residual group's cross-layer fields: the value residual and CompleteP's multiplier. */
+static nb_result nb__stack_residual(nb_ctx* ctx, nb_stack_desc* d) {
+    nb_residual_config* rs = &d->residual;
+    NB__CHECK(rs->value_residual < 0 || rs->value_residual > 2, NB_ERR_CONFIG,
+              "nb_stack_init: residual.value_residual (%d) must be 0 (off), 1 (fixed 0.5/0.5) or "
+              "2 (learnable lambdas)", rs->value_residual);
+    NB__CHECK(!nb__fin(rs->depth_alpha) || rs->depth_alpha < 0 || rs->depth_alpha > 2 ||
+                  rs->depth_base < 0, NB_ERR_CONFIG,
+              "nb_stack_init: residual.depth_alpha (%g) must be in [0, 2] (0 off) and "
+              "residual.depth_base (%d) >= 0 (0 = 1)", rs->depth_alpha, rs->depth_base);
+    NB__CHECK(rs->depth_alpha > 0 && nb__presets[d->preset].streams == 2, NB_ERR_CONFIG,
+              "nb_stack_init: residual.depth_alpha scales the branches of placements; "
+              "SiameseNorm (%s) has fixed sublayers of its own scales", nb__desc_name(d));
+    if (rs->depth_base == 0) rs->depth_base = 1;
+    return NB_OK;
+}
+
 /* nGPT's options, by the preset where 0: the interpolation's init, s_qk, the softmax scale,
    s_uv and its 4d SwiGLU. */
 static nb_result nb__stack_ngpt(nb_ctx* ctx, nb_stack_desc* d) {
@@ -5862,186 +5894,193 @@ static nb_result nb__stack_norms(nb_ctx* ctx, nb_stack_desc* d) {
     return NB_OK;
 }
 
-NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
-                              int max_batch, int max_seq) {
+/* The description resolved: every default filled in and every field checked, before anything
+   is built. */
+typedef struct nb__resolved {
     nb_stack_desc d;
-    nb_attn_desc ad;
-    nb_ffn_desc fd;
-    nb__walk w;
-    nb__top_tensors tp;
-    nb__stack_mem sc;
+    unsigned sites;              /* the preset's or the caller's sites (NB_SITES_NONE cleared) */
+    int n_post;                  /* Mix-LN: how many layers are Post-Norm */
+    int streams;                 /* residual streams: 1, 2 (SiameseNorm) or n (hyper) */
+} nb__resolved;
+
+static nb_result nb__stack_resolve(nb_ctx* ctx, const nb_stack_desc* desc, int max_batch,
+                                   int max_seq, nb__resolved* r) {
+    nb_stack_desc* d = &r->d;
     nb_result rc;
-    int L, l, n_post = 0;
-    unsigned sites;
-    size_t cu, su;
-    NB__CHECK(!s || !desc, NB_ERR_NULL, "nb_stack_init: s and desc are required (%s is NULL)",
-              s ? "desc" : "s");
-    memset(s, 0, sizeof *s);
-    d = *desc;
-    L = d.n_layers;
-    NB__CHECK(L <= 0 || d.d_model <= 0 || d.n_heads <= 0, NB_ERR_CONFIG,
+    int L, l;
+    *d = *desc;
+    L = d->n_layers;
+    NB__CHECK(L <= 0 || d->d_model <= 0 || d->n_heads <= 0, NB_ERR_CONFIG,
               "nb_stack_init: n_layers (%d), d_model (%d) and n_heads (%d) must be > 0", L,
-              d.d_model, d.n_heads);
+              d->d_model, d->n_heads);
     NB__CHECK(L > (int)((NB__INT_MAX - NB__TOP_TENSORS) / NB__LAYER_TENSORS), NB_ERR_CONFIG,
               "nb_stack_init: n_layers (%d) overflows int in the tensor table (n_tensors)", L);
-    NB__CHECK((int)d.preset < 0 || d.preset >= NB_PRESET_COUNT, NB_ERR_CONFIG,
-              "nb_stack_init: unknown preset %d", (int)d.preset);
-    if ((rc = nb__stack_modes(ctx, &d))) return rc;
-    NB__CHECK(d.layers && d.preset != NB_PRESET_DEFAULT, NB_ERR_CONFIG,
+    NB__CHECK((int)d->preset < 0 || d->preset >= NB_PRESET_COUNT, NB_ERR_CONFIG,
+              "nb_stack_init: unknown preset %d", (int)d->preset);
+    if ((rc = nb__stack_modes(ctx, d))) return rc;
+    NB__CHECK(d->layers && d->preset != NB_PRESET_DEFAULT, NB_ERR_CONFIG,
               "nb_stack_init: give either a preset (%s) or a custom layer schedule, not both",
-              nb__desc_name(&d));
-    if (d.preset == NB_PRESET_DEFAULT && !d.layers) d.preset = NB_PRESET_PRE;
-    NB_ASSERT(nb__presets[d.preset].id == d.preset); /* the table is in enum order */
-    NB__CHECK(d.attn.sites & ~(NB_SITES_QKVC | NB_SITES_NONE), NB_ERR_CONFIG,
-              "nb_stack_init: attn.sites (0x%x) has unknown bits", d.attn.sites);
-    sites = d.attn.sites == 0 ? nb__presets[d.preset].sites : d.attn.sites & NB_SITES_QKVC;
-    if (nb__is0(d.mixln_alpha)) d.mixln_alpha = 0.25;
-    NB__CHECK(!nb__fin(d.mixln_alpha) ||
-                  (d.mixln_alpha != -1 && !(d.mixln_alpha > 0 && d.mixln_alpha <= 1)),
+              nb__desc_name(d));
+    if (d->preset == NB_PRESET_DEFAULT && !d->layers) d->preset = NB_PRESET_PRE;
+    NB_ASSERT(nb__presets[d->preset].id == d->preset); /* the table is in enum order */
+    NB__CHECK(d->attn.sites & ~(NB_SITES_QKVC | NB_SITES_NONE), NB_ERR_CONFIG,
+              "nb_stack_init: attn.sites (0x%x) has unknown bits", d->attn.sites);
+    r->sites = d->attn.sites == 0 ? nb__presets[d->preset].sites : d->attn.sites & NB_SITES_QKVC;
+    if (nb__is0(d->mixln_alpha)) d->mixln_alpha = 0.25;
+    NB__CHECK(!nb__fin(d->mixln_alpha) ||
+                  (d->mixln_alpha != -1 && !(d->mixln_alpha > 0 && d->mixln_alpha <= 1)),
               NB_ERR_CONFIG,
               "nb_stack_init: mixln_alpha (%g) must be in (0, 1], or -1 for none (0 is the "
-              "default 0.25)", d.mixln_alpha);
-    n_post = d.mixln_alpha < 0 ? 0 : (int)floor(d.mixln_alpha * L + 1e-9);
-    if ((rc = nb__stack_norms(ctx, &d))) return rc;
-    if (d.attn.site_width == NB_WIDTH_DEFAULT) d.attn.site_width = nb__presets[d.preset].width;
-    NB__CHECK(d.norm.final < -1 || d.norm.final > 1 || d.norm.embed < -1 || d.norm.embed > 1,
+              "default 0.25)", d->mixln_alpha);
+    r->n_post = d->mixln_alpha < 0 ? 0 : (int)floor(d->mixln_alpha * L + 1e-9);
+    if ((rc = nb__stack_norms(ctx, d))) return rc;
+    if (d->attn.site_width == NB_WIDTH_DEFAULT) d->attn.site_width = nb__presets[d->preset].width;
+    NB__CHECK(d->norm.final < -1 || d->norm.final > 1 || d->norm.embed < -1 || d->norm.embed > 1,
               NB_ERR_CONFIG, "nb_stack_init: norm.final and norm.embed must be -1, 0 or 1");
-    if (d.norm.final == 0) d.norm.final = nb__presets[d.preset].final_norm;
-    if (d.norm.embed == 0) d.norm.embed = nb__presets[d.preset].embed_norm;
-    s->streams = nb__presets[d.preset].streams;
-    if ((rc = nb__stack_hyper(ctx, &d, &s->streams))) return rc;
-    NB__CHECK(nb__presets[d.preset].streams == 2 && d.norm.final < 0, NB_ERR_CONFIG,
-              "nb_stack_init: SiameseNorm needs its output fusion (norm.final cannot be -1)");
-    NB__CHECK(d.siamese.paper_scale < 0 || d.siamese.paper_scale > 2 ||
-                  d.siamese.paper_fusion < 0 || d.siamese.paper_fusion > 1, NB_ERR_CONFIG,
-              "nb_stack_init: siamese.paper_scale (%d) must be 0, 1 or 2 and "
-              "siamese.paper_fusion (%d) 0 or 1", d.siamese.paper_scale, d.siamese.paper_fusion);
-    NB__CHECK(d.siamese.no_fusion_norm != 0 && (d.siamese.no_fusion_norm != 1 ||
-                                                d.preset != NB_PRESET_SIAMESE), NB_ERR_CONFIG,
-              "nb_stack_init: siamese.no_fusion_norm (%d) is 0, or 1 with the siamese preset "
-              "(its hybrid-pre form)", d.siamese.no_fusion_norm);
-    NB__CHECK(d.residual.value_residual < 0 || d.residual.value_residual > 2, NB_ERR_CONFIG,
-              "nb_stack_init: residual.value_residual (%d) must be 0 (off), 1 (fixed 0.5/0.5) or 2 "
-              "(learnable lambdas)", d.residual.value_residual);
-    NB__CHECK(!nb__fin(d.residual.depth_alpha) || d.residual.depth_alpha < 0 ||
-                  d.residual.depth_alpha > 2 || d.residual.depth_base < 0, NB_ERR_CONFIG,
-              "nb_stack_init: residual.depth_alpha (%g) must be in [0, 2] (0 off) and "
-              "residual.depth_base (%d) >= 0 (0 = 1)", d.residual.depth_alpha,
-              d.residual.depth_base);
-    NB__CHECK(d.residual.depth_alpha > 0 && nb__presets[d.preset].streams == 2, NB_ERR_CONFIG,
-              "nb_stack_init: residual.depth_alpha scales the branches of placements; "
-              "SiameseNorm (%s) has fixed sublayers of its own scales", nb__desc_name(&d));
-    if (d.residual.depth_base == 0) d.residual.depth_base = 1;
-    if ((rc = nb__stack_ngpt(ctx, &d))) return rc;
+    if (d->norm.final == 0) d->norm.final = nb__presets[d->preset].final_norm;
+    if (d->norm.embed == 0) d->norm.embed = nb__presets[d->preset].embed_norm;
+    r->streams = nb__presets[d->preset].streams;
+    if ((rc = nb__stack_hyper(ctx, d, &r->streams))) return rc;
+    if ((rc = nb__stack_siamese(ctx, d))) return rc;
+    if ((rc = nb__stack_residual(ctx, d))) return rc;
+    if ((rc = nb__stack_ngpt(ctx, d))) return rc;
     NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
               "nb_stack_init: max_batch (%d) and max_seq (%d) must be > 0", max_batch, max_seq);
     if (desc->layers)
         for (l = 0; l < L; l++)
             if ((rc = nb__check_layer(ctx, &desc->layers[l], l))) return rc;
+    return NB_OK;
+}
 
-    /* the FFN plan is shared by every layer */
+/* Layer l's schedule: the caller's layer (its zero scales made 1) or the preset's, with the
+   stack-wide branch options applied. */
+static void nb__stack_layer_desc(const nb__resolved* r, int l, nb_layer_desc* ld) {
+    const nb_stack_desc* d = &r->d;
+    if (d->layers) {
+        *ld = d->layers[l];
+        if (nb__is0(ld->attn.residual_scale)) ld->attn.residual_scale = 1;
+        if (nb__is0(ld->ffn.residual_scale)) ld->ffn.residual_scale = 1;
+        if (nb__is0(ld->attn.input_scale)) ld->attn.input_scale = 1;
+        if (nb__is0(ld->ffn.input_scale)) ld->ffn.input_scale = 1;
+    } else {
+        nb__preset_layer(d, l, r->n_post, r->sites, ld);
+        if (d->residual.branch_scale)
+            ld->attn.branch_scale = ld->ffn.branch_scale = d->residual.branch_scale;
+    }
+    nb__depth_mult(d, &ld->attn);
+    nb__depth_mult(d, &ld->ffn);
+}
+
+/* The sublayer plans: one FFN plan shared by every layer, one attention plan per layer (its
+   own sites). Fills s->desc with what the plans resolved. */
+static nb_result nb__stack_build(nb_ctx* ctx, nb_stack* s, nb__resolved* r, int max_batch,
+                                 int max_seq) {
+    nb_stack_desc* d = &r->d;
+    const int L = d->n_layers;
+    nb_attn_desc ad;
+    nb_ffn_desc fd;
+    nb_result rc;
+    int l;
     memset(&fd, 0, sizeof fd);
-    fd.d_model = d.d_model;
-    fd.ffn = d.ffn;
-    fd.gemm = d.gemm;
+    fd.d_model = d->d_model;
+    fd.ffn = d->ffn;
+    fd.gemm = d->gemm;
     fd.gemm.backend = NB_BACKEND_DEFAULT; /* the stack's: s->mm */
-    rc = nb_ffn_plan_make(ctx, &s->ffn, &fd, max_batch, max_seq);
-    if (rc) return rc;
-    d.ffn.d_ff = s->ffn.desc.ffn.d_ff;
-    d.ffn.type = s->ffn.desc.ffn.type;
-    d.ffn.bias = s->ffn.desc.ffn.bias;
+    if ((rc = nb_ffn_plan_make(ctx, &s->ffn, &fd, max_batch, max_seq))) return rc;
+    d->ffn.d_ff = s->ffn.desc.ffn.d_ff;
+    d->ffn.type = s->ffn.desc.ffn.type;
+    d->ffn.bias = s->ffn.desc.ffn.bias;
 
     s->alloc_user = ctx ? ctx->alloc_user : NULL;
     s->layers = (nb_layer*)NB_MALLOC(sizeof(nb_layer) * (size_t)L, s->alloc_user);
     s->skip = (unsigned char*)NB_MALLOC((size_t)L, s->alloc_user);
-    if (!s->layers || !s->skip) {
-        nb_stack_free(s);
-        return nb__fail(ctx, NB_ERR_NOMEM, "nb_stack_init: out of memory");
-    }
+    NB__CHECK(!s->layers || !s->skip, NB_ERR_NOMEM, "nb_stack_init: out of memory");
     memset(s->layers, 0, sizeof(nb_layer) * (size_t)L);
     memset(s->skip, 0, (size_t)L);
     for (l = 0; l < L; l++) {
         nb_layer_desc* ld = &s->layers[l].desc;
-        if (desc->layers) {
-            *ld = desc->layers[l];
-            if (nb__is0(ld->attn.residual_scale)) ld->attn.residual_scale = 1;
-            if (nb__is0(ld->ffn.residual_scale)) ld->ffn.residual_scale = 1;
-            if (nb__is0(ld->attn.input_scale)) ld->attn.input_scale = 1;
-            if (nb__is0(ld->ffn.input_scale)) ld->ffn.input_scale = 1;
-        } else {
-            nb__preset_layer(&d, l, n_post, sites, ld);
-            if (d.residual.branch_scale)
-                ld->attn.branch_scale = ld->ffn.branch_scale = d.residual.branch_scale;
-        }
-        nb__depth_mult(&d, &ld->attn);
-        nb__depth_mult(&d, &ld->ffn);
-        if ((rc = nb__check_resolved_layer(ctx, &d, ld, l))) { nb_stack_free(s); return rc; }
+        nb__stack_layer_desc(r, l, ld);
+        if ((rc = nb__check_resolved_layer(ctx, d, ld, l))) return rc;
         memset(&ad, 0, sizeof ad);
-        ad.d_model = d.d_model; ad.n_heads = d.n_heads; ad.n_kv_heads = d.n_kv_heads;
-        ad.attn = d.attn;
+        ad.d_model = d->d_model; ad.n_heads = d->n_heads; ad.n_kv_heads = d->n_kv_heads;
+        ad.attn = d->attn;
         ad.attn.sites = ld->sites; /* the layer's (a custom schedule's own) */
-        ad.norm = d.norm.type; ad.eps = d.norm.eps;
-        ad.gemm = d.gemm;
+        ad.norm = d->norm.type; ad.eps = d->norm.eps;
+        ad.gemm = d->gemm;
         ad.gemm.backend = NB_BACKEND_DEFAULT;
-        rc = nb_attn_plan_make(ctx, &s->layers[l].attn, &ad, max_batch, max_seq);
-        if (rc) { nb_stack_free(s); return rc; }
+        if ((rc = nb_attn_plan_make(ctx, &s->layers[l].attn, &ad, max_batch, max_seq))) return rc;
     }
-    d.n_kv_heads = s->layers[0].attn.desc.n_kv_heads;
-    d.attn.rope_theta = s->layers[0].attn.desc.attn.rope_theta;
-    d.attn.memory = s->layers[0].attn.desc.attn.memory;
-    d.attn.softmax_scale = s->layers[0].attn.desc.attn.softmax_scale;
-    d.attn.sites = sites;
-    d.layers = NULL;
-    s->desc = d;
+    d->n_kv_heads = s->layers[0].attn.desc.n_kv_heads;
+    d->attn.rope_theta = s->layers[0].attn.desc.attn.rope_theta;
+    d->attn.memory = s->layers[0].attn.desc.attn.memory;
+    d->attn.softmax_scale = s->layers[0].attn.desc.attn.softmax_scale;
+    d->attn.sites = r->sites;
+    d->layers = NULL;
+    s->desc = *d;
+    s->streams = r->streams;
     s->topology = nb__hyper(s) ? NB__TOPO_HYPER : s->streams == 1 ? NB__TOPO_ONE
                   : nb__post_pre(s) ? NB__TOPO_SIAMESE_POST_PRE : NB__TOPO_SIAMESE;
     s->max_batch = max_batch;
     s->max_seq = max_seq;
-    s->max_threads = nb_num_threads(ctx);
+    return NB_OK;
+}
 
-    /* parameters: size, then the named table */
+/* The sizes: the parameter buffer and its named table, the cache (stack-level, then one region
+   per layer) and the scratch. */
+static nb_result nb__stack_size(nb_ctx* ctx, nb_stack* s) {
+    const nb_stack_desc* d = &s->desc;
+    const int L = d->n_layers;
+    nb__walk w;
+    nb__top_tensors tp;
+    nb__stack_mem sc;
+    size_t cu, su;
+    int l;
     memset(&w, 0, sizeof w);
     nb__walk_all(s, &w, &tp);
     NB_ASSERT(w.n <= NB__LAYER_TENSORS * L + NB__TOP_TENSORS);
     s->n_params = w.off;
-    if (nb__too_big(s->n_params)) {
-        nb_stack_free(s);
-        return nb__fail(ctx, NB_ERR_SHAPE, "nb_stack_init: n_params (n_layers %d, d_model %d, "
-                        "d_ff %d) overflows size_t", L, d.d_model, d.ffn.d_ff);
-    }
-    if (d.norm.gain_offset && s->n_gains == 0) {
-        nb_stack_free(s);
-        return nb__fail(ctx, NB_ERR_CONFIG, "nb_stack_init: norm.gain_offset: the stack (%s) "
-                        "has no norm gains to offset", nb__desc_name(&d));
-    }
+    NB__CHECK(nb__too_big(s->n_params), NB_ERR_SHAPE, "nb_stack_init: n_params (n_layers %d, "
+              "d_model %d, d_ff %d) overflows size_t", L, d->d_model, d->ffn.d_ff);
+    NB__CHECK(d->norm.gain_offset && s->n_gains == 0, NB_ERR_CONFIG, "nb_stack_init: "
+              "norm.gain_offset: the stack (%s) has no norm gains to offset", nb__desc_name(d));
     s->tensors = (nb_tensor_info*)NB_MALLOC(sizeof(nb_tensor_info) * (size_t)w.n, s->alloc_user);
-    if (!s->tensors) {
-        nb_stack_free(s);
-        return nb__fail(ctx, NB_ERR_NOMEM, "nb_stack_init: out of memory");
-    }
+    NB__CHECK(!s->tensors, NB_ERR_NOMEM, "nb_stack_init: out of memory");
     memset(s->tensors, 0, sizeof(nb_tensor_info) * (size_t)w.n);
     s->n_tensors = w.n;
     memset(&w, 0, sizeof w);
     w.table = s->tensors;
     nb__walk_all(s, &w, &tp);
 
-    /* cache: stack-level, then one region per layer */
     nb__carve_stack(s, NULL, NULL, &sc, &cu, &su);
     for (l = 0; l < L; l++) {
         nb__layer_mem lc;
         s->layers[l].cache_offset = cu;
         nb__carve_layer(s, l, NULL, &cu, &lc);
     }
-    if (nb__too_big(cu) || nb__too_big(su)) {
-        nb_stack_free(s);
-        return nb__fail(ctx, NB_ERR_SHAPE, "nb_stack_init: %s (n_layers %d * max_batch %d * "
-                        "max_seq %d * d_model %d ...) overflows size_t",
-                        nb__too_big(cu) ? "n_cache" : "n_scratch", L, max_batch, max_seq,
-                        d.d_model);
-    }
+    NB__CHECK(nb__too_big(cu) || nb__too_big(su), NB_ERR_SHAPE, "nb_stack_init: %s (n_layers %d "
+              "* max_batch %d * max_seq %d * d_model %d ...) overflows size_t",
+              nb__too_big(cu) ? "n_cache" : "n_scratch", L, s->max_batch, s->max_seq,
+              d->d_model);
     s->n_cache = cu;
     s->n_scratch = su;
-    if ((rc = nb__stack_backend(ctx, s))) nb_stack_free(s);
+    return NB_OK;
+}
+
+/* Resolve, build, size, then pick the GEMM backend; on failure *s is freed and zeroed. */
+NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* desc,
+                              int max_batch, int max_seq) {
+    nb__resolved r;
+    nb_result rc;
+    NB__CHECK(!s || !desc, NB_ERR_NULL, "nb_stack_init: s and desc are required (%s is NULL)",
+              s ? "desc" : "s");
+    memset(s, 0, sizeof *s);
+    if ((rc = nb__stack_resolve(ctx, desc, max_batch, max_seq, &r))) return rc;
+    s->max_threads = nb_num_threads(ctx);
+    if ((rc = nb__stack_build(ctx, s, &r, max_batch, max_seq)) || (rc = nb__stack_size(ctx, s)) ||
+        (rc = nb__stack_backend(ctx, s))) {
+        nb_stack_free(s);
+        memset(s, 0, sizeof *s);
+    }
     return rc;
 }
 

@@ -317,6 +317,17 @@
      - An FFN activation: an nb_ffn_type value, its pointwise function and derivative beside
        nb__gelu_tanh and its case in the FFN forward and backward. Tests: the twin's Block.ffn,
        ffn_direct and a case in tests/gen_sublayer_fixtures.py.
+     - An attention option (as the gate, qk_scale, softmax_scale): a field of nb_attn_config
+       (zero = off or the default) with its check in nb_attn_plan_make and its hash in
+       nb__attn_id; its cache and scratch in nb__attn_carve (nb__attn_mem); its forward and
+       backward as a pair of helpers (nb__gate_fwd/_bwd, nb__qk_scale_fwd/_bwd) called from
+       nb__attn_fwd and nb__attn_bwd; a parameter in nb_attn_params, bound in
+       nb_attn_params_bind, named in nb__walk_layer with an nb_tensor_kind, initialized in
+       nb_stack_init_params. The stack hands nb_stack_desc.attn to every layer's plan as it is
+       (nb__stack_build), so a stack needs nothing more unless a preset sets it (nb__presets)
+       or it crosses layers (then it is a residual-group field, as value_residual). Tests: FD
+       cases in tests/test_sublayers.c and tests/test_stack.c; the twin's attention and a
+       case in tests/gen_sublayer_fixtures.py and tests/gen_block_fixtures.py.
      - A residual topology (how the streams flow through a layer and out of the stack, as
        SiameseNorm's and the hyper-connections'): an NB__TOPO_* value and its row in
        nb__topologies (section "residual topologies": its layer forward and backward, its output
@@ -1422,6 +1433,37 @@ NBDEF nb_result nb_stack_hyper_gains(const nb_stack* s, const nb_real* cache, in
 #ifndef NORMBLOCKS_IMPLEMENTATION_DONE
 #define NORMBLOCKS_IMPLEMENTATION_DONE
 
+/* IMPLEMENTATION MAP: the sections below, in order; search for "---- NAME" to jump to one.
+     profile                    nb_ctx.profile's timer and parts
+     errors and sizes           nb__fail, the NULL checks, overflow-safe size arithmetic
+     norm rows                  the row reductions and partial sums every norm kind shares
+     norm kinds                 nb__norm_kinds (one row per kind) and each kind's segment
+                                kernels; the public norm primitives
+     softmax                    masked, scaled rows and their backward
+     GEMM                       reference, BLAS and portable bf16 GEMMs
+     GEMM backends              oneDNN's matmul (NB_USE_DNNL), the timed engine choice, nb_gemm
+     RoPE
+     attention sublayer         plan, cache header, forward, backward, per-head statistics
+     feed-forward sublayer      plan, forward, backward
+     parameter layout           a layer's and the stack's tensors, walked to size, name, bind
+     cache layout               what each layer and the stack keep from forward to backward
+     presets and names          nb__presets (one row per preset), names, aliases, a preset's
+                                layer schedule, the foreign layouts (tensor parts, set_layout),
+                                nb_stack_set_bf16_weights, nb_stack_free
+     resolution                 nb_stack_init: resolve the description, build the plans, size
+                                the buffers, choose the backend
+     one stream                 block norms, the fused row pass after a branch, a sublayer's
+                                forward and backward
+     SiameseNorm                its two-stream sublayers
+     hyper-connections          the maps (mHC, HC), their pre/post/mix and backward
+     the drivers' checks        what every stack and layer call checks first
+     residual topologies        nb__topologies (one row per topology: its layer and output
+                                stages) and the drivers: nb_layer_*, nb_stack_forward/backward
+     initialization             nb_stack_init_params and the papers' init schemes
+     after the optimizer step   nb_stack_normalize (nGPT), nb_stack_qk_clip
+     diagnostics                what the papers plot
+     elementwise                nb_add, nb_axpby */
+
 /* FLOATING-POINT FLAGS at the top: what was not tested is refused, never miscomputed */
 #if defined(__FAST_MATH__) && !defined(__GNUC__)
 #error "normblocks: -ffast-math is supported with gcc and clang only (this compiler defines __FAST_MATH__ but not __GNUC__): build this file without it"
@@ -1593,7 +1635,7 @@ static void nb__prof_leave(nb_ctx* ctx, nb__prof_env e) {
     ctx->profile->calls[NB_PROF_OTHER]++;
 }
 
-/* ---- errors --------------------------------------------------------------------------------- */
+/* ---- errors and sizes ----------------------------------------------------------------------- */
 
 NBDEF const char* nb_result_string(nb_result r) {
     switch (r) {
@@ -1710,7 +1752,7 @@ static int nb__team_rows(int rows, int* used, int* lo, int* hi) {
     return t;
 }
 
-/* ---- normalization -------------------------------------------------------------------------- */
+/* ---- norm rows ------------------------------------------------------------------------------ */
 
 /* Partial sums are padded to a cache line so threads never share one. Saturates like nb__addz. */
 #define NB__PAD(n) nb__pad((size_t)(n))
@@ -2771,7 +2813,7 @@ NBDEF int nb_blas_threads(void) {
     return 1;
 }
 
-/* ---- oneDNN matmul (NB_USE_DNNL) ----
+/* ---- GEMM backends: oneDNN matmul (NB_USE_DNNL) ----
    A stack with backend DNNL owns an nb__mm: oneDNN's engine and stream, and a matmul primitive
    per GEMM it has run (sizes, transposes, leading dimensions, beta, data type, thread count),
    created on first use (a millisecond or more each) and kept until nb_stack_free (NB__MM_CAP
@@ -3203,7 +3245,7 @@ static nb__mat nb__op(const nb_real* f, const unsigned short* h, int ld, int tra
     return h ? nb__mh(h, ld, trans) : nb__m(f, ld, trans);
 }
 
-/* ---- cache headers ----
+/* ---- attention sublayer: cache headers ----
    The first NB__HDR values of every cache (attention, FFN, stack) say what wrote it: a forward
    clears the header first and writes it last, and a backward (or a diagnostic) reads the cache
    only when the header names its plan or stack and its B and T. A cache of another plan or
@@ -4515,7 +4557,7 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
                     nb__op(p->w_in, m.w_in16, d, 0), accumulate_dx ? 1 : 0, dx, d);
 }
 
-/* ---- blocks and stacks ---------------------------------------------------------------------- */
+/* ---- parameter layout ----------------------------------------------------------------------- */
 
 /* Block norm modules of a layer, in parameter order. A module is a gain (and a bias for
    LayerNorm) of width d. The SiameseNorm forms reuse the same names for their norms. */
@@ -5062,7 +5104,7 @@ static unsigned long long nb__stack_id(const nb_stack* s) {
     return nb__hash(nb__hash(h, s->n_params), s->n_cache);
 }
 
-/* ---- presets ---- */
+/* ---- presets and names ---- */
 
 /* Every preset is one row, in enum order (the size is checked at compile time, the order at
    nb_stack_init). A layer's placements are two codes, attention then FFN:
@@ -5570,6 +5612,8 @@ NBDEF void nb_stack_free(nb_stack* s) {
     if (s->skip) NB_FREE(s->skip, s->alloc_user);
     s->layers = NULL; s->tensors = NULL; s->skip = NULL;
 }
+
+/* ---- resolution: nb_stack_init resolves, builds, sizes, picks the backend ---- */
 
 /* A custom layer's placements and sites, checked before anything is allocated. */
 static nb_result nb__check_layer(nb_ctx* ctx, const nb_layer_desc* ld, int l) {
@@ -6084,7 +6128,7 @@ NBDEF nb_result nb_stack_init(nb_ctx* ctx, nb_stack* s, const nb_stack_desc* des
     return rc;
 }
 
-/* ---- forward and backward ---- */
+/* ---- one stream: block norms, the branch row pass, sublayers ---- */
 
 typedef struct nb__run {         /* what every layer function needs for one call */
     nb_ctx* ctx;
@@ -6498,6 +6542,8 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
                                               dout, alpha);
     return nb__block_norm_bwd(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in], 1);
 }
+
+/* ---- SiameseNorm: its two-stream sublayers ---- */
 
 static nb_real nb__siamese_c(const nb_stack* s, int l) {
     switch (s->desc.siamese.paper_scale) {
@@ -7202,6 +7248,8 @@ static nb_result nb__hc_head_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_
     nb__hc_pre_bwd(r, r->sc.head.maps, n, r->sc.hdm, n + 3, dX, dh, X, 0);
     return nb__hcm_bwd(r, &tp->head, &tg->head, &r->sc.head, dX, X, 1);
 }
+
+/* ---- the drivers' checks ---- */
 
 /* names: of a..e, space-separated */
 static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, int B, int T,
@@ -7998,6 +8046,8 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
     }
     return scheme == NB_INIT_NGPT ? nb_stack_normalize(ctx, s, params) : NB_OK;
 }
+
+/* ---- after the optimizer step: nb_stack_normalize (nGPT), nb_stack_qk_clip ---- */
 
 /* The vectors along d of matrix x (rows x cols): its rows (by_rows) or its columns, scaled to
    unit L2 norm when scale != 0; returns 1 when one has a zero or non-finite norm. Columns run

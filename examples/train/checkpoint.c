@@ -37,38 +37,38 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
 #define PUTS(k, v) cJSON_AddStringToObject(meta, k, v)
 #define PUTI(k, v) (snprintf(buf, sizeof buf, "%lld", (long long)(v)), PUTS(k, buf))
 #define PUTD(k, v) (snprintf(buf, sizeof buf, "%.17g", (double)(v)), PUTS(k, buf))
-    PUTS("preset", c->schedule[0] ? "custom" : c->preset);
-    PUTS("schedule", c->schedule);
+    PUTS("preset", c->model.schedule[0] ? "custom" : c->model.preset);
+    PUTS("schedule", c->model.schedule);
     PUTI("n_layers", m->s.desc.n_layers);
     PUTI("d_model", m->s.desc.d_model);
     PUTI("n_heads", m->s.desc.n_heads);
     PUTI("n_kv_heads", m->s.desc.n_kv_heads);
     PUTI("d_ff", m->s.desc.ffn.d_ff);
-    PUTS("ffn", c->ffn);
+    PUTS("ffn", c->model.ffn.kind);
     /* the stack's norm kind, resolved: "rms" means RMSNorm to a reader (nbimport, the twin),
        not the preset's kind as on the command line */
     PUTS("norm", norm_kind_name(m->s.desc.norm.type));
-    PUTI("rope", c->rope);
+    PUTI("rope", c->model.attn.rope);
     PUTI("embed_scale", m->embed_mode); /* 0 off, 1 learnable (as before 2 existed), 2 sqrt(d) */
     PUTI("attn_bias", m->s.desc.attn.bias);
     PUTI("vocab_size", VOCAB);
-    PUTI("steps", c->steps);
-    PUTD("lr", c->lr);
-    PUTI("warmup", c->warmup);
-    PUTD("min_lr", c->min_lr_frac);
-    PUTD("wd", c->wd);
-    PUTI("wd_norms", c->wd_norms);
-    PUTD("beta1", c->beta1);
-    PUTD("beta2", c->beta2);
-    PUTD("adam_eps", c->adam_eps);
-    PUTD("clip", c->clip);
-    if (c->qk_clip > 0) PUTD("qk_clip", c->qk_clip); /* tau; absent: off (its legacy "0") */
-    snprintf(buf, sizeof buf, "%llu", c->seed);
+    PUTI("steps", c->loop.steps);
+    PUTD("lr", c->optim.lr);
+    PUTI("warmup", c->optim.warmup);
+    PUTD("min_lr", c->optim.min_lr_frac);
+    PUTD("wd", c->optim.wd);
+    PUTI("wd_norms", c->optim.wd_norms);
+    PUTD("beta1", c->optim.beta1);
+    PUTD("beta2", c->optim.beta2);
+    PUTD("adam_eps", c->optim.adam_eps);
+    PUTD("clip", c->optim.clip);
+    if (c->optim.qk_clip > 0) PUTD("qk_clip", c->optim.qk_clip); /* tau; absent: off (its legacy "0") */
+    snprintf(buf, sizeof buf, "%llu", c->loop.seed);
     PUTS("seed", buf);
-    PUTI("batch", c->batch);
-    PUTI("seq", c->seq);
-    PUTI("eval_batches", c->eval_batches);   /* not checked: what --load evaluates with */
-    PUTI("eval_problems", c->eval_problems);
+    PUTI("batch", c->loop.batch);
+    PUTI("seq", c->loop.seq);
+    PUTI("eval_batches", c->loop.eval_batches);   /* not checked: what --load evaluates with */
+    PUTI("eval_problems", c->loop.eval_problems);
     PUTS("precision", m->s.desc.gemm.precision == NB_PRECISION_BF16 ? "bf16" : "fp32"); /* resolved */
     if (m->init_std0 > 0) {
         snprintf(buf, sizeof buf, "%s:%g", init_scheme_name(m->init), m->init_std0);
@@ -77,8 +77,8 @@ static void config_meta(const config* c, const dataset* ds, const model* m, cJSO
     if (ds->text) PUTS("data", "file");
     else {
         /* plain and reversed keep the names older checkpoints have */
-        snprintf(buf, sizeof buf, "addition:%d%s%s", c->digits, c->format == FMT_PLAIN ? "" : ":",
-                 c->format == FMT_PLAIN ? "" : c->format == FMT_REVERSED ? "reverse" : format_name(c->format));
+        snprintf(buf, sizeof buf, "addition:%d%s%s", c->data.digits, c->data.format == FMT_PLAIN ? "" : ":",
+                 c->data.format == FMT_PLAIN ? "" : c->data.format == FMT_REVERSED ? "reverse" : format_name(c->data.format));
         PUTS("data", buf);
     }
     PUTI("data_bytes", ds->text ? (long long)ds->n : 0);
@@ -235,9 +235,9 @@ static int checkpoint_check(const st_file* f, const config* c, const dataset* ds
         const char *have = st_meta(f, key), *need = meta_str(want, key);
         if (!have) have = k_keys[i].legacy;
         if (!need) need = k_keys[i].legacy; /* a key written only when set (qk_clip) */
-        if (!k_keys[i].arch && c->load) continue;
+        if (!k_keys[i].arch && c->sample.load) continue;
         if (!have) {
-            if (!k_keys[i].arch && listed(c->allow_change, key)) continue;
+            if (!k_keys[i].arch && listed(c->files.allow_change, key)) continue;
             fail("checkpoint %s: metadata has no \"%s\" (written by an older train? --allow-change %s)",
                  path, key, k_keys[i].arch ? "is not possible for model keys" : key);
             goto done;
@@ -250,7 +250,7 @@ static int checkpoint_check(const st_file* f, const config* c, const dataset* ds
                                  : "the checkpoint predates the key: an older train wrote it");
             goto done;
         }
-        if (!listed(c->allow_change, key)) {
+        if (!listed(c->files.allow_change, key)) {
             fail("checkpoint %s was trained with %s = %s; this run has %s. Resuming would change "
                  "the run (e.g. jump the learning-rate schedule): pass the same flags, or "
                  "--allow-change %s if the change is intended", path, key, have, need, key);
@@ -391,63 +391,63 @@ static int meta_data(const cJSON* meta, const char* path, config* c) {
     const char* v = meta_str(meta, "data");
     char fmt[32] = "";
     int digits = 0, n = 0;
-    if (v && !strcmp(v, "file")) { c->load_text = 1; return 0; }
+    if (v && !strcmp(v, "file")) { c->sample.load_text = 1; return 0; }
     if (!v || strncmp(v, "addition:", 9) || v[9] < '1' || v[9] > '9' ||
         sscanf(v, "addition:%d%n", &digits, &n) != 1 || digits < 1 || digits > 9 ||
         (v[n] && (v[n] != ':' || strlen(v + n + 1) >= sizeof fmt)))
         return fail("checkpoint %s: metadata \"data\" is missing or not one train writes", path);
-    c->digits = digits;
-    c->format = FMT_PLAIN;
+    c->data.digits = digits;
+    c->data.format = FMT_PLAIN;
     if (!v[n]) return 0;
     snprintf(fmt, sizeof fmt, "%s", v + n + 1);
-    if (!strcmp(fmt, "reverse")) { c->format = FMT_REVERSED; return 0; }
-    return format_from_name(fmt, &c->format);
+    if (!strcmp(fmt, "reverse")) { c->data.format = FMT_REVERSED; return 0; }
+    return format_from_name(fmt, &c->data.format);
 }
 
 static int apply_meta(const cJSON* meta, const char* path, config* c) {
     long long seed;
     int rope = 1;
-    if (meta_to_str(meta, path, "preset", c->preset, sizeof c->preset) ||
-        meta_to_str(meta, path, "schedule", c->schedule, sizeof c->schedule) ||
-        meta_to_int(meta, path, "n_layers", 1, MAX_LAYERS, &c->n_layers) ||
-        meta_to_int(meta, path, "d_model", 1, 1 << 16, &c->d_model) ||
-        meta_to_int(meta, path, "n_heads", 1, 1 << 12, &c->n_heads) ||
-        meta_to_int(meta, path, "n_kv_heads", 0, 1 << 12, &c->n_kv_heads) ||
-        meta_to_int(meta, path, "d_ff", 0, 1 << 18, &c->d_ff) ||
-        meta_to_str(meta, path, "ffn", c->ffn, sizeof c->ffn) ||
-        meta_to_str(meta, path, "norm", c->norm, sizeof c->norm) ||
+    if (meta_to_str(meta, path, "preset", c->model.preset, sizeof c->model.preset) ||
+        meta_to_str(meta, path, "schedule", c->model.schedule, sizeof c->model.schedule) ||
+        meta_to_int(meta, path, "n_layers", 1, MAX_LAYERS, &c->model.n_layers) ||
+        meta_to_int(meta, path, "d_model", 1, 1 << 16, &c->model.d_model) ||
+        meta_to_int(meta, path, "n_heads", 1, 1 << 12, &c->model.n_heads) ||
+        meta_to_int(meta, path, "n_kv_heads", 0, 1 << 12, &c->model.n_kv_heads) ||
+        meta_to_int(meta, path, "d_ff", 0, 1 << 18, &c->model.ffn.d_ff) ||
+        meta_to_str(meta, path, "ffn", c->model.ffn.kind, sizeof c->model.ffn.kind) ||
+        meta_to_str(meta, path, "norm", c->model.norm.kind, sizeof c->model.norm.kind) ||
         meta_to_int(meta, path, "rope", 0, 1, &rope) ||
-        meta_to_int(meta, path, "batch", 1, 1 << 16, &c->batch) ||
-        meta_to_int(meta, path, "seq", 2, 1 << 16, &c->seq) || meta_data(meta, path, c))
+        meta_to_int(meta, path, "batch", 1, 1 << 16, &c->loop.batch) ||
+        meta_to_int(meta, path, "seq", 2, 1 << 16, &c->loop.seq) || meta_data(meta, path, c))
         return 1;
     /* the strings train understands; anything else would run as the default */
-    if (strcmp(c->norm, "rms") && strcmp(c->norm, "layer") && strcmp(c->norm, "dyt") && strcmp(c->norm, "derf") &&
-        strcmp(c->norm, "l2"))
-        return fail("checkpoint %s: metadata \"norm\" is \"%s\", not rms, layer, dyt, derf or l2", path, c->norm);
-    if (strcmp(c->ffn, "swiglu") && strcmp(c->ffn, "gelu"))
-        return fail("checkpoint %s: metadata \"ffn\" is \"%s\", not swiglu or gelu", path, c->ffn);
-    c->rope = rope;
+    if (strcmp(c->model.norm.kind, "rms") && strcmp(c->model.norm.kind, "layer") && strcmp(c->model.norm.kind, "dyt") && strcmp(c->model.norm.kind, "derf") &&
+        strcmp(c->model.norm.kind, "l2"))
+        return fail("checkpoint %s: metadata \"norm\" is \"%s\", not rms, layer, dyt, derf or l2", path, c->model.norm.kind);
+    if (strcmp(c->model.ffn.kind, "swiglu") && strcmp(c->model.ffn.kind, "gelu"))
+        return fail("checkpoint %s: metadata \"ffn\" is \"%s\", not swiglu or gelu", path, c->model.ffn.kind);
+    c->model.attn.rope = rope;
     if (config_model_from_meta(c, meta, path)) return 1;
-    if (meta_str(meta, "attn_bias") && meta_to_int(meta, path, "attn_bias", 0, 3, &c->attn_bias)) return 1;
-    c->embed_scale = EMBED_OFF; /* checkpoints before the key have none */
+    if (meta_str(meta, "attn_bias") && meta_to_int(meta, path, "attn_bias", 0, 3, &c->model.attn.bias)) return 1;
+    c->model.norm.embed_scale = EMBED_OFF; /* checkpoints before the key have none */
     if (meta_str(meta, "embed_scale") &&
-        meta_to_int(meta, path, "embed_scale", EMBED_OFF, EMBED_SQRT_D, &c->embed_scale))
+        meta_to_int(meta, path, "embed_scale", EMBED_OFF, EMBED_SQRT_D, &c->model.norm.embed_scale))
         return 1;
     if (meta_int(meta, "seed", 0, 9007199254740992LL, &seed))
         return fail("checkpoint %s: metadata \"seed\" is missing or out of range", path);
-    c->seed = (unsigned long long)seed;
+    c->loop.seed = (unsigned long long)seed;
     /* written since --load exists; older checkpoints keep the defaults */
-    if (meta_str(meta, "eval_batches") && meta_to_int(meta, path, "eval_batches", 1, 100000, &c->eval_batches)) return 1;
-    if (meta_str(meta, "eval_problems") && meta_to_int(meta, path, "eval_problems", 1, 1000000, &c->eval_problems)) return 1;
-    c->load_bf16 = -1; /* --load runs the GEMMs as trained unless --precision says otherwise */
+    if (meta_str(meta, "eval_batches") && meta_to_int(meta, path, "eval_batches", 1, 100000, &c->loop.eval_batches)) return 1;
+    if (meta_str(meta, "eval_problems") && meta_to_int(meta, path, "eval_problems", 1, 1000000, &c->loop.eval_problems)) return 1;
+    c->sample.load_bf16 = -1; /* --load runs the GEMMs as trained unless --precision says otherwise */
     if (meta_str(meta, "precision")) {
         const char* v = meta_str(meta, "precision");
         if (strcmp(v, "bf16") && strcmp(v, "fp32"))
             return fail("checkpoint %s: metadata \"precision\" is \"%s\", not bf16 or fp32", path, v);
-        c->bf16 = c->load_bf16 = !strcmp(v, "bf16");
+        c->machine.bf16 = c->sample.load_bf16 = !strcmp(v, "bf16");
     }
-    if (!strcmp(c->preset, "custom")) snprintf(c->preset, sizeof c->preset, "pre");
-    else c->schedule[0] = 0;
+    if (!strcmp(c->model.preset, "custom")) snprintf(c->model.preset, sizeof c->model.preset, "pre");
+    else c->model.schedule[0] = 0;
     return 0;
 }
 

@@ -37,14 +37,14 @@ static int parse_double(const char* s, double lo, double hi, double* out, const 
 static int parse_inject(const char* v, config* c) {
     char kind[8], sub[8], where[8];
     int n = 0;
-    if (sscanf(v, "%7[a-z]@%d:%d:%7[a-z]:%7[a-z]%n", kind, &c->inj_step, &c->inj_layer, sub, where, &n) != 5 ||
+    if (sscanf(v, "%7[a-z]@%d:%d:%7[a-z]:%7[a-z]%n", kind, &c->machine.inj_step, &c->machine.inj_layer, sub, where, &n) != 5 ||
         v[n] || (strcmp(kind, "nan") && strcmp(kind, "inf")) || (strcmp(sub, "attn") && strcmp(sub, "ffn")) ||
-        (strcmp(where, "act") && strcmp(where, "grad")) || c->inj_step < 1 || c->inj_layer < 0)
+        (strcmp(where, "act") && strcmp(where, "grad")) || c->machine.inj_step < 1 || c->machine.inj_layer < 0)
         return fail("--inject: \"%s\" is not KIND@STEP:LAYER:SUB:WHERE (KIND nan or inf, STEP >= 1, "
                     "SUB attn or ffn, WHERE act or grad; e.g. nan@25:1:attn:act)", v);
-    c->inj_kind = strcmp(kind, "nan") ? 2 : 1;
-    c->inj_ffn = !strcmp(sub, "ffn");
-    c->inj_grad = !strcmp(where, "grad");
+    c->machine.inj_kind = strcmp(kind, "nan") ? 2 : 1;
+    c->machine.inj_ffn = !strcmp(sub, "ffn");
+    c->machine.inj_grad = !strcmp(where, "grad");
     return 0;
 }
 
@@ -72,22 +72,22 @@ static int parse_list(const char* v, double lo, double hi, int integer, double* 
 
 void config_defaults(config* c) {
     memset(c, 0, sizeof *c);
-    snprintf(c->preset, sizeof c->preset, "pre");
-    c->d_model = 128; c->n_layers = 4; c->n_heads = 4; c->rope = 1;
-    snprintf(c->ffn, sizeof c->ffn, "swiglu");
-    snprintf(c->norm, sizeof c->norm, "rms");
-    c->batch = 16; c->seq = 64; c->steps = 600; c->warmup = 50; c->log_every = 50;
-    c->eval_batches = 4;
-    c->lr = 3e-3; c->min_lr_frac = 0.1; c->wd = 0.1; c->beta1 = 0.9; c->beta2 = 0.95;
-    c->adam_eps = 1e-8; c->clip = 1.0; c->seed = 1337;
-    c->digits = 3; c->format = FMT_PADDED; c->val_frac = 0.1;
-    c->bucket_kb = 256;
-    c->comm_timeout = 600;
-    c->eval_problems = 500;
-    c->temperature = 1; c->sample_len = 64;
-    c->collapse_margin = 0.1;
-    c->embed_scale = -1;
-    c->attn_bias = -1;
+    snprintf(c->model.preset, sizeof c->model.preset, "pre");
+    c->model.d_model = 128; c->model.n_layers = 4; c->model.n_heads = 4; c->model.attn.rope = 1;
+    snprintf(c->model.ffn.kind, sizeof c->model.ffn.kind, "swiglu");
+    snprintf(c->model.norm.kind, sizeof c->model.norm.kind, "rms");
+    c->loop.batch = 16; c->loop.seq = 64; c->loop.steps = 600; c->optim.warmup = 50; c->loop.log_every = 50;
+    c->loop.eval_batches = 4;
+    c->optim.lr = 3e-3; c->optim.min_lr_frac = 0.1; c->optim.wd = 0.1; c->optim.beta1 = 0.9; c->optim.beta2 = 0.95;
+    c->optim.adam_eps = 1e-8; c->optim.clip = 1.0; c->loop.seed = 1337;
+    c->data.digits = 3; c->data.format = FMT_PADDED; c->data.val_frac = 0.1;
+    c->machine.bucket_kb = 256;
+    c->machine.comm_timeout = 600;
+    c->loop.eval_problems = 500;
+    c->sample.temperature = 1; c->sample.sample_len = 64;
+    c->sweep.collapse_margin = 0.1;
+    c->model.norm.embed_scale = -1;
+    c->model.attn.bias = -1;
 }
 
 /* ---- the options: one table for the command line, --config files, --help and the
@@ -133,90 +133,90 @@ static int fn_sample_seed(const char* v, config* c);
 static int fn_seeds(const char* v, config* c);
 static int fn_lrs(const char* v, config* c);
 static int fn_inject(const char* v, config* c) { return parse_inject(v, c); }
-static int fn_format(const char* v, config* c) { return format_from_name(v, &c->format); }
+static int fn_format(const char* v, config* c) { return format_from_name(v, &c->data.format); }
 static int fn_init(const char* v, config* c);
 static int fn_sites(const char* v, config* c);
 static int fn_embed_scale(const char* v, config* c);
 
 static const opt k_opts[] = {
     {"model", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
-    {"preset", "NAME", K_NAME, F(preset), 0, 64, NULL, NULL, 0,
+    {"preset", "NAME", K_NAME, F(model.preset), 0, 64, NULL, NULL, 0,
      "block placement: pre, post, mixln, hybrid, hybrid_star, siamese, sandwich, olmo2, deepnorm,\n"
      "gpt2, ngpt, ... or paper names (Pre-Norm, HybridNorm*, QKV-Post, Mix-LN, nGPT, ...);\n"
      "--list-presets. ngpt: nGPT's model around the stack too (NVIDIA/ngpt): unit embedding and\n"
      "head rows, logits x sz sqrt(d) (sz learnable, one per byte, stored 1/sqrt(d)), its matrices\n"
      "normalized along d after every step, and its train.py's optimizer defaults [pre]"},
-    {"schedule", "LIST", K_NAME, F(schedule), 0, 512, NULL, NULL, 0,
+    {"schedule", "LIST", K_NAME, F(model.schedule), 0, 512, NULL, NULL, 0,
      "per-layer schedule instead of a preset, one kind per layer, from: pre, post, sandwich,\n"
      "normafter, hybrid (QKV-Post), qkvpre, prepost, postpre; sets the number of layers"},
-    {"d", "N", K_INT, F(d_model), 1, 1 << 16, NULL, NULL, 0, "model width [128]"},
-    {"layers", "N", K_INT, F(n_layers), 1, MAX_LAYERS, NULL, NULL, 0, "blocks [4]"},
-    {"heads", "N", K_INT, F(n_heads), 1, 1 << 12, NULL, NULL, 0, "attention heads [4]"},
-    {"kv-heads", "N", K_INT, F(n_kv_heads), 0, 1 << 12, NULL, NULL, 0, "key/value heads (GQA) [0 = heads]"},
-    {"ff", "N", K_INT, F(d_ff), 0, 1 << 18, NULL, NULL, 0, "FFN width [0: 8d/3 rounded to 64 for SwiGLU, 4d for GELU]"},
-    {"ffn", "swiglu|gelu", K_NAME, F(ffn), 0, 16, "swiglu|gelu", NULL, 0, "FFN [swiglu]"},
-    {"norm", "rms|layer|dyt|derf|l2", K_NAME, F(norm), 0, 16, "rms|layer|dyt|derf|l2", NULL, 0,
+    {"d", "N", K_INT, F(model.d_model), 1, 1 << 16, NULL, NULL, 0, "model width [128]"},
+    {"layers", "N", K_INT, F(model.n_layers), 1, MAX_LAYERS, NULL, NULL, 0, "blocks [4]"},
+    {"heads", "N", K_INT, F(model.n_heads), 1, 1 << 12, NULL, NULL, 0, "attention heads [4]"},
+    {"kv-heads", "N", K_INT, F(model.n_kv_heads), 0, 1 << 12, NULL, NULL, 0, "key/value heads (GQA) [0 = heads]"},
+    {"ff", "N", K_INT, F(model.ffn.d_ff), 0, 1 << 18, NULL, NULL, 0, "FFN width [0: 8d/3 rounded to 64 for SwiGLU, 4d for GELU]"},
+    {"ffn", "swiglu|gelu", K_NAME, F(model.ffn.kind), 0, 16, "swiglu|gelu", NULL, 0, "FFN [swiglu]"},
+    {"norm", "rms|layer|dyt|derf|l2", K_NAME, F(model.norm.kind), 0, 16, "rms|layer|dyt|derf|l2", NULL, 0,
      "every norm's kind (rms: the preset's); derf: Derf (arXiv 2512.10938), gamma erf(alpha x + s)\n"
      "+ beta, alpha and s learnable per norm (init 1 and 0, its code's; --dyt-alpha sets alpha) [rms]"},
-    {"norm-gain", "on|off", K_CHOICE, F(norm_gain), -1, 0, "off|x|on", NULL, O_MODEL,
+    {"norm-gain", "on|off", K_CHOICE, F(model.norm.gain), -1, 0, "off|x|on", NULL, O_MODEL,
      "the block norms' weight: off = RMSNorm without a weight, DyT and Derf without gamma [the\n"
      "norm's: on; l2 has none]"},
-    {"norm-bias", "on|off", K_CHOICE, F(norm_bias), -1, 0, "off|x|on", NULL, O_MODEL,
+    {"norm-bias", "on|off", K_CHOICE, F(model.norm.bias), -1, 0, "off|x|on", NULL, O_MODEL,
      "the block norms' bias: off = LayerNorm(bias=False), DyT as its LLaMA code [the norm's: on\n"
      "for layer, dyt and derf; rms and l2 have none]"},
-    {"gain-offset", NULL, K_FLAG, F(gain_offset), 1, 0, NULL, NULL, O_MODEL,
+    {"gain-offset", NULL, K_FLAG, F(model.norm.gain_offset), 1, 0, NULL, NULL, O_MODEL,
      "Gemma's unit-offset gains: every norm weight (block norms, Q/K/V/C sites) stored as w and\n"
      "multiplying by 1 + w, init 0 (Gemma, Qwen3-Next)"},
-    {"no-rope", NULL, K_FLAG, F(rope), 0, 0, NULL, NULL, 0, "no RoPE (no position information at all)"},
-    {"rope-theta", "X", K_REAL, F(rope_theta), 1.000001, 1e12, NULL, NULL, O_MODEL, "RoPE base [10000]"},
-    {"eps", "X", K_REAL, F(eps), 1e-30, 1, NULL, NULL, O_MODEL,
+    {"no-rope", NULL, K_FLAG, F(model.attn.rope), 0, 0, NULL, NULL, 0, "no RoPE (no position information at all)"},
+    {"rope-theta", "X", K_REAL, F(model.attn.rope_theta), 1.000001, 1e12, NULL, NULL, O_MODEL, "RoPE base [10000]"},
+    {"eps", "X", K_REAL, F(model.norm.eps), 1e-30, 1, NULL, NULL, O_MODEL,
      "every norm's epsilon [the preset's: 1e-5; 1e-6 for olmo2, mixln, deepnorm_mixln, lns]"},
-    {"mixln-alpha", "X", K_REAL, F(mixln_alpha), -1, 1, NULL, NULL, O_MODEL,
+    {"mixln-alpha", "X", K_REAL, F(model.mixln_alpha), -1, 1, NULL, NULL, O_MODEL,
      "Mix-LN's fraction of Post-Norm layers, in (0, 1]; -1: none (its code's Pre-Norm) [0.25]"},
-    {"sites", "LIST", K_FN, F(sites), 0, 0, NULL, fn_sites, O_MODEL,
+    {"sites", "LIST", K_FN, F(model.attn.sites), 0, 0, NULL, fn_sites, O_MODEL,
      "attention norm sites: a comma list of q, k, v, c, or none [the preset's: q,k,v for the\n"
      "HybridNorm family and SiameseNorm, q,k for olmo2, none otherwise]"},
-    {"site-width", "head|full", K_CHOICE, F(site_width), 1, 0, "head|full", NULL, O_MODEL,
+    {"site-width", "head|full", K_CHOICE, F(model.attn.site_width), 1, 0, "head|full", NULL, O_MODEL,
      "the site norms over each head (one gain of d_k) or the whole projection [the preset's]"},
-    {"attn-bias", "N", K_INT, F(attn_bias), 0, 3, NULL, NULL, 0,
+    {"attn-bias", "N", K_INT, F(model.attn.bias), 0, 3, NULL, NULL, 0,
      "attention biases: 1 the Q|K|V projection's, 2 the output's, 3 both [the preset's: 3 for gpt2]"},
-    {"ffn-bias", "on|off", K_CHOICE, F(ffn_bias), -1, 0, "off|x|on", NULL, O_MODEL,
+    {"ffn-bias", "on|off", K_CHOICE, F(model.ffn.bias), -1, 0, "off|x|on", NULL, O_MODEL,
      "FFN biases [the FFN's: on for GELU, off for SwiGLU]"},
-    {"final-norm", "on|off", K_CHOICE, F(final_norm), -1, 0, "off|x|on", NULL, O_MODEL,
+    {"final-norm", "on|off", K_CHOICE, F(model.norm.final), -1, 0, "off|x|on", NULL, O_MODEL,
      "the norm before the head [the preset's: on, off for none]"},
-    {"embed-norm", "on|off", K_CHOICE, F(embed_norm), -1, 0, "off|x|on", NULL, O_MODEL,
+    {"embed-norm", "on|off", K_CHOICE, F(model.norm.embed), -1, 0, "off|x|on", NULL, O_MODEL,
      "a norm on the embedding [the preset's: on for embednorm, periln]"},
-    {"siamese-scale", "code|paper|one", K_CHOICE, F(siamese_scale), 1, 0, "code|paper|one", NULL, O_MODEL,
+    {"siamese-scale", "code|paper|one", K_CHOICE, F(model.siamese.scale), 1, 0, "code|paper|one", NULL, O_MODEL,
      "SiameseNorm's c_l: sqrt(2(l+1)) (code), sqrt(l+1) (paper), 1 (its ablation) [code]"},
-    {"siamese-fusion", "code|paper", K_CHOICE, F(siamese_fusion), 1, 0, "code|paper", NULL, O_MODEL,
+    {"siamese-fusion", "code|paper", K_CHOICE, F(model.siamese.fusion), 1, 0, "code|paper", NULL, O_MODEL,
      "SiameseNorm's output: the 3-norm fusion (code) or x_L + N(y_L) (paper) [code]"},
-    {"siamese-no-fusion-norm", NULL, K_FLAG, F(siamese_no_fusion_norm), 1, 0, NULL, NULL, O_MODEL,
+    {"siamese-no-fusion-norm", NULL, K_FLAG, F(model.siamese.no_fusion_norm), 1, 0, NULL, NULL, O_MODEL,
      "the paper's ablation without the FFN fusion's input norm"},
-    {"attn-gate", "none|headwise|elementwise", K_CHOICE, F(attn_gate), 0, 0, "none|headwise|elementwise",
+    {"attn-gate", "none|headwise|elementwise", K_CHOICE, F(model.attn.gate), 0, 0, "none|headwise|elementwise",
      NULL, O_MODEL,
      "gated attention (Qwen, arXiv 2505.06708): each head's output C times sigmoid(x W_g), one\n"
      "gate per head and token (headwise) or per element (elementwise, the paper's best); W_g the\n"
      "last rows of att_proj [none]"},
-    {"branch-scale", "scalar|channel|sublayer", K_CHOICE, F(branch_scale), 1, 0, "scalar|channel|x|sublayer",
+    {"branch-scale", "scalar|channel|sublayer", K_CHOICE, F(model.residual.branch_scale), 1, 0, "scalar|channel|x|sublayer",
      NULL, O_MODEL,
      "a learnable scale on every branch of the preset: scalar, ReZero's one per layer (init 0);\n"
      "channel, LayerScale's vector per sublayer (--layerscale-init); sublayer, SkipInit's one\n"
      "per sublayer (init 0). Not for custom schedules, siamese or ngpt [the preset's: scalar for\n"
      "rezero, channel for layerscale, none otherwise]"},
-    {"value-residual", "off|fixed|learn", K_CHOICE, F(value_residual), 0, 0, "off|fixed|learn", NULL, O_MODEL,
+    {"value-residual", "off|fixed|learn", K_CHOICE, F(model.residual.value_residual), 0, 0, "off|fixed|learn", NULL, O_MODEL,
      "ResFormer's value residual, any preset: layers l >= 1 attend over lambda_1 V_l + lambda_2 V_0\n"
      "(V_0 layer 0's values): fixed 0.5/0.5, or learn (two scalars per layer, init 0.5) [off]"},
-    {"hyper", "none|mhc|hc|ihc", K_CHOICE, F(hyper), 1, 0, "none|mhc|hc|ihc", NULL, O_MODEL,
+    {"hyper", "none|mhc|hc|ihc", K_CHOICE, F(model.hyper.kind), 1, 0, "none|mhc|hc|ihc", NULL, O_MODEL,
      "hyper-connections: n residual streams mixed around each sublayer: mHC (DeepSeek, doubly\n"
      "stochastic by Sinkhorn), HC (ByteDance), ihc (identity mixing, the papers' ablation); not\n"
      "with post norms, residuals from the norm or residual scales [the preset's: mhc, hc, ihc]"},
-    {"hyper-streams", "N", K_INT, F(hyper_streams), 1, NB_HYPER_MAX_STREAMS, NULL, NULL, O_MODEL,
+    {"hyper-streams", "N", K_INT, F(model.hyper.streams), 1, NB_HYPER_MAX_STREAMS, NULL, NULL, O_MODEL,
      "hyper-connections: residual streams [4]"},
-    {"hyper-form", "dynamic|static", K_CHOICE, F(hyper_form), 1, 0, "dynamic|static", NULL, O_MODEL,
+    {"hyper-form", "dynamic|static", K_CHOICE, F(model.hyper.form), 1, 0, "dynamic|static", NULL, O_MODEL,
      "hyper-connections: maps computed per token, or learned constants [dynamic]"},
-    {"hyper-sinkhorn", "N", K_INT, F(hyper_sinkhorn), 1, 100, NULL, NULL, O_MODEL,
+    {"hyper-sinkhorn", "N", K_INT, F(model.hyper.sinkhorn), 1, 100, NULL, NULL, O_MODEL,
      "mHC: Sinkhorn iterations [20]"},
-    {"completep", "ALPHA", K_REAL, F(completep), 0, 2, NULL, NULL, O_MODEL,
+    {"completep", "ALPHA", K_REAL, F(model.residual.completep), 0, 2, NULL, NULL, O_MODEL,
      "CompleteP (arXiv 2505.01618) as its code (nanoGPT-mup, branch completep): every branch\n"
      "times m_L^-ALPHA, m_L = L / --depth-base (1 CompleteP, 0.5 depth-muP; in (0, 2]), and its\n"
      "rules by m_L and m_d = d / --width-base: the blocks' matrices init sigma/sqrt(m_d) without\n"
@@ -224,137 +224,137 @@ static const opt k_opts[] = {
      "scales lr x m_L^(ALPHA-1), no wd; embedding, head, final norm lr, wd as given; AdamW eps x\n"
      "m_d^-1 m_L^-ALPHA for every parameter (the code's one eps; the paper scales the blocks'\n"
      "only); logits x 1/m_d. Not muP's 1/d_h attention (1/sqrt(d_h) stays) [0: off]"},
-    {"depth-base", "N", K_INT, F(depth_base), 1, 1 << 16, NULL, NULL, O_MODEL,
+    {"depth-base", "N", K_INT, F(model.residual.depth_base), 1, 1 << 16, NULL, NULL, O_MODEL,
      "CompleteP's base depth L_base: m_L = L / N [1]"},
-    {"width-base", "D", K_INT, F(width_base), 1, 1 << 16, NULL, NULL, O_MODEL,
+    {"width-base", "D", K_INT, F(model.residual.width_base), 1, 1 << 16, NULL, NULL, O_MODEL,
      "CompleteP's base width d_base: m_d = d / D [d: m_d = 1]"},
-    {"attn-memory", "probs|lse", K_CHOICE, F(memory), 1, 0, "probs|lse", NULL, 0,
+    {"attn-memory", "probs|lse", K_CHOICE, F(model.attn.memory), 1, 0, "probs|lse", NULL, 0,
      "attention's cache: softmax probabilities, or one log-sum-exp per row (recomputed in the\n"
      "backward: O(T) memory) [probs up to 64 Mi values, else lse]"},
-    {"precision", "fp32|bf16|auto", K_CHOICE, F(bf16), 0, 0, "fp32|bf16|auto", NULL, 0,
+    {"precision", "fp32|bf16|auto", K_CHOICE, F(machine.bf16), 0, 0, "fp32|bf16|auto", NULL, 0,
      "the GEMMs' operands (sums, norms, softmax, weights, gradients and checkpoints stay float32;\n"
      "the kernels line names what runs); auto: bf16 where a GEMM timed at start runs at least\n"
      "1.25x faster on oneDNN in bf16 than in float32 [fp32]"},
-    {"bf16-weights", "copy|forward", K_CHOICE, F(bf16_per_forward), 0, 0, "copy|forward", NULL, 0,
+    {"bf16-weights", "copy|forward", K_CHOICE, F(machine.bf16_per_forward), 0, 0, "copy|forward", NULL, 0,
      "bf16: the weights' bf16 copy, written by AdamW once per step (copy), or rounded by every\n"
      "forward (forward: the library's default; the same numbers, for comparisons) [copy]"},
-    {"backend", "auto|blas|dnnl", K_CHOICE, F(backend), 0, 0, "auto|blas|dnnl", NULL, 0,
+    {"backend", "auto|blas|dnnl", K_CHOICE, F(machine.backend), 0, 0, "auto|blas|dnnl", NULL, 0,
      "the stack's GEMMs: OpenBLAS (bf16: portable, slow) or oneDNN (NB_USE_DNNL builds) [auto]"},
-    {"dyt-alpha", "A", K_REAL, F(dyt_alpha), 1e-6, 100, NULL, NULL, O_TRAIN,
+    {"dyt-alpha", "A", K_REAL, F(model.norm.dyt_alpha), 1e-6, 100, NULL, NULL, O_TRAIN,
      "DyT's initial alpha of the norms not feeding attention [below d = 1024 DyT's generic 0.5\n"
      "(its LLM rule, from 7B-70B models, collapsed at d = 64); from 1024 its LLM rule by width]"},
-    {"dyt-alpha-attn", "A", K_REAL, F(dyt_alpha_attn), 1e-6, 100, NULL, NULL, O_TRAIN,
+    {"dyt-alpha-attn", "A", K_REAL, F(model.norm.dyt_alpha_attn), 1e-6, 100, NULL, NULL, O_TRAIN,
      "DyT's initial alpha of the norms feeding attention [0.5 below d = 1024; then 1 up to 2048]"},
-    {"layerscale-init", "X", K_REAL, F(layerscale_init), 1e-12, 10, NULL, NULL, O_TRAIN,
+    {"layerscale-init", "X", K_REAL, F(model.residual.layerscale_init), 1e-12, 10, NULL, NULL, O_TRAIN,
      "LayerScale's initial scale [CaiT's rule by depth: 0.1 up to 18 layers]"},
-    {"embed-scale", "off|learn|sqrt-d", K_FN, F(embed_scale), 0, 0, NULL, fn_embed_scale, 0,
+    {"embed-scale", "off|learn|sqrt-d", K_FN, F(model.norm.embed_scale), 0, 0, NULL, fn_embed_scale, 0,
      "the embedding times a scale: learn, a learnable scalar init sqrt(d) (DyT's LLaMA code;\n"
      "on: the same), or sqrt-d, the constant sqrt(d) in float32 and no parameter (Gemma's\n"
      "normalizer) [learn for dyt, else off]"},
-    {"logit-softcap", "C", K_REAL, F(logit_softcap), 0, 1e30, NULL, NULL, O_MODEL,
+    {"logit-softcap", "C", K_REAL, F(model.logit_softcap), 0, 1e30, NULL, NULL, O_MODEL,
      "Gemma 2's final-logit softcap: logits = C tanh(logits / C) before the loss, sampling\n"
      "and evaluation (its final_logit_softcapping, 30 in Gemma 2), applied last: after nGPT's\n"
      "sz sqrt(d) and CompleteP's 1/m_d; float32 with --precision bf16 too [0: off]"},
-    {"qk-clip", "TAU", K_REAL, F(qk_clip), 1e-30, 1e30, NULL, NULL, O_TRAIN,
+    {"qk-clip", "TAU", K_REAL, F(optim.qk_clip), 1e-30, 1e30, NULL, NULL, O_TRAIN,
      "QK-Clip (Kimi K2's MuonClip, arXiv 2507.20534; tau 100 there): after every optimizer step\n"
      "each head whose largest logit in the step's forward (over every rank's rows) exceeded TAU\n"
      "gets its W_q and W_k rows scaled so that logit becomes TAU. Not with Q/K norm sites or\n"
      "nGPT's s_qk (the logits do not follow W_q, W_k there) [0: off]"},
-    {"init", "SCHEME", K_FN, F(init), 0, 0, NULL, fn_init, O_TRAIN,
+    {"init", "SCHEME", K_FN, F(model.init), 0, 0, NULL, fn_init, O_TRAIN,
      "normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm [the init of the\n"
      "preset's paper code; the model line says which]"},
     {"training", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
-    {"steps", "N", K_INT, F(steps), 0, 100000000, NULL, NULL, O_TRAIN, "[600]"},
-    {"batch", "B", K_INT, F(batch), 1, 1 << 16, NULL, NULL, 0, "sequences per step (all ranks) [16]"},
-    {"seq", "T", K_INT, F(seq), 2, 1 << 16, NULL, NULL, 0, "tokens per sequence [64]"},
-    {"lr", "X", K_REAL, F(lr), 0, 10, NULL, NULL, O_TRAIN, "peak learning rate [3e-3]"},
-    {"warmup", "N", K_INT, F(warmup), 0, 100000000, NULL, NULL, O_TRAIN, "linear warmup steps [50; 0 for ngpt]"},
-    {"min-lr", "F", K_REAL, F(min_lr_frac), 0, 1, NULL, NULL, O_TRAIN, "cosine floor as a fraction of lr [0.1; 0 for ngpt]"},
-    {"wd", "X", K_REAL, F(wd), 0, 10, NULL, NULL, O_TRAIN, "AdamW weight decay [0.1; 0 for ngpt]"},
-    {"wd-norms", "on|off", K_CHOICE, F(wd_norms), 0, 0, "off|on", NULL, O_TRAIN,
+    {"steps", "N", K_INT, F(loop.steps), 0, 100000000, NULL, NULL, O_TRAIN, "[600]"},
+    {"batch", "B", K_INT, F(loop.batch), 1, 1 << 16, NULL, NULL, 0, "sequences per step (all ranks) [16]"},
+    {"seq", "T", K_INT, F(loop.seq), 2, 1 << 16, NULL, NULL, 0, "tokens per sequence [64]"},
+    {"lr", "X", K_REAL, F(optim.lr), 0, 10, NULL, NULL, O_TRAIN, "peak learning rate [3e-3]"},
+    {"warmup", "N", K_INT, F(optim.warmup), 0, 100000000, NULL, NULL, O_TRAIN, "linear warmup steps [50; 0 for ngpt]"},
+    {"min-lr", "F", K_REAL, F(optim.min_lr_frac), 0, 1, NULL, NULL, O_TRAIN, "cosine floor as a fraction of lr [0.1; 0 for ngpt]"},
+    {"wd", "X", K_REAL, F(optim.wd), 0, 10, NULL, NULL, O_TRAIN, "AdamW weight decay [0.1; 0 for ngpt]"},
+    {"wd-norms", "on|off", K_CHOICE, F(optim.wd_norms), 0, 0, "off|on", NULL, O_TRAIN,
      "weight decay on norm gains, biases and SiameseNorm gamma too [off, as llm.c/nanoGPT]"},
-    {"beta1", "X", K_REAL, F(beta1), 0, 0.999999, NULL, NULL, O_TRAIN, "[0.9]"},
-    {"beta2", "X", K_REAL, F(beta2), 0, 0.999999999, NULL, NULL, O_TRAIN, "[0.95]"},
-    {"adam-eps", "X", K_REAL, F(adam_eps), 1e-30, 1, NULL, NULL, O_TRAIN, "[1e-8]"},
-    {"clip", "X", K_REAL, F(clip), 0, 1e30, NULL, NULL, O_TRAIN, "global gradient-norm clip [1.0]"},
-    {"seed", "N", K_FN, F(seed), 0, 0, NULL, fn_seed, 0, "[1337]"},
-    {"threads", "N", K_INT, F(threads), 0, 1024, NULL, NULL, 0, "[0 = OpenMP default]"},
-    {"log-every", "N", K_INT, F(log_every), 1, 100000000, NULL, NULL, O_TRAIN, "[50]"},
-    {"eval-batches", "N", K_INT, F(eval_batches), 1, 100000, NULL, NULL, 0, "validation batches [4]"},
-    {"eval-problems", "N", K_INT, F(eval_problems), 1, 1000000, NULL, NULL, 0,
+    {"beta1", "X", K_REAL, F(optim.beta1), 0, 0.999999, NULL, NULL, O_TRAIN, "[0.9]"},
+    {"beta2", "X", K_REAL, F(optim.beta2), 0, 0.999999999, NULL, NULL, O_TRAIN, "[0.95]"},
+    {"adam-eps", "X", K_REAL, F(optim.adam_eps), 1e-30, 1, NULL, NULL, O_TRAIN, "[1e-8]"},
+    {"clip", "X", K_REAL, F(optim.clip), 0, 1e30, NULL, NULL, O_TRAIN, "global gradient-norm clip [1.0]"},
+    {"seed", "N", K_FN, F(loop.seed), 0, 0, NULL, fn_seed, 0, "[1337]"},
+    {"threads", "N", K_INT, F(machine.threads), 0, 1024, NULL, NULL, 0, "[0 = OpenMP default]"},
+    {"log-every", "N", K_INT, F(loop.log_every), 1, 100000000, NULL, NULL, O_TRAIN, "[50]"},
+    {"eval-batches", "N", K_INT, F(loop.eval_batches), 1, 100000, NULL, NULL, 0, "validation batches [4]"},
+    {"eval-problems", "N", K_INT, F(loop.eval_problems), 1, 1000000, NULL, NULL, 0,
      "held-out problems of the exact-match accuracy (addition) [500]"},
-    {"csv", "FILE", K_PATH, F(csv), 0, 0, NULL, NULL, O_TRAIN,
+    {"csv", "FILE", K_PATH, F(files.csv), 0, 0, NULL, NULL, O_TRAIN,
      "every step: loss, gradient norm, lr, the largest attention logit of the step's forward and\n"
      "the heads QK-Clip scaled after it"},
-    {"summary", "FILE", K_PATH, F(summary), 0, 0, NULL, NULL, O_TRAIN, "the run's results as JSON"},
-    {"spike-stop", "F", K_REAL, F(spike_stop), 0, 1e6, NULL, NULL, O_TRAIN,
+    {"summary", "FILE", K_PATH, F(files.summary), 0, 0, NULL, NULL, O_TRAIN, "the run's results as JSON"},
+    {"spike-stop", "F", K_REAL, F(loop.spike_stop), 0, 1e6, NULL, NULL, O_TRAIN,
      "stop a run as diverged when its loss exceeds F x its first loss + 1 after 10 steps [0: off;\n"
      "a run stops only on a non-finite loss or gradient; loss spikes are counted and reported]"},
     {"sweeps (seeds and learning rates: mean and spread, the largest stable lr per preset)", NULL, K_GROUP, 0, 0, 0,
      NULL, NULL, 0, NULL},
-    {"compare", "LIST", K_PATH, F(compare), 0, 0, NULL, NULL, O_TRAIN | O_CMDLINE,
+    {"compare", "LIST", K_PATH, F(sweep.compare), 0, 0, NULL, NULL, O_TRAIN | O_CMDLINE,
      "one run per preset of LIST (comma-separated), same data and seeds"},
     {"seeds", "LIST", K_FN, 0, 0, 0, NULL, fn_seeds, O_TRAIN | O_CMDLINE, "seeds of every preset and lr (e.g. 0,1,2) [--seed]"},
     {"lrs", "LIST", K_FN, 0, 0, 0, NULL, fn_lrs, O_TRAIN | O_CMDLINE, "learning rates (e.g. 1e-3,4e-3,1.6e-2) [--lr]"},
-    {"jobs", "N", K_INT, F(jobs), 1, 256, NULL, NULL, O_TRAIN | O_CMDLINE,
+    {"jobs", "N", K_INT, F(sweep.jobs), 1, 256, NULL, NULL, O_TRAIN | O_CMDLINE,
      "runs at a time, each its own process [cores / threads per run]; train_mpi: one after another"},
-    {"collapse-margin", "X", K_REAL, F(collapse_margin), 0, 100, NULL, NULL, O_TRAIN,
+    {"collapse-margin", "X", K_REAL, F(sweep.collapse_margin), 0, 100, NULL, NULL, O_TRAIN,
      "a run whose validation loss stays within X nats of the unigram entropy over its last\n"
      "quarter is collapsed [0.1]"},
-    {"out", "DIR", K_PATH, F(out), 0, 0, NULL, NULL, O_TRAIN | O_CMDLINE,
+    {"out", "DIR", K_PATH, F(files.out), 0, 0, NULL, NULL, O_TRAIN | O_CMDLINE,
      "tables, CSVs and plots [--diag DIR, else .]; a sweep run again reads its finished runs"},
     {"sampling and evaluation of a checkpoint (any --save, also --zero/MPI ones)", NULL, K_GROUP, 0, 0, 0, NULL,
      NULL, 0, NULL},
-    {"load", "FILE", K_PATH, F(load), 0, 0, NULL, NULL, 0, "the checkpoint; its configuration is the model's"},
-    {"eval", NULL, K_FLAG, F(eval), 1, 0, NULL, NULL, 0,
+    {"load", "FILE", K_PATH, F(sample.load), 0, 0, NULL, NULL, 0, "the checkpoint; its configuration is the model's"},
+    {"eval", NULL, K_FLAG, F(sample.eval), 1, 0, NULL, NULL, 0,
      "validation loss, and exact-match accuracy on --eval-problems held-out problems; no training"},
-    {"dump", "FILE", K_PATH, F(dump), 0, 0, NULL, NULL, 0,
+    {"dump", "FILE", K_PATH, F(sample.dump), 0, 0, NULL, NULL, 0,
      "every named intermediate of one validation batch's forward and backward (safetensors)"},
-    {"sample", "PROMPT", K_PATH, F(sample), 0, 0, NULL, NULL, 0, "continue PROMPT"},
-    {"temperature", "X", K_REAL, F(temperature), 0, 100, NULL, NULL, O_SAMPLING, "[1; 0 = greedy]"},
-    {"top-k", "N", K_INT, F(top_k), 0, VOCAB, NULL, NULL, O_SAMPLING, "[0 = all]"},
-    {"sample-len", "N", K_INT, F(sample_len), 1, 1000000, NULL, NULL, O_SAMPLING, "[64]"},
-    {"sample-seed", "N", K_FN, F(sample_seed), 0, 0, NULL, fn_sample_seed, O_SAMPLING, "[0]"},
+    {"sample", "PROMPT", K_PATH, F(sample.sample), 0, 0, NULL, NULL, 0, "continue PROMPT"},
+    {"temperature", "X", K_REAL, F(sample.temperature), 0, 100, NULL, NULL, O_SAMPLING, "[1; 0 = greedy]"},
+    {"top-k", "N", K_INT, F(sample.top_k), 0, VOCAB, NULL, NULL, O_SAMPLING, "[0 = all]"},
+    {"sample-len", "N", K_INT, F(sample.sample_len), 1, 1000000, NULL, NULL, O_SAMPLING, "[64]"},
+    {"sample-seed", "N", K_FN, F(sample.sample_seed), 0, 0, NULL, fn_sample_seed, O_SAMPLING, "[0]"},
     {"data parallel (under mpirun; --batch stays the global batch, split over the ranks)", NULL, K_GROUP, 0, 0, 0,
      NULL, NULL, 0, NULL},
-    {"zero", NULL, K_FLAG, F(zero), 1, 0, NULL, NULL, O_TRAIN, "ZeRO-1: shard the AdamW moments over the ranks"},
-    {"comm-timeout", "S", K_REAL, F(comm_timeout), 0, 1e9, NULL, NULL, 0,
+    {"zero", NULL, K_FLAG, F(machine.zero), 1, 0, NULL, NULL, O_TRAIN, "ZeRO-1: shard the AdamW moments over the ranks"},
+    {"comm-timeout", "S", K_REAL, F(machine.comm_timeout), 0, 1e9, NULL, NULL, 0,
      "a collective not completed in S seconds ends the job with a message naming it (a hung rank,\n"
      "a lost network); keep S above the longest a rank works alone and above mpirun's lost-host\n"
      "detection (oob_tcp_keepalive_*, see examples/train/README.md); 0 = wait forever [600]"},
-    {"bucket-kb", "N", K_INT, F(bucket_kb), 4, 1 << 20, NULL, NULL, O_TRAIN,
+    {"bucket-kb", "N", K_INT, F(machine.bucket_kb), 4, 1 << 20, NULL, NULL, O_TRAIN,
      "gradient bucket reduced while the backward goes on [256]"},
     {"reliability", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
-    {"check-finite", NULL, K_FLAG, F(check_finite), 1, 0, NULL, NULL, O_TRAIN,
+    {"check-finite", NULL, K_FLAG, F(machine.check_finite), 1, 0, NULL, NULL, O_TRAIN,
      "stop at the first NaN/Inf, naming the layer and sublayer"},
     {"inject", "K@S:L:SUB:W", K_FN, 0, 0, 0, NULL, fn_inject, O_TRAIN,
      "fault injection to test that: K nan|inf at step S into layer L's SUB attn|ffn, W act or grad"},
     {"data", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
-    {"digits", "N", K_INT, F(digits), 1, 9, NULL, NULL, 0, "addition: operand digits [3]"},
+    {"digits", "N", K_INT, F(data.digits), 1, 9, NULL, NULL, 0, "addition: operand digits [3]"},
     {"format", "F", K_FN, 0, 0, 0, NULL, fn_format, 0,
      "padded (123+045=0168), plain (123+45=168), reversed (123+45=861), padded_reversed\n"
      "(123+045=8610), lsb_first (321+540=8610) [padded]"},
-    {"reverse", NULL, K_FLAG, F(format), FMT_REVERSED, 0, NULL, NULL, 0, "= --format reversed"},
-    {"data", "FILE", K_PATH, F(data), 0, 0, NULL, NULL, 0,
+    {"reverse", NULL, K_FLAG, F(data.format), FMT_REVERSED, 0, NULL, NULL, 0, "= --format reversed"},
+    {"data", "FILE", K_PATH, F(data.path), 0, 0, NULL, NULL, 0,
      "a byte-level corpus instead of addition (any text file, e.g. /usr/share/common-licenses/*)"},
-    {"val-frac", "F", K_REAL, F(val_frac), 1e-6, 0.9, NULL, NULL, 0, "held out of --data [0.1]"},
+    {"val-frac", "F", K_REAL, F(data.val_frac), 1e-6, 0.9, NULL, NULL, 0, "held out of --data [0.1]"},
     {"files", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
     {"config", "FILE", K_FN, 0, 0, 0, NULL, NULL, 0,
      "options from FILE, one per line as \"name value\" (or \"name\" for a flag; # comments),\n"
      "read where --config stands: later options override it"},
-    {"save", "FILE", K_PATH, F(save), 0, 0, NULL, NULL, O_TRAIN,
+    {"save", "FILE", K_PATH, F(files.save), 0, 0, NULL, NULL, O_TRAIN,
      "checkpoint at the end and on Ctrl-C (default on Ctrl-C: train.safetensors)"},
-    {"save-every", "N", K_INT, F(save_every), 0, 100000000, NULL, NULL, O_TRAIN, "also every N steps"},
-    {"stop-after", "N", K_INT, F(stop_after), 0, 100000000, NULL, NULL, O_TRAIN,
+    {"save-every", "N", K_INT, F(loop.save_every), 0, 100000000, NULL, NULL, O_TRAIN, "also every N steps"},
+    {"stop-after", "N", K_INT, F(loop.stop_after), 0, 100000000, NULL, NULL, O_TRAIN,
      "stop after step N of the --steps schedule (save, resume later)"},
-    {"resume", "FILE", K_PATH, F(resume), 0, 0, NULL, NULL, O_TRAIN, "continue from a checkpoint"},
-    {"allow-change", "K", K_PATH, F(allow_change), 0, 0, NULL, NULL, O_TRAIN,
+    {"resume", "FILE", K_PATH, F(files.resume), 0, 0, NULL, NULL, O_TRAIN, "continue from a checkpoint"},
+    {"allow-change", "K", K_PATH, F(files.allow_change), 0, 0, NULL, NULL, O_TRAIN,
      "let --resume change run settings K (comma list: lr, steps, ...; or all)"},
-    {"diag", "DIR", K_PATH, F(diag), 0, 0, NULL, NULL, O_TRAIN,
+    {"diag", "DIR", K_PATH, F(files.diag), 0, 0, NULL, NULL, O_TRAIN,
      "per-layer CSVs and SVG plots (SiameseNorm: both streams); per layer and head the max\n"
      "logit and first-key attention mass"},
-    {"quiet", NULL, K_FLAG, F(quiet), 1, 0, NULL, NULL, 0, "no progress lines"},
-    {"profile", NULL, K_FLAG, F(profile), 1, 0, NULL, NULL, 0,
+    {"quiet", NULL, K_FLAG, F(loop.quiet), 1, 0, NULL, NULL, 0, "no progress lines"},
+    {"profile", NULL, K_FLAG, F(machine.profile), 1, 0, NULL, NULL, 0,
      "at the end, where the training step's time went: GEMMs, attention core, norms, bf16\n"
      "conversions, the stack's other work, embedding/head/loss, optimizer, communication"},
     {"information", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
@@ -373,37 +373,37 @@ static int parse_seed(const char* v, const char* what, unsigned long long* out) 
     return 0;
 }
 
-static int fn_seed(const char* v, config* c) { return parse_seed(v, "--seed", &c->seed); }
-static int fn_sample_seed(const char* v, config* c) { return parse_seed(v, "--sample-seed", &c->sample_seed); }
+static int fn_seed(const char* v, config* c) { return parse_seed(v, "--seed", &c->loop.seed); }
+static int fn_sample_seed(const char* v, config* c) { return parse_seed(v, "--sample-seed", &c->sample.sample_seed); }
 
 static int fn_seeds(const char* v, config* c) {
     double list[MAX_SWEEP];
     int k;
-    if (parse_list(v, 0, 9007199254740992.0, 1, list, &c->n_seeds, "--seeds")) return 1;
-    for (k = 0; k < c->n_seeds; k++) c->seeds[k] = (unsigned long long)list[k];
+    if (parse_list(v, 0, 9007199254740992.0, 1, list, &c->sweep.n_seeds, "--seeds")) return 1;
+    for (k = 0; k < c->sweep.n_seeds; k++) c->sweep.seeds[k] = (unsigned long long)list[k];
     return 0;
 }
 
 static int fn_lrs(const char* v, config* c) {
     int k;
-    if (parse_list(v, 0, 10, 0, c->lrs, &c->n_lrs, "--lrs")) return 1;
-    for (k = 0; k < c->n_lrs; k++)
-        if (!(c->lrs[k] > 0)) return fail("--lrs: a learning rate must be > 0");
+    if (parse_list(v, 0, 10, 0, c->sweep.lrs, &c->sweep.n_lrs, "--lrs")) return 1;
+    for (k = 0; k < c->sweep.n_lrs; k++)
+        if (!(c->sweep.lrs[k] > 0)) return fail("--lrs: a learning rate must be > 0");
     return 0;
 }
 
 static int fn_init(const char* v, config* c) {
     nb_init_scheme sc;
     if (init_scheme(v, &sc)) return 1; /* every known name fits c->init */
-    snprintf(c->init, sizeof c->init, "%s", v);
+    snprintf(c->model.init, sizeof c->model.init, "%s", v);
     return 0;
 }
 
 /* off, learn (on: its name before sqrt-d existed), sqrt-d */
 static int fn_embed_scale(const char* v, config* c) {
-    if (!strcmp(v, "off")) c->embed_scale = EMBED_OFF;
-    else if (!strcmp(v, "learn") || !strcmp(v, "on")) c->embed_scale = EMBED_LEARN;
-    else if (!strcmp(v, "sqrt-d")) c->embed_scale = EMBED_SQRT_D;
+    if (!strcmp(v, "off")) c->model.norm.embed_scale = EMBED_OFF;
+    else if (!strcmp(v, "learn") || !strcmp(v, "on")) c->model.norm.embed_scale = EMBED_LEARN;
+    else if (!strcmp(v, "sqrt-d")) c->model.norm.embed_scale = EMBED_SQRT_D;
     else return fail("--embed-scale: off, learn (or on) or sqrt-d, not \"%s\"", v);
     return 0;
 }
@@ -412,7 +412,7 @@ static int fn_embed_scale(const char* v, config* c) {
 static int fn_sites(const char* v, config* c) {
     char buf[64], *tok, *save = NULL;
     int mask = 0;
-    if (!strcmp(v, "none")) { c->sites = NB_SITES_NONE; return 0; }
+    if (!strcmp(v, "none")) { c->model.attn.sites = NB_SITES_NONE; return 0; }
     if (strlen(v) >= sizeof buf) return fail("--sites: \"%s\" is not a list of q, k, v, c (or none)", v);
     snprintf(buf, sizeof buf, "%s", v);
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -422,7 +422,7 @@ static int fn_sites(const char* v, config* c) {
         mask |= bit;
     }
     if (!mask) return fail("--sites: empty (none: no sites)");
-    c->sites = mask;
+    c->model.attn.sites = mask;
     return 0;
 }
 
@@ -660,10 +660,10 @@ static int check_paths(const config* c) {
     static const char* const out_flag[4] = {"--csv", "--summary", "--save", "--dump"};
     const char* out[4];
     int i, j;
-    out[0] = c->csv; out[1] = c->summary; out[2] = c->save; out[3] = c->dump;
-    io_input(c->data, "--data"); /* and --config: read_config_file */
-    io_input(c->resume, "--resume");
-    io_input(c->load, "--load");
+    out[0] = c->files.csv; out[1] = c->files.summary; out[2] = c->files.save; out[3] = c->sample.dump;
+    io_input(c->data.path, "--data"); /* and --config: read_config_file */
+    io_input(c->files.resume, "--resume");
+    io_input(c->sample.load, "--load");
     for (i = 0; i < 4; i++) {
         if (!out[i]) continue;
         if (io_output(out[i], out_flag[i])) return 1;
@@ -677,47 +677,47 @@ static int check_paths(const config* c) {
 
 static int check_combinations(const config* c, const seen_flags* seen) {
     const int sweep = sweeping(c);
-    if (c->out && !sweep) return fail("--out is the directory of a sweep's tables and plots: add --compare (or --seeds, --lrs) or drop --out");
-    if (c->save_every && !c->save) return fail("--save-every needs --save FILE");
-    if (c->allow_change && !c->resume) return fail("--allow-change applies to --resume; add --resume FILE or drop it");
-    if ((c->depth_base || c->width_base) && !(c->completep > 0))
+    if (c->files.out && !sweep) return fail("--out is the directory of a sweep's tables and plots: add --compare (or --seeds, --lrs) or drop --out");
+    if (c->loop.save_every && !c->files.save) return fail("--save-every needs --save FILE");
+    if (c->files.allow_change && !c->files.resume) return fail("--allow-change applies to --resume; add --resume FILE or drop it");
+    if ((c->model.residual.depth_base || c->model.residual.width_base) && !(c->model.residual.completep > 0))
         return fail("--depth-base and --width-base are CompleteP's base model: add --completep ALPHA");
-    if (seen->layers && c->schedule[0]) return fail("--schedule sets the number of layers; drop --layers");
-    if (c->inj_kind && !c->check_finite) return fail("--inject tests --check-finite: add it");
-    if (c->inj_kind && c->inj_layer >= (c->schedule[0] ? MAX_LAYERS : c->n_layers))
-        return fail("--inject: layer %d does not exist", c->inj_layer);
-    if (c->comm_timeout > 0 && c->comm_timeout < 1)
+    if (seen->layers && c->model.schedule[0]) return fail("--schedule sets the number of layers; drop --layers");
+    if (c->machine.inj_kind && !c->machine.check_finite) return fail("--inject tests --check-finite: add it");
+    if (c->machine.inj_kind && c->machine.inj_layer >= (c->model.schedule[0] ? MAX_LAYERS : c->model.n_layers))
+        return fail("--inject: layer %d does not exist", c->machine.inj_layer);
+    if (c->machine.comm_timeout > 0 && c->machine.comm_timeout < 1)
         return fail("--comm-timeout %g: under 1 s an ordinary pause of a rank (the OS running another process, "
-                    "a checkpoint) would be taken for a lost peer; give 1 s or more (0 waits forever)", c->comm_timeout);
-    if (c->zero && g_ranks < 2) return fail("--zero shards the optimizer over MPI ranks: run under mpirun with 2 or more ranks");
-    if (c->batch < g_ranks) return fail("--batch %d is smaller than the %d ranks (each rank needs at least one row)", c->batch, g_ranks);
+                    "a checkpoint) would be taken for a lost peer; give 1 s or more (0 waits forever)", c->machine.comm_timeout);
+    if (c->machine.zero && g_ranks < 2) return fail("--zero shards the optimizer over MPI ranks: run under mpirun with 2 or more ranks");
+    if (c->loop.batch < g_ranks) return fail("--batch %d is smaller than the %d ranks (each rank needs at least one row)", c->loop.batch, g_ranks);
     /* sweeps */
-    if (c->compare && seen->preset) return fail("--compare names the presets; drop --preset");
-    if (c->compare && c->schedule[0]) return fail("--compare takes presets; drop --schedule");
-    if (c->n_seeds && seen->seed) return fail("--seeds replaces --seed; drop --seed");
-    if (c->n_lrs && seen->lr) return fail("--lrs replaces --lr; drop --lr");
-    if (!sweep && c->jobs) return fail("--jobs applies to sweeps (--compare, --seeds, --lrs)");
+    if (c->sweep.compare && seen->preset) return fail("--compare names the presets; drop --preset");
+    if (c->sweep.compare && c->model.schedule[0]) return fail("--compare takes presets; drop --schedule");
+    if (c->sweep.n_seeds && seen->seed) return fail("--seeds replaces --seed; drop --seed");
+    if (c->sweep.n_lrs && seen->lr) return fail("--lrs replaces --lr; drop --lr");
+    if (!sweep && c->sweep.jobs) return fail("--jobs applies to sweeps (--compare, --seeds, --lrs)");
     if (!sweep && seen->margin) return fail("--collapse-margin applies to sweeps (--compare, --seeds, --lrs)");
-    if (sweep && c->jobs && dist_have_mpi()) return fail("--jobs: train_mpi runs a sweep's runs one after another (each over the ranks); drop --jobs, or use train");
-    if (sweep && (c->resume || c->save || c->stop_after || c->csv || c->summary))
+    if (sweep && c->sweep.jobs && dist_have_mpi()) return fail("--jobs: train_mpi runs a sweep's runs one after another (each over the ranks); drop --jobs, or use train");
+    if (sweep && (c->files.resume || c->files.save || c->loop.stop_after || c->files.csv || c->files.summary))
         return fail("a sweep (--compare, --seeds, --lrs) writes every run's CSV and summary under --out DIR/runs/; "
                     "--resume, --save, --stop-after, --csv and --summary are for one run");
     /* sampling and evaluation */
-    if ((c->sample || c->eval || c->dump) && !c->load)
+    if ((c->sample.sample || c->sample.eval || c->sample.dump) && !c->sample.load)
         return fail("--sample, --eval and --dump work on a checkpoint: add --load FILE");
-    if (c->load && !c->sample && !c->eval && !c->dump)
+    if (c->sample.load && !c->sample.sample && !c->sample.eval && !c->sample.dump)
         return fail("--load FILE: add --eval (validation loss, accuracy), --sample PROMPT and/or --dump FILE");
-    if (c->dump && g_ranks > 1) return fail("--dump runs on one process: use train, not mpirun");
-    if (!c->sample && seen->sampling)
+    if (c->sample.dump && g_ranks > 1) return fail("--dump runs on one process: use train, not mpirun");
+    if (!c->sample.sample && seen->sampling)
         return fail("--temperature, --top-k, --sample-len and --sample-seed apply to --sample");
-    if (c->sample && !c->sample[0]) return fail("--sample needs a non-empty prompt");
-    if (c->sample && g_ranks > 1) return fail("--sample runs on one process: use train, not mpirun");
-    if (c->load && seen->eval_problems && !c->eval) return fail("--eval-problems applies to --eval");
-    if (c->data && seen->eval_problems) return fail("--eval-problems counts addition problems; --data trains on a file");
+    if (c->sample.sample && !c->sample.sample[0]) return fail("--sample needs a non-empty prompt");
+    if (c->sample.sample && g_ranks > 1) return fail("--sample runs on one process: use train, not mpirun");
+    if (c->sample.load && seen->eval_problems && !c->sample.eval) return fail("--eval-problems applies to --eval");
+    if (c->data.path && seen->eval_problems) return fail("--eval-problems counts addition problems; --data trains on a file");
     return check_paths(c);
 }
 
-int sweeping(const config* c) { return c->compare || c->n_seeds || c->n_lrs; }
+int sweeping(const config* c) { return c->sweep.compare || c->sweep.n_seeds || c->sweep.n_lrs; }
 
 const char* norm_kind_name(nb_norm_type k) {
     return k == NB_NORM_LAYER ? "layer" : k == NB_NORM_DYT ? "dyt" : k == NB_NORM_DERF ? "derf"
@@ -728,7 +728,7 @@ int is_ngpt(const config* c) {
     nb_ctx ctx;
     nb_stack_desc d;
     memset(&ctx, 0, sizeof ctx);
-    return !c->schedule[0] && nb_preset_from_name(&ctx, &d, c->preset) == NB_OK &&
+    return !c->model.schedule[0] && nb_preset_from_name(&ctx, &d, c->model.preset) == NB_OK &&
            d.preset == NB_PRESET_NGPT;
 }
 
@@ -738,12 +738,12 @@ void preset_train_defaults(config* c) {
     const int ngpt = is_ngpt(c);
     config d;
     config_defaults(&d);
-    if (!(c->given & GIVEN_WD)) c->wd = ngpt ? 0 : d.wd;
-    if (!(c->given & GIVEN_WARMUP)) c->warmup = ngpt ? 0 : d.warmup;
-    if (!(c->given & GIVEN_MIN_LR)) c->min_lr_frac = ngpt ? 0 : d.min_lr_frac;
-    if (!(c->given & GIVEN_BETA1)) c->beta1 = ngpt ? 0.9 : d.beta1;
-    if (!(c->given & GIVEN_BETA2)) c->beta2 = ngpt ? 0.95 : d.beta2;
-    if (!(c->given & GIVEN_ADAM_EPS)) c->adam_eps = ngpt ? 1e-8 : d.adam_eps;
+    if (!(c->optim.given & GIVEN_WD)) c->optim.wd = ngpt ? 0 : d.optim.wd;
+    if (!(c->optim.given & GIVEN_WARMUP)) c->optim.warmup = ngpt ? 0 : d.optim.warmup;
+    if (!(c->optim.given & GIVEN_MIN_LR)) c->optim.min_lr_frac = ngpt ? 0 : d.optim.min_lr_frac;
+    if (!(c->optim.given & GIVEN_BETA1)) c->optim.beta1 = ngpt ? 0.9 : d.optim.beta1;
+    if (!(c->optim.given & GIVEN_BETA2)) c->optim.beta2 = ngpt ? 0.95 : d.optim.beta2;
+    if (!(c->optim.given & GIVEN_ADAM_EPS)) c->optim.adam_eps = ngpt ? 1e-8 : d.optim.adam_eps;
 }
 
 int parse_args(int argc, char** argv, config* c, int* help) {
@@ -786,13 +786,13 @@ int parse_args(int argc, char** argv, config* c, int* help) {
     {   /* the optimizer flags given; the preset's defaults for the others */
         static const char* const names[] = {"wd", "warmup", "min-lr", "beta1", "beta2",
                                             "adam-eps"}; /* GIVEN_WD, ... in order */
-        c->given = 0;
+        c->optim.given = 0;
         for (k = 0; k < 6; k++)
-            if (ps.seen[find_opt(names[k]) - k_opts]) c->given |= 1u << k;
+            if (ps.seen[find_opt(names[k]) - k_opts]) c->optim.given |= 1u << k;
         preset_train_defaults(c);
     }
     /* process state of dist.c (every collective after this point waits at most this long) */
-    dist_set_comm_timeout(c->comm_timeout);
+    dist_set_comm_timeout(c->machine.comm_timeout);
     return check_combinations(c, &seen);
 }
 
@@ -821,14 +821,14 @@ static void opt_value(const opt* o, const config* c, char* buf, size_t n) {
         int k = *(const int*)field - (int)o->lo;
         while (k-- > 0 && p) p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
         if (p) snprintf(buf, n, "%.*s", (int)(strchr(p, '|') ? (size_t)(strchr(p, '|') - p) : strlen(p)), p);
-    } else if (o->off == offsetof(config, sites) && c->sites) {
+    } else if (o->off == offsetof(config, model.attn.sites) && c->model.attn.sites) {
         int w = 0;
-        if (c->sites == NB_SITES_NONE) snprintf(buf, n, "none");
+        if (c->model.attn.sites == NB_SITES_NONE) snprintf(buf, n, "none");
         else {
             const char* names = "qkvc";
             int b;
             for (b = 0; b < 4; b++)
-                if (c->sites & (1 << b)) w += snprintf(buf + w, n - (size_t)w, "%s%c", w ? "," : "", names[b]);
+                if (c->model.attn.sites & (1 << b)) w += snprintf(buf + w, n - (size_t)w, "%s%c", w ? "," : "", names[b]);
         }
     }
 }
@@ -918,23 +918,23 @@ const char* init_scheme_name(nb_init_scheme s) {
      custom schedules: normal (no paper to follow) */
 static nb_init_scheme preset_init(const config* c, const nb_stack_desc* d, double* std0) {
     *std0 = 0;
-    if (c->schedule[0]) return NB_INIT_NORMAL;
+    if (c->model.schedule[0]) return NB_INIT_NORMAL;
     /* "--preset pre --norm layer --ffn gelu" asks for Pre-Norm's init; only the name gpt2 is
        GPT-2's */
-    if (d->preset == NB_PRESET_PRE && (!strcmp(c->norm, "layer") || !strcmp(c->ffn, "gelu")))
+    if (d->preset == NB_PRESET_PRE && (!strcmp(c->model.norm.kind, "layer") || !strcmp(c->model.ffn.kind, "gelu")))
         return NB_INIT_NORMAL;
     return nb_preset_init(d, std0); /* the library's table of the presets' codes */
 }
 
 int resolve_init(const config* c, const nb_stack_desc* d, nb_init_scheme* scheme, double* std0,
                  const char** why) {
-    if (c->init[0]) {
+    if (c->model.init[0]) {
         *std0 = 0;
         *why = "--init";
-        return init_scheme(c->init, scheme);
+        return init_scheme(c->model.init, scheme);
     }
     *scheme = preset_init(c, d, std0);
-    *why = c->schedule[0] ? "default for a custom schedule" : "the preset's paper code";
+    *why = c->model.schedule[0] ? "default for a custom schedule" : "the preset's paper code";
     return 0;
 }
 
@@ -963,33 +963,33 @@ static int layer_kind(const char* k, nb_layer_desc* ld) {
 
 /* Flags that make no sense with nGPT's model (the library refuses some too, by field names) */
 static int ngpt_refusals(const config* c) {
-    if (c->completep > 0)
+    if (c->model.residual.completep > 0)
         return fail("--completep with ngpt: nGPT's sublayers step from the residual toward the "
                     "branch by |a| (the INTERP branch scale), which takes no branch multiplier; "
                     "its own rule keeps every vector unit");
-    if (c->hyper > NB_HYPER_NONE)
+    if (c->model.hyper.kind > NB_HYPER_NONE)
         return fail("--hyper with ngpt: nGPT's residual is the normalized step L2(r + |a| (f - r)), "
                     "not a sum that streams of hyper-connections can carry");
-    if (strcmp(c->norm, "rms") && strcmp(c->norm, "l2"))
+    if (strcmp(c->model.norm.kind, "rms") && strcmp(c->model.norm.kind, "l2"))
         return fail("--norm %s with ngpt: nGPT's norms are L2 (its justnorm), on the hypersphere "
-                    "its normalized matrices, embedding and head keep", c->norm);
-    if (c->embed_norm == 1)
+                    "its normalized matrices, embedding and head keep", c->model.norm.kind);
+    if (c->model.norm.embed == 1)
         return fail("--embed-norm on with ngpt: the embedding's rows are unit (normalized at init "
                     "and after every step): an L2 norm of them changes nothing");
-    if (c->final_norm == 1)
+    if (c->model.norm.final == 1)
         return fail("--final-norm on with ngpt: the last layer outputs unit vectors (its post "
                     "norm): a final L2 norm changes nothing");
-    if (c->embed_scale > EMBED_OFF) /* learnable or constant alike */
+    if (c->model.norm.embed_scale > EMBED_OFF) /* learnable or constant alike */
         return fail("--embed-scale %s with ngpt: the embedding's rows are unit, as nGPT keeps "
                     "them; its first sublayer sees them through L2 norms, so a scale does nothing",
-                    c->embed_scale == EMBED_LEARN ? "learn" : "sqrt-d");
-    if (c->branch_scale)
+                    c->model.norm.embed_scale == EMBED_LEARN ? "learn" : "sqrt-d");
+    if (c->model.residual.branch_scale)
         return fail("--branch-scale with ngpt: nGPT's sublayers step toward their branches by its "
                     "eigen learning rates (attn_alpha, mlp_alpha), which another scale would replace");
-    if (c->init[0])
+    if (c->model.init[0])
         return fail("--init %s with ngpt: nGPT's matrices, embedding and head are normalized along "
                     "d at init and after every step, so a scheme's standard deviations do nothing "
-                    "(its init is its code's, the library's NB_INIT_NGPT)", c->init);
+                    "(its init is its code's, the library's NB_INIT_NGPT)", c->model.init);
     return 0;
 }
 
@@ -997,13 +997,13 @@ static int ngpt_refusals(const config* c) {
    schedule (MAX_LAYERS). */
 int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     nb_ctx ctx;
-    int n_layers = c->n_layers;
+    int n_layers = c->model.n_layers;
     memset(&ctx, 0, sizeof ctx);
     memset(d, 0, sizeof *d);
-    if (c->schedule[0]) {
-        char buf[sizeof c->schedule], *tok, *save = NULL;
+    if (c->model.schedule[0]) {
+        char buf[sizeof c->model.schedule], *tok, *save = NULL;
         int n = 0;
-        snprintf(buf, sizeof buf, "%s", c->schedule);
+        snprintf(buf, sizeof buf, "%s", c->model.schedule);
         for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             if (n >= MAX_LAYERS) return fail("--schedule: more than %d layers", MAX_LAYERS);
             if (layer_kind(tok, &layers[n])) return 1;
@@ -1012,60 +1012,60 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
         if (n == 0) return fail("--schedule: empty");
         n_layers = n;
         d->layers = layers;
-    } else if (nb_preset_from_name(&ctx, d, c->preset) != NB_OK) {
+    } else if (nb_preset_from_name(&ctx, d, c->model.preset) != NB_OK) {
         return fail("%s", ctx.err);
     }
     d->n_layers = n_layers;
-    d->d_model = c->d_model;
-    d->n_heads = c->n_heads;
-    d->n_kv_heads = c->n_kv_heads;
-    d->ffn.d_ff = c->d_ff;
-    d->attn.rope = c->rope;
-    d->run.check_finite = c->check_finite;
-    d->gemm.precision = c->bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32; /* auto: see model_init */
-    d->gemm.bf16_weights = c->bf16 && !c->bf16_per_forward; /* the copy AdamW writes (model.w16) */
-    d->gemm.backend = (nb_backend)c->backend;
+    d->d_model = c->model.d_model;
+    d->n_heads = c->model.n_heads;
+    d->n_kv_heads = c->model.n_kv_heads;
+    d->ffn.d_ff = c->model.ffn.d_ff;
+    d->attn.rope = c->model.attn.rope;
+    d->run.check_finite = c->machine.check_finite;
+    d->gemm.precision = c->machine.bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32; /* auto: see model_init */
+    d->gemm.bf16_weights = c->machine.bf16 && !c->machine.bf16_per_forward; /* the copy AdamW writes (model.w16) */
+    d->gemm.backend = (nb_backend)c->machine.backend;
     d->run.param_grads = NB_GRAD_OVERWRITE; /* one backward per step: no zero-grad pass */
-    if (!strcmp(c->ffn, "gelu")) d->ffn.type = NB_FFN_GELU_TANH;
+    if (!strcmp(c->model.ffn.kind, "gelu")) d->ffn.type = NB_FFN_GELU_TANH;
     else if (d->ffn.type == NB_FFN_DEFAULT) d->ffn.type = NB_FFN_SWIGLU;
-    if (!strcmp(c->norm, "layer")) d->norm.type = NB_NORM_LAYER;
-    if (!strcmp(c->norm, "dyt")) d->norm.type = NB_NORM_DYT;
-    if (!strcmp(c->norm, "l2")) d->norm.type = NB_NORM_L2;
-    if (!strcmp(c->norm, "derf")) d->norm.type = NB_NORM_DERF;
+    if (!strcmp(c->model.norm.kind, "layer")) d->norm.type = NB_NORM_LAYER;
+    if (!strcmp(c->model.norm.kind, "dyt")) d->norm.type = NB_NORM_DYT;
+    if (!strcmp(c->model.norm.kind, "l2")) d->norm.type = NB_NORM_L2;
+    if (!strcmp(c->model.norm.kind, "derf")) d->norm.type = NB_NORM_DERF;
     /* the porting options: 0 leaves the kind's norms and the preset's branches */
-    d->attn.gate = (nb_attn_gate)c->attn_gate;
-    d->norm.gain = c->norm_gain < 0 ? -1 : 0;
-    d->norm.bias = c->norm_bias < 0 ? -1 : 0;
-    d->norm.gain_offset = c->gain_offset;
-    d->residual.branch_scale = (nb_branch_scale)c->branch_scale;
+    d->attn.gate = (nb_attn_gate)c->model.attn.gate;
+    d->norm.gain = c->model.norm.gain < 0 ? -1 : 0;
+    d->norm.bias = c->model.norm.bias < 0 ? -1 : 0;
+    d->norm.gain_offset = c->model.norm.gain_offset;
+    d->residual.branch_scale = (nb_branch_scale)c->model.residual.branch_scale;
     /* the description's other fields: 0 (-1 for attn_bias) leaves the preset's */
-    if (c->attn_bias >= 0) d->attn.bias = (unsigned)c->attn_bias;
-    if (c->mixln_alpha != 0) d->mixln_alpha = c->mixln_alpha;
-    if (c->eps != 0) d->norm.eps = (nb_real)c->eps;
-    if (c->rope_theta != 0) d->attn.rope_theta = (nb_real)c->rope_theta;
-    if (c->sites) d->attn.sites = (unsigned)c->sites;
-    if (c->site_width) d->attn.site_width = (nb_norm_width)c->site_width;
-    if (c->ffn_bias) d->ffn.bias = c->ffn_bias;
-    if (c->final_norm) d->norm.final = c->final_norm;
-    if (c->embed_norm) d->norm.embed = c->embed_norm;
-    if (c->memory) d->attn.memory = (nb_attn_memory)c->memory;
-    if (c->siamese_scale) d->siamese.paper_scale = c->siamese_scale - 1;
-    if (c->siamese_fusion) d->siamese.paper_fusion = c->siamese_fusion - 1;
-    if (c->siamese_no_fusion_norm) d->siamese.no_fusion_norm = 1;
-    d->residual.value_residual = c->value_residual; /* 0 off, 1 fixed, 2 learnable: the library's values */
-    if (c->hyper) d->hyper.kind = (nb_hyper)c->hyper; /* the choices' order from NB_HYPER_NONE; else
+    if (c->model.attn.bias >= 0) d->attn.bias = (unsigned)c->model.attn.bias;
+    if (c->model.mixln_alpha != 0) d->mixln_alpha = c->model.mixln_alpha;
+    if (c->model.norm.eps != 0) d->norm.eps = (nb_real)c->model.norm.eps;
+    if (c->model.attn.rope_theta != 0) d->attn.rope_theta = (nb_real)c->model.attn.rope_theta;
+    if (c->model.attn.sites) d->attn.sites = (unsigned)c->model.attn.sites;
+    if (c->model.attn.site_width) d->attn.site_width = (nb_norm_width)c->model.attn.site_width;
+    if (c->model.ffn.bias) d->ffn.bias = c->model.ffn.bias;
+    if (c->model.norm.final) d->norm.final = c->model.norm.final;
+    if (c->model.norm.embed) d->norm.embed = c->model.norm.embed;
+    if (c->model.attn.memory) d->attn.memory = (nb_attn_memory)c->model.attn.memory;
+    if (c->model.siamese.scale) d->siamese.paper_scale = c->model.siamese.scale - 1;
+    if (c->model.siamese.fusion) d->siamese.paper_fusion = c->model.siamese.fusion - 1;
+    if (c->model.siamese.no_fusion_norm) d->siamese.no_fusion_norm = 1;
+    d->residual.value_residual = c->model.residual.value_residual; /* 0 off, 1 fixed, 2 learnable: the library's values */
+    if (c->model.hyper.kind) d->hyper.kind = (nb_hyper)c->model.hyper.kind; /* the choices' order from NB_HYPER_NONE; else
                                                     the preset's (nb_preset_from_name wrote it) */
-    d->hyper.streams = c->hyper_streams;
-    if (c->hyper_form) d->hyper.static_maps = c->hyper_form - 1;
-    d->hyper.sinkhorn = c->hyper_sinkhorn;
+    d->hyper.streams = c->model.hyper.streams;
+    if (c->model.hyper.form) d->hyper.static_maps = c->model.hyper.form - 1;
+    d->hyper.sinkhorn = c->model.hyper.sinkhorn;
     /* the library refuses these by their field names: said here by the flags' */
-    if (d->hyper.kind <= NB_HYPER_NONE && (c->hyper_streams || c->hyper_form || c->hyper_sinkhorn))
+    if (d->hyper.kind <= NB_HYPER_NONE && (c->model.hyper.streams || c->model.hyper.form || c->model.hyper.sinkhorn))
         return fail("--hyper-streams, --hyper-form and --hyper-sinkhorn need hyper-connections "
                     "(--hyper mhc|hc|ihc, or --preset mhc|hc|ihc)");
-    if (d->hyper.kind != NB_HYPER_MHC && c->hyper_sinkhorn)
+    if (d->hyper.kind != NB_HYPER_MHC && c->model.hyper.sinkhorn)
         return fail("--hyper-sinkhorn applies to mHC only (--hyper mhc or --preset mhc)");
-    d->norm.dyt_alpha = c->dyt_alpha; /* 0: the library's defaults */
-    d->norm.dyt_alpha_attn = c->dyt_alpha_attn;
+    d->norm.dyt_alpha = c->model.norm.dyt_alpha; /* 0: the library's defaults */
+    d->norm.dyt_alpha_attn = c->model.norm.dyt_alpha_attn;
     /* DyT's LLM rule (the library's default) comes from its 7B-70B models; below d = 1024 its
        generic default 0.5 trains where the rule's alpha 1 collapsed (d = 64, examples/train/README.md). Derf
        keeps the library's default, its code's 1 (the dyt preset with --norm derf too) */
@@ -1074,10 +1074,10 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
         if (d->norm.dyt_alpha == 0) d->norm.dyt_alpha = 0.5;
         if (d->norm.dyt_alpha_attn == 0) d->norm.dyt_alpha_attn = 0.5;
     }
-    d->residual.layerscale_init = c->layerscale_init;
+    d->residual.layerscale_init = c->model.residual.layerscale_init;
     if (d->preset == NB_PRESET_NGPT && ngpt_refusals(c)) return 1;
-    d->residual.depth_alpha = c->completep; /* 0 off; the library checks the range and the preset */
-    d->residual.depth_base = c->depth_base;
+    d->residual.depth_alpha = c->model.residual.completep; /* 0 off; the library checks the range and the preset */
+    d->residual.depth_base = c->model.residual.depth_base;
     return 0;
 }
 

@@ -193,10 +193,10 @@ void val_batch(const dataset* ds, int k, int n_batches, int B, int b0, int nb, i
 /* Rank 0 reads the corpus; the others receive its bytes (no shared file system needed). */
 static int read_corpus(const config* c, dataset* ds) {
     struct stat st;
-    if (stat(c->data, &st) != 0) return fail("cannot open data file %s: %s", c->data, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return fail("data file %s is not a regular file", c->data);
-    if (st.st_size == 0) return fail("data file %s is empty", c->data);
-    if (!(ds->bytes = (unsigned char*)read_whole(c->data, "--data", &ds->n))) return 1;
+    if (stat(c->data.path, &st) != 0) return fail("cannot open data file %s: %s", c->data.path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return fail("data file %s is not a regular file", c->data.path);
+    if (st.st_size == 0) return fail("data file %s is empty", c->data.path);
+    if (!(ds->bytes = (unsigned char*)read_whole(c->data.path, "--data", &ds->n))) return 1;
     return 0;
 }
 
@@ -204,17 +204,17 @@ int load_data(const config* c, dataset* ds) {
     unsigned long long n = 0;
     size_t min_val;
     memset(ds, 0, sizeof *ds);
-    ds->seed = c->seed;
-    ds->digits = c->digits;
-    ds->format = c->format;
-    if (!c->data) {
-        const int need = 3 * c->digits + 4; /* "a+b=" plus the longest answer and newline */
-        if (c->seq < need)
-            return fail("--seq %d is too short for %d-digit addition (need at least %d)", c->seq,
-                        c->digits, need);
+    ds->seed = c->loop.seed;
+    ds->digits = c->data.digits;
+    ds->format = c->data.format;
+    if (!c->data.path) {
+        const int need = 3 * c->data.digits + 4; /* "a+b=" plus the longest answer and newline */
+        if (c->loop.seq < need)
+            return fail("--seq %d is too short for %d-digit addition (need at least %d)", c->loop.seq,
+                        c->data.digits, need);
         /* 0xADD2: the split became unordered pairs (a checkpoint of the old split is
            trained on other data) */
-        ds->hash = hash3(0xADD2, (unsigned long long)c->digits, (unsigned long long)c->format);
+        ds->hash = hash3(0xADD2, (unsigned long long)c->data.digits, (unsigned long long)c->data.format);
         return 0;
     }
     if (dist_agree(g_rank == 0 ? read_corpus(c, ds) : 0)) return 1;
@@ -227,14 +227,14 @@ int load_data(const config* c, dataset* ds) {
     dist_bcast(ds->bytes, ds->n);
     ds->text = 1;
     ds->hash = fnv1a(ds->bytes, ds->n, 0xCBF29CE484222325ULL);
-    min_val = (size_t)(c->val_frac * (double)ds->n);
-    if (min_val < (size_t)c->seq + 2) min_val = (size_t)c->seq + 2;
-    if (ds->n < min_val + (size_t)c->seq + 2) {
+    min_val = (size_t)(c->data.val_frac * (double)ds->n);
+    if (min_val < (size_t)c->loop.seq + 2) min_val = (size_t)c->loop.seq + 2;
+    if (ds->n < min_val + (size_t)c->loop.seq + 2) {
         free(ds->bytes); /* the caller frees a dataset only when it loaded */
         ds->bytes = NULL;
         return fail("data file %s has %zu bytes: too small for --seq %d with a held-out "
-                    "split (need at least %zu)", c->data, ds->n, c->seq,
-                    min_val + (size_t)c->seq + 2);
+                    "split (need at least %zu)", c->data.path, ds->n, c->loop.seq,
+                    min_val + (size_t)c->loop.seq + 2);
     }
     ds->n_train = ds->n - min_val;
     return 0;

@@ -45,7 +45,7 @@ static int write_dump(const char* path, const trace_list* l, const config* c) {
     int i, rc = 1;
     cJSON_AddItemToObject(root, "__metadata__", meta);
     cJSON_AddStringToObject(meta, "producer", "normblocks " NB_VERSION_STRING " examples/train --dump");
-    cJSON_AddStringToObject(meta, "checkpoint", c->load);
+    cJSON_AddStringToObject(meta, "checkpoint", c->sample.load);
     for (i = 0; i < l->n; i++) ck_put_entry(root, l->t[i].name, l->t[i].rows, l->t[i].cols, &off);
     if (io_output(path, "--dump")) {
         cJSON_Delete(root);
@@ -71,15 +71,15 @@ int dump_batch(model* m, const dataset* ds, const config* c) {
     double count, loss;
     int i, rc;
     memset(&l, 0, sizeof l);
-    val_batch(ds, 0, c->eval_batches, m->B_global, m->b0, m->B, m->T, m->tok, m->mask);
+    val_batch(ds, 0, c->loop.eval_batches, m->B_global, m->b0, m->B, m->T, m->tok, m->mask);
     m->ctx.trace = collect;
     m->ctx.trace_user = &l;
     rc = model_step(m, 1, &count, &loss);
     m->ctx.trace = NULL;
     if (!rc && l.oom) rc = fail("dump: out of memory");
-    if (!rc) rc = write_dump(c->dump, &l, c);
+    if (!rc) rc = write_dump(c->sample.dump, &l, c);
     if (!rc)
-        say("dump: %d tensors of one validation batch (loss %.9g) to %s\n", l.n, loss, c->dump);
+        say("dump: %d tensors of one validation batch (loss %.9g) to %s\n", l.n, loss, c->sample.dump);
     for (i = 0; i < l.n; i++) free(l.t[i].x);
     free(l.t);
     return rc;

@@ -87,17 +87,17 @@ static void restart_tuned(char** argv) {
 /* every output path before any work: an existing regular file or a new one in a writable
    directory (never a FIFO, device or directory; the checkpoint's temporary too) */
 static int check_outputs(const config* c) {
-    const char* const out[4] = {c->save, c->csv, c->dump, c->summary};
+    const char* const out[4] = {c->files.save, c->files.csv, c->sample.dump, c->files.summary};
     char err[512], tmp[4200];
     int i;
     for (i = 0; i < 4; i++)
         if (out[i] && st_check_output(out[i], err, sizeof err)) return fail("%s", err);
-    if (c->save) {
-        snprintf(tmp, sizeof tmp, "%s.tmp", c->save);
+    if (c->files.save) {
+        snprintf(tmp, sizeof tmp, "%s.tmp", c->files.save);
         if (st_check_output(tmp, err, sizeof err)) return fail("%s", err);
     }
-    if (c->diag && make_dir(c->diag)) return 1;
-    if (c->out && make_dir(c->out)) return 1;
+    if (c->files.diag && make_dir(c->files.diag)) return 1;
+    if (c->files.out && make_dir(c->files.out)) return 1;
     return 0;
 }
 
@@ -126,15 +126,15 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
     if (nb_blas_threads() > 1)
         say("note: BLAS runs %d threads of its own; run with OPENBLAS_NUM_THREADS=1 (normblocks "
             "does the threading, --threads N)\n", nb_blas_threads());
-    if (c->load && !c->eval && !c->dump) { fflush(stdout); return; } /* sampling: no data */
+    if (c->sample.load && !c->sample.eval && !c->sample.dump) { fflush(stdout); return; } /* sampling: no data */
     if (ds->text)
-        say("data: %s, %zu bytes (%zu train, %zu held out)\n", c->data, ds->n, ds->n_train,
+        say("data: %s, %zu bytes (%zu train, %zu held out)\n", c->data.path, ds->n, ds->n_train,
             ds->n - ds->n_train);
     else {
         char ex[64];
         add_example(ds, ex);
         say("data: synthetic %d-digit addition, format %s (\"%s\"), loss on answer bytes, "
-            "10%% of pairs held out (a+b and b+a alike)\n", c->digits, format_name(c->format), ex);
+            "10%% of pairs held out (a+b and b+a alike)\n", c->data.digits, format_name(c->data.format), ex);
     }
     say("unigram entropy baseline: %.4f nats/token (loss of predicting the byte frequencies)\n",
         unigram);
@@ -228,15 +228,15 @@ int main(int argc, char** argv) {
     g_same_everywhere = 1;      /* setup: every rank checks the same things */
     config_defaults(&c);
     rc = parse_args(argc, argv, &c, &help);
-    if (!rc && !help && c.load) {
+    if (!rc && !help && c.sample.load) {
         /* the checkpoint's configuration, then the command line over it (parse_args checked
            the flags already; they can only repeat the model, or choose what to evaluate) */
-        const char* path = c.load;
+        const char* path = c.sample.load;
         config_defaults(&c);
         rc = load_config(path, &c) || parse_args(argc, argv, &c, &help);
-        if (!rc && (c.eval || c.dump) && c.load_text && !c.data)
+        if (!rc && (c.sample.eval || c.sample.dump) && c.sample.load_text && !c.data.path)
             rc = fail("%s was trained on a file: --%s needs it (or another) as --data FILE", path,
-                      c.eval ? "eval" : "dump");
+                      c.sample.eval ? "eval" : "dump");
     }
     if (!rc && help) {
         dist_finalize();
@@ -257,9 +257,9 @@ int main(int argc, char** argv) {
     }
     /* every rank runs what all of them timed as worth it, and the run does not time again */
     dist_sum(chosen, 2);
-    c.bf16 = chosen[0] == g_ranks;
-    c.backend = chosen[1] == g_ranks ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
-    if (c.load && c.load_text && !c.data) { /* sampling a model of a file: no data needed */
+    c.machine.bf16 = chosen[0] == g_ranks;
+    c.machine.backend = chosen[1] == g_ranks ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
+    if (c.sample.load && c.sample.load_text && !c.data.path) { /* sampling a model of a file: no data needed */
         memset(&ds, 0, sizeof ds);
         ds.text = 1;
     } else if (load_data(&c, &ds)) {
@@ -267,9 +267,9 @@ int main(int argc, char** argv) {
         return 1;
     }
     g_same_everywhere = 0;
-    unigram = ds.text && !ds.bytes ? NAN : unigram_entropy(&ds, c.seq);
+    unigram = ds.text && !ds.bytes ? NAN : unigram_entropy(&ds, c.loop.seq);
     print_setup(&c, &ds, unigram);
-    if (c.load) {
+    if (c.sample.load) {
         rc = run_loaded(&c, &ds);
     } else if (sweeping(&c)) {
         rc = run_sweep(&c, &ds, unigram, argc, argv);

@@ -32,7 +32,7 @@ static const nb_tensor_info* out_proj(const model* m, int l, int ffn) {
     return NULL;
 }
 
-static nb_real fault_value(const config* c) { return c->inj_kind == 1 ? (nb_real)NAN : (nb_real)INFINITY; }
+static nb_real fault_value(const config* c) { return c->machine.inj_kind == 1 ? (nb_real)NAN : (nb_real)INFINITY; }
 
 /* --check-finite on the gradients of [offset, offset + count) of the stack: name the first
    non-finite one's tensor (the first found, top down, is where it appeared: the backward
@@ -61,11 +61,11 @@ static void check_grads(model* m, int layer, size_t offset, size_t count) {
 static void on_grads_ready(void* user, int layer, size_t offset, size_t count) {
     model* m = (model*)user;
     const config* c = m->cfg;
-    if (c->inj_kind && c->inj_grad && m->step + 1 == c->inj_step && layer == c->inj_layer) {
-        const nb_tensor_info* t = out_proj(m, layer, c->inj_ffn);
+    if (c->machine.inj_kind && c->machine.inj_grad && m->step + 1 == c->machine.inj_step && layer == c->machine.inj_layer) {
+        const nb_tensor_info* t = out_proj(m, layer, c->machine.inj_ffn);
         if (t) m->g[m->off_stack + t->offset] = fault_value(c);
     }
-    if (c->check_finite) check_grads(m, layer, offset, count);
+    if (c->machine.check_finite) check_grads(m, layer, offset, count);
     dist_grads_ready(m->dist, m->off_stack + offset, count);
 }
 
@@ -93,7 +93,7 @@ static int completep_init(model* m, const config* c) {
         m->cp_sigma = untruncated ? h : e;
     }
     if (nb_stack_init_params(&m->ctx, &m->s, m->p + m->off_stack, m->cp_init,
-                             m->cp_sigma / sqrt(m_d), c->seed) != NB_OK)
+                             m->cp_sigma / sqrt(m_d), c->loop.seed) != NB_OK)
         return fail("init: %s", m->ctx.err);
     k = 1 / sqrt(m_d);
     for (t = 0; t < m->s.n_tensors; t++) {
@@ -147,20 +147,20 @@ int model_normalize(model* m) {
    W_q and W_k before it writes anything. */
 static int option_refusals(model* m, const config* c) {
     const nb_norm_type k = m->s.desc.norm.type;
-    if (c->norm_bias > 0 && (k == NB_NORM_RMS || k == NB_NORM_L2))
+    if (c->model.norm.bias > 0 && (k == NB_NORM_RMS || k == NB_NORM_L2))
         return fail("--norm-bias on: the stack's norms are %s, which have no bias (layer, dyt and derf "
                     "norms have one)", norm_kind_name(k));
-    if (c->norm_gain > 0 && k == NB_NORM_L2)
+    if (c->model.norm.gain > 0 && k == NB_NORM_L2)
         return fail("--norm-gain on: the stack's norms are l2 (x / ||x||, nGPT's justnorm), which have no "
                     "weight");
-    if (c->qk_clip > 0) {
+    if (c->optim.qk_clip > 0) {
         double* zero = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
-        const nb_result rc = nb_stack_qk_clip(&m->ctx, &m->s, m->p + m->off_stack, zero, c->qk_clip, NULL);
+        const nb_result rc = nb_stack_qk_clip(&m->ctx, &m->s, m->p + m->off_stack, zero, c->optim.qk_clip, NULL);
         free(zero);
         if (rc != NB_OK)
             return fail("--qk-clip with %s: %s (QK-Clip bounds the logits by scaling W_q and W_k; behind "
                         "Q/K norms or nGPT's s_qk they do not scale with them)",
-                        c->schedule[0] ? "this schedule" : m->s.desc.name[0] ? m->s.desc.name
+                        c->model.schedule[0] ? "this schedule" : m->s.desc.name[0] ? m->s.desc.name
                         : nb_preset_name(m->s.desc.preset), m->ctx.err);
     }
     return 0;
@@ -173,18 +173,18 @@ int model_init(model* m, const config* c) {
     int t;
     memset(m, 0, sizeof *m);
     m->cfg = c;
-    m->ctx.num_threads = c->threads;
+    m->ctx.num_threads = c->machine.threads;
     if (make_desc(c, &d, m->layers)) return 1;
     if (resolve_init(c, &d, &m->init, &m->init_std0, &m->init_why)) return 1;
     /* this rank's rows of the global batch: [b0, b1) */
-    m->B_global = c->batch;
-    m->b0 = (int)((long long)c->batch * g_rank / g_ranks);
-    m->B = (int)((long long)c->batch * (g_rank + 1) / g_ranks) - m->b0;
-    if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->seq) != NB_OK)
+    m->B_global = c->loop.batch;
+    m->b0 = (int)((long long)c->loop.batch * g_rank / g_ranks);
+    m->B = (int)((long long)c->loop.batch * (g_rank + 1) / g_ranks) - m->b0;
+    if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->loop.seq) != NB_OK)
         return fail("invalid model: %s", m->ctx.err);
     /* auto: bf16 only where its GEMMs run on oneDNN and nb_stack_init's probe timed them at
        least 1.25x faster than float32 (AVX512-BF16 without AMX can be slower than float32) */
-    if (c->bf16 == 2 && (m->s.desc.gemm.backend != NB_BACKEND_DNNL ||
+    if (c->machine.bf16 == 2 && (m->s.desc.gemm.backend != NB_BACKEND_DNNL ||
                          !(m->ctx.gemm_probe_ms[1] * 1.25f <= m->ctx.gemm_probe_ms[2]))) {
         if (m->s.desc.gemm.backend == NB_BACKEND_DNNL)
             say("precision auto: fp32, timed faster here than bf16 on oneDNN (a 512^3 GEMM: "
@@ -195,31 +195,31 @@ int model_init(model* m, const config* c) {
         nb_stack_free(&m->s);
         d.gemm.precision = NB_PRECISION_FP32;
         d.gemm.bf16_weights = 0;
-        if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->seq) != NB_OK)
+        if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->loop.seq) != NB_OK)
             return fail("invalid model: %s", m->ctx.err);
-    } else if (c->bf16 == 2 && m->ctx.gemm_probe_ms[1] > 0) {
+    } else if (c->machine.bf16 == 2 && m->ctx.gemm_probe_ms[1] > 0) {
         say("precision auto: bf16, timed faster here than float32 (a 512^3 GEMM: %.2f ms in bf16 "
             "on oneDNN, %.2f ms in float32)\n", m->ctx.gemm_probe_ms[1], m->ctx.gemm_probe_ms[2]);
-    } else if (c->bf16 == 2) {
+    } else if (c->machine.bf16 == 2) {
         say("precision auto: bf16 on oneDNN, as --backend dnnl asks (not timed)\n");
     }
-    m->d = c->d_model; m->T = c->seq;
+    m->d = c->model.d_model; m->T = c->loop.seq;
     m->ngpt = m->s.desc.preset == NB_PRESET_NGPT;
     /* CompleteP's output multiplier alpha_out / m_d (its code's mup_output_alpha = 1) */
-    m->out_mult = c->completep > 0 && c->width_base ? (double)c->width_base / m->d : 1;
+    m->out_mult = c->model.residual.completep > 0 && c->model.residual.width_base ? (double)c->model.residual.width_base / m->d : 1;
     bt = (size_t)m->B * m->T;
     /* DyT's LLaMA code multiplies the embedding by a learnable scalar, initialized to sqrt(d);
        Gemma by the constant sqrt(d), rounded to the activations' dtype (here float32) */
-    m->embed_mode = c->embed_scale >= 0 ? c->embed_scale
+    m->embed_mode = c->model.norm.embed_scale >= 0 ? c->model.norm.embed_scale
                     : d.preset == NB_PRESET_DYT ? EMBED_LEARN : EMBED_OFF;
     m->es = m->embed_mode == EMBED_LEARN;
-    m->embed_const = m->embed_mode == EMBED_SQRT_D ? (nb_real)sqrt((double)c->d_model) : 0;
-    m->softcap = c->logit_softcap;
+    m->embed_const = m->embed_mode == EMBED_SQRT_D ? (nb_real)sqrt((double)c->model.d_model) : 0;
+    m->softcap = c->model.logit_softcap;
     m->off_stack = (size_t)VOCAB * m->d + (size_t)m->es;
     m->off_head = m->off_stack + m->s.n_params;
     m->off_sz = m->off_head + (size_t)VOCAB * m->d;
     m->n = m->off_sz + (m->ngpt ? VOCAB : 0);
-    m->dist = dist_create(m->n, c->zero, (size_t)c->bucket_kb * 1024 / sizeof(nb_real));
+    m->dist = dist_create(m->n, c->machine.zero, (size_t)c->machine.bucket_kb * 1024 / sizeof(nb_real));
     if (!m->dist) return fail("cannot set up the gradient reduction for %zu parameters", m->n);
     dist_update_range(m->dist, &m->upd_lo, &i);
     m->n_upd = i - m->upd_lo;
@@ -262,29 +262,29 @@ int model_init(model* m, const config* c) {
        (decay_norm_and_bias: true), Mix-LN's scripts use no weight decay at all, and what the
        SiameseNorm code does with gamma is in a patch it did not release. */
     for (i = 0; i < (size_t)VOCAB * m->d; i++) m->decay[i] = 1;
-    if (m->es) m->decay[(size_t)VOCAB * m->d] = (unsigned char)c->wd_norms; /* a scale, as gains */
+    if (m->es) m->decay[(size_t)VOCAB * m->d] = (unsigned char)c->optim.wd_norms; /* a scale, as gains */
     for (i = m->off_head; i < m->off_sz; i++) m->decay[i] = 1;
-    for (i = m->off_sz; i < m->n; i++) m->decay[i] = (unsigned char)c->wd_norms; /* sz: a scale */
+    for (i = m->off_sz; i < m->n; i++) m->decay[i] = (unsigned char)c->optim.wd_norms; /* sz: a scale */
     for (t = 0; t < m->s.n_tensors; t++) {
         const nb_tensor_info* ti = &m->s.tensors[t];
-        memset(m->decay + m->off_stack + ti->offset, ti->no_decay && !c->wd_norms ? 0 : 1, ti->count);
+        memset(m->decay + m->off_stack + ti->offset, ti->no_decay && !c->optim.wd_norms ? 0 : 1, ti->count);
     }
     optim_groups(m, c); /* CompleteP's per-group learning rates, weight decay and eps */
     /* init: the stack per scheme (with --completep its matrices by width alone); embedding and
        head with the scheme's io std, derived seeds. Every rank computes the same values from
        the seed. */
-    if (c->completep > 0) {
+    if (c->model.residual.completep > 0) {
         if (completep_init(m, c)) return 1;
     } else if (nb_stack_init_params(&m->ctx, &m->s, m->p + m->off_stack, m->init, m->init_std0,
-                                    c->seed) != NB_OK)
+                                    c->loop.seed) != NB_OK)
         return fail("init: %s", m->ctx.err);
     nb_init_io_std(&m->s, m->init, m->init_std0, &estd, &hstd);
     /* nGPT: N(0, 1/d) untruncated (its code's base_scale), then the rows unit; sz stored at its
        init_scaling 1/sqrt(d), used times sqrt(d) (its sz_init_value / sz_init_scaling) */
-    nb_fill_normal(m->p, (size_t)VOCAB * m->d, estd, m->ngpt ? 0 : 3, c->seed ^ 0x57E0000000000001ULL);
+    nb_fill_normal(m->p, (size_t)VOCAB * m->d, estd, m->ngpt ? 0 : 3, c->loop.seed ^ 0x57E0000000000001ULL);
     if (m->es) m->p[(size_t)VOCAB * m->d] = (nb_real)sqrt((double)m->d);
     nb_fill_normal(m->p + m->off_head, (size_t)VOCAB * m->d, hstd, m->ngpt ? 0 : 3,
-                   c->seed ^ 0x4EAD000000000002ULL);
+                   c->loop.seed ^ 0x4EAD000000000002ULL);
     if (m->ngpt) {
         for (i = m->off_sz; i < m->n; i++) m->p[i] = (nb_real)(1 / sqrt((double)m->d));
         if (unit_rows(m, m->p, VOCAB, m->d) || unit_rows(m, m->p + m->off_head, VOCAB, m->d))
@@ -373,8 +373,8 @@ int model_step(model* m, int train, double* count, double* out) {
     long long r;
     if (m->ngpt)
         for (r = 0; r < VOCAB; r++) sz[r] = (nb_real)(m->p[m->off_sz + r] * sqrt_d);
-    if (train && c->inj_kind && !c->inj_grad && m->step + 1 == c->inj_step) {
-        const nb_tensor_info* t = out_proj(m, c->inj_layer, c->inj_ffn);
+    if (train && c->machine.inj_kind && !c->machine.inj_grad && m->step + 1 == c->machine.inj_step) {
+        const nb_tensor_info* t = out_proj(m, c->machine.inj_layer, c->machine.inj_ffn);
         if (t) m->p[m->off_stack + t->offset] = fault_value(c); /* the sublayer's output goes non-finite */
         m->w16_ok = 0;
     }

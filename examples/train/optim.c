@@ -8,13 +8,13 @@
 
 /* linear warmup to lr, then cosine to min_lr_frac * lr at the last step */
 double lr_at(const config* c, int step) {
-    const double floor_lr = c->lr * c->min_lr_frac;
+    const double floor_lr = c->optim.lr * c->optim.min_lr_frac;
     double p;
-    if (step < c->warmup) return c->lr * (step + 1) / c->warmup;
-    if (c->steps <= c->warmup + 1) return c->lr;
-    p = (double)(step - c->warmup) / (double)(c->steps - 1 - c->warmup);
+    if (step < c->optim.warmup) return c->optim.lr * (step + 1) / c->optim.warmup;
+    if (c->loop.steps <= c->optim.warmup + 1) return c->optim.lr;
+    p = (double)(step - c->optim.warmup) / (double)(c->loop.steps - 1 - c->optim.warmup);
     if (p > 1) p = 1;
-    return floor_lr + 0.5 * (c->lr - floor_lr) * (1 + cos(3.141592653589793 * p));
+    return floor_lr + 0.5 * (c->optim.lr - floor_lr) * (1 + cos(3.141592653589793 * p));
 }
 
 /* sum x^2 in double: chunks of 64 Ki values on the threads, each chunk summed in 8 lanes
@@ -86,9 +86,9 @@ void layer_grad_norms(model* m, const nb_real* gu, double* per_layer) {
 void completep_ratios(const model* m, double* m_d, double* m_L) {
     const config* c = m->cfg;
     *m_d = *m_L = 1;
-    if (!(c->completep > 0)) return;
-    if (c->width_base) *m_d = (double)m->d / c->width_base;
-    *m_L = (double)m->s.desc.n_layers / (c->depth_base ? c->depth_base : 1);
+    if (!(c->model.residual.completep > 0)) return;
+    if (c->model.residual.width_base) *m_d = (double)m->d / c->model.residual.width_base;
+    *m_L = (double)m->s.desc.n_layers / (c->model.residual.depth_base ? c->model.residual.depth_base : 1);
 }
 
 /* CompleteP's per-group rules, from its code (EleutherAI/nanoGPT-mup, branch completep,
@@ -103,7 +103,7 @@ void completep_ratios(const model* m, double* m_d, double* m_L) {
    and one AdamW eps for every parameter, eps m_d^-1 m_L^-alpha (the paper scales the blocks'
    only). Without --completep every parameter is in group 0, every multiplier 1. */
 void optim_groups(model* m, const config* c) {
-    const double alpha = c->completep;
+    const double alpha = c->model.residual.completep;
     double m_d, m_L;
     int k, t;
     completep_ratios(m, &m_d, &m_L);
@@ -148,10 +148,10 @@ void weights16_refresh(model* m, size_t lo, size_t hi) {
    gather). */
 void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscale) {
     const long long n = (long long)m->n_upd;
-    const double b1 = c->beta1, b2 = c->beta2, t = (double)++m->adam_t;
+    const double b1 = c->optim.beta1, b2 = c->optim.beta2, t = (double)++m->adam_t;
     const double c1 = 1 - pow(b1, t), c2 = 1 - pow(b2, t);
     const float b1f = (float)b1, b2f = (float)b2, gs = (float)gscale, c1f = (float)c1;
-    const float c2f = (float)c2, eps = (float)(c->adam_eps * m->eps_mult);
+    const float c2f = (float)c2, eps = (float)(c->optim.adam_eps * m->eps_mult);
     float lrf[3], wdf[3];
     nb_real* TR_RESTRICT p = m->p + m->upd_lo;
     nb_real* TR_RESTRICT mo = m->m;
@@ -164,7 +164,7 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
     int k;
     for (k = 0; k < 3; k++) {
         lrf[k] = (float)(lr * m->lr_mult[k]);
-        wdf[k] = (float)(lr * m->lr_mult[k] * (c->wd * m->wd_mult[k]));
+        wdf[k] = (float)(lr * m->lr_mult[k] * (c->optim.wd * m->wd_mult[k]));
     }
     {
         const float lr0 = lrf[0], lr1 = lrf[1], lr2 = lrf[2];

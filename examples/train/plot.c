@@ -87,34 +87,34 @@ static void cat(char* buf, size_t n, const char* fmt, ...) {
 static void run_caption(const config* c, char* buf, size_t n) {
     const char* p;
     nb_stack_desc d;
-    int i, n_layers = c->n_layers;
+    int i, n_layers = c->model.n_layers;
     buf[0] = 0;
-    if (c->compare) {
+    if (c->sweep.compare) {
         cat(buf, n, "presets ");
-        for (p = c->compare; *p; p++) cat(buf, n, *p == ',' ? ", " : "%c", *p);
-    } else if (c->schedule[0]) cat(buf, n, "schedule %s", c->schedule);
-    else cat(buf, n, "preset %s", c->preset);
-    if (c->init[0]) cat(buf, n, ", init %s", c->init);
+        for (p = c->sweep.compare; *p; p++) cat(buf, n, *p == ',' ? ", " : "%c", *p);
+    } else if (c->model.schedule[0]) cat(buf, n, "schedule %s", c->model.schedule);
+    else cat(buf, n, "preset %s", c->model.preset);
+    if (c->model.init[0]) cat(buf, n, ", init %s", c->model.init);
     /* the options a sweep over one preset compares (the other model flags: the checkpoint) */
-    if (strcmp(c->norm, "rms")) cat(buf, n, ", norm %s", c->norm);
-    if (c->attn_gate) cat(buf, n, ", %s gate", c->attn_gate == NB_GATE_HEADWISE ? "headwise" : "elementwise");
-    if (c->qk_clip > 0) cat(buf, n, ", QK-Clip %g", c->qk_clip);
+    if (strcmp(c->model.norm.kind, "rms")) cat(buf, n, ", norm %s", c->model.norm.kind);
+    if (c->model.attn.gate) cat(buf, n, ", %s gate", c->model.attn.gate == NB_GATE_HEADWISE ? "headwise" : "elementwise");
+    if (c->optim.qk_clip > 0) cat(buf, n, ", QK-Clip %g", c->optim.qk_clip);
     cat(buf, n, " | lr ");
-    for (i = 0; i < (c->n_lrs ? c->n_lrs : 1); i++) cat(buf, n, "%s%g", i ? ", " : "", c->n_lrs ? c->lrs[i] : c->lr);
-    cat(buf, n, " | seed%s ", c->n_seeds > 1 ? "s" : "");
-    for (i = 0; i < (c->n_seeds ? c->n_seeds : 1); i++)
-        cat(buf, n, "%s%llu", i ? ", " : "", c->n_seeds ? c->seeds[i] : c->seed);
-    if (c->schedule[0]) { /* the layers are the schedule's */
+    for (i = 0; i < (c->sweep.n_lrs ? c->sweep.n_lrs : 1); i++) cat(buf, n, "%s%g", i ? ", " : "", c->sweep.n_lrs ? c->sweep.lrs[i] : c->optim.lr);
+    cat(buf, n, " | seed%s ", c->sweep.n_seeds > 1 ? "s" : "");
+    for (i = 0; i < (c->sweep.n_seeds ? c->sweep.n_seeds : 1); i++)
+        cat(buf, n, "%s%llu", i ? ", " : "", c->sweep.n_seeds ? c->sweep.seeds[i] : c->loop.seed);
+    if (c->model.schedule[0]) { /* the layers are the schedule's */
         nb_layer_desc layers[MAX_LAYERS];
         if (!make_desc(c, &d, layers)) n_layers = d.n_layers;
     }
-    cat(buf, n, " | d %d, %d layers, %d heads", c->d_model, n_layers, c->n_heads);
-    if (c->n_kv_heads && c->n_kv_heads != c->n_heads) cat(buf, n, " (%d kv)", c->n_kv_heads);
-    if (c->d_ff) cat(buf, n, ", ff %d", c->d_ff);
-    cat(buf, n, " | batch %d x seq %d, %d steps%s", c->batch, c->seq, c->steps, c->bf16 ? ", bf16" : "");
-    if (c->data) cat(buf, n, " | data %s", (p = strrchr(c->data, '/')) ? p + 1 : c->data);
-    else cat(buf, n, " | %d-digit addition (%s), %d held-out problems", c->digits,
-             format_name(c->format), c->eval_problems);
+    cat(buf, n, " | d %d, %d layers, %d heads", c->model.d_model, n_layers, c->model.n_heads);
+    if (c->model.n_kv_heads && c->model.n_kv_heads != c->model.n_heads) cat(buf, n, " (%d kv)", c->model.n_kv_heads);
+    if (c->model.ffn.d_ff) cat(buf, n, ", ff %d", c->model.ffn.d_ff);
+    cat(buf, n, " | batch %d x seq %d, %d steps%s", c->loop.batch, c->loop.seq, c->loop.steps, c->machine.bf16 ? ", bf16" : "");
+    if (c->data.path) cat(buf, n, " | data %s", (p = strrchr(c->data.path, '/')) ? p + 1 : c->data.path);
+    else cat(buf, n, " | %d-digit addition (%s), %d held-out problems", c->data.digits,
+             format_name(c->data.format), c->loop.eval_problems);
 }
 
 /* the caption at the top, wrapped at its " | "; returns the height it takes (f NULL: only
@@ -511,28 +511,28 @@ static int diag_csvs(const config* c, int L, const history* h) {
     char path[1024];
     FILE* f;
     int i;
-    if (!(f = open_in(c->diag, "loss.csv", path, sizeof path))) return 1;
+    if (!(f = open_in(c->files.diag, "loss.csv", path, sizeof path))) return 1;
     fprintf(f, "step,loss,grad_norm,lr\n"); /* every step */
     for (i = 0; i < h->n_steps; i++)
         fprintf(f, "%.0f,%.6g,%.6g,%.6g\n", h->step_x[i], h->loss[i], h->step_gnorm[i], h->step_lr[i]);
     if (close_out(f)) return 1;
-    if (!(f = open_in(c->diag, "eval.csv", path, sizeof path))) return 1;
+    if (!(f = open_in(c->files.diag, "eval.csv", path, sizeof path))) return 1;
     fprintf(f, "step,val_loss,grad_norm\n");
     for (i = 0; i < h->n_eval; i++) fprintf(f, "%.0f,%.6g,%.6g\n", h->eval_x[i], h->val[i], h->gnorm[i]);
     if (close_out(f)) return 1;
     /* SiameseNorm: stream x columns, then stream y columns (prefixed y); hyper-connections:
        stream 0's, 1's, .. (prefixed s0_, s1_, ..) */
-    return csv_rows(c->diag, "layer_grad_norms.csv", COL_LAYER, L, 1, 0, h->n_diag, h->diag_x, h->grad_l) ||
-           csv_rows(c->diag, "hidden_norms.csv", COL_HIDDEN, L + 1, S, h->hyper, h->n_diag, h->diag_x, h->hid_l) ||
-           csv_rows(c->diag, "angular_distance.csv", COL_ANGLE, L, S, h->hyper, h->n_diag, h->diag_x, h->ang_l) ||
-           (h->hyper && csv_rows(c->diag, "hyper_gains.csv", COL_GAIN, 2 * L, 2, 0, h->n_diag, h->diag_x,
+    return csv_rows(c->files.diag, "layer_grad_norms.csv", COL_LAYER, L, 1, 0, h->n_diag, h->diag_x, h->grad_l) ||
+           csv_rows(c->files.diag, "hidden_norms.csv", COL_HIDDEN, L + 1, S, h->hyper, h->n_diag, h->diag_x, h->hid_l) ||
+           csv_rows(c->files.diag, "angular_distance.csv", COL_ANGLE, L, S, h->hyper, h->n_diag, h->diag_x, h->ang_l) ||
+           (h->hyper && csv_rows(c->files.diag, "hyper_gains.csv", COL_GAIN, 2 * L, 2, 0, h->n_diag, h->diag_x,
                                  h->hc_gain)) ||
            /* per layer and head (columns l0h0, l0h1, ..): nb_stack_head_stats over every rank */
-           csv_rows(c->diag, "head_max_logit.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads, h->n_diag,
+           csv_rows(c->files.diag, "head_max_logit.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads, h->n_diag,
                     h->diag_x, h->head_max_l) ||
-           csv_rows(c->diag, "head_first_mass.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads, h->n_diag,
+           csv_rows(c->files.diag, "head_first_mass.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads, h->n_diag,
                     h->diag_x, h->head_mass_l) ||
-           (h->gated && csv_rows(c->diag, "head_gate.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads,
+           (h->gated && csv_rows(c->files.diag, "head_gate.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads,
                                  h->n_diag, h->diag_x, h->head_gate_l));
 }
 
@@ -551,7 +551,7 @@ static int diag_loss_svg(const config* c, const history* h, double unigram) {
     s[1].name = "validation"; s[1].color = "#d62728"; s[1].n = h->n_eval; s[1].x = h->eval_x; s[1].y = h->val; s[1].dots = 1;
     s[2].name = "unigram baseline"; s[2].color = "#555"; s[2].n = 2; s[2].x = bx; s[2].y = by; s[2].dashed = 1;
     for (i = 0; i < h->n_steps && i < 5; i++) if (isfinite(h->loss[i]) && h->loss[i] > cap) cap = h->loss[i];
-    snprintf(path, sizeof path, "%s/loss.svg", c->diag);
+    snprintf(path, sizeof path, "%s/loss.svg", c->files.diag);
     if (!(f = svg_open(path, 540, c, &top))) return 1;
     p.y = top; p.w = 1130; p.h = 540; p.title = "Loss"; p.xlabel = "training step";
     p.ylabel = "cross-entropy (nats/token)";
@@ -600,7 +600,7 @@ static int diag_layers_svg(const config* c, int L, const history* h) {
         snprintf(stream0, sizeof stream0, "stream 0 of %d (every stream: hyper.svg)", S);
         key[nk].name = stream0; key[nk++].color = "#555";
     }
-    snprintf(path, sizeof path, "%s/layers.svg", c->diag);
+    snprintf(path, sizeof path, "%s/layers.svg", c->files.diag);
     if (!(f = svg_open(path, 520, c, &top))) return 1;
     memset(&p, 0, sizeof p);
     p.y = top; p.w = 380; p.h = 520; p.int_x = 1;
@@ -653,7 +653,7 @@ static int diag_hyper_svg(const config* c, int L, const history* h) {
         ss[k].x = lx; ss[k].n = L + 1; ss[k].dots = 1;
         ss[k].y = h->hid_l + ((size_t)last * S + k) * (L + 1);
     }
-    snprintf(path, sizeof path, "%s/hyper.svg", c->diag);
+    snprintf(path, sizeof path, "%s/hyper.svg", c->files.diag);
     if (!(f = svg_open(path, 520, c, &top))) return 1;
     memset(&p, 0, sizeof p);
     p.y = top; p.w = 575; p.h = 520; p.int_x = 1;
@@ -699,10 +699,10 @@ static int diag_heads_svg(const config* c, int L, const history* h) {
     int k, l, j, nm = np;
     memset(sm, 0, sizeof sm); memset(sf, 0, sizeof sf);
     for (l = 0; l < L; l++) lx[l] = l;
-    if (c->qk_clip > 0) { /* the threshold in force: QK-Clip scales a head above it */
+    if (c->optim.qk_clip > 0) { /* the threshold in force: QK-Clip scales a head above it */
         tau_x[0] = 0; tau_x[1] = L > 1 ? L - 1 : 1;
-        tau_y[0] = tau_y[1] = c->qk_clip;
-        snprintf(tau_name, sizeof tau_name, "QK-Clip's tau (%g)", c->qk_clip);
+        tau_y[0] = tau_y[1] = c->optim.qk_clip;
+        snprintf(tau_name, sizeof tau_name, "QK-Clip's tau (%g)", c->optim.qk_clip);
         sm[nm].name = tau_name; sm[nm].color = "#555"; sm[nm].dashed = 1;
         sm[nm].x = tau_x; sm[nm].y = tau_y; sm[nm++].n = 2;
     }
@@ -720,7 +720,7 @@ static int diag_heads_svg(const config* c, int L, const history* h) {
         sf[k] = sm[k];
         sf[k].y = ymass;
     }
-    snprintf(path, sizeof path, "%s/heads.svg", c->diag);
+    snprintf(path, sizeof path, "%s/heads.svg", c->files.diag);
     if (!(f = svg_open(path, 520, c, &top))) { free(v); return 1; }
     memset(&p, 0, sizeof p);
     p.y = top; p.w = 575; p.h = 520; p.int_x = 1;
@@ -763,7 +763,7 @@ static int diag_gates_svg(const config* c, int L, const history* h) {
         sn[k] = sm[k];
         sn[k].y = ymin;
     }
-    snprintf(path, sizeof path, "%s/gates.svg", c->diag);
+    snprintf(path, sizeof path, "%s/gates.svg", c->files.diag);
     if (!(f = svg_open(path, 520, c, &top))) { free(v); return 1; }
     memset(&p, 0, sizeof p);
     p.y = top; p.w = 575; p.h = 520; p.int_x = 1;
@@ -781,7 +781,7 @@ static int diag_gates_svg(const config* c, int L, const history* h) {
 
 int write_diag(const config* c, const model* m, const history* h, double unigram) {
     const int L = m->s.desc.n_layers;
-    if (make_dir(c->diag) || diag_csvs(c, L, h) || diag_loss_svg(c, h, unigram)) return 1;
+    if (make_dir(c->files.diag) || diag_csvs(c, L, h) || diag_loss_svg(c, h, unigram)) return 1;
     if (h->n_diag > 0 && h->hyper && diag_hyper_svg(c, L, h)) return 1;
     if (h->n_diag > 0 && diag_heads_svg(c, L, h)) return 1;
     if (h->n_diag > 0 && h->gated && diag_gates_svg(c, L, h)) return 1;
@@ -940,7 +940,7 @@ int plot_accuracy(const char* path, const config* c, const band* b, int n) {
     p.title = one_lr ? "Answer accuracy on held-out problems" : "Answer accuracy against the learning rate";
     if (one_lr) snprintf(xlabel, sizeof xlabel, "preset (peak learning rate %g)", b[0].x[0]);
     else snprintf(xlabel, sizeof xlabel, "peak learning rate (the rates tried)");
-    snprintf(ylabel, sizeof ylabel, "exact-match accuracy (%% of %d problems)", c->eval_problems);
+    snprintf(ylabel, sizeof ylabel, "exact-match accuracy (%% of %d problems)", c->loop.eval_problems);
     p.xlabel = xlabel; p.ylabel = ylabel;
     panel_axes(&p, &a);
     a.x1 = 1; a.y1 = 112;   /* room for the labels above 100% */

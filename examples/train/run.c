@@ -173,10 +173,10 @@ static void print_ngpt(const config* c, const model* m) {
         "columns of attn_out, ff_out) unit at init and after every step; attn_alpha, mlp_alpha, "
         "sqk stored at 1/sqrt(d), suv at 1 (a starts at %g); its train.py's optimizer where not "
         "given: weight decay %g, warmup %d, cosine to %g x lr, AdamW (%g, %g) eps %g; given: ",
-        1 / sqrt((double)m->d), m->s.desc.residual.interp_init, c->wd, c->warmup, c->min_lr_frac,
-        c->beta1, c->beta2, c->adam_eps);
+        1 / sqrt((double)m->d), m->s.desc.residual.interp_init, c->optim.wd, c->optim.warmup, c->optim.min_lr_frac,
+        c->optim.beta1, c->optim.beta2, c->optim.adam_eps);
     for (k = 0; k < 6; k++)
-        if (c->given & (1u << k)) say("%s%s", n++ ? ", " : "", flags[k]);
+        if (c->optim.given & (1u << k)) say("%s%s", n++ ? ", " : "", flags[k]);
     say("%s\n", n ? "" : "none");
 }
 
@@ -189,9 +189,9 @@ static void print_completep(const config* c, const model* m) {
         "gains, biases and scales (m_L^(alpha-1)), x 1 on embedding, head, final norm; weight decay "
         "x %g on the blocks' matrices (m_d); AdamW eps %g (%g x m_d^-1 m_L^-alpha, every parameter); "
         "logits x %g (1/m_d); attention 1/sqrt(d_h), not muP's 1/d_h\n",
-        c->completep, m_L, m->s.desc.n_layers, c->depth_base ? c->depth_base : 1, m_d, m->d,
-        c->width_base ? c->width_base : m->d, pow(m_L, -c->completep), m->lr_mult[1],
-        m->lr_mult[2], m->wd_mult[1], c->adam_eps * m->eps_mult, c->adam_eps, m->out_mult);
+        c->model.residual.completep, m_L, m->s.desc.n_layers, c->model.residual.depth_base ? c->model.residual.depth_base : 1, m_d, m->d,
+        c->model.residual.width_base ? c->model.residual.width_base : m->d, pow(m_L, -c->model.residual.completep), m->lr_mult[1],
+        m->lr_mult[2], m->wd_mult[1], c->optim.adam_eps * m->eps_mult, c->optim.adam_eps, m->out_mult);
 }
 
 /* the porting options of the model line (--attn-gate, --norm-gain, --norm-bias, --gain-offset,
@@ -200,11 +200,11 @@ static void print_options(const config* c, const nb_stack_desc* d) {
     static const char* const branch[] = {"", "ReZero's scalar per layer", "LayerScale's vector per sublayer",
                                          "", "SkipInit's scalar per sublayer"}; /* by nb_branch_scale */
     if (d->attn.gate) say(", gated attention (%s)", d->attn.gate == NB_GATE_HEADWISE ? "headwise" : "elementwise");
-    if (c->norm_gain < 0 || c->norm_bias < 0)
-        say(", norms without %s", c->norm_gain < 0 && c->norm_bias < 0 ? "weight or bias"
-                                  : c->norm_gain < 0 ? "weight" : "bias");
+    if (c->model.norm.gain < 0 || c->model.norm.bias < 0)
+        say(", norms without %s", c->model.norm.gain < 0 && c->model.norm.bias < 0 ? "weight or bias"
+                                  : c->model.norm.gain < 0 ? "weight" : "bias");
     if (d->norm.gain_offset) say(", gains 1 + w (unit offset)");
-    if (c->branch_scale > 0 && c->branch_scale < 5) say(", branches x %s", branch[c->branch_scale]);
+    if (c->model.residual.branch_scale > 0 && c->model.residual.branch_scale < 5) say(", branches x %s", branch[c->model.residual.branch_scale]);
 }
 
 void print_model(const config* c, const model* m, int arch_only) {
@@ -212,7 +212,7 @@ void print_model(const config* c, const model* m, int arch_only) {
     char on[160], off[160];
     size_t n_on, n_off;
     say("model: %s, L=%d d=%d H=%d H_kv=%d d_ff=%d %s %s",
-        c->schedule[0] ? c->schedule : d->name[0] ? d->name : nb_preset_name(d->preset),
+        c->model.schedule[0] ? c->model.schedule : d->name[0] ? d->name : nb_preset_name(d->preset),
         d->n_layers, m->d, d->n_heads, d->n_kv_heads, d->ffn.d_ff, d->ffn.type == NB_FFN_GELU_TANH ? "gelu" : "swiglu",
         d->norm.type == NB_NORM_LAYER ? "layernorm" : d->norm.type == NB_NORM_DYT ? "dyt" : d->norm.type == NB_NORM_DERF ? "derf"
         : d->norm.type == NB_NORM_L2 ? "l2norm" : "rmsnorm");
@@ -226,10 +226,10 @@ void print_model(const config* c, const model* m, int arch_only) {
     say(", %zu parameters (stack %zu)\n", m->n, m->s.n_params);
     if (d->norm.type == NB_NORM_DERF)
         say("Derf alpha %g, %g feeding attention, shift 0%s\n", d->norm.dyt_alpha, d->norm.dyt_alpha_attn,
-            c->dyt_alpha || c->dyt_alpha_attn ? "" : " (its code's init; --dyt-alpha)");
+            c->model.norm.dyt_alpha || c->model.norm.dyt_alpha_attn ? "" : " (its code's init; --dyt-alpha)");
     else if (d->norm.type == NB_NORM_DYT || d->preset == NB_PRESET_DYT)
         say("DyT alpha %g, %g feeding attention%s\n", d->norm.dyt_alpha, d->norm.dyt_alpha_attn,
-            c->dyt_alpha || c->dyt_alpha_attn || m->d >= 1024 ? ""
+            c->model.norm.dyt_alpha || c->model.norm.dyt_alpha_attn || m->d >= 1024 ? ""
             : " (DyT's generic default: its LLM rule by width comes from 7B-70B models; --dyt-alpha)");
     if (d->hyper.kind > NB_HYPER_NONE) {
         say("hyper-connections: %s, %d streams, %s maps", d->hyper.kind == NB_HYPER_MHC ? "mHC"
@@ -243,26 +243,26 @@ void print_model(const config* c, const model* m, int arch_only) {
     if (arch_only) return;
     if (m->init_std0 > 0) say("init: %s std %g (%s)", init_scheme_name(m->init), m->init_std0, m->init_why);
     else say("init: %s (%s)", init_scheme_name(m->init), m->init_why);
-    if (c->completep > 0) print_completep_init(m);
+    if (c->model.residual.completep > 0) print_completep_init(m);
     say("\n");
     n_on = decay_groups(m, 1, on, sizeof on);
     n_off = decay_groups(m, 0, off, sizeof off);
-    say("weight decay %g on %zu values (%s)", c->wd, n_on, on);
+    say("weight decay %g on %zu values (%s)", c->optim.wd, n_on, on);
     if (n_off) say("; none on %zu (%s; --wd-norms on decays them)", n_off, off);
     say("\n");
-    if (c->completep > 0) print_completep(c, m);
+    if (c->model.residual.completep > 0) print_completep(c, m);
     if (m->ngpt) print_ngpt(c, m);
 }
 
 static void history_alloc(history* h, const config* c, int L, int diag) {
-    const int cap_eval = c->steps / c->log_every + 3, cap_diag = diag ? cap_eval : 0;
+    const int cap_eval = c->loop.steps / c->loop.log_every + 3, cap_diag = diag ? cap_eval : 0;
     const size_t LH = (size_t)L * h->n_heads;
-    h->step_x = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
-    h->step_maxlogit = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
-    h->step_clipped = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
-    h->loss = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
-    h->step_gnorm = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
-    h->step_lr = (double*)xcalloc((size_t)c->steps + 1, sizeof(double));
+    h->step_x = (double*)xcalloc((size_t)c->loop.steps + 1, sizeof(double));
+    h->step_maxlogit = (double*)xcalloc((size_t)c->loop.steps + 1, sizeof(double));
+    h->step_clipped = (double*)xcalloc((size_t)c->loop.steps + 1, sizeof(double));
+    h->loss = (double*)xcalloc((size_t)c->loop.steps + 1, sizeof(double));
+    h->step_gnorm = (double*)xcalloc((size_t)c->loop.steps + 1, sizeof(double));
+    h->step_lr = (double*)xcalloc((size_t)c->loop.steps + 1, sizeof(double));
     h->eval_x = (double*)xcalloc((size_t)cap_eval, sizeof(double));
     h->val = (double*)xcalloc((size_t)cap_eval, sizeof(double));
     h->gnorm = (double*)xcalloc((size_t)cap_eval, sizeof(double));
@@ -348,33 +348,33 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
     h->streams = m.s.streams;
     h->hyper = m.s.desc.hyper.kind > NB_HYPER_NONE;
     snprintf(h->init, sizeof h->init, "%s", init_scheme_name(m.init));
-    if (c->resume) {
-        if (load_checkpoint(c->resume, c, ds, &m, &start)) { model_free(&m); return 1; }
-        if (!c->quiet) say("resumed from %s at step %d\n", c->resume, start);
+    if (c->files.resume) {
+        if (load_checkpoint(c->files.resume, c, ds, &m, &start)) { model_free(&m); return 1; }
+        if (!c->loop.quiet) say("resumed from %s at step %d\n", c->files.resume, start);
     }
-    if (!c->quiet && !in_sweep) {
+    if (!c->loop.quiet && !in_sweep) {
         print_model(c, &m, 0);
         say("training: %d steps of %d x %d tokens, AdamW (%g, %g) lr %g, schedule: linear warmup "
-            "%d steps then cosine to %g; clip %g, seed %llu, %d threads", c->steps, c->batch,
-            c->seq, c->beta1, c->beta2, c->lr, c->warmup, c->lr * c->min_lr_frac, c->clip,
-            c->seed, nb_num_threads(&m.ctx));
-        if (c->qk_clip > 0) say("; QK-Clip at tau %g after every step", c->qk_clip);
+            "%d steps then cosine to %g; clip %g, seed %llu, %d threads", c->loop.steps, c->loop.batch,
+            c->loop.seq, c->optim.beta1, c->optim.beta2, c->optim.lr, c->optim.warmup, c->optim.lr * c->optim.min_lr_frac, c->optim.clip,
+            c->loop.seed, nb_num_threads(&m.ctx));
+        if (c->optim.qk_clip > 0) say("; QK-Clip at tau %g after every step", c->optim.qk_clip);
         if (g_ranks > 1)
             say(" per rank; %d ranks x %d-%d rows, gradients in %d KiB buckets during backward%s",
-                g_ranks, c->batch / g_ranks, (c->batch + g_ranks - 1) / g_ranks, c->bucket_kb,
-                c->zero ? ", ZeRO-1 optimizer shards" : "");
+                g_ranks, c->loop.batch / g_ranks, (c->loop.batch + g_ranks - 1) / g_ranks, c->machine.bucket_kb,
+                c->machine.zero ? ", ZeRO-1 optimizer shards" : "");
         say("\n");
     }
-    cap_diag = c->diag ? c->steps / c->log_every + 3 : 0;
-    history_alloc(h, c, L, c->diag != NULL);
+    cap_diag = c->files.diag ? c->loop.steps / c->loop.log_every + 3 : 0;
+    history_alloc(h, c, L, c->files.diag != NULL);
     t0 = t_last = now_s();
-    for (step = start; step < c->steps && !(c->stop_after > 0 && step >= c->stop_after); step++) {
+    for (step = start; step < c->loop.steps && !(c->loop.stop_after > 0 && step >= c->loop.stop_after); step++) {
         double cnt, loss, lr, scale, ts = now_s(), t_part;
         const nb_real* gu;
         int log_now, rc_step;
         train_batch(ds, step, m.b0, m.B, m.T, m.tok, m.mask);
         m.step = step;
-        m.ctx.profile = c->profile ? &h->prof : NULL;
+        m.ctx.profile = c->machine.profile ? &h->prof : NULL;
         t_part = now_s();
         rc_step = model_step(&m, 1, &cnt, &loss);
         h->model_seconds += now_s() - t_part;
@@ -390,8 +390,8 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         h->opt_seconds += now_s() - t_part;
         lr = lr_at(c, step);
         if (step == start) first_loss = loss;
-        log_now = (step + 1) % c->log_every == 0 || step + 1 == c->steps || m.stop ||
-                  step + 1 == c->stop_after;
+        log_now = (step + 1) % c->loop.log_every == 0 || step + 1 == c->loop.steps || m.stop ||
+                  step + 1 == c->loop.stop_after;
         record_heads(&m, h, log_now);
         iv_logit = fmax(iv_logit, h->max_logit);
         h->step_x[h->n_steps] = step + 1;
@@ -400,9 +400,9 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         h->loss[h->n_steps++] = loss;
         count_spike(h, step - start, loss, &loss_avg, &in_spike);
         if (!isfinite(loss) || !isfinite(gnorm) ||
-            (c->spike_stop > 0 && step - start > 10 && loss > c->spike_stop * first_loss + 1)) {
+            (c->loop.spike_stop > 0 && step - start > 10 && loss > c->loop.spike_stop * first_loss + 1)) {
             h->diverged_at = step + 1;
-            if (!c->quiet || c->summary)
+            if (!c->loop.quiet || c->files.summary)
                 say("%sdiverged at step %d (loss %g, gradient norm %g)\n", ind, step + 1, loss, gnorm);
             break;
         }
@@ -416,14 +416,14 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
                 goto done;
             }
         }
-        scale = c->clip > 0 && gnorm > c->clip ? c->clip / gnorm : 1;
+        scale = c->optim.clip > 0 && gnorm > c->optim.clip ? c->optim.clip / gnorm : 1;
         t_part = now_s();
         adamw(&m, c, gu, lr, scale);
         if (m.ngpt && model_normalize(&m)) { /* every rank: the same parameters, the same result */
             say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);
             goto done;
         }
-        if (c->qk_clip > 0 && clip_heads(&m, h, c->qk_clip, &iv_clips)) { /* every rank alike */
+        if (c->optim.qk_clip > 0 && clip_heads(&m, h, c->optim.qk_clip, &iv_clips)) { /* every rank alike */
             say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);
             goto done;
         }
@@ -437,15 +437,15 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         loss_n++;
         tok_last += (double)m.B_global * m.T;
         if (log_now) {
-            const double t = now_s(), val = evaluate(&m, ds, c->eval_batches);
+            const double t = now_s(), val = evaluate(&m, ds, c->loop.eval_batches);
             const double tps = tok_last / (t - t_last > 1e-9 ? t - t_last : 1e-9);
-            const double eta = (t - t0) / (step + 1 - start) * (c->steps - step - 1);
+            const double eta = (t - t0) / (step + 1 - start) * (c->loop.steps - step - 1);
             char eb[32];
             last_val = val;
             /* a collapse of throughput is contention for the cores (another process; spinning
                OpenMP threads make it worse): said once, as the tokens/s alone do not explain it */
             if (tps > best_tps) best_tps = tps;
-            else if (!warned && tps < best_tps / 4 && !c->quiet) {
+            else if (!warned && tps < best_tps / 4 && !c->loop.quiet) {
                 warned = 1;
                 say("%swarning: %.1fk tok/s, %.0f%% of this run's best: another process is competing for the cores%s\n",
                     ind, tps / 1000, 100 * tps / best_tps,
@@ -457,10 +457,10 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
             h->val[h->n_eval] = val;
             h->gnorm[h->n_eval++] = gnorm;
             fmt_time(eta, eb, sizeof eb);
-            if (!c->quiet) {
+            if (!c->loop.quiet) {
                 say("%sstep %5d/%d | loss %.4f | val %.4f | grad norm %.3f | lr %.2e | %.1fk tok/s | ETA %s",
-                    ind, step + 1, c->steps, loss_acc / loss_n, val, gnorm, lr, tps / 1000, eb);
-                if (c->qk_clip > 0) /* the interval's: the largest logit, the heads clipped */
+                    ind, step + 1, c->loop.steps, loss_acc / loss_n, val, gnorm, lr, tps / 1000, eb);
+                if (c->optim.qk_clip > 0) /* the interval's: the largest logit, the heads clipped */
                     say(" | max logit %.4g, %lld of %lld head-steps clipped", iv_logit, iv_clips,
                         (long long)loss_n * m.s.desc.n_layers * m.s.desc.n_heads);
                 say("\n");
@@ -471,19 +471,19 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
             t_last = now_s();
         }
         if (m.stop) { h->interrupted = 1; step++; break; }
-        if (step + 1 == c->stop_after) { step++; break; }
-        if (c->save_every > 0 && (step + 1) % c->save_every == 0 && c->save && !in_sweep) {
-            if (save_checkpoint(c->save, c, ds, &m, step + 1)) goto done;
+        if (step + 1 == c->loop.stop_after) { step++; break; }
+        if (c->loop.save_every > 0 && (step + 1) % c->loop.save_every == 0 && c->files.save && !in_sweep) {
+            if (save_checkpoint(c->files.save, c, ds, &m, step + 1)) goto done;
         }
     }
     h->steps_done = step;
     h->final_loss = h->n_steps ? h->loss[h->n_steps - 1] : NAN;
     h->final_val = h->diverged_at >= 0 ? NAN : isfinite(last_val) && h->n_eval ? last_val
-                                                                              : evaluate(&m, ds, c->eval_batches);
-    if (!in_sweep && !c->quiet)
+                                                                              : evaluate(&m, ds, c->loop.eval_batches);
+    if (!in_sweep && !c->loop.quiet)
         say("done: %d steps in %.1f s\n", step - start, now_s() - t0);
     if (!in_sweep) { /* save first: under mpirun, Ctrl-C leaves about a second before SIGKILL */
-        const char* path = c->save;
+        const char* path = c->files.save;
         if (h->interrupted && !path) path = "train.safetensors";
         if (h->interrupted) say("interrupted at step %d\n", step);
         if (path && h->diverged_at < 0) {
@@ -492,18 +492,18 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         }
     }
     if (!ds->text && h->diverged_at < 0 && !h->interrupted) {
-        h->n_problems = c->eval_problems;
-        h->n_shown = c->eval_problems < 5 ? c->eval_problems : 5;
-        h->accuracy = answer_accuracy_show(&m, ds, c->eval_problems, h->shown, h->n_shown);
+        h->n_problems = c->loop.eval_problems;
+        h->n_shown = c->loop.eval_problems < 5 ? c->loop.eval_problems : 5;
+        h->accuracy = answer_accuracy_show(&m, ds, c->loop.eval_problems, h->shown, h->n_shown);
     }
     h->seconds = now_s() - t_start;
     if (g_rank == 0) {
-        if (c->csv && write_steps_csv(c->csv, h)) goto done;
-        if (c->summary && write_summary(c->summary, c, h, unigram)) goto done;
-        if (c->diag) {
+        if (c->files.csv && write_steps_csv(c->files.csv, h)) goto done;
+        if (c->files.summary && write_summary(c->files.summary, c, h, unigram)) goto done;
+        if (c->files.diag) {
             if (write_diag(c, &m, h, unigram)) goto done;
             if (!in_sweep)
-                say("diagnostics: %s/{loss,layers,heads%s}.svg and CSVs\n", c->diag, h->hyper ? ",hyper" : "");
+                say("diagnostics: %s/{loss,layers,heads%s}.svg and CSVs\n", c->files.diag, h->hyper ? ",hyper" : "");
         }
     }
     rc = 0;

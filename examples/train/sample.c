@@ -11,7 +11,7 @@
 
 /* a model from c with the checkpoint's parameters; *step: its training step */
 static int load_model(const config* c, const config* shape, const dataset* ds, model* m, int* step) {
-    if (model_init(m, shape) || load_checkpoint(c->load, c, ds, m, step)) {
+    if (model_init(m, shape) || load_checkpoint(c->sample.load, c, ds, m, step)) {
         model_free(m);
         return 1;
     }
@@ -52,18 +52,18 @@ static int eval_checkpoint(const config* c, const dataset* ds) {
     double val;
     if (load_model(c, c, ds, &m, &step)) return 1;
     print_model(c, &m, 1);
-    val = evaluate(&m, ds, c->eval_batches);
+    val = evaluate(&m, ds, c->loop.eval_batches);
     say("eval: %s (step %d, %s GEMMs%s): val_loss %.9g on %d batches of %d x %d held-out tokens\n",
-        c->load, step, m.s.desc.gemm.precision == NB_PRECISION_BF16 ? "bf16" : "float32",
-        c->load_bf16 < 0 ? "" : (m.s.desc.gemm.precision == NB_PRECISION_BF16) == c->load_bf16
-            ? " as trained" : c->load_bf16 ? ", trained in bf16" : ", trained in float32",
-        val, c->eval_batches, c->batch, c->seq);
+        c->sample.load, step, m.s.desc.gemm.precision == NB_PRECISION_BF16 ? "bf16" : "float32",
+        c->sample.load_bf16 < 0 ? "" : (m.s.desc.gemm.precision == NB_PRECISION_BF16) == c->sample.load_bf16
+            ? " as trained" : c->sample.load_bf16 ? ", trained in bf16" : ", trained in float32",
+        val, c->loop.eval_batches, c->loop.batch, c->loop.seq);
     if (!ds->text) {
         shown_problem shown[5];
-        const int n_show = c->eval_problems < 5 ? c->eval_problems : 5;
-        const double acc = answer_accuracy_show(&m, ds, c->eval_problems, shown, n_show);
+        const int n_show = c->loop.eval_problems < 5 ? c->loop.eval_problems : 5;
+        const double acc = answer_accuracy_show(&m, ds, c->loop.eval_problems, shown, n_show);
         say("eval: answer accuracy %.1f%% (exact match on %d held-out problems, greedy)\n",
-            100 * acc, c->eval_problems);
+            100 * acc, c->loop.eval_problems);
         say_shown(ds, shown, n_show);
     }
     model_free(&m);
@@ -113,33 +113,33 @@ static void say_check(const dataset* ds, const char* prompt, const unsigned char
 static int sample_checkpoint(const config* c, const dataset* ds) {
     config one = *c;            /* one row: the model is the same whatever the batch */
     model m;
-    const size_t np = strlen(c->sample);
-    unsigned char* text = (unsigned char*)xcalloc(np + (size_t)c->sample_len + 1, 1);
-    unsigned long long rng = hash3(c->sample_seed, 0x5A3B1E, 1);
+    const size_t np = strlen(c->sample.sample);
+    unsigned char* text = (unsigned char*)xcalloc(np + (size_t)c->sample.sample_len + 1, 1);
+    unsigned long long rng = hash3(c->sample.sample_seed, 0x5A3B1E, 1);
     size_t n = np;
     int step = 0, i, t, rc = 1;
-    one.batch = 1;
+    one.loop.batch = 1;
     if (load_model(c, &one, ds, &m, &step)) { free(text); return 1; }
-    memcpy(text, c->sample, np);
+    memcpy(text, c->sample.sample, np);
     if (np > (size_t)m.T)
         say("note: the prompt has %zu bytes; the model sees the last %d (--seq of its training)\n", np, m.T);
-    for (i = 0; i < c->sample_len; i++) {
+    for (i = 0; i < c->sample.sample_len; i++) {
         const size_t first = n > (size_t)m.T ? n - (size_t)m.T : 0, w = n - first;
         double cnt, loss;
         int next;
         for (t = 0; t <= m.T; t++) m.tok[t] = (size_t)t < w ? text[first + (size_t)t] : '\n';
         memset(m.mask, 0, (size_t)m.T);
         if (model_step(&m, 0, &cnt, &loss)) goto done;
-        next = pick(m.logits + (w - 1) * VOCAB, c->temperature, c->top_k, &rng);
+        next = pick(m.logits + (w - 1) * VOCAB, c->sample.temperature, c->sample.top_k, &rng);
         text[n++] = (unsigned char)next;
-        if (!c->load_text && next == '\n') break; /* an addition model: the answer is complete */
+        if (!c->sample.load_text && next == '\n') break; /* an addition model: the answer is complete */
     }
-    if (c->temperature == 0 || c->top_k == 1) say("sample (greedy), %s step %d:\n", c->load, step);
-    else if (c->top_k) say("sample (temperature %g, top-k %d, seed %llu), %s step %d:\n", c->temperature, c->top_k, c->sample_seed, c->load, step);
-    else say("sample (temperature %g, seed %llu), %s step %d:\n", c->temperature, c->sample_seed, c->load, step);
+    if (c->sample.temperature == 0 || c->sample.top_k == 1) say("sample (greedy), %s step %d:\n", c->sample.load, step);
+    else if (c->sample.top_k) say("sample (temperature %g, top-k %d, seed %llu), %s step %d:\n", c->sample.temperature, c->sample.top_k, c->sample.sample_seed, c->sample.load, step);
+    else say("sample (temperature %g, seed %llu), %s step %d:\n", c->sample.temperature, c->sample.sample_seed, c->sample.load, step);
     say_text(text, n);
     if (text[n - 1] != '\n') say("\n");
-    say_check(ds, c->sample, text + np, n - np);
+    say_check(ds, c->sample.sample, text + np, n - np);
     rc = 0;
 done:
     model_free(&m);
@@ -157,7 +157,7 @@ static int dump_checkpoint(const config* c, const dataset* ds) {
 }
 
 int run_loaded(const config* c, const dataset* ds) {
-    if (c->dump && dump_checkpoint(c, ds)) return 1;
-    if (c->eval && eval_checkpoint(c, ds)) return 1;
-    return c->sample ? sample_checkpoint(c, ds) : 0;
+    if (c->sample.dump && dump_checkpoint(c, ds)) return 1;
+    if (c->sample.eval && eval_checkpoint(c, ds)) return 1;
+    return c->sample.sample ? sample_checkpoint(c, ds) : 0;
 }

@@ -18,12 +18,12 @@ int write_summary(const char* path, const config* c, const history* h, double un
     FILE* f;
     char seed[32];
     int rc = 0;
-    snprintf(seed, sizeof seed, "%llu", c->seed);
-    cJSON_AddStringToObject(o, "preset", c->schedule[0] ? "custom" : c->preset);
+    snprintf(seed, sizeof seed, "%llu", c->loop.seed);
+    cJSON_AddStringToObject(o, "preset", c->model.schedule[0] ? "custom" : c->model.preset);
     cJSON_AddStringToObject(o, "seed", seed); /* a string: seeds go beyond 2^53 */
-    cJSON_AddNumberToObject(o, "lr", c->lr);
+    cJSON_AddNumberToObject(o, "lr", c->optim.lr);
     cJSON_AddStringToObject(o, "init", h->init);
-    cJSON_AddNumberToObject(o, "steps", c->steps);
+    cJSON_AddNumberToObject(o, "steps", c->loop.steps);
     cJSON_AddNumberToObject(o, "steps_done", h->steps_done);
     cJSON_AddNumberToObject(o, "final_loss", h->final_loss);
     cJSON_AddNumberToObject(o, "final_val", h->final_val);

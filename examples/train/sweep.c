@@ -215,8 +215,8 @@ static void classify(const sweep* sw, sweep_run* r, int have_results) {
     else if (r->h.diverged_at >= 0) r->state = RUN_DIVERGED;
     /* the protocol: a run stays finite and ends under the unigram baseline; one that ends
        above it, after its validation loss rose again, diverged without a non-finite value */
-    else if (run_rose(&r->h, r->unigram, sw->base->collapse_margin)) r->state = RUN_DIVERGED;
-    else if (run_collapsed(&r->h, r->unigram, sw->base->collapse_margin)) r->state = RUN_COLLAPSED;
+    else if (run_rose(&r->h, r->unigram, sw->base->sweep.collapse_margin)) r->state = RUN_DIVERGED;
+    else if (run_collapsed(&r->h, r->unigram, sw->base->sweep.collapse_margin)) r->state = RUN_COLLAPSED;
     else r->state = RUN_OK;
 }
 
@@ -316,8 +316,8 @@ static char** run_argv(const sweep* sw, const sweep_run* r, int argc, char** arg
     a[n++] = (char*)"--quiet";
     a[n++] = (char*)"--csv"; a[n++] = store[4];
     a[n++] = (char*)"--summary"; a[n++] = store[5];
-    if (sw->base->diag) {
-        snprintf(store[6], 1280, "%s/%s", sw->base->diag, r->name);
+    if (sw->base->files.diag) {
+        snprintf(store[6], 1280, "%s/%s", sw->base->files.diag, r->name);
         a[n++] = (char*)"--diag"; a[n++] = store[6];
     }
     a[n] = NULL;
@@ -460,19 +460,19 @@ static int run_inline(sweep* sw, const dataset* ds) {
         config c = *sw->base;
         dataset d = *ds;
         char csv[1280], sum[1280], diag[1280];
-        snprintf(c.preset, sizeof c.preset, "%s", sw->presets[r->preset]);
+        snprintf(c.model.preset, sizeof c.model.preset, "%s", sw->presets[r->preset]);
         preset_train_defaults(&c); /* the preset's optimizer defaults, as a child's parse_args */
-        c.seed = d.seed = sw->seeds[r->seed]; /* the data stream follows the seed, as in a child */
-        c.lr = sw->lrs[r->lr];
-        c.quiet = 1;
-        c.compare = NULL;
-        c.n_seeds = c.n_lrs = 0;
+        c.loop.seed = d.seed = sw->seeds[r->seed]; /* the data stream follows the seed, as in a child */
+        c.optim.lr = sw->lrs[r->lr];
+        c.loop.quiet = 1;
+        c.sweep.compare = NULL;
+        c.sweep.n_seeds = c.sweep.n_lrs = 0;
         snprintf(csv, sizeof csv, "%s/%s.csv", sw->runs_dir, r->name);
         snprintf(sum, sizeof sum, "%s/%s.json", sw->runs_dir, r->name);
-        c.csv = csv;
-        c.summary = sum;
-        if (c.diag) { snprintf(diag, sizeof diag, "%s/%s", sw->base->diag, r->name); c.diag = diag; }
-        r->unigram = unigram_entropy(&d, c.seq);
+        c.files.csv = csv;
+        c.files.summary = sum;
+        if (c.files.diag) { snprintf(diag, sizeof diag, "%s/%s", sw->base->files.diag, r->name); c.files.diag = diag; }
+        r->unigram = unigram_entropy(&d, c.loop.seq);
         if (train_run(&c, &d, r->unigram, &r->h, 1)) return 1;
         classify(sw, r, 1);
         progress(sw, r, i + 1, t0);
@@ -815,7 +815,7 @@ static int write_plots(const sweep* sw, double unigram, char* listed, size_t n) 
         rc |= plot_lr_sweep(path, sw->base, b, sw->n_presets, unigram);
         used += (size_t)snprintf(listed + used, n - used, "  %s  final validation loss against the learning rate\n", path);
     }
-    if (!sw->base->data) { /* the addition task's headline number */
+    if (!sw->base->data.path) { /* the addition task's headline number */
         lr_bands(sw, 1, b, mem, cnt);
         snprintf(path, sizeof path, "%s/accuracy.svg", sw->out);
         rc |= plot_accuracy(path, sw->base, b, sw->n_presets);
@@ -849,10 +849,10 @@ static int plan(sweep* sw, const config* base) {
     int i, p, l, s;
     memset(sw, 0, sizeof *sw);
     sw->base = base;
-    if (base->compare) {
+    if (base->sweep.compare) {
         char buf[512], *tok, *save = NULL;
-        if (strlen(base->compare) >= sizeof buf) return fail("--compare: list too long");
-        snprintf(buf, sizeof buf, "%s", base->compare);
+        if (strlen(base->sweep.compare) >= sizeof buf) return fail("--compare: list too long");
+        snprintf(buf, sizeof buf, "%s", base->sweep.compare);
         for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) { /* "a,b" or "a, b" */
             nb_stack_desc d;
             nb_ctx ctx;
@@ -868,17 +868,17 @@ static int plan(sweep* sw, const config* base) {
         }
         if (sw->n_presets == 0) return fail("--compare: empty list");
     } else {
-        snprintf(sw->presets[0], sizeof sw->presets[0], "%s", base->preset);
-        snprintf(sw->labels[0], sizeof sw->labels[0], "%s", base->schedule[0] ? "custom" : base->preset);
+        snprintf(sw->presets[0], sizeof sw->presets[0], "%s", base->model.preset);
+        snprintf(sw->labels[0], sizeof sw->labels[0], "%s", base->model.schedule[0] ? "custom" : base->model.preset);
         sw->n_presets = 1;
     }
-    sw->n_lrs = base->n_lrs ? base->n_lrs : 1;
-    if (base->n_lrs) memcpy(sw->lrs, base->lrs, sizeof sw->lrs);
-    else sw->lrs[0] = base->lr;
+    sw->n_lrs = base->sweep.n_lrs ? base->sweep.n_lrs : 1;
+    if (base->sweep.n_lrs) memcpy(sw->lrs, base->sweep.lrs, sizeof sw->lrs);
+    else sw->lrs[0] = base->optim.lr;
     qsort(sw->lrs, (size_t)sw->n_lrs, sizeof sw->lrs[0], by_value);
-    sw->n_seeds = base->n_seeds ? base->n_seeds : 1;
-    if (base->n_seeds) memcpy(sw->seeds, base->seeds, sizeof sw->seeds);
-    else sw->seeds[0] = base->seed;
+    sw->n_seeds = base->sweep.n_seeds ? base->sweep.n_seeds : 1;
+    if (base->sweep.n_seeds) memcpy(sw->seeds, base->sweep.seeds, sizeof sw->seeds);
+    else sw->seeds[0] = base->loop.seed;
     sw->n_runs = sw->n_presets * sw->n_lrs * sw->n_seeds;
     sw->runs = (sweep_run*)xcalloc((size_t)sw->n_runs, sizeof(sweep_run));
     for (p = 0; p < sw->n_presets; p++)
@@ -892,18 +892,18 @@ static int plan(sweep* sw, const config* base) {
                 r->h.max_logit = r->h.max_logit_peak = r->h.first_mass = NAN;
                 run_name(sw, r);
             }
-    sw->out = base->out ? base->out : base->diag ? base->diag : ".";
+    sw->out = base->files.out ? base->files.out : base->files.diag ? base->files.diag : ".";
     snprintf(sw->runs_dir, sizeof sw->runs_dir, "%s/runs", sw->out);
-    sw->threads = base->threads ? base->threads : 1;
+    sw->threads = base->machine.threads ? base->machine.threads : 1;
     {
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         const int per = (int)(cores > 0 ? cores : 1) / sw->threads;
-        sw->jobs = base->jobs ? base->jobs : per > 0 ? per : 1;
+        sw->jobs = base->sweep.jobs ? base->sweep.jobs : per > 0 ? per : 1;
         if (sw->jobs > sw->n_runs) sw->jobs = sw->n_runs;
     }
     /* rank 0 alone: ranks racing to create the same directory would disagree */
     return dist_agree(g_rank == 0 && (make_dir(sw->out) || make_dir(sw->runs_dir) ||
-                                      (base->diag && make_dir(base->diag))));
+                                      (base->files.diag && make_dir(base->files.diag))));
 }
 
 int run_sweep(const config* base, const dataset* ds, double unigram, int argc, char** argv) {
@@ -914,7 +914,7 @@ int run_sweep(const config* base, const dataset* ds, double unigram, int argc, c
     if (plan(&sw, base)) { free(sw.runs); return 1; }
     say("sweep: %d preset%s x %d lr x %d seed%s = %d runs of %d steps; ", sw.n_presets,
         sw.n_presets > 1 ? "s" : "", sw.n_lrs, sw.n_seeds, sw.n_seeds > 1 ? "s" : "", sw.n_runs,
-        base->steps);
+        base->loop.steps);
     if (dist_have_mpi())
         say("one after another in this job, each over %d rank%s\n", g_ranks, g_ranks > 1 ? "s" : "");
     else
@@ -940,7 +940,7 @@ int run_sweep(const config* base, const dataset* ds, double unigram, int argc, c
         "the last quarter of the run; diverged = a non-finite loss or gradient, or a final validation "
         "loss above it by more than %g after the loss rose (a loss spike that recovers is counted in "
         "runs.csv, not stopped)\n",
-        unigram, base->collapse_margin, base->collapse_margin);
+        unigram, base->sweep.collapse_margin, base->sweep.collapse_margin);
     fmt_time(now_s() - t0, elapsed, sizeof elapsed);
     say("sweep time %s\n", elapsed);
     if (g_rank == 0 && finished) {

@@ -53,8 +53,14 @@ enum { FMT_PLAIN, FMT_REVERSED, FMT_PADDED, FMT_PADDED_REVERSED, FMT_LSB_FIRST, 
 extern volatile int g_stop;       /* set by SIGINT/SIGTERM; the loop saves and stops */
 extern int g_rank, g_ranks;       /* this process in the job (0 of 1 without MPI) */
 extern int g_same_everywhere;     /* 1 while every rank checks the same thing: rank 0 reports */
-int fail(const char* fmt, ...);   /* prints "train: error: ..." (with the rank when > 1), returns 1 */
-void say(const char* fmt, ...);   /* stdout, rank 0 only */
+#if defined(__GNUC__)
+#define TR_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define TR_PRINTF(f, a)
+#endif
+int fail(const char* fmt, ...) TR_PRINTF(1, 2); /* prints "train: error: ..." (with the rank
+                                                  when > 1), returns 1 */
+void say(const char* fmt, ...) TR_PRINTF(1, 2); /* stdout, rank 0 only */
 double now_s(void);
 unsigned long long mix64(unsigned long long* s);
 unsigned long long hash3(unsigned long long a, unsigned long long b, unsigned long long c);
@@ -83,54 +89,112 @@ unsigned long long fnv1a(const void* data, size_t n, unsigned long long h);
 
 /* ---- cli.c ---- */
 struct cJSON;
-typedef struct config {
-    /* model */
+/* The run's settings, grouped as the stack's description is (nb_stack_desc): the model (a
+   checkpoint's model keys, cli.c's option table), then the optimizer, the loop, the machine,
+   the data, the files, sampling and sweeps. 0, or -1 where 0 is a value, = the preset's. */
+typedef struct cfg_norm {     /* nb_stack_desc.norm */
+    char kind[16];            /* --norm: rms, layer, dyt, derf, l2; "" = the preset's */
+    double eps;
+    int gain, bias;           /* the block norms' weight and bias: -1 off, 1 on (the kind's), 0
+                                 not given (the kind's) */
+    int gain_offset;          /* Gemma's 1 + w gains */
+    double dyt_alpha, dyt_alpha_attn; /* init only; 0 = the library default */
+    int final, embed;         /* --final-norm, --embed-norm */
+    int embed_scale;          /* --embed-scale: an EMBED_* (a checkpoint's embed_scale), -1 the
+                                 preset's (EMBED_LEARN for dyt, else EMBED_OFF) */
+} cfg_norm;
+typedef struct cfg_attn {     /* nb_stack_desc.attn */
+    int rope;
+    double rope_theta;
+    int sites;                /* NB_SITE_* mask, NB_SITES_NONE, 0 = the preset's */
+    int site_width, bias, memory;
+    int gate;                 /* 0 none, 1 headwise, 2 elementwise */
+} cfg_attn;
+typedef struct cfg_ffn {      /* nb_stack_desc.ffn */
+    char kind[16];            /* --ffn: swiglu, gelu */
+    int d_ff, bias;
+} cfg_ffn;
+typedef struct cfg_residual { /* nb_stack_desc.residual */
+    int branch_scale;         /* 0 the preset's, else an nb_branch_scale (scalar, channel or
+                                 sublayer) */
+    double layerscale_init;   /* init only; 0 = the library default */
+    int value_residual;       /* 0 off, 1 fixed, 2 learnable */
+    double completep;         /* depth_alpha (0 off): CompleteP's residual multiplier, and its
+                                 per-group rules (optim_groups, model.c) */
+    int depth_base;           /* L_base (0 = 1) */
+    int width_base;           /* CompleteP's d_base, m_d = d / d_base (0: d, m_d = 1) */
+} cfg_residual;
+typedef struct cfg_hyper {    /* nb_stack_desc.hyper */
+    int kind;                 /* 0 the preset's, else an nb_hyper */
+    int streams, sinkhorn;    /* 0 = the library's (4 streams, 20 iterations) */
+    int form;                 /* 0 the library's (dynamic), 1 dynamic, 2 static */
+} cfg_hyper;
+typedef struct cfg_siamese {  /* nb_stack_desc.siamese (+1: 0 = the library's) */
+    int scale, fusion, no_fusion_norm;
+} cfg_siamese;
+typedef struct cfg_model {
     char preset[64];          /* preset name, or "custom" with schedule */
     char schedule[512];       /* --schedule: comma-separated layer kinds */
-    int d_model, n_layers, n_heads, n_kv_heads, d_ff, rope;
-    char ffn[16], norm[16];
+    int d_model, n_layers, n_heads, n_kv_heads;
+    double mixln_alpha;
     char init[24];            /* --init; "" = the preset's paper init (preset_init) */
+    double logit_softcap;     /* --logit-softcap C: logits = C tanh(logits / C), last; 0 = off */
+    cfg_norm norm;
+    cfg_attn attn;
+    cfg_ffn ffn;
+    cfg_residual residual;
+    cfg_hyper hyper;
+    cfg_siamese siamese;
+} cfg_model;
+typedef struct cfg_optim {
+    double lr, min_lr_frac, wd, beta1, beta2, adam_eps, clip;
+    int warmup;
+    int wd_norms;             /* --wd-norms on: decay norm gains, biases, SiameseNorm gamma too */
+    double qk_clip;           /* --qk-clip TAU: QK-Clip after every optimizer step; 0 = off (a
+                                 run key of the checkpoint, as lr: --allow-change qk_clip) */
+    unsigned given;           /* GIVEN_* bits: optimizer flags set on the command line or in a
+                                 --config file (the others take the preset's defaults) */
+} cfg_optim;
+typedef struct cfg_loop {
+    int batch, seq, steps, log_every, eval_batches, save_every, stop_after;
+    unsigned long long seed;
+    int eval_problems;        /* held-out problems of the exact-match accuracy */
+    double spike_stop;        /* > 0: stop as diverged at loss > spike_stop x first loss + 1
+                                 (after 10 steps); 0 = off: only a non-finite loss stops a run */
+    int quiet;
+} cfg_loop;
+typedef struct cfg_machine {
+    int threads;
     int bf16;                 /* --precision bf16 (1) or auto (2): every GEMM (stack, LM head)
                                  on bf16 operands; a run option, not a property of the model or
                                  checkpoint */
     int bf16_per_forward;     /* --bf16-weights forward: no copy written by AdamW */
     int backend;              /* --backend: an nb_backend */
-    /* training */
-    int batch, seq, steps, warmup, threads, log_every, eval_batches, save_every, stop_after;
-    double lr, min_lr_frac, wd, beta1, beta2, adam_eps, clip;
-    double dyt_alpha, dyt_alpha_attn, layerscale_init; /* init only; 0 = the library default */
-    int wd_norms;             /* --wd-norms on: decay norm gains, biases, SiameseNorm gamma too */
-    int embed_scale;          /* --embed-scale: an EMBED_* (a checkpoint's embed_scale), -1 the
-                                 preset's (EMBED_LEARN for dyt, else EMBED_OFF) */
-    double logit_softcap;     /* --logit-softcap C: logits = C tanh(logits / C), last; 0 = off */
-    double qk_clip;           /* --qk-clip TAU: QK-Clip after every optimizer step; 0 = off (a
-                                 run key of the checkpoint, as lr: --allow-change qk_clip) */
-    unsigned long long seed;
     int zero;                 /* --zero: ZeRO-1 optimizer-state sharding over the ranks */
+    int bucket_kb;            /* gradient bucket size for the reduction during backward */
+    double comm_timeout;      /* --comm-timeout: seconds a collective may take; 0 = forever */
     int check_finite;         /* --check-finite: stop at the first non-finite activation or
                                  gradient, naming its layer and sublayer */
+    int profile;              /* --profile: where the training step's time goes, at the end */
     /* --inject KIND@STEP:LAYER:SUB:WHERE (fault injection, for testing the checks) */
     int inj_kind;             /* 0 none, 1 NaN, 2 Inf */
     int inj_step, inj_layer, inj_ffn, inj_grad;
-    int bucket_kb;            /* gradient bucket size for the reduction during backward */
-    double comm_timeout;      /* --comm-timeout: seconds a collective may take; 0 = forever */
-    /* data */
-    const char* data;         /* NULL: the addition task */
+} cfg_machine;
+typedef struct cfg_data {
+    const char* path;         /* --data: NULL: the addition task */
     int digits, format;       /* addition: operand digits, FMT_* */
     double val_frac;
-    /* files */
+} cfg_data;
+typedef struct cfg_files {
     const char* save;         /* checkpoint written at the end (and on Ctrl-C) */
     const char* resume;
     const char* diag;
-    const char* compare;
     const char* out;
     const char* csv;          /* per-step loss, gradient norm, lr */
     const char* allow_change; /* run settings a --resume may change (comma list, or "all") */
     const char* summary;      /* --summary: the run's results as JSON (what a sweep reads back) */
-    int quiet;
-    int profile;              /* --profile: where the training step's time goes, at the end */
-    int eval_problems;        /* held-out problems of the exact-match accuracy */
-    /* --load FILE: a checkpoint to sample from or evaluate; its configuration is the model's */
+} cfg_files;
+typedef struct cfg_sample {   /* --load FILE: a checkpoint to sample from or evaluate */
     const char* load;
     int load_text;            /* the checkpoint was trained on a --data file */
     int load_bf16;            /* its GEMMs' precision: 1 bf16, 0 fp32, -1 not recorded (older) */
@@ -141,36 +205,24 @@ typedef struct config {
     int top_k;                /* 0 = every byte */
     int sample_len;           /* bytes to generate at most */
     unsigned long long sample_seed;
-    /* sweeps: every preset of --compare x --lrs x --seeds */
+} cfg_sample;
+typedef struct cfg_sweep {    /* every preset of --compare x --lrs x --seeds */
+    const char* compare;
     unsigned long long seeds[MAX_SWEEP];
     double lrs[MAX_SWEEP];
     int n_seeds, n_lrs;       /* 0: the single --seed / --lr */
     int jobs;                 /* runs at a time (child processes); 0 = one per core */
     double collapse_margin;   /* nats above the unigram entropy that count as collapsed */
-    double spike_stop;        /* > 0: stop as diverged at loss > spike_stop x first loss + 1
-                                 (after 10 steps); 0 = off: only a non-finite loss stops a run */
-    /* the stack description's other fields (0, or -1 where 0 is a value: the preset's); each
-       is a model key of the checkpoint when set (cli.c's option table) */
-    double mixln_alpha, eps, rope_theta;
-    int sites;                /* NB_SITE_* mask, NB_SITES_NONE, 0 = the preset's */
-    int site_width, attn_bias, ffn_bias, final_norm, embed_norm, memory;
-    int siamese_scale, siamese_fusion, siamese_no_fusion_norm;
-    int value_residual;       /* nb_stack_desc.value_residual: 0 off, 1 fixed, 2 learnable */
-    int hyper;                /* nb_stack_desc.hyper: 0 the preset's, else an nb_hyper */
-    int hyper_streams, hyper_sinkhorn; /* 0 = the library's (4 streams, 20 iterations) */
-    int hyper_form;           /* 0 the library's (dynamic), 1 dynamic, 2 static */
-    double completep;         /* nb_stack_desc.depth_alpha (0 off): CompleteP's residual
-                                 multiplier, and its per-group rules (optim_groups, model.c) */
-    int depth_base;           /* nb_stack_desc.depth_base, L_base (0 = 1) */
-    int width_base;           /* CompleteP's d_base, m_d = d / d_base (0: d, m_d = 1) */
-    int attn_gate;            /* nb_stack_desc.attn_gate: 0 none, 1 headwise, 2 elementwise */
-    int norm_gain, norm_bias; /* the block norms' weight and bias: -1 off, 1 on (the kind's), 0
-                                 not given (the kind's) */
-    int gain_offset;          /* nb_stack_desc.gain_offset: Gemma's 1 + w gains */
-    int branch_scale;         /* nb_stack_desc.branch_scale: 0 the preset's, else an
-                                 nb_branch_scale (scalar, channel or sublayer) */
-    unsigned given;           /* GIVEN_* bits: optimizer flags set on the command line or in a
-                                 --config file (the others take the preset's defaults) */
+} cfg_sweep;
+typedef struct config {
+    cfg_model model;
+    cfg_optim optim;
+    cfg_loop loop;
+    cfg_machine machine;
+    cfg_data data;
+    cfg_files files;
+    cfg_sample sample;
+    cfg_sweep sweep;
     char store[8192];         /* the strings of --config files (paths, names) */
     size_t store_used;
 } config;

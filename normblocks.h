@@ -3376,87 +3376,125 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     return nb__hash(h, pl->n_cache);
 }
 
+/* An attention description's defaults filled in and every field checked. */
+static nb_result nb__attn_resolve(nb_ctx* ctx, nb_attn_desc* d) {
+    if (d->n_kv_heads == 0) d->n_kv_heads = d->n_heads;
+    if (d->attn.site_width == NB_WIDTH_DEFAULT) d->attn.site_width = NB_WIDTH_PER_HEAD;
+    if (d->norm == NB_NORM_DEFAULT) d->norm = NB_NORM_RMS;
+    if (d->norm == NB_NORM_L2) d->no_gain = 1; /* the kind has none */
+    if (nb__is0(d->eps)) d->eps = (nb_real)1e-5;
+    if (nb__is0(d->attn.rope_theta)) d->attn.rope_theta = 10000;
+    NB__CHECK(d->d_model <= 0 || d->n_heads <= 0 || d->n_kv_heads <= 0, NB_ERR_CONFIG,
+              "nb_attn_plan_make: d_model (%d), n_heads (%d), n_kv_heads (%d) must be > 0",
+              d->d_model, d->n_heads, d->n_kv_heads);
+    NB__CHECK(d->d_model % d->n_heads, NB_ERR_CONFIG,
+              "nb_attn_plan_make: d_model (%d) is not divisible by n_heads (%d)", d->d_model,
+              d->n_heads);
+    NB__CHECK(d->n_heads % d->n_kv_heads, NB_ERR_CONFIG,
+              "nb_attn_plan_make: n_heads (%d) is not divisible by n_kv_heads (%d)", d->n_heads,
+              d->n_kv_heads);
+    NB__CHECK(d->attn.rope && (d->d_model / d->n_heads) % 2, NB_ERR_CONFIG,
+              "nb_attn_plan_make: RoPE needs an even head dimension (d_k = %d)",
+              d->d_model / d->n_heads);
+    NB__CHECK(d->attn.sites & ~(unsigned)NB_SITES_QKVC, NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.sites (0x%x) has bits other than NB_SITE_Q|K|V|C",
+              d->attn.sites);
+    NB__CHECK(d->attn.bias & ~(unsigned)(NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT), NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.bias (0x%x) has bits other than NB_ATTN_BIAS_QKV|OUT",
+              d->attn.bias);
+    if (nb__check_gemm_config(ctx, "nb_attn_plan_make", &d->gemm, 0)) return NB_ERR_CONFIG;
+    NB__CHECK(d->attn.site_width != NB_WIDTH_PER_HEAD && d->attn.site_width != NB_WIDTH_FULL,
+              NB_ERR_CONFIG, "nb_attn_plan_make: unknown attn.site_width %d",
+              (int)d->attn.site_width);
+    NB__CHECK((int)d->norm < NB_NORM_RMS || d->norm > NB_NORM_DERF, NB_ERR_CONFIG,
+              "nb_attn_plan_make: unknown norm type %d", (int)d->norm);
+    NB__CHECK(!(d->eps > 0) || !nb__fin((double)d->eps), NB_ERR_CONFIG,
+              "nb_attn_plan_make: eps (%g) must be finite and > 0", (double)d->eps);
+    NB__CHECK(!(d->attn.rope_theta > 1) || !nb__fin((double)d->attn.rope_theta), NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.rope_theta (%g) must be finite and > 1",
+              (double)d->attn.rope_theta);
+    NB__CHECK(d->attn.qk_scale < -1 || d->attn.qk_scale > 1, NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.qk_scale (%d) must be -1 (off), 0 (off) or 1",
+              d->attn.qk_scale);
+    if (d->attn.qk_scale < 0) d->attn.qk_scale = 0;
+    NB__CHECK((int)d->attn.gate < NB_GATE_NONE || d->attn.gate > NB_GATE_ELEMENTWISE, NB_ERR_CONFIG,
+              "nb_attn_plan_make: unknown attn.gate %d", (int)d->attn.gate);
+    NB__CHECK(d->attn.qk_scale && d->n_kv_heads != d->n_heads, NB_ERR_CONFIG,
+              "nb_attn_plan_make: qk_scale shares head h's scales between Q head h and K head h: "
+              "it needs n_kv_heads (%d) = n_heads (%d)", d->n_kv_heads, d->n_heads);
+    if (nb__is0(d->attn.softmax_scale))
+        d->attn.softmax_scale = (nb_real)(1 / sqrt((double)d->d_model / d->n_heads));
+    NB__CHECK(!(d->attn.softmax_scale > 0) || !nb__fin((double)d->attn.softmax_scale),
+              NB_ERR_CONFIG, "nb_attn_plan_make: attn.softmax_scale (%g) must be finite and > 0",
+              (double)d->attn.softmax_scale);
+    return NB_OK;
+}
+
+/* The plan's shapes: every row count, width and task count is an int inside the kernels (and
+   for BLAS); the memory mode by the probabilities' size when left to the default. */
+static nb_result nb__attn_shapes(nb_ctx* ctx, nb_attn_desc* d, int max_batch, int max_seq,
+                                 int* gate_width, long long* qkv_width) {
+    NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
+              "nb_attn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
+              max_seq);
+    *gate_width = d->attn.gate == NB_GATE_HEADWISE ? d->n_heads : d->attn.gate ? d->d_model : 0;
+    *qkv_width =
+        d->d_model + 2 * nb__mulll(d->n_kv_heads, d->d_model / d->n_heads) + *gate_width;
+    NB__CHECK(*qkv_width > NB__INT_MAX, NB_ERR_SHAPE,
+              "nb_attn_plan_make: qkv_width = d_model + 2*n_kv_heads*head_dim + gate (%lld) "
+              "overflows int", *qkv_width);
+    NB__CHECK(nb__mulll(max_batch, max_seq) > NB__INT_MAX, NB_ERR_SHAPE,
+              "nb_attn_plan_make: max_batch*max_seq (%lld) overflows int",
+              nb__mulll(max_batch, max_seq));
+    NB__CHECK(nb__mulll(max_batch, d->n_heads) > NB__INT_MAX / (nb__tiles(max_seq)),
+              NB_ERR_SHAPE, "nb_attn_plan_make: max_batch*n_heads*ceil(max_seq/%d) (attention "
+              "tasks, %d*%d*%d) overflows int", NB__TILE, max_batch, d->n_heads,
+              nb__tiles(max_seq));
+    if (d->attn.memory == NB_ATTN_MEMORY_DEFAULT)
+        d->attn.memory = (double)max_batch * d->n_heads * max_seq * max_seq <= 64.0 * 1024 * 1024
+                             ? NB_ATTN_MEMORY_PROBS : NB_ATTN_MEMORY_LSE;
+    NB__CHECK(d->attn.memory != NB_ATTN_MEMORY_PROBS && d->attn.memory != NB_ATTN_MEMORY_LSE,
+              NB_ERR_CONFIG, "nb_attn_plan_make: unknown attn.memory mode %d",
+              (int)d->attn.memory);
+    return NB_OK;
+}
+
+/* The plan's parameter count, in nb_attn_params' order (NB_ERR_SHAPE past size_t). */
+static nb_result nb__attn_n_params(nb_ctx* ctx, nb_attn_plan* pl) {
+    const nb_attn_desc* d = &pl->desc;
+    const long long qkv_width = pl->qkv_width;
+    size_t nparams;
+    int site;
+    nparams = nb__mulz((size_t)qkv_width, (size_t)d->d_model);
+    NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
+              "nb_attn_plan_make: d_model*qkv_width (%d*%lld) overflows size_t", d->d_model,
+              qkv_width);
+    nparams = nb__addz(nparams, nb__mulz((size_t)d->d_model, (size_t)d->d_model));
+    if (d->attn.bias & NB_ATTN_BIAS_QKV) nparams = nb__addz(nparams, (size_t)qkv_width);
+    if (d->attn.bias & NB_ATTN_BIAS_OUT) nparams = nb__addz(nparams, (size_t)d->d_model);
+    for (site = 0; site < 4; site++)
+        if (nb__site_on(pl, site))
+            nparams = nb__addz(nparams, (size_t)(nb__norm_kinds[d->norm].alpha +
+                                                 (d->no_gain ? 0 : nb__site_seg(pl, site))));
+    if (d->attn.qk_scale) nparams = nb__addz(nparams, (size_t)d->d_model);
+    NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
+              "nb_attn_plan_make: n_params (d_model %d) overflows size_t", d->d_model);
+    pl->n_params = nparams;
+    return NB_OK;
+}
+
 NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn_desc* desc,
                                   int max_batch, int max_seq) {
     nb_attn_desc d;
     nb_attn_plan pl;
     nb__attn_mem m;
-    int site;
     long long qkv_width;
     int gate_width;
-    size_t nparams;
+    nb_result rc;
     NB__CHECK(!plan || !desc, NB_ERR_NULL, "nb_attn_plan_make: plan and desc are required");
     d = *desc;
-    if (d.n_kv_heads == 0) d.n_kv_heads = d.n_heads;
-    if (d.attn.site_width == NB_WIDTH_DEFAULT) d.attn.site_width = NB_WIDTH_PER_HEAD;
-    if (d.norm == NB_NORM_DEFAULT) d.norm = NB_NORM_RMS;
-    if (d.norm == NB_NORM_L2) d.no_gain = 1; /* the kind has none */
-    if (nb__is0(d.eps)) d.eps = (nb_real)1e-5;
-    if (nb__is0(d.attn.rope_theta)) d.attn.rope_theta = 10000;
-    NB__CHECK(d.d_model <= 0 || d.n_heads <= 0 || d.n_kv_heads <= 0, NB_ERR_CONFIG,
-              "nb_attn_plan_make: d_model (%d), n_heads (%d), n_kv_heads (%d) must be > 0",
-              d.d_model, d.n_heads, d.n_kv_heads);
-    NB__CHECK(d.d_model % d.n_heads, NB_ERR_CONFIG,
-              "nb_attn_plan_make: d_model (%d) is not divisible by n_heads (%d)", d.d_model,
-              d.n_heads);
-    NB__CHECK(d.n_heads % d.n_kv_heads, NB_ERR_CONFIG,
-              "nb_attn_plan_make: n_heads (%d) is not divisible by n_kv_heads (%d)", d.n_heads,
-              d.n_kv_heads);
-    NB__CHECK(d.attn.rope && (d.d_model / d.n_heads) % 2, NB_ERR_CONFIG,
-              "nb_attn_plan_make: RoPE needs an even head dimension (d_k = %d)",
-              d.d_model / d.n_heads);
-    NB__CHECK(d.attn.sites & ~(unsigned)NB_SITES_QKVC, NB_ERR_CONFIG,
-              "nb_attn_plan_make: attn.sites (0x%x) has bits other than NB_SITE_Q|K|V|C",
-              d.attn.sites);
-    NB__CHECK(d.attn.bias & ~(unsigned)(NB_ATTN_BIAS_QKV | NB_ATTN_BIAS_OUT), NB_ERR_CONFIG,
-              "nb_attn_plan_make: attn.bias (0x%x) has bits other than NB_ATTN_BIAS_QKV|OUT",
-              d.attn.bias);
-    if (nb__check_gemm_config(ctx, "nb_attn_plan_make", &d.gemm, 0)) return NB_ERR_CONFIG;
-    NB__CHECK(d.attn.site_width != NB_WIDTH_PER_HEAD && d.attn.site_width != NB_WIDTH_FULL,
-              NB_ERR_CONFIG, "nb_attn_plan_make: unknown attn.site_width %d",
-              (int)d.attn.site_width);
-    NB__CHECK((int)d.norm < NB_NORM_RMS || d.norm > NB_NORM_DERF, NB_ERR_CONFIG,
-              "nb_attn_plan_make: unknown norm type %d", (int)d.norm);
-    NB__CHECK(!(d.eps > 0) || !nb__fin((double)d.eps), NB_ERR_CONFIG,
-              "nb_attn_plan_make: eps (%g) must be finite and > 0", (double)d.eps);
-    NB__CHECK(!(d.attn.rope_theta > 1) || !nb__fin((double)d.attn.rope_theta), NB_ERR_CONFIG,
-              "nb_attn_plan_make: attn.rope_theta (%g) must be finite and > 1",
-              (double)d.attn.rope_theta);
-    NB__CHECK(d.attn.qk_scale < -1 || d.attn.qk_scale > 1, NB_ERR_CONFIG,
-              "nb_attn_plan_make: attn.qk_scale (%d) must be -1 (off), 0 (off) or 1",
-              d.attn.qk_scale);
-    if (d.attn.qk_scale < 0) d.attn.qk_scale = 0;
-    NB__CHECK((int)d.attn.gate < NB_GATE_NONE || d.attn.gate > NB_GATE_ELEMENTWISE, NB_ERR_CONFIG,
-              "nb_attn_plan_make: unknown gate %d", (int)d.attn.gate);
-    NB__CHECK(d.attn.qk_scale && d.n_kv_heads != d.n_heads, NB_ERR_CONFIG,
-              "nb_attn_plan_make: qk_scale shares head h's scales between Q head h and K head h: "
-              "it needs n_kv_heads (%d) = n_heads (%d)", d.n_kv_heads, d.n_heads);
-    if (nb__is0(d.attn.softmax_scale))
-        d.attn.softmax_scale = (nb_real)(1 / sqrt((double)d.d_model / d.n_heads));
-    NB__CHECK(!(d.attn.softmax_scale > 0) || !nb__fin((double)d.attn.softmax_scale), NB_ERR_CONFIG,
-              "nb_attn_plan_make: attn.softmax_scale (%g) must be finite and > 0",
-              (double)d.attn.softmax_scale);
-    NB__CHECK(max_batch <= 0 || max_seq <= 0, NB_ERR_SHAPE,
-              "nb_attn_plan_make: max_batch (%d) and max_seq (%d) must be > 0", max_batch,
-              max_seq);
-    /* every row count, width and task count is an int inside the kernels (and for BLAS) */
-    gate_width = d.attn.gate == NB_GATE_HEADWISE ? d.n_heads : d.attn.gate ? d.d_model : 0;
-    qkv_width = d.d_model + 2 * nb__mulll(d.n_kv_heads, d.d_model / d.n_heads) + gate_width;
-    NB__CHECK(qkv_width > NB__INT_MAX, NB_ERR_SHAPE,
-              "nb_attn_plan_make: qkv_width = d_model + 2*n_kv_heads*head_dim + gate (%lld) "
-              "overflows int", qkv_width);
-    NB__CHECK(nb__mulll(max_batch, max_seq) > NB__INT_MAX, NB_ERR_SHAPE,
-              "nb_attn_plan_make: max_batch*max_seq (%lld) overflows int",
-              nb__mulll(max_batch, max_seq));
-    NB__CHECK(nb__mulll(max_batch, d.n_heads) > NB__INT_MAX / (nb__tiles(max_seq)),
-              NB_ERR_SHAPE, "nb_attn_plan_make: max_batch*n_heads*ceil(max_seq/%d) (attention "
-              "tasks, %d*%d*%d) overflows int", NB__TILE, max_batch, d.n_heads,
-              nb__tiles(max_seq));
-    if (d.attn.memory == NB_ATTN_MEMORY_DEFAULT)
-        d.attn.memory = (double)max_batch * d.n_heads * max_seq * max_seq <= 64.0 * 1024 * 1024
-                       ? NB_ATTN_MEMORY_PROBS : NB_ATTN_MEMORY_LSE;
-    NB__CHECK(d.attn.memory != NB_ATTN_MEMORY_PROBS && d.attn.memory != NB_ATTN_MEMORY_LSE,
-              NB_ERR_CONFIG, "nb_attn_plan_make: unknown attn.memory mode %d", (int)d.attn.memory);
+    if ((rc = nb__attn_resolve(ctx, &d))) return rc;
+    if ((rc = nb__attn_shapes(ctx, &d, max_batch, max_seq, &gate_width, &qkv_width))) return rc;
     memset(&pl, 0, sizeof pl); /* built aside: *plan is untouched on failure */
     pl.desc = d;
     pl.max_batch = max_batch;
@@ -3466,20 +3504,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     pl.qkv_width = (int)qkv_width;
     pl.group = d.n_heads / d.n_kv_heads;
     pl.gate_width = gate_width;
-    nparams = nb__mulz((size_t)qkv_width, (size_t)d.d_model);
-    NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
-              "nb_attn_plan_make: d_model*qkv_width (%d*%lld) overflows size_t", d.d_model,
-              qkv_width);
-    nparams = nb__addz(nparams, nb__mulz((size_t)d.d_model, (size_t)d.d_model));
-    if (d.attn.bias & NB_ATTN_BIAS_QKV) nparams = nb__addz(nparams, (size_t)qkv_width);
-    if (d.attn.bias & NB_ATTN_BIAS_OUT) nparams = nb__addz(nparams, (size_t)d.d_model);
-    for (site = 0; site < 4; site++)
-        if (nb__site_on(&pl, site))
-            nparams = nb__addz(nparams, (size_t)(nb__norm_kinds[d.norm].alpha +
-                                                 (d.no_gain ? 0 : nb__site_seg(&pl, site))));
-    if (d.attn.qk_scale) nparams = nb__addz(nparams, (size_t)d.d_model);
-    NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
-              "nb_attn_plan_make: n_params (d_model %d) overflows size_t", d.d_model);
+    if ((rc = nb__attn_n_params(ctx, &pl))) return rc;
     nb__attn_carve(&pl, max_batch, max_seq, pl.max_threads, NULL, NULL, &m);
     NB__CHECK(nb__too_big(m.n_cache), NB_ERR_SHAPE,
               "nb_attn_plan_make: n_cache (max_batch %d, max_seq %d, n_heads %d, qkv_width %lld) "
@@ -3487,7 +3512,6 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     NB__CHECK(nb__too_big(m.n_scratch), NB_ERR_SHAPE,
               "nb_attn_plan_make: n_scratch (max_batch %d, max_seq %d, qkv_width %lld, %d "
               "threads) overflows size_t", max_batch, max_seq, qkv_width, pl.max_threads);
-    pl.n_params = nparams;
     pl.n_cache = m.n_cache;
     pl.n_scratch = m.n_scratch;
     *plan = pl;

@@ -724,26 +724,20 @@ const char* norm_kind_name(nb_norm_type k) {
          : k == NB_NORM_L2 ? "l2" : "rms";
 }
 
-int is_ngpt(const config* c) {
-    nb_ctx ctx;
-    nb_stack_desc d;
-    memset(&ctx, 0, sizeof ctx);
-    return !c->model.schedule[0] && nb_preset_from_name(&ctx, &d, c->model.preset) == NB_OK &&
-           d.preset == NB_PRESET_NGPT;
-}
-
-/* nGPT's train.py for use_nGPT = 1: weight_decay 0, warmup_iters 0, min_lr 0; AdamW betas
-   (0.9, 0.95) and torch's eps 1e-8 (the trainer's defaults too); grad_clip 1 (--clip's) */
+/* the trainer's optimizer defaults, or nGPT's (ngpt.c), where c->optim.given leaves them open */
 void preset_train_defaults(config* c) {
-    const int ngpt = is_ngpt(c);
     config d;
+    if (is_ngpt(c)) {
+        ngpt_optim_defaults(c);
+        return;
+    }
     config_defaults(&d);
-    if (!(c->optim.given & GIVEN_WD)) c->optim.wd = ngpt ? 0 : d.optim.wd;
-    if (!(c->optim.given & GIVEN_WARMUP)) c->optim.warmup = ngpt ? 0 : d.optim.warmup;
-    if (!(c->optim.given & GIVEN_MIN_LR)) c->optim.min_lr_frac = ngpt ? 0 : d.optim.min_lr_frac;
-    if (!(c->optim.given & GIVEN_BETA1)) c->optim.beta1 = ngpt ? 0.9 : d.optim.beta1;
-    if (!(c->optim.given & GIVEN_BETA2)) c->optim.beta2 = ngpt ? 0.95 : d.optim.beta2;
-    if (!(c->optim.given & GIVEN_ADAM_EPS)) c->optim.adam_eps = ngpt ? 1e-8 : d.optim.adam_eps;
+    if (!(c->optim.given & GIVEN_WD)) c->optim.wd = d.optim.wd;
+    if (!(c->optim.given & GIVEN_WARMUP)) c->optim.warmup = d.optim.warmup;
+    if (!(c->optim.given & GIVEN_MIN_LR)) c->optim.min_lr_frac = d.optim.min_lr_frac;
+    if (!(c->optim.given & GIVEN_BETA1)) c->optim.beta1 = d.optim.beta1;
+    if (!(c->optim.given & GIVEN_BETA2)) c->optim.beta2 = d.optim.beta2;
+    if (!(c->optim.given & GIVEN_ADAM_EPS)) c->optim.adam_eps = d.optim.adam_eps;
 }
 
 int parse_args(int argc, char** argv, config* c, int* help) {
@@ -958,38 +952,6 @@ static int layer_kind(const char* k, nb_layer_desc* ld) {
     else if (!strcmp(k, "postpre")) { ld->attn = from_norm; ld->ffn = pre; }
     else return fail("--schedule: unknown layer kind \"%s\" (pre, post, sandwich, normafter, "
                      "hybrid, qkvpre, prepost, postpre)", k);
-    return 0;
-}
-
-/* Flags that make no sense with nGPT's model (the library refuses some too, by field names) */
-static int ngpt_refusals(const config* c) {
-    if (c->model.residual.completep > 0)
-        return fail("--completep with ngpt: nGPT's sublayers step from the residual toward the "
-                    "branch by |a| (the INTERP branch scale), which takes no branch multiplier; "
-                    "its own rule keeps every vector unit");
-    if (c->model.hyper.kind > NB_HYPER_NONE)
-        return fail("--hyper with ngpt: nGPT's residual is the normalized step L2(r + |a| (f - r)), "
-                    "not a sum that streams of hyper-connections can carry");
-    if (strcmp(c->model.norm.kind, "rms") && strcmp(c->model.norm.kind, "l2"))
-        return fail("--norm %s with ngpt: nGPT's norms are L2 (its justnorm), on the hypersphere "
-                    "its normalized matrices, embedding and head keep", c->model.norm.kind);
-    if (c->model.norm.embed == 1)
-        return fail("--embed-norm on with ngpt: the embedding's rows are unit (normalized at init "
-                    "and after every step): an L2 norm of them changes nothing");
-    if (c->model.norm.final == 1)
-        return fail("--final-norm on with ngpt: the last layer outputs unit vectors (its post "
-                    "norm): a final L2 norm changes nothing");
-    if (c->model.norm.embed_scale > EMBED_OFF) /* learnable or constant alike */
-        return fail("--embed-scale %s with ngpt: the embedding's rows are unit, as nGPT keeps "
-                    "them; its first sublayer sees them through L2 norms, so a scale does nothing",
-                    c->model.norm.embed_scale == EMBED_LEARN ? "learn" : "sqrt-d");
-    if (c->model.residual.branch_scale)
-        return fail("--branch-scale with ngpt: nGPT's sublayers step toward their branches by its "
-                    "eigen learning rates (attn_alpha, mlp_alpha), which another scale would replace");
-    if (c->model.init[0])
-        return fail("--init %s with ngpt: nGPT's matrices, embedding and head are normalized along "
-                    "d at init and after every step, so a scheme's standard deviations do nothing "
-                    "(its init is its code's, the library's NB_INIT_NGPT)", c->model.init);
     return 0;
 }
 

@@ -3,7 +3,7 @@
    backward with the gradient reduction over the ranks started as each range is final;
    evaluation and exact-match accuracy, both global over the ranks. nGPT (--preset ngpt) as its
    code around the stack: logits times a learnable sz per byte, the embedding's and head's rows
-   unit (model_normalize). Around any stack: the embedding times a scale (DyT's learnable one,
+   unit (ngpt.c). Around any stack: the embedding times a scale (DyT's learnable one,
    Gemma's constant sqrt(d)) and Gemma 2's final-logit softcap C tanh(z / C), last. */
 #define NORMBLOCKS_IMPLEMENTATION
 #include "train.h"
@@ -67,77 +67,6 @@ static void on_grads_ready(void* user, int layer, size_t offset, size_t count) {
     }
     if (c->machine.check_finite) check_grads(m, layer, offset, count);
     dist_grads_ready(m->dist, m->off_stack + offset, count);
-}
-
-/* CompleteP's init of the stack (its code, nanoGPT-mup branch completep): every matrix of the
-   blocks N(0, sigma^2 / m_d), sigma the base std of the run's scheme, with no depth factor (the
-   code dropped the 1/sqrt(2L) of c_proj its muP branch had). The stack is drawn by the scheme's
-   depth-free form at sigma / sqrt(m_d): normal for depth_scaled and megatron, mixln (untruncated
-   0.02) for mixln_scaled and gpt2, normal at Mitchell's 1/sqrt(d) for mitchell; gains, biases
-   and scales as the scheme's; the blocks' hyper-connection projections times 1/sqrt(m_d).
-   DeepNorm's xavier init has no base std: refused. Fills m->cp_sigma, m->cp_init. */
-static int completep_init(model* m, const config* c) {
-    const nb_init_scheme sc = m->init == NB_INIT_DEFAULT ? NB_INIT_NORMAL : m->init;
-    const int untruncated = sc == NB_INIT_MIXLN || sc == NB_INIT_MIXLN_SCALED || sc == NB_INIT_GPT2;
-    double m_d, m_L, e, h, k;
-    size_t i;
-    int t;
-    if (sc == NB_INIT_DEEPNORM)
-        return fail("--completep: the deepnorm init (xavier with DeepNet's depth gains) has no base "
-                    "std to scale by width and depth; pass --init normal (or another scheme)");
-    completep_ratios(m, &m_d, &m_L);
-    m->cp_init = untruncated ? NB_INIT_MIXLN : NB_INIT_NORMAL;
-    if (sc == NB_INIT_MITCHELL) m->cp_sigma = 1 / sqrt((double)m->d);
-    else { /* the scheme's base std: normal's embedding std, mixln's head std */
-        nb_init_io_std(&m->s, m->cp_init, m->init_std0, &e, &h);
-        m->cp_sigma = untruncated ? h : e;
-    }
-    if (nb_stack_init_params(&m->ctx, &m->s, m->p + m->off_stack, m->cp_init,
-                             m->cp_sigma / sqrt(m_d), c->loop.seed) != NB_OK)
-        return fail("init: %s", m->ctx.err);
-    k = 1 / sqrt(m_d);
-    for (t = 0; t < m->s.n_tensors; t++) {
-        const nb_tensor_info* ti = &m->s.tensors[t];
-        nb_real* x = m->p + m->off_stack + ti->offset;
-        if (ti->kind != NB_TENSOR_HC_FN || ti->layer < 0 || k == 1) continue;
-        for (i = 0; i < ti->count; i++) x[i] = (nb_real)(x[i] * k);
-    }
-    return 0;
-}
-
-/* The rows of x (rows x cols) scaled to unit L2 norm, as the library's nb_stack_normalize
-   scales its matrices (sums of squares in double; float rows x (float)(1 / sqrt(sum))): every
-   row checked before any is written. 1: a row of zero or non-finite norm (x unchanged). */
-static int unit_rows(const model* m, nb_real* x, int rows, int cols) {
-    const int nt = nb_num_threads(&m->ctx);
-    int bad = 0, pass, r;
-    for (pass = 0; pass < 2 && !bad; pass++) {
-        TR_OMP(omp parallel for schedule(static) num_threads(nt) reduction(|:bad))
-        for (r = 0; r < rows; r++) {
-            nb_real* row = x + (size_t)r * cols;
-            double ss = 0;
-            int k;
-            for (k = 0; k < cols; k++) ss += (double)row[k] * row[k];
-            if (!(ss > 0) || !isfinite(ss)) { bad = 1; continue; }
-            if (pass) {
-                const nb_real f = (nb_real)(1 / sqrt(ss));
-                for (k = 0; k < cols; k++) row[k] *= f;
-            }
-        }
-    }
-    return bad;
-}
-
-int model_normalize(model* m) {
-    static const char* const names[2] = {"transformer.wte.weight", "lm_head.weight"};
-    int k;
-    if (nb_stack_normalize(&m->ctx, &m->s, m->p + m->off_stack) != NB_OK)
-        return fail("nGPT's normalization: %s", m->ctx.err);
-    for (k = 0; k < 2; k++)
-        if (unit_rows(m, m->p + (k ? m->off_head : 0), VOCAB, m->d))
-            return fail("nGPT's normalization: %s has a row of zero or non-finite norm", names[k]);
-    m->w16_ok = 0;
-    return 0;
 }
 
 /* What the flags ask of the resolved stack that it does not have. The library refuses
@@ -279,17 +208,12 @@ int model_init(model* m, const config* c) {
                                     c->loop.seed) != NB_OK)
         return fail("init: %s", m->ctx.err);
     nb_init_io_std(&m->s, m->init, m->init_std0, &estd, &hstd);
-    /* nGPT: N(0, 1/d) untruncated (its code's base_scale), then the rows unit; sz stored at its
-       init_scaling 1/sqrt(d), used times sqrt(d) (its sz_init_value / sz_init_scaling) */
+    /* nGPT: N(0, 1/d) untruncated (its code's base_scale), then ngpt_init_io */
     nb_fill_normal(m->p, (size_t)VOCAB * m->d, estd, m->ngpt ? 0 : 3, c->loop.seed ^ 0x57E0000000000001ULL);
     if (m->es) m->p[(size_t)VOCAB * m->d] = (nb_real)sqrt((double)m->d);
     nb_fill_normal(m->p + m->off_head, (size_t)VOCAB * m->d, hstd, m->ngpt ? 0 : 3,
                    c->loop.seed ^ 0x4EAD000000000002ULL);
-    if (m->ngpt) {
-        for (i = m->off_sz; i < m->n; i++) m->p[i] = (nb_real)(1 / sqrt((double)m->d));
-        if (unit_rows(m, m->p, VOCAB, m->d) || unit_rows(m, m->p + m->off_head, VOCAB, m->d))
-            return fail("init: an embedding or head row of zero norm");
-    }
+    if (m->ngpt && ngpt_init_io(m)) return 1;
     return option_refusals(m, c);
 }
 
@@ -366,13 +290,11 @@ int model_step(model* m, int train, double* count, double* out) {
     const nb_real* wte = m->p;
     const nb_real* head = m->p + m->off_head;
     const nb_real es = embed_multiplier(m);
-    const double sqrt_d = sqrt((double)d);
     double sums[3] = {0, 0, 0}, inv;   /* loss sum, target count, stop request: over all ranks */
     const config* c = m->cfg;
     nb_real sz[VOCAB];                 /* nGPT: the logits' scales sz sqrt(d) */
     long long r;
-    if (m->ngpt)
-        for (r = 0; r < VOCAB; r++) sz[r] = (nb_real)(m->p[m->off_sz + r] * sqrt_d);
+    if (m->ngpt) ngpt_logit_scales(m, sz);
     if (train && c->machine.inj_kind && !c->machine.inj_grad && m->step + 1 == c->machine.inj_step) {
         const nb_tensor_info* t = out_proj(m, c->machine.inj_layer, c->machine.inj_ffn);
         if (t) m->p[m->off_stack + t->offset] = fault_value(c); /* the sublayer's output goes non-finite */
@@ -445,15 +367,7 @@ int model_step(model* m, int train, double* count, double* out) {
     /* backward: head, stack, embedding; each range of the gradient buffer goes to the
        reduction as soon as it is final (head first, wte last: descending offsets) */
     inv = sums[1] > 0 ? 1.0 / sums[1] : 0;
-    if (m->ngpt) { /* sz's gradient: sqrt(d) / count x the sum over rows (serial: bitwise
-                      reproducible), reduced with the head's range below */
-        double acc[VOCAB];
-        int k;
-        memset(acc, 0, sizeof acc);
-        for (r = 0; r < bt; r++)
-            for (k = 0; k < VOCAB; k++) acc[k] += m->sz_terms[r * VOCAB + k];
-        for (k = 0; k < VOCAB; k++) m->g[m->off_sz + k] = (nb_real)(acc[k] * inv * sqrt_d);
-    }
+    if (m->ngpt) ngpt_sz_grad(m, bt, inv); /* reduced with the head's range below */
     inv *= m->out_mult; /* logits = out_mult h head^T */
     dist_grads_begin(m->dist, m->g);
     if (head_gemm(m, 1, 0, VOCAB, d, (int)bt, (nb_real)inv, m->logits, VOCAB, m->h, d,

@@ -83,48 +83,6 @@ void layer_grad_norms(model* m, const nb_real* gu, double* per_layer) {
     for (l = 0; l < L; l++) per_layer[l] = sqrt(per_layer[l]);
 }
 
-void completep_ratios(const model* m, double* m_d, double* m_L) {
-    const config* c = m->cfg;
-    *m_d = *m_L = 1;
-    if (!(c->model.residual.completep > 0)) return;
-    if (c->model.residual.width_base) *m_d = (double)m->d / c->model.residual.width_base;
-    *m_L = (double)m->s.desc.n_layers / (c->model.residual.depth_base ? c->model.residual.depth_base : 1);
-}
-
-/* CompleteP's per-group rules, from its code (EleutherAI/nanoGPT-mup, branch completep,
-   model.py configure_optimizers; the code wins over the paper's Table 1), eta, lambda, eps the
-   run's --lr, --wd, --adam-eps:
-     1  the blocks' matrices (attention, FFN, hyper-connection projections): lr eta m_d^-1
-        m_L^(alpha-1), weight decay lambda m_d
-     2  the blocks' other tensors (norm gains, biases, scales: the table's no_decay): lr eta
-        m_L^(alpha-1), no weight decay (lambda with --wd-norms on)
-     0  the embedding (and its scale), the head and the stack-level tensors (final and
-        embedding norms, mHC's hc_head): lr eta, weight decay lambda where they decay
-   and one AdamW eps for every parameter, eps m_d^-1 m_L^-alpha (the paper scales the blocks'
-   only). Without --completep every parameter is in group 0, every multiplier 1. */
-void optim_groups(model* m, const config* c) {
-    const double alpha = c->model.residual.completep;
-    double m_d, m_L;
-    int k, t;
-    completep_ratios(m, &m_d, &m_L);
-    for (k = 0; k < 3; k++) m->lr_mult[k] = m->wd_mult[k] = 1;
-    m->eps_mult = 1;
-    memset(m->group, 0, m->n);
-    if (!(alpha > 0)) return;
-    m->lr_mult[1] = pow(m_L, alpha - 1) / m_d;
-    m->wd_mult[1] = m_d;
-    m->lr_mult[2] = pow(m_L, alpha - 1);
-    m->eps_mult = 1 / (m_d * pow(m_L, alpha));
-    for (t = 0; t < m->s.n_tensors; t++) {
-        const nb_tensor_info* ti = &m->s.tensors[t];
-        const int matrix = ti->kind == NB_TENSOR_QKV || ti->kind == NB_TENSOR_ATTN_OUT ||
-                           ti->kind == NB_TENSOR_FF_IN || ti->kind == NB_TENSOR_FF_OUT ||
-                           ti->kind == NB_TENSOR_HC_FN;
-        if (ti->layer < 0) continue;
-        memset(m->group + m->off_stack + ti->offset, matrix ? 1 : 2, ti->count);
-    }
-}
-
 enum { OPT_CHUNK = 4096 }; /* values per task: 16 KiB of p, still in L1 for its bf16 copy */
 
 void weights16_refresh(model* m, size_t lo, size_t hi) {

@@ -150,50 +150,6 @@ static const char* depth_factor(nb_init_scheme s) {
     }
 }
 
-/* CompleteP's init of the stack (model.c's completep_init), after the scheme's name */
-static void print_completep_init(const model* m) {
-    const char* f = depth_factor(m->init);
-    double m_d, m_L;
-    completep_ratios(m, &m_d, &m_L);
-    say("; CompleteP: the blocks' matrices %s std %g = sigma %g / sqrt(m_d %g), no depth factor%s%s%s",
-        init_scheme_name(m->cp_init), m->cp_sigma / sqrt(m_d), m->cp_sigma, m_d,
-        f ? " (not " : "", f ? f : "", f ? ")" : "");
-    if (m->s.desc.hyper.kind > NB_HYPER_NONE) say(", hyper-connection projections the library's / sqrt(m_d)");
-    say("; embedding and head as %s", init_scheme_name(m->init));
-}
-
-/* nGPT's model and optimizer in force (model.c, cli.c's preset_train_defaults), and which
-   optimizer flags were given rather than its train.py's */
-static void print_ngpt(const config* c, const model* m) {
-    static const char* const flags[] = {"--wd", "--warmup", "--min-lr", "--beta1", "--beta2",
-                                        "--adam-eps"}; /* GIVEN_WD, ... in order */
-    int k, n = 0;
-    say("nGPT: logits x sz sqrt(d) (sz learnable, one per byte, stored at 1/sqrt(d) = %g); the "
-        "embedding's and head's rows and the stack's matrices along d (rows of att_proj, ff_proj, "
-        "columns of attn_out, ff_out) unit at init and after every step; attn_alpha, mlp_alpha, "
-        "sqk stored at 1/sqrt(d), suv at 1 (a starts at %g); its train.py's optimizer where not "
-        "given: weight decay %g, warmup %d, cosine to %g x lr, AdamW (%g, %g) eps %g; given: ",
-        1 / sqrt((double)m->d), m->s.desc.residual.interp_init, c->optim.wd, c->optim.warmup, c->optim.min_lr_frac,
-        c->optim.beta1, c->optim.beta2, c->optim.adam_eps);
-    for (k = 0; k < 6; k++)
-        if (c->optim.given & (1u << k)) say("%s%s", n++ ? ", " : "", flags[k]);
-    say("%s\n", n ? "" : "none");
-}
-
-/* CompleteP's rules in force (cli.c's --completep, optim.c's optim_groups) */
-static void print_completep(const config* c, const model* m) {
-    double m_d, m_L;
-    completep_ratios(m, &m_d, &m_L);
-    say("CompleteP: alpha %g, m_L %g (L %d / L_base %d), m_d %g (d %d / d_base %d): branches x %g "
-        "(m_L^-alpha); lr x %g on the blocks' matrices (m_d^-1 m_L^(alpha-1)), x %g on their "
-        "gains, biases and scales (m_L^(alpha-1)), x 1 on embedding, head, final norm; weight decay "
-        "x %g on the blocks' matrices (m_d); AdamW eps %g (%g x m_d^-1 m_L^-alpha, every parameter); "
-        "logits x %g (1/m_d); attention 1/sqrt(d_h), not muP's 1/d_h\n",
-        c->model.residual.completep, m_L, m->s.desc.n_layers, c->model.residual.depth_base ? c->model.residual.depth_base : 1, m_d, m->d,
-        c->model.residual.width_base ? c->model.residual.width_base : m->d, pow(m_L, -c->model.residual.completep), m->lr_mult[1],
-        m->lr_mult[2], m->wd_mult[1], c->optim.adam_eps * m->eps_mult, c->optim.adam_eps, m->out_mult);
-}
-
 /* the porting options of the model line (--attn-gate, --norm-gain, --norm-bias, --gain-offset,
    --branch-scale), each said only when given */
 static void print_options(const config* c, const nb_stack_desc* d) {
@@ -243,15 +199,15 @@ void print_model(const config* c, const model* m, int arch_only) {
     if (arch_only) return;
     if (m->init_std0 > 0) say("init: %s std %g (%s)", init_scheme_name(m->init), m->init_std0, m->init_why);
     else say("init: %s (%s)", init_scheme_name(m->init), m->init_why);
-    if (c->model.residual.completep > 0) print_completep_init(m);
+    if (c->model.residual.completep > 0) completep_say_init(m, depth_factor(m->init));
     say("\n");
     n_on = decay_groups(m, 1, on, sizeof on);
     n_off = decay_groups(m, 0, off, sizeof off);
     say("weight decay %g on %zu values (%s)", c->optim.wd, n_on, on);
     if (n_off) say("; none on %zu (%s; --wd-norms on decays them)", n_off, off);
     say("\n");
-    if (c->model.residual.completep > 0) print_completep(c, m);
-    if (m->ngpt) print_ngpt(c, m);
+    if (c->model.residual.completep > 0) completep_say(c, m);
+    if (m->ngpt) ngpt_say(c, m);
 }
 
 static void history_alloc(history* h, const config* c, int L, int diag) {
@@ -419,7 +375,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         scale = c->optim.clip > 0 && gnorm > c->optim.clip ? c->optim.clip / gnorm : 1;
         t_part = now_s();
         adamw(&m, c, gu, lr, scale);
-        if (m.ngpt && model_normalize(&m)) { /* every rank: the same parameters, the same result */
+        if (m.ngpt && ngpt_normalize(&m)) { /* every rank: the same parameters, the same result */
             say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);
             goto done;
         }

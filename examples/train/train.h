@@ -120,7 +120,7 @@ typedef struct cfg_residual { /* nb_stack_desc.residual */
     double layerscale_init;   /* init only; 0 = the library default */
     int value_residual;       /* 0 off, 1 fixed, 2 learnable */
     double completep;         /* depth_alpha (0 off): CompleteP's residual multiplier, and its
-                                 per-group rules (optim_groups, model.c) */
+                                 per-group rules (completep.c) */
     int depth_base;           /* L_base (0 = 1) */
     int width_base;           /* CompleteP's d_base, m_d = d / d_base (0: d, m_d = 1) */
 } cfg_residual;
@@ -238,9 +238,6 @@ void config_defaults(config* c);
    defaults for every other preset. parse_args applies it; a sweep's in-process runs again for
    each preset. */
 void preset_train_defaults(config* c);
-/* 1: c's preset is nGPT (its model around the stack: unit embedding and head rows, the logit
-   scale sz, the matrices normalized after every step) */
-int is_ngpt(const config* c);
 void usage(void);
 /* argv's options (and any --config FILE's, in their place) into c; *help: --help, --version or
    --list-presets was given and printed (nothing else to do) */
@@ -351,7 +348,7 @@ typedef struct model {
     int ngpt;                          /* nGPT's model (its model.py, train.py): the logit scale
                                           sz (VOCAB values at off_sz, logits x sz sqrt(d)), the
                                           embedding's and head's rows unit, the stack's matrices
-                                          normalized after every step (model_normalize) */
+                                          normalized after every step (ngpt_normalize) */
     size_t off_sz;
     size_t upd_lo, n_upd;              /* the part of the buffer this rank updates */
     nb_real *p, *g;                    /* parameters and gradients (n) */
@@ -392,10 +389,6 @@ typedef struct model {
 typedef struct ck_tensor { char name[96]; size_t off; int rows, cols; } ck_tensor;
 
 int model_init(model* m, const config* c);
-/* nGPT's normalize_matrices (its train.py), after every optimizer step: the stack's matrices
-   along d (nb_stack_normalize), the rows of the embedding and the head. Every rank computes the
-   same values from the same parameters. 0, or 1 with a message (a zero or non-finite vector). */
-int model_normalize(model* m);
 void model_free(model* m);
 int model_tensors(const model* m, ck_tensor* table);
 size_t tensor_count(const ck_tensor* t);
@@ -416,12 +409,33 @@ double grad_norm(model* m, const nb_real* gu);          /* global, identical on 
 void layer_grad_norms(model* m, const nb_real* gu, double* per_layer);
 void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscale);
 void weights16_refresh(model* m, size_t lo, size_t hi); /* w16[lo, hi) = bf16(p[lo, hi)) */
+
+/* ---- completep.c ---- */
 /* CompleteP's width and depth ratios of the model: m_d = d / d_base, m_L = L / L_base (1, 1
    without --completep) */
 void completep_ratios(const model* m, double* m_d, double* m_L);
 /* the optimizer groups of every parameter (m->group) and their multipliers: one group, all 1,
    without --completep; CompleteP's rules with it */
 void optim_groups(model* m, const config* c);
+/* the stack's init by width (its code; the scheme's base std / sqrt(m_d)); 1 after fail() */
+int completep_init(model* m, const config* c);
+void completep_say_init(const model* m, const char* depth_factor);
+void completep_say(const config* c, const model* m);
+
+/* ---- ngpt.c ---- */
+/* 1: c's preset is nGPT (its model around the stack: unit embedding and head rows, the logit
+   scale sz, the matrices normalized after every step) */
+int is_ngpt(const config* c);
+int ngpt_refusals(const config* c);      /* the flags nGPT's model refuses: 1 after fail() */
+void ngpt_optim_defaults(config* c);     /* its train.py's optimizer where not given */
+int ngpt_init_io(model* m);              /* unit embedding and head rows, sz's init */
+/* nGPT's normalize_matrices (its train.py), after every optimizer step: the stack's matrices
+   along d (nb_stack_normalize), the rows of the embedding and the head. Every rank computes the
+   same values from the same parameters. 0, or 1 with a message (a zero or non-finite vector). */
+int ngpt_normalize(model* m);
+void ngpt_logit_scales(const model* m, nb_real sz[VOCAB]);
+void ngpt_sz_grad(model* m, long long bt, double inv);
+void ngpt_say(const config* c, const model* m);
 
 /* ---- heads.c ---- */
 /* The attention of this step's forward (still in the cache) per layer and head: m->head_max

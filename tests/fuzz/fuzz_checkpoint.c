@@ -30,8 +30,8 @@ static void setup(void) {
     /* fail() stays silent on a rank other than 0 while every rank checks the same thing:
        the fuzzer's thousands of rejections would otherwise flood stderr */
     config_defaults(&g_c);
-    g_c.d_model = 8; g_c.n_layers = 1; g_c.n_heads = 2; g_c.seq = 16; g_c.batch = 2;
-    g_c.threads = 1;
+    g_c.model.d_model = 8; g_c.model.n_layers = 1; g_c.model.n_heads = 2; g_c.loop.seq = 16; g_c.loop.batch = 2;
+    g_c.machine.threads = 1;
     if (model_init(&g_m, &g_c) || load_data(&g_c, &g_ds)) abort();
     g_rank = 1;
     g_ranks = 2;

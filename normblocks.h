@@ -3488,8 +3488,8 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     nb_attn_desc d;
     nb_attn_plan pl;
     nb__attn_mem m;
-    long long qkv_width;
-    int gate_width;
+    long long qkv_width = 0;
+    int gate_width = 0;
     nb_result rc;
     NB__CHECK(!plan || !desc, NB_ERR_NULL, "nb_attn_plan_make: plan and desc are required");
     d = *desc;
@@ -7961,9 +7961,97 @@ static void nb__init_hc(const nb_stack* s, const nb_tensor_info* ti, nb_real* x,
     }
 }
 
+/* A tensor whose init does not depend on the scheme (gains, biases, branch scales, the value
+   residual's lambdas, hyper-connections, nGPT's scales, DyT's and Derf's scalars): written,
+   and 1; else 0. */
+static int nb__init_fixed(const nb_stack* s, const nb_tensor_info* ti, nb_real* x,
+                          unsigned long long* ts) {
+    const double d = s->desc.d_model;
+    size_t i;
+    if (ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_SIAMESE_GAMMA) {
+        const int zero = ti->kind == NB_TENSOR_GAIN && s->desc.norm.gain_offset; /* 1 + 0 */
+        for (i = 0; i < ti->count; i++) x[i] = zero ? 0 : 1;
+    } else if (ti->kind == NB_TENSOR_BIAS) {
+        memset(x, 0, ti->count * sizeof(nb_real));
+    } else if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE) {
+        const double v = ti->kind == NB_TENSOR_REZERO ? 0 : s->desc.residual.layerscale_init;
+        for (i = 0; i < ti->count; i++) x[i] = (nb_real)v;
+    } else if (ti->kind == NB_TENSOR_VALUE_RESIDUAL) { /* ResFormer's fixed form as the start */
+        x[0] = x[1] = (nb_real)0.5;
+    } else if (ti->kind >= NB_TENSOR_HC_FN && ti->kind <= NB_TENSOR_HC_SCALE) {
+        nb__init_hc(s, ti, x, nb__mix(ts));
+    } else if (ti->kind == NB_TENSOR_EMBED_SCALE) {
+        x[0] = (nb_real)sqrt(d);
+    } else if (ti->kind >= NB_TENSOR_INTERP) { /* nGPT's storage: its init_scaling */
+        const nb_real v = (nb_real)(ti->kind == NB_TENSOR_FF_SCALE ? 1 : 1 / sqrt(d));
+        for (i = 0; i < ti->count; i++) x[i] = v;
+    } else if (ti->kind == NB_TENSOR_DYT_ALPHA) { /* DyT's LLaMA code: one init before attention */
+        x[0] = (nb_real)(nb__feeds_attention(ti->name) ? s->desc.norm.dyt_alpha_attn
+                                                       : s->desc.norm.dyt_alpha);
+        if (ti->count > 1) x[1] = 0; /* Derf's shift */
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* A projection matrix by the scheme: its normal draw's std and cutoff (s0 the scheme's base
+   std); DeepNorm's fused QKV draws each of its three parts itself. */
+static void nb__init_matrix(const nb_stack* s, const nb_tensor_info* ti, nb_real* x,
+                            nb_init_scheme scheme, double s0, unsigned long long* ts) {
+    const int L = s->desc.n_layers, l = ti->layer;
+    const int out_proj = ti->kind == NB_TENSOR_ATTN_OUT || ti->kind == NB_TENSOR_FF_OUT;
+    const double d = s->desc.d_model, f = s->desc.ffn.d_ff;
+    double std = s0, cut = 3;
+    switch (scheme) {
+    case NB_INIT_DEPTH_SCALED: if (out_proj) std = s0 / sqrt(2.0 * (l + 1)); break;
+    case NB_INIT_MEGATRON: if (out_proj) std = s0 / sqrt(2.0 * L); break;
+    case NB_INIT_MITCHELL:
+        std = ti->kind == NB_TENSOR_ATTN_OUT ? 1 / sqrt(2 * d * (l + 1))
+            : ti->kind == NB_TENSOR_FF_OUT ? 1 / sqrt(2 * f * (l + 1)) : 1 / sqrt(d);
+        break;
+    case NB_INIT_MIXLN: cut = 0; break;
+    case NB_INIT_MIXLN_SCALED:
+        cut = 0;
+        /* Mix-LN scales its Pre-LN layers only (scale_post_pre) */
+        if (out_proj && !s->layers[l].desc.attn.post_norm) std = s0 / sqrt(2.0 * L);
+        break;
+    case NB_INIT_GPT2: case NB_INIT_NGPT:
+        cut = 0;
+        if (out_proj) std = s0 / sqrt(2.0 * L);
+        break;
+    case NB_INIT_DEEPNORM: {
+        /* xavier normal per projection: std = gain sqrt(2 / (fan_in + fan_out)); gain beta on
+           V, W_o and the FFN, 1 on Q and K */
+        const double beta = s->desc.preset == NB_PRESET_DEEPNORM_MIXLN ? pow(8.0 * L, 0.25)
+                                                                       : pow(8.0 * L, -0.25);
+        cut = 0;
+        if (ti->kind == NB_TENSOR_QKV) {
+            const nb_attn_plan* ap = &s->layers[l].attn;
+            const int kv = ap->desc.n_kv_heads * ap->head_dim;
+            const int rows[3] = {(int)d, kv, kv};
+            const double gains[3] = {1, 1, beta};
+            int part;
+            for (part = 0; part < 3; part++) {
+                /* cannot fail: x is not NULL, the std finite, no cutoff */
+                (void)nb_fill_normal(x, (size_t)rows[part] * (size_t)d,
+                                     gains[part] * sqrt(2 / (d + rows[part])), 0, nb__mix(ts));
+                x += (size_t)rows[part] * (size_t)d;
+            }
+            return;
+        }
+        /* fused SwiGLU ff_proj: each half is its own (f x d) projection */
+        std = beta * sqrt(2.0 / (ti->kind == NB_TENSOR_FF_IN ? d + f
+                                 : ti->kind == NB_TENSOR_FF_OUT ? d + f : 2 * d));
+        break;
+    }
+    default: break;
+    }
+    (void)nb_fill_normal(x, ti->count, std, cut, nb__mix(ts)); /* cannot fail, as above */
+}
+
 NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* params,
                                      nb_init_scheme scheme, double std0, unsigned long long seed) {
-    const int L = s ? s->desc.n_layers : 0;
     double s0;
     int t;
     NB__CHECK(!s || !s->tensors || !params, NB_ERR_NULL,
@@ -7977,96 +8065,9 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
     s0 = nb__base_std(s, scheme, std0);
     for (t = 0; t < s->n_tensors; t++) {
         const nb_tensor_info* ti = &s->tensors[t];
-        const int l = ti->layer, out_proj = ti->kind == NB_TENSOR_ATTN_OUT ||
-                                            ti->kind == NB_TENSOR_FF_OUT;
-        const double d = s->desc.d_model, f = s->desc.ffn.d_ff;
         nb_real* x = params + ti->offset;
         unsigned long long ts = seed ^ (0xD1B54A32D192ED03ULL * (unsigned long long)(t + 1));
-        double std = s0, cut = 3;
-        size_t i;
-        if (ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_SIAMESE_GAMMA) {
-            const int zero = ti->kind == NB_TENSOR_GAIN && s->desc.norm.gain_offset; /* 1 + 0 */
-            for (i = 0; i < ti->count; i++) x[i] = zero ? 0 : 1;
-            continue;
-        }
-        if (ti->kind == NB_TENSOR_BIAS) {
-            memset(x, 0, ti->count * sizeof(nb_real));
-            continue;
-        }
-        if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE) {
-            for (i = 0; i < ti->count; i++)
-                x[i] = (nb_real)(ti->kind == NB_TENSOR_REZERO ? 0
-                                                               : s->desc.residual.layerscale_init);
-            continue;
-        }
-        if (ti->kind == NB_TENSOR_VALUE_RESIDUAL) { /* ResFormer's fixed form as the start */
-            x[0] = x[1] = (nb_real)0.5;
-            continue;
-        }
-        if (ti->kind >= NB_TENSOR_HC_FN && ti->kind <= NB_TENSOR_HC_SCALE) {
-            nb__init_hc(s, ti, x, nb__mix(&ts));
-            continue;
-        }
-        if (ti->kind == NB_TENSOR_EMBED_SCALE) {
-            x[0] = (nb_real)sqrt(d);
-            continue;
-        }
-        if (ti->kind >= NB_TENSOR_INTERP) { /* nGPT's storage: its init_scaling */
-            const nb_real v = (nb_real)(ti->kind == NB_TENSOR_FF_SCALE ? 1 : 1 / sqrt(d));
-            for (i = 0; i < ti->count; i++) x[i] = v;
-            continue;
-        }
-        if (ti->kind == NB_TENSOR_DYT_ALPHA) { /* DyT's LLaMA code: one init before attention */
-            x[0] = (nb_real)(nb__feeds_attention(ti->name) ? s->desc.norm.dyt_alpha_attn
-                                                           : s->desc.norm.dyt_alpha);
-            if (ti->count > 1) x[1] = 0; /* Derf's shift */
-            continue;
-        }
-        switch (scheme) {
-        case NB_INIT_DEPTH_SCALED: if (out_proj) std = s0 / sqrt(2.0 * (l + 1)); break;
-        case NB_INIT_MEGATRON: if (out_proj) std = s0 / sqrt(2.0 * L); break;
-        case NB_INIT_MITCHELL:
-            std = ti->kind == NB_TENSOR_ATTN_OUT ? 1 / sqrt(2 * d * (l + 1))
-                : ti->kind == NB_TENSOR_FF_OUT ? 1 / sqrt(2 * f * (l + 1)) : 1 / sqrt(d);
-            break;
-        case NB_INIT_MIXLN: cut = 0; break;
-        case NB_INIT_MIXLN_SCALED:
-            cut = 0;
-            /* Mix-LN scales its Pre-LN layers only (scale_post_pre) */
-            if (out_proj && !s->layers[l].desc.attn.post_norm) std = s0 / sqrt(2.0 * L);
-            break;
-        case NB_INIT_GPT2: case NB_INIT_NGPT:
-            cut = 0;
-            if (out_proj) std = s0 / sqrt(2.0 * L);
-            break;
-        case NB_INIT_DEEPNORM: {
-            /* xavier normal per projection: std = gain sqrt(2 / (fan_in + fan_out)); gain beta
-               on V, W_o and the FFN, 1 on Q and K */
-            const double beta = s->desc.preset == NB_PRESET_DEEPNORM_MIXLN
-                                    ? pow(8.0 * L, 0.25) : pow(8.0 * L, -0.25);
-            cut = 0;
-            if (ti->kind == NB_TENSOR_QKV) {
-                const nb_attn_plan* ap = &s->layers[l].attn;
-                const int kv = ap->desc.n_kv_heads * ap->head_dim;
-                const int rows[3] = {(int)d, kv, kv};
-                const double gains[3] = {1, 1, beta};
-                int part;
-                for (part = 0; part < 3; part++) {
-                    /* cannot fail: x is not NULL, the std finite, no cutoff */
-                    (void)nb_fill_normal(x, (size_t)rows[part] * (size_t)d,
-                                         gains[part] * sqrt(2 / (d + rows[part])), 0, nb__mix(&ts));
-                    x += (size_t)rows[part] * (size_t)d;
-                }
-                continue;
-            }
-            /* fused SwiGLU ff_proj: each half is its own (f x d) projection */
-            std = beta * sqrt(2.0 / (ti->kind == NB_TENSOR_FF_IN ? d + f
-                                     : ti->kind == NB_TENSOR_FF_OUT ? d + f : 2 * d));
-            break;
-        }
-        default: break;
-        }
-        (void)nb_fill_normal(x, ti->count, std, cut, nb__mix(&ts)); /* cannot fail, as above */
+        if (!nb__init_fixed(s, ti, x, &ts)) nb__init_matrix(s, ti, x, scheme, s0, &ts);
     }
     return scheme == NB_INIT_NGPT ? nb_stack_normalize(ctx, s, params) : NB_OK;
 }

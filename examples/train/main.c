@@ -194,10 +194,7 @@ static int report(const history* h, const dataset* ds, double unigram) {
         say("attention gates: mean sigmoid(G) %.4g over layers and heads at the last logged step; the "
             "smallest head's %.4g (layer %d head %d)\n", h->gate_mean, h->gate_min,
             h->gate_min_at / h->n_heads, h->gate_min_at % h->n_heads);
-    if (h->hc_logged) /* what mHC's Fig. 3 compares: near 1 for mHC, free to grow for HC */
-        say("hyper-connections: composite Amax gain, the largest over the sublayers: forward %.4g "
-            "backward %.4g at the last logged step; peak over the run's logged steps: forward %.4g "
-            "backward %.4g\n", h->hc_fwd, h->hc_bwd, h->hc_fwd_peak, h->hc_bwd_peak);
+    if (h->hc_logged) hyper_say_gains(h);
     if (h->n_shown) say_shown(ds, h->shown, h->n_shown);
     if (h->train_seconds > 0)
         say("throughput: %.0f tok/s over the training steps (%.2f ms/step); communication not "

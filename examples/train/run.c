@@ -49,33 +49,6 @@ static int record_diag(model* m, history* h, const nb_real* gu, int step) {
     return 0;
 }
 
-/* the larger, NaN if either is (a non-finite map is news, not a value to skip) */
-static double max_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
-
-/* Hyper-connections: the composite Amax gains of this step's forward per sublayer (means over
-   every rank's tokens), the largest of them as the run's last and peak; with stored, also as
-   the last --diag snapshot's. */
-static int record_gains(model* m, history* h, int stored) {
-    const int Q = 2 * m->s.desc.n_layers;
-    const double share = (double)m->B / m->B_global;
-    double g[2][2 * MAX_LAYERS], top[2] = {0, 0};
-    int q, k;
-    if (nb_stack_hyper_gains(&m->s, m->cache, m->B, m->T, g[0], g[1], NULL))
-        return fail("diagnostics: no hyper-connection gains from the stack's cache");
-    for (k = 0; k < 2; k++) {
-        for (q = 0; q < Q; q++) g[k][q] *= share;
-        dist_sum(g[k], Q);
-        for (q = 0; q < Q; q++) top[k] = max_nan(top[k], g[k][q]);
-        if (stored) memcpy(h->hc_gain + ((size_t)(h->n_diag - 1) * 2 + k) * Q, g[k], sizeof(double) * Q);
-    }
-    h->hc_fwd = top[0];
-    h->hc_bwd = top[1];
-    h->hc_fwd_peak = h->hc_logged ? max_nan(h->hc_fwd_peak, top[0]) : top[0];
-    h->hc_bwd_peak = h->hc_logged ? max_nan(h->hc_bwd_peak, top[1]) : top[1];
-    h->hc_logged++;
-    return 0;
-}
-
 static const char* kind_group(nb_tensor_kind k, int derf) {
     switch (k) {
     case NB_TENSOR_GAIN: return "norm gains";
@@ -187,13 +160,7 @@ void print_model(const config* c, const model* m, int arch_only) {
         say("DyT alpha %g, %g feeding attention%s\n", d->norm.dyt_alpha, d->norm.dyt_alpha_attn,
             c->model.norm.dyt_alpha || c->model.norm.dyt_alpha_attn || m->d >= 1024 ? ""
             : " (DyT's generic default: its LLM rule by width comes from 7B-70B models; --dyt-alpha)");
-    if (d->hyper.kind > NB_HYPER_NONE) {
-        say("hyper-connections: %s, %d streams, %s maps", d->hyper.kind == NB_HYPER_MHC ? "mHC"
-            : d->hyper.kind == NB_HYPER_HC ? "HC" : "identity HC", m->s.streams,
-            d->hyper.static_maps ? "static" : "dynamic (per token)");
-        if (d->hyper.kind == NB_HYPER_MHC) say(", %d Sinkhorn iterations", d->hyper.sinkhorn);
-        say("\n");
-    }
+    if (d->hyper.kind > NB_HYPER_NONE) hyper_say(m);
     say("kernels: %s%s\n", nb_stack_kernels(&m->s),
         d->gemm.precision == NB_PRECISION_BF16 ? "; LM head portable bf16" : "");
     if (arch_only) return;
@@ -367,7 +334,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
                and the hidden states of its forward, still in the cache; the hyper-connections'
                gains at every logged step (the run's summary has them), not only with --diag */
             const int diag_now = cap_diag && h->n_diag < cap_diag;
-            if ((diag_now && record_diag(&m, h, gu, step)) || (h->hyper && record_gains(&m, h, diag_now))) {
+            if ((diag_now && record_diag(&m, h, gu, step)) || (h->hyper && hyper_record_gains(&m, h, diag_now))) {
                 if (g_ranks > 1) dist_abort(1);
                 goto done;
             }

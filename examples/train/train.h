@@ -520,6 +520,13 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
 /* the run's settings, as printed before training (model, init, eps, weight decay, schedule) */
 void print_model(const config* c, const model* m, int arch_only);
 
+/* ---- hyper.c ---- */
+void hyper_say(const model* m);           /* the architecture line's hyper-connections part */
+/* this step's composite Amax gains per sublayer (over every rank's tokens) into h: the run's
+   last and peak, and with stored the last --diag snapshot's; 1 after fail() */
+int hyper_record_gains(model* m, history* h, int stored);
+void hyper_say_gains(const history* h);  /* the run's last and peak gains */
+
 /* ---- sweep.c ---- */
 /* --compare LIST x --lrs x --seeds: every run, a table of mean and spread over seeds per
    (preset, lr) with collapsed and diverged runs marked, the largest stable lr per preset,

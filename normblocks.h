@@ -6350,6 +6350,45 @@ static nb_result nb__finite(nb__run* r, const nb_real* x, size_t n, const char* 
 
 /* Generic sublayer forward: x -> out, see the placement equations at nb_placement. What follows
    the branch (its output norm, the residual add, the post norm) is one pass over the rows. */
+/* A sublayer's residual update of one row, sum = A r + B f (r the residual row, after its norm
+   when it has one; f the branch row, after its output norm), chosen once per sublayer
+   (nb__update_of) and called for each row of the fused pass: the plain or ReZero-scaled add,
+   LayerScale's per-channel add, or nGPT's interpolation r + |a| (f - r). */
+typedef struct nb__update {
+    nb_real alpha, m, ic;        /* residual scale, branch multiplier, nGPT's a = ic lambda */
+    const nb_real* bs;           /* the branch scale's parameters (NULL: none) */
+    int d;
+} nb__update;
+typedef void (*nb__update_fn)(const nb__update* u, nb_real* sum, const nb_real* rr,
+                              const nb_real* fr);
+
+static void nb__update_add(const nb__update* u, nb_real* sum, const nb_real* rr,
+                           const nb_real* fr) {
+    const nb_real a = u->alpha, sc = (u->bs ? u->bs[0] : 1) * u->m;
+    int j;
+    NB__OMP(simd)
+    for (j = 0; j < u->d; j++) sum[j] = a * rr[j] + sc * fr[j];
+}
+static void nb__update_channel(const nb__update* u, nb_real* sum, const nb_real* rr,
+                               const nb_real* fr) {
+    const nb_real a = u->alpha, m = u->m, *bs = u->bs;
+    int j;
+    NB__OMP(simd)
+    for (j = 0; j < u->d; j++) sum[j] = a * rr[j] + m * bs[j] * fr[j];
+}
+static void nb__update_interp(const nb__update* u, nb_real* sum, const nb_real* rr,
+                              const nb_real* fr) { /* nGPT: A + a (B - A), in its code's order */
+    const nb_real ic = u->ic, *bs = u->bs;
+    int j;
+    NB__OMP(simd)
+    for (j = 0; j < u->d; j++) sum[j] = rr[j] + NB__FABS(ic * bs[j]) * (fr[j] - rr[j]);
+}
+static nb__update_fn nb__update_of(const nb_placement* place) {
+    return place->branch_scale == NB_BRANCH_SCALE_INTERP    ? nb__update_interp
+           : place->branch_scale == NB_BRANCH_SCALE_CHANNEL ? nb__update_channel
+                                                            : nb__update_add;
+}
+
 static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tensors* p,
                                  const nb__layer_mem* c, nb_real* out, const nb_real* x) {
     const nb_layer_desc* ld = &r->s->layers[l].desc;
@@ -6358,9 +6397,9 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
               n_post = k ? NB__FF_POST : NB__ATTN_POST, n_res = k ? NB__FF_RES : NB__ATTN_RES;
     const nb_real alpha = nb__topo_residual(r->s) ? place->residual_scale : 0; /* HC: B(u) */
     const nb_real *h = x, *res, *bs = p->bs[k];
-    const int d = r->s->desc.d_model, per_channel = place->branch_scale == NB_BRANCH_SCALE_CHANNEL;
-    const int interp = place->branch_scale == NB_BRANCH_SCALE_INTERP;
-    const nb_real m = place->branch_mult, ic = nb__interp_c(r->s);
+    const int d = r->s->desc.d_model;
+    const nb__update_fn update = nb__update_of(place);
+    nb__update u;
     nb_real* f;
     nb_result rc;
     int row;
@@ -6376,10 +6415,11 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
     if ((rc = nb__branch_fwd(r, l, k, p, c, f, h)) != NB_OK) return rc;
     if ((rc = nb__finite(r, f, r->n, k ? "the FFN output" : "the attention output", l))) return rc;
     if (!place->output_norm && !place->post_norm && !bs && !place->residual_norm) {
-        nb__lin(r, out, alpha, res, m, f);
+        nb__lin(r, out, alpha, res, place->branch_mult, f);
         nb__trace_layer(r, l, k, "x_out", out);
         return NB_OK;
     }
+    u.alpha = alpha; u.m = place->branch_mult; u.ic = nb__interp_c(r->s); u.bs = bs; u.d = d;
     /* output norm, branch scale, residual add and post norm in one pass over the rows */
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
             if(r->n >= NB__PAR_MIN))
@@ -6387,7 +6427,6 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
         const size_t o = (size_t)row * d;
         const nb_real *fr = f + o, *rr = res + o;
         nb_real* sum = (place->post_norm ? c->s[k] : out) + o;
-        int j;
         if (row + 1 < r->rows) { /* this row's passes stay in L1: fetch the next meanwhile */
             nb__prefetch_row(fr + d, d);
             nb__prefetch_row(res + o + d, d);
@@ -6401,17 +6440,7 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
             nb__block_norm_fwd_row(r, &p->n[n_out], t, fr, c->st[n_out], row);
             fr = t;
         }
-        if (interp) { /* nGPT: A + a (B - A), in its code's order */
-            NB__OMP(simd)
-            for (j = 0; j < d; j++) sum[j] = rr[j] + NB__FABS(ic * bs[j]) * (fr[j] - rr[j]);
-        } else if (per_channel) {
-            NB__OMP(simd)
-            for (j = 0; j < d; j++) sum[j] = alpha * rr[j] + m * bs[j] * fr[j];
-        } else {
-            const nb_real sc = (bs ? bs[0] : 1) * m;
-            NB__OMP(simd)
-            for (j = 0; j < d; j++) sum[j] = alpha * rr[j] + sc * fr[j];
-        }
+        update(&u, sum, rr, fr);
         if (place->post_norm)
             nb__block_norm_fwd_row(r, &p->n[n_post], out + o, sum, c->st[n_post], row);
     }
@@ -6454,6 +6483,67 @@ static const nb_real* nb__branch_scale_bwd_row(const nb__run* r, const nb_placem
     return t;
 }
 
+/* The residual update's backward for one row of the fused pass (ds: the gradient of its sum),
+   chosen once per sublayer as the forward's update: writes the residual's gradient (through
+   the residual norm, when one) into dres, adds the branch scale's gradient terms into pscale,
+   and returns the branch's gradient (in t, or ds itself when unscaled). */
+typedef struct nb__update_bwd_args {
+    nb__run* r;
+    const nb_placement* place;
+    const nb__norm* res_norm;    /* the residual norm's tensors (residual_norm only) */
+    const nb_real *bs, *u, *x, *res, *rn, *st_res; /* u: branch before scale; rn: N_res(x) */
+    nb_real* dres;
+    nb_real alpha, ic;
+} nb__update_bwd_args;
+typedef const nb_real* (*nb__update_bwd_fn)(const nb__update_bwd_args* a, int row, int th,
+                                            const nb_real* ds, nb_real* pscale,
+                                            const nb__part* pp_res, nb_real* t);
+
+static const nb_real* nb__update_add_bwd(const nb__update_bwd_args* a, int row, int th,
+                                         const nb_real* ds, nb_real* pscale,
+                                         const nb__part* pp_res, nb_real* t) {
+    const int d = a->r->s->desc.d_model;
+    const size_t o = (size_t)row * d;
+    const nb_real alpha = a->alpha;
+    int j;
+    if (a->place->residual_norm) { /* dres = J_res^T (alpha ds) */
+        nb_real* dr = nb__rowbuf(a->r, th) + NB__PAD(d);
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) dr[j] = alpha * ds[j];
+        nb__block_norm_bwd_row(a->r, a->res_norm, a->dres + o, dr, a->x + o, a->st_res, row,
+                               NULL, pp_res);
+    } else {
+        nb_real* dres = a->dres + o;
+        NB__OMP(simd)
+        for (j = 0; j < d; j++) dres[j] = alpha * ds[j];
+    }
+    return nb__branch_scale_bwd_row(a->r, a->place, a->bs, ds, a->bs ? a->u + o : NULL, pscale,
+                                    t);
+}
+
+/* s = r + |a| (u - r), a = c lambda: d(lambda) += c sign(a) ds (u - r); the branch's gradient
+   is |a| ds, the residual's (1 - |a|) ds */
+static const nb_real* nb__update_interp_bwd(const nb__update_bwd_args* a, int row, int th,
+                                            const nb_real* ds, nb_real* NB__RESTRICT pscale,
+                                            const nb__part* pp_res, nb_real* t) {
+    const int d = a->r->s->desc.d_model, rn = a->place->residual_norm;
+    const size_t o = (size_t)row * d;
+    const nb_real ic = a->ic, *bs = a->bs, *u = a->u + o, *rr = rn ? a->rn + o : a->res + o;
+    nb_real* dr = rn ? nb__rowbuf(a->r, th) + NB__PAD(d) : a->dres + o;
+    int j;
+    NB__OMP(simd)
+    for (j = 0; j < d; j++) {
+        const nb_real s = ic * bs[j], dsj = ds[j], aa = NB__FABS(s);
+        pscale[j] += (s < 0 ? -ic : ic) * dsj * (u[j] - rr[j]);
+        dr[j] = (1 - aa) * dsj;
+        t[j] = aa * dsj;
+    }
+    if (rn)
+        nb__block_norm_bwd_row(a->r, a->res_norm, a->dres + o, dr, a->x + o, a->st_res, row, NULL,
+                               pp_res);
+    return t;
+}
+
 /* Generic sublayer backward: dout -> dx (overwritten; dx != dout).
    ds = J_post^T dout; df = J_out^T (lambda ds), dlambda += ds u (u = the branch output before
    its scale; a ReZero scalar sums over every element); dh = J_F^T df;
@@ -6469,9 +6559,10 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
     const nb_real alpha = nb__topo_residual(r->s) ? place->residual_scale : 0;
     const nb_real *df = dout, *h = place->input_norm ? c->h[k] : x, *bs = p->bs[k];
     const nb_real *res = place->residual_from_norm ? h : x;
-    const nb_real m = place->branch_mult, ic = nb__interp_c(r->s);
+    const nb_real m = place->branch_mult;
     const int per_channel = place->branch_scale == NB_BRANCH_SCALE_CHANNEL;
     const int interp = place->branch_scale == NB_BRANCH_SCALE_INTERP;
+    const nb__update_bwd_fn update_bwd = interp ? nb__update_interp_bwd : nb__update_add_bwd;
     nb_real *dh = r->sc.tmp[2], *dres = place->residual_from_norm ? dh : dx;
     /* the branch's gradient is dout itself: no post or output norm, no scale */
     const int plain = !place->post_norm && !place->output_norm && !bs && m == 1 &&
@@ -6483,13 +6574,17 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
         if (!direct) nb__lin(r, dres, alpha, dout, 0, NULL);
     } else { /* the post norm's, scale's and output norm's backward, dres = alpha ds: one pass */
         const int d = r->s->desc.d_model;
+        nb__update_bwd_args ua;
         int used = 1;
+        ua.r = r; ua.place = place; ua.res_norm = &p->n[n_res]; ua.bs = bs; ua.u = c->u[k];
+        ua.x = x; ua.res = res; ua.rn = c->r[k]; ua.st_res = c->st[n_res]; ua.dres = dres;
+        ua.alpha = alpha; ua.ic = nb__interp_c(r->s);
         /* only a residual norm: the branch's gradient is dout itself */
         df = place->output_norm ? r->sc.tmp[1] : place->post_norm || bs || m != 1 ? r->sc.tmp[0]
                                                                                   : dout;
         NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
         {
-            int lo, hi, row, j;
+            int lo, hi, row;
             const int th = nb__team_rows(r->rows, &used, &lo, &hi);
             const nb__part pp_post = nb__slot_part(r, 0, th, &g->n[n_post]);
             const nb__part pp_out = nb__slot_part(r, 1, th, &g->n[n_out]);
@@ -6509,40 +6604,8 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
                                            NULL, &pp_post);
                     ds = t;
                 }
-                if (interp) {
-                    /* s = r + |a| (u - r), a = c lambda: d(lambda) += c sign(a) ds (u - r); the
-                       branch's gradient is |a| ds, the residual's (1 - |a|) ds */
-                    const nb_real *u = c->u[k] + o, *rr = place->residual_norm ? c->r[k] + o
-                                                                             : res + o;
-                    nb_real* t = place->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o;
-                    nb_real* dr = place->residual_norm ? nb__rowbuf(r, th) + NB__PAD(d)
-                                                       : dres + o;
-                    NB__OMP(simd)
-                    for (j = 0; j < d; j++) {
-                        const nb_real a = ic * bs[j], dsj = ds[j], aa = NB__FABS(a);
-                        pscale[j] += (a < 0 ? -ic : ic) * dsj * (u[j] - rr[j]);
-                        dr[j] = (1 - aa) * dsj;
-                        t[j] = aa * dsj;
-                    }
-                    if (place->residual_norm)
-                        nb__block_norm_bwd_row(r, &p->n[n_res], dres + o, dr, x + o,
-                                               c->st[n_res], row, NULL, &pp_res);
-                    ds = t;
-                } else {
-                    if (place->residual_norm) { /* dres = J_res^T (alpha ds) */
-                        nb_real* dr = nb__rowbuf(r, th) + NB__PAD(d);
-                        NB__OMP(simd)
-                        for (j = 0; j < d; j++) dr[j] = alpha * ds[j];
-                        nb__block_norm_bwd_row(r, &p->n[n_res], dres + o, dr, x + o,
-                                               c->st[n_res], row, NULL, &pp_res);
-                    } else {
-                        NB__OMP(simd)
-                        for (j = 0; j < d; j++) dres[o + j] = alpha * ds[j];
-                    }
-                    ds = nb__branch_scale_bwd_row(r, place, bs, ds, bs ? c->u[k] + o : NULL, pscale,
-                                                  place->output_norm ? nb__rowbuf(r, th)
-                                                                     : r->sc.tmp[0] + o);
-                }
+                ds = update_bwd(&ua, row, th, ds, pscale, &pp_res,
+                                place->output_norm ? nb__rowbuf(r, th) : r->sc.tmp[0] + o);
                 if (place->output_norm)
                     nb__block_norm_bwd_row(r, &p->n[n_out], r->sc.tmp[1] + o, ds, c->f[k] + o,
                                            c->st[n_out], row, NULL, &pp_out);

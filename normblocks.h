@@ -332,9 +332,12 @@
        SiameseNorm's and the hyper-connections'): an NB__TOPO_* value and its row in
        nb__topologies (section "residual topologies": its layer forward and backward, its output
        stage forward and backward, whether sublayers add their own residual, the trace names of
-       its streams), picked in nb_stack_init; its per-layer cache in nb__carve_layer and its
-       tensors in nb__walk_layer / nb__walk_top. The drivers do not change. Tests: FD cases in
-       tests/test_stack.c, the twin's topology and a case in tests/gen_block_fixtures.py.
+       its streams), picked in nb__stack_build; and its row in nb__topo_layouts (section
+       "cache layout": which block norms its layers and final norms the stack have, a layer's
+       cache, whether it adds SiameseNorm's c1 or hyper-connection tensors; a new kind of
+       tensor of its own is a flag there and a line in nb__walk_layer). The drivers and the
+       layout code do not change. Tests: FD cases in tests/test_stack.c, the twin's topology
+       and a case in tests/gen_block_fixtures.py.
 
    DOES NOT
      - allocate inside any kernel; scratch and caches are the caller's (size queries tell how much)
@@ -1446,7 +1449,8 @@ NBDEF nb_result nb_stack_hyper_gains(const nb_stack* s, const nb_real* cache, in
      attention sublayer         plan, cache header, forward, backward, per-head statistics
      feed-forward sublayer      plan, forward, backward
      parameter layout           a layer's and the stack's tensors, walked to size, name, bind
-     cache layout               what each layer and the stack keep from forward to backward
+     cache layout               what each layer and the stack keep from forward to backward;
+                                nb__topo_layouts (each topology's norms, tensors, cache)
      presets and names          nb__presets (one row per preset), names, aliases, a preset's
                                 layer schedule, the foreign layouts (tensor parts, set_layout),
                                 nb_stack_set_bf16_weights, nb_stack_free
@@ -4625,7 +4629,6 @@ typedef struct nb__top_tensors { /* stack-level */
 } nb__top_tensors;
 
 static int nb__hyper(const nb_stack* s) { return s->desc.hyper.kind > NB_HYPER_NONE; }
-static int nb__siamese(const nb_stack* s) { return s->streams == 2 && !nb__hyper(s); }
 /* Per token: the maps pre (n), post (n), comb (n x n) in this order, and the dynamic part's
    width m (mHC's fn rows; HC's n streams of n+1 alpha and 1 beta projections). */
 static int nb__hc_maps(const nb_stack* s) { return s->streams * (s->streams + 2); }
@@ -4639,36 +4642,69 @@ static int nb__post_pre(const nb_stack* s) {
 /* the rows of the residual topologies' table (nb__topologies, nb_stack.topology) */
 enum { NB__TOPO_ONE, NB__TOPO_SIAMESE, NB__TOPO_SIAMESE_POST_PRE, NB__TOPO_HYPER };
 static int nb__topo_residual(const nb_stack* s); /* its row's sub_residual */
+
+/* A residual topology's layout, the other half of its row (the drivers' half is
+   nb__topologies): which block norms its layers have and which final norms the stack has,
+   the tensors it adds (SiameseNorm's c1 after a layer's norms; hyper-connections' maps after
+   the layer's other tensors, and their head), and a layer's cache. One row per NB__TOPO_* in
+   nb__topo_layouts (after the cache layout, whose functions it names). */
+struct nb__layer_mem;
+typedef struct nb__topo_layout {
+    void (*layer_norms)(const nb_stack* s, int l, int on[NB__NORMS]);
+    void (*top_norms)(const nb_stack* s, int on[NB__TOP_NORMS]); /* LNF, LNYF, LNFINAL */
+    void (*carve_layer)(const nb_stack* s, int l, nb_real* cache, size_t* used,
+                        struct nb__layer_mem* c);
+    int gamma;                   /* SiameseNorm's "c1" after the layer's norms */
+    int hc;                      /* hyper-connections of both sublayers (and the head) */
+} nb__topo_layout;
+static const nb__topo_layout* nb__layout(const nb_stack* s);
 /* nGPT's reparametrization of its eigen learning rates: a = c lambda, lambda stored at
    1/sqrt(d), c = interp_init sqrt(d) (its alpha_init_value / alpha_init_scaling) */
 static nb_real nb__interp_c(const nb_stack* s) {
     return (nb_real)(s->desc.residual.interp_init * sqrt((double)s->desc.d_model));
 }
 
-/* Which block norms layer l has. */
-static void nb__layer_norms(const nb_stack* s, int l, int on[NB__NORMS]) {
+/* Which block norms layer l has: its placements' (one stream, hyper-connections) */
+static void nb__placement_norms(const nb_stack* s, int l, int on[NB__NORMS]) {
     const nb_layer_desc* ld = &s->layers[l].desc;
+    on[NB__ATTN_IN] = ld->attn.input_norm;
+    on[NB__ATTN_OUT] = ld->attn.output_norm;
+    on[NB__ATTN_POST] = ld->attn.post_norm;
+    on[NB__FF_IN] = ld->ffn.input_norm;
+    on[NB__FF_OUT] = ld->ffn.output_norm;
+    on[NB__FF_POST] = ld->ffn.post_norm;
+    on[NB__ATTN_RES] = ld->attn.residual_norm;
+    on[NB__FF_RES] = ld->ffn.residual_norm;
+}
+/* SiameseNorm's, hybrid-pre form: N_ay, N_f, N_fy and the FFN fusion's input norm */
+static void nb__siamese_hp_norms(const nb_stack* s, int l, int on[NB__NORMS]) {
+    (void)l;
+    on[NB__ATTN_Y] = on[NB__FF_IN] = on[NB__FF_Y] = 1;
+    on[NB__FF_INPUT] = !s->desc.siamese.no_fusion_norm;
+}
+/* post-pre form: each sublayer's N_x, N_y and fusion input norm */
+static void nb__siamese_pp_norms(const nb_stack* s, int l, int on[NB__NORMS]) {
+    nb__siamese_hp_norms(s, l, on);
+    on[NB__ATTN_IN] = on[NB__ATTN_INPUT] = 1;
+}
+static void nb__layer_norms(const nb_stack* s, int l, int on[NB__NORMS]) {
     memset(on, 0, NB__NORMS * sizeof(int));
-    if (!nb__siamese(s)) {
-        on[NB__ATTN_IN] = ld->attn.input_norm;
-        on[NB__ATTN_OUT] = ld->attn.output_norm;
-        on[NB__ATTN_POST] = ld->attn.post_norm;
-        on[NB__FF_IN] = ld->ffn.input_norm;
-        on[NB__FF_OUT] = ld->ffn.output_norm;
-        on[NB__FF_POST] = ld->ffn.post_norm;
-        on[NB__ATTN_RES] = ld->attn.residual_norm;
-        on[NB__FF_RES] = ld->ffn.residual_norm;
-    } else {
-        on[NB__ATTN_Y] = on[NB__FF_IN] = on[NB__FF_Y] = 1;
-        on[NB__FF_INPUT] = !s->desc.siamese.no_fusion_norm;
-        if (nb__post_pre(s)) on[NB__ATTN_IN] = on[NB__ATTN_INPUT] = 1;
-    }
+    nb__layout(s)->layer_norms(s, l, on);
+}
+/* the final norm ln_f, when on */
+static void nb__one_top_norms(const nb_stack* s, int on[NB__TOP_NORMS]) {
+    on[NB__LNF] = s->desc.norm.final > 0;
+}
+/* SiameseNorm's output fusion: N_final(N_lnf(x) + N_lnyf(y)), or x + N_lnyf(y) (paper) */
+static void nb__siamese_top_norms(const nb_stack* s, int on[NB__TOP_NORMS]) {
+    on[NB__LNF] = s->desc.norm.final > 0 && !s->desc.siamese.paper_fusion;
+    on[NB__LNYF] = 1;
+    on[NB__LNFINAL] = !s->desc.siamese.paper_fusion;
 }
 static void nb__top_norms(const nb_stack* s, int on[NB__TOP_NORMS]) {
+    memset(on, 0, NB__TOP_NORMS * sizeof(int));
     on[NB__EMBED] = s->desc.norm.embed > 0;
-    on[NB__LNF] = s->desc.norm.final > 0 && !(nb__siamese(s) && s->desc.siamese.paper_fusion);
-    on[NB__LNYF] = nb__siamese(s);
-    on[NB__LNFINAL] = nb__siamese(s) && !s->desc.siamese.paper_fusion;
+    nb__layout(s)->top_norms(s, on);
 }
 
 /* Whether the stack has top norm k (not its gain: an L2 norm has none) */
@@ -4827,8 +4863,7 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
     nb__layer_norms(s, l, on);
     for (k = 0; k < NB__NORMS; k++)
         if (on[k]) nb__put_norm(w, s, l, nb__norm_names[k], &lp->n[k]);
-    if (nb__siamese(s) && !nb__post_pre(s))
-        lp->gamma = nb__put(w, l, "c1", NB_TENSOR_SIAMESE_GAMMA, d, 1);
+    if (nb__layout(s)->gamma) lp->gamma = nb__put(w, l, "c1", NB_TENSOR_SIAMESE_GAMMA, d, 1);
     for (k = 0; k < 2; k++) {
         const nb_branch_scale bs = k ? s->layers[l].desc.ffn.branch_scale
                                      : s->layers[l].desc.attn.branch_scale;
@@ -4845,7 +4880,7 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
     }
     if (s->desc.residual.value_residual == 2 && l > 0) /* layer 0's values are V_0 */
         lp->vres = nb__put(w, l, "value_residual.lambda", NB_TENSOR_VALUE_RESIDUAL, 2, 1);
-    if (nb__hyper(s))
+    if (nb__layout(s)->hc)
         for (k = 0; k < 2; k++) nb__put_hc(w, s, l, k ? "ffn" : "attn", &lp->hc[k]);
 }
 
@@ -4853,7 +4888,8 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
 static void nb__walk_top(const nb_stack* s, nb__walk* w, nb__top_tensors* tp,
                          const int on[NB__TOP_NORMS]) {
     int k;
-    if (nb__hyper(s) && s->desc.hyper.kind != NB_HYPER_HC) nb__put_hc(w, s, -1, NULL, &tp->head);
+    if (nb__layout(s)->hc && s->desc.hyper.kind != NB_HYPER_HC)
+        nb__put_hc(w, s, -1, NULL, &tp->head);
     for (k = NB__LNF; k < NB__TOP_NORMS; k++)
         if (on[k]) nb__put_norm(w, s, -1, nb__top_names[k], &tp->n[k]);
 }
@@ -5021,11 +5057,71 @@ static void nb__carve_hc(const nb_stack* s, nb_real* cache, size_t* used, nb__hc
     if (sublayer) h->y = nb__take(cache, used, nb__stack_V(s));
 }
 
+/* a layer's placements' caches (one stream, hyper-connections) */
+static void nb__carve_placements(const nb_stack* s, int l, nb_real* cache, size_t* used,
+                                 nb__layer_mem* c) {
+    const size_t V = nb__stack_V(s);
+    const nb_layer_desc* ld = &s->layers[l].desc;
+    const nb_placement* pl[2];
+    int k;
+    pl[0] = &ld->attn; pl[1] = &ld->ffn;
+    for (k = 0; k < 2; k++) {
+        if (pl[k]->input_norm) c->h[k] = nb__take(cache, used, V);
+        if (pl[k]->output_norm) c->f[k] = nb__take(cache, used, V);
+        if (pl[k]->post_norm) c->s[k] = nb__take(cache, used, V);
+        if (pl[k]->branch_scale) c->u[k] = nb__take(cache, used, V);
+        if (pl[k]->residual_norm) c->r[k] = nb__take(cache, used, V);
+        if (nb__layout(s)->hc) nb__carve_hc(s, cache, used, &c->hc[k], 1);
+    }
+}
+static void nb__one_carve(const nb_stack* s, int l, nb_real* cache, size_t* used,
+                          struct nb__layer_mem* c) {
+    nb__carve_placements(s, l, cache, used, c);
+    c->mid = nb__take(cache, used, nb__stack_V(s));
+}
+static void nb__hc_carve(const nb_stack* s, int l, nb_real* cache, size_t* used,
+                         struct nb__layer_mem* c) {
+    nb__carve_placements(s, l, cache, used, c);
+    c->hmid = nb__take(cache, used, nb__mulz(nb__stack_V(s), (size_t)s->streams));
+}
+static void nb__siamese_hp_carve(const nb_stack* s, int l, nb_real* cache, size_t* used,
+                                 struct nb__layer_mem* c) {
+    const size_t V = nb__stack_V(s);
+    (void)l;
+    c->ua = nb__take(cache, used, V);
+    c->x1 = nb__take(cache, used, V);
+    c->y1 = nb__take(cache, used, V);
+    c->sf = nb__take(cache, used, V);
+    c->uf = nb__take(cache, used, V);
+}
+static void nb__siamese_pp_carve(const nb_stack* s, int l, nb_real* cache, size_t* used,
+                                 struct nb__layer_mem* c) {
+    const size_t V = nb__stack_V(s);
+    int k;
+    (void)l;
+    for (k = 0; k < 2; k++) {
+        c->w[k] = nb__take(cache, used, V);
+        c->v[k] = nb__take(cache, used, V);
+    }
+    c->xm = nb__take(cache, used, V);
+    c->ym = nb__take(cache, used, V);
+}
+
+/* The layout halves of the residual topologies' rows, in NB__TOPO_* order. */
+static const nb__topo_layout nb__topo_layouts[] = {
+    {nb__placement_norms, nb__one_top_norms, nb__one_carve, 0, 0},
+    {nb__siamese_hp_norms, nb__siamese_top_norms, nb__siamese_hp_carve, 1, 0},
+    {nb__siamese_pp_norms, nb__siamese_top_norms, nb__siamese_pp_carve, 0, 0},
+    {nb__placement_norms, nb__one_top_norms, nb__hc_carve, 0, 1},
+};
+static const nb__topo_layout* nb__layout(const nb_stack* s) {
+    return &nb__topo_layouts[s->topology];
+}
+
+/* Layer l's cache: its norms' statistics, its sublayers' caches, its topology's own. */
 static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* used,
                             nb__layer_mem* c) {
-    const size_t V = nb__stack_V(s);
     const size_t st = (size_t)s->max_batch * s->max_seq * nb__norm_kinds[s->desc.norm.type].stats;
-    const nb_layer_desc* ld = &s->layers[l].desc;
     int on[NB__NORMS], k;
     memset(c, 0, sizeof *c);
     nb__layer_norms(s, l, on);
@@ -5033,33 +5129,7 @@ static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* us
         if (on[k]) c->st[k] = nb__take(cache, used, st);
     c->acache = nb__take(cache, used, s->layers[l].attn.n_cache);
     c->fcache = nb__take(cache, used, s->ffn.n_cache);
-    if (!nb__siamese(s)) {
-        const nb_placement* pl[2];
-        pl[0] = &ld->attn; pl[1] = &ld->ffn;
-        for (k = 0; k < 2; k++) {
-            if (pl[k]->input_norm) c->h[k] = nb__take(cache, used, V);
-            if (pl[k]->output_norm) c->f[k] = nb__take(cache, used, V);
-            if (pl[k]->post_norm) c->s[k] = nb__take(cache, used, V);
-            if (pl[k]->branch_scale) c->u[k] = nb__take(cache, used, V);
-            if (pl[k]->residual_norm) c->r[k] = nb__take(cache, used, V);
-            if (nb__hyper(s)) nb__carve_hc(s, cache, used, &c->hc[k], 1);
-        }
-        if (nb__hyper(s)) c->hmid = nb__take(cache, used, nb__mulz(V, (size_t)s->streams));
-        else c->mid = nb__take(cache, used, V);
-    } else if (!nb__post_pre(s)) {
-        c->ua = nb__take(cache, used, V);
-        c->x1 = nb__take(cache, used, V);
-        c->y1 = nb__take(cache, used, V);
-        c->sf = nb__take(cache, used, V);
-        c->uf = nb__take(cache, used, V);
-    } else {
-        for (k = 0; k < 2; k++) {
-            c->w[k] = nb__take(cache, used, V);
-            c->v[k] = nb__take(cache, used, V);
-        }
-        c->xm = nb__take(cache, used, V);
-        c->ym = nb__take(cache, used, V);
-    }
+    nb__layout(s)->carve_layer(s, l, cache, used, c);
     if (s->desc.residual.value_residual == 2 && l > 0)
         c->vl = nb__take(cache, used, nb__stack_VKV(s));
 }
@@ -5101,7 +5171,7 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
         c->v0 = nb__take(cache, &cu, nb__stack_VKV(s));
         c->dv0 = nb__take(scratch, &su, nb__stack_VKV(s));
     }
-    if (nb__hyper(s)) {
+    if (nb__layout(s)->hc) { /* the head's cache; the maps' scratch */
         const size_t n = (size_t)s->streams, rows = (size_t)s->max_batch * s->max_seq;
         if (s->desc.hyper.kind != NB_HYPER_HC) nb__carve_hc(s, cache, &cu, &c->head, 0);
         else c->head.u = nb__take(cache, &cu, V);

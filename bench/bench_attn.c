@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     nbb_load l0;
     int T, d, H, nt, reps, warm, B, lse, i0;
     size_t n;
+    tuned_env_restart(argv, TUNE_CORE); /* OpenBLAS's core when it fell to Prescott */
     if (argc < 7) {
         fprintf(stderr, "usage: %s probs|lse T d H THREADS REPS [WARMUP] [B]\n", argv[0]);
         return 2;

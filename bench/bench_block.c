@@ -262,6 +262,7 @@ int main(int argc, char** argv) {
     int B, T, d, H, nt, reps, warm, i;
     const int bf16 = getenv("NBB_BF16") != NULL;
     size_t n;
+    tuned_env_restart(argv, TUNE_CORE); /* OpenBLAS's core when it fell to Prescott */
     if (argc < 8) {
         fprintf(stderr, "usage: %s PRESET B T d H THREADS REPS [WARMUP]\n", argv[0]);
         return 2;

@@ -19,6 +19,7 @@
 #include <omp.h>
 #endif
 #include "normblocks.h"
+#include "../examples/tuned_env.h"
 
 #if defined(__GNUC__)
 #define NBB_UNUSED __attribute__((unused))
@@ -134,9 +135,11 @@ static NBB_UNUSED void nbb_print_env(const char* prog) {
     }
 #endif
     printf("# %s: OpenBLAS core=%s nb_blas_threads()=%d OPENBLAS_NUM_THREADS=%s "
-           "OPENBLAS_CORETYPE=%s OMP_WAIT_POLICY=%s compiled with %s\n",
+           "OPENBLAS_CORETYPE=%s%s OMP_WAIT_POLICY=%s compiled with %s\n",
            prog, core, nb_blas_threads(), nbb_getenv("OPENBLAS_NUM_THREADS"),
-           nbb_getenv("OPENBLAS_CORETYPE"), nbb_getenv("OMP_WAIT_POLICY"), NBB_FLAGS);
+           nbb_getenv("OPENBLAS_CORETYPE"),
+           tuned_env_set() & TUNE_CORE ? " (set by the bench: OpenBLAS picked Prescott)" : "",
+           nbb_getenv("OMP_WAIT_POLICY"), NBB_FLAGS);
     if (strstr(core, "Prescott") || strstr(core, "prescott")) {
         fprintf(stderr,
                 "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"

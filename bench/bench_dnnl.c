@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
     dnnl_engine_t eng;
     dnnl_stream_t st;
     nb_ctx ctx;
+    tuned_env_restart(argv, TUNE_CORE); /* OpenBLAS's core when it fell to Prescott */
     if (argc < 6) {
         fprintf(stderr, "usage: %s B T d THREADS REPS\n", argv[0]);
         return 2;

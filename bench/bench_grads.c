@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
     grun acc, ovw;
     double *t_zero, *t_ovw, *t_acc, m_zero, m_ovw, m_acc;
     int L, B, T, d, H, nt, reps, i;
+    tuned_env_restart(argv, TUNE_CORE); /* OpenBLAS's core when it fell to Prescott */
     if (argc < 9) {
         fprintf(stderr, "usage: %s PRESET L B T d H THREADS REPS\n", argv[0]);
         return 2;

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
     nbb_load l0;
     int nt, reps, warm, i;
     size_t n;
+    tuned_env_restart(argv, TUNE_CORE); /* OpenBLAS's core when it fell to Prescott */
     if (argc < 6) {
         fprintf(stderr, "usage: %s rms|layer N d THREADS REPS [WARMUP]\n", argv[0]);
         return 2;

@@ -17,6 +17,7 @@
 #define NORMBLOCKS_IMPLEMENTATION
 #include "normblocks.h"
 #include "hf_config.h"
+#include "tuned_env.h"
 
 #define USAGE                                                                                     \
     "usage: nbimport STYLE MODEL INPUT.safetensors OUT.safetensors\n"                              \
@@ -1271,6 +1272,7 @@ int main(int argc, char** argv) {
     ids_io io;
     int rc = 1, B, T, dm;
     size_t i, n_act;
+    tuned_env_restart(argv, TUNE_CORE | TUNE_WAIT); /* OpenBLAS's core; passive OpenMP waits */
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(help, stdout);
         fputs(help_export, stdout);

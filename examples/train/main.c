@@ -41,47 +41,9 @@
 #ifndef NB_NO_BLAS
 #include <cblas.h> /* OpenBLAS's defines OPENBLAS_SEQUENTIAL and openblas_get_corename */
 #endif
+#include "../tuned_env.h"
 
 static void on_signal(int sig) { (void)sig; g_stop = 1; }
-
-/* The OpenBLAS core for this CPU when OpenBLAS fell to its generic SSE3 kernels (Prescott):
-   Debian's 0.3.21 does not know recent Xeons and does so silently, with GEMMs 3-6x slower.
-   NULL when the user chose (OPENBLAS_CORETYPE set) or OpenBLAS picked another core. */
-static const char* better_blas_core(void) {
-#if defined(OPENBLAS_SEQUENTIAL) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    const char* core = openblas_get_corename();
-    if (getenv("OPENBLAS_CORETYPE") || !core || strcmp(core, "Prescott")) return NULL;
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
-    if (__builtin_cpu_supports("avx2")) return "Haswell";
-#endif
-    return NULL;
-}
-
-/* OpenMP threads that spin-wait collapse when another process competes for the cores (one
-   busy process on 2 cores made a run 7x slower); sleeping waiters keep the speed. libgomp reads
-   OMP_WAIT_POLICY once, when it loads, and OpenBLAS OPENBLAS_CORETYPE, so train sets them
-   (passive waiting unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set; the core of
-   better_blas_core) and starts itself again, before anything else runs, unless Valgrind or the
-   dynamic loader run it (their /proc/self/exe is not train). If the exec fails, it goes on. */
-static void restart_tuned(char** argv) {
-    const char* pre = getenv("LD_PRELOAD");
-    const char* core = better_blas_core();
-    const int wait = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
-    char self[4096];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if ((!wait && !core) || (pre && strstr(pre, "vgpreload"))) return;
-    self[n > 0 ? n : 0] = 0;
-    if (strstr(self, "/ld-linux")) return; /* started by the loader itself (a bundle): it would
-                                               take argv[1] for the program */
-    if (wait && (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) || setenv("NB_TRAIN_SET_WAIT_POLICY", "1", 1)))
-        return;
-    if (core && (setenv("OPENBLAS_CORETYPE", core, 1) || setenv("NB_TRAIN_SET_CORETYPE", "1", 1)))
-        return;
-    execv("/proc/self/exe", argv);
-    unsetenv("NB_TRAIN_SET_WAIT_POLICY");
-    unsetenv("NB_TRAIN_SET_CORETYPE");
-}
 
 /* Every output path is checked before training starts, so a typo does not cost the run. */
 /* every output path before any work: an existing regular file or a new one in a writable
@@ -109,7 +71,7 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
     {
         const char* core = openblas_get_corename();
         say("BLAS: OpenBLAS, core %s, %d BLAS thread(s)%s\n", core ? core : "?", nb_blas_threads(),
-            getenv("NB_TRAIN_SET_CORETYPE") ? " (set by train: OpenBLAS picked its generic SSE3 kernels, "
+            (tuned_env_set() & TUNE_CORE) ? " (set by train: OpenBLAS picked its generic SSE3 kernels, "
             "Prescott, on this CPU; export OPENBLAS_CORETYPE to choose)" : "");
         if (core && !strcmp(core, "Prescott"))
             say("warning: OpenBLAS picked its slow generic SSE3 kernels (Prescott); on AVX-512 CPUs "
@@ -118,7 +80,7 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
 #else
     say("BLAS: %s\n", nb_blas_threads() ? "cblas" : "none");
 #endif
-    if (getenv("NB_TRAIN_SET_WAIT_POLICY"))
+    if (tuned_env_set() & TUNE_WAIT)
         say("OpenMP: passive waiting (set by train: spinning threads collapse when another process competes "
             "for the cores; export OMP_WAIT_POLICY=ACTIVE to spin)\n");
     else if (getenv("OMP_WAIT_POLICY")) say("OpenMP: OMP_WAIT_POLICY=%s, as exported\n", getenv("OMP_WAIT_POLICY"));
@@ -211,7 +173,7 @@ int main(int argc, char** argv) {
     history h;
     double unigram, chosen[2] = {0, 0};
     int help = 0, rc;
-    restart_tuned(argv);
+    tuned_env_restart(argv, TUNE_CORE | TUNE_WAIT);
     if (dist_init(&argc, &argv)) return 1;
     {   /* the handler only sets g_stop; the loop saves and stops. mpirun passes Ctrl-C on as
            SIGTERM. No SA_RESTART: a write blocked on a full pipe returns, so the save runs. */

@@ -14,6 +14,7 @@
    tool_mutate. */
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700 /* nftw */
+#define NB_TUNED_ENV_OFF /* the tool's main runs in this process: it must not exec itself */
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdint.h>

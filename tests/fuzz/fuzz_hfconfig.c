@@ -147,6 +147,13 @@ static int read_config(const uint8_t* data, size_t size) {
     return rc;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    read_config(data, size);
+    return 0;
+}
+
+#ifndef NB_LIBFUZZER
 static int done(void) {
     if (g_path[0]) {
         remove(g_path);
@@ -157,13 +164,6 @@ static int done(void) {
     return g_failures != 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    read_config(data, size);
-    return 0;
-}
-
-#ifndef NB_LIBFUZZER
 static unsigned long long g_rng = 0xC0F16ULL;
 static unsigned rnd(unsigned n) { /* xorshift64*, uniform enough for choices */
     g_rng ^= g_rng >> 12;

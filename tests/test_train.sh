@@ -503,26 +503,30 @@ else
   fail "spike counting / --spike-stop"; tail -3 spk.log spk_stop.log
 fi
 
-# Ctrl-C ends a sweep's runs (they are their own process groups: the sweep must end them)
-"$TRAIN" "${SWB[@]}" --steps 1000000 --compare pre,post --lrs 3e-3,1e-2 --jobs 2 --out swint > swint.log 2>&1 &
-pid=$!
-for _ in $(seq 1 300); do [ "$(ls swint/runs/*.log 2> /dev/null | wc -l)" -ge 2 ] && break; sleep 0.1; done
-sleep 0.5
-kids="$(pgrep -P "$pid" | tr '\n' ' ')"
-kill -INT "$pid" 2>/dev/null
-for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-alive=""
-for k in $pid $kids; do kill -0 "$k" 2>/dev/null && alive="$alive $k"; done
-[ -n "$alive" ] && kill -KILL $alive 2>/dev/null
-wait "$pid"
-rc=$?
-if [ -z "$alive" ] && [ -n "$kids" ] && [ $rc = 0 ] && grep -q "^interrupted: 0 of 4 runs finished" swint.log &&
-   grep -q "^pre .* 1 interrupted" swint.log &&
-   [ "$(grep -c '^  \(pre\|post\) .*not known (interrupted before every seed at lr 0.003 finished)' swint.log)" = 2 ]; then
-  pass "Ctrl-C stops a sweep and its runs; no conclusion from runs that did not finish"
-else
-  fail "Ctrl-C on a sweep (rc $rc, runs '$kids', still running after 10 s: '$alive')"; cat swint.log
-fi
+# Ctrl-C, and mpirun's or a scheduler's SIGTERM, end a sweep's runs (they are their own process
+# groups: the sweep must end them)
+for sig in INT TERM; do
+  rm -rf swint
+  "$TRAIN" "${SWB[@]}" --steps 1000000 --compare pre,post --lrs 3e-3,1e-2 --jobs 2 --out swint > swint.log 2>&1 &
+  pid=$!
+  for _ in $(seq 1 300); do [ "$(ls swint/runs/*.log 2> /dev/null | wc -l)" -ge 2 ] && break; sleep 0.1; done
+  sleep 0.5
+  kids="$(pgrep -P "$pid" | tr '\n' ' ')"
+  kill -$sig "$pid" 2>/dev/null
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  alive=""
+  for k in $pid $kids; do kill -0 "$k" 2>/dev/null && alive="$alive $k"; done
+  [ -n "$alive" ] && kill -KILL $alive 2>/dev/null
+  wait "$pid"
+  rc=$?
+  if [ -z "$alive" ] && [ -n "$kids" ] && [ $rc = 0 ] && grep -q "^interrupted: 0 of 4 runs finished" swint.log &&
+     grep -q "^pre .* 1 interrupted" swint.log &&
+     [ "$(grep -c '^  \(pre\|post\) .*not known (interrupted before every seed at lr 0.003 finished)' swint.log)" = 2 ]; then
+    pass "SIG$sig stops a sweep and its runs; no conclusion from runs that did not finish"
+  else
+    fail "SIG$sig on a sweep (rc $rc, runs '$kids', still running after 10 s: '$alive')"; cat swint.log
+  fi
+done
 
 # 13. each preset's paper init, printed; --init overrides; the model line's eps and decay groups
 for spec in "pre|normal (the preset" "hybrid|megatron (the preset" "hybrid_star|megatron" \

@@ -164,13 +164,8 @@ static int done(void) {
     return g_failures != 0;
 }
 
-static unsigned long long g_rng = 0xC0F16ULL;
-static unsigned rnd(unsigned n) { /* xorshift64*, uniform enough for choices */
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return (unsigned)((g_rng * 2685821657736338717ULL) >> 33) % n;
-}
+#define FUZZ_RNG_SEED 0xC0F16ULL
+#include "fuzz_rng.h"
 
 /* one config.json of each family nbimport reads, as transformers 4.x and 5.x write them */
 static const char* const k_seeds[] = {

@@ -90,13 +90,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 #ifndef NB_LIBFUZZER
-static unsigned long long g_rng = 0x5AFE7E45ULL;
-static unsigned rnd(unsigned n) { /* xorshift64*, uniform enough for choices */
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return (unsigned)((g_rng * 2685821657736338717ULL) >> 33) % n;
-}
+#define FUZZ_RNG_SEED 0x5AFE7E45ULL
+#include "fuzz_rng.h"
 
 /* values with their encodings, written out by hand (not by the reader's decoders) */
 typedef struct enc { unsigned long long bits; double v; } enc;

@@ -171,13 +171,8 @@ static size_t tool_pack(const tool_in* t, uint8_t* out, size_t cap) {
     return n + t->nc;
 }
 
-static unsigned long long g_rng = 0x70015ULL;
-static unsigned rnd(unsigned n) {
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return (unsigned)((g_rng * 2685821657736338717ULL) >> 33) % n;
-}
+#define FUZZ_RNG_SEED 0x70015ULL
+#include "fuzz_rng.h"
 
 /* one mutation of t: an argument replaced, inserted, dropped or swapped (from words, the
    tool's options and hostile values), or the bytes of a file flipped, cut or extended */

@@ -1273,6 +1273,10 @@ int main(int argc, char** argv) {
     int rc = 1, B, T, dm;
     size_t i, n_act;
     tuned_env_restart(argv, TUNE_CORE | TUNE_WAIT); /* OpenBLAS's core; passive OpenMP waits */
+    if (tuned_env_set() & TUNE_CORE)
+        fprintf(stderr, "nbimport: note: OpenBLAS picked its generic SSE3 kernels (Prescott) on "
+                "this CPU; running with OPENBLAS_CORETYPE=%s (export it to choose)\n",
+                getenv("OPENBLAS_CORETYPE"));
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(help, stdout);
         fputs(help_export, stdout);

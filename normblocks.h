@@ -4023,6 +4023,37 @@ static int nb__attn_weights16(const nb_attn_plan* pl, const nb_attn_params* p, n
     return 1;
 }
 
+/* The Q, K, V site norms from the raw projection (m->raw) into m->qkv; a slice without a norm,
+   and the gate's logits, are copied as projected. */
+static nb_result nb__qkv_norms_fwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb_attn_params* p,
+                                   const nb__attn_mem* m, int BT) {
+    const int P = pl->qkv_width;
+    nb_result rc;
+    int site;
+    for (site = 0; site < 3; site++) {
+        const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
+        if (nb__site_on(pl, site)) {
+            rc = nb__site_norm(ctx, pl, site, p, NULL, m->qkv + off, P, m->stat[site],
+                               m->raw + off, P, NULL, BT, w, NULL);
+            if (rc) return rc;
+        } else { /* an unnormalized slice is used as projected */
+            int r;
+            for (r = 0; r < BT; r++)
+                memcpy(m->qkv + (size_t)r * P + off, m->raw + (size_t)r * P + off,
+                       (size_t)w * sizeof(nb_real));
+        }
+    }
+    if (m->sig) { /* the gate logits too: sig has them, but the bf16 copy reads all */
+        int r;
+        for (r = 0; r < BT; r++)
+            memcpy(m->qkv + (size_t)r * P + P - pl->gate_width,
+                   m->raw + (size_t)r * P + P - pl->gate_width,
+                   (size_t)pl->gate_width * sizeof(nb_real));
+    }
+    nb__trace(ctx, "qkv_normed", m->qkv, BT, P);
+    return NB_OK;
+}
+
 static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                               nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                               nb_real* scratch, const nb__vres* vr) {
@@ -4032,7 +4063,7 @@ static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     double t0;
     nb_result rc = nb__attn_check_call(ctx, fn, plan, p, B, T, "out x cache scratch", out, x,
                                        cache, scratch);
-    int site, d, P, BT, bf;
+    int d, P, BT, bf;
     if (rc) return rc;
     bf = NB__BF16(pl);
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
@@ -4053,27 +4084,7 @@ static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     if (p->b_qkv) nb__add_bias(ctx, m.raw ? m.raw : m.qkv, p->b_qkv, BT, P);
     nb__trace(ctx, "qkv", m.raw ? m.raw : m.qkv, BT, P);
     if (m.sig) nb__gate_sig(ctx, pl, m.sig, m.raw ? m.raw : m.qkv, BT);
-    for (site = 0; m.raw && site < 3; site++) {
-        const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
-        if (nb__site_on(pl, site)) {
-            rc = nb__site_norm(ctx, pl, site, p, NULL, m.qkv + off, P, m.stat[site], m.raw + off,
-                               P, NULL, BT, w, NULL);
-            if (rc) return rc;
-        } else { /* an unnormalized slice is used as projected */
-            int r;
-            for (r = 0; r < BT; r++)
-                memcpy(m.qkv + (size_t)r * P + off, m.raw + (size_t)r * P + off,
-                       (size_t)w * sizeof(nb_real));
-        }
-    }
-    if (m.raw && m.sig) { /* the gate logits too: sig has them, but the bf16 copy reads all */
-        int r;
-        for (r = 0; r < BT; r++)
-            memcpy(m.qkv + (size_t)r * P + P - pl->gate_width,
-                   m.raw + (size_t)r * P + P - pl->gate_width,
-                   (size_t)pl->gate_width * sizeof(nb_real));
-    }
-    if (m.raw) nb__trace(ctx, "qkv_normed", m.qkv, BT, P);
+    if (m.raw && (rc = nb__qkv_norms_fwd(ctx, pl, p, &m, BT))) return rc;
     if (vr) { /* the value residual on the values attention uses: after the V norm */
         nb__vres_fwd(ctx, pl, vr, m.qkv, BT);
         if (vr->mix) nb__trace(ctx, "qkv_vres", m.qkv, BT, P);
@@ -4497,49 +4508,20 @@ static nb_result nb__ffn_cache_ok(nb_ctx* ctx, const char* fn, const nb_ffn_plan
     return NB_OK;
 }
 
-NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
-                                nb_ffn_params* g, nb_real* dx, const nb_real* dout,
-                                const nb_real* x, int B, int T, const nb_real* cache,
-                                nb_real* scratch, int accumulate_dx) {
-    const char* const fn = "nb_ffn_backward";
-    nb_result rc = nb__ffn_check_call(ctx, fn, plan, p, B, T, "dx dout cache scratch", dx, dout,
-                                      cache, scratch);
-    int d, f, W, BT, r, bf;
-    nb__ffn_mem m;
-    const nb_real *h;
-    nb_real *dh, *da, c;
-    if (rc) return rc;
-    bf = NB__BF16(plan);
-    NB__CHECK(!g || !g->w_in || !g->w_out || !x ||
-                  (plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out)) ||
-                  (plan->desc.ffn.in_scale && !g->in_scale),
-              NB_ERR_NULL, "nb_ffn_backward: %s is required (NULL)",
-              !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !x ? "x"
-              : plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out) ? "g.b_in/g.b_out"
-                                                                    : "g.in_scale");
-    c = (nb_real)sqrt((double)plan->desc.d_model);
-    if ((rc = nb__ffn_cache_ok(ctx, "nb_ffn_backward", plan, cache, B, T))) return rc;
-    d = plan->desc.d_model; f = plan->desc.ffn.d_ff; W = plan->in_width; BT = B * T;
-    /* the cache is only read; carving needs a non-const base */
-    nb__ffn_carve(plan, B, T, (nb_real*)(size_t)cache, scratch, &m);
-    nb__ffn_weights16(plan, p, &m);
-    h = m.h; dh = m.dh; da = m.da;
-    if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
-    /* da = dout W_out */
-    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, f, d, 1, nb__op(dout, m.dout16, d, 0),
-                       nb__op(p->w_out, m.w_out16, f, 0), 0, da, f)))
-        return rc;
-    /* dW_out += dout^T a */
-    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, d, f, BT, 1, nb__op(dout, m.dout16, d, 1),
-                       nb__op(m.a, m.a16, f, 0), 1, g->w_out, f)))
-        return rc;
-    if (g->b_out && (rc = nb__bias_grad(ctx, g->b_out, dout, BT, d, m.ones))) return rc;
+/* The activation's backward, row by row: dh = da a'(h) (SwiGLU: both halves), times nGPT's
+   s_uv with its terms in m->e, and dh's bf16 copy for the GEMMs that read it. */
+static void nb__ffn_act_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
+                                 const nb__ffn_mem* m, int BT) {
+    const int f = plan->desc.ffn.d_ff, W = plan->in_width;
+    const nb_real c = (nb_real)sqrt((double)plan->desc.d_model);
+    int r;
+    (void)ctx; /* its thread count, with OpenMP */
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
             if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
-        const nb_real* hr = h + (size_t)r * W;
-        const nb_real* dar = da + (size_t)r * f;
-        nb_real* dhr = dh + (size_t)r * W;
+        const nb_real* hr = m->h + (size_t)r * W;
+        const nb_real* dar = m->da + (size_t)r * f;
+        nb_real* dhr = m->dh + (size_t)r * W;
         int i;
         if (plan->desc.ffn.type == NB_FFN_SWIGLU) {
             /* a = silu(z) u: du = da silu(z), dz = da u sig(z)(1 + z(1 - sig(z))) */
@@ -4563,25 +4545,61 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
                 dhr[i] = dar[i] * dg;
             }
         }
-        if (m.e) { /* h = c s h0: ds += c sum_rows dh h0 (below); dh0 = c s dh */
-            const nb_real* h0 = m.h0 + (size_t)r * W;
-            nb_real* er = m.e + (size_t)r * W;
+        if (m->e) { /* h = c s h0: ds += c sum_rows dh h0 (below); dh0 = c s dh */
+            const nb_real* h0 = m->h0 + (size_t)r * W;
+            nb_real* er = m->e + (size_t)r * W;
             NB__OMP(simd)
             for (i = 0; i < W; i++) {
                 er[i] = c * dhr[i] * h0[i];
                 dhr[i] *= c * p->in_scale[i];
             }
         }
-        if (m.dh16) nb__row_bf16(m.dh16 + (size_t)r * W, dhr, W);
+        if (m->dh16) nb__row_bf16(m->dh16 + (size_t)r * W, dhr, W);
     }
+}
+
+NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
+                                nb_ffn_params* g, nb_real* dx, const nb_real* dout,
+                                const nb_real* x, int B, int T, const nb_real* cache,
+                                nb_real* scratch, int accumulate_dx) {
+    const char* const fn = "nb_ffn_backward";
+    nb_result rc = nb__ffn_check_call(ctx, fn, plan, p, B, T, "dx dout cache scratch", dx, dout,
+                                      cache, scratch);
+    int d, f, W, BT, bf;
+    nb__ffn_mem m;
+    if (rc) return rc;
+    bf = NB__BF16(plan);
+    NB__CHECK(!g || !g->w_in || !g->w_out || !x ||
+                  (plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out)) ||
+                  (plan->desc.ffn.in_scale && !g->in_scale),
+              NB_ERR_NULL, "nb_ffn_backward: %s is required (NULL)",
+              !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !x ? "x"
+              : plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out) ? "g.b_in/g.b_out"
+                                                                    : "g.in_scale");
+    if ((rc = nb__ffn_cache_ok(ctx, "nb_ffn_backward", plan, cache, B, T))) return rc;
+    d = plan->desc.d_model; f = plan->desc.ffn.d_ff; W = plan->in_width; BT = B * T;
+    /* the cache is only read; carving needs a non-const base */
+    nb__ffn_carve(plan, B, T, (nb_real*)(size_t)cache, scratch, &m);
+    nb__ffn_weights16(plan, p, &m);
+    if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
+    /* da = dout W_out */
+    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, f, d, 1, nb__op(dout, m.dout16, d, 0),
+                       nb__op(p->w_out, m.w_out16, f, 0), 0, m.da, f)))
+        return rc;
+    /* dW_out += dout^T a */
+    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, d, f, BT, 1, nb__op(dout, m.dout16, d, 1),
+                       nb__op(m.a, m.a16, f, 0), 1, g->w_out, f)))
+        return rc;
+    if (g->b_out && (rc = nb__bias_grad(ctx, g->b_out, dout, BT, d, m.ones))) return rc;
+    nb__ffn_act_backward(ctx, plan, p, &m, BT);
     if (m.e && (rc = nb__bias_grad(ctx, g->in_scale, m.e, BT, W, m.ones))) return rc;
     /* dW_in += dh^T x */
-    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, W, d, BT, 1, nb__op(dh, m.dh16, W, 1),
+    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, W, d, BT, 1, nb__op(m.dh, m.dh16, W, 1),
                        nb__op(x, m.x16, d, 0), 1, g->w_in, d)))
         return rc;
-    if (g->b_in && (rc = nb__bias_grad(ctx, g->b_in, dh, BT, W, m.ones))) return rc;
+    if (g->b_in && (rc = nb__bias_grad(ctx, g->b_in, m.dh, BT, W, m.ones))) return rc;
     /* dx = dh W_in */
-    return nb__gemm(ctx, fn, plan->mm, bf, BT, d, W, 1, nb__op(dh, m.dh16, W, 0),
+    return nb__gemm(ctx, fn, plan->mm, bf, BT, d, W, 1, nb__op(m.dh, m.dh16, W, 0),
                     nb__op(p->w_in, m.w_in16, d, 0), accumulate_dx ? 1 : 0, dx, d);
 }
 

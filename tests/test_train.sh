@@ -315,9 +315,9 @@ if "$TRAIN" "${EV[@]}" --steps 1 --precision bf16 --backend dnnl > /dev/null 2>&
 fi
 for be in $W16_BACKENDS; do
   for extra in "--preset ngpt" "--qk-clip 1"; do
-    "$TRAIN" "${EV[@]}" --steps 30 --precision bf16 --backend $be $extra --csv w16_copy.csv > w16_copy.log 2>&1
+    "$TRAIN" "${EV[@]}" --steps 12 --precision bf16 --backend $be $extra --csv w16_copy.csv > w16_copy.log 2>&1
     rc=$?
-    "$TRAIN" "${EV[@]}" --steps 30 --precision bf16 --backend $be $extra --bf16-weights forward --csv w16_fwd.csv > w16_fwd.log 2>&1
+    "$TRAIN" "${EV[@]}" --steps 12 --precision bf16 --backend $be $extra --bf16-weights forward --csv w16_fwd.csv > w16_fwd.log 2>&1
     rc2=$?
     if [ $rc = 0 ] && [ $rc2 = 0 ] && cmp -s w16_copy.csv w16_fwd.csv &&
        { [ "$extra" != "--qk-clip 1" ] || grep -Eq "[1-9][0-9]* of [0-9]+ head-steps clipped" w16_copy.log; }; then

@@ -139,7 +139,8 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
     {   /* one object, then only white space (cJSON alone stops at the object's end) */
         const char* end = NULL;
         root = cJSON_ParseWithLengthOpts((const char*)text, len, &end, 0);
-        while (root && end && end < (const char*)text + len && strchr(" \t\r\n", *end)) end++;
+        /* strchr finds the terminator too: a NUL byte is text, not white space (json refuses it) */
+        while (root && end && end < (const char*)text + len && *end && strchr(" \t\r\n", *end)) end++;
         if (root && end != (const char*)text + len) {
             const size_t at = (size_t)(end - (const char*)text);
             cJSON_Delete(root);

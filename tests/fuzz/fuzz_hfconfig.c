@@ -17,8 +17,8 @@
        fuzz_hfconfig --corpus FILE...    run the given inputs (the seed corpus)
        fuzz_hfconfig --write-seeds DIR   write the seed corpus
    The driver also checks that every seed is accepted and that the mutations which must be
-   refused are: a key given twice, text after the object, an unknown key, a value of another JSON
-   type, an eps that underflows float. */
+   refused are: a key given twice, text after the object (NUL bytes too), an unknown key, a
+   value of another JSON type, an eps that underflows float. */
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700 /* realpath, fsync: safetensors.h's writers */
 #define NORMBLOCKS_IMPLEMENTATION
@@ -68,7 +68,7 @@ static int one_object(const uint8_t* data, size_t size, cJSON** root) {
     const cJSON *a, *b;
     *root = cJSON_ParseWithLengthOpts((const char*)data, size, &end, 0);
     if (!*root || !cJSON_IsObject(*root)) return 0;
-    while (end < (const char*)data + size && strchr(" \t\r\n", *end) && *end) end++;
+    while (end < (const char*)data + size && *end && strchr(" \t\r\n", *end)) end++;
     if (end != (const char*)data + size) return 0;
     for (a = (*root)->child; a; a = a->next)
         for (b = a->next; b; b = b->next)
@@ -205,6 +205,13 @@ static size_t must_refuse(const char* seed, int kind, char* out, size_t cap) {
         return (size_t)snprintf(out, cap, "%.*s, \"model_type\": \"llama\"}", (int)at, seed);
     case 1: /* text after the object */
         return (size_t)snprintf(out, cap, "%s x", seed);
+    case 5: { /* NUL bytes after the object (found by libFuzzer: once read as white space) */
+        const size_t n = strlen(seed);
+        if (n + 3 > cap) return cap;
+        memcpy(out, seed, n);
+        memset(out + n, 0, 3);
+        return n + 3;
+    }
     case 2: /* a key the reader does not know */
         return (size_t)snprintf(out, cap, "%.*s, \"rope_sliding\": 1}", (int)at, seed);
     case 3: /* model_type of another JSON type */
@@ -279,10 +286,11 @@ int main(int argc, char** argv) {
     for (k = 0; k < N_SEEDS; k++) {
         int kind;
         check(read_config((const uint8_t*)k_seeds[k], strlen(k_seeds[k])) == 0, "a seed is accepted");
-        for (kind = 0; kind < 5; kind++) {
+        for (kind = 0; kind < 6; kind++) {
             const size_t n = must_refuse(k_seeds[k], kind, buf, sizeof buf);
             char what[96];
-            snprintf(what, sizeof what, "seed %d, refusal kind %d (twice, after, unknown, type, eps)", k, kind);
+            snprintf(what, sizeof what, "seed %d, refusal kind %d (twice, after, unknown, type, eps, NUL)",
+                     k, kind);
             check(n < sizeof buf && read_config((const uint8_t*)buf, n) == 1, what);
         }
     }
@@ -291,7 +299,7 @@ int main(int argc, char** argv) {
         accepted += read_config((const uint8_t*)buf, n) == 0;
     }
     printf("fuzz_hfconfig: %d seeds, %d refusals that must be, %d mutations (%d accepted), %d failed checks\n",
-           N_SEEDS, 5 * N_SEEDS, iters, accepted, g_failures);
+           N_SEEDS, 6 * N_SEEDS, iters, accepted, g_failures);
     return done();
 }
 #endif

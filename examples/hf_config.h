@@ -111,6 +111,41 @@ static int hf_must(hf_reader* r, const char* key, const char* const* ok, const c
     return hf_fail(r, "\"%s\" has a value the library does not compute (it has %s)", key, what);
 }
 
+/* The offset of the first byte of text that Python's json (transformers opens config.json as
+   UTF-8 text) would not read as cJSON does, or -1: a sequence that is not UTF-8, a control
+   character (below 0x20) inside a string or, other than tab, newline and return, between
+   tokens (cJSON's white space is any byte up to 0x20), or the escape \u0000 (json keeps the
+   NUL in the string, cJSON ends the string there: "llama\u0000x" would read as "llama"). */
+static long hf_unreadable(const unsigned char* t, size_t n) {
+    size_t i = 0;
+    int in_string = 0, escaped = 0;
+    while (i < n) {
+        const unsigned c = t[i];
+        size_t k, len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (!len || i + len > n) return (long)i;
+        for (k = 1; k < len; k++)
+            if ((t[i + k] >> 6) != 2) return (long)i;
+        if (len == 2 && c < 0xC2) return (long)i;                          /* overlong */
+        if (len == 3 && ((c == 0xE0 && t[i + 1] < 0xA0) || (c == 0xED && t[i + 1] >= 0xA0)))
+            return (long)i;                                                /* overlong, surrogate */
+        if (len == 4 && ((c == 0xF0 && t[i + 1] < 0x90) || c > 0xF4 || (c == 0xF4 && t[i + 1] >= 0x90)))
+            return (long)i;                                                /* overlong, > U+10FFFF */
+        if (c < 0x20 && (in_string || (c != '\t' && c != '\n' && c != '\r'))) return (long)i;
+        if (in_string) {
+            if (escaped) {
+                escaped = 0;
+                if (c == 'u' && i + 5 <= n && !memcmp(t + i + 1, "0000", 4)) return (long)i - 1;
+            }
+            else if (c == '\\') escaped = 1;
+            else if (c == '"') in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        }
+        i += len;
+    }
+    return -1;
+}
+
 /* the first key of object o that appears twice in it, or NULL */
 static const char* hf_twice(const cJSON* o) {
     const cJSON *a, *b;
@@ -136,6 +171,12 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
     r.err = err;
     r.n_err = n_err;
     if (st_read_file(path, &text, &len, err, n_err, NULL, NULL)) return 1;
+    if (hf_unreadable(text, len) >= 0) {
+        const long at = hf_unreadable(text, len);
+        free(text);
+        return hf_fail(&r, "byte %ld is not JSON text as transformers reads it (a control character, "
+                       "or not UTF-8)", at);
+    }
     {   /* one object, then only white space (cJSON alone stops at the object's end) */
         const char* end = NULL;
         root = cJSON_ParseWithLengthOpts((const char*)text, len, &end, 0);
@@ -179,6 +220,7 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
             goto done;
         d->n_heads = d->n_kv_heads = heads;
         if (!d->ffn.d_ff) d->ffn.d_ff = 4 * d->d_model; /* n_inner null: 4 n_embd, as GPT-2's code */
+        if (!d->norm.eps) d->norm.eps = (nb_real)1e-5;  /* GPT2Config's layer_norm_epsilon */
     } else {
         d->n_kv_heads = 0;
         const int qwen = !strncmp((*fam)->model_type, "qwen", 4);

@@ -3,7 +3,8 @@
    crash or sanitizer report; hf_config_read returns 0, or 1 with a message naming the file. What
    it promises is checked here by separate code (cJSON's parser and this file's own scans):
      - a file with text after its JSON object, or a key twice in its object, is refused (json
-       reads the first, keeps the last value: there is no agreeing reading);
+       reads the first, keeps the last value: there is no agreeing reading), and so is one with
+       a control character json refuses (cJSON takes them: found by libFuzzer);
      - an accepted file is one JSON object of a family nbimport names (model_type), its shape keys
        are positive integers equal to the description's (num_hidden_layers / n_layer, hidden_size
        / n_embd, num_attention_heads / n_head), its eps finite and above 0 in float, and the
@@ -18,7 +19,8 @@
        fuzz_hfconfig --write-seeds DIR   write the seed corpus
    The driver also checks that every seed is accepted and that the mutations which must be
    refused are: a key given twice, text after the object (NUL bytes too), an unknown key, a
-   value of another JSON type, an eps that underflows float. */
+   value of another JSON type, an eps that underflows float, a control character in a key, a
+   byte that is not UTF-8, an escaped NUL. */
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700 /* realpath, fsync: safetensors.h's writers */
 #define NORMBLOCKS_IMPLEMENTATION
@@ -120,6 +122,10 @@ static int read_config(const uint8_t* data, size_t size) {
     } else {
         const int gpt2 = fam && !strcmp(fam->model_type, "gpt2");
         const cJSON* mt = whole ? cJSON_GetObjectItemCaseSensitive(root, "model_type") : NULL;
+        size_t i;
+        int control = 0;
+        for (i = 0; i < size; i++) control |= data[i] < 0x20 && !strchr("\t\n\r", data[i]);
+        check(!control, "an accepted file has no control character but tab, newline and return");
         check(whole, "an accepted file is one object with no key twice and nothing after it");
         check(fam && cJSON_IsString(mt) && !strcmp(mt->valuestring, fam->model_type),
               "its family is its model_type");
@@ -205,6 +211,13 @@ static size_t must_refuse(const char* seed, int kind, char* out, size_t cap) {
         return (size_t)snprintf(out, cap, "%.*s, \"model_type\": \"llama\"}", (int)at, seed);
     case 1: /* text after the object */
         return (size_t)snprintf(out, cap, "%s x", seed);
+    case 6: /* a raw control character inside a key (cJSON reads "n_head\001x" as is; json
+               refuses it) */
+        return (size_t)snprintf(out, cap, "%.*s, \"vocab\001size\": 1}", (int)at, seed);
+    case 7: /* a byte that is not UTF-8 */
+        return (size_t)snprintf(out, cap, "%.*s, \"torch_dtype\": \"\377\"}", (int)at, seed);
+    case 8: /* an escaped NUL: json keeps it in the string, cJSON ends the string there */
+        return (size_t)snprintf(out, cap, "%.*s, \"vocab_size\\u0000x\": 1}", (int)at, seed);
     case 5: { /* NUL bytes after the object (found by libFuzzer: once read as white space) */
         const size_t n = strlen(seed);
         if (n + 3 > cap) return cap;
@@ -286,11 +299,11 @@ int main(int argc, char** argv) {
     for (k = 0; k < N_SEEDS; k++) {
         int kind;
         check(read_config((const uint8_t*)k_seeds[k], strlen(k_seeds[k])) == 0, "a seed is accepted");
-        for (kind = 0; kind < 6; kind++) {
+        for (kind = 0; kind < 9; kind++) {
             const size_t n = must_refuse(k_seeds[k], kind, buf, sizeof buf);
             char what[96];
-            snprintf(what, sizeof what, "seed %d, refusal kind %d (twice, after, unknown, type, eps, NUL)",
-                     k, kind);
+            snprintf(what, sizeof what, "seed %d, refusal kind %d (twice, after, unknown, type, eps, "
+                     "NUL, control, UTF-8, \\u0000)", k, kind);
             check(n < sizeof buf && read_config((const uint8_t*)buf, n) == 1, what);
         }
     }
@@ -299,7 +312,7 @@ int main(int argc, char** argv) {
         accepted += read_config((const uint8_t*)buf, n) == 0;
     }
     printf("fuzz_hfconfig: %d seeds, %d refusals that must be, %d mutations (%d accepted), %d failed checks\n",
-           N_SEEDS, 6 * N_SEEDS, iters, accepted, g_failures);
+           N_SEEDS, 9 * N_SEEDS, iters, accepted, g_failures);
     return done();
 }
 #endif

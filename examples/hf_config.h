@@ -165,17 +165,17 @@ static int hf_config_read(const char* path, nb_stack_desc* d, const hf_family** 
     hf_reader r;
     const cJSON *mt, *e;
     int i, rc = 1, heads = 0, head_dim = 0, bias = 0, gpt2;
+    long bad;
     memset(d, 0, sizeof *d);
     memset(&r, 0, sizeof r);
     r.path = path;
     r.err = err;
     r.n_err = n_err;
     if (st_read_file(path, &text, &len, err, n_err, NULL, NULL)) return 1;
-    if (hf_unreadable(text, len) >= 0) {
-        const long at = hf_unreadable(text, len);
+    if ((bad = hf_unreadable(text, len)) >= 0) {
         free(text);
         return hf_fail(&r, "byte %ld is not JSON text as transformers reads it (a control character, "
-                       "or not UTF-8)", at);
+                       "\\u0000, or not UTF-8)", bad);
     }
     {   /* one object, then only white space (cJSON alone stops at the object's end) */
         const char* end = NULL;

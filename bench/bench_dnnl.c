@@ -26,35 +26,78 @@ typedef struct gemm_shape {
 
 typedef struct mm_gemm {
     dnnl_primitive_t prim;
-    dnnl_memory_t a, b, c;
+    dnnl_memory_t a, b, c, packed;
     const char* impl;
 } mm_gemm;
 
 #define DNNL_OK(call) do { if ((call) != dnnl_success) { \
     fprintf(stderr, "bench_dnnl: %s failed\n", #call); exit(1); } } while (0)
 
-/* A matmul primitive for one shape and data type of the operands; transposes are strides. */
-static void mm_make(mm_gemm* g, dnnl_engine_t eng, const gemm_shape* s, dnnl_data_type_t dt,
-                      void* A, void* B, float* C) {
-    dnnl_memory_desc_t a_md, b_md, c_md;
+/* A matmul primitive for one shape and data type of the operands; transposes are strides.
+   Variants (the engine choice, NBD_VARIANTS=1): packed, B in the layout oneDNN prefers
+   (format_tag_any: a weight reordered once, outside the timing, as a weight packed once per
+   optimizer step would be); dst_dt, the output's type; sum, C += op(A) op(B) (the backward's
+   dW accumulation). */
+typedef struct mm_variant { int packed, sum; dnnl_data_type_t dst_dt; } mm_variant;
+static void mm_make_v(mm_gemm* g, dnnl_engine_t eng, dnnl_stream_t st, const gemm_shape* s,
+                      dnnl_data_type_t dt, void* A, void* B, void* C, mm_variant v) {
+    dnnl_memory_desc_t a_md, b_md, b_plain, c_md;
     dnnl_dims_t ad = {s->M, s->K}, bd = {s->K, s->N}, cd = {s->M, s->N};
     dnnl_matmul_desc_t md;
     dnnl_primitive_desc_t pd;
+    dnnl_primitive_attr_t attr;
+    dnnl_post_ops_t po;
     DNNL_OK(dnnl_memory_desc_init_by_tag(&a_md, 2, ad, dt, s->ta ? dnnl_ba : dnnl_ab));
-    DNNL_OK(dnnl_memory_desc_init_by_tag(&b_md, 2, bd, dt, s->tb ? dnnl_ba : dnnl_ab));
-    DNNL_OK(dnnl_memory_desc_init_by_tag(&c_md, 2, cd, dnnl_f32, dnnl_ab));
+    DNNL_OK(dnnl_memory_desc_init_by_tag(&b_plain, 2, bd, dt, s->tb ? dnnl_ba : dnnl_ab));
+    DNNL_OK(dnnl_memory_desc_init_by_tag(&b_md, 2, bd, dt,
+                                         v.packed ? dnnl_format_tag_any : (s->tb ? dnnl_ba : dnnl_ab)));
+    DNNL_OK(dnnl_memory_desc_init_by_tag(&c_md, 2, cd, v.dst_dt, dnnl_ab));
     DNNL_OK(dnnl_matmul_desc_init(&md, &a_md, &b_md, NULL, &c_md));
-    DNNL_OK(dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL));
+    DNNL_OK(dnnl_primitive_attr_create(&attr));
+    if (v.sum) {
+        DNNL_OK(dnnl_post_ops_create(&po));
+        DNNL_OK(dnnl_post_ops_append_sum(po, 1.0f));
+        DNNL_OK(dnnl_primitive_attr_set_post_ops(attr, po));
+        dnnl_post_ops_destroy(po);
+    }
+    DNNL_OK(dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL));
+    dnnl_primitive_attr_destroy(attr);
     DNNL_OK(dnnl_primitive_create(&g->prim, pd));
     DNNL_OK(dnnl_memory_create(&g->a, &a_md, eng, A));
-    DNNL_OK(dnnl_memory_create(&g->b, &b_md, eng, B));
     DNNL_OK(dnnl_memory_create(&g->c, &c_md, eng, C));
+    g->packed = NULL;
+    if (v.packed) { /* reorder B once into the primitive's own layout */
+        const dnnl_memory_desc_t* want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        dnnl_memory_t plain;
+        dnnl_primitive_desc_t rpd;
+        dnnl_primitive_t re;
+        dnnl_exec_arg_t args[2];
+        DNNL_OK(dnnl_memory_create(&g->b, want, eng, DNNL_MEMORY_ALLOCATE));
+        DNNL_OK(dnnl_memory_create(&plain, &b_plain, eng, B));
+        DNNL_OK(dnnl_reorder_primitive_desc_create(&rpd, &b_plain, eng, want, eng, NULL));
+        DNNL_OK(dnnl_primitive_create(&re, rpd));
+        args[0].arg = DNNL_ARG_FROM; args[0].memory = plain;
+        args[1].arg = DNNL_ARG_TO; args[1].memory = g->b;
+        DNNL_OK(dnnl_primitive_execute(re, st, 2, args));
+        DNNL_OK(dnnl_stream_wait(st));
+        dnnl_primitive_destroy(re);
+        dnnl_primitive_desc_destroy(rpd);
+        dnnl_memory_destroy(plain);
+        g->packed = g->b;
+    } else {
+        DNNL_OK(dnnl_memory_create(&g->b, &b_plain, eng, B));
+    }
     DNNL_OK(dnnl_primitive_desc_destroy(pd));
     {   /* the implementation's name, from the primitive's own copy of its descriptor */
         const_dnnl_primitive_desc_t own;
         DNNL_OK(dnnl_primitive_get_primitive_desc(g->prim, &own));
         DNNL_OK(dnnl_primitive_desc_query(own, dnnl_query_impl_info_str, 0, &g->impl));
     }
+}
+static void mm_make(mm_gemm* g, dnnl_engine_t eng, dnnl_stream_t st, const gemm_shape* s,
+                    dnnl_data_type_t dt, void* A, void* B, float* C) {
+    const mm_variant plain = {0, 0, dnnl_f32};
+    mm_make_v(g, eng, st, s, dt, A, B, C, plain);
 }
 
 static void mm_run(const mm_gemm* g, dnnl_stream_t st) {
@@ -75,6 +118,62 @@ static uint16_t to_bf16(float x) { /* round to nearest even; the data here is fi
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* The bf16 matmul's variants on the same shapes (NBD_VARIANTS=1), GFLOP/s: plain (as above),
+   B packed (fwd and dX, whose B is a weight), a bf16 output, and C += (the dW accumulation); on
+   the main table's data, or (NBD_DATA=pattern) on short repeating values. */
+static void variants(const gemm_shape* sh, dnnl_engine_t eng, dnnl_stream_t st, int reps) {
+    static const char* const name[4] = {"plain", "packed_B", "bf16_dst", "sum"};
+    const int pattern = getenv("NBD_DATA") && !strcmp(getenv("NBD_DATA"), "pattern");
+    double tot[4] = {0, 0, 0, 0}, flops = 0;
+    int i, k, r;
+    printf("# oneDNN bf16 variants, GFLOP/s (median of %d; %s data)\n%-8s %9s %9s %9s %9s  implementation of "
+           "each\n", reps, pattern ? "patterned" : "the same normal", "gemm", name[0], name[1], name[2], name[3]);
+    for (i = 0; i < 12; i++) {
+        const gemm_shape* s = &sh[i];
+        const size_t na = (size_t)s->M * s->K, nb = (size_t)s->K * s->N, nc = (size_t)s->M * s->N;
+        uint16_t *A16 = (uint16_t*)malloc(na * 2), *B16 = (uint16_t*)malloc(nb * 2);
+        float* C = nbb_alloc(nc);
+        double* t = (double*)malloc(sizeof(double) * (size_t)reps), gf[4];
+        const double fl = 2.0 * s->M * s->N * s->K;
+        const char* impl[4] = {"", "", "", ""};
+        if (pattern) { /* NBD_DATA=pattern: short repeating values (AMX ran 2x faster on these) */
+            for (k = 0; k < (int)na; k++) A16[k] = to_bf16((float)((k * 37 % 101) - 50) / 64.0f);
+            for (k = 0; k < (int)nb; k++) B16[k] = to_bf16((float)((k * 53 % 97) - 48) / 64.0f);
+        } else { /* the main table's draws */
+            float* f = nbb_alloc(na > nb ? na : nb);
+            nb_fill_normal(f, na, 1, 3, (unsigned long long)i + 1);
+            for (k = 0; k < (int)na; k++) A16[k] = to_bf16(f[k]);
+            nb_fill_normal(f, nb, 1, 3, (unsigned long long)i + 100);
+            for (k = 0; k < (int)nb; k++) B16[k] = to_bf16(f[k]);
+            free(f);
+        }
+        for (k = 0; k < (int)nc; k++) C[k] = 0;
+        for (k = 0; k < 4; k++) {
+            mm_variant v = {k == 1, k == 3, k == 2 ? dnnl_bf16 : dnnl_f32};
+            mm_gemm g;
+            gf[k] = 0;
+            if (k == 1 && s->ta) continue; /* dW: B is an activation, not packed once */
+            mm_make_v(&g, eng, st, s, dnnl_bf16, A16, B16, C, v);
+            impl[k] = g.impl;
+            for (r = -1; r < reps; r++) {
+                const double t0 = nbb_now();
+                mm_run(&g, st);
+                if (r >= 0) t[r] = nbb_now() - t0;
+            }
+            gf[k] = fl / nbb_median(t, reps) * 1e-9;
+            tot[k] += nbb_median(t, reps);
+            mm_free(&g);
+        }
+        flops += fl;
+        printf("%-8s %9.1f %9.1f %9.1f %9.1f  %s / %s / %s / %s\n", s->what, gf[0], gf[1], gf[2],
+               gf[3], impl[0], impl[1], impl[2], impl[3]);
+        free(A16); free(B16); free(C); free(t);
+    }
+    printf("%-8s %9.1f %9s %9.1f %9.1f  (ms: %.1f, packed fwd+dX only %.1f, %.1f, %.1f)\n", "all 12",
+           flops / tot[0] * 1e-9, "-", flops / tot[2] * 1e-9, flops / tot[3] * 1e-9, 1e3 * tot[0],
+           1e3 * tot[1], 1e3 * tot[2], 1e3 * tot[3]);
 }
 
 int main(int argc, char** argv) {
@@ -123,8 +222,8 @@ int main(int argc, char** argv) {
         nb_fill_normal(Bm, nb, 1, 3, (unsigned long long)i + 100);
         for (k = 0; k < (int)na; k++) A16[k] = to_bf16(A[k]);
         for (k = 0; k < (int)nb; k++) B16[k] = to_bf16(Bm[k]);
-        mm_make(&g32, eng, s, dnnl_f32, A, Bm, C);
-        mm_make(&g16, eng, s, dnnl_bf16, A16, B16, C);
+        mm_make(&g32, eng, st, s, dnnl_f32, A, Bm, C);
+        mm_make(&g16, eng, st, s, dnnl_bf16, A16, B16, C);
         for (k = 0; k < 4; k++) {
             for (r = -1; r < reps; r++) { /* r = -1: warm-up */
                 const int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
@@ -153,6 +252,7 @@ int main(int argc, char** argv) {
     printf("RESULT kind=dnnl B=%d T=%d d=%d threads=%d reps=%d openblas_ms=%.3f dnnl_f32_ms=%.3f "
            "dnnl_bf16_ms=%.3f emulated_ms=%.3f core=%s\n", B, T, d, nt, reps, 1e3 * tot[0],
            1e3 * tot[1], 1e3 * tot[2], 1e3 * tot[3], nbb_corename());
+    if (getenv("NBD_VARIANTS")) variants(sh, eng, st, reps);
     dnnl_stream_destroy(st);
     dnnl_engine_destroy(eng);
     return 0;

@@ -8,6 +8,9 @@
 #   # then on the device (carry build-device/nb.tar.xz; one call, ~6-9 minutes at 16 cores):
 #   bash bench/device.sh build-device/nb.tar.xz [THREADS]     # or the unpacked folder
 #   PARTS="train torch" bash bench/device.sh ...               # some parts (two calls fit 10 min)
+#   (bundle the bf16 tests too to run the part "tests": build/tests/test_backend,
+#    test_block_fixtures_bf16, test_primitives, test_stack; they read tests/fixtures)
+#   STEPS=6 MODELS="512 4 8" COMPILE=0 BATCHES="8 32" ...     # a shorter run
 # Prints the CPU's matrix flags, the GEMM engines (bench_dnnl), the Pre-Norm block in float32
 # and bf16 (the timed default and the portable path) with the profile of each, the training
 # step (d=512 L=4 and d=1024 L=2; float32, bf16, auto, with --profile) at 1 and THREADS threads
@@ -22,38 +25,61 @@ fi
 NT=${2:-$(nproc)}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
-RUN="$B/run"
-PARTS=" ${PARTS:-gemm block train torch} "
+# the bundle's run script makes OpenMP wait passively; this host is dedicated, so the programs
+# choose (on idle CPUs the runtime's spin-then-sleep default, as PyTorch runs) unless WAIT=PASSIVE
+# or ACTIVE is given
+RUN=nbrun
+nbrun() {
+  local p=$1; shift
+  env ${WAIT:+OMP_WAIT_POLICY=$WAIT} "$B/lib/$(ls "$B/lib" | grep -m1 '^ld-linux')" --library-path "$B/lib" "$B/bin/$p" "$@"
+}
+PARTS=" ${PARTS:-tests gemm block train torch} "
+STEPS=${STEPS:-12}
+MODELS=${MODELS:-512 4 8,1024 2 16}
+BATCHES=${BATCHES:-8 32}
+COMPILE=${COMPILE:-1} # 0: no torch.compile row (its compilation takes a minute or more)
 part() { case "$PARTS" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-export OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+export OPENBLAS_NUM_THREADS=1
+unset OMP_WAIT_POLICY
 if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
 
 echo "=== host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) CPUs; matrix flags:" \
      "$(grep -o -w -E 'amx_bf16|amx_tile|amx_int8|avx512_bf16|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "=== OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; $("$PY" -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -1)"
+echo "=== kernel $(uname -r); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset};" \
+     "$("$PY" -c 'import torch; c = getattr(torch.backends, "cpu", None); print("torch", torch.__version__, "cpu capability", c.get_cpu_capability() if c else "?")' 2>&1 | tail -1)"
+
+# the bf16 paths' tests on this host (a matrix kernel the build host lacks runs here)
+part tests && for t in test_backend test_block_fixtures_bf16 test_primitives test_stack; do
+  [ -x "$B/bin/$t" ] || { echo "--- $t: not bundled"; continue; }
+  s=$(date +%s.%N)
+  "$RUN" "$t" "$ROOT/tests/fixtures" >/tmp/nb_$t.log 2>&1
+  rc=$?
+  echo "--- $t rc=$rc ($(awk "BEGIN{print $(date +%s.%N) - $s}") s): $(tail -1 /tmp/nb_$t.log)"
+  grep -E 'resolves to|skip|FAIL' /tmp/nb_$t.log | head -8
+done
 
 part gemm && echo "=== GEMM engines: the block's 12 linear GEMMs (bench_dnnl B T d THREADS REPS)"
 part gemm && for t in 1 "$NT"; do OMP_NUM_THREADS=$t "$RUN" bench_dnnl 8 256 512 "$t" 3 | grep -E '^(gemm|all|RESULT)'; done
 
 part block && echo "=== Pre-Norm block (8,256,512,8): float32, bf16 timed default, bf16 portable"
 part block && for t in 1 "$NT"; do
-  for cfg in "NBB_X=0" "NBB_BF16=1" "NBB_BF16=1 NBB_BACKEND=blas"; do
-    env $cfg "$RUN" bench_block pre 8 256 512 8 "$t" 5 2>&1 |
-      grep -E 'kernels|normblocks|GEMMs alone|non-GEMM|where the time' | sed 's/: d_ff=.*//'
+  for cfg in "NBB_X=0" "NBB_BF16=1 NBB_BF16_WEIGHTS=1" "NBB_BF16=1 NBB_BF16_WEIGHTS=1 NBB_BACKEND=blas"; do
+    (export $cfg; "$RUN" bench_block pre 8 256 512 8 "$t" 5 2>&1 |
+      grep -E 'kernels|normblocks|GEMMs alone|non-GEMM|where the time' | sed 's/: d_ff=.*//')
   done
 done
 
 part train && echo "=== training step (train --profile): tok/s and where the time goes"
-part train && for m in "512 4 8" "1024 2 16"; do
+part train && echo "$MODELS" | tr ',' '\n' | while read -r m; do
   set -- $m
-  for b in 8 32; do
+  for b in $BATCHES; do
     for t in 1 "$NT"; do
       for p in fp32 bf16 auto; do
         [ "$b" = 32 ] && [ "$p" = auto ] && continue
-        steps=12; [ "$b" = 32 ] && steps=6
+        steps=$STEPS; [ "$b" = 32 ] && steps=$(( (STEPS + 1) / 2 ))
         echo "--- d=$1 L=$2 H=$3 B=$b threads=$t --precision $p"
         "$RUN" train --d "$1" --layers "$2" --heads "$3" --seq 128 --batch "$b" --steps $steps \
-          --warmup 3 --log-every 100000 --eval-batches 1 --threads "$t" --precision "$p" \
+          --warmup 3 --log-every 100000 --eval-batches 1 --eval-problems 1 --threads "$t" --precision "$p" \
           --profile 2>&1 | grep -E '^(kernels|precision auto|throughput|profile)|^  [A-Za-z(]'
       done
     done
@@ -61,12 +87,13 @@ part train && for m in "512 4 8" "1024 2 16"; do
 done
 
 part torch && echo "=== PyTorch, the same model and step (bench_train_torch.py)"
-part torch && for m in "512 4 8" "1024 2 16"; do
+part torch && echo "$MODELS" | tr ',' '\n' | while read -r m; do
   set -- $m
   for t in 1 "$NT"; do
     for extra in "" "--bf16" "--fp32-bf16-matmul" "--bf16 --compile"; do
+      case "$COMPILE$extra" in 0*--compile) continue ;; esac
       "$PY" "$ROOT/bench/bench_train_torch.py" --d "$1" --layers "$2" --heads "$3" --seq 128 \
-        --batch 8 --threads "$t" --steps 8 --warmup 3 $extra 2>&1 | grep -E '^(# torch|torch_train)' |
+        --batch 8 --threads "$t" --steps "$STEPS" --warmup 3 $extra 2>&1 | grep -E '^(# torch|torch_train)' |
         tail -2
     done
   done

@@ -81,8 +81,11 @@ static void print_setup(const config* c, const dataset* ds, double unigram) {
     say("BLAS: %s\n", nb_blas_threads() ? "cblas" : "none");
 #endif
     if (tuned_env_set() & TUNE_WAIT)
-        say("OpenMP: passive waiting (set by train: spinning threads collapse when another process competes "
-            "for the cores; export OMP_WAIT_POLICY=ACTIVE to spin)\n");
+        say("OpenMP: passive waiting (set by train: another task was running at the start, and spinning threads "
+            "collapse when another process competes for the cores; export OMP_WAIT_POLICY=ACTIVE to spin)\n");
+    else if (tuned_wait_idle())
+        say("OpenMP: the runtime's default waiting, spin then sleep (chosen by train: the CPUs were idle at the "
+            "start; export OMP_WAIT_POLICY=PASSIVE on a machine shared with busy processes)\n");
     else if (getenv("OMP_WAIT_POLICY")) say("OpenMP: OMP_WAIT_POLICY=%s, as exported\n", getenv("OMP_WAIT_POLICY"));
     else say("OpenMP: the runtime's default waiting (GOMP_SPINCOUNT as exported)\n");
     if (nb_blas_threads() > 1)

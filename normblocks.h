@@ -1746,6 +1746,36 @@ static void nb__split(int n, int nt, int t, int* lo, int* hi) {
     *hi = *lo + base + (t < rem ? 1 : 0);
 }
 
+/* x[0, n) = 0 on ctx's team in 4096-value chunks (a memset runs on one thread: at 16 threads
+   the backward's zeroing of a layer's gradients was a serial pass of ~13 MB). */
+static void nb__zero(nb_ctx* ctx, nb_real* x, size_t n) {
+    const int chunks = (int)((n + 4095) / 4096);
+    if (n < (size_t)NB__PAR_MIN * 8 || nb_num_threads(ctx) < 2) {
+        memset(x, 0, n * sizeof *x);
+        return;
+    }
+    NB__OMP(parallel num_threads(nb_num_threads(ctx)))
+    {
+        int lo, hi;
+        nb__split(chunks, omp_get_num_threads(), omp_get_thread_num(), &lo, &hi);
+        if (hi > lo) {
+            const size_t a = (size_t)lo * 4096, b = (size_t)hi * 4096 < n ? (size_t)hi * 4096 : n;
+            memset(x + a, 0, (b - a) * sizeof *x);
+        }
+    }
+}
+
+/* dst[r][0, w) = src[r][0, w) for rows r < rows of stride ld, on ctx's team */
+static void nb__copy_cols(nb_ctx* ctx, nb_real* dst, const nb_real* src, int rows, int w,
+                          int ld) {
+    int r;
+    (void)ctx; /* without OpenMP */
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((long long)rows * w >= NB__PAR_MIN))
+    for (r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * ld, src + (size_t)r * ld, (size_t)w * sizeof(nb_real));
+}
+
 /* In a parallel region: this thread's share [*lo, *hi) of `rows` (static, as nb__split); thread
    0 stores the team size in *used, the number of partial-sum blocks to reduce afterwards.
    Returns the thread number. */
@@ -4037,19 +4067,12 @@ static nb_result nb__qkv_norms_fwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb
                                m->raw + off, P, NULL, BT, w, NULL);
             if (rc) return rc;
         } else { /* an unnormalized slice is used as projected */
-            int r;
-            for (r = 0; r < BT; r++)
-                memcpy(m->qkv + (size_t)r * P + off, m->raw + (size_t)r * P + off,
-                       (size_t)w * sizeof(nb_real));
+            nb__copy_cols(ctx, m->qkv + off, m->raw + off, BT, w, P);
         }
     }
-    if (m->sig) { /* the gate logits too: sig has them, but the bf16 copy reads all */
-        int r;
-        for (r = 0; r < BT; r++)
-            memcpy(m->qkv + (size_t)r * P + P - pl->gate_width,
-                   m->raw + (size_t)r * P + P - pl->gate_width,
-                   (size_t)pl->gate_width * sizeof(nb_real));
-    }
+    if (m->sig) /* the gate logits too: sig has them, but the bf16 copy reads all */
+        nb__copy_cols(ctx, m->qkv + P - pl->gate_width, m->raw + P - pl->gate_width, BT,
+                      pl->gate_width, P);
     nb__trace(ctx, "qkv_normed", m->qkv, BT, P);
     return NB_OK;
 }
@@ -4177,7 +4200,7 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     if ((pl->desc.attn.bias & NB_ATTN_BIAS_OUT) && /* db_o += dout^T 1 */
         (rc = nb__bias_grad(ctx, g->b_o, dout, BT, d, m.ones)))
         return rc;
-    memset(m.dqkv, 0, (size_t)BT * P * sizeof(nb_real));
+    nb__zero(ctx, m.dqkv, (size_t)BT * P);
     if (m.sig) nb__gate_bwd(ctx, pl, m.dc, m.c, m.sig, m.dqkv, BT); /* dC, dG from dC' */
     if (nb__site_on(pl, 3)) {                                             /* dO = Nc'(dC), in place */
         rc = nb__site_norm(ctx, pl, 3, p, g, m.dc, d, m.stat[3], m.o, d, m.dc, BT, d, m.partials);
@@ -7913,11 +7936,10 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
 /* Tensors [t0, t0 + n) of the table are about to get their gradients: with
    param_grads = OVERWRITE they start from zero here, right before the backward that writes them
    (the range is then in cache; this replaces the trainer's zeroing pass, it adds none). */
-static void nb__grads_start(const nb_stack* s, nb_real* grads, int t0, int n) {
+static void nb__grads_start(nb_ctx* ctx, const nb_stack* s, nb_real* grads, int t0, int n) {
     int t;
     if (s->desc.run.param_grads != NB_GRAD_OVERWRITE) return;
-    for (t = t0; t < t0 + n; t++)
-        memset(grads + s->tensors[t].offset, 0, s->tensors[t].count * sizeof *grads);
+    for (t = t0; t < t0 + n; t++) nb__zero(ctx, grads + s->tensors[t].offset, s->tensors[t].count);
 }
 /* Tensors [t0, t0 + n) are final: one grads_ready call per run of tensors contiguous in the
    buffer (a whole layer in the stack's own layout, as before layouts existed). */
@@ -7980,7 +8002,7 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
        directly (no copies); din may be dout: a layer reads dout before it writes din. */
     top_is_dout = nb__topo(s)->direct_io && !nb__top_on(s, NB__LNF);
     into_din = nb__topo(s)->direct_io && !nb__top_on(s, NB__EMBED) && !din_acc && !tp.es;
-    nb__grads_start(s, grads, top0, n_top);
+    nb__grads_start(ctx, s, grads, top0, n_top);
     if ((rc = nb__topo(s)->out_bwd(&r, &tp, &tg, cur, dout))) return rc;
     nb__grads_ready(ctx, s, -1, top0, n_top);
     for (l = L - 1; l >= 0; l--) {
@@ -7994,7 +8016,7 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
         }
         if (l == L - 1 && top_is_dout) d[0] = dout;
         if (l == 0 && into_din) o[0] = din;
-        nb__grads_start(s, grads, s->layers[l].tensor0, s->layers[l].n_tensors);
+        nb__grads_start(ctx, s, grads, s->layers[l].tensor0, s->layers[l].n_tensors);
         if ((rc = nb__layer_bwd(&r, l, params, grads, o, d, i, cache))) return rc;
         nb__grads_ready(ctx, s, l, s->layers[l].tensor0, s->layers[l].n_tensors);
         nb__trace_streams(&r, l, nb__topo(s)->dx_trace, "grad_x_in", o);
@@ -8008,7 +8030,7 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
         if (din_acc) nb__lin(&r, din, 1, cur[0], 1, din);
         else nb__copy(&r, din, cur[0]);
     } else {
-        nb__grads_start(s, grads, 0, s->layers[0].tensor0);
+        nb__grads_start(ctx, s, grads, 0, s->layers[0].tensor0);
         if ((rc = nb__embed_bwd(&r, &tp, &tg, din, cur[0], nxt[0], din_acc))) return rc;
         nb__grads_ready(ctx, s, -1, 0, s->layers[0].tensor0);
     }

@@ -865,6 +865,35 @@ static void threads_large(nbt_rng* rng) {
         }
 }
 
+/* The backward's zeroing on the team (param_grads OVERWRITE zeroes each tensor right before its
+   gradient, and the attention's dQ|K|V scratch is zeroed, in 4096-value chunks on the threads
+   once a buffer holds 128 Ki values): d = 256 makes W_qkv 196608 values and B*T*3d = 196608,
+   so both take the threaded path on 2 threads. Overwriting a buffer full of NaN must give the
+   bits of accumulating into zeros on the same thread count (a chunk left unzeroed keeps NaN). */
+static void team_zeroing(nbt_rng* rng) {
+    nb_stack_desc d = base_desc(NB_PRESET_PRE, 1);
+    run a, b;
+    nbt_rng keep = *rng;
+    size_t k;
+    d.d_model = 256; d.n_heads = 4; d.n_kv_heads = 4; d.ffn.d_ff = 64;
+    nbt_check(setup(&a, &d, 2, 128, rng, 2), "team zeroing: setup");
+    *rng = keep;
+    d.run.param_grads = NB_GRAD_OVERWRITE;
+    nbt_check(setup(&b, &d, 2, 128, rng, 2), "team zeroing: setup (OVERWRITE)");
+    nbt_check(a.s.tensors[0].count >= 131072 || a.s.tensors[1].count >= 131072,
+              "team zeroing: a tensor large enough for the threaded path");
+    nbt_check(grads(&a), "team zeroing: backward accumulating into zeros");
+    loss(&b);
+    for (k = 0; k < b.s.n_params; k++) b.grads[k] = (nb_real)NAN;
+    nbt_check(nb_stack_backward(&b.ctx, &b.s, b.params, b.grads, b.din, b.dout, b.B, b.T,
+                                b.cache, b.scratch) == NB_OK, "team zeroing: backward OVERWRITE");
+    nbt_same_bits("team zeroing: OVERWRITE over NaN = accumulating into zeros (2 threads)",
+                  b.grads, a.grads, a.s.n_params);
+    nbt_same_bits("team zeroing: the same input gradient", b.din, a.din,
+                  (size_t)2 * 128 * d.d_model);
+    teardown(&a); teardown(&b);
+}
+
 /* Without final and embedding norms the stack backward reads dout and writes din directly:
    din == dout (in place) must give the gradients of separate buffers, with one layer (which
    reads dout and writes din) and two, and with the final norm on. */
@@ -2358,6 +2387,7 @@ int main(void) {
     siamese_degenerate(&rng);
     side_by_side_and_threads(&rng);
     threads_large(&rng);
+    team_zeroing(&rng);
     in_place_backward(&rng);
     grads_ready_hook(&rng);
     table_and_init(&rng);

@@ -2823,6 +2823,10 @@ static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const nb_real* x, int 
 
 #define NB__BF16(plan) ((plan)->desc.gemm.precision == NB_PRECISION_BF16)
 
+/* A sublayer backward's options: dx added to (the public accumulate_dx), and the weight
+   matrices' gradients written instead of added to (a stack that would have zeroed them) */
+enum { NB__BWD_ACC_DX = 1, NB__BWD_WRITE_DW = 2 };
+
 /* One GEMM on the calling thread: float32, or bf16 numerics when bf16 (or an operand is
    half). */
 static void nb__gemm1(int bf16, int M, int N, int K, nb_real alpha, nb__mat A, nb__mat B,
@@ -4164,8 +4168,10 @@ static nb_result nb__attn_cache_ok(nb_ctx* ctx, const char* fn, const nb_attn_pl
 static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                               nb_attn_params* g, nb_real* dx, const nb_real* dout,
                               const nb_real* x, int B, int T, const nb_real* cache,
-                              nb_real* scratch, int accumulate_dx, const nb__vres* vr) {
+                              nb_real* scratch, int opts, const nb__vres* vr) {
     const char* const fn = "nb_attn_backward";
+    const int accumulate_dx = opts & NB__BWD_ACC_DX;
+    const nb_real dw_beta = opts & NB__BWD_WRITE_DW ? 0 : 1;
     const nb_attn_plan* pl = plan;
     nb__attn_mem m;
     double t0;
@@ -4193,9 +4199,9 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     if ((rc = nb__gemm(ctx, fn, pl->mm, bf, BT, d, d, 1, nb__op(dout, m.dout16, d, 0),
                        nb__op(p->w_o, m.wo16, d, 0), 0, m.dc, d)))
         return rc;
-    /* dW_o += dout^T C' */
+    /* dW_o += dout^T C' (or = with NB__BWD_WRITE_DW, as for dW_qkv) */
     if ((rc = nb__gemm(ctx, fn, pl->mm, bf, d, d, BT, 1, nb__op(dout, m.dout16, d, 1),
-                       nb__op(m.cg, m.c16, d, 0), 1, g->w_o, d)))
+                       nb__op(m.cg, m.c16, d, 0), dw_beta, g->w_o, d)))
         return rc;
     if ((pl->desc.attn.bias & NB_ATTN_BIAS_OUT) && /* db_o += dout^T 1 */
         (rc = nb__bias_grad(ctx, g->b_o, dout, BT, d, m.ones)))
@@ -4227,7 +4233,7 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     /* dW_qkv */
     if (bf) nb__to_bf16(ctx, m.dqkv16, m.dqkv, BT, P, P);
     if ((rc = nb__gemm(ctx, fn, pl->mm, bf, P, d, BT, 1, nb__op(m.dqkv, m.dqkv16, P, 1),
-                       nb__op(x, m.x16, d, 0), 1, g->w_qkv, d)))
+                       nb__op(x, m.x16, d, 0), dw_beta, g->w_qkv, d)))
         return rc;
     if ((pl->desc.attn.bias & NB_ATTN_BIAS_QKV) && /* of the raw projection, before the norms */
         (rc = nb__bias_grad(ctx, g->b_qkv, m.dqkv, BT, P, m.ones)))
@@ -4241,7 +4247,8 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
                                  nb_attn_params* g, nb_real* dx, const nb_real* dout,
                                  const nb_real* x, int B, int T, const nb_real* cache,
                                  nb_real* scratch, int accumulate_dx) {
-    return nb__attn_bwd(ctx, plan, p, g, dx, dout, x, B, T, cache, scratch, accumulate_dx, NULL);
+    return nb__attn_bwd(ctx, plan, p, g, dx, dout, x, B, T, cache, scratch,
+                        accumulate_dx ? NB__BWD_ACC_DX : 0, NULL);
 }
 
 /* The per-(batch, head, tile) records of nb__attn_core_forward, reduced in a fixed order */
@@ -4581,11 +4588,12 @@ static void nb__ffn_act_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_
     }
 }
 
-NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
-                                nb_ffn_params* g, nb_real* dx, const nb_real* dout,
-                                const nb_real* x, int B, int T, const nb_real* cache,
-                                nb_real* scratch, int accumulate_dx) {
+static nb_result nb__ffn_bwd(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
+                             nb_ffn_params* g, nb_real* dx, const nb_real* dout,
+                             const nb_real* x, int B, int T, const nb_real* cache,
+                             nb_real* scratch, int opts) {
     const char* const fn = "nb_ffn_backward";
+    const nb_real dw_beta = opts & NB__BWD_WRITE_DW ? 0 : 1;
     nb_result rc = nb__ffn_check_call(ctx, fn, plan, p, B, T, "dx dout cache scratch", dx, dout,
                                       cache, scratch);
     int d, f, W, BT, bf;
@@ -4609,21 +4617,28 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
     if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, f, d, 1, nb__op(dout, m.dout16, d, 0),
                        nb__op(p->w_out, m.w_out16, f, 0), 0, m.da, f)))
         return rc;
-    /* dW_out += dout^T a */
+    /* dW_out += dout^T a (= with NB__BWD_WRITE_DW, as dW_in) */
     if ((rc = nb__gemm(ctx, fn, plan->mm, bf, d, f, BT, 1, nb__op(dout, m.dout16, d, 1),
-                       nb__op(m.a, m.a16, f, 0), 1, g->w_out, f)))
+                       nb__op(m.a, m.a16, f, 0), dw_beta, g->w_out, f)))
         return rc;
     if (g->b_out && (rc = nb__bias_grad(ctx, g->b_out, dout, BT, d, m.ones))) return rc;
     nb__ffn_act_backward(ctx, plan, p, &m, BT);
     if (m.e && (rc = nb__bias_grad(ctx, g->in_scale, m.e, BT, W, m.ones))) return rc;
     /* dW_in += dh^T x */
     if ((rc = nb__gemm(ctx, fn, plan->mm, bf, W, d, BT, 1, nb__op(m.dh, m.dh16, W, 1),
-                       nb__op(x, m.x16, d, 0), 1, g->w_in, d)))
+                       nb__op(x, m.x16, d, 0), dw_beta, g->w_in, d)))
         return rc;
     if (g->b_in && (rc = nb__bias_grad(ctx, g->b_in, m.dh, BT, W, m.ones))) return rc;
     /* dx = dh W_in */
     return nb__gemm(ctx, fn, plan->mm, bf, BT, d, W, 1, nb__op(m.dh, m.dh16, W, 0),
-                    nb__op(p->w_in, m.w_in16, d, 0), accumulate_dx ? 1 : 0, dx, d);
+                    nb__op(p->w_in, m.w_in16, d, 0), opts & NB__BWD_ACC_DX ? 1 : 0, dx, d);
+}
+NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
+                                nb_ffn_params* g, nb_real* dx, const nb_real* dout,
+                                const nb_real* x, int B, int T, const nb_real* cache,
+                                nb_real* scratch, int accumulate_dx) {
+    return nb__ffn_bwd(ctx, plan, p, g, dx, dout, x, B, T, cache, scratch,
+                       accumulate_dx ? NB__BWD_ACC_DX : 0);
 }
 
 /* ---- parameter layout ----------------------------------------------------------------------- */
@@ -6271,6 +6286,9 @@ typedef struct nb__run {         /* what every layer function needs for one call
     int B, T, rows;              /* rows = B*T */
     size_t n;                    /* rows * d */
     nb__stack_mem sc;            /* stack-level cache and scratch */
+    int write_dw;                /* nb_stack_backward with param_grads OVERWRITE: the weight
+                                    matrices' gradients are written by their dW GEMMs (beta 0),
+                                    not zeroed first and added to */
 } nb__run;
 
 /* Block norm (width d) forward; stats: rstd[rows] then mean[rows] for LayerNorm. */
@@ -6437,13 +6455,13 @@ static nb_result nb__branch_bwd(nb__run* r, int l, int k, const nb__layer_tensor
                                 nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dh,
                                 const nb_real* df, const nb_real* h, int accumulate) {
     nb__vres vbuf;
+    const int opts = (accumulate ? NB__BWD_ACC_DX : 0) | (r->write_dw ? NB__BWD_WRITE_DW : 0);
     nb__trace_layer(r, l, k, "grad_out", df);
     if (k == 0)
         return nb__attn_bwd(r->ctx, &r->s->layers[l].attn, &p->attn, &g->attn, dh, df, h, r->B,
-                            r->T, c->acache, r->sc.sub, accumulate,
-                            nb__vres_of(r, l, p, g, c, &vbuf));
-    return nb_ffn_backward(r->ctx, &r->s->ffn, &p->ffn, &g->ffn, dh, df, h, r->B, r->T,
-                           c->fcache, r->sc.sub, accumulate);
+                            r->T, c->acache, r->sc.sub, opts, nb__vres_of(r, l, p, g, c, &vbuf));
+    return nb__ffn_bwd(r->ctx, &r->s->ffn, &p->ffn, &g->ffn, dh, df, h, r->B, r->T, c->fcache,
+                       r->sc.sub, opts);
 }
 
 static nb_result nb__finite(nb__run* r, const nb_real* x, size_t n, const char* what, int l) {
@@ -7482,7 +7500,7 @@ static nb_result nb__layer_cache_ok(nb_ctx* ctx, const char* fn, const nb_stack*
 static void nb__run_init(nb__run* r, nb_ctx* ctx, const nb_stack* s, int B, int T,
                          const nb_real* cache, nb_real* scratch) {
     size_t cu, su;
-    r->ctx = ctx; r->s = s; r->B = B; r->T = T; r->rows = B * T;
+    r->ctx = ctx; r->s = s; r->B = B; r->T = T; r->rows = B * T; r->write_dw = 0;
     r->n = (size_t)B * T * s->desc.d_model;
     nb__carve_stack(s, (nb_real*)(size_t)cache, scratch, &r->sc, &cu, &su);
     NB_ASSERT(cu <= s->n_cache && su <= s->n_scratch);
@@ -7933,13 +7951,22 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
     return rc;
 }
 
+/* The weight matrices, whose gradient one dW GEMM of the layer's backward writes whole */
+static int nb__dw_written(nb_tensor_kind kind) {
+    return kind == NB_TENSOR_QKV || kind == NB_TENSOR_ATTN_OUT || kind == NB_TENSOR_FF_IN ||
+           kind == NB_TENSOR_FF_OUT;
+}
 /* Tensors [t0, t0 + n) of the table are about to get their gradients: with
    param_grads = OVERWRITE they start from zero here, right before the backward that writes them
-   (the range is then in cache; this replaces the trainer's zeroing pass, it adds none). */
-static void nb__grads_start(nb_ctx* ctx, const nb_stack* s, nb_real* grads, int t0, int n) {
+   (the range is then in cache; this replaces the trainer's zeroing pass, it adds none), all
+   but the weight matrices when r->write_dw (their dW GEMMs write them, beta 0). */
+static void nb__grads_start(const nb__run* r, nb_real* grads, int t0, int n) {
+    const nb_stack* s = r->s;
     int t;
     if (s->desc.run.param_grads != NB_GRAD_OVERWRITE) return;
-    for (t = t0; t < t0 + n; t++) nb__zero(ctx, grads + s->tensors[t].offset, s->tensors[t].count);
+    for (t = t0; t < t0 + n; t++)
+        if (!(r->write_dw && nb__dw_written(s->tensors[t].kind)))
+            nb__zero(r->ctx, grads + s->tensors[t].offset, s->tensors[t].count);
 }
 /* Tensors [t0, t0 + n) are final: one grads_ready call per run of tensors contiguous in the
    buffer (a whole layer in the stack's own layout, as before layouts existed). */
@@ -8002,7 +8029,7 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
        directly (no copies); din may be dout: a layer reads dout before it writes din. */
     top_is_dout = nb__topo(s)->direct_io && !nb__top_on(s, NB__LNF);
     into_din = nb__topo(s)->direct_io && !nb__top_on(s, NB__EMBED) && !din_acc && !tp.es;
-    nb__grads_start(ctx, s, grads, top0, n_top);
+    nb__grads_start(&r, grads, top0, n_top);
     if ((rc = nb__topo(s)->out_bwd(&r, &tp, &tg, cur, dout))) return rc;
     nb__grads_ready(ctx, s, -1, top0, n_top);
     for (l = L - 1; l >= 0; l--) {
@@ -8016,12 +8043,14 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
         }
         if (l == L - 1 && top_is_dout) d[0] = dout;
         if (l == 0 && into_din) o[0] = din;
-        nb__grads_start(ctx, s, grads, s->layers[l].tensor0, s->layers[l].n_tensors);
+        r.write_dw = s->desc.run.param_grads == NB_GRAD_OVERWRITE && !s->skip[l];
+        nb__grads_start(&r, grads, s->layers[l].tensor0, s->layers[l].n_tensors);
         if ((rc = nb__layer_bwd(&r, l, params, grads, o, d, i, cache))) return rc;
         nb__grads_ready(ctx, s, l, s->layers[l].tensor0, s->layers[l].n_tensors);
         nb__trace_streams(&r, l, nb__topo(s)->dx_trace, "grad_x_in", o);
         for (k = 0; k < ns; k++) { t = cur[k]; cur[k] = nxt[k]; nxt[k] = t; }
     }
+    r.write_dw = 0;
     /* every stream started at x_0 (both SiameseNorm streams, the n hyper-connected ones) */
     for (k = 1; k < s->streams; k++) nb__lin(&r, cur[0], 1, cur[0], 1, cur[k]);
     if (into_din) {
@@ -8030,7 +8059,7 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
         if (din_acc) nb__lin(&r, din, 1, cur[0], 1, din);
         else nb__copy(&r, din, cur[0]);
     } else {
-        nb__grads_start(ctx, s, grads, 0, s->layers[0].tensor0);
+        nb__grads_start(&r, grads, 0, s->layers[0].tensor0);
         if ((rc = nb__embed_bwd(&r, &tp, &tg, din, cur[0], nxt[0], din_acc))) return rc;
         nb__grads_ready(ctx, s, -1, 0, s->layers[0].tensor0);
     }

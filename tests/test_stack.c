@@ -865,9 +865,10 @@ static void threads_large(nbt_rng* rng) {
         }
 }
 
-/* The backward's zeroing on the team (param_grads OVERWRITE zeroes each tensor right before its
-   gradient, and the attention's dQ|K|V scratch is zeroed, in 4096-value chunks on the threads
-   once a buffer holds 128 Ki values): d = 256 makes W_qkv 196608 values and B*T*3d = 196608,
+/* The backward's zeroing on the team (param_grads OVERWRITE zeroes each tensor but the weight
+   matrices right before its gradient, the matrices' dW GEMMs write theirs, and the attention's
+   dQ|K|V scratch is zeroed, in 4096-value chunks on the threads once a buffer holds 128 Ki
+   values): d = 256 makes W_qkv 196608 values and B*T*3d = 196608,
    so both take the threaded path on 2 threads. Overwriting a buffer full of NaN must give the
    bits of accumulating into zeros on the same thread count (a chunk left unzeroed keeps NaN). */
 static void team_zeroing(nbt_rng* rng) {
@@ -891,6 +892,30 @@ static void team_zeroing(nbt_rng* rng) {
                   b.grads, a.grads, a.s.n_params);
     nbt_same_bits("team zeroing: the same input gradient", b.din, a.din,
                   (size_t)2 * 128 * d.d_model);
+    {   /* ACCUMULATE (the default) adds: a second backward doubles every gradient */
+        nb_real* twice = nbt_alloc(a.s.n_params);
+        for (k = 0; k < a.s.n_params; k++) twice[k] = 2 * a.grads[k];
+        nbt_check(nb_stack_backward(&a.ctx, &a.s, a.params, a.grads, a.din, a.dout, a.B, a.T,
+                                    a.cache, a.scratch) == NB_OK, "accumulate: second backward");
+        nbt_close_r("ACCUMULATE: a second backward adds its gradients to the first's", a.grads,
+                    twice, a.s.n_params, 1e-6, 1e-6);
+        free(twice);
+    }
+    {   /* a skipped layer (nb_stack.skip) writes no dW: its matrices are zeroed as before */
+        int zero = 1, t;
+        b.s.skip[0] = 1;
+        loss(&b);
+        for (k = 0; k < b.s.n_params; k++) b.grads[k] = (nb_real)NAN;
+        nbt_check(nb_stack_backward(&b.ctx, &b.s, b.params, b.grads, b.din, b.dout, b.B, b.T,
+                                    b.cache, b.scratch) == NB_OK, "skipped layer: backward");
+        for (t = 0; t < b.s.layers[0].n_tensors; t++) {
+            const nb_tensor_info* ti = &b.s.tensors[b.s.layers[0].tensor0 + t];
+            size_t i;
+            for (i = 0; i < ti->count; i++) zero &= b.grads[ti->offset + i] == 0;
+        }
+        nbt_check(zero, "team zeroing: a skipped layer's gradients are zeros under OVERWRITE");
+        b.s.skip[0] = 0;
+    }
     teardown(&a); teardown(&b);
 }
 
@@ -2387,7 +2412,6 @@ int main(void) {
     siamese_degenerate(&rng);
     side_by_side_and_threads(&rng);
     threads_large(&rng);
-    team_zeroing(&rng);
     in_place_backward(&rng);
     grads_ready_hook(&rng);
     table_and_init(&rng);
@@ -2408,5 +2432,6 @@ int main(void) {
     gate_names();
     gate_stats(&rng);
     qk_clip(&rng);
+    team_zeroing(&rng); /* last: the draws of the tests above stay as they were */
     return nbt_finish();
 }

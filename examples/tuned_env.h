@@ -47,36 +47,36 @@ static inline const char* tuned_blas_core(void) {
 
 /* How busy the other processes keep the CPUs, in percent of one CPU: /proc/stat's non-idle
    time over 50 ms less this process's own CPU time; -1 when it cannot be read. */
+static inline double tuned_seconds(const struct timespec* a, const struct timespec* b) {
+    return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
+}
 static inline int tuned_busy_percent(void) {
     const char* fixed = getenv("NB_TUNED_BUSY");
-    unsigned long long v[2][8];
-    struct timespec own[2], wall[2];
-    int k, i;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned long long v[2][8], total = 0, idle;
+    struct timespec own[2], wall[2]; /* this process's threads (OpenBLAS's pool spins at its
+                                        start) are not others */
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int k, got;
     if (fixed) return atoi(fixed);
     for (k = 0; k < 2; k++) {
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own[k]); /* this process's threads (OpenBLAS's
-                                                            pool spins at its start) are not others */
+        FILE* f;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &own[k]);
         clock_gettime(CLOCK_MONOTONIC, &wall[k]);
-        FILE* f = fopen("/proc/stat", "r");
-        const int got = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[k][0], &v[k][1],
-                                   &v[k][2], &v[k][3], &v[k][4], &v[k][5], &v[k][6], &v[k][7])
-                          : 0;
-        if (f) fclose(f);
+        if (!(f = fopen("/proc/stat", "r"))) return -1;
+        got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[k][0], &v[k][1],
+                     &v[k][2], &v[k][3], &v[k][4], &v[k][5], &v[k][6], &v[k][7]);
+        fclose(f);
         if (got != 8) return -1;
         if (k == 0) {
-            struct timespec ts = {0, 50000000};
+            const struct timespec ts = {0, 50000000};
             nanosleep(&ts, NULL);
         }
     }
-    {
-        unsigned long long total = 0, idle = (v[1][3] + v[1][4]) - (v[0][3] + v[0][4]);
-        for (i = 0; i < 8; i++) total += v[1][i] - v[0][i];
-        const double dt = (double)(wall[1].tv_sec - wall[0].tv_sec) + 1e-9 * (double)(wall[1].tv_nsec - wall[0].tv_nsec);
-        const double mine = (double)(own[1].tv_sec - own[0].tv_sec) + 1e-9 * (double)(own[1].tv_nsec - own[0].tv_nsec);
-        if (total == 0 || cpus < 1 || dt <= 0) return -1;
-        return (int)(100.0 * ((double)(total - idle) / (double)total * (double)cpus - mine / dt));
-    }
+    idle = (v[1][3] + v[1][4]) - (v[0][3] + v[0][4]); /* idle and iowait */
+    for (k = 0; k < 8; k++) total += v[1][k] - v[0][k];
+    if (total == 0 || cpus < 1 || tuned_seconds(&wall[0], &wall[1]) <= 0) return -1;
+    return (int)(100.0 * ((double)(total - idle) / (double)total * (double)cpus -
+                          tuned_seconds(&own[0], &own[1]) / tuned_seconds(&wall[0], &wall[1])));
 }
 
 /* Start the program again with what `what` (TUNE_* bits) asks set, when anything is to set. */
@@ -87,19 +87,22 @@ static inline void tuned_env_restart(char** argv, int what) {
 #else
     const char* pre = getenv("LD_PRELOAD");
     const char* core = what & TUNE_CORE ? tuned_blas_core() : NULL;
-    const int chooses = (what & TUNE_WAIT) && !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
+    const char* told = getenv("NB_SET_WAIT_POLICY");
+    const int chooses = (what & TUNE_WAIT) && !getenv("OMP_WAIT_POLICY") &&
+                        !getenv("GOMP_SPINCOUNT");
     const int busy = chooses ? tuned_busy_percent() : 0;
     const int wait = chooses && (busy < 0 || busy >= 50); /* half a CPU busy, or unknown: sleep */
     char self[4096];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (chooses && !wait) setenv("NB_SET_WAIT_POLICY", "default", 1); /* idle: nothing to set */
-    else if (!chooses && getenv("NB_SET_WAIT_POLICY") && strcmp(getenv("NB_SET_WAIT_POLICY"), "PASSIVE"))
+    else if (!chooses && told && strcmp(told, "PASSIVE"))
         unsetenv("NB_SET_WAIT_POLICY"); /* a parent's idle verdict; this one was told a policy */
     if ((!wait && !core) || (pre && strstr(pre, "vgpreload"))) return;
     self[n > 0 ? n : 0] = 0;
     if (strstr(self, "/ld-linux")) return; /* started by the loader itself (a bundle): it would
                                                take argv[1] for the program */
-    if (wait && (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) || setenv("NB_SET_WAIT_POLICY", "PASSIVE", 1)))
+    if (wait &&
+        (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) || setenv("NB_SET_WAIT_POLICY", "PASSIVE", 1)))
         return;
     if (core && (setenv("OPENBLAS_CORETYPE", core, 1) || setenv("NB_SET_CORETYPE", "1", 1)))
         return;
@@ -112,7 +115,8 @@ static inline void tuned_env_restart(char** argv, int what) {
 /* What the restart set: a TUNE_* mask (TUNE_WAIT: PASSIVE, the machine was busy) */
 static inline int tuned_env_set(void) {
     const char* w = getenv("NB_SET_WAIT_POLICY");
-    return (getenv("NB_SET_CORETYPE") ? TUNE_CORE : 0) | (w && !strcmp(w, "PASSIVE") ? TUNE_WAIT : 0);
+    return (getenv("NB_SET_CORETYPE") ? TUNE_CORE : 0) |
+           (w && !strcmp(w, "PASSIVE") ? TUNE_WAIT : 0);
 }
 /* The runtime's default waiting kept because the CPUs were idle at the start */
 static inline int tuned_wait_idle(void) {

@@ -892,13 +892,24 @@ static void team_zeroing(nbt_rng* rng) {
                   b.grads, a.grads, a.s.n_params);
     nbt_same_bits("team zeroing: the same input gradient", b.din, a.din,
                   (size_t)2 * 128 * d.d_model);
-    {   /* ACCUMULATE (the default) adds: a second backward doubles every gradient */
+    {   /* ACCUMULATE (the default) adds: a second backward doubles the weight matrices'
+           gradients. Each is one dW GEMM, C = C + A B with K = B*T = 256 in one block of the
+           BLAS, so 2g up to the rounding of that addition (2^-24 relative, 1e-6 allowed); the
+           gains' gradients add per-thread partials to g one by one, whose rounding depends on
+           the partials' size (their sums cancel): not checked here */
         nb_real* twice = nbt_alloc(a.s.n_params);
+        int t, ok = 1;
         for (k = 0; k < a.s.n_params; k++) twice[k] = 2 * a.grads[k];
         nbt_check(nb_stack_backward(&a.ctx, &a.s, a.params, a.grads, a.din, a.dout, a.B, a.T,
                                     a.cache, a.scratch) == NB_OK, "accumulate: second backward");
-        nbt_close_r("ACCUMULATE: a second backward adds its gradients to the first's", a.grads,
-                    twice, a.s.n_params, 1e-6, 1e-6);
+        for (t = 0; t < a.s.n_tensors; t++) {
+            const nb_tensor_info* ti = &a.s.tensors[t];
+            if (ti->kind == NB_TENSOR_QKV || ti->kind == NB_TENSOR_ATTN_OUT ||
+                ti->kind == NB_TENSOR_FF_IN || ti->kind == NB_TENSOR_FF_OUT)
+                ok &= nbt_close_r(ti->name, a.grads + ti->offset, twice + ti->offset, ti->count,
+                                  1e-6, 1e-6);
+        }
+        nbt_check(ok, "ACCUMULATE: a second backward adds its weight gradients to the first's");
         free(twice);
     }
     {   /* a skipped layer (nb_stack.skip) writes no dW: its matrices are zeroed as before */

@@ -26,7 +26,7 @@ typedef struct gemm_shape {
 
 typedef struct mm_gemm {
     dnnl_primitive_t prim;
-    dnnl_memory_t a, b, c, packed;
+    dnnl_memory_t a, b, c;
     const char* impl;
 } mm_gemm;
 
@@ -65,7 +65,6 @@ static void mm_make_v(mm_gemm* g, dnnl_engine_t eng, dnnl_stream_t st, const gem
     DNNL_OK(dnnl_primitive_create(&g->prim, pd));
     DNNL_OK(dnnl_memory_create(&g->a, &a_md, eng, A));
     DNNL_OK(dnnl_memory_create(&g->c, &c_md, eng, C));
-    g->packed = NULL;
     if (v.packed) { /* reorder B once into the primitive's own layout */
         const dnnl_memory_desc_t* want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         dnnl_memory_t plain;
@@ -83,7 +82,6 @@ static void mm_make_v(mm_gemm* g, dnnl_engine_t eng, dnnl_stream_t st, const gem
         dnnl_primitive_destroy(re);
         dnnl_primitive_desc_destroy(rpd);
         dnnl_memory_destroy(plain);
-        g->packed = g->b;
     } else {
         DNNL_OK(dnnl_memory_create(&g->b, &b_plain, eng, B));
     }

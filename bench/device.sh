@@ -28,7 +28,6 @@ PY=${PYTHON:-python3}
 # the bundle's run script makes OpenMP wait passively; this host is dedicated, so the programs
 # choose (on idle CPUs the runtime's spin-then-sleep default, as PyTorch runs) unless WAIT=PASSIVE
 # or ACTIVE is given
-RUN=nbrun
 nbrun() {
   local p=$1; shift
   env ${WAIT:+OMP_WAIT_POLICY=$WAIT} "$B/lib/$(ls "$B/lib" | grep -m1 '^ld-linux')" --library-path "$B/lib" "$B/bin/$p" "$@"
@@ -52,19 +51,19 @@ echo "=== kernel $(uname -r); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset};" \
 part tests && for t in test_backend test_block_fixtures_bf16 test_primitives test_stack; do
   [ -x "$B/bin/$t" ] || { echo "--- $t: not bundled"; continue; }
   s=$(date +%s.%N)
-  "$RUN" "$t" "$ROOT/tests/fixtures" >/tmp/nb_$t.log 2>&1
+  nbrun "$t" "$ROOT/tests/fixtures" >/tmp/nb_$t.log 2>&1
   rc=$?
   echo "--- $t rc=$rc ($(awk "BEGIN{print $(date +%s.%N) - $s}") s): $(tail -1 /tmp/nb_$t.log)"
   grep -E 'resolves to|skip|FAIL' /tmp/nb_$t.log | head -8
 done
 
 part gemm && echo "=== GEMM engines: the block's 12 linear GEMMs (bench_dnnl B T d THREADS REPS)"
-part gemm && for t in 1 "$NT"; do OMP_NUM_THREADS=$t "$RUN" bench_dnnl 8 256 512 "$t" 3 | grep -E '^(gemm|all|RESULT)'; done
+part gemm && for t in 1 "$NT"; do OMP_NUM_THREADS=$t nbrun bench_dnnl 8 256 512 "$t" 3 | grep -E '^(gemm|all|RESULT)'; done
 
 part block && echo "=== Pre-Norm block (8,256,512,8): float32, bf16 timed default, bf16 portable"
 part block && for t in 1 "$NT"; do
   for cfg in "NBB_X=0" "NBB_BF16=1 NBB_BF16_WEIGHTS=1" "NBB_BF16=1 NBB_BF16_WEIGHTS=1 NBB_BACKEND=blas"; do
-    (export $cfg; "$RUN" bench_block pre 8 256 512 8 "$t" 5 2>&1 |
+    (export $cfg; nbrun bench_block pre 8 256 512 8 "$t" 5 2>&1 |
       grep -E 'kernels|normblocks|GEMMs alone|non-GEMM|where the time' | sed 's/: d_ff=.*//')
   done
 done
@@ -78,7 +77,7 @@ part train && echo "$MODELS" | tr ',' '\n' | while read -r m; do
         [ "$b" = 32 ] && [ "$p" = auto ] && continue
         steps=$STEPS; [ "$b" = 32 ] && steps=$(( (STEPS + 1) / 2 ))
         echo "--- d=$1 L=$2 H=$3 B=$b threads=$t --precision $p"
-        "$RUN" train --d "$1" --layers "$2" --heads "$3" --seq 128 --batch "$b" --steps $steps \
+        nbrun train --d "$1" --layers "$2" --heads "$3" --seq 128 --batch "$b" --steps $steps \
           --warmup 3 --log-every 100000 --eval-batches 1 --eval-problems 1 --threads "$t" --precision "$p" \
           --profile 2>&1 | grep -E '^(kernels|precision auto|throughput|profile)|^  [A-Za-z(]'
       done

@@ -766,6 +766,8 @@ typedef struct nb_attn_plan {
     size_t n_scratch;       /* temporary, reusable by any other sublayer between calls */
     struct nb__mm* mm;      /* internal: the oneDNN matmuls of the stack that owns the plan
                                (NULL for a plan of nb_attn_plan_make: BLAS, portable bf16) */
+    int bf16_attn;          /* internal: BF16's attention products (NB__ATTN_*): AMX where
+                               the CPU has it, else the emulation (nb_bf16_kernels says) */
 } nb_attn_plan;
 
 NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn_desc* desc,
@@ -2810,6 +2812,11 @@ static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const float* x, int ro
     nb__prof_end(ctx, NB_PROF_CONVERT, t0);
 }
 #else /* never called: BF16 plans are refused with NB_DOUBLE */
+static unsigned short nb__bf16_bits(nb_real x) {
+    (void)x;
+    NB_ASSERT(0);
+    return 0;
+}
 static void nb__row_bf16(unsigned short* dst, const nb_real* x, int n) {
     (void)dst; (void)x; (void)n;
     NB_ASSERT(0);
@@ -2820,6 +2827,261 @@ static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const nb_real* x, int 
     NB_ASSERT(0);
 }
 #endif
+
+/* ---- bf16 dot-product kernels: the attention products ----
+   C (M x N, float, ld ldc) = or += A B, A (M x K) bf16 row-major (ld lda, K along a row), B
+   (K x N) bf16 in pairs of rows ("VNNI"): B[k][n] at Bp[(k/2) * 2 ldb + 2n + k%2], so one
+   32-bit word holds B[2p][n] and B[2p+1][n], the layout both x86 bf16 instructions read. An
+   odd K reads A's last column once, with the pair's second half zero in Bp. Three kernels:
+   - AMX (TDPBF16PS on 16 x 16 float tiles): the 32 x 32 blocks of C when K is a multiple of 32
+     (the rest on AVX512-BF16), on CPUs with amx_bf16 and a kernel that grants the tile state;
+   - AVX512-BF16 (VDPBF16PS): 8 rows x 32 columns of C in registers;
+   - portable C: the same pairs, widened to float.
+   Each product of two bf16 is exact in float32 and the sums are float32 (the instructions
+   flush denormal inputs and results to zero; the portable kernel keeps them): the numerics of
+   the portable bf16 GEMM up to summation order. Every element is computed in the same order
+   whatever the thread count.
+   A BF16 attention runs its products on AMX where the CPU has it (nb__bf16_isa at plan time),
+   else on the emulation of the linear GEMMs (float32 sgemm on bf16-rounded blocks: faster
+   than VDPBF16PS on the AVX512-BF16 CPUs measured, bench/README.md); the portable and
+   AVX512-BF16 kernels run AMX's edges and the tests of the packed path on any CPU. */
+enum { NB__ISA_PORTABLE = 0, NB__ISA_AVX512BF16 = 1, NB__ISA_AMX = 2 };
+/* nb_attn_plan.bf16_attn: the emulation, or the packed path on kernel value - 1 */
+enum { NB__ATTN_EMULATED = 0, NB__ATTN_PORTABLE, NB__ATTN_AVX512BF16, NB__ATTN_AMX };
+static const char* const nb__attn_kernels[] = {
+    "bf16 emulated (float32 GEMM on rounded blocks)", "bf16 packed, portable kernel",
+    "bf16 packed, AVX512-BF16", "bf16 AMX tiles (edges AVX512-BF16)"};
+
+#if !defined(NB_DOUBLE) && !defined(NB_NO_X86_KERNELS) && defined(__x86_64__) && \
+    ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11) ||                  \
+     (defined(__clang__) && __clang_major__ >= 12))
+#define NB__X86_BF16 1
+#include <cpuid.h>
+#include <immintrin.h>
+
+/* The best kernel this CPU and OS run: cpuid's feature bits, the OS's saved state (XCR0), and
+   for AMX Linux's permission for the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, per process;
+   granted once, asking again is harmless). */
+static int nb__bf16_isa(void) {
+    unsigned a = 0, b = 0, c = 0, d = 0, xlo = 0, xhi = 0;
+    int avx512bf16, amx;
+    if (__get_cpuid_max(0, NULL) < 7) return NB__ISA_PORTABLE;
+    __cpuid(1, a, b, c, d);
+    if (!(c & (1u << 27))) return NB__ISA_PORTABLE; /* OSXSAVE: xgetbv is there */
+    __asm__ __volatile__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    (void)xhi;
+    __cpuid_count(7, 0, a, b, c, d);
+    amx = (d >> 22 & 1) && (d >> 24 & 1) && (xlo & (3u << 17)) == (3u << 17);
+    avx512bf16 = (b >> 16 & 1) && (b >> 30 & 1) && (xlo & 0xe6u) == 0xe6u; /* F, BW, state */
+    __cpuid_count(7, 1, a, b, c, d);
+    avx512bf16 = avx512bf16 && (a >> 5 & 1);
+    if (!avx512bf16) return NB__ISA_PORTABLE;
+#ifdef __linux__
+    if (amx) {
+        long r;
+        /* syscall(SYS_arch_prctl = 158, ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18) */
+        __asm__ __volatile__("syscall" : "=a"(r) : "a"(158L), "D"(0x1023L), "S"(18L)
+                             : "rcx", "r11", "memory");
+        if (r == 0) return NB__ISA_AMX;
+    }
+#else
+    (void)amx;
+#endif
+    return NB__ISA_AVX512BF16;
+}
+
+/* the 32-bit word of A's pair (k, k+1) of row a; (A[k], 0) when k + 1 == K */
+static inline int nb__pair(const unsigned short* a, int k, int K) {
+    unsigned lo = a[k], hi = k + 1 < K ? a[k + 1] : 0;
+    return (int)(lo | hi << 16);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512bf16")))
+static void nb__bdot_avx512(int M, int N, int K, const unsigned short* A, int lda,
+                            const unsigned short* Bp, int ldb, float* C, int ldc, int acc) {
+    enum { MR = 8 };
+    const int kp = (K + 1) / 2;
+    int i0, j0, r, p;
+    for (j0 = 0; j0 < N; j0 += 32) {
+        const int n0 = N - j0 < 16 ? N - j0 : 16, n1 = N - j0 - 16 < 0 ? 0
+                                                   : N - j0 - 16 < 16 ? N - j0 - 16 : 16;
+        const __mmask16 m0 = (__mmask16)((1u << n0) - 1), m1 = (__mmask16)((1u << n1) - 1);
+        for (i0 = 0; i0 < M; i0 += MR) {
+            const int mr = M - i0 < MR ? M - i0 : MR;
+            __m512 c0[MR], c1[MR];
+            for (r = 0; r < MR; r++) {
+                const float* cr = C + (size_t)(i0 + (r < mr ? r : 0)) * ldc + j0;
+                c0[r] = acc && r < mr ? _mm512_maskz_loadu_ps(m0, cr) : _mm512_setzero_ps();
+                c1[r] = acc && r < mr ? _mm512_maskz_loadu_ps(m1, cr + 16) : _mm512_setzero_ps();
+            }
+            for (p = 0; p < kp; p++) {
+                const unsigned short* b = Bp + (size_t)p * 2 * ldb + 2 * (size_t)j0;
+                const __m512i b0 = _mm512_maskz_loadu_epi32(m0, b);
+                const __m512i b1 = _mm512_maskz_loadu_epi32(m1, b + 32);
+                for (r = 0; r < MR; r++) {
+                    const __m512i a = _mm512_set1_epi32(
+                        nb__pair(A + (size_t)(i0 + (r < mr ? r : 0)) * lda, 2 * p, K));
+                    c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)a, (__m512bh)b0);
+                    c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)a, (__m512bh)b1);
+                }
+            }
+            for (r = 0; r < mr; r++) {
+                float* cr = C + (size_t)(i0 + r) * ldc + j0;
+                _mm512_mask_storeu_ps(cr, m0, c0[r]);
+                _mm512_mask_storeu_ps(cr + 16, m1, c1[r]);
+            }
+        }
+    }
+}
+
+/* the palette-1 tile configuration (64 bytes, Intel SDM 3.3: TILECFG) */
+typedef struct nb__tilecfg {
+    unsigned char palette, start_row, reserved[14];
+    unsigned short colsb[16];
+    unsigned char rows[16];
+} nb__tilecfg;
+
+/* C's 32 x 32 blocks [0, M) x [0, N) (M, N, K multiples of 32): tiles 0-3 hold the block of C,
+   4-5 two 16 x 32 slices of A, 6-7 two 16-pair x 16 slices of B */
+__attribute__((target("amx-tile,amx-bf16")))
+static void nb__bdot_amx(int M, int N, int K, const unsigned short* A, int lda,
+                         const unsigned short* Bp, int ldb, float* C, int ldc, int acc) {
+    nb__tilecfg cfg;
+    int i0, j0, k0, t;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (t = 0; t < 8; t++) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);
+    for (i0 = 0; i0 < M; i0 += 32)
+        for (j0 = 0; j0 < N; j0 += 32) {
+            float* c = C + (size_t)i0 * ldc + j0;
+            const size_t sc = (size_t)ldc * 4, sa = (size_t)lda * 2, sb = (size_t)ldb * 4;
+            if (acc) {
+                _tile_loadd(0, c, sc);
+                _tile_loadd(1, c + 16, sc);
+                _tile_loadd(2, c + 16 * (size_t)ldc, sc);
+                _tile_loadd(3, c + 16 * (size_t)ldc + 16, sc);
+            } else {
+                _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+            }
+            for (k0 = 0; k0 < K; k0 += 32) {
+                const unsigned short* a = A + (size_t)i0 * lda + k0;
+                const unsigned short* b = Bp + (size_t)k0 * ldb + 2 * (size_t)j0;
+                _tile_loadd(4, a, sa);
+                _tile_loadd(5, a + 16 * (size_t)lda, sa);
+                _tile_loadd(6, b, sb);
+                _tile_loadd(7, b + 32, sb);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            _tile_stored(0, c, sc);
+            _tile_stored(1, c + 16, sc);
+            _tile_stored(2, c + 16 * (size_t)ldc, sc);
+            _tile_stored(3, c + 16 * (size_t)ldc + 16, sc);
+        }
+    _tile_release();
+}
+#else
+static int nb__bf16_isa(void) { return NB__ISA_PORTABLE; }
+#endif
+
+#ifndef NB_DOUBLE
+static void nb__bdot_portable(int M, int N, int K, const unsigned short* A, int lda,
+                              const unsigned short* Bp, int ldb, float* C, int ldc, int acc) {
+    int i, j, p;
+    for (i = 0; i < M; i++) {
+        const unsigned short* a = A + (size_t)i * lda;
+        float* c = C + (size_t)i * ldc;
+        if (!acc) for (j = 0; j < N; j++) c[j] = 0;
+        for (p = 0; p < (K + 1) / 2; p++) {
+            const float a0 = nb__bf16_float(a[2 * p]);
+            const float a1 = 2 * p + 1 < K ? nb__bf16_float(a[2 * p + 1]) : 0;
+            const unsigned short* b = Bp + (size_t)p * 2 * ldb;
+            NB__OMP(simd)
+            for (j = 0; j < N; j++)
+                c[j] += a0 * nb__bf16_float(b[2 * j]) + a1 * nb__bf16_float(b[2 * j + 1]);
+        }
+    }
+}
+#endif
+
+/* C = (acc: C +) A B on kernel isa, see above */
+static void nb__bdot(int isa, int M, int N, int K, const unsigned short* A, int lda,
+                     const unsigned short* Bp, int ldb, nb_real* C, int ldc, int acc) {
+#ifdef NB_DOUBLE
+    (void)isa; (void)M; (void)N; (void)K; (void)A; (void)lda; (void)Bp; (void)ldb; (void)C;
+    (void)ldc; (void)acc;
+    NB_ASSERT(0);
+#else
+#ifdef NB__X86_BF16
+    if (isa == NB__ISA_AMX && K % 32 == 0 && M >= 32 && N >= 32) {
+        const int M32 = M & ~31, N32 = N & ~31;
+        nb__bdot_amx(M32, N32, K, A, lda, Bp, ldb, C, ldc, acc);
+        if (N32 < N)
+            nb__bdot_avx512(M32, N - N32, K, A, lda, Bp + 2 * (size_t)N32, ldb, C + N32, ldc, acc);
+        if (M32 < M)
+            nb__bdot_avx512(M - M32, N, K, A + (size_t)M32 * lda, lda, Bp, ldb,
+                            C + (size_t)M32 * ldc, ldc, acc);
+        return;
+    }
+    if (isa != NB__ISA_PORTABLE) {
+        nb__bdot_avx512(M, N, K, A, lda, Bp, ldb, C, ldc, acc);
+        return;
+    }
+#else
+    (void)isa;
+#endif
+    nb__bdot_portable(M, N, K, A, lda, Bp, ldb, C, ldc, acc);
+#endif
+}
+
+/* Bp (pairs of rows, see above; ldb = cols) of X (rows x cols bf16, ld ldx), rows rounded up
+   to prows (even) with zeros */
+static void nb__pack_rows(unsigned short* Bp, const unsigned short* X, int rows, int cols,
+                          int ldx, int prows) {
+    int p, j;
+    for (p = 0; p < prows / 2; p++) {
+        unsigned short* d = Bp + (size_t)p * 2 * cols;
+        const unsigned short* x0 = X + (size_t)2 * p * ldx;
+        const unsigned short* x1 = x0 + ldx;
+        const int h0 = 2 * p < rows, h1 = 2 * p + 1 < rows;
+        for (j = 0; j < cols; j++) {
+            d[2 * j] = h0 ? x0[j] : 0;
+            d[2 * j + 1] = h1 ? x1[j] : 0;
+        }
+    }
+}
+/* Bp (ldb ldb >= rows) of X^T: X (rows x cols bf16, ld ldx) is K^T's rows, so a pair (2p,
+   2p+1) of X's columns is one 32-bit word: a transpose of words. Columns of Bp from rows to
+   ldb, and a missing odd column's half, are zero. */
+static void nb__pack_cols(unsigned short* Bp, const unsigned short* X, int rows, int cols,
+                          int ldx, int ldb) {
+    int p, r;
+    for (p = 0; p < (cols + 1) / 2; p++) {
+        unsigned short* d = Bp + (size_t)p * 2 * ldb;
+        const int h1 = 2 * p + 1 < cols;
+        for (r = 0; r < rows; r++) {
+            d[2 * r] = X[(size_t)r * ldx + 2 * p];
+            d[2 * r + 1] = h1 ? X[(size_t)r * ldx + 2 * p + 1] : 0;
+        }
+        for (r = 2 * rows; r < 2 * ldb; r++) d[r] = 0;
+    }
+}
+/* D (cols x ldd) = X^T for X (rows x cols bf16, ld ldx); D's columns rows..ldd zero */
+static void nb__transpose16(unsigned short* D, const unsigned short* X, int rows, int cols,
+                            int ldx, int ldd) {
+    int r, c;
+    for (c = 0; c < cols; c++) {
+        unsigned short* d = D + (size_t)c * ldd;
+        for (r = 0; r < rows; r++) d[r] = X[(size_t)r * ldx + c];
+        for (r = rows; r < ldd; r++) d[r] = 0;
+    }
+}
 
 #define NB__BF16(plan) ((plan)->desc.gemm.precision == NB_PRECISION_BF16)
 
@@ -3182,7 +3444,10 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
 }
 
 NBDEF const char* nb_bf16_kernels(void) {
-    return "emulated: bf16-rounded operands in blocks, float32 GEMM";
+    return nb__bf16_isa() == NB__ISA_AMX
+               ? "linear GEMMs emulated (bf16-rounded operands in blocks, float32 GEMM), "
+                 "attention products bf16 AMX tiles"
+               : "emulated: bf16-rounded operands in blocks, float32 GEMM";
 }
 
 /* ---- RoPE ----------------------------------------------------------------------------------- */
@@ -3249,8 +3514,17 @@ typedef struct nb__attn_mem {
     /* BF16 only: the GEMM operands as bf16 (cache: W_qkv, W_o, x, Q|K|V after RoPE, C;
        scratch: dout, dQKV); qkv (float) is then the forward's, in dqkv's scratch */
     unsigned short *wqkv16, *wo16, *x16, *qkv16, *c16, *dout16, *dqkv16;
+    /* BF16 scratch: the core's operands for nb__bdot, per (batch, KV head) K and V as B
+       operands (kt, vt: of K^T and V^T; kp, vp: of K and V), per (batch, head) Q^T and dO^T
+       (qt, dot: d_k x T32), per thread the tile's P or dS rows and P's and dS's row pairs
+       (pt), and the task's dK^T and dV^T in float (kvt) */
+    unsigned short *kt16, *vt16, *kp16, *vp16, *qt16, *dot16, *pt16;
+    nb_real* kvt;
     size_t n_cache, n_scratch;
 } nb__attn_mem;
+
+/* T rounded up to 32 (AMX's tile depth): the bf16 operands' padded length */
+static int nb__t32(int T) { return T + (-T & 31); }
 
 static int nb__site_heads(const nb_attn_plan* pl, int site) {
     return site == 1 || site == 2 ? pl->desc.n_kv_heads : pl->desc.n_heads; /* 0 Q 1 K 2 V 3 C */
@@ -3385,6 +3659,19 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     /* dK/dV partial sums of the extra parts when B * n_kv_heads < threads (nb__kv_split) */
     m->kv_parts = nb__take(scratch, &su, nb__mulz((size_t)(pl->desc.n_kv_heads < nt ? nt - 1 : 0),
                                                   nb__mulz((size_t)T, 2 * (size_t)pl->head_dim)));
+    if (half) {
+        const size_t dk = (size_t)pl->head_dim, T32 = (size_t)nb__t32(T);
+        const size_t kv = nb__mulz((size_t)B * pl->desc.n_kv_heads, T32);
+        const size_t qh = nb__mulz(nb__mulz(BH, T32), dk);
+        m->kt16 = nb__take16(scratch, &su, nb__mulz(kv, dk + dk % 2));
+        m->vt16 = nb__take16(scratch, &su, nb__mulz(kv, dk + dk % 2));
+        m->kp16 = nb__take16(scratch, &su, nb__mulz(kv, dk));
+        m->vp16 = nb__take16(scratch, &su, nb__mulz(kv, dk));
+        m->qt16 = nb__take16(scratch, &su, qh);
+        m->dot16 = nb__take16(scratch, &su, qh);
+        m->pt16 = nb__take16(scratch, &su, nb__mulz((size_t)nt * 3 * NB__TILE, T32));
+        m->kvt = nb__take(scratch, &su, nb__mulz((size_t)nt * 2 * dk, (size_t)T));
+    }
     if (pl->desc.attn.qk_scale) {
         m->qk0 = nb__take(cache, &cu, nb__mulz(BT, 2 * d));
         m->qke = nb__take(scratch, &su, nb__mulz(BT, d));
@@ -3542,6 +3829,8 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     pl.qkv_width = (int)qkv_width;
     pl.group = d.n_heads / d.n_kv_heads;
     pl.gate_width = gate_width;
+    pl.bf16_attn = NB__BF16(&pl) && nb__bf16_isa() == NB__ISA_AMX ? NB__ATTN_AMX
+                                                                  : NB__ATTN_EMULATED;
     if ((rc = nb__attn_n_params(ctx, &pl))) return rc;
     nb__attn_carve(&pl, max_batch, max_seq, pl.max_threads, NULL, NULL, &m);
     NB__CHECK(nb__too_big(m.n_cache), NB_ERR_SHAPE,
@@ -3707,17 +3996,66 @@ static nb__mat nb__qkv_at(const nb_attn_plan* pl, const nb__attn_mem* m, int row
     return x;
 }
 
+/* BF16 with the packed attention products (not the emulation): their kernel */
+#define NB__PACKED(pl) (NB__BF16(pl) && (pl)->bf16_attn != NB__ATTN_EMULATED)
+#define NB__KERNEL(pl) ((pl)->bf16_attn - 1)
+
+/* The packed path: the (batch b, KV head j) operands of nb__bdot: K^T and V^T (ld T32) and K and V
+   (ld d_k) as B operands; the (batch b, head h) Q^T and dO^T as A operands (d_k x T32) */
+static unsigned short* nb__kv16(const nb_attn_plan* pl, unsigned short* base, int T, int b,
+                                int j, int dk_rows) {
+    return base + ((size_t)b * pl->desc.n_kv_heads + j) * nb__t32(T) * dk_rows;
+}
+static unsigned short* nb__qh16(const nb_attn_plan* pl, unsigned short* base, int T, int b,
+                                int h) {
+    return base + ((size_t)b * pl->desc.n_heads + h) * nb__t32(T) * pl->head_dim;
+}
+
+/* Packs what the BF16 core reads of Q|K|V (qkv16): K^T and V (forward), and K^T, V^T, K, Q^T
+   (backward) */
+static void nb__attn_pack(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
+                          const nb__attn_mem* m, int backward) {
+    const int Hkv = pl->desc.n_kv_heads, H = pl->desc.n_heads, dk = pl->head_dim;
+    const int P = pl->qkv_width, d = pl->desc.d_model, T32 = nb__t32(T), dk2 = dk + dk % 2;
+    int task;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
+    for (task = 0; task < B * (Hkv + (backward ? H : 0)); task++) {
+        const int b = task % B, j = task / B;
+        const unsigned short* x = m->qkv16 + (size_t)b * T * P;
+        if (j < Hkv) {
+            const unsigned short *k = x + d + (size_t)j * dk, *v = k + (size_t)Hkv * dk;
+            nb__pack_cols(nb__kv16(pl, m->kt16, T, b, j, dk2), k, T, dk, P, T32);
+            if (backward) {
+                nb__pack_cols(nb__kv16(pl, m->vt16, T, b, j, dk2), v, T, dk, P, T32);
+                nb__pack_rows(nb__kv16(pl, m->kp16, T, b, j, dk), k, T, dk, P, T32);
+            } else {
+                nb__pack_rows(nb__kv16(pl, m->vp16, T, b, j, dk), v, T, dk, P, T32);
+            }
+        } else {
+            const int h = j - Hkv;
+            nb__transpose16(nb__qh16(pl, m->qt16, T, b, h), x + (size_t)h * dk, T, dk, P, T32);
+            nb__transpose16(nb__qh16(pl, m->dot16, T, b, h),
+                            m->dout16 + (size_t)b * T * d + (size_t)h * dk, T, dk, d, T32);
+        }
+    }
+}
+
 /* Scores of query rows [i0, i0+rows) of head h against keys [0, ncols) into p (ld T), then
    probabilities. lse given (backward recompute): p = exp(scale*s - lse); else softmax, the
    row lse written to lse_out when not NULL and the rows' largest logit scale*s to *max_out. */
 static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T, int b, int h,
                            int i0, int rows, int ncols, nb_real* p, const nb_real* lse_in,
                            nb_real* lse_out, nb_real* max_out) {
-    const int dk = pl->head_dim, j = h / pl->group, bf = NB__BF16(pl);
+    const int dk = pl->head_dim, j = h / pl->group, P = pl->qkv_width;
     const nb_real scale = pl->desc.attn.softmax_scale;
     int r, c;
-    nb__gemm1(bf, rows, ncols, dk, 1, nb__qkv_at(pl, m, b * T + i0, h * dk, 0),
-              nb__qkv_at(pl, m, b * T, pl->desc.d_model + j * dk, 1), 0, p, T);
+    if (NB__PACKED(pl))
+        nb__bdot(NB__KERNEL(pl), rows, ncols, dk, m->qkv16 + (size_t)(b * T + i0) * P + h * dk, P,
+                 nb__kv16(pl, m->kt16, T, b, j, dk + dk % 2), nb__t32(T), p, T, 0);
+    else
+        nb__gemm1(NB__BF16(pl), rows, ncols, dk, 1, nb__qkv_at(pl, m, b * T + i0, h * dk, 0),
+                  nb__qkv_at(pl, m, b * T, pl->desc.d_model + j * dk, 1), 0, p, T);
     for (r = 0; r < rows; r++) {
         nb_real* pr = p + (size_t)r * T;
         const int n = pl->desc.attn.non_causal ? ncols : i0 + r + 1;
@@ -3735,93 +4073,191 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T,
     }
 }
 
+/* dst row r (ld ldd) = the bf16 bits of x row r (ld ldx) for rows x n, zero from n to n32 */
+static void nb__rows16(unsigned short* dst, int ldd, const nb_real* x, int ldx, int rows, int n,
+                       int n32) {
+    int r, c;
+    for (r = 0; r < rows; r++) {
+        unsigned short* o = dst + (size_t)r * ldd;
+        nb__row_bf16(o, x + (size_t)r * ldx, n);
+        for (c = n; c < n32; c++) o[c] = 0;
+    }
+}
+/* Bp (pairs of rows, ldb ld) of the bf16 bits of x (rows x n, ld ldx), rows rounded up to
+   rows32 with zeros: a B operand of nb__bdot made from a float tile */
+static void nb__pairs16(unsigned short* Bp, int ld, const nb_real* x, int ldx, int rows, int n,
+                        int rows32) {
+    int r, c;
+    for (r = 0; r < rows32; r++) {
+        unsigned short* o = Bp + (size_t)(r / 2) * 2 * ld + r % 2;
+        const nb_real* xr = x + (size_t)r * ldx;
+        if (r < rows)
+            for (c = 0; c < n; c++) o[2 * c] = nb__bf16_bits(xr[c]);
+        else
+            for (c = 0; c < n; c++) o[2 * c] = 0;
+    }
+}
+
 /* Tasks (b, h, row tile), biggest causal tiles first so the dynamic schedule balances. Each task
-   writes its own rows of O (and P or lse), so any schedule gives the same bits. */
+   writes its own rows of O (and P or lse), so any schedule gives the same bits. The packed path
+   runs the products on nb__bdot: P rounded to bf16 rows (pt), V packed in pairs of rows. */
 static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
                                   const nb__attn_mem* m) {
-    const int H = pl->desc.n_heads, dk = pl->head_dim, d = pl->desc.d_model;
-    const int ntiles = nb__tiles(T), ntasks = B * H * ntiles, bf = NB__BF16(pl);
+    const int H = pl->desc.n_heads, dk = pl->head_dim, d = pl->desc.d_model, T32 = nb__t32(T);
+    const int ntiles = nb__tiles(T), ntasks = B * H * ntiles, pk = NB__PACKED(pl);
     const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
     int task;
     (void)par; (void)ctx;
+    if (pk) nb__attn_pack(ctx, pl, B, T, m, 0);
     NB__OMP(parallel for schedule(dynamic, 1) num_threads(nb_num_threads(ctx)) if(par))
     for (task = 0; task < ntasks; task++) {
         const int tile = ntiles - 1 - task / (B * H), bh = task % (B * H);
-        const int b = bh / H, h = bh % H, i0 = tile * NB__TILE;
+        const int b = bh / H, h = bh % H, i0 = tile * NB__TILE, j = h / pl->group;
         const int rows = T - i0 < NB__TILE ? T - i0 : NB__TILE;
         const int ncols = pl->desc.attn.non_causal ? T : i0 + rows;
         const size_t prow = ((size_t)b * H + h) * T + i0;
         nb_real* p = m->probs ? m->probs + prow * T
                               : m->tiles + (size_t)omp_get_thread_num() * 2 * NB__TILE * T;
-        const nb__mat v = nb__qkv_at(pl, m, b * T, d + (pl->desc.n_kv_heads + h / pl->group) * dk, 0);
+        nb_real* o = m->o + ((size_t)b * T + i0) * d + (size_t)h * dk;
         nb_real* hs = m->hs + (size_t)bh * ntiles + tile, first = 0;
         int r;
         nb__attn_probs(pl, m, T, b, h, i0, rows, ncols, p, NULL, m->lse ? m->lse + prow : NULL,
                        hs);
         for (r = 0; r < rows; r++) first += p[(size_t)r * T];
         hs[(size_t)B * H * ntiles] = first;
-        nb__gemm1(bf, rows, dk, ncols, 1, nb__m(p, T, 0), v, 0,
-                  m->o + ((size_t)b * T + i0) * d + (size_t)h * dk, d);
+        if (pk) {
+            unsigned short* pb = m->pt16 + (size_t)omp_get_thread_num() * 3 * NB__TILE * T32;
+            const int n32 = nb__t32(ncols);
+            nb__rows16(pb, T32, p, T, rows, ncols, n32);
+            nb__bdot(NB__KERNEL(pl), rows, dk, n32, pb, T32, nb__kv16(pl, m->vp16, T, b, j, dk),
+                     dk, o, d, 0);
+        } else {
+            nb__gemm1(NB__BF16(pl), rows, dk, ncols, 1, nb__m(p, T, 0),
+                      nb__qkv_at(pl, m, b * T, d + (pl->desc.n_kv_heads + j) * dk, 0), 0, o, d);
+        }
     }
+}
+
+/* One (head, tile) item of a backward task: dP = dO V^T, then dS = scale * P (dP - rowsum(dP
+   P)) in dp, and the products of dS and P. The GEMM path adds into dK_j and dV_j (ld ld); the
+   packed path into the task's transposes dK^T and dV^T (kvt: d_k x T each), via bf16 copies of dS's rows
+   and of P's and dS's pairs of rows (pt). */
+typedef struct nb__attn_item {
+    int b, h, j, i0, rows, ncols, ld;
+    const nb_real* p;
+    nb_real *dp, *dk_j, *dv_j, *kvt;
+    unsigned short* pt;
+} nb__attn_item;
+
+static void nb__attn_item_bwd(const nb_attn_plan* pl, int T, const nb__attn_mem* m,
+                              const nb__attn_item* it) {
+    const int dk = pl->head_dim, P = pl->qkv_width, d = pl->desc.d_model, T32 = nb__t32(T);
+    const int b = it->b, h = it->h, j = it->j, i0 = it->i0, rows = it->rows, ncols = it->ncols;
+    const int bf = NB__BF16(pl), pk = NB__PACKED(pl), isa = NB__KERNEL(pl);
+    const int Hkv = pl->desc.n_kv_heads;
+    const nb_real scale = pl->desc.attn.softmax_scale;
+    const nb_real* dout = m->dc + ((size_t)b * T + i0) * d + (size_t)h * dk;
+    const nb_real* p = it->p;
+    nb_real* dp = it->dp;
+    nb_real* dq = m->dqkv + ((size_t)b * T + i0) * P + (size_t)h * dk;
+    int r, c;
+    if (pk) /* dP = dO V^T */
+        nb__bdot(isa, rows, ncols, dk, m->dout16 + ((size_t)b * T + i0) * d + (size_t)h * dk, d,
+                 nb__kv16(pl, m->vt16, T, b, j, dk + dk % 2), T32, dp, T, 0);
+    else
+        nb__gemm1(bf, rows, ncols, dk, 1, nb__m(dout, d, 0),
+                  nb__qkv_at(pl, m, b * T, d + (Hkv + j) * dk, 1), 0, dp, T);
+    if (!pk) /* dV += P^T dO */
+        nb__gemm1(bf, ncols, dk, rows, 1, nb__m(p, T, 1), nb__m(dout, d, 0), 1, it->dv_j, it->ld);
+    for (r = 0; r < rows; r++) {
+        const nb_real* pr = p + (size_t)r * T;
+        nb_real* dpr = dp + (size_t)r * T;
+        const int n = pl->desc.attn.non_causal ? ncols : i0 + r + 1;
+        const nb_real dot = nb__dot(dpr, pr, n);
+        NB__OMP(simd)
+        for (c = 0; c < n; c++) dpr[c] = scale * pr[c] * (dpr[c] - dot);
+        for (c = n; c < ncols; c++) dpr[c] = 0;
+    }
+    if (pk) {
+        const int n32 = nb__t32(ncols), r32 = nb__t32(rows);
+        unsigned short *ds = it->pt, *ppair = ds + (size_t)NB__TILE * T32;
+        unsigned short* dspair = ppair + (size_t)NB__TILE * T32;
+        nb_real *dkt = it->kvt, *dvt = dkt + (size_t)dk * T;
+        nb__rows16(ds, T32, dp, T, rows, ncols, n32);
+        nb__pairs16(ppair, T32, p, T, rows, ncols, r32);
+        nb__pairs16(dspair, T32, dp, T, rows, ncols, r32);
+        nb__bdot(isa, dk, ncols, r32, nb__qh16(pl, m->dot16, T, b, h) + i0, T32, ppair, T32, dvt,
+                 T, 1); /* dV^T += dO^T P */
+        nb__bdot(isa, rows, dk, n32, ds, T32, nb__kv16(pl, m->kp16, T, b, j, dk), dk, dq, P,
+                 1); /* dQ += dS K */
+        nb__bdot(isa, dk, ncols, r32, nb__qh16(pl, m->qt16, T, b, h) + i0, T32, dspair, T32, dkt,
+                 T, 1); /* dK^T += Q^T dS */
+        return;
+    }
+    nb__gemm1(bf, rows, dk, ncols, 1, nb__m(dp, T, 0), nb__qkv_at(pl, m, b * T, d + j * dk, 0),
+              1, dq, P); /* dQ += dS K */
+    nb__gemm1(bf, ncols, dk, rows, 1, nb__m(dp, T, 1), nb__qkv_at(pl, m, b * T + i0, h * dk, 0),
+              1, it->dk_j, it->ld); /* dK += dS^T Q */
 }
 
 /* Tasks (b, KV head j, part), see nb__kv_split: the g query heads sharing j accumulate into dK_j
    and dV_j, so a task walks its share of the (head, tile) items in a fixed order. With
    dS = scale * P (dP - rowsum(dP P)) the gradient of the unscaled scores Q K^T:
-   dQ = dS K, dK += dS^T Q, dV += P^T dO. */
+   dQ = dS K, dK += dS^T Q, dV += P^T dO. The packed path sums a task's dK and dV transposed
+   (kvt) and adds them at its end. */
 static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
                                    const nb__attn_mem* m) {
     const int H = pl->desc.n_heads, Hkv = pl->desc.n_kv_heads, dk = pl->head_dim;
-    const int P = pl->qkv_width, d = pl->desc.d_model, g = pl->group, bf = NB__BF16(pl);
+    const int P = pl->qkv_width, d = pl->desc.d_model, g = pl->group, pk = NB__PACKED(pl);
     const int ntiles = nb__tiles(T);
-    const nb_real scale = pl->desc.attn.softmax_scale;
     const int par = nb_blas_threads() == 1; /* else BLAS threads each call, we call serially */
     const int nparts = nb__kv_split(pl, B, par ? nb_num_threads(ctx) : 1);
     const int ntasks = B * Hkv * nparts;
     const size_t part_size = (size_t)T * 2 * dk;
     int task, row;
+    if (pk) { /* dO in bf16 (dout16 is free once dC and dW_o are made), then the packs */
+        nb__to_bf16(ctx, m->dout16, m->dc, B * T, d, d);
+        nb__attn_pack(ctx, pl, B, T, m, 1);
+    }
     NB__OMP(parallel for schedule(dynamic, 1) num_threads(nb_num_threads(ctx)) if(par))
     for (task = 0; task < ntasks; task++) {
-        const int pair = task / nparts, part = task % nparts, b = pair / Hkv, j = pair % Hkv;
-        nb_real* ptile = m->tiles + (size_t)omp_get_thread_num() * 2 * NB__TILE * T;
-        nb_real* dp = ptile + (size_t)NB__TILE * T;
-        const size_t base = (size_t)b * T * P;
-        const nb__mat k_j = nb__qkv_at(pl, m, b * T, d + j * dk, 0);
-        const nb__mat v_jt = nb__qkv_at(pl, m, b * T, d + (Hkv + j) * dk, 1);
-        nb_real* dk_j = m->dqkv + base + d + (size_t)j * dk;
-        int ld = P, item;
+        const int pair = task / nparts, part = task % nparts, th = omp_get_thread_num();
+        nb_real* ptile = m->tiles + (size_t)th * 2 * NB__TILE * T;
+        nb__attn_item it;
+        int item, t, e;
+        it.b = pair / Hkv; it.j = pair % Hkv;
+        it.dp = ptile + (size_t)NB__TILE * T;
+        it.dk_j = m->dqkv + (size_t)it.b * T * P + d + (size_t)it.j * dk;
+        it.ld = P;
         if (part > 0) { /* rows [dK_j | dV_j] of width 2 dk */
-            dk_j = m->kv_parts + ((size_t)pair * (nparts - 1) + part - 1) * part_size;
-            ld = 2 * dk;
-            memset(dk_j, 0, part_size * sizeof(nb_real));
+            it.dk_j = m->kv_parts + ((size_t)pair * (nparts - 1) + part - 1) * part_size;
+            it.ld = 2 * dk;
+            memset(it.dk_j, 0, part_size * sizeof(nb_real));
         }
+        it.dv_j = part > 0 ? it.dk_j + dk : it.dk_j + (size_t)Hkv * dk;
+        it.kvt = pk ? m->kvt + (size_t)th * 2 * dk * T : NULL;
+        it.pt = pk ? m->pt16 + (size_t)th * 3 * NB__TILE * nb__t32(T) : NULL;
+        if (pk) memset(it.kvt, 0, (size_t)2 * dk * T * sizeof(nb_real));
         for (item = part; item < g * ntiles; item += nparts) {
-            const int h = j * g + item / ntiles, tile = item % ntiles;
-            const int i0 = tile * NB__TILE, rows = T - i0 < NB__TILE ? T - i0 : NB__TILE;
-            const int ncols = pl->desc.attn.non_causal ? T : i0 + rows;
-            const size_t prow = ((size_t)b * H + h) * T + i0;
-            const nb__mat q = nb__qkv_at(pl, m, b * T + i0, h * dk, 0);
-            nb_real* dq = m->dqkv + base + (size_t)i0 * P + (size_t)h * dk;
-            nb_real* dv_j = part > 0 ? dk_j + dk : dk_j + (size_t)Hkv * dk;
-            const nb_real* dout = m->dc + ((size_t)b * T + i0) * d + (size_t)h * dk;
-            const nb_real* p = ptile;
-            int r, c;
-            if (m->probs) p = m->probs + prow * T;
-            else nb__attn_probs(pl, m, T, b, h, i0, rows, ncols, ptile, m->lse + prow, NULL, NULL);
-            nb__gemm1(bf, rows, ncols, dk, 1, nb__m(dout, d, 0), v_jt, 0, dp, T); /* dP = dO V^T */
-            nb__gemm1(bf, ncols, dk, rows, 1, nb__m(p, T, 1), nb__m(dout, d, 0), 1, dv_j, ld); /* dV+=P^T dO */
-            for (r = 0; r < rows; r++) {
-                const nb_real* pr = p + (size_t)r * T;
-                nb_real* dpr = dp + (size_t)r * T;
-                const int n = pl->desc.attn.non_causal ? ncols : i0 + r + 1;
-                const nb_real dot = nb__dot(dpr, pr, n);
-                NB__OMP(simd)
-                for (c = 0; c < n; c++) dpr[c] = scale * pr[c] * (dpr[c] - dot);
-                for (c = n; c < ncols; c++) dpr[c] = 0;
-            }
-            nb__gemm1(bf, rows, dk, ncols, 1, nb__m(dp, T, 0), k_j, 1, dq, P); /* dQ += dS K */
-            nb__gemm1(bf, ncols, dk, rows, 1, nb__m(dp, T, 1), q, 1, dk_j, ld); /* dK += dS^T Q */
+            const int tile = item % ntiles;
+            size_t prow;
+            it.h = it.j * g + item / ntiles;
+            it.i0 = tile * NB__TILE;
+            it.rows = T - it.i0 < NB__TILE ? T - it.i0 : NB__TILE;
+            it.ncols = pl->desc.attn.non_causal ? T : it.i0 + it.rows;
+            prow = ((size_t)it.b * H + it.h) * T + it.i0;
+            it.p = ptile;
+            if (m->probs) it.p = m->probs + prow * T;
+            else nb__attn_probs(pl, m, T, it.b, it.h, it.i0, it.rows, it.ncols, ptile,
+                                m->lse + prow, NULL, NULL);
+            nb__attn_item_bwd(pl, T, m, &it);
         }
+        if (pk) /* dK_j += (dK^T)^T, dV_j likewise */
+            for (t = 0; t < T; t++)
+                for (e = 0; e < dk; e++) {
+                    it.dk_j[(size_t)t * it.ld + e] += it.kvt[(size_t)e * T + t];
+                    it.dv_j[(size_t)t * it.ld + e] += it.kvt[((size_t)dk + e) * T + t];
+                }
     }
     if (nparts == 1) return;
     /* add the extra parts' [dK | dV] rows into dqkv, in part order */
@@ -5836,6 +6272,7 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
 #else
         "BLAS sgemm";
 #endif
+    const char* attn = bf ? nb__attn_kernels[s->layers[0].attn.bf16_attn] : core;
     char why[128] = "";
     int l, timed = 0; /* oneDNN runs BF16 by the timing of nb__bf16_engine */
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
@@ -5877,14 +6314,14 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
     if (timed)
         snprintf(s->kernels, sizeof s->kernels, "%s: projections oneDNN %s (timed faster than "
                  "the portable path here: %.2f ms against %.2f ms), attention products %s", prec,
-                 s->mm->bf16_impl, ctx->gemm_probe_ms[1], ctx->gemm_probe_ms[0], core);
+                 s->mm->bf16_impl, ctx->gemm_probe_ms[1], ctx->gemm_probe_ms[0], attn);
     else if (s->mm)
         snprintf(s->kernels, sizeof s->kernels, "%s: projections oneDNN %s, attention products "
-                 "%s", prec, bf ? s->mm->bf16_impl : s->mm->f32_impl, core);
+                 "%s", prec, bf ? s->mm->bf16_impl : s->mm->f32_impl, attn);
     else
 #endif
         snprintf(s->kernels, sizeof s->kernels, "%s: projections %s, attention products %s%s",
-                 prec, core, core, why);
+                 prec, core, attn, why);
     if (d->gemm.bf16_weights) {
         const size_t n = strlen(s->kernels);
         snprintf(s->kernels + n, sizeof s->kernels - n, "; weights: the caller's bf16 copy");

@@ -10,7 +10,9 @@
    share from the profile, the share of the block outside its bf16 linear GEMMs; NBB_BACKEND=blas|dnnl
    picks the stack's GEMM backend (default: the library's choice); NBB_BF16_WEIGHTS=1 with
    NBB_BF16 reads the weights from a bf16 copy made once, as a trainer's optimizer writes it,
-   instead of rounding them in every forward (desc.bf16_weights). Each row names the kernels
+   instead of rounding them in every forward (desc.bf16_weights); NBB_ATTN=0|1|2|3 with NBB_BF16
+   runs the attention products emulated, or packed on the portable, AVX512-BF16 or AMX kernel
+   (at most what the CPU has), instead of the library's choice. Each row names the kernels
    that ran (nb_stack_kernels); bench_dnnl times the linear GEMMs alone in bf16 on oneDNN)
      PRESET: any nb_preset_from_name name (pre, hybrid, siamese, gpt2, ...)
 
@@ -286,6 +288,12 @@ int main(int argc, char** argv) {
     if (desc.preset == NB_PRESET_SIAMESE || desc.preset == NB_PRESET_SIAMESE_POST_PRE)
         desc.norm.final = 0; /* SiameseNorm's output fusion (3 norms) cannot be switched off */
     if (nb_stack_init(&r.ctx, &r.s, &desc, B, T)) die("nb_stack_init", &r.ctx);
+    if (bf16 && getenv("NBB_ATTN")) { /* 0 emulated, 1 portable, 2 AVX512-BF16, 3 AMX */
+        const int want = atoi(getenv("NBB_ATTN")), host = nb__bf16_isa() + 1;
+        const int a = want < 0 ? 0 : want > host ? host : want;
+        for (i = 0; i < r.s.desc.n_layers; i++) r.s.layers[i].attn.bf16_attn = a;
+        printf("# NBB_ATTN=%d: the attention products run %s\n", want, nb__attn_kernels[a]);
+    }
     n = (size_t)B * T * d;
     r.params = nbb_alloc(r.s.n_params); r.grads = nbb_alloc(r.s.n_params);
     r.cache = nbb_alloc(r.s.n_cache); r.scratch = nbb_alloc(r.s.n_scratch);

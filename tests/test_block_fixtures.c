@@ -154,17 +154,19 @@ typedef struct variant {
     int check_finite;
     int by_name;           /* description from nb_preset_from_name */
     nb_backend backend;
+    int attn;              /* BF16's attention products: 0 the plan's choice, else 1 + an
+                              NB__ATTN_* (skipped, and said, on a CPU without its kernel) */
 } variant;
 
 #ifndef NBT_BF16
 static const variant variants[] = {
-    {"probs", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_DEFAULT},
-    {"lse", NB_ATTN_MEMORY_LSE, 3, 0, 0, 0, 0, 0, NB_BACKEND_DEFAULT},
-    {"accum", NB_ATTN_MEMORY_DEFAULT, 2, 1, 3, 1, 1, 0, NB_BACKEND_DEFAULT},
-    {"name", NB_ATTN_MEMORY_PROBS, 1, 0, 0, 0, 0, 1, NB_BACKEND_DEFAULT},
+    {"probs", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_DEFAULT, 0},
+    {"lse", NB_ATTN_MEMORY_LSE, 3, 0, 0, 0, 0, 0, NB_BACKEND_DEFAULT, 0},
+    {"accum", NB_ATTN_MEMORY_DEFAULT, 2, 1, 3, 1, 1, 0, NB_BACKEND_DEFAULT, 0},
+    {"name", NB_ATTN_MEMORY_PROBS, 1, 0, 0, 0, 0, 1, NB_BACKEND_DEFAULT, 0},
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
-    {"dnnl", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_DNNL},    /* oneDNN float32 */
-    {"dnnl_accum", NB_ATTN_MEMORY_LSE, 1, 1, 3, 1, 0, 0, NB_BACKEND_DNNL},
+    {"dnnl", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_DNNL, 0},    /* oneDNN float32 */
+    {"dnnl_accum", NB_ATTN_MEMORY_LSE, 1, 1, 3, 1, 0, 0, NB_BACKEND_DNNL, 0},
 #endif
 };
 #else
@@ -174,11 +176,19 @@ static const variant variants[] = {
    bf16_tight_limit): on the portable path (BLAS), and on oneDNN's bf16 matmul when the build
    has it (skipped, and said, on a CPU where oneDNN has no bf16 matmul). */
 static const variant variants[] = {
-    {"bf16", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_BLAS},
-    {"bf16_lse", NB_ATTN_MEMORY_LSE, 3, 0, 0, 0, 0, 0, NB_BACKEND_BLAS},
+    {"bf16", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_BLAS, 0},
+    {"bf16_lse", NB_ATTN_MEMORY_LSE, 3, 0, 0, 0, 0, 0, NB_BACKEND_BLAS, 0},
+    /* the attention products' other paths: the packed one on the portable and AVX512-BF16
+       kernels (AMX's is the plan's choice on a CPU with AMX), and the emulation there */
+    {"bf16_portable", NB_ATTN_MEMORY_LSE, 2, 0, 0, 0, 0, 0, NB_BACKEND_BLAS,
+     1 + NB__ATTN_PORTABLE},
+    {"bf16_avx512bf16", NB_ATTN_MEMORY_PROBS, 1, 0, 0, 0, 0, 0, NB_BACKEND_BLAS,
+     1 + NB__ATTN_AVX512BF16},
+    {"bf16_emulated", NB_ATTN_MEMORY_LSE, 1, 0, 0, 0, 0, 0, NB_BACKEND_BLAS,
+     1 + NB__ATTN_EMULATED},
 #ifdef NB_USE_DNNL
-    {"bf16_dnnl", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_DNNL},
-    {"bf16_dnnl_lse", NB_ATTN_MEMORY_LSE, 1, 1, 3, 0, 0, 0, NB_BACKEND_DNNL},
+    {"bf16_dnnl", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_DNNL, 0},
+    {"bf16_dnnl_lse", NB_ATTN_MEMORY_LSE, 1, 1, 3, 0, 0, 0, NB_BACKEND_DNNL, 0},
 #endif
 };
 
@@ -303,6 +313,8 @@ static void check_bf16_weights(nb_ctx* ctx, nb_stack_desc desc, const nb_stack* 
     memset(&s, 0, sizeof s);
     rc = nb_stack_init(ctx, &s, &desc, s0->max_batch, s0->max_seq);
     if (!nbf_check_rc(ctx, rc, cs, tag, "nb_stack_init (bf16_weights)")) return;
+    for (k = 0; k < (size_t)s.desc.n_layers; k++) /* the variant's attention products */
+        s.layers[k].attn.bf16_attn = s0->layers[k].attn.bf16_attn;
     snprintf(name, sizeof name, "%s/%s: bf16_weights: the cache (%lu) is smaller (than %lu)", cs,
              tag, (unsigned long)s.n_cache, (unsigned long)s0->n_cache);
     nbt_check(s.n_cache < s0->n_cache && s.n_params == s0->n_params, name);
@@ -649,6 +661,15 @@ static void run_case(const block_case* bc, const variant* v) {
     if (!nbf_check_rc(&ctx, rc, cs, v->tag, "nb_stack_init")) {
         nb_stack_free(&s);
         return;
+    }
+    if (v->attn) {
+        static int said;
+        if (v->attn - 1 == NB__ATTN_AVX512BF16 && nb__bf16_isa() < NB__ISA_AVX512BF16) {
+            if (!said++) printf("SKIP %s: this CPU (or its OS) has no avx512_bf16\n", v->tag);
+            nb_stack_free(&s);
+            return;
+        }
+        for (i = 0; i < L; i++) s.layers[i].attn.bf16_attn = v->attn - 1;
     }
     snprintf(name, sizeof name, "%s/%s: stack has %d layers and %d stream(s)", cs, v->tag, L,
              streams);

@@ -396,6 +396,74 @@ static void run_gemm_bf16_case(int ta, int tb, int M, int N, int K, double alpha
     free(A); free(B); free(C); free(ref); free(unrounded); free(terms);
 }
 
+/* nb__bdot, the attention products' kernel, on kernel isa: C (+)= A B for bf16 A (row-major)
+   and B given as rows (nb__pack_rows) or as the rows of B^T (nb__pack_cols), against a double
+   loop over the same bf16 values within the float32 summation bound (each product exact, K
+   adds: 2 (K + 2) 2^-24 sum |a_k b_k|); C's padding columns untouched. The shapes cover AMX's
+   32 x 32 blocks with edges on both sides, odd K, and a K that is not a multiple of 32. */
+static void run_bdot_case(int isa, int M, int N, int K, int by_cols, int acc, nbt_rng* rng) {
+    const int lda = K + 3, ldc = N + 5, kp = (K + 1) / 2;
+    const int ldx = by_cols ? K + 1 : N + 2, xrows = by_cols ? N : K;
+    unsigned short *A = (unsigned short*)calloc((size_t)M * lda, 2);
+    unsigned short *X = (unsigned short*)calloc((size_t)xrows * ldx, 2);
+    unsigned short *Bp = (unsigned short*)calloc((size_t)(kp + 16) * 2 * (N + 7), 2);
+    nb_real *f = nbt_alloc((size_t)(M * lda + xrows * ldx)), *C = nbt_alloc((size_t)M * ldc);
+    double err = 0;
+    int i, j, k, within = 1;
+    char name[256];
+    nbt_fill(rng, f, (size_t)(M * lda + xrows * ldx), 0, 1);
+    nb_bf16_round(A, f, (size_t)M * lda);
+    nb_bf16_round(X, f + (size_t)M * lda, (size_t)xrows * ldx);
+    nbt_fill(rng, C, (size_t)M * ldc, 0, 1);
+    if (by_cols) nb__pack_cols(Bp, X, N, K, ldx, N + 7);
+    else nb__pack_rows(Bp, X, K, N, ldx, K + K % 2);
+    {
+        double* c0 = (double*)malloc(sizeof(double) * (size_t)M * ldc);
+        for (i = 0; i < M * ldc; i++) c0[i] = (double)C[i];
+        nb__bdot(isa, M, N, K, A, lda, Bp, by_cols ? N + 7 : N, C, ldc, acc);
+        for (i = 0; i < M; i++)
+            for (j = 0; j < ldc; j++) {
+                double want = acc ? c0[i * ldc + j] : 0, mag = fabs(want);
+                const double got = (double)C[i * ldc + j];
+                if (j >= N) { within &= got == c0[i * ldc + j]; continue; }
+                for (k = 0; k < K; k++) {
+                    const double a = nb__bf16_float(A[i * lda + k]);
+                    const double b = nb__bf16_float(by_cols ? X[j * ldx + k] : X[k * ldx + j]);
+                    want += a * b;
+                    mag += fabs(a * b);
+                }
+                if (fabs(got - want) > err) err = fabs(got - want);
+                within &= fabs(got - want) <= 2.0 * (K + 2) * 0x1p-24 * mag;
+            }
+        free(c0);
+    }
+    snprintf(name, sizeof name, "nb__bdot kernel %d %dx%dx%d B by %s%s: bf16 products, float32 "
+             "sums (largest error %.3g)", isa, M, N, K, by_cols ? "columns" : "rows",
+             acc ? ", accumulating" : "", err);
+    nbt_check(within, name);
+    free(A); free(X); free(Bp); free(f); free(C);
+}
+
+static void bdot_kernels(nbt_rng* rng) {
+    static const char* const names[] = {"portable", "AVX512-BF16 (avx512_bf16)",
+                                        "AMX (amx_bf16, amx_tile)"};
+    const int host = nb__bf16_isa();
+    int isa;
+    for (isa = NB__ISA_PORTABLE; isa <= NB__ISA_AMX; isa++) {
+        if (isa > host) {
+            printf("SKIP the %s attention-product kernel: this CPU (or its OS) lacks it\n",
+                   names[isa]);
+            continue;
+        }
+        run_bdot_case(isa, 7, 5, 9, 0, 0, rng);
+        run_bdot_case(isa, 64, 64, 64, 1, 0, rng);
+        run_bdot_case(isa, 70, 45, 96, 0, 1, rng);
+        run_bdot_case(isa, 33, 97, 64, 1, 1, rng);
+        run_bdot_case(isa, 40, 70, 31, 1, 0, rng);
+        run_bdot_case(isa, 96, 33, 128, 0, 1, rng);
+    }
+}
+
 /* bf16 rounding on single values through a 1x1x1 product (x * 1 is exact): ties to even,
    overflow to inf, NaN kept. */
 static void gemm_bf16_values(void) {
@@ -481,6 +549,7 @@ int main(void) {
         }
 #ifndef NB_DOUBLE
     gemm_bf16_values();
+    bdot_kernels(&rng);
 #else
     {   /* bf16 is a float32-build feature */
         nb_ctx c;

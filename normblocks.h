@@ -2934,6 +2934,37 @@ static void nb__bdot_avx512(int M, int N, int K, const unsigned short* A, int ld
     }
 }
 
+/* The 32-bit words (X[r][2q], X[r][2q+1]) of 16 rows r0.. of X (bf16, ld ldx) at once: one
+   gather per word column, the loads of the packs below */
+__attribute__((target("avx512f,avx512bw")))
+static inline __m512i nb__gather16(const unsigned short* X, int ldx, int r0, int q) {
+    const __m512i rows = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_i32gather_epi32(_mm512_mullo_epi32(rows, _mm512_set1_epi32(ldx)),
+                                  (const void*)(X + (size_t)r0 * ldx + 2 * (size_t)q), 2);
+}
+/* nb__pack_cols' and nb__transpose16's bulk: rows [0, rows & ~15), word columns [0, cols / 2) */
+__attribute__((target("avx512f,avx512bw")))
+static void nb__pack_cols_avx512(unsigned short* Bp, const unsigned short* X, int rows, int cols,
+                                 int ldx, int ldb) {
+    int r0, q;
+    for (r0 = 0; r0 + 16 <= rows; r0 += 16)
+        for (q = 0; q < cols / 2; q++)
+            _mm512_storeu_si512((void*)(Bp + (size_t)q * 2 * ldb + 2 * (size_t)r0),
+                                nb__gather16(X, ldx, r0, q));
+}
+__attribute__((target("avx512f,avx512bw")))
+static void nb__transpose16_avx512(unsigned short* D, const unsigned short* X, int rows,
+                                   int cols, int ldx, int ldd) {
+    int r0, q;
+    for (r0 = 0; r0 + 16 <= rows; r0 += 16)
+        for (q = 0; q < cols / 2; q++) {
+            const __m512i w = nb__gather16(X, ldx, r0, q);
+            _mm256_storeu_si256((__m256i*)(D + (size_t)2 * q * ldd + r0), _mm512_cvtepi32_epi16(w));
+            _mm256_storeu_si256((__m256i*)(D + (size_t)(2 * q + 1) * ldd + r0),
+                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(w, 16)));
+        }
+}
+
 /* the palette-1 tile configuration (64 bytes, Intel SDM 3.3: TILECFG) */
 typedef struct nb__tilecfg {
     unsigned char palette, start_row, reserved[14];
@@ -3048,39 +3079,75 @@ static void nb__pack_rows(unsigned short* Bp, const unsigned short* X, int rows,
     for (p = 0; p < prows / 2; p++) {
         unsigned short* d = Bp + (size_t)p * 2 * cols;
         const unsigned short* x0 = X + (size_t)2 * p * ldx;
-        const unsigned short* x1 = x0 + ldx;
-        const int h0 = 2 * p < rows, h1 = 2 * p + 1 < rows;
+        const unsigned short* x1 = 2 * p + 1 < rows ? x0 + ldx : NULL;
+        if (2 * p >= rows) {
+            memset(d, 0, (size_t)cols * 2 * sizeof *d);
+            continue;
+        }
+        NB__OMP(simd) /* one 32-bit word per pair: the loop vectorizes */
         for (j = 0; j < cols; j++) {
-            d[2 * j] = h0 ? x0[j] : 0;
-            d[2 * j + 1] = h1 ? x1[j] : 0;
+            const unsigned w = (unsigned)x0[j] | (x1 ? (unsigned)x1[j] << 16 : 0u);
+            memcpy(d + 2 * j, &w, sizeof w);
         }
     }
 }
 /* Bp (ldb ldb >= rows) of X^T: X (rows x cols bf16, ld ldx) is K^T's rows, so a pair (2p,
    2p+1) of X's columns is one 32-bit word: a transpose of words. Columns of Bp from rows to
    ldb, and a missing odd column's half, are zero. */
-static void nb__pack_cols(unsigned short* Bp, const unsigned short* X, int rows, int cols,
-                          int ldx, int ldb) {
-    int p, r;
-    for (p = 0; p < (cols + 1) / 2; p++) {
-        unsigned short* d = Bp + (size_t)p * 2 * ldb;
-        const int h1 = 2 * p + 1 < cols;
-        for (r = 0; r < rows; r++) {
-            d[2 * r] = X[(size_t)r * ldx + 2 * p];
-            d[2 * r + 1] = h1 ? X[(size_t)r * ldx + 2 * p + 1] : 0;
-        }
-        for (r = 2 * rows; r < 2 * ldb; r++) d[r] = 0;
+static void nb__pack_cols(int isa, unsigned short* Bp, const unsigned short* X, int rows,
+                          int cols, int ldx, int ldb) {
+    int p, r, r0 = 0;
+#ifdef NB__X86_BF16
+    if (isa != NB__ISA_PORTABLE) { /* the bulk with gathers, the edges below */
+        nb__pack_cols_avx512(Bp, X, rows, cols, ldx, ldb);
+        for (p = 0; p < cols / 2; p++) /* rows past the last 16 */
+            for (r = rows & ~15; r < rows; r++) {
+                Bp[(size_t)p * 2 * ldb + 2 * r] = X[(size_t)r * ldx + 2 * p];
+                Bp[(size_t)p * 2 * ldb + 2 * r + 1] = X[(size_t)r * ldx + 2 * p + 1];
+            }
+        if (cols % 2 == 0) r0 = rows; /* else the odd column's pair, every row */
+        else r0 = 0;
     }
+#else
+    (void)isa;
+#endif
+    for (; r0 < rows; r0 += 32) { /* 32 rows of X stay in L1 while their words move */
+        const int r1 = rows - r0 < 32 ? rows : r0 + 32;
+        for (p = isa != NB__ISA_PORTABLE ? cols / 2 : 0; p < (cols + 1) / 2; p++) {
+            unsigned short* d = Bp + (size_t)p * 2 * ldb;
+            const int h1 = 2 * p + 1 < cols;
+            for (r = r0; r < r1; r++) {
+                d[2 * r] = X[(size_t)r * ldx + 2 * p];
+                d[2 * r + 1] = h1 ? X[(size_t)r * ldx + 2 * p + 1] : 0;
+            }
+        }
+    }
+    for (p = 0; p < (cols + 1) / 2; p++)
+        for (r = 2 * rows; r < 2 * ldb; r++) Bp[(size_t)p * 2 * ldb + r] = 0;
 }
 /* D (cols x ldd) = X^T for X (rows x cols bf16, ld ldx); D's columns rows..ldd zero */
-static void nb__transpose16(unsigned short* D, const unsigned short* X, int rows, int cols,
-                            int ldx, int ldd) {
-    int r, c;
-    for (c = 0; c < cols; c++) {
-        unsigned short* d = D + (size_t)c * ldd;
-        for (r = 0; r < rows; r++) d[r] = X[(size_t)r * ldx + c];
-        for (r = rows; r < ldd; r++) d[r] = 0;
+static void nb__transpose16(int isa, unsigned short* D, const unsigned short* X, int rows,
+                            int cols, int ldx, int ldd) {
+    int r, c, r0 = 0;
+#ifdef NB__X86_BF16
+    if (isa != NB__ISA_PORTABLE) { /* the bulk with gathers; the rows past the last 16, and an
+                                      odd last column, below */
+        nb__transpose16_avx512(D, X, rows, cols, ldx, ldd);
+        for (c = 0; c < cols; c++)
+            for (r = c < (cols & ~1) ? rows & ~15 : 0; r < rows; r++)
+                D[(size_t)c * ldd + r] = X[(size_t)r * ldx + c];
+        r0 = rows;
     }
+#else
+    (void)isa;
+#endif
+    for (; r0 < rows; r0 += 32) { /* 32 rows of X stay in L1 */
+        const int r1 = rows - r0 < 32 ? rows : r0 + 32;
+        for (c = 0; c < cols; c++)
+            for (r = r0; r < r1; r++) D[(size_t)c * ldd + r] = X[(size_t)r * ldx + c];
+    }
+    for (c = 0; c < cols; c++)
+        for (r = rows; r < ldd; r++) D[(size_t)c * ldd + r] = 0;
 }
 
 #define NB__BF16(plan) ((plan)->desc.gemm.precision == NB_PRECISION_BF16)
@@ -4017,6 +4084,7 @@ static void nb__attn_pack(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
                           const nb__attn_mem* m, int backward) {
     const int Hkv = pl->desc.n_kv_heads, H = pl->desc.n_heads, dk = pl->head_dim;
     const int P = pl->qkv_width, d = pl->desc.d_model, T32 = nb__t32(T), dk2 = dk + dk % 2;
+    const int isa = NB__KERNEL(pl);
     int task;
     (void)ctx;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx)))
@@ -4025,17 +4093,18 @@ static void nb__attn_pack(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
         const unsigned short* x = m->qkv16 + (size_t)b * T * P;
         if (j < Hkv) {
             const unsigned short *k = x + d + (size_t)j * dk, *v = k + (size_t)Hkv * dk;
-            nb__pack_cols(nb__kv16(pl, m->kt16, T, b, j, dk2), k, T, dk, P, T32);
+            nb__pack_cols(isa, nb__kv16(pl, m->kt16, T, b, j, dk2), k, T, dk, P, T32);
             if (backward) {
-                nb__pack_cols(nb__kv16(pl, m->vt16, T, b, j, dk2), v, T, dk, P, T32);
+                nb__pack_cols(isa, nb__kv16(pl, m->vt16, T, b, j, dk2), v, T, dk, P, T32);
                 nb__pack_rows(nb__kv16(pl, m->kp16, T, b, j, dk), k, T, dk, P, T32);
             } else {
                 nb__pack_rows(nb__kv16(pl, m->vp16, T, b, j, dk), v, T, dk, P, T32);
             }
         } else {
             const int h = j - Hkv;
-            nb__transpose16(nb__qh16(pl, m->qt16, T, b, h), x + (size_t)h * dk, T, dk, P, T32);
-            nb__transpose16(nb__qh16(pl, m->dot16, T, b, h),
+            nb__transpose16(isa, nb__qh16(pl, m->qt16, T, b, h), x + (size_t)h * dk, T, dk, P,
+                            T32);
+            nb__transpose16(isa, nb__qh16(pl, m->dot16, T, b, h),
                             m->dout16 + (size_t)b * T * d + (size_t)h * dk, T, dk, d, T32);
         }
     }
@@ -4084,17 +4153,25 @@ static void nb__rows16(unsigned short* dst, int ldd, const nb_real* x, int ldx, 
     }
 }
 /* Bp (pairs of rows, ldb ld) of the bf16 bits of x (rows x n, ld ldx), rows rounded up to
-   rows32 with zeros: a B operand of nb__bdot made from a float tile */
+   rows32 with zeros: a B operand of nb__bdot made from a float tile. One 32-bit word per pair
+   (the low half row 2p), so the loop vectorizes. */
 static void nb__pairs16(unsigned short* Bp, int ld, const nb_real* x, int ldx, int rows, int n,
                         int rows32) {
-    int r, c;
-    for (r = 0; r < rows32; r++) {
-        unsigned short* o = Bp + (size_t)(r / 2) * 2 * ld + r % 2;
-        const nb_real* xr = x + (size_t)r * ldx;
-        if (r < rows)
-            for (c = 0; c < n; c++) o[2 * c] = nb__bf16_bits(xr[c]);
-        else
-            for (c = 0; c < n; c++) o[2 * c] = 0;
+    int p, c;
+    for (p = 0; p < rows32 / 2; p++) {
+        unsigned short* o = Bp + (size_t)p * 2 * ld;
+        const nb_real* x0 = x + (size_t)2 * p * ldx;
+        const nb_real* x1 = 2 * p + 1 < rows ? x0 + ldx : NULL;
+        if (2 * p >= rows) {
+            memset(o, 0, (size_t)n * 2 * sizeof *o);
+            continue;
+        }
+        NB__OMP(simd)
+        for (c = 0; c < n; c++) {
+            const unsigned w = (unsigned)nb__bf16_bits(x0[c]) |
+                               (x1 ? (unsigned)nb__bf16_bits(x1[c]) << 16 : 0u);
+            memcpy(o + 2 * c, &w, sizeof w);
+        }
     }
 }
 
@@ -4200,6 +4277,24 @@ static void nb__attn_item_bwd(const nb_attn_plan* pl, int T, const nb__attn_mem*
               1, it->dk_j, it->ld); /* dK += dS^T Q */
 }
 
+/* Y (rows x cols, ld ldy) += X^T for X (cols x rows, ld ldx), through 16 x 16 blocks in L1:
+   Y's rows are far apart (a qkv row), and walking them column by column thrashes the cache */
+static void nb__add_transposed(nb_real* Y, int ldy, const nb_real* X, int ldx, int cols,
+                               int rows) {
+    nb_real blk[16][16];
+    int r0, c0, r, c;
+    for (r0 = 0; r0 < rows; r0 += 16)
+        for (c0 = 0; c0 < cols; c0 += 16) {
+            const int nr = rows - r0 < 16 ? rows - r0 : 16, nc = cols - c0 < 16 ? cols - c0 : 16;
+            for (c = 0; c < nc; c++)
+                for (r = 0; r < nr; r++) blk[r][c] = X[(size_t)(c0 + c) * ldx + r0 + r];
+            for (r = 0; r < nr; r++) {
+                nb_real* y = Y + (size_t)(r0 + r) * ldy + c0;
+                for (c = 0; c < nc; c++) y[c] += blk[r][c];
+            }
+        }
+}
+
 /* Tasks (b, KV head j, part), see nb__kv_split: the g query heads sharing j accumulate into dK_j
    and dV_j, so a task walks its share of the (head, tile) items in a fixed order. With
    dS = scale * P (dP - rowsum(dP P)) the gradient of the unscaled scores Q K^T:
@@ -4224,7 +4319,7 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
         const int pair = task / nparts, part = task % nparts, th = omp_get_thread_num();
         nb_real* ptile = m->tiles + (size_t)th * 2 * NB__TILE * T;
         nb__attn_item it;
-        int item, t, e;
+        int item;
         it.b = pair / Hkv; it.j = pair % Hkv;
         it.dp = ptile + (size_t)NB__TILE * T;
         it.dk_j = m->dqkv + (size_t)it.b * T * P + d + (size_t)it.j * dk;
@@ -4252,12 +4347,10 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
                                 m->lse + prow, NULL, NULL);
             nb__attn_item_bwd(pl, T, m, &it);
         }
-        if (pk) /* dK_j += (dK^T)^T, dV_j likewise */
-            for (t = 0; t < T; t++)
-                for (e = 0; e < dk; e++) {
-                    it.dk_j[(size_t)t * it.ld + e] += it.kvt[(size_t)e * T + t];
-                    it.dv_j[(size_t)t * it.ld + e] += it.kvt[((size_t)dk + e) * T + t];
-                }
+        if (pk) {
+            nb__add_transposed(it.dk_j, it.ld, it.kvt, T, dk, T);
+            nb__add_transposed(it.dv_j, it.ld, it.kvt + (size_t)dk * T, T, dk, T);
+        }
     }
     if (nparts == 1) return;
     /* add the extra parts' [dK | dV] rows into dqkv, in part order */

@@ -415,7 +415,7 @@ static void run_bdot_case(int isa, int M, int N, int K, int by_cols, int acc, nb
     nb_bf16_round(A, f, (size_t)M * lda);
     nb_bf16_round(X, f + (size_t)M * lda, (size_t)xrows * ldx);
     nbt_fill(rng, C, (size_t)M * ldc, 0, 1);
-    if (by_cols) nb__pack_cols(Bp, X, N, K, ldx, N + 7);
+    if (by_cols) nb__pack_cols(isa, Bp, X, N, K, ldx, N + 7);
     else nb__pack_rows(Bp, X, K, N, ldx, K + K % 2);
     {
         double* c0 = (double*)malloc(sizeof(double) * (size_t)M * ldc);
@@ -444,6 +444,25 @@ static void run_bdot_case(int isa, int M, int N, int K, int by_cols, int acc, nb
     free(A); free(X); free(Bp); free(f); free(C);
 }
 
+/* nb__transpose16 (the packs' transpose of Q and dO) on kernel isa's code: every element moved
+   to its place, the padding columns zero */
+static void run_transpose16_case(int isa, int rows, int cols) {
+    const int ldx = cols + 3, ldd = rows + 9;
+    unsigned short* X = (unsigned short*)malloc((size_t)rows * ldx * 2);
+    unsigned short* D = (unsigned short*)malloc((size_t)cols * ldd * 2);
+    int r, c, ok = 1;
+    char name[160];
+    for (r = 0; r < rows * ldx; r++) X[r] = (unsigned short)(r * 7919u + 1);
+    memset(D, 0xff, (size_t)cols * ldd * 2);
+    nb__transpose16(isa, D, X, rows, cols, ldx, ldd);
+    for (c = 0; c < cols; c++)
+        for (r = 0; r < ldd; r++) ok &= D[c * ldd + r] == (r < rows ? X[r * ldx + c] : 0);
+    snprintf(name, sizeof name, "nb__transpose16 kernel %d %dx%d: every element, zero padding",
+             isa, rows, cols);
+    nbt_check(ok, name);
+    free(X); free(D);
+}
+
 static void bdot_kernels(nbt_rng* rng) {
     static const char* const names[] = {"portable", "AVX512-BF16 (avx512_bf16)",
                                         "AMX (amx_bf16, amx_tile)"};
@@ -461,6 +480,9 @@ static void bdot_kernels(nbt_rng* rng) {
         run_bdot_case(isa, 33, 97, 64, 1, 1, rng);
         run_bdot_case(isa, 40, 70, 31, 1, 0, rng);
         run_bdot_case(isa, 96, 33, 128, 0, 1, rng);
+        run_transpose16_case(isa, 64, 64);
+        run_transpose16_case(isa, 37, 9);
+        run_transpose16_case(isa, 5, 48);
     }
 }
 

@@ -631,8 +631,10 @@ typedef enum nb_norm_type {
    not in the cache), and caches in bf16 what only GEMMs read (the
    sublayer inputs, the attention's C, the FFN's activation; O and the activation are then no
    longer cached in float32): the cache sizes of the plans and the stack include them. The
-   backward rounds dout, dQKV and the FFN's dh into scratch. A float32-build feature (refused
-   with NB_DOUBLE). Which kernels run: nb_stack_kernels (a stack), nb_bf16_kernels (plans). */
+   backward rounds dout, dQKV and the FFN's dh into scratch. On a CPU with AMX the attention's
+   products multiply bf16 copies of Q, K, V, P, dO and dS packed in scratch (the plan's
+   n_scratch includes them on any CPU). A float32-build feature (refused with NB_DOUBLE).
+   Which kernels run: nb_stack_kernels (a stack), nb_bf16_kernels (plans). */
 typedef enum nb_precision {
     NB_PRECISION_DEFAULT = 0,  /* FP32 */
     NB_PRECISION_FP32,
@@ -640,7 +642,8 @@ typedef enum nb_precision {
 } nb_precision;
 
 /* Who runs a stack's linear GEMMs (nb_stack_desc.backend; the per-head attention products run
-   on the BLAS, or the portable bf16 path, in every case). oneDNN is compiled in by defining
+   on the BLAS in float32, and in BF16 on the library's AMX tile kernel where the CPU has AMX,
+   else on the portable bf16 path, whatever the backend). oneDNN is compiled in by defining
    NB_USE_DNNL (link -ldnnl; Debian: libdnnl-dev) in a float32 build. */
 typedef enum nb_backend {
     NB_BACKEND_DEFAULT = 0,  /* FP32: BLAS. BF16: whichever of oneDNN (when compiled in) and
@@ -2939,8 +2942,11 @@ static void nb__bdot_avx512(int M, int N, int K, const unsigned short* A, int ld
 __attribute__((target("avx512f,avx512bw")))
 static inline __m512i nb__gather16(const unsigned short* X, int ldx, int r0, int q) {
     const __m512i rows = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    return _mm512_i32gather_epi32(_mm512_mullo_epi32(rows, _mm512_set1_epi32(ldx)),
-                                  (const void*)(X + (size_t)r0 * ldx + 2 * (size_t)q), 2);
+    /* the masked forms with a zero source: the plain ones start from an undefined register,
+       which g++ 12 -O3 warns about (-Wmaybe-uninitialized) */
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)0xffff,
+                                       _mm512_mullo_epi32(rows, _mm512_set1_epi32(ldx)),
+                                       (const void*)(X + (size_t)r0 * ldx + 2 * (size_t)q), 2);
 }
 /* nb__pack_cols' and nb__transpose16's bulk: rows [0, rows & ~15), word columns [0, cols / 2) */
 __attribute__((target("avx512f,avx512bw")))
@@ -2959,9 +2965,12 @@ static void nb__transpose16_avx512(unsigned short* D, const unsigned short* X, i
     for (r0 = 0; r0 + 16 <= rows; r0 += 16)
         for (q = 0; q < cols / 2; q++) {
             const __m512i w = nb__gather16(X, ldx, r0, q);
-            _mm256_storeu_si256((__m256i*)(D + (size_t)2 * q * ldd + r0), _mm512_cvtepi32_epi16(w));
+            const __m256i z = _mm256_setzero_si256();
+            const __mmask16 all = (__mmask16)0xffff;
+            _mm256_storeu_si256((__m256i*)(D + (size_t)2 * q * ldd + r0),
+                                _mm512_mask_cvtepi32_epi16(z, all, w));
             _mm256_storeu_si256((__m256i*)(D + (size_t)(2 * q + 1) * ldd + r0),
-                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(w, 16)));
+                                _mm512_mask_cvtepi32_epi16(z, all, _mm512_maskz_srli_epi32(all, w, 16)));
         }
 }
 
@@ -3592,6 +3601,12 @@ typedef struct nb__attn_mem {
 
 /* T rounded up to 32 (AMX's tile depth): the bf16 operands' padded length */
 static int nb__t32(int T) { return T + (-T & 31); }
+/* The packed path's per-thread bf16 tile (pt): three buffers of this many T32-wide rows (a
+   tile's rows rounded up to 32), for P or dS, P's row pairs and dS's row pairs */
+static size_t nb__pt_rows(int T) { return (size_t)(nb__t32(T) < NB__TILE ? nb__t32(T) : NB__TILE); }
+static unsigned short* nb__pt(const nb__attn_mem* m, int T, int thread) {
+    return m->pt16 + (size_t)thread * 3 * nb__pt_rows(T) * nb__t32(T);
+}
 
 static int nb__site_heads(const nb_attn_plan* pl, int site) {
     return site == 1 || site == 2 ? pl->desc.n_kv_heads : pl->desc.n_heads; /* 0 Q 1 K 2 V 3 C */
@@ -3736,7 +3751,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
         m->vp16 = nb__take16(scratch, &su, nb__mulz(kv, dk));
         m->qt16 = nb__take16(scratch, &su, qh);
         m->dot16 = nb__take16(scratch, &su, qh);
-        m->pt16 = nb__take16(scratch, &su, nb__mulz((size_t)nt * 3 * NB__TILE, T32));
+        m->pt16 = nb__take16(scratch, &su, nb__mulz((size_t)nt * 3 * nb__pt_rows(T), T32));
         m->kvt = nb__take(scratch, &su, nb__mulz((size_t)nt * 2 * dk, (size_t)T));
     }
     if (pl->desc.attn.qk_scale) {
@@ -4203,7 +4218,7 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
         for (r = 0; r < rows; r++) first += p[(size_t)r * T];
         hs[(size_t)B * H * ntiles] = first;
         if (pk) {
-            unsigned short* pb = m->pt16 + (size_t)omp_get_thread_num() * 3 * NB__TILE * T32;
+            unsigned short* pb = nb__pt(m, T, omp_get_thread_num());
             const int n32 = nb__t32(ncols);
             nb__rows16(pb, T32, p, T, rows, ncols, n32);
             nb__bdot(NB__KERNEL(pl), rows, dk, n32, pb, T32, nb__kv16(pl, m->vp16, T, b, j, dk),
@@ -4257,8 +4272,8 @@ static void nb__attn_item_bwd(const nb_attn_plan* pl, int T, const nb__attn_mem*
     }
     if (pk) {
         const int n32 = nb__t32(ncols), r32 = nb__t32(rows);
-        unsigned short *ds = it->pt, *ppair = ds + (size_t)NB__TILE * T32;
-        unsigned short* dspair = ppair + (size_t)NB__TILE * T32;
+        unsigned short *ds = it->pt, *ppair = ds + nb__pt_rows(T) * T32;
+        unsigned short* dspair = ppair + nb__pt_rows(T) * T32;
         nb_real *dkt = it->kvt, *dvt = dkt + (size_t)dk * T;
         nb__rows16(ds, T32, dp, T, rows, ncols, n32);
         nb__pairs16(ppair, T32, p, T, rows, ncols, r32);
@@ -4331,7 +4346,7 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
         }
         it.dv_j = part > 0 ? it.dk_j + dk : it.dk_j + (size_t)Hkv * dk;
         it.kvt = pk ? m->kvt + (size_t)th * 2 * dk * T : NULL;
-        it.pt = pk ? m->pt16 + (size_t)th * 3 * NB__TILE * nb__t32(T) : NULL;
+        it.pt = pk ? nb__pt(m, T, th) : NULL;
         if (pk) memset(it.kvt, 0, (size_t)2 * dk * T * sizeof(nb_real));
         for (item = part; item < g * ntiles; item += nparts) {
             const int tile = item % ntiles;

@@ -34,6 +34,16 @@ foreach(f include/normblocks.h share/normblocks/pytorch/normblocks_twin.py
     message(FATAL_ERROR "consumer: ${f} missing from install tree")
   endif()
 endforeach()
+# the installed porting README's relative links resolve inside the install tree
+set(_readme "${prefix}/share/normblocks/pytorch/README.md")
+file(READ "${_readme}" _text)
+string(REGEX MATCHALL "\\]\\(\\.\\.[^)#]*" _links "${_text}")
+foreach(_l ${_links})
+  string(SUBSTRING "${_l}" 2 -1 _rel)
+  if(NOT EXISTS "${prefix}/share/normblocks/pytorch/${_rel}")
+    message(FATAL_ERROR "consumer: ${_readme} links to ${_rel}, which is not installed")
+  endif()
+endforeach()
 # the tools the build made are installed (the trainer as nbtrain), and run from there
 foreach(t nbdiff nbimport train)
   set(_inst ${t})

@@ -2165,12 +2165,55 @@ static void nb__l2_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs, 
     }
 }
 
-/* Every norm forward: rows of `width` in segments of `seg`; the statistics: rstd (none for
-   DyT), and for LayerNorm the means. */
-static void nb__norm_forward(nb_ctx* ctx, nb_norm_type kind, nb_real* y, int ldy, nb_real* mean,
-                             nb_real* rstd, const nb_real* x, int ldx, const nb_real* gain,
-                             const nb_real* bias, const nb_real* alpha, int rows, int width,
-                             int seg, nb_real eps) {
+/* One norm call, what its forward and backward share: the kind, the rows of x (ld ldx) of
+   `width` values in segments of `seg` (0: the row; the checks resolve it), the parameters
+   (gain, bias, the kind's learnable scalars: DyT's alpha, Derf's alpha and shift; each may be
+   NULL) and eps. */
+typedef struct nb__norm_call {
+    nb_norm_type kind;
+    const nb_real* x;
+    int ldx, rows, width, seg;
+    const nb_real *gain, *bias, *alpha;
+    nb_real eps;
+} nb__norm_call;
+static nb__norm_call nb__ncall(nb_norm_type kind, const nb_real* x, int ldx, int rows, int width,
+                               int seg) {
+    nb__norm_call c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind; c.x = x; c.ldx = ldx; c.rows = rows; c.width = width; c.seg = seg;
+    return c;
+}
+/* What a norm backward writes: dx = add_alpha add + J^T dy (ld lddx; add may be NULL, or dx
+   itself to accumulate), and the parameters' gradients added to dgain, dbias, dalpha (each
+   may be NULL) through per-thread partial sums in scratch, which holds `teams` threads'. */
+typedef struct nb__norm_grad {
+    nb_real* dx;
+    int lddx;
+    const nb_real* dy;
+    int lddy;
+    nb_real *dgain, *dbias, *dalpha;
+    const nb_real* add;
+    nb_real add_alpha;
+    nb_real* scratch;
+    int teams;
+} nb__norm_grad;
+static nb__norm_grad nb__ngrad(nb_real* dx, int lddx, const nb_real* dy, int lddy,
+                               nb_real* scratch, int teams) {
+    nb__norm_grad g;
+    memset(&g, 0, sizeof g);
+    g.dx = dx; g.lddx = lddx; g.dy = dy; g.lddy = lddy; g.add_alpha = 1;
+    g.scratch = scratch; g.teams = teams;
+    return g;
+}
+
+/* Every norm forward, y (ld ldy) = N(x); the statistics: rstd (none for DyT and Derf), and for
+   LayerNorm the means. */
+static void nb__norm_forward(nb_ctx* ctx, const nb__norm_call* c, nb_real* y, int ldy,
+                             nb_real* mean, nb_real* rstd) {
+    const nb_norm_type kind = c->kind;
+    const nb_real *x = c->x, *gain = c->gain, *bias = c->bias, *alpha = c->alpha;
+    const int ldx = c->ldx, rows = c->rows, width = c->width, seg = c->seg;
+    const nb_real eps = c->eps;
     const int nseg = width / seg;
     int r;
     (void)ctx;
@@ -2198,8 +2241,11 @@ NBDEF nb_result nb_rmsnorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rs
     nb_result rc = nb__check_rows(ctx, "nb_rmsnorm_forward", rows, width, &seg, ldx, ldy, eps);
     if (rc) return rc;
     NB__CHECK(!y || !x || !rstd, NB_ERR_NULL, "nb_rmsnorm_forward: y, x and rstd are required");
-    nb__norm_forward(ctx, NB_NORM_RMS, y, ldy, NULL, rstd, x, ldx, gain, NULL, NULL, rows, width,
-                     seg, eps);
+    {
+        nb__norm_call c = nb__ncall(NB_NORM_RMS, x, ldx, rows, width, seg);
+        c.gain = gain; c.eps = eps;
+        nb__norm_forward(ctx, &c, y, ldy, NULL, rstd);
+    }
     return NB_OK;
 }
 
@@ -2289,14 +2335,17 @@ static void nb__seg_bwd(nb_norm_type kind, nb_real* dxs, const nb_real* dys, con
    sums of the parameter gradients, reduced in thread order afterwards: deterministic for a
    thread count. The scratch holds `teams` threads' partial sums; the team is clamped to that,
    so no thread count can write past it. */
-static nb_result nb__norm_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, int lddx,
-                                   nb_real* dgain, nb_real* dbias, nb_real* dalpha,
-                                   const nb_real* dy, int lddy, const nb_real* x, int ldx,
-                                   const nb_real* mean, const nb_real* rstd, const nb_real* gain,
-                                   const nb_real* dyt_alpha, int rows, int width, int seg,
-                                   const nb_real* add, nb_real alpha, nb_real* scratch,
-                                   int teams) {
+static nb_result nb__norm_backward(nb_ctx* ctx, const nb__norm_call* c, const nb_real* mean,
+                                   const nb_real* rstd, const nb__norm_grad* gr) {
+    const nb_norm_type kind = c->kind;
     const char* fn = nb__norm_kinds[kind].bwd;
+    const nb_real *x = c->x, *gain = c->gain, *dyt_alpha = c->alpha;
+    const int ldx = c->ldx, rows = c->rows, width = c->width;
+    nb_real *dx = gr->dx, *dgain = gr->dgain, *dbias = gr->dbias, *dalpha = gr->dalpha;
+    nb_real* scratch = gr->scratch;
+    const nb_real *dy = gr->dy, *add = gr->add, alpha = gr->add_alpha;
+    const int lddx = gr->lddx, lddy = gr->lddy, teams = gr->teams;
+    int seg = c->seg;
     nb_result rc = nb__check_rows(ctx, fn, rows, width, &seg, ldx, lddy, 1);
     if (rc) return rc;
     if (!nb__norm_kinds[kind].alpha) dyt_alpha = dalpha = NULL;
@@ -2351,9 +2400,11 @@ NBDEF nb_result nb_rmsnorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real*
                                     const nb_real* rstd, const nb_real* gain,
                                     int rows, int width, int seg, int accumulate,
                                     nb_real* scratch) {
-    return nb__norm_backward(ctx, NB_NORM_RMS, dx, lddx, dgain, NULL, NULL, dy, lddy,
-                             x, ldx, NULL, rstd, gain, NULL, rows, width, seg,
-                             accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
+    nb__norm_call c = nb__ncall(NB_NORM_RMS, x, ldx, rows, width, seg);
+    nb__norm_grad g = nb__ngrad(dx, lddx, dy, lddy, scratch, NB_NORM_MAX_TEAM);
+    c.gain = gain;
+    g.dgain = dgain; g.add = accumulate ? dx : NULL;
+    return nb__norm_backward(ctx, &c, NULL, rstd, &g);
 }
 
 NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* mean,
@@ -2364,8 +2415,11 @@ NBDEF nb_result nb_layernorm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* 
     if (rc) return rc;
     NB__CHECK(!y || !x || !mean || !rstd, NB_ERR_NULL,
               "nb_layernorm_forward: y, x, mean and rstd are required");
-    nb__norm_forward(ctx, NB_NORM_LAYER, y, ldy, mean, rstd, x, ldx, gain, bias, NULL, rows,
-                     width, seg, eps);
+    {
+        nb__norm_call c = nb__ncall(NB_NORM_LAYER, x, ldx, rows, width, seg);
+        c.gain = gain; c.bias = bias; c.eps = eps;
+        nb__norm_forward(ctx, &c, y, ldy, mean, rstd);
+    }
     return NB_OK;
 }
 
@@ -2375,10 +2429,12 @@ NBDEF nb_result nb_layernorm_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_rea
                                       const nb_real* rstd, const nb_real* gain,
                                       int rows, int width, int seg, int accumulate,
                                       nb_real* scratch) {
+    nb__norm_call c = nb__ncall(NB_NORM_LAYER, x, ldx, rows, width, seg);
+    nb__norm_grad g = nb__ngrad(dx, lddx, dy, lddy, scratch, NB_NORM_MAX_TEAM);
     NB__CHECK(!mean, NB_ERR_NULL, "nb_layernorm_backward: mean is required");
-    return nb__norm_backward(ctx, NB_NORM_LAYER, dx, lddx, dgain, dbias, NULL, dy,
-                             lddy, x, ldx, mean, rstd, gain, NULL, rows, width, seg,
-                             accumulate ? dx : NULL, 1, scratch, NB_NORM_MAX_TEAM);
+    c.gain = gain;
+    g.dgain = dgain; g.dbias = dbias; g.add = accumulate ? dx : NULL;
+    return nb__norm_backward(ctx, &c, mean, rstd, &g);
 }
 
 /* the norm's n learnable scalars (DyT's alpha; Derf's alpha, shift) */
@@ -2392,36 +2448,32 @@ static nb_result nb__check_alpha(nb_ctx* ctx, const char* fn, const nb_real* alp
     return NB_OK;
 }
 
-/* DyT and Derf, the norms of learnable scalars (nb__norm_kinds[kind].alpha of them in as) */
-static nb_result nb__scalar_norm_forward(nb_ctx* ctx, nb_norm_type kind, nb_real* y, int ldy,
-                                         const nb_real* x, int ldx, const nb_real* as,
-                                         const nb_real* gain, const nb_real* bias, int rows,
-                                         int width, int seg) {
-    const char* fn = nb__norm_kinds[kind].fwd;
-    nb_result rc = nb__check_rows(ctx, fn, rows, width, &seg, ldx, ldy, 1);
-    if (rc || (rc = nb__check_alpha(ctx, fn, as, nb__norm_kinds[kind].alpha))) return rc;
-    NB__CHECK(!y || !x, NB_ERR_NULL, "%s: y and x are required", fn);
-    nb__norm_forward(ctx, kind, y, ldy, NULL, NULL, x, ldx, gain, bias, as, rows, width, seg, 1);
+/* DyT and Derf, the norms of learnable scalars (nb__norm_kinds[kind].alpha of them in
+   c->alpha) */
+static nb_result nb__scalar_norm_forward(nb_ctx* ctx, nb__norm_call c, nb_real* y, int ldy) {
+    const char* fn = nb__norm_kinds[c.kind].fwd;
+    nb_result rc = nb__check_rows(ctx, fn, c.rows, c.width, &c.seg, c.ldx, ldy, 1);
+    if (rc || (rc = nb__check_alpha(ctx, fn, c.alpha, nb__norm_kinds[c.kind].alpha))) return rc;
+    NB__CHECK(!y || !c.x, NB_ERR_NULL, "%s: y and x are required", fn);
+    c.eps = 1;
+    nb__norm_forward(ctx, &c, y, ldy, NULL, NULL);
     return NB_OK;
 }
 
-static nb_result nb__scalar_norm_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, int lddx,
-                                          nb_real* dgain, nb_real* dbias, nb_real* das,
-                                          const nb_real* dy, int lddy, const nb_real* x, int ldx,
-                                          const nb_real* as, const nb_real* gain, int rows,
-                                          int width, int seg, int accumulate, nb_real* scratch) {
-    nb_result rc = nb__check_alpha(ctx, nb__norm_kinds[kind].bwd, as, nb__norm_kinds[kind].alpha);
+static nb_result nb__scalar_norm_backward(nb_ctx* ctx, const nb__norm_call* c,
+                                          const nb__norm_grad* g) {
+    nb_result rc = nb__check_alpha(ctx, nb__norm_kinds[c->kind].bwd, c->alpha,
+                                   nb__norm_kinds[c->kind].alpha);
     if (rc) return rc;
-    return nb__norm_backward(ctx, kind, dx, lddx, dgain, dbias, das, dy, lddy, x, ldx, NULL,
-                             NULL, gain, as, rows, width, seg, accumulate ? dx : NULL, 1, scratch,
-                             NB_NORM_MAX_TEAM);
+    return nb__norm_backward(ctx, c, NULL, NULL, g);
 }
 
 NBDEF nb_result nb_dyt_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* x, int ldx,
                                const nb_real* alpha, const nb_real* gain, const nb_real* bias,
                                int rows, int width, int seg) {
-    return nb__scalar_norm_forward(ctx, NB_NORM_DYT, y, ldy, x, ldx, alpha, gain, bias, rows,
-                                   width, seg);
+    nb__norm_call c = nb__ncall(NB_NORM_DYT, x, ldx, rows, width, seg);
+    c.gain = gain; c.bias = bias; c.alpha = alpha;
+    return nb__scalar_norm_forward(ctx, c, y, ldy);
 }
 
 NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
@@ -2429,15 +2481,19 @@ NBDEF nb_result nb_dyt_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dga
                                 const nb_real* x, int ldx, const nb_real* alpha,
                                 const nb_real* gain, int rows, int width, int seg,
                                 int accumulate, nb_real* scratch) {
-    return nb__scalar_norm_backward(ctx, NB_NORM_DYT, dx, lddx, dgain, dbias, dalpha, dy, lddy, x,
-                                    ldx, alpha, gain, rows, width, seg, accumulate, scratch);
+    nb__norm_call c = nb__ncall(NB_NORM_DYT, x, ldx, rows, width, seg);
+    nb__norm_grad g = nb__ngrad(dx, lddx, dy, lddy, scratch, NB_NORM_MAX_TEAM);
+    c.gain = gain; c.alpha = alpha;
+    g.dgain = dgain; g.dbias = dbias; g.dalpha = dalpha; g.add = accumulate ? dx : NULL;
+    return nb__scalar_norm_backward(ctx, &c, &g);
 }
 
 NBDEF nb_result nb_derf_forward(nb_ctx* ctx, nb_real* y, int ldy, const nb_real* x, int ldx,
                                 const nb_real* as, const nb_real* gain, const nb_real* bias,
                                 int rows, int width, int seg) {
-    return nb__scalar_norm_forward(ctx, NB_NORM_DERF, y, ldy, x, ldx, as, gain, bias, rows,
-                                   width, seg);
+    nb__norm_call c = nb__ncall(NB_NORM_DERF, x, ldx, rows, width, seg);
+    c.gain = gain; c.bias = bias; c.alpha = as;
+    return nb__scalar_norm_forward(ctx, c, y, ldy);
 }
 
 NBDEF nb_result nb_derf_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dgain,
@@ -2445,8 +2501,11 @@ NBDEF nb_result nb_derf_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dg
                                  const nb_real* x, int ldx, const nb_real* as,
                                  const nb_real* gain, int rows, int width, int seg,
                                  int accumulate, nb_real* scratch) {
-    return nb__scalar_norm_backward(ctx, NB_NORM_DERF, dx, lddx, dgain, dbias, das, dy, lddy, x,
-                                    ldx, as, gain, rows, width, seg, accumulate, scratch);
+    nb__norm_call c = nb__ncall(NB_NORM_DERF, x, ldx, rows, width, seg);
+    nb__norm_grad g = nb__ngrad(dx, lddx, dy, lddy, scratch, NB_NORM_MAX_TEAM);
+    c.gain = gain; c.alpha = as;
+    g.dgain = dgain; g.dbias = dbias; g.dalpha = das; g.add = accumulate ? dx : NULL;
+    return nb__scalar_norm_backward(ctx, &c, &g);
 }
 
 NBDEF nb_result nb_l2norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rstd,
@@ -2454,17 +2513,20 @@ NBDEF nb_result nb_l2norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rst
     nb_result rc = nb__check_rows(ctx, "nb_l2norm_forward", rows, width, &seg, ldx, ldy, 1);
     if (rc) return rc;
     NB__CHECK(!y || !x || !rstd, NB_ERR_NULL, "nb_l2norm_forward: y, x and rstd are required");
-    nb__norm_forward(ctx, NB_NORM_L2, y, ldy, NULL, rstd, x, ldx, NULL, NULL, NULL, rows, width,
-                     seg, 0);
+    {
+        const nb__norm_call c = nb__ncall(NB_NORM_L2, x, ldx, rows, width, seg);
+        nb__norm_forward(ctx, &c, y, ldy, NULL, rstd);
+    }
     return NB_OK;
 }
 
 NBDEF nb_result nb_l2norm_backward(nb_ctx* ctx, nb_real* dx, int lddx, const nb_real* dy,
                                    int lddy, const nb_real* x, int ldx, const nb_real* rstd,
                                    int rows, int width, int seg, int accumulate) {
-    return nb__norm_backward(ctx, NB_NORM_L2, dx, lddx, NULL, NULL, NULL, dy, lddy, x, ldx, NULL,
-                             rstd, NULL, NULL, rows, width, seg, accumulate ? dx : NULL, 1, NULL,
-                             NB_NORM_MAX_TEAM);
+    const nb__norm_call c = nb__ncall(NB_NORM_L2, x, ldx, rows, width, seg);
+    nb__norm_grad g = nb__ngrad(dx, lddx, dy, lddy, NULL, NB_NORM_MAX_TEAM);
+    g.add = accumulate ? dx : NULL;
+    return nb__norm_backward(ctx, &c, NULL, rstd, &g);
 }
 
 /* The mean block of statistics st (nstat segments), NULL for kinds without one. */
@@ -2483,40 +2545,32 @@ static void nb__seg_fwd(nb_norm_type kind, nb_real* ys, const nb_real* xs, int s
                           st + nstat + row : NULL, st + row);
 }
 
-/* y = N(x) with the statistics into st (nstat = rows * width / seg segments). alpha: DyT's. */
-static nb_result nb__kind_forward(nb_ctx* ctx, nb_norm_type kind, nb_real* y, int ldy,
-                                  nb_real* st, size_t nstat, const nb_real* x, int ldx,
-                                  const nb_real* gain, const nb_real* bias, const nb_real* alpha,
-                                  int rows, int width, int seg, nb_real eps) {
-    const int dyt = nb__norm_kinds[kind].alpha;
-    nb_result rc = nb__check_rows(ctx, nb__norm_kinds[kind].fwd, rows, width, &seg, ldx, ldy,
-                                  dyt ? 1 : eps);
+/* y = N(x) with the statistics into st (nstat = rows * width / seg segments): a sublayer's or
+   block's norm (profiled). */
+static nb_result nb__kind_forward(nb_ctx* ctx, nb__norm_call c, nb_real* y, int ldy, nb_real* st,
+                                  size_t nstat) {
+    const int dyt = nb__norm_kinds[c.kind].alpha;
+    nb_result rc = nb__check_rows(ctx, nb__norm_kinds[c.kind].fwd, c.rows, c.width, &c.seg,
+                                  c.ldx, ldy, dyt ? 1 : c.eps);
     double t0;
     if (rc) return rc;
-    NB_ASSERT(!dyt || alpha);
+    NB_ASSERT(!dyt || c.alpha);
+    if (!dyt) c.alpha = NULL;
     t0 = nb__prof_begin(ctx);
-    nb__norm_forward(ctx, kind, y, ldy, nb__kind_mean(kind, st, nstat), st, x, ldx, gain, bias,
-                     dyt ? alpha : NULL, rows, width, seg, eps);
+    nb__norm_forward(ctx, &c, y, ldy, nb__kind_mean(c.kind, st, nstat), st);
     nb__prof_end(ctx, NB_PROF_NORM, t0);
     return NB_OK;
 }
 
-/* dx = add_alpha add + J^T dy (add may be NULL, or dx); gain, bias and alpha gradients added
-   (each may be NULL). */
-static nb_result nb__kind_backward(nb_ctx* ctx, nb_norm_type kind, nb_real* dx, int lddx,
-                                   nb_real* dgain, nb_real* dbias, nb_real* dalpha,
-                                   const nb_real* dy, int lddy, const nb_real* x, int ldx,
-                                   const nb_real* st, size_t nstat, const nb_real* gain,
-                                   const nb_real* alpha, int rows, int width, int seg,
-                                   const nb_real* add, nb_real add_alpha, nb_real* partials,
-                                   int teams) {
-    const int dyt = nb__norm_kinds[kind].alpha;
+/* Its backward, from the statistics st (see nb__norm_grad). */
+static nb_result nb__kind_backward(nb_ctx* ctx, nb__norm_call c, const nb_real* st, size_t nstat,
+                                   const nb__norm_grad* g) {
+    const int dyt = nb__norm_kinds[c.kind].alpha;
     const double t0 = nb__prof_begin(ctx);
     nb_result rc;
-    NB_ASSERT(!dyt || alpha);
-    rc = nb__norm_backward(ctx, kind, dx, lddx, dgain, dbias, dalpha, dy, lddy, x, ldx,
-                           nb__kind_mean(kind, st, nstat), st, gain, dyt ? alpha : NULL, rows,
-                           width, seg, add, add_alpha, partials, teams);
+    NB_ASSERT(!dyt || c.alpha);
+    if (!dyt) c.alpha = NULL;
+    rc = nb__norm_backward(ctx, &c, nb__kind_mean(c.kind, st, nstat), st, g);
     nb__prof_end(ctx, NB_PROF_NORM, t0);
     return rc;
 }
@@ -4037,14 +4091,14 @@ static nb_result nb__site_norm(nb_ctx* ctx, const nb_attn_plan* pl, int site,
     nb_attn_params* q = (nb_attn_params*)(size_t)p; /* only read */
     const int seg = nb__site_seg(pl, site);
     const size_t nstat = (size_t)rows * (width / seg);
-    if (g) /* partials hold the plan's max_threads teams */
-        return nb__kind_backward(ctx, pl->desc.norm, y, ldy, *nb__site_gain(g, site), NULL,
-                                 *nb__site_alpha(g, site), dy, ldy, x, ldx, stats, nstat,
-                                 *nb__site_gain(q, site), *nb__site_alpha(q, site), rows, width,
-                                 seg, NULL, 1, partials, pl->max_threads);
-    return nb__kind_forward(ctx, pl->desc.norm, y, ldy, stats, nstat, x, ldx,
-                            *nb__site_gain(q, site), NULL, *nb__site_alpha(q, site), rows, width,
-                            seg, pl->desc.eps);
+    nb__norm_call c = nb__ncall(pl->desc.norm, x, ldx, rows, width, seg);
+    c.gain = *nb__site_gain(q, site); c.alpha = *nb__site_alpha(q, site); c.eps = pl->desc.eps;
+    if (g) { /* partials hold the plan's max_threads teams */
+        nb__norm_grad gr = nb__ngrad(y, ldy, dy, ldy, partials, pl->max_threads);
+        gr.dgain = *nb__site_gain(g, site); gr.dalpha = *nb__site_alpha(g, site);
+        return nb__kind_backward(ctx, c, stats, nstat, &gr);
+    }
+    return nb__kind_forward(ctx, c, y, ldy, stats, nstat);
 }
 
 /* y[r] += bias for each of `rows` rows of n values: a projection's bias */
@@ -4125,13 +4179,36 @@ static void nb__attn_pack(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
     }
 }
 
-/* Scores of query rows [i0, i0+rows) of head h against keys [0, ncols) into p (ld T), then
+/* A (batch b, head h of KV head j, row tile) item of the attention core: query rows [i0,
+   i0+rows) against keys [0, ncols). In a backward task also: P (p), dP then dS (dp), where
+   the GEMM path adds dK_j and dV_j (ld ld) and the packed path the task's transposes dK^T and
+   dV^T (kvt: d_k x T each), via bf16 copies of dS's rows and of P's and dS's pairs of rows
+   (pt). */
+typedef struct nb__attn_item {
+    int b, h, j, i0, rows, ncols, ld;
+    const nb_real* p;
+    nb_real *dp, *dk_j, *dv_j, *kvt;
+    unsigned short* pt;
+} nb__attn_item;
+
+/* The item of task (b, h, tile) */
+static nb__attn_item nb__item(const nb_attn_plan* pl, int T, int b, int h, int tile) {
+    nb__attn_item it;
+    memset(&it, 0, sizeof it);
+    it.b = b; it.h = h; it.j = h / pl->group; it.i0 = tile * NB__TILE;
+    it.rows = T - it.i0 < NB__TILE ? T - it.i0 : NB__TILE;
+    it.ncols = pl->desc.attn.non_causal ? T : it.i0 + it.rows;
+    return it;
+}
+
+/* Scores of the item's query rows against its keys into p (ld T), then
    probabilities. lse given (backward recompute): p = exp(scale*s - lse); else softmax, the
    row lse written to lse_out when not NULL and the rows' largest logit scale*s to *max_out. */
-static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T, int b, int h,
-                           int i0, int rows, int ncols, nb_real* p, const nb_real* lse_in,
+static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T,
+                           const nb__attn_item* it, nb_real* p, const nb_real* lse_in,
                            nb_real* lse_out, nb_real* max_out) {
-    const int dk = pl->head_dim, j = h / pl->group, P = pl->qkv_width;
+    const int dk = pl->head_dim, P = pl->qkv_width, b = it->b, h = it->h, j = it->j;
+    const int i0 = it->i0, rows = it->rows, ncols = it->ncols;
     const nb_real scale = pl->desc.attn.softmax_scale;
     int r, c;
     if (NB__PACKED(pl))
@@ -4204,17 +4281,15 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
     NB__OMP(parallel for schedule(dynamic, 1) num_threads(nb_num_threads(ctx)) if(par))
     for (task = 0; task < ntasks; task++) {
         const int tile = ntiles - 1 - task / (B * H), bh = task % (B * H);
-        const int b = bh / H, h = bh % H, i0 = tile * NB__TILE, j = h / pl->group;
-        const int rows = T - i0 < NB__TILE ? T - i0 : NB__TILE;
-        const int ncols = pl->desc.attn.non_causal ? T : i0 + rows;
+        const nb__attn_item it = nb__item(pl, T, bh / H, bh % H, tile);
+        const int b = it.b, h = it.h, i0 = it.i0, j = it.j, rows = it.rows, ncols = it.ncols;
         const size_t prow = ((size_t)b * H + h) * T + i0;
         nb_real* p = m->probs ? m->probs + prow * T
                               : m->tiles + (size_t)omp_get_thread_num() * 2 * NB__TILE * T;
         nb_real* o = m->o + ((size_t)b * T + i0) * d + (size_t)h * dk;
         nb_real* hs = m->hs + (size_t)bh * ntiles + tile, first = 0;
         int r;
-        nb__attn_probs(pl, m, T, b, h, i0, rows, ncols, p, NULL, m->lse ? m->lse + prow : NULL,
-                       hs);
+        nb__attn_probs(pl, m, T, &it, p, NULL, m->lse ? m->lse + prow : NULL, hs);
         for (r = 0; r < rows; r++) first += p[(size_t)r * T];
         hs[(size_t)B * H * ntiles] = first;
         if (pk) {
@@ -4229,17 +4304,6 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
         }
     }
 }
-
-/* One (head, tile) item of a backward task: dP = dO V^T, then dS = scale * P (dP - rowsum(dP
-   P)) in dp, and the products of dS and P. The GEMM path adds into dK_j and dV_j (ld ld); the
-   packed path into the task's transposes dK^T and dV^T (kvt: d_k x T each), via bf16 copies of dS's rows
-   and of P's and dS's pairs of rows (pt). */
-typedef struct nb__attn_item {
-    int b, h, j, i0, rows, ncols, ld;
-    const nb_real* p;
-    nb_real *dp, *dk_j, *dv_j, *kvt;
-    unsigned short* pt;
-} nb__attn_item;
 
 static void nb__attn_item_bwd(const nb_attn_plan* pl, int T, const nb__attn_mem* m,
                               const nb__attn_item* it) {
@@ -4349,17 +4413,13 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
         it.pt = pk ? nb__pt(m, T, th) : NULL;
         if (pk) memset(it.kvt, 0, (size_t)2 * dk * T * sizeof(nb_real));
         for (item = part; item < g * ntiles; item += nparts) {
-            const int tile = item % ntiles;
-            size_t prow;
-            it.h = it.j * g + item / ntiles;
-            it.i0 = tile * NB__TILE;
-            it.rows = T - it.i0 < NB__TILE ? T - it.i0 : NB__TILE;
-            it.ncols = pl->desc.attn.non_causal ? T : it.i0 + it.rows;
-            prow = ((size_t)it.b * H + it.h) * T + it.i0;
+            const nb__attn_item at = nb__item(pl, T, it.b, it.j * g + item / ntiles,
+                                              item % ntiles);
+            const size_t prow = ((size_t)it.b * H + at.h) * T + at.i0;
+            it.h = at.h; it.i0 = at.i0; it.rows = at.rows; it.ncols = at.ncols;
             it.p = ptile;
             if (m->probs) it.p = m->probs + prow * T;
-            else nb__attn_probs(pl, m, T, it.b, it.h, it.i0, it.rows, it.ncols, ptile,
-                                m->lse + prow, NULL, NULL);
+            else nb__attn_probs(pl, m, T, &it, ptile, m->lse + prow, NULL, NULL);
             nb__attn_item_bwd(pl, T, m, &it);
         }
         if (pk) {
@@ -6840,9 +6900,9 @@ typedef struct nb__run {         /* what every layer function needs for one call
 static nb_result nb__block_norm_fwd(nb__run* r, const nb__norm* m, nb_real* y, const nb_real* x,
                                     nb_real* st) {
     const int d = r->s->desc.d_model;
-    const nb_norm_config* nc = &r->s->desc.norm;
-    return nb__kind_forward(r->ctx, nc->type, y, d, st, (size_t)r->rows, x, d, m->g, m->b, m->a,
-                            r->rows, d, d, nc->eps);
+    nb__norm_call c = nb__ncall(r->s->desc.norm.type, x, d, r->rows, d, d);
+    c.gain = m->g; c.bias = m->b; c.alpha = m->a; c.eps = r->s->desc.norm.eps;
+    return nb__kind_forward(r->ctx, c, y, d, st, (size_t)r->rows);
 }
 
 /* Block norm backward: dx = alpha add + J^T dy (add may be NULL, or dx); grads in gm. */
@@ -6850,9 +6910,11 @@ static nb_result nb__block_norm_bwd_add(nb__run* r, const nb__norm* m, const nb_
                                         nb_real* dx, const nb_real* dy, const nb_real* x,
                                         const nb_real* st, const nb_real* add, nb_real alpha) {
     const int d = r->s->desc.d_model;
-    return nb__kind_backward(r->ctx, r->s->desc.norm.type, dx, d, gm->g, gm->b, gm->a, dy, d, x, d,
-                             st, (size_t)r->rows, m->g, m->a, r->rows, d, d, add, alpha,
-                             r->sc.partials, r->s->max_threads);
+    nb__norm_call c = nb__ncall(r->s->desc.norm.type, x, d, r->rows, d, d);
+    nb__norm_grad g = nb__ngrad(dx, d, dy, d, r->sc.partials, r->s->max_threads);
+    c.gain = m->g; c.alpha = m->a;
+    g.dgain = gm->g; g.dbias = gm->b; g.dalpha = gm->a; g.add = add; g.add_alpha = alpha;
+    return nb__kind_backward(r->ctx, c, st, (size_t)r->rows, &g);
 }
 
 /* dx = J^T dy (overwritten, or added when accumulate); grads in gm. */

@@ -1449,6 +1449,8 @@ NBDEF nb_result nb_stack_hyper_gains(const nb_stack* s, const nb_real* cache, in
                                 kernels; the public norm primitives
      softmax                    masked, scaled rows and their backward
      GEMM                       reference, BLAS and portable bf16 GEMMs
+     bf16 dot-product kernels   nb__bdot (AMX tiles, AVX512-BF16, portable) for the attention's
+                                products in BF16, the CPU check, the packs of their operands
      GEMM backends              oneDNN's matmul (NB_USE_DNNL), the timed engine choice, nb_gemm
      RoPE
      attention sublayer         plan, cache header, forward, backward, per-head statistics

@@ -4084,23 +4084,28 @@ static nb_result nb__attn_check_call(nb_ctx* ctx, const char* fn, const nb_attn_
     return NB_OK;
 }
 
-/* Norm of site `site`, forward (g NULL) or backward (dy into y, gradients into g); stats holds
-   rstd, then (LayerNorm) the means. */
+/* The norm of site `site` (Q, K, V: a slice of the raw projection into qkv; C: O into c) on
+   the BT rows of m, forward (g NULL) or backward (its dy in dqkv's slice or dc, overwritten
+   with dx; gradients into g); the statistics in m->stat[site]: rstd, then (LayerNorm) the
+   means. */
 static nb_result nb__site_norm(nb_ctx* ctx, const nb_attn_plan* pl, int site,
-                               const nb_attn_params* p, nb_attn_params* g, nb_real* y, int ldy,
-                               nb_real* stats, const nb_real* x, int ldx, const nb_real* dy,
-                               int rows, int width, nb_real* partials) {
+                               const nb_attn_params* p, nb_attn_params* g, const nb__attn_mem* m,
+                               int BT) {
     nb_attn_params* q = (nb_attn_params*)(size_t)p; /* only read */
-    const int seg = nb__site_seg(pl, site);
-    const size_t nstat = (size_t)rows * (width / seg);
-    nb__norm_call c = nb__ncall(pl->desc.norm, x, ldx, rows, width, seg);
+    const int seg = nb__site_seg(pl, site), c_site = site == 3;
+    const int off = c_site ? 0 : nb__site_offset(pl, site);
+    const int ld = c_site ? pl->desc.d_model : pl->qkv_width;
+    const int width = c_site ? pl->desc.d_model : nb__site_heads(pl, site) * pl->head_dim;
+    const size_t nstat = (size_t)BT * (width / seg);
+    nb__norm_call c = nb__ncall(pl->desc.norm, (c_site ? m->o : m->raw) + off, ld, BT, width, seg);
     c.gain = *nb__site_gain(q, site); c.alpha = *nb__site_alpha(q, site); c.eps = pl->desc.eps;
     if (g) { /* partials hold the plan's max_threads teams */
-        nb__norm_grad gr = nb__ngrad(y, ldy, dy, ldy, partials, pl->max_threads);
+        nb_real* dy = (c_site ? m->dc : m->dqkv) + off;
+        nb__norm_grad gr = nb__ngrad(dy, ld, dy, ld, m->partials, pl->max_threads);
         gr.dgain = *nb__site_gain(g, site); gr.dalpha = *nb__site_alpha(g, site);
-        return nb__kind_backward(ctx, c, stats, nstat, &gr);
+        return nb__kind_backward(ctx, c, m->stat[site], nstat, &gr);
     }
-    return nb__kind_forward(ctx, c, y, ldy, stats, nstat);
+    return nb__kind_forward(ctx, c, (c_site ? m->c : m->qkv) + off, ld, m->stat[site], nstat);
 }
 
 /* y[r] += bias for each of `rows` rows of n values: a projection's bias */
@@ -4673,9 +4678,7 @@ static nb_result nb__qkv_norms_fwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb
     for (site = 0; site < 3; site++) {
         const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
         if (nb__site_on(pl, site)) {
-            rc = nb__site_norm(ctx, pl, site, p, NULL, m->qkv + off, P, m->stat[site],
-                               m->raw + off, P, NULL, BT, w, NULL);
-            if (rc) return rc;
+            if ((rc = nb__site_norm(ctx, pl, site, p, NULL, m, BT))) return rc;
         } else { /* an unnormalized slice is used as projected */
             nb__copy_cols(ctx, m->qkv + off, m->raw + off, BT, w, P);
         }
@@ -4738,7 +4741,7 @@ static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     nb__prof_end(ctx, NB_PROF_ATTN, t0);
     nb__trace(ctx, "context", m.o, BT, d);
     if (nb__site_on(pl, 3)) {
-        rc = nb__site_norm(ctx, pl, 3, p, NULL, m.c, d, m.stat[3], m.o, d, NULL, BT, d, NULL);
+        rc = nb__site_norm(ctx, pl, 3, p, NULL, &m, BT);
         if (rc) return rc;
         nb__trace(ctx, "c_normed", m.c, BT, d);
     }
@@ -4815,7 +4818,7 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     nb__zero(ctx, m.dqkv, (size_t)BT * P);
     if (m.sig) nb__gate_bwd(ctx, pl, m.dc, m.c, m.sig, m.dqkv, BT); /* dC, dG from dC' */
     if (nb__site_on(pl, 3)) {                                             /* dO = Nc'(dC), in place */
-        rc = nb__site_norm(ctx, pl, 3, p, g, m.dc, d, m.stat[3], m.o, d, m.dc, BT, d, m.partials);
+        rc = nb__site_norm(ctx, pl, 3, p, g, &m, BT);
         if (rc) return rc;
     }
     t0 = nb__prof_begin(ctx);
@@ -4831,10 +4834,7 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
     if (vr) nb__vres_bwd(ctx, pl, vr, m.dqkv, BT); /* dV' -> dV, before the V norm's backward */
     for (site = 0; site < 3; site++)
         if (nb__site_on(pl, site)) {
-            const int off = nb__site_offset(pl, site), w = nb__site_heads(pl, site) * pl->head_dim;
-            rc = nb__site_norm(ctx, pl, site, p, g, m.dqkv + off, P, m.stat[site], m.raw + off,
-                               P, m.dqkv + off, BT, w, m.partials);
-            if (rc) return rc;
+            if ((rc = nb__site_norm(ctx, pl, site, p, g, &m, BT))) return rc;
         }
     /* dW_qkv */
     if (bf) nb__to_bf16(ctx, m.dqkv16, m.dqkv, BT, P, P);

@@ -567,8 +567,10 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
 /* The kernels of nb_gemm_bf16 and of BF16 plans made by nb_attn/ffn_plan_make: the portable
    path, "emulated: bf16-rounded operands in blocks, float32 GEMM". It computes bf16 numerics
    exactly (up to summation order) on any CPU, is slower than float32 (about 1.2x a float32
-   GEMM's time) and takes 384 KiB of the calling thread's stack per GEMM. A stack runs its
-   projections on oneDNN where that timed faster (nb_stack_desc.backend; nb_stack_kernels). */
+   GEMM's time) and takes 384 KiB of the calling thread's stack per GEMM. On a CPU with AMX the
+   line adds that the attention's products run on the library's AMX tile kernel. A stack runs
+   its projections on oneDNN where that timed faster (nb_stack_desc.backend;
+   nb_stack_kernels). */
 NBDEF const char* nb_bf16_kernels(void);
 /* dst[i] = the bits of bf16(src[i]) for n values (round to nearest even, as nb_gemm_bf16):
    a caller's bf16 copy of its weights for a BF16 stack with gemm.bf16_weights (nb_stack_desc).

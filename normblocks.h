@@ -29,6 +29,9 @@
      NB_USE_DNNL         compile in the oneDNN backend of stacks (nb_stack_desc.backend): the
                          projections' GEMMs on oneDNN's matmul primitive, bf16 on AMX or
                          AVX512-BF16 (float32 builds; link -ldnnl).
+     NB_NO_X86_KERNELS   leave out the AMX and AVX512-BF16 kernels of BF16's attention
+                         products (compiled by default on x86-64 with gcc >= 11 or clang >= 12,
+                         chosen at run time by the CPU; the emulation runs instead).
      NB_STATIC           make every function static (private to the including file).
      NB_MALLOC/NB_FREE   override the allocator (both or neither). They receive the user pointer
                          of nb_ctx.alloc_user:  NB_MALLOC(size, user), NB_FREE(ptr, user).

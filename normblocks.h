@@ -3028,10 +3028,11 @@ static void nb__transpose16_avx512(unsigned short* D, const unsigned short* X, i
             const __m512i w = nb__gather16(X, ldx, r0, q);
             const __m256i z = _mm256_setzero_si256();
             const __mmask16 all = (__mmask16)0xffff;
+            const __m512i hi = _mm512_maskz_srli_epi32(all, w, 16);
             _mm256_storeu_si256((__m256i*)(D + (size_t)2 * q * ldd + r0),
                                 _mm512_mask_cvtepi32_epi16(z, all, w));
             _mm256_storeu_si256((__m256i*)(D + (size_t)(2 * q + 1) * ldd + r0),
-                                _mm512_mask_cvtepi32_epi16(z, all, _mm512_maskz_srli_epi32(all, w, 16)));
+                                _mm512_mask_cvtepi32_epi16(z, all, hi));
         }
 }
 

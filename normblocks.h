@@ -3162,32 +3162,33 @@ static void nb__pack_rows(unsigned short* Bp, const unsigned short* X, int rows,
         }
     }
 }
-/* Bp (ldb ldb >= rows) of X^T: X (rows x cols bf16, ld ldx) is K^T's rows, so a pair (2p,
+/* The rows of X the gathers moved (nb__pack_cols_avx512, nb__transpose16_avx512: the word
+   columns of whole pairs, in blocks of 16 rows) on kernel isa; the scalar loops do the rest */
+static int nb__gathered_rows(int isa, int rows) {
+#ifdef NB__X86_BF16
+    return isa != NB__ISA_PORTABLE ? rows & ~15 : 0;
+#else
+    (void)isa; (void)rows;
+    return 0;
+#endif
+}
+
+/* Bp (ld ldb >= rows) of X^T: X (rows x cols bf16, ld ldx) is K^T's rows, so a pair (2p,
    2p+1) of X's columns is one 32-bit word: a transpose of words. Columns of Bp from rows to
    ldb, and a missing odd column's half, are zero. */
 static void nb__pack_cols(int isa, unsigned short* Bp, const unsigned short* X, int rows,
                           int cols, int ldx, int ldb) {
-    int p, r, r0 = 0;
+    const int done = nb__gathered_rows(isa, rows);
+    int p, r, r0;
 #ifdef NB__X86_BF16
-    if (isa != NB__ISA_PORTABLE) { /* the bulk with gathers, the edges below */
-        nb__pack_cols_avx512(Bp, X, rows, cols, ldx, ldb);
-        for (p = 0; p < cols / 2; p++) /* rows past the last 16 */
-            for (r = rows & ~15; r < rows; r++) {
-                Bp[(size_t)p * 2 * ldb + 2 * r] = X[(size_t)r * ldx + 2 * p];
-                Bp[(size_t)p * 2 * ldb + 2 * r + 1] = X[(size_t)r * ldx + 2 * p + 1];
-            }
-        if (cols % 2 == 0) r0 = rows; /* else the odd column's pair, every row */
-        else r0 = 0;
-    }
-#else
-    (void)isa;
+    if (done) nb__pack_cols_avx512(Bp, X, rows, cols, ldx, ldb);
 #endif
-    for (; r0 < rows; r0 += 32) { /* 32 rows of X stay in L1 while their words move */
+    for (r0 = 0; r0 < rows; r0 += 32) { /* 32 rows of X stay in L1 while their words move */
         const int r1 = rows - r0 < 32 ? rows : r0 + 32;
-        for (p = isa != NB__ISA_PORTABLE ? cols / 2 : 0; p < (cols + 1) / 2; p++) {
+        for (p = 0; p < (cols + 1) / 2; p++) {
             unsigned short* d = Bp + (size_t)p * 2 * ldb;
             const int h1 = 2 * p + 1 < cols;
-            for (r = r0; r < r1; r++) {
+            for (r = h1 && r0 < done ? done : r0; r < r1; r++) {
                 d[2 * r] = X[(size_t)r * ldx + 2 * p];
                 d[2 * r + 1] = h1 ? X[(size_t)r * ldx + 2 * p + 1] : 0;
             }
@@ -3199,23 +3200,16 @@ static void nb__pack_cols(int isa, unsigned short* Bp, const unsigned short* X, 
 /* D (cols x ldd) = X^T for X (rows x cols bf16, ld ldx); D's columns rows..ldd zero */
 static void nb__transpose16(int isa, unsigned short* D, const unsigned short* X, int rows,
                             int cols, int ldx, int ldd) {
-    int r, c, r0 = 0;
+    const int done = nb__gathered_rows(isa, rows);
+    int r, c, r0;
 #ifdef NB__X86_BF16
-    if (isa != NB__ISA_PORTABLE) { /* the bulk with gathers; the rows past the last 16, and an
-                                      odd last column, below */
-        nb__transpose16_avx512(D, X, rows, cols, ldx, ldd);
-        for (c = 0; c < cols; c++)
-            for (r = c < (cols & ~1) ? rows & ~15 : 0; r < rows; r++)
-                D[(size_t)c * ldd + r] = X[(size_t)r * ldx + c];
-        r0 = rows;
-    }
-#else
-    (void)isa;
+    if (done) nb__transpose16_avx512(D, X, rows, cols, ldx, ldd);
 #endif
-    for (; r0 < rows; r0 += 32) { /* 32 rows of X stay in L1 */
+    for (r0 = 0; r0 < rows; r0 += 32) { /* 32 rows of X stay in L1 */
         const int r1 = rows - r0 < 32 ? rows : r0 + 32;
         for (c = 0; c < cols; c++)
-            for (r = r0; r < r1; r++) D[(size_t)c * ldd + r] = X[(size_t)r * ldx + c];
+            for (r = c < (cols & ~1) && r0 < done ? done : r0; r < r1; r++)
+                D[(size_t)c * ldd + r] = X[(size_t)r * ldx + c];
     }
     for (c = 0; c < cols; c++)
         for (r = rows; r < ldd; r++) D[(size_t)c * ldd + r] = 0;
@@ -4204,14 +4198,11 @@ typedef struct nb__attn_item {
     unsigned short* pt;
 } nb__attn_item;
 
-/* The item of task (b, h, tile) */
-static nb__attn_item nb__item(const nb_attn_plan* pl, int T, int b, int h, int tile) {
-    nb__attn_item it;
-    memset(&it, 0, sizeof it);
-    it.b = b; it.h = h; it.j = h / pl->group; it.i0 = tile * NB__TILE;
-    it.rows = T - it.i0 < NB__TILE ? T - it.i0 : NB__TILE;
-    it.ncols = pl->desc.attn.non_causal ? T : it.i0 + it.rows;
-    return it;
+/* it's head h (of KV head j) and row tile `tile`: its query rows and keys */
+static void nb__item_tile(const nb_attn_plan* pl, int T, nb__attn_item* it, int h, int tile) {
+    it->h = h; it->j = h / pl->group; it->i0 = tile * NB__TILE;
+    it->rows = T - it->i0 < NB__TILE ? T - it->i0 : NB__TILE;
+    it->ncols = pl->desc.attn.non_causal ? T : it->i0 + it->rows;
 }
 
 /* Scores of the item's query rows against its keys into p (ld T), then
@@ -4294,14 +4285,19 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
     NB__OMP(parallel for schedule(dynamic, 1) num_threads(nb_num_threads(ctx)) if(par))
     for (task = 0; task < ntasks; task++) {
         const int tile = ntiles - 1 - task / (B * H), bh = task % (B * H);
-        const nb__attn_item it = nb__item(pl, T, bh / H, bh % H, tile);
-        const int b = it.b, h = it.h, i0 = it.i0, j = it.j, rows = it.rows, ncols = it.ncols;
-        const size_t prow = ((size_t)b * H + h) * T + i0;
+        const int b = bh / H, h = bh % H;
+        const size_t prow = ((size_t)b * H + h) * T + tile * NB__TILE;
         nb_real* p = m->probs ? m->probs + prow * T
                               : m->tiles + (size_t)omp_get_thread_num() * 2 * NB__TILE * T;
-        nb_real* o = m->o + ((size_t)b * T + i0) * d + (size_t)h * dk;
         nb_real* hs = m->hs + (size_t)bh * ntiles + tile, first = 0;
-        int r;
+        nb__attn_item it;
+        int i0, j, rows, ncols, r;
+        nb_real* o;
+        memset(&it, 0, sizeof it);
+        it.b = b;
+        nb__item_tile(pl, T, &it, h, tile);
+        i0 = it.i0; j = it.j; rows = it.rows; ncols = it.ncols;
+        o = m->o + ((size_t)b * T + i0) * d + (size_t)h * dk;
         nb__attn_probs(pl, m, T, &it, p, NULL, m->lse ? m->lse + prow : NULL, hs);
         for (r = 0; r < rows; r++) first += p[(size_t)r * T];
         hs[(size_t)B * H * ntiles] = first;
@@ -4426,10 +4422,9 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
         it.pt = pk ? nb__pt(m, T, th) : NULL;
         if (pk) memset(it.kvt, 0, (size_t)2 * dk * T * sizeof(nb_real));
         for (item = part; item < g * ntiles; item += nparts) {
-            const nb__attn_item at = nb__item(pl, T, it.b, it.j * g + item / ntiles,
-                                              item % ntiles);
-            const size_t prow = ((size_t)it.b * H + at.h) * T + at.i0;
-            it.h = at.h; it.i0 = at.i0; it.rows = at.rows; it.ncols = at.ncols;
+            size_t prow;
+            nb__item_tile(pl, T, &it, it.j * g + item / ntiles, item % ntiles);
+            prow = ((size_t)it.b * H + it.h) * T + it.i0;
             it.p = ptile;
             if (m->probs) it.p = m->probs + prow * T;
             else nb__attn_probs(pl, m, T, &it, ptile, m->lse + prow, NULL, NULL);

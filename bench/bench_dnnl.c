@@ -8,8 +8,10 @@
      emulated  nb_gemm_bf16 (the library's portable bf16 path)
    Each row names the oneDNN implementation that ran (its ISA: brg:avx512_core_amx_bf16 on an
    AMX CPU, avx512_core_bf16 without, ...). Primitives are created once per shape, outside the
-   timing (creating one costs milliseconds). oneDNN runs on omp_get_max_threads() threads
-   (OMP_NUM_THREADS), the others on THREADS. Built when CMake finds oneDNN (libdnnl-dev).
+   timing (creating one costs milliseconds). Every engine runs on THREADS (oneDNN on OpenMP's
+   thread count, set to THREADS: left to OMP_NUM_THREADS it took every core). NBD_COLD=1
+   writes 64 MiB before each timed call, so that the operands come from memory, as they do in
+   a training step between the other kernels. Built when CMake finds oneDNN (libdnnl-dev).
 
    usage: bench_dnnl B T d THREADS REPS */
 #define _POSIX_C_SOURCE 200809L
@@ -112,6 +114,16 @@ static void mm_free(mm_gemm* g) {
     dnnl_memory_destroy(g->a); dnnl_memory_destroy(g->b); dnnl_memory_destroy(g->c);
 }
 
+/* NBD_COLD=1: the caches emptied of the operands before a timed call (a 64 MiB write) */
+static float* g_junk; /* freed by main */
+static void evict(void) {
+    enum { N = 1 << 24 };
+    size_t i;
+    if (!getenv("NBD_COLD") || strcmp(getenv("NBD_COLD"), "1")) return;
+    if (!g_junk) g_junk = nbb_alloc(N);
+    for (i = 0; i < N; i++) g_junk[i] = (float)i;
+}
+
 static uint16_t to_bf16(float x) { /* round to nearest even; the data here is finite */
     uint32_t u;
     memcpy(&u, &x, sizeof u);
@@ -156,7 +168,9 @@ static void variants(const gemm_shape* sh, dnnl_engine_t eng, dnnl_stream_t st, 
             mm_make_v(&g, eng, st, s, dnnl_bf16, A16, B16, C, v);
             impl[k] = g.impl;
             for (r = -1; r < reps; r++) {
-                const double t0 = nbb_now();
+                double t0;
+                evict();
+                t0 = nbb_now();
                 mm_run(&g, st);
                 if (r >= 0) t[r] = nbb_now() - t0;
             }
@@ -201,11 +215,12 @@ int main(int argc, char** argv) {
     nbb_print_env("bench_dnnl");
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = nt;
+    omp_set_num_threads(nt);
     DNNL_OK(dnnl_engine_create(&eng, dnnl_cpu, 0));
     DNNL_OK(dnnl_stream_create(&st, eng, dnnl_stream_default_flags));
     printf("# the 12 linear GEMMs of a Pre-Norm SwiGLU block, (B,T,d) = (%d,%d,%d), d_ff %d, "
-           "%d threads (oneDNN: %d), median of %d; GFLOP/s\n", B, T, d, f, nt,
-           omp_get_max_threads(), reps);
+           "%d threads, median of %d%s; GFLOP/s\n", B, T, d, f, nt, reps,
+           getenv("NBD_COLD") && !strcmp(getenv("NBD_COLD"), "1") ? ", operands cold" : "");
     printf("%-8s %6s %6s %6s %9s %9s %9s %9s  oneDNN f32 / bf16 implementation\n", "gemm", "M",
            "N", "K", "openblas", "dnnl_f32", "dnnl_bf16", "emulated");
     for (i = 0; i < 12; i++) {
@@ -225,7 +240,9 @@ int main(int argc, char** argv) {
         for (k = 0; k < 4; k++) {
             for (r = -1; r < reps; r++) { /* r = -1: warm-up */
                 const int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
-                const double t0 = nbb_now();
+                double t0;
+                evict();
+                t0 = nbb_now();
                 if (k == 0)
                     nb_gemm(&ctx, s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, Bm, ldb, 0, C, s->N);
                 else if (k == 1) mm_run(&g32, st);
@@ -253,5 +270,6 @@ int main(int argc, char** argv) {
     if (getenv("NBD_VARIANTS")) variants(sh, eng, st, reps);
     dnnl_stream_destroy(st);
     dnnl_engine_destroy(eng);
+    free(g_junk);
     return 0;
 }

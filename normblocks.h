@@ -4056,20 +4056,41 @@ static nb_result nb__check_bt(nb_ctx* ctx, const char* fn, int B, int T, int max
     return NB_OK;
 }
 
+/* One call of a sublayer's forward or backward (attention, FFN): what the public functions
+   take besides the plan, the parameters and the activations, and the stack's extras. */
+typedef struct nb__sub_call {
+    nb_ctx* ctx;
+    int B, T;
+    nb_real* cache;            /* written by the forward; the backward only reads it */
+    nb_real* scratch;
+    int opts;                  /* backward: NB__BWD_ACC_DX, NB__BWD_WRITE_DW */
+    const struct nb__vres* vr; /* attention: the value residual (NULL: none) */
+} nb__sub_call;
+
+static nb__sub_call nb__sub_call_of(nb_ctx* ctx, int B, int T, const nb_real* cache,
+                                    nb_real* scratch) {
+    nb__sub_call k;
+    memset(&k, 0, sizeof k);
+    k.ctx = ctx; k.B = B; k.T = T;
+    k.cache = (nb_real*)(size_t)cache; /* a backward's: only read */
+    k.scratch = scratch;
+    return k;
+}
+
 /* names: of a, b, cache, scratch (space-separated) */
-static nb_result nb__attn_check_call(nb_ctx* ctx, const char* fn, const nb_attn_plan* pl,
-                                     const nb_attn_params* p, int B, int T, const char* names,
-                                     const void* a, const void* b, const void* cache,
-                                     const void* scratch) {
+static nb_result nb__attn_check_call(const nb__sub_call* k, const char* fn,
+                                     const nb_attn_plan* pl, const nb_attn_params* p,
+                                     const char* names, const void* a, const void* b) {
+    nb_ctx* ctx = k->ctx;
     nb_result rc;
     const void* ptrs[6];
     NB__CHECK(!pl || !p, NB_ERR_NULL, "%s: plan and params are required (%s is NULL)", fn,
               pl ? "params" : "plan");
-    if ((rc = nb__check_bt(ctx, fn, B, T, pl->max_batch, pl->max_seq))) return rc;
+    if ((rc = nb__check_bt(ctx, fn, k->B, k->T, pl->max_batch, pl->max_seq))) return rc;
     NB__CHECK(nb_num_threads(ctx) > pl->max_threads, NB_ERR_CONFIG,
               "%s: %d threads requested but the plan sized its scratch for %d", fn,
               nb_num_threads(ctx), pl->max_threads);
-    ptrs[0] = a; ptrs[1] = b; ptrs[2] = cache; ptrs[3] = scratch; ptrs[4] = p->w_qkv;
+    ptrs[0] = a; ptrs[1] = b; ptrs[2] = k->cache; ptrs[3] = k->scratch; ptrs[4] = p->w_qkv;
     ptrs[5] = p->w_o;
     if ((rc = nb__need(ctx, fn, names, 4, ptrs))) return rc;
     if ((rc = nb__need(ctx, fn, "params.w_qkv params.w_o", 2, ptrs + 4))) return rc;
@@ -4691,20 +4712,20 @@ static nb_result nb__qkv_norms_fwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb
     return NB_OK;
 }
 
-static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
-                              nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
-                              nb_real* scratch, const nb__vres* vr) {
+static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
+                              const nb_attn_params* p, nb_real* out, const nb_real* x) {
     const char* const fn = "nb_attn_forward";
-    const nb_attn_plan* pl = plan;
+    nb_ctx* ctx = k->ctx;
+    const int B = k->B, T = k->T;
+    const nb__vres* vr = k->vr;
     nb__attn_mem m;
     double t0;
-    nb_result rc = nb__attn_check_call(ctx, fn, plan, p, B, T, "out x cache scratch", out, x,
-                                       cache, scratch);
+    nb_result rc = nb__attn_check_call(k, fn, pl, p, "out x cache scratch", out, x);
     int d, P, BT, bf;
     if (rc) return rc;
     bf = NB__BF16(pl);
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
-    nb__attn_carve(pl, B, T, pl->max_threads, cache, scratch, &m);
+    nb__attn_carve(pl, B, T, pl->max_threads, k->cache, k->scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
     nb__hdr_put(m.hdr, 0, 0, 0, 0); /* not a complete forward until the end */
     if (bf) { /* the bf16 copies of the weights and x serve the forward and the backward */
@@ -4763,7 +4784,8 @@ static nb_result nb__attn_fwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
 NBDEF nb_result nb_attn_forward(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
                                 nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
                                 nb_real* scratch) {
-    return nb__attn_fwd(ctx, plan, p, out, x, B, T, cache, scratch, NULL);
+    const nb__sub_call k = nb__sub_call_of(ctx, B, T, cache, scratch);
+    return nb__attn_fwd(&k, plan, p, out, x);
 }
 
 /* The cache of a complete forward of this plan with (B, T) (cache not NULL). */
@@ -4775,18 +4797,17 @@ static nb_result nb__attn_cache_ok(nb_ctx* ctx, const char* fn, const nb_attn_pl
     return NB_OK;
 }
 
-static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_attn_params* p,
-                              nb_attn_params* g, nb_real* dx, const nb_real* dout,
-                              const nb_real* x, int B, int T, const nb_real* cache,
-                              nb_real* scratch, int opts, const nb__vres* vr) {
+static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
+                              const nb_attn_params* p, nb_attn_params* g, nb_real* dx,
+                              const nb_real* dout, const nb_real* x) {
     const char* const fn = "nb_attn_backward";
-    const int accumulate_dx = opts & NB__BWD_ACC_DX;
-    const nb_real dw_beta = opts & NB__BWD_WRITE_DW ? 0 : 1;
-    const nb_attn_plan* pl = plan;
+    nb_ctx* ctx = k->ctx;
+    const int B = k->B, T = k->T, accumulate_dx = k->opts & NB__BWD_ACC_DX;
+    const nb_real dw_beta = k->opts & NB__BWD_WRITE_DW ? 0 : 1;
+    const nb__vres* vr = k->vr;
     nb__attn_mem m;
     double t0;
-    nb_result rc = nb__attn_check_call(ctx, fn, plan, p, B, T, "dx dout cache scratch", dx, dout,
-                                       cache, scratch);
+    nb_result rc = nb__attn_check_call(k, fn, pl, p, "dx dout cache scratch", dx, dout);
     int site, d, P, BT, bf;
     if (rc) return rc;
     bf = NB__BF16(pl);
@@ -4798,10 +4819,9 @@ static nb_result nb__attn_bwd(nb_ctx* ctx, const nb_attn_plan* plan, const nb_at
               nb__site_missing(pl, g));
     NB__CHECK(nb__bias_missing(pl, g), NB_ERR_NULL,
               "nb_attn_backward: the plan has g.%s but it is NULL", nb__bias_missing(pl, g));
-    if ((rc = nb__attn_cache_ok(ctx, "nb_attn_backward", pl, cache, B, T))) return rc;
+    if ((rc = nb__attn_cache_ok(ctx, "nb_attn_backward", pl, k->cache, B, T))) return rc;
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
-    /* the cache is only read; carving needs a non-const base */
-    nb__attn_carve(pl, B, T, pl->max_threads, (nb_real*)(size_t)cache, scratch, &m);
+    nb__attn_carve(pl, B, T, pl->max_threads, k->cache, k->scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
     nb__attn_weights16(pl, p, &m);
     if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
@@ -4854,8 +4874,9 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
                                  nb_attn_params* g, nb_real* dx, const nb_real* dout,
                                  const nb_real* x, int B, int T, const nb_real* cache,
                                  nb_real* scratch, int accumulate_dx) {
-    return nb__attn_bwd(ctx, plan, p, g, dx, dout, x, B, T, cache, scratch,
-                        accumulate_dx ? NB__BWD_ACC_DX : 0, NULL);
+    nb__sub_call k = nb__sub_call_of(ctx, B, T, cache, scratch);
+    k.opts = accumulate_dx ? NB__BWD_ACC_DX : 0;
+    return nb__attn_bwd(&k, plan, p, g, dx, dout, x);
 }
 
 /* The per-(batch, head, tile) records of nb__attn_core_forward, reduced in a fixed order */
@@ -5023,16 +5044,17 @@ NBDEF void nb_ffn_params_bind(const nb_ffn_plan* plan, nb_real* base, nb_ffn_par
     p->w_in16 = p->w_out16 = NULL;
 }
 
-static nb_result nb__ffn_check_call(nb_ctx* ctx, const char* fn, const nb_ffn_plan* pl,
-                                    const nb_ffn_params* p, int B, int T, const char* names,
-                                    const void* a, const void* b, const void* cache,
-                                    const void* scratch) {
+/* as nb__attn_check_call */
+static nb_result nb__ffn_check_call(const nb__sub_call* k, const char* fn, const nb_ffn_plan* pl,
+                                    const nb_ffn_params* p, const char* names, const void* a,
+                                    const void* b) {
+    nb_ctx* ctx = k->ctx;
     nb_result rc;
     const void* ptrs[6];
     NB__CHECK(!pl || !p, NB_ERR_NULL, "%s: plan and params are required (%s is NULL)", fn,
               pl ? "params" : "plan");
-    if ((rc = nb__check_bt(ctx, fn, B, T, pl->max_batch, pl->max_seq))) return rc;
-    ptrs[0] = a; ptrs[1] = b; ptrs[2] = cache; ptrs[3] = scratch; ptrs[4] = p->w_in;
+    if ((rc = nb__check_bt(ctx, fn, k->B, k->T, pl->max_batch, pl->max_seq))) return rc;
+    ptrs[0] = a; ptrs[1] = b; ptrs[2] = k->cache; ptrs[3] = k->scratch; ptrs[4] = p->w_in;
     ptrs[5] = p->w_out;
     if ((rc = nb__need(ctx, fn, names, 4, ptrs))) return rc;
     if ((rc = nb__need(ctx, fn, "params.w_in params.w_out", 2, ptrs + 4))) return rc;
@@ -5072,12 +5094,13 @@ static nb_real nb__gelu_erf(nb_real x, nb_real* dgelu) {
     return (nb_real)(x * cdf);
 }
 
-NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
-                               nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
-                               nb_real* scratch) {
+static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
+                             const nb_ffn_params* p, nb_real* out, const nb_real* x) {
     const char* const fn = "nb_ffn_forward";
-    nb_result rc = nb__ffn_check_call(ctx, fn, plan, p, B, T, "out x cache scratch", out, x,
-                                      cache, scratch);
+    nb_ctx* ctx = k->ctx;
+    const int B = k->B, T = k->T;
+    nb_real* cache = k->cache;
+    nb_result rc = nb__ffn_check_call(k, fn, plan, p, "out x cache scratch", out, x);
     int d, f, W, BT, r, bf;
     nb__ffn_mem m;
     nb_real *h, *a, c;
@@ -5085,7 +5108,7 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
     bf = NB__BF16(plan);
     d = plan->desc.d_model; f = plan->desc.ffn.d_ff; W = plan->in_width; BT = B * T;
     c = (nb_real)sqrt((double)d);
-    nb__ffn_carve(plan, B, T, cache, scratch, &m);
+    nb__ffn_carve(plan, B, T, cache, k->scratch, &m);
     h = m.h; a = m.a;
     nb__hdr_put(cache, 0, 0, 0, 0); /* not a complete forward until the end */
     if (bf) { /* the bf16 copies of the weights and x serve the forward and the backward */
@@ -5136,6 +5159,13 @@ NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ff
     nb__trace(ctx, "out", out, BT, d);
     nb__hdr_put(cache, NB__MAGIC_FFN, nb__ffn_id(plan), B, T);
     return NB_OK;
+}
+
+NBDEF nb_result nb_ffn_forward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
+                               nb_real* out, const nb_real* x, int B, int T, nb_real* cache,
+                               nb_real* scratch) {
+    const nb__sub_call k = nb__sub_call_of(ctx, B, T, cache, scratch);
+    return nb__ffn_fwd(&k, plan, p, out, x);
 }
 
 static nb_result nb__ffn_cache_ok(nb_ctx* ctx, const char* fn, const nb_ffn_plan* pl,
@@ -5195,14 +5225,14 @@ static void nb__ffn_act_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_
     }
 }
 
-static nb_result nb__ffn_bwd(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
-                             nb_ffn_params* g, nb_real* dx, const nb_real* dout,
-                             const nb_real* x, int B, int T, const nb_real* cache,
-                             nb_real* scratch, int opts) {
+static nb_result nb__ffn_bwd(const nb__sub_call* k, const nb_ffn_plan* plan,
+                             const nb_ffn_params* p, nb_ffn_params* g, nb_real* dx,
+                             const nb_real* dout, const nb_real* x) {
     const char* const fn = "nb_ffn_backward";
+    nb_ctx* ctx = k->ctx;
+    const int B = k->B, T = k->T, opts = k->opts;
     const nb_real dw_beta = opts & NB__BWD_WRITE_DW ? 0 : 1;
-    nb_result rc = nb__ffn_check_call(ctx, fn, plan, p, B, T, "dx dout cache scratch", dx, dout,
-                                      cache, scratch);
+    nb_result rc = nb__ffn_check_call(k, fn, plan, p, "dx dout cache scratch", dx, dout);
     int d, f, W, BT, bf;
     nb__ffn_mem m;
     if (rc) return rc;
@@ -5214,10 +5244,9 @@ static nb_result nb__ffn_bwd(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_
               !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !x ? "x"
               : plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out) ? "g.b_in/g.b_out"
                                                                     : "g.in_scale");
-    if ((rc = nb__ffn_cache_ok(ctx, "nb_ffn_backward", plan, cache, B, T))) return rc;
+    if ((rc = nb__ffn_cache_ok(ctx, "nb_ffn_backward", plan, k->cache, B, T))) return rc;
     d = plan->desc.d_model; f = plan->desc.ffn.d_ff; W = plan->in_width; BT = B * T;
-    /* the cache is only read; carving needs a non-const base */
-    nb__ffn_carve(plan, B, T, (nb_real*)(size_t)cache, scratch, &m);
+    nb__ffn_carve(plan, B, T, k->cache, k->scratch, &m);
     nb__ffn_weights16(plan, p, &m);
     if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
     /* da = dout W_out */
@@ -5244,8 +5273,9 @@ NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_f
                                 nb_ffn_params* g, nb_real* dx, const nb_real* dout,
                                 const nb_real* x, int B, int T, const nb_real* cache,
                                 nb_real* scratch, int accumulate_dx) {
-    return nb__ffn_bwd(ctx, plan, p, g, dx, dout, x, B, T, cache, scratch,
-                       accumulate_dx ? NB__BWD_ACC_DX : 0);
+    nb__sub_call k = nb__sub_call_of(ctx, B, T, cache, scratch);
+    k.opts = accumulate_dx ? NB__BWD_ACC_DX : 0;
+    return nb__ffn_bwd(&k, plan, p, g, dx, dout, x);
 }
 
 /* ---- parameter layout ----------------------------------------------------------------------- */
@@ -7049,13 +7079,14 @@ static nb_result nb__branch_fwd(nb__run* r, int l, int k, const nb__layer_tensor
                                 const nb__layer_mem* c, nb_real* out, const nb_real* h) {
     nb_result rc;
     nb__vres vbuf;
+    nb__sub_call call = nb__sub_call_of(r->ctx, r->B, r->T, k ? c->fcache : c->acache, r->sc.sub);
     nb__scope(r, l, k);
-    if (k == 0)
-        rc = nb__attn_fwd(r->ctx, &r->s->layers[l].attn, &p->attn, out, h, r->B, r->T,
-                          c->acache, r->sc.sub, nb__vres_of(r, l, p, NULL, c, &vbuf));
-    else
-        rc = nb_ffn_forward(r->ctx, &r->s->ffn, &p->ffn, out, h, r->B, r->T, c->fcache,
-                            r->sc.sub);
+    if (k == 0) {
+        call.vr = nb__vres_of(r, l, p, NULL, c, &vbuf);
+        rc = nb__attn_fwd(&call, &r->s->layers[l].attn, &p->attn, out, h);
+    } else {
+        rc = nb__ffn_fwd(&call, &r->s->ffn, &p->ffn, out, h);
+    }
     nb__scope(r, -1, 0);
     return rc;
 }
@@ -7065,13 +7096,14 @@ static nb_result nb__branch_bwd(nb__run* r, int l, int k, const nb__layer_tensor
                                 nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dh,
                                 const nb_real* df, const nb_real* h, int accumulate) {
     nb__vres vbuf;
-    const int opts = (accumulate ? NB__BWD_ACC_DX : 0) | (r->write_dw ? NB__BWD_WRITE_DW : 0);
+    nb__sub_call call = nb__sub_call_of(r->ctx, r->B, r->T, k ? c->fcache : c->acache, r->sc.sub);
+    call.opts = (accumulate ? NB__BWD_ACC_DX : 0) | (r->write_dw ? NB__BWD_WRITE_DW : 0);
     nb__trace_layer(r, l, k, "grad_out", df);
-    if (k == 0)
-        return nb__attn_bwd(r->ctx, &r->s->layers[l].attn, &p->attn, &g->attn, dh, df, h, r->B,
-                            r->T, c->acache, r->sc.sub, opts, nb__vres_of(r, l, p, g, c, &vbuf));
-    return nb__ffn_bwd(r->ctx, &r->s->ffn, &p->ffn, &g->ffn, dh, df, h, r->B, r->T, c->fcache,
-                       r->sc.sub, opts);
+    if (k == 0) {
+        call.vr = nb__vres_of(r, l, p, g, c, &vbuf);
+        return nb__attn_bwd(&call, &r->s->layers[l].attn, &p->attn, &g->attn, dh, df, h);
+    }
+    return nb__ffn_bwd(&call, &r->s->ffn, &p->ffn, &g->ffn, dh, df, h);
 }
 
 static nb_result nb__finite(nb__run* r, const nb_real* x, size_t n, const char* what, int l) {
@@ -7385,9 +7417,11 @@ static nb_real nb__siamese_c(const nb_stack* s, int l) {
    (u_f = n + N_fy(y1) in the ablation without the fusion norm)
    The adds and norms between the two sublayers run in one pass over the rows each (a row stays
    in L1 through its adds and norms): 16 streams of B*T*d values instead of 26. */
-static nb_result nb__siamese_hp_forward(nb__run* r, int l, const nb__layer_tensors* p,
-                                        const nb__layer_mem* c, nb_real* xo, nb_real* yo,
-                                        const nb_real* x, const nb_real* y) {
+static nb_result nb__siamese_hp_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                          const nb__layer_mem* c, nb_real* const out[],
+                                          const nb_real* const in[]) {
+    nb_real *xo = out[0], *yo = out[1];
+    const nb_real *x = in[0], *y = in[1];
     const int d = r->s->desc.d_model, fuse_norm = !r->s->desc.siamese.no_fusion_norm;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     const nb_real* uf = fuse_norm ? c->uf : c->sf;
@@ -7444,10 +7478,12 @@ static nb_result nb__siamese_hp_forward(nb__run* r, int l, const nb__layer_tenso
    dx = dx1 + gamma du_a; dgamma += sum x du_a; dy = dy1 + J_ay^T du_a
    Between the sublayers, one pass over the rows each, as in the forward; the gain and gamma
    gradients are per-thread partials reduced in thread order. dx may be dx', dy may be dy'. */
-static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tensors* p,
-                                         nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dx,
-                                         nb_real* dy, const nb_real* dxo, const nb_real* dyo,
-                                         const nb_real* x, const nb_real* y) {
+static nb_result nb__siamese_hp_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                          nb__layer_tensors* g, const nb__layer_mem* c,
+                                          nb_real* const din[], const nb_real* const dout[],
+                                          const nb_real* const in[]) {
+    nb_real *dx = din[0], *dy = din[1];
+    const nb_real *dxo = dout[0], *dyo = dout[1], *x = in[0], *y = in[1];
     const int d = r->s->desc.d_model, fuse_norm = !r->s->desc.siamese.no_fusion_norm;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
     nb_real** t = r->sc.tmp;
@@ -7519,8 +7555,10 @@ static nb_result nb__siamese_hp_backward(nb__run* r, int l, const nb__layer_tens
 /* SiameseNorm post-pre (the DeiT code's form), sublayer k:
    u = N_x(x); w = u + N_y(y); v = N_in(w); z = F(v); x' = u + z/c; y' = y + z */
 static nb_result nb__siamese_pp_forward(nb__run* r, int l, int k, const nb__layer_tensors* p,
-                                        const nb__layer_mem* c, nb_real* xo, nb_real* yo,
-                                        const nb_real* x, const nb_real* y) {
+                                        const nb__layer_mem* c, nb_real* const out[],
+                                        const nb_real* const in[]) {
+    nb_real *xo = out[0], *yo = out[1];
+    const nb_real *x = in[0], *y = in[1];
     const int nx = k ? NB__FF_IN : NB__ATTN_IN, ny = k ? NB__FF_Y : NB__ATTN_Y,
               n_input = k ? NB__FF_INPUT : NB__ATTN_INPUT;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
@@ -7540,9 +7578,11 @@ static nb_result nb__siamese_pp_forward(nb__run* r, int l, int k, const nb__laye
 /* dz = dx'/c + dy'; dv = J_F^T dz; dw = J_in^T dv; du = dx' + dw;
    dx = J_x^T du; dy = dy' + J_y^T dw */
 static nb_result nb__siamese_pp_backward(nb__run* r, int l, int k, const nb__layer_tensors* p,
-                                         nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dx,
-                                         nb_real* dy, const nb_real* dxo, const nb_real* dyo,
-                                         const nb_real* x, const nb_real* y) {
+                                         nb__layer_tensors* g, const nb__layer_mem* c,
+                                         nb_real* const din[], const nb_real* const dout[],
+                                         const nb_real* const in[]) {
+    nb_real *dx = din[0], *dy = din[1];
+    const nb_real *dxo = dout[0], *dyo = dout[1], *x = in[0], *y = in[1];
     const int nx = k ? NB__FF_IN : NB__ATTN_IN, ny = k ? NB__FF_Y : NB__ATTN_Y,
               n_input = k ? NB__FF_INPUT : NB__ATTN_INPUT;
     const nb_real ic = 1 / nb__siamese_c(r->s, l);
@@ -8078,11 +8118,10 @@ static nb_result nb__hc_head_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_
 /* ---- the drivers' checks ---- */
 
 /* names: of a..e, space-separated */
+/* names: the five pointers of ptrs (space-separated), each required */
 static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, int B, int T,
-                               const char* names, const void* a, const void* b, const void* c,
-                               const void* d, const void* e) {
+                               const char* names, const void* const ptrs[5]) {
     nb_result rc;
-    const void* ptrs[5];
     NB__CHECK(!s || !s->layers, NB_ERR_NULL, "%s: an initialized stack s is required", fn);
     if ((rc = nb__check_bt(ctx, fn, B, T, s->max_batch, s->max_seq))) return rc;
     NB__CHECK(nb_num_threads(ctx) > s->max_threads, NB_ERR_CONFIG,
@@ -8091,7 +8130,6 @@ static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, i
     NB__CHECK(s->desc.gemm.bf16_weights && !s->weights16, NB_ERR_NULL, "%s: the stack reads the "
               "caller's bf16 weights (desc.gemm.bf16_weights) but none are set "
               "(nb_stack_set_bf16_weights)", fn);
-    ptrs[0] = a; ptrs[1] = b; ptrs[2] = c; ptrs[3] = d; ptrs[4] = e;
     return nb__need(ctx, fn, names, 5, ptrs);
 }
 
@@ -8218,33 +8256,23 @@ static void nb__siamese_fuse_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_
     nb__slot_reduce(r, 2, used, &tg->n[NB__LNYF]);
 }
 
-static nb_result nb__siamese_hp_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
-                                          const nb__layer_mem* c, nb_real* const out[],
-                                          const nb_real* const in[]) {
-    return nb__siamese_hp_forward(r, l, p, c, out[0], out[1], in[0], in[1]);
-}
-static nb_result nb__siamese_hp_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
-                                          nb__layer_tensors* g, const nb__layer_mem* c,
-                                          nb_real* const din[], const nb_real* const dout[],
-                                          const nb_real* const in[]) {
-    return nb__siamese_hp_backward(r, l, p, g, c, din[0], din[1], dout[0], dout[1], in[0],
-                                   in[1]);
-}
 static nb_result nb__siamese_pp_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
                                           const nb__layer_mem* c, nb_real* const out[],
                                           const nb_real* const in[]) {
-    const nb_result rc = nb__siamese_pp_forward(r, l, 0, p, c, c->xm, c->ym, in[0], in[1]);
-    return rc ? rc : nb__siamese_pp_forward(r, l, 1, p, c, out[0], out[1], c->xm, c->ym);
+    nb_real* const mid[2] = {c->xm, c->ym}; /* the streams between the sublayers */
+    const nb_real* const mid_in[2] = {c->xm, c->ym};
+    const nb_result rc = nb__siamese_pp_forward(r, l, 0, p, c, mid, in);
+    return rc ? rc : nb__siamese_pp_forward(r, l, 1, p, c, out, mid_in);
 }
 static nb_result nb__siamese_pp_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
                                           nb__layer_tensors* g, const nb__layer_mem* c,
                                           nb_real* const din[], const nb_real* const dout[],
                                           const nb_real* const in[]) {
-    nb_real *dxm = r->sc.tmp[4], *dym = r->sc.tmp[5];
-    const nb_result rc = nb__siamese_pp_backward(r, l, 1, p, g, c, dxm, dym, dout[0], dout[1],
-                                                 c->xm, c->ym);
-    return rc ? rc : nb__siamese_pp_backward(r, l, 0, p, g, c, din[0], din[1], dxm, dym, in[0],
-                                             in[1]);
+    nb_real* const dmid[2] = {r->sc.tmp[4], r->sc.tmp[5]}; /* between the sublayers */
+    const nb_real* const dmid_in[2] = {r->sc.tmp[4], r->sc.tmp[5]};
+    const nb_real* const mid[2] = {c->xm, c->ym};
+    const nb_result rc = nb__siamese_pp_backward(r, l, 1, p, g, c, dmid, dout, mid);
+    return rc ? rc : nb__siamese_pp_backward(r, l, 0, p, g, c, din, dmid_in, in);
 }
 /* out = N_final(N_lnf(x_L) + N_lnyf(y_L)) (code) or x_L + N_lnyf(y_L) (paper fusion) */
 static nb_result nb__siamese_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out) {
@@ -8415,9 +8443,9 @@ NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb
     nb_real* o[NB__NS];
     const nb_real* i[NB__NS];
     int k;
+    const void* const need[5] = {params, out, in, cache, scratch};
     nb_result rc = nb__check_run(ctx, "nb_layer_forward", s, B, T,
-                                 "params out in cache scratch", params, out, in, cache,
-                                 scratch);
+                                 "params out in cache scratch", need);
     if (rc) return rc;
     NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
               "nb_layer_forward: layer %d out of range [0, %d)", l, s->desc.n_layers);
@@ -8434,9 +8462,9 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
     nb_real* di[NB__NS];
     const nb_real *d[NB__NS], *i[NB__NS];
     int k;
+    const void* const need[5] = {params, grads, din, dout, in};
     nb_result rc = nb__check_run(ctx, "nb_layer_backward", s, B, T,
-                                 "params grads din dout in", params, grads, din, dout,
-                                 in);
+                                 "params grads din dout in", need);
     if (rc) return rc;
     NB__CHECK(!cache || !scratch, NB_ERR_NULL, "nb_layer_backward: cache and scratch are required");
     NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
@@ -8546,9 +8574,9 @@ NBDEF nb_result nb_stack_forward(nb_ctx* ctx, const nb_stack* s, const nb_real* 
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch) {
     nb__run r;
+    const void* const need[5] = {params, out, in, cache, scratch};
     nb_result rc = nb__check_run(ctx, "nb_stack_forward", s, B, T,
-                                 "params out in cache scratch", params, out, in, cache,
-                                 scratch);
+                                 "params out in cache scratch", need);
     nb__prof_env env;
     if (rc) return rc;
     env = nb__prof_enter(ctx);
@@ -8609,9 +8637,9 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
     nb__run r;
     nb__top_tensors tp, tg;
     nb_real *cur[NB__NS], *nxt[NB__NS];
+    const void* const need[5] = {params, grads, din, dout, cache};
     nb_result rc = nb__check_run(ctx, "nb_stack_backward", s, B, T,
-                                 "params grads din dout cache", params, grads, din, dout,
-                                 cache);
+                                 "params grads din dout cache", need);
     const int L = s ? s->desc.n_layers : 0;
     const int din_acc = s && s->desc.run.input_grad == NB_GRAD_ACCUMULATE;
     const int top0 = s ? nb__final_tensor0(s) : 0, n_top = s ? s->n_tensors - top0 : 0;

@@ -4,7 +4,7 @@
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
 Writes <outdir>/blocks_bf16.bin: nine stacks of tests/gen_block_fixtures.py (its descriptions,
-draws and checks, from its seeds), computed by the PyTorch twin in float64 with precision
+draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
 "bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
 backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
 sums, everything else unrounded. That is what a BF16 stack of the library computes up to its
@@ -106,7 +106,7 @@ def bf16_tight_limit(nref, n, cfg, backward, floor_rms):
 def run(cfg, p, E, dout, dtype=torch.float64, precision="bf16"):
     """out, din and the parameter gradients (name -> tensor) of loss = sum(out * dout)."""
     B, T, d = cfg["B"], cfg["T"], cfg["d"]
-    stack = gbf.twin_stack(cfg, dtype, precision=precision)
+    stack = gbf.twin_stack(cfg, dtype, gemm=dict(precision=precision))
     gbf.load(stack, {k: v.to(dtype) for k, v in p.items()})
     Ed = E.detach().to(dtype).reshape(B, T, d).requires_grad_(True)
     out = stack(Ed)
@@ -196,7 +196,7 @@ def check_structure(name, cfg, p, E, dout):
     for k in ref:
         assert torch.allclose(same[k], ref[k], rtol=0, atol=1e-12), (name, k)
     assert calls[0] == 18 * cfg["L"], (name, calls[0])
-    stack = gbf.twin_stack(cfg, precision="bf16")
+    stack = gbf.twin_stack(cfg, gemm=dict(precision="bf16"))
     fired = []
     for mname, mod in stack.named_modules():
         if isinstance(mod, torch.nn.Linear):
@@ -299,7 +299,7 @@ def pushed_run(cfg, p, E, dout):
         up, dn = real(x + a), real(x - a)
         return torch.where(is_tie(x), r, torch.where(up != r, up, torch.where(dn != r, dn, r)))
     B, T, d = cfg["B"], cfg["T"], cfg["d"]
-    stack = gbf.twin_stack(cfg, precision="bf16")
+    stack = gbf.twin_stack(cfg, gemm=dict(precision="bf16"))
     gbf.load(stack, p)
     stack_ptrs.update(v.data_ptr() for v in stack.parameters())
     twin.bf16_round = pushed

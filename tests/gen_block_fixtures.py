@@ -126,9 +126,11 @@ def check_header_keys(presets):
 
 
 def twin_stack(cfg, dtype=torch.float64, **fields):
-    """The twin's stack of a case (fields: StackConfig fields set on top). Its parameters are
-    left for load(); their initialization does not advance the generator's random stream."""
-    c = replace(twin_config(cfg, preset_key(cfg["preset"])), **fields)
+    """The twin's stack of a case (fields: StackConfig fields set on top, a group's by
+    StackConfig.with_fields: gemm=dict(precision="bf16") keeps the case's other fields). Its
+    parameters are left for load(); their initialization does not advance the generator's
+    random stream."""
+    c = twin_config(cfg, preset_key(cfg["preset"])).with_fields(**fields)
     with torch.random.fork_rng(devices=[]):
         return twin.Stack(c).to(dtype)
 
@@ -651,7 +653,7 @@ def draw(name, cfg, seed, reference=None):
         return None, "float32 reaches %.2f of the tolerance at %s" % (m, worst)
 
     # and the twin in bf16 within BF16_MARGIN of test_block_fixtures_bf16's bound
-    out16, din16, _, _, _ = run(cfg, p, E, dout, precision="bf16")
+    out16, din16, _, _, _ = run(cfg, p, E, dout, gemm=dict(precision="bf16"))
     for what, ref, got, G in (("out", out, out16, 6), ("din", din, din16, 12)):
         e = math.sqrt(2.0 / 3.0) / 256 * math.sqrt(G * cfg["L"])
         r = ((got - ref).norm() / (6 * e * ref.norm())).item()
@@ -726,7 +728,7 @@ def self_checks():
         # the twin's output for the (10, 16) input x (B = 2, T = 5); final=False: no final
         # norm; p may hold more parameters than the stack uses
         if not final:
-            fields["final_norm"] = -1
+            fields["norm"] = dict(fields.get("norm", {}), final=-1)
         stack = twin_stack(cfg, **fields)
         load(stack, p, extra_ok=True)
         return stack(x.reshape(2, 5, 16), hidden=hidden).reshape(10, 16)
@@ -881,24 +883,27 @@ def self_checks():
             for k, m in zip(("attn_out.weight", "ff_out.weight"), pair):
                 q["blocks.%d.%s" % (l, k)] = m * pp["blocks.%d.%s" % (l, k)]
         return q
-    assert torch.allclose(fwd(pre3, pp, depth_alpha=1.0), fwd(pre3, scaled([(1 / 3, 1 / 3)] * 3)),
-                          rtol=0, atol=1e-12)
-    assert not torch.allclose(fwd(pre3, pp, depth_alpha=1.0), fwd(pre3, pp), atol=1e-3)
+    assert torch.allclose(fwd(pre3, pp, residual=dict(depth_alpha=1.0)),
+                          fwd(pre3, scaled([(1 / 3, 1 / 3)] * 3)), rtol=0, atol=1e-12)
+    assert not torch.allclose(fwd(pre3, pp, residual=dict(depth_alpha=1.0)), fwd(pre3, pp),
+                              atol=1e-3)
     layers = twin.resolve(twin_config(pre3, "pre")).layers
     ms = [(0.5, 0), (0, 0), (0, 2.0)]  # 0: the rule's (3 / 2)^-0.5
     for ld, (ma, mf) in zip(layers, ms):
         ld.attn.branch_mult, ld.ffn.branch_mult = ma, mf
     rule = 1.5 ** -0.5
-    assert torch.allclose(fwd(pre3, pp, preset="default", layers=layers, depth_alpha=0.5,
-                              depth_base=2),
+    assert torch.allclose(fwd(pre3, pp, preset="default", layers=layers,
+                              residual=dict(depth_alpha=0.5, depth_base=2)),
                           fwd(pre3, scaled([(m or rule for m in pair) for pair in ms])),
                           rtol=0, atol=1e-12)
     # and the twin refuses what nb_stack_init refuses
-    for bad in (dict(depth_alpha=2.5), dict(depth_alpha=float("nan")), dict(depth_base=-1),
-                dict(depth_alpha=-0.5), dict(preset="siamese", depth_alpha=1.0),
-                dict(preset="siamese_post_pre", depth_alpha=0.5)):
+    for bad in (dict(residual=dict(depth_alpha=2.5)),
+                dict(residual=dict(depth_alpha=float("nan"))), dict(residual=dict(depth_base=-1)),
+                dict(residual=dict(depth_alpha=-0.5)),
+                dict(preset="siamese", residual=dict(depth_alpha=1.0)),
+                dict(preset="siamese_post_pre", residual=dict(depth_alpha=0.5))):
         try:
-            twin.resolve(replace(twin_config(pre3, "pre"), **bad))
+            twin.resolve(twin_config(pre3, "pre").with_fields(**bad))
         except ValueError:
             continue
         raise AssertionError("the twin accepts %s" % bad)
@@ -910,7 +915,8 @@ def self_checks():
         except ValueError:
             continue
         raise AssertionError("the twin accepts branch_mult %g" % m)
-    twin.resolve(replace(twin_config(pre3, "pre"), depth_alpha=2.0))  # the range's end
+    # the range's end
+    twin.resolve(twin_config(pre3, "pre").with_fields(residual=dict(depth_alpha=2.0)))
 
     # RoPE after the Q/K norms matters only with non-unit gains: a gain-free RMSNorm
     # commutes with RoPE, the fixtures' random gains do not
@@ -931,9 +937,9 @@ def ngpt_self_checks(E, fwd):
     them, is the library's justnorm then RoPE)."""
     ng = make_cfg("NGPT", 2, 16, 4, 4, f=0, norm=L2)
     c = twin.resolve(twin_config(ng, "ngpt"))
-    assert (c.norm, c.d_ff, c.qk_scale, c.ffn_in_scale, c.softmax_scale, c.interp_init,
-            c.final_norm, c.embed_norm, c.sites) == ("l2", 64, 1, 1, 2.0, 0.05, -1, -1,
-                                                      SITE_Q | SITE_K), c
+    assert (c.norm.type, c.ffn.d_ff, c.attn.qk_scale, c.ffn.in_scale, c.attn.softmax_scale,
+            c.residual.interp_init, c.norm.final, c.norm.embed, c.attn.sites) == \
+        ("l2", 64, 1, 1, 2.0, 0.05, -1, -1, SITE_Q | SITE_K), c
     # the scales as the code stores them at init (init_scaling: base_scale = 1/sqrt(d), suv 1)
     stack = twin_stack(dict(ng, f=64))
     for name, t in stack.named_parameters():
@@ -951,42 +957,45 @@ def ngpt_self_checks(E, fwd):
     layers = [twin.LayerSpec(replace(g), replace(g), SITE_Q | SITE_K) for _ in range(2)]
     ref = fwd(dict(ng, f=64), pn)
     parts = fwd(make_cfg("PRE", 2, 16, 4, 4, f=64, norm=L2), pn, preset="default",
-                layers=layers, qk_scale=1, ffn_in_scale=1, softmax_scale=2.0, final_norm=-1,
-                interp_init=0.05)
+                layers=layers, attn=dict(qk_scale=1, softmax_scale=2.0), ffn=dict(in_scale=1),
+                norm=dict(final=-1), residual=dict(interp_init=0.05))
     assert torch.allclose(ref, parts, rtol=0, atol=1e-12)
     # the step is interp_init sqrt(d) |lambda|: interp_init 0.2 with lambda is 0.05 with 4 lambda
     p4 = {k: 4 * v if k.endswith("_alpha") else v for k, v in pn.items()}
-    assert torch.allclose(fwd(dict(ng, f=64), pn, interp_init=0.2), fwd(dict(ng, f=64), p4),
-                          rtol=0, atol=1e-12)
+    assert torch.allclose(fwd(dict(ng, f=64), pn, residual=dict(interp_init=0.2)),
+                          fwd(dict(ng, f=64), p4), rtol=0, atol=1e-12)
     # s_qk and s_uv stored at 1/sqrt(d) are 1 (sqrt(d) times them), and the default softmax scale
     # given explicitly is the default: Pre-Norm with them is Pre-Norm
     pre = make_cfg("PRE", 2, 16, 4, 4)
     pp = draw_params(pre)
     one = dict(pp, **{"blocks.%d.%s" % (l, n): torch.full((w,), 0.25) for l in range(2)
                       for n, w in (("sqk", 16), ("suv", 48))})
-    assert torch.allclose(fwd(pre, one, qk_scale=1, ffn_in_scale=1, softmax_scale=0.5),
-                          fwd(pre, pp), rtol=0, atol=1e-12)
-    assert not torch.allclose(fwd(pre, one, softmax_scale=0.35), fwd(pre, pp), atol=1e-3)
+    assert torch.allclose(fwd(pre, one, attn=dict(qk_scale=1, softmax_scale=0.5),
+                              ffn=dict(in_scale=1)), fwd(pre, pp), rtol=0, atol=1e-12)
+    assert not torch.allclose(fwd(pre, one, attn=dict(softmax_scale=0.35)), fwd(pre, pp),
+                              atol=1e-3)
     # the twin refuses what nb_stack_init refuses
     base = twin_config(ng, "ngpt")
     bad_layers = [twin.LayerSpec(twin.Placement(input_norm=True, residual_from_norm=True,
                                                 residual_norm=True), twin.Placement())] * 2
-    for bad in (dict(interp_init=1.5), dict(interp_init=-0.1), dict(interp_init=float("nan")),
-                dict(qk_scale=2), dict(ffn_in_scale=-2), dict(softmax_scale=-1.0),
-                dict(softmax_scale=float("inf")), dict(n_kv_heads=2), dict(depth_alpha=1.0),
-                dict(hyper="mhc"), dict(norm="l3"),
-                dict(preset="pre", qk_scale=1, n_kv_heads=2),
+    for bad in (dict(residual=dict(interp_init=1.5)), dict(residual=dict(interp_init=-0.1)),
+                dict(residual=dict(interp_init=float("nan"))), dict(attn=dict(qk_scale=2)),
+                dict(ffn=dict(in_scale=-2)), dict(attn=dict(softmax_scale=-1.0)),
+                dict(attn=dict(softmax_scale=float("inf"))), dict(n_kv_heads=2),
+                dict(residual=dict(depth_alpha=1.0)), dict(hyper=dict(kind="mhc")),
+                dict(norm=dict(type="l3")),
+                dict(preset="pre", attn=dict(qk_scale=1), n_kv_heads=2),
                 dict(preset="default", layers=bad_layers),
                 dict(preset="default", layers=[twin.LayerSpec(twin.Placement(
                     branch_scale="rezero"), twin.Placement())] * 2),
                 dict(preset="default", layers=[twin.LayerSpec(replace(
                     g, residual_scale=2.0), replace(g))] * 2)):
         try:
-            twin.resolve(replace(base, **bad))
+            twin.resolve(base.with_fields(**bad))
         except ValueError:
             continue
         raise AssertionError("the twin accepts %s" % bad)
-    twin.resolve(replace(base, interp_init=1.0))  # the range's end
+    twin.resolve(base.with_fields(residual=dict(interp_init=1.0)))  # the range's end
     # the code's rotary function changes the norm of a head's q (no rotation); the standard
     # RoPE keeps it, so L2 per head before or after it is the same
     q = torch.randn(2, 2, 5, 4)

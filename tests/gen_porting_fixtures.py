@@ -64,7 +64,6 @@ The case names are printed; tests/test_block_fixtures.c hard-codes the same list
 """
 import math
 import os
-from dataclasses import replace
 from types import SimpleNamespace
 
 import torch
@@ -473,11 +472,13 @@ def check_twin_options():
     p = gbf.draw_params(g3)
     one = {k: 1 + v if k.endswith(("norm.weight", "ln_f.weight")) else v
            for k, v in p.items()}
-    assert torch.allclose(fwd(g3, p, E), fwd(g3, one, E, gain_offset=0), rtol=0, atol=1e-12)
+    assert torch.allclose(fwd(g3, p, E), fwd(g3, one, E, norm=dict(gain_offset=0)), rtol=0,
+                          atol=1e-12)
     # embed_scale c: the input times c (before the embedding norm: Peri-LN has one)
     per = dict(make_cfg("PERILN", 2, Hkv=2, **BIG), embed_scale_on=1)
     p = gbf.draw_params(per)
-    assert torch.allclose(fwd(per, p, E), fwd(per, p, p["embed_scale"] * E, embed_scale=0),
+    assert torch.allclose(fwd(per, p, E),
+                          fwd(per, p, p["embed_scale"] * E, norm=dict(embed_scale=0)),
                           rtol=0, atol=1e-12)
     # SkipInit's scalars, equal, are ReZero's one per layer (also on a Pre-Norm preset)
     for pr in ("REZERO", "PRE"):
@@ -486,17 +487,17 @@ def check_twin_options():
         for l in range(2):
             p["blocks.%d.ff_resweight" % l] = p["blocks.%d.attn_resweight" % l]
             p["blocks.%d.resweight" % l] = p["blocks.%d.attn_resweight" % l]
-        assert torch.allclose(fwd(sk, p, E), fwd(sk, p, E, branch_scale="scalar"), rtol=0,
-                              atol=1e-12), pr
-    # norm_gain / norm_bias -1: gains 1, biases 0 (every block norm, the final one too)
+        assert torch.allclose(fwd(sk, p, E), fwd(sk, p, E, residual=dict(branch_scale="scalar")),
+                              rtol=0, atol=1e-12), pr
+    # norm.gain / norm.bias -1: gains 1, biases 0 (every block norm, the final one too)
     for norm in (LAYER, DYT, DERF, RMS):
         c = dict(make_cfg("PRE", 2, Hkv=2, norm=norm, **BIG))
         p = gbf.draw_params(c)
         q = {k: torch.ones_like(v) if k.endswith("norm.weight") or k == "ln_f.weight" else
              torch.zeros_like(v) if k.endswith("norm.bias") or k == "ln_f.bias" else v
              for k, v in p.items()}
-        off = dict(norm_gain=-1) if norm == RMS else dict(norm_gain=-1, norm_bias=-1)
-        assert torch.allclose(fwd(c, q, E), fwd(c, p, E, **off), rtol=0, atol=1e-12), norm
+        off = dict(gain=-1) if norm == RMS else dict(gain=-1, bias=-1)
+        assert torch.allclose(fwd(c, q, E), fwd(c, p, E, norm=off), rtol=0, atol=1e-12), norm
     # a zero gate (sigmoid 1/2, after the C norm) is W_o halved, on every site norm
     for gate in (GATE_HEADWISE, GATE_ELEMENTWISE):
         c = dict(make_cfg("SITES_POST", 2, Hkv=2, sites=QKVC, **BIG), attn_gate=gate)
@@ -508,34 +509,36 @@ def check_twin_options():
             q[b + "att_proj.weight"][32:] = 0  # the G rows after Q | K | V (16 + 2 * 8)
             p[b + "att_proj.weight"] = p[b + "att_proj.weight"][:32]
             p[b + "attn_out.weight"] = 0.5 * p[b + "attn_out.weight"]
-        assert torch.allclose(fwd(c, q, E), fwd(c, p, E, attn_gate=""), rtol=0, atol=1e-12)
+        assert torch.allclose(fwd(c, q, E), fwd(c, p, E, attn=dict(gate="")), rtol=0,
+                              atol=1e-12)
 
 
 def check_refusals():
     """The twin refuses what nb_stack_init refuses (nb__stack_norms, the gain_offset check), and
     the Hugging Face export the options no such class computes."""
     base = twin_config(make_cfg("PRE", 2, Hkv=2, **BIG), "pre")
-    bad = [dict(norm_bias=-1), dict(norm="l2", norm_gain=-1), dict(norm_gain=1),
-           dict(norm_bias=-2), dict(gain_offset=2), dict(embed_scale=2),
-           dict(branch_scale="bogus"), dict(attn_gate="rowwise"),
-           dict(preset="siamese", branch_scale="sublayer"),
-           dict(preset="default", branch_scale="scalar",
+    bad = [dict(norm=dict(bias=-1)), dict(norm=dict(type="l2", gain=-1)),
+           dict(norm=dict(gain=1)), dict(norm=dict(bias=-2)), dict(norm=dict(gain_offset=2)),
+           dict(norm=dict(embed_scale=2)), dict(residual=dict(branch_scale="bogus")),
+           dict(attn=dict(gate="rowwise")),
+           dict(preset="siamese", residual=dict(branch_scale="sublayer")),
+           dict(preset="default", residual=dict(branch_scale="scalar"),
                 layers=[twin.LayerSpec(twin.Placement(input_norm=True),
                                        twin.Placement(input_norm=True))] * 2),
-           dict(preset="none", gain_offset=1),
-           dict(preset="ngpt", n_kv_heads=4, norm="l2", gain_offset=1)]
+           dict(preset="none", norm=dict(gain_offset=1)),
+           dict(preset="ngpt", n_kv_heads=4, norm=dict(type="l2", gain_offset=1))]
     for fields in bad:
         try:
-            twin.Stack(replace(base, **fields))
+            twin.Stack(base.with_fields(**fields))
         except ValueError:
             continue
         raise AssertionError("the twin accepts %s" % fields)
-    twin.Stack(replace(base, norm="layer", norm_bias=-1, norm_gain=-1))  # OLMo-1's
+    twin.Stack(base.with_fields(norm=dict(type="layer", bias=-1, gain=-1)))  # OLMo-1's
     # and no Hugging Face class is said to compute a gated stack or one with Gemma's offset
     assert twin.hf_family(base) == "llama"
-    for fields in (dict(attn_gate="headwise"), dict(gain_offset=1)):
+    for fields in (dict(attn=dict(gate="headwise")), dict(norm=dict(gain_offset=1))):
         try:
-            twin.hf_family(replace(base, **fields))
+            twin.hf_family(base.with_fields(**fields))
         except ValueError:
             continue
         raise AssertionError("hf_family accepts %s" % fields)

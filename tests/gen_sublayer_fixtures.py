@@ -49,8 +49,8 @@ MAX_BYTES = 400 * 1024
 
 def twin_block(d, H, Hkv, **fields):
     """Layer 0 of a one-layer twin stack (StackConfig fields on top of the "pre" preset, whose
-    attention has no site norms unless `sites` says so); its parameters are left for the caller
-    to fill, and their initialization does not advance the generator's random stream."""
+    attention has no site norms unless attn.sites says so); its parameters are left for the
+    caller to fill, and their initialization does not advance the generator's random stream."""
     cfg = twin.resolve(twin.StackConfig(n_layers=1, d_model=d, n_heads=H, n_kv_heads=Hkv,
                                         **fields))
     with torch.random.fork_rng(devices=[]):
@@ -112,9 +112,10 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
         vals["attn_out.bias"] = 0.5 * torch.randn(d)
 
     # the twin (site norms without gain: the twin's gains stay 1)
-    blk = twin_block(d, H, Hkv, sites=sites, site_width="per_head" if width == PER_HEAD else
-                     "full", norm=NORM_KINDS[norm], eps=eps, rope=bool(rope), rope_theta=theta,
-                     non_causal=not causal, attn_bias=bias)
+    blk = twin_block(d, H, Hkv, norm=dict(type=NORM_KINDS[norm], eps=eps),
+                     attn=dict(sites=sites, site_width="per_head" if width == PER_HEAD else
+                               "full", rope=bool(rope), rope_theta=theta,
+                               non_causal=not causal, bias=bias))
     set_params(blk, vals)
     blk.probs = []
     xt = leaf(x)
@@ -189,7 +190,7 @@ def ffn_case(w, name, B, T, d, f, typ, bias):
         vals["ff_proj.bias"] = 0.5 * torch.randn(rows_in)
         vals["ff_out.bias"] = 0.5 * torch.randn(d)
 
-    blk = twin_block(d, 2, 2, d_ff=f, ffn=FFN_TYPES[typ], ffn_bias=1 if bias else -1)
+    blk = twin_block(d, 2, 2, ffn=dict(type=FFN_TYPES[typ], d_ff=f, bias=1 if bias else -1))
     set_params(blk, vals)
     xt = leaf(x)
     out = blk.ffn(xt)

@@ -138,29 +138,37 @@ def twin_config(s, preset):
     attn_bias, value_residual, hyper, hyper_streams, hyper_static, hyper_sinkhorn, depth_alpha,
     depth_base, interp_init, qk_scale, softmax_scale, ffn_in_scale, and the porting options
     attn_gate, norm_gain, norm_bias, gain_offset, embed_scale_on (embed_scale: the parameter's
-    name), branch_scale, ffn_bias), preset
-    is the library's preset key."""
+    name), branch_scale, ffn_bias; the fixtures' 0.1 names), preset is the library's preset
+    key."""
     return twin.StackConfig(
         preset=preset, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
-        n_kv_heads=int(s["Hkv"]), d_ff=int(s["f"]), sites=int(s["sites"]),
-        mixln_alpha=float(s["mixln_alpha"]), norm=NORM_KINDS[int(s["norm"])],
-        eps=float(s["eps"]), ffn=FFN_TYPES[int(s["ffn"])], rope=bool(s["rope"]),
-        rope_theta=float(s["theta"]), siamese_paper_scale=int(s["siamese_paper_scale"]),
-        siamese_paper_fusion=int(s["siamese_paper_fusion"]),
-        siamese_no_fusion_norm=int(s.get("siamese_no_fusion_norm", 0)),
-        attn_bias=int(s.get("attn_bias", 0)), value_residual=int(s.get("value_residual", 0)),
-        hyper=HYPER_KINDS[int(s.get("hyper", 0))], hyper_streams=int(s.get("hyper_streams", 0)),
-        hyper_static=int(s.get("hyper_static", 0)),
-        hyper_sinkhorn=int(s.get("hyper_sinkhorn", 0)),
-        depth_alpha=float(s.get("depth_alpha", 0)), depth_base=int(s.get("depth_base", 0)),
-        interp_init=float(s.get("interp_init", 0)), qk_scale=int(s.get("qk_scale", 0)),
-        softmax_scale=float(s.get("softmax_scale", 0)),
-        ffn_in_scale=int(s.get("ffn_in_scale", 0)),
-        attn_gate=GATES[int(s.get("attn_gate", 0))], norm_gain=int(s.get("norm_gain", 0)),
-        norm_bias=int(s.get("norm_bias", 0)), gain_offset=int(s.get("gain_offset", 0)),
-        embed_scale=int(s.get("embed_scale_on", 0)),
-        branch_scale=BRANCH_SCALES[int(s.get("branch_scale", 0))],
-        ffn_bias=int(s.get("ffn_bias", 0)))
+        n_kv_heads=int(s["Hkv"]), mixln_alpha=float(s["mixln_alpha"]),
+        norm=twin.NormConfig(
+            type=NORM_KINDS[int(s["norm"])], eps=float(s["eps"]),
+            gain=int(s.get("norm_gain", 0)), bias=int(s.get("norm_bias", 0)),
+            gain_offset=int(s.get("gain_offset", 0)),
+            embed_scale=int(s.get("embed_scale_on", 0))),
+        attn=twin.AttnConfig(
+            sites=int(s["sites"]), bias=int(s.get("attn_bias", 0)), rope=bool(s["rope"]),
+            rope_theta=float(s["theta"]), qk_scale=int(s.get("qk_scale", 0)),
+            softmax_scale=float(s.get("softmax_scale", 0)),
+            gate=GATES[int(s.get("attn_gate", 0))]),
+        ffn=twin.FfnConfig(
+            type=FFN_TYPES[int(s["ffn"])], d_ff=int(s["f"]), bias=int(s.get("ffn_bias", 0)),
+            in_scale=int(s.get("ffn_in_scale", 0))),
+        residual=twin.ResidualConfig(
+            branch_scale=BRANCH_SCALES[int(s.get("branch_scale", 0))],
+            interp_init=float(s.get("interp_init", 0)),
+            depth_alpha=float(s.get("depth_alpha", 0)), depth_base=int(s.get("depth_base", 0)),
+            value_residual=int(s.get("value_residual", 0))),
+        hyper=twin.HyperConfig(
+            kind=HYPER_KINDS[int(s.get("hyper", 0))], streams=int(s.get("hyper_streams", 0)),
+            static_maps=int(s.get("hyper_static", 0)),
+            sinkhorn=int(s.get("hyper_sinkhorn", 0))),
+        siamese=twin.SiameseConfig(
+            paper_scale=int(s["siamese_paper_scale"]),
+            paper_fusion=int(s["siamese_paper_fusion"]),
+            no_fusion_norm=int(s.get("siamese_no_fusion_norm", 0))))
 
 
 def output_dir(prog):

@@ -70,19 +70,20 @@ CASES = [("pre", "pre", 2, "hf-llama", {}),
          ("mixln", "mixln", 4, "hf-llama", {}),        # layer 0 Post-LN, layers 1-3 Pre-LN
          ("sandwich", "sandwich", 2, "hf-llama", {}),
          ("gpt2", "gpt2", 2, "hf-gpt2", {"n_kv_heads": H}),  # GPT-2 has no GQA
-         ("qkv_bias", "pre", 2, "hf-llama", {"attn_bias": 1}),  # Qwen2's Q/K/V biases
+         ("qkv_bias", "pre", 2, "hf-llama", {"attn": {"bias": 1}}),  # Qwen2's Q/K/V biases
          ("hybrid", "hybrid", 2, "normblocks", {})]
 # the layouts' names hold these for the codes that write them (the Mix-LN code's Llama), which
 # nbimport reads; Llama's own code would run them as Pre-LN, so --export refuses them, by field
 EXPORT_REFUSED = {"mixln": "post_norm (preset mixln, layer 0, attention)",
                   "sandwich": "output_norm (preset sandwich, layer 0, attention)"}
 # (name, model_type, preset, extra StackConfig fields): one stack per HF family
-FAMILIES = [("llama", "llama", "pre", {"eps": 1e-6}),
-            ("llama_bias", "llama", "pre", {"attn_bias": 3}),
-            ("qwen2", "qwen2", "pre", {"attn_bias": 1}),
-            ("qwen3", "qwen3", "pre", {"sites": QK, "site_width": "per_head"}),
-            ("qwen3_bias", "qwen3", "pre", {"sites": QK, "site_width": "per_head", "attn_bias": 3}),
-            ("olmo2", "olmo2", "olmo2", {"rope_theta": 500000.0}),
+FAMILIES = [("llama", "llama", "pre", {"norm": {"eps": 1e-6}}),
+            ("llama_bias", "llama", "pre", {"attn": {"bias": 3}}),
+            ("qwen2", "qwen2", "pre", {"attn": {"bias": 1}}),
+            ("qwen3", "qwen3", "pre", {"attn": {"sites": QK, "site_width": "per_head"}}),
+            ("qwen3_bias", "qwen3", "pre",
+             {"attn": {"sites": QK, "site_width": "per_head", "bias": 3}}),
+            ("olmo2", "olmo2", "olmo2", {"attn": {"rope_theta": 500000.0}}),
             ("gpt2", "gpt2", "gpt2", {"n_kv_heads": H})]
 IO = ("model.embed_tokens.weight", "lm_head.weight", "transformer.wte.weight",
       "transformer.wpe.weight")
@@ -101,9 +102,11 @@ def close(out, ref, atol=1e-5, rtol=1e-4):
 
 
 def make_stack(preset, L, rope, **fields):
-    """A twin stack with random weights: gains near 1, matrices scaled by 1/sqrt(fan-in)."""
-    cfg = StackConfig.from_name(preset, n_layers=L, d_model=D, n_heads=H,
-                                **dict({"n_kv_heads": HKV, "d_ff": FF, "rope": rope}, **fields))
+    """A twin stack with random weights: gains near 1, matrices scaled by 1/sqrt(fan-in).
+    fields: StackConfig fields on top (a group's merged with these: attn=dict(bias=1) keeps
+    rope)."""
+    cfg = StackConfig.from_name(preset, n_layers=L, d_model=D, n_heads=H, n_kv_heads=HKV,
+                                ffn=dict(d_ff=FF), attn=dict(rope=rope)).with_fields(**fields)
     stack = Stack(cfg)
     with torch.no_grad():
         for n_, t in stack.named_parameters():
@@ -121,9 +124,10 @@ def train_meta(stack, preset):
     """examples/train's metadata keys for a stack (as nbimport and config_from_metadata read)."""
     c = stack.config
     return {"preset": preset, "n_layers": str(c.n_layers), "d_model": str(c.d_model),
-            "n_heads": str(c.n_heads), "n_kv_heads": str(c.n_kv_heads), "d_ff": str(c.d_ff),
-            "rope": str(int(c.rope)), "norm": c.norm,
-            "ffn": "gelu" if c.ffn == "gelu_tanh" else c.ffn, "attn_bias": str(c.attn_bias)}
+            "n_heads": str(c.n_heads), "n_kv_heads": str(c.n_kv_heads),
+            "d_ff": str(c.ffn.d_ff), "rope": str(int(c.attn.rope)), "norm": c.norm.type,
+            "ffn": "gelu" if c.ffn.type == "gelu_tanh" else c.ffn.type,
+            "attn_bias": str(c.attn.bias)}
 
 
 def nbimport_run(nbimport, style, model, E, work, tag):
@@ -448,7 +452,7 @@ def export(nbimport, work, name, model_type, preset, extra):
         return report(False, "%s: nbimport --export to a directory" % name, r.stderr.strip())
     # the stack as nbimport reads the metadata (eps: the preset's default), in the twin
     cfg = twin.config_from_metadata(dict(meta, vocab_size=str(twin.VOCAB)))
-    cfg.attn_bias = stack.config.attn_bias
+    cfg.attn.bias = stack.config.attn.bias
     back, e2, h2 = twin.load_hf_dir(out_dir)
     mine = Stack(cfg)
     mine.load_state_dict(stack.state_dict())
@@ -496,7 +500,7 @@ def read_hf_dir_wpe(path):
 
 
 def config_refusals(nbimport, work):
-    stack = make_stack("pre", 2, True, eps=1e-6)
+    stack = make_stack("pre", 2, True, norm=dict(eps=1e-6))
     path = os.path.join(work, "hf_conf")
     conf = twin.save_hf_dir(path, stack, torch.randn(VOCAB, D), torch.randn(VOCAB, D))
     E = torch.randn(B, T, D)

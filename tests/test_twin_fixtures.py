@@ -16,11 +16,14 @@ must give the case's output, input gradient and parameter gradients (loss = sum(
 within 1e-9 + 1e-9 |ref|: a change of the twin's math or of its parameter table fails here
 before a regenerated fixture could carry it into the library's tests.
 blocks_bf16.bin next to it (gen_bf16_fixtures.py: cases "bf16_<case>", the references of
-test_block_fixtures_bf16) is checked the same way with the twin in precision "bf16", and
+test_block_fixtures_bf16) is checked the same way with the twin in gemm.precision "bf16", and
 blocks_porting.bin (gen_porting_fixtures.py: the porting options, checked there against the
-official codes) in float64.
+official codes) in float64. And the twin's StackConfig is grouped as nb_stack_desc is
+(check_config: groups as dicts, the refusals of unknown and 0.1 names, a caller's config left
+as it was).
 Exits 77 (CTest's skip) when torch cannot be imported.
 """
+import copy
 import os
 import sys
 from dataclasses import replace
@@ -56,7 +59,7 @@ def check_case(name, c):
     key = "".join(chr(int(v)) for v in c["preset_key"].tolist())
     cfg = twin_config(s, key)
     if name.startswith("bf16_"):  # blocks_bf16.bin: the twin's bf16 mode
-        cfg = replace(cfg, precision="bf16")
+        cfg = cfg.with_fields(gemm=dict(precision="bf16"))
     stack = twin.Stack(cfg).double()
     params = {k: v for k, v in c.items()
               if (k.startswith(("blocks.", "embed_norm.", "ln_", "hc_head_")) or
@@ -83,6 +86,42 @@ def check_case(name, c):
     return worst, what, len(params)
 
 
+def refused(fn, *words):
+    """fn() raises TypeError naming every one of words."""
+    try:
+        fn()
+    except TypeError as e:
+        assert all(w in str(e) for w in words), "%s: %s" % (words, e)
+        return
+    raise AssertionError("accepted: expected a TypeError naming %s" % (words,))
+
+
+def check_config():
+    """StackConfig's groups as nb_stack_desc groups them: a dict for a group, merged field by
+    field with what a preset name sets; an unknown group key and a 0.1 flat name refused, naming
+    it and where it is now; resolve, Stack and with_fields leave the caller's config as it was."""
+    dims = dict(n_layers=2, d_model=16, n_heads=4)
+    cfg = twin.StackConfig.from_name("QKV-Post", attn=dict(rope=True), ffn={"d_ff": 32}, **dims)
+    assert isinstance(cfg.attn, twin.AttnConfig) and isinstance(cfg.ffn, twin.FfnConfig)
+    assert (cfg.attn.sites, cfg.attn.rope, cfg.ffn.d_ff) == (twin.SITES_QKV, True, 32), cfg
+    gpt2 = twin.StackConfig.from_name("gpt2", ffn=twin.FfnConfig(d_ff=32), **dims)
+    assert (gpt2.ffn.type, gpt2.ffn.d_ff, gpt2.norm.type) == ("gelu_tanh", 32, "layer"), gpt2
+    refused(lambda: twin.StackConfig(attn=dict(rotary=True), **dims), "StackConfig.attn",
+            "'rotary'")
+    refused(lambda: twin.StackConfig(rope=True, **dims), "rope moved to attn.rope")
+    refused(lambda: twin.StackConfig.from_name("pre", d_ff=32, **dims), "d_ff moved to ffn.d_ff")
+    refused(lambda: replace(cfg, hyper_streams=2), "hyper_streams moved to hyper.streams")
+    refused(lambda: twin.StackConfig(norm="layer", **dims), "StackConfig.norm", "norm.type")
+    refused(lambda: twin.StackConfig(attn=dict(attn_bias=1), **dims), "'attn_bias'", "attn.bias")
+    before = copy.deepcopy(cfg)
+    c = twin.resolve(cfg)
+    assert (c.norm.type, c.attn.rope_theta, c.ffn.bias) == ("rms", 10000.0, -1), c
+    twin.Stack(cfg)
+    more = cfg.with_fields(attn=dict(bias=twin.ATTN_BIAS_QKV))
+    assert (more.attn.sites, more.attn.rope, more.attn.bias) == (twin.SITES_QKV, True, 1), more
+    assert cfg == before, "resolve, Stack or with_fields changed the caller's config"
+
+
 def main():
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "fixtures", "blocks.bin")
     torch.set_num_threads(1)
@@ -92,6 +131,12 @@ def main():
         other = os.path.join(os.path.dirname(path), other)
         if os.path.exists(other):
             all_cases.update(cases(read_nbfx(other)))
+    try:
+        check_config()
+        print("ok: StackConfig's groups (dicts, refusals, the caller's config unchanged)")
+    except AssertionError as e:
+        failed += 1
+        print("FAIL: StackConfig's groups: %s" % e)
     for name, c in all_cases.items():
         try:
             worst, what, n = check_case(name, c)
@@ -102,7 +147,7 @@ def main():
             ok, msg = False, "%s: %s" % (type(e).__name__, e)
         failed += not ok
         print("%s: %s: %s" % ("ok" if ok else "FAIL", name, msg))
-    print("%d passed, %d failed" % (len(all_cases) - failed, failed))
+    print("%d passed, %d failed" % (len(all_cases) + 1 - failed, failed))
     return 1 if failed else 0
 
 

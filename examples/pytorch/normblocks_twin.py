@@ -8,7 +8,7 @@ trainer's loss on the same batch.
 
     from normblocks_twin import StackConfig, Stack, load_checkpoint
     cfg = StackConfig.from_name("hybrid_star", n_layers=12, d_model=768, n_heads=12,
-                                n_kv_heads=4, rope=True)
+                                n_kv_heads=4, attn=dict(rope=True))  # groups as nb_stack_desc's
     stack = Stack(cfg)                     # nn.Module; stack(E) -> final hidden state
     model, meta = load_checkpoint("run.safetensors")   # the trainer's model (wte, stack, head)
     # a stack a Hugging Face class computes (Llama, Qwen2, Qwen3, OLMo-2, GPT-2) as its directory
@@ -17,10 +17,11 @@ trainer's loss on the same batch.
 
 Only torch (and the standard library) are needed: the safetensors file is read by hand.
 
-Precision. StackConfig(precision="bf16") is the library's mixed precision (nb_stack_desc
-.precision = NB_PRECISION_BF16): every GEMM of the forward and the backward multiplies operands
-rounded to bfloat16 (round to nearest even) and sums in the module's dtype; everything else
-(norms, softmax, RoPE, activations, residual adds, bias adds and bias gradients) stays in it.
+Precision. StackConfig(gemm=dict(precision="bf16")) is the library's mixed precision
+(nb_stack_desc.gemm.precision = NB_PRECISION_BF16): every GEMM of the forward and the backward
+multiplies operands rounded to bfloat16 (round to nearest even) and sums in the module's dtype;
+everything else (norms, softmax, RoPE, activations, residual adds, bias adds and bias gradients)
+stays in it.
 The GEMMs are the projections (Q|K|V, attention output, FFN in and out: y = bf16(x) bf16(W)^T,
 the bias added after), the attention's scores bf16(Q) bf16(K)^T (scaled by 1/sqrt(d_k) after)
 and context bf16(P) bf16(V); in the backward each of their gradient products rounds the incoming
@@ -30,7 +31,7 @@ autograd Function; the softmax backward itself uses the unrounded P). In float32
 library's arithmetic up to the order of the float32 sums; in float64 it is "bf16 operands,
 exact sums", the reference tests/fixtures/blocks_bf16.bin holds. NormBlocksLM's LM head is
 then a bf16 GEMM too, as the trainer's (examples/train --precision bf16). The default
-(precision "" = "fp32") rounds nothing.
+(gemm.precision "" = "fp32") rounds nothing.
 
 Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias for LayerNorm)
 
@@ -43,26 +44,26 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   over the last dimension; block norms have width d; the attention "site"
                   norms have a gain only (also LayerNorm, DyT, Derf) of width d_k (one gain
                   shared by all heads, "per head") or of the whole projection row ("full",
-                  OLMo-2). norm_gain -1: block norms without g; norm_bias -1: block LayerNorms,
-                  DyTs, Derfs without b (the site norms keep their gains). gain_offset 1
+                  OLMo-2). norm.gain -1: block norms without g; norm.bias -1: block LayerNorms,
+                  DyTs, Derfs without b (the site norms keep their gains). norm.gain_offset 1
                   (Gemma): every g, block and site, is stored as w and multiplies by 1 + w.
   Attention       [Q|K|V] = x W_qkv^T (+ b_qkv) (Q: H heads, K, V: H_kv heads of d_k = d/H),
                   Q, K, V normalized at their sites, then RoPE on Q and K (NeoX rotate-half),
-                  with qk_scale (nGPT's s_qk) Q and K then times sqrt(d) "sqk" (H d_k values,
+                  with attn.qk_scale (nGPT's s_qk) Q and K then times sqrt(d) "sqk" (H d_k values,
                   head h's d_k shared by Q head h and K head h; needs H_kv = H),
-                  P = softmax(s Q K^T + causal mask) with s = softmax_scale (1/sqrt(d_k);
+                  P = softmax(s Q K^T + causal mask) with s = attn.softmax_scale (1/sqrt(d_k);
                   nGPT's sqrt(d_k)), query head h reads KV head
                   h / (H/H_kv), C = concat_h P V (normalized at site C), out = C W_o^T (+ b_o);
-                  the biases with attn_bias (GPT-2 both, Qwen2 b_qkv).
-                  attn_gate (gated attention): G more projection rows, [Q|K|V|G] = x W_qkv^T
+                  the biases with attn.bias (GPT-2 both, Qwen2 b_qkv).
+                  attn.gate (gated attention): G more projection rows, [Q|K|V|G] = x W_qkv^T
                   (+ b_qkv, G's too), G = H logits per token ("headwise", one per head) or d
                   ("elementwise"); C' = Nc(C) * sigmoid(G) (after the C norm), then W_o.
-                  value_residual (ResFormer): in layers l >= 1, V (after its site norm) is
+                  residual.value_residual (ResFormer): in layers l >= 1, V (after its site norm) is
                   lambda_1 V + lambda_2 V_0 before attention, V_0 layer 0's; lambdas 0.5, or
                   learnable "blocks.<l>.value_residual.lambda".
   FFN             SwiGLU: [u|z] = x W_in^T (+b_in), out = (silu(z) * u) W_out^T (+b_out)
                   GELU:   out = gelu(x W_in^T + b_in) W_out^T + b_out (tanh or erf form)
-                  with ffn_in_scale (nGPT's s_uv) the projection (with its bias) is multiplied
+                  with ffn.in_scale (nGPT's s_uv) the projection (with its bias) is multiplied
                   per column by sqrt(d) "suv" (2f values for SwiGLU: s_u | s_z, f for GELU)
                   before the activation
   A sublayer F (attention or FFN) inside its placement (nb_placement):
@@ -77,28 +78,30 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                                      "channel" LayerScale's ls1.gamma / ls2.gamma)
                   f  = m * f        (m = branch_mult, a constant: CompleteP's residual
                                      multiplier; where a placement leaves it 0, the stack's
-                                     depth_alpha rule m = (L / depth_base)^-depth_alpha, else 1)
+                                     residual.depth_alpha rule
+                                     m = (L / depth_base)^-depth_alpha, else 1)
                   s  = alpha * r + f                       (alpha = residual_scale)
                   s  = r + |a| * (f - r)  for branch_scale "interp" instead of the three lines
                                     above (nGPT's eigen learning rate, per channel): a = c
                                     lambda, lambda "attn_alpha" / "mlp_alpha" (d values, stored
                                     as nGPT's code stores them: init 1/sqrt(d)), c =
-                                    interp_init sqrt(d) (its alpha_init_value /
+                                    residual.interp_init sqrt(d) (its alpha_init_value /
                                     alpha_init_scaling); needs residual_scale and branch_mult 1
                   x' = post_norm ? N_post(s) : s
   nGPT (preset "ngpt", NVIDIA/ngpt's model.py): every norm L2, per sublayer
                   x' = L2(L2(x) + |a| (L2(F(x)) - L2(x)))   (code "g": residual_norm,
                   output_norm, post_norm, "interp"; no input norm), Q and K L2 per head
-                  (sites QK) then RoPE then times sqrt(d) sqk, softmax_scale sqrt(d_k), SwiGLU
+                  (sites QK) then RoPE then times sqrt(d) sqk, attn.softmax_scale sqrt(d_k), SwiGLU
                   of 4d times sqrt(d) suv, no biases, no embedding or final norm; its RoPE is
                   the standard one (the code's is not a rotation: NVIDIA/ngpt issue #10)
   A block is the attention sublayer, then the FFN sublayer. A stack is
-                  x_0 = embed_norm ? N_embed(c E) : c E;  x_{l+1} = block_l(x_l);
-                  out = final_norm ? N_lnf(x_L) : x_L
-                  c = 1, or with embed_scale the learnable scalar "embed_scale" (init sqrt(d);
+                  x_0 = norm.embed ? N_embed(c E) : c E;  x_{l+1} = block_l(x_l);
+                  out = norm.final ? N_lnf(x_L) : x_L
+                  c = 1, or with norm.embed_scale the learnable scalar "embed_scale" (init sqrt(d);
                   DyT's and Derf's LM codes' shared_scale)
-  Hyper-connections (hyper "mhc", "hc", "identity"; presets mhc, hc, ihc): n streams X = (x_0 ..
-  x_{n-1}) of width d per token, all starting at x_0; each sublayer (attention, then FFN) reads
+  Hyper-connections (hyper.kind "mhc", "hc", "identity"; presets mhc, hc, ihc): n streams
+  X = (x_0 .. x_{n-1}) of width d per token, all starting at x_0; each sublayer (attention, then
+  FFN) reads
                   u = sum_i pre_i x_i,  y = the placement's branch (f above with its m, no
                   residual),
                   x'_k = post_k y + sum_j comb[j][k] x_j
@@ -115,7 +118,7 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
   SiameseNorm (two streams x, y, both starting at x_0; c_l = sqrt(2(l+1)), or sqrt(l+1), or 1):
     hybrid-pre ("siamese"): u_a = x * c1 + N_ay(y); A = MHA(u_a); x1 = x + A/c_l; y1 = y + A;
                   n = N_f(x1); u_f = N_in(n + N_fy(y1)); F = FFN(u_f); x' = n + F/c_l;
-                  y' = y1 + F      (u_f = n + N_fy(y1) with siamese_no_fusion_norm)
+                  y' = y1 + F      (u_f = n + N_fy(y1) with siamese.no_fusion_norm)
     post-pre ("siamese_post_pre"), each sublayer G: u = N_x(x); v = N_in(u + N_y(y));
                   z = G(v); x' = u + z/c_l; y' = y + z
     output:       N_final(N_lnf(x_L) + N_lnyf(y_L)), or x_L + N_lnyf(y_L) (paper fusion)
@@ -124,6 +127,7 @@ The presets are schedules of placements; PRESETS below is the library's table nb
 and place_code() its nb__place_code(). Which preset computes what is documented in
 normblocks.h (nb_preset).
 """
+import dataclasses
 import json
 import math
 import os
@@ -137,7 +141,9 @@ import torch.nn.functional as F
 
 __all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "SITES_NONE",
            "ATTN_BIAS_QKV", "ATTN_BIAS_OUT",
-           "Placement", "LayerSpec", "StackConfig", "PRESETS", "HYPER_KINDS", "place_code",
+           "Placement", "LayerSpec", "StackConfig", "NormConfig", "AttnConfig", "FfnConfig",
+           "ResidualConfig", "HyperConfig", "SiameseConfig", "GemmConfig", "PRESETS",
+           "HYPER_KINDS", "place_code",
            "resolve", "sinkhorn",
            "norm", "Norm", "Block", "Stack", "NormBlocksLM", "bf16_round", "bf16_matmul",
            "bf16_linear", "read_safetensors", "write_safetensors", "config_from_metadata",
@@ -149,8 +155,8 @@ __all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "S
 SITE_Q, SITE_K, SITE_V, SITE_C = 1, 2, 4, 8
 SITES_QKV = SITE_Q | SITE_K | SITE_V
 SITES_QKVC = SITES_QKV | SITE_C
-SITES_NONE = 0x100  # StackConfig.sites: explicitly none (0 = the preset's default)
-ATTN_BIAS_QKV, ATTN_BIAS_OUT = 1, 2  # StackConfig.attn_bias (NB_ATTN_BIAS_*)
+SITES_NONE = 0x100  # StackConfig.attn.sites: explicitly none (0 = the preset's default)
+ATTN_BIAS_QKV, ATTN_BIAS_OUT = 1, 2  # StackConfig.attn.bias (NB_ATTN_BIAS_*)
 
 VOCAB = 256  # examples/train is byte-level
 
@@ -171,7 +177,7 @@ class Placement:
     branch_scale: str = ""     # "", "scalar" (ReZero), "sublayer" (SkipInit: a scalar per
                                # sublayer), "channel" (LayerScale) or "interp" (nGPT:
                                # s = r + |a| (f - r))
-    branch_mult: float = 0.0   # 0 = 1 (or the stack's depth_alpha rule): f = m F(..), a
+    branch_mult: float = 0.0   # 0 = 1 (or the stack's residual.depth_alpha rule): f = m F(..), a
                                # constant (CompleteP's residual multiplier); else finite, > 0
 
 
@@ -282,14 +288,15 @@ _SITE_NAMES = {"QKVC": SITES_QKVC, "QKV": SITES_QKV, "QKC": SITE_Q | SITE_K | SI
 
 
 def _preset_from_name(name):
-    """nb_preset_from_name: (key, fields it sets) for a preset key, alias, "gpt2", or a
-    HybridNorm ablation name ("QKV-Post", "Pre-QK-Pre", "KC-Post", ...)."""
+    """nb_preset_from_name: (key, the StackConfig groups it sets, each a dict) for a preset key,
+    alias, "gpt2", or a HybridNorm ablation name ("QKV-Post", "Pre-QK-Pre", "KC-Post", ...)."""
     low = name.lower()
     for p in PRESETS[1:]:
         if low == p.key or low in (a.lower() for a in p.aliases):
             return p.key, {}
     if low == "gpt2":
-        return "pre", dict(norm="layer", ffn="gelu_tanh", attn_bias=ATTN_BIAS_QKV | ATTN_BIAS_OUT)
+        return "pre", dict(norm=dict(type="layer"), ffn=dict(type="gelu_tanh"),
+                           attn=dict(bias=ATTN_BIAS_QKV | ATTN_BIAS_OUT))
     pre = len(low) > 4 and low.startswith("pre-")
     body = low[4:] if pre else low
     if "-" in body:
@@ -297,85 +304,236 @@ def _preset_from_name(name):
         mask = _SITE_NAMES.get(sites.upper(), 0)
         if mask and kind in ("post", "pre"):
             key = ("pre_" if pre else "") + "sites_" + kind
-            return key, dict(sites=mask)
+            return key, dict(attn=dict(sites=mask))
     raise ValueError("unknown preset %r (try pre, post, hybrid, hybrid_star, mixln, siamese, "
                      "sandwich, olmo2, deepnorm, QKV-Post, ...)" % name)
 
 
+# StackConfig's groups: each is the C struct of the same name (nb_norm_config, nb_attn_config,
+# ...) with the fields the twin models, named as in C; 0 / "" is the preset's default in every
+# field, as in C.
+
+
 @dataclass
-class StackConfig:
-    """The description of a stack: the fields of nb_stack_desc, 0 / "" meaning the preset's
-    default as in C. preset is a key of PRESETS ("default" with a custom `layers` schedule);
-    use StackConfig.from_name for the names nb_preset_from_name accepts."""
-    n_layers: int
-    d_model: int
-    n_heads: int
-    n_kv_heads: int = 0          # 0 = n_heads
-    d_ff: int = 0                # 0 = 4d (GELU; ngpt's SwiGLU), 8d/3 rounded up to 64 (SwiGLU)
-    preset: str = "pre"
-    sites: int = 0               # 0 = preset default, SITES_NONE = none, else a SITE_* mask
-    layers: Optional[List[LayerSpec]] = None  # custom schedule (preset "default")
-    mixln_alpha: float = 0.0     # (0, 1]; 0 = 0.25; -1 = no Post-Norm layer
-    norm: str = ""               # "" = preset's (rms; dyt for dyt, l2 for ngpt), "rms",
+class NormConfig:
+    """Every norm's kind and options (nb_norm_config)."""
+    type: str = ""               # "" = preset's (rms; dyt for dyt, l2 for ngpt), "rms",
                                  # "layer", "dyt", "derf" or "l2" (block LayerNorms, DyTs and
                                  # Derfs carry a bias; L2 norms have no parameters)
     eps: float = 0.0             # 0 = the preset's (1e-6 olmo2, mixln, deepnorm_mixln, lns)
+    gain: int = 0                # block norms' weight: 0 the kind's (on but L2), -1 none
+    bias: int = 0                # block norms' bias: 0 the kind's (layer, dyt, derf), -1 none
+    gain_offset: int = 0         # 1: every norm gain stored as w, multiplying by 1 + w (Gemma)
+    final: int = 0               # the final norm ln_f: 0 = preset default, 1 on, -1 off
+    embed: int = 0               # the embedding norm: 0 = preset default, 1 on, -1 off
+    embed_scale: int = 0         # 1: the input times a learnable "embed_scale" (init sqrt(d))
+
+
+@dataclass
+class AttnConfig:
+    """Every attention's settings (nb_attn_config)."""
+    sites: int = 0               # 0 = preset default, SITES_NONE = none, else a SITE_* mask
     site_width: str = ""         # "" = preset's; "per_head" or "full"
-    ffn: str = "swiglu"          # "swiglu", "gelu_tanh" or "gelu_erf"
-    ffn_bias: int = 0            # 0 = type default (GELU: on, SwiGLU: off), 1 on, -1 off
-    attn_bias: int = 0           # ATTN_BIAS_* mask: att_proj.bias, attn_out.bias; 0 = none
+    bias: int = 0                # ATTN_BIAS_* mask: att_proj.bias, attn_out.bias; 0 = none
     rope: bool = False
     rope_theta: float = 0.0      # 0 = 10000
     non_causal: bool = False
-    final_norm: int = 0          # 0 = preset default, 1 on, -1 off
-    embed_norm: int = 0          # 0 = preset default, 1 on, -1 off
-    siamese_paper_scale: int = 0     # c_l: 0 sqrt(2(l+1)), 1 sqrt(l+1), 2 1
-    siamese_paper_fusion: int = 0    # 1: output x_L + N(y_L)
-    siamese_no_fusion_norm: int = 0  # 1: u_f = n + N_fy(y1) (siamese only)
-    value_residual: int = 0      # ResFormer: layers l >= 1 attend over l1 V_l + l2 V_0; 0 off,
-                                 # 1 fixed 0.5/0.5, 2 learnable value_residual.lambda [l1, l2]
-    precision: str = ""          # "" = "fp32"; "bf16": every GEMM on bf16-rounded operands
-                                 # (NB_PRECISION_BF16; see "Precision" at the top)
-    hyper: str = ""              # hyper-connections: "" = the preset's (none; presets mhc, hc,
-                                 # ihc: "mhc", "hc", "identity"), "none", "mhc", "hc", "identity"
-    hyper_streams: int = 0       # n streams; 0 = 4; 1..8
-    hyper_static: int = 0        # 1: the static form (maps are learned constants); 0 dynamic
-    hyper_sinkhorn: int = 0      # mHC's Sinkhorn iterations; 0 = 20; 1..100
+    qk_scale: int = 0            # nGPT's s_qk ("sqk"): 0 = the preset's (on for ngpt), 1, -1 off
+    softmax_scale: float = 0.0   # s of the scores; 0 = the preset's (sqrt(d_k) for ngpt, else
+                                 # 1/sqrt(d_k)); else finite, > 0
+    gate: str = ""               # gated attention's output gate: "" / "none", "headwise" (G = H)
+                                 # or "elementwise" (G = d); its rows last in att_proj
+
+
+@dataclass
+class FfnConfig:
+    """Every FFN's settings (nb_ffn_config)."""
+    type: str = ""               # "" = "swiglu" (the name gpt2 sets "gelu_tanh"), "swiglu",
+                                 # "gelu_tanh" or "gelu_erf"
+    d_ff: int = 0                # 0 = 4d (GELU; ngpt's SwiGLU), 8d/3 rounded up to 64 (SwiGLU)
+    bias: int = 0                # 0 = type default (GELU: on, SwiGLU: off), 1 on, -1 off
+    in_scale: int = 0            # nGPT's s_uv ("suv"): 0 = the preset's (on for ngpt), 1, -1 off
+
+
+@dataclass
+class ResidualConfig:
+    """Branch scales, CompleteP, the value residual (nb_residual_config)."""
+    branch_scale: str = ""       # every placement's branch scale of a preset: "" the preset's,
+                                 # else a Placement.branch_scale (not with a custom schedule or
+                                 # SiameseNorm)
+    interp_init: float = 0.0     # nGPT: the initial step |a| of "interp" branch scales (its
+                                 # alpha_init_value); 0 = 0.05, else in (0, 1]
     depth_alpha: float = 0.0     # CompleteP (arXiv 2505.01618; nanoGPT-mup branch completep):
                                  # every placement whose branch_mult is 0 gets
                                  # m = (n_layers / depth_base)^-depth_alpha; 0 off, else in
                                  # (0, 2] (1 CompleteP, 0.5 depth-muP); not with SiameseNorm
     depth_base: int = 0          # CompleteP's base depth L_base; 0 = 1 (m = L^-alpha)
-    interp_init: float = 0.0     # nGPT: the initial step |a| of "interp" branch scales (its
-                                 # alpha_init_value); 0 = 0.05, else in (0, 1]
-    qk_scale: int = 0            # nGPT's s_qk ("sqk"): 0 = the preset's (on for ngpt), 1, -1 off
-    softmax_scale: float = 0.0   # s of the scores; 0 = the preset's (sqrt(d_k) for ngpt, else
-                                 # 1/sqrt(d_k)); else finite, > 0
-    ffn_in_scale: int = 0        # nGPT's s_uv ("suv"): 0 = the preset's (on for ngpt), 1, -1 off
-    attn_gate: str = ""          # gated attention's output gate: "" / "none", "headwise" (G = H)
-                                 # or "elementwise" (G = d); its rows last in att_proj
-    norm_gain: int = 0           # block norms' weight: 0 the kind's (on but L2), -1 none
-    norm_bias: int = 0           # block norms' bias: 0 the kind's (layer, dyt, derf), -1 none
-    gain_offset: int = 0         # 1: every norm gain stored as w, multiplying by 1 + w (Gemma)
-    embed_scale: int = 0         # 1: the input times a learnable "embed_scale" (init sqrt(d))
-    branch_scale: str = ""       # every placement's branch scale of a preset: "" the preset's,
-                                 # else a Placement.branch_scale (not with a custom schedule or
-                                 # SiameseNorm)
+    value_residual: int = 0      # ResFormer: layers l >= 1 attend over l1 V_l + l2 V_0; 0 off,
+                                 # 1 fixed 0.5/0.5, 2 learnable value_residual.lambda [l1, l2]
+
+
+@dataclass
+class HyperConfig:
+    """Hyper-connections (nb_hyper_config)."""
+    kind: str = ""               # "" = the preset's (none; presets mhc, hc, ihc: "mhc", "hc",
+                                 # "identity"), "none", "mhc", "hc", "identity"
+    streams: int = 0             # n streams; 0 = 4; 1..8
+    static_maps: int = 0         # 1: the static form (maps are learned constants); 0 dynamic
+    sinkhorn: int = 0            # mHC's Sinkhorn iterations; 0 = 20; 1..100
+
+
+@dataclass
+class SiameseConfig:
+    """SiameseNorm's forms (nb_siamese_config)."""
+    paper_scale: int = 0         # c_l: 0 sqrt(2(l+1)), 1 sqrt(l+1), 2 1
+    paper_fusion: int = 0        # 1: output x_L + N(y_L)
+    no_fusion_norm: int = 0      # 1: u_f = n + N_fy(y1) (siamese only)
+
+
+@dataclass
+class GemmConfig:
+    """The GEMMs (nb_gemm_config)."""
+    precision: str = ""          # "" = "fp32"; "bf16": every GEMM on bf16-rounded operands
+                                 # (NB_PRECISION_BF16; see "Precision" at the top)
+
+
+_GROUPS = {"norm": NormConfig, "attn": AttnConfig, "ffn": FfnConfig, "residual": ResidualConfig,
+           "hyper": HyperConfig, "siamese": SiameseConfig, "gemm": GemmConfig}
+
+# 0.1's flat StackConfig fields and where 0.2 put them (README.md, "From 0.1 to 0.2"): used only
+# to word the error of a description that still uses one
+_MOVED = {"norm": "norm.type", "eps": "norm.eps", "norm_gain": "norm.gain",
+          "norm_bias": "norm.bias", "gain_offset": "norm.gain_offset",
+          "final_norm": "norm.final", "embed_norm": "norm.embed",
+          "embed_scale": "norm.embed_scale",
+          "sites": "attn.sites", "site_width": "attn.site_width", "attn_bias": "attn.bias",
+          "rope": "attn.rope", "rope_theta": "attn.rope_theta", "non_causal": "attn.non_causal",
+          "qk_scale": "attn.qk_scale", "softmax_scale": "attn.softmax_scale",
+          "attn_gate": "attn.gate",
+          "ffn": "ffn.type", "d_ff": "ffn.d_ff", "ffn_bias": "ffn.bias",
+          "ffn_in_scale": "ffn.in_scale",
+          "branch_scale": "residual.branch_scale", "interp_init": "residual.interp_init",
+          "depth_alpha": "residual.depth_alpha", "depth_base": "residual.depth_base",
+          "value_residual": "residual.value_residual",
+          "hyper": "hyper.kind", "hyper_streams": "hyper.streams",
+          "hyper_static": "hyper.static_maps", "hyper_sinkhorn": "hyper.sinkhorn",
+          "siamese_paper_scale": "siamese.paper_scale",
+          "siamese_paper_fusion": "siamese.paper_fusion",
+          "siamese_no_fusion_norm": "siamese.no_fusion_norm",
+          "precision": "gemm.precision"}
+
+
+def _moved(key):
+    """Where 0.1's field `key` went, as an error's hint ("" for a name 0.1 did not have)."""
+    return "%s moved to %s in 0.2" % (key, _MOVED[key]) if key in _MOVED else ""
+
+
+def _as_group(name, value):
+    """StackConfig's group `name` from value: the group's dataclass, or a dict of its fields."""
+    cls = _GROUPS[name]
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, dict):
+        was = "; 0.1's %s is %s in 0.2" % (name, _MOVED[name]) if name in _MOVED else ""
+        raise TypeError("StackConfig.%s is a group (%s, or a dict of its fields), not %r%s"
+                        % (name, cls.__name__, value, was))
+    known = [f.name for f in dataclasses.fields(cls)]
+    for key in value:
+        if key not in known:
+            hint = _moved(key)
+            raise TypeError("StackConfig.%s has no field %r (its fields: %s)%s"
+                            % (name, key, ", ".join(known), "; " + hint if hint else ""))
+    return cls(**value)
+
+
+def _set_fields(name, value):
+    """The fields a group value sets, as a dict: a dict's keys, a dataclass's fields other
+    than 0 / "" (zero is "the preset's", as in C: it sets nothing)."""
+    group = _as_group(name, value)  # checks a dict's keys
+    if isinstance(value, dict):
+        return dict(value)
+    return {f.name: getattr(group, f.name) for f in dataclasses.fields(group)
+            if getattr(group, f.name) != f.default}
+
+
+def _merged(base, top):
+    """StackConfig keyword fields: top's on base's, and a group in both merged field by field
+    (top's fields on base's) rather than replaced whole."""
+    out = dict(base)
+    for key, value in top.items():
+        if key in _GROUPS and key in base:
+            value = dict(_set_fields(key, base[key]), **_set_fields(key, value))
+        out[key] = value
+    return out
+
+
+def _copied(cfg, **changes):
+    """replace(cfg, **changes) with every group a copy: replace alone would share the groups
+    with cfg, and resolving or editing the copy would change cfg."""
+    groups = {name: replace(getattr(cfg, name)) for name in _GROUPS}
+    return replace(cfg, **dict(groups, **changes))
+
+
+@dataclass
+class StackConfig:
+    """The description of a stack: the fields of nb_stack_desc, grouped as it groups them (norm,
+    attn, ffn, residual, hyper, siamese, gemm: NormConfig, AttnConfig, ...; the same group and
+    field names), 0 / "" meaning the preset's default at every level as in C. A group may be
+    given as a dict of its fields: StackConfig(..., attn=dict(rope=True)). preset is a key of
+    PRESETS ("default" with a custom `layers` schedule); use StackConfig.from_name for the names
+    nb_preset_from_name accepts."""
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int = 0          # 0 = n_heads
+    preset: str = "pre"
+    layers: Optional[List[LayerSpec]] = None  # custom schedule (preset "default")
+    mixln_alpha: float = 0.0     # (0, 1]; 0 = 0.25; -1 = no Post-Norm layer
+    norm: NormConfig = field(default_factory=NormConfig)
+    attn: AttnConfig = field(default_factory=AttnConfig)
+    ffn: FfnConfig = field(default_factory=FfnConfig)
+    residual: ResidualConfig = field(default_factory=ResidualConfig)
+    hyper: HyperConfig = field(default_factory=HyperConfig)
+    siamese: SiameseConfig = field(default_factory=SiameseConfig)
+    gemm: GemmConfig = field(default_factory=GemmConfig)
+
+    def __new__(cls, *args, **fields):
+        # a 0.1 flat name (rope=True, ...) would fail as an "unexpected keyword argument":
+        # say where it moved instead (dataclasses.replace comes through here too)
+        flat = [_moved(key) for key in fields if key in _MOVED and key not in _GROUPS]
+        if flat:
+            raise TypeError("StackConfig: %s" % "; ".join(flat))
+        return super().__new__(cls)
+
+    def __post_init__(self):
+        for name in _GROUPS:  # dicts become their groups
+            setattr(self, name, _as_group(name, getattr(self, name)))
 
     @classmethod
     def from_name(cls, name, **fields):
         """A description from a preset name as nb_preset_from_name reads it (keys, aliases,
-        "gpt2", "QKV-Post", "Pre-QK-Pre", ...), then `fields` set on top."""
+        "gpt2", "QKV-Post", "Pre-QK-Pre", ...), then `fields` set on top; a group the name sets
+        (gpt2's norm, ffn, attn; an ablation's attn.sites) merges with the one given field by
+        field: from_name("QKV-Post", ..., attn=dict(rope=True)) keeps the name's sites."""
         key, named = _preset_from_name(name)
-        named.update(fields)
-        return cls(preset=key, **named)
+        return cls(preset=key, **_merged(named, fields))
+
+    def with_fields(self, **fields):
+        """A copy with `fields` set on top, a group merged field by field: a dict sets its keys,
+        a group dataclass the fields it sets (those not 0 / ""), and the group's other fields
+        stay: cfg.with_fields(attn=dict(rope=True)) keeps cfg.attn.sites. The copy shares no
+        group with cfg."""
+        mine = {name: getattr(self, name) for name in _GROUPS if name in fields}
+        return _copied(self, **_merged(mine, fields))
 
 
 def resolve(cfg):
     """Every default of cfg resolved and the per-layer schedule filled in, as nb_stack_init
-    does: returns a new StackConfig (layers: n_layers LayerSpecs, sites the stack mask) and
-    raises ValueError where nb_stack_init refuses the description."""
-    c = replace(cfg)
+    does: returns a new StackConfig (layers: n_layers LayerSpecs, attn.sites the stack mask; its
+    groups copies, cfg unchanged) and raises ValueError where nb_stack_init refuses the
+    description."""
+    c = _copied(cfg)
+    norm, attn, ffn, res, hyper = c.norm, c.attn, c.ffn, c.residual, c.hyper
     L, d, H = c.n_layers, c.d_model, c.n_heads
     if L <= 0 or d <= 0 or H <= 0:
         raise ValueError("n_layers, d_model and n_heads must be > 0")
@@ -386,90 +544,93 @@ def resolve(cfg):
     if c.preset not in _PRESET:
         raise ValueError("unknown preset %r" % c.preset)
     row = _PRESET[c.preset]
-    sites = row.sites if c.sites == 0 else c.sites & SITES_QKVC
+    sites = row.sites if attn.sites == 0 else attn.sites & SITES_QKVC
     if c.mixln_alpha == 0:
         c.mixln_alpha = 0.25
     if c.mixln_alpha != -1 and not 0 < c.mixln_alpha <= 1:
         raise ValueError("mixln_alpha must be in (0, 1], or -1")
     n_post = 0 if c.mixln_alpha < 0 else int(math.floor(c.mixln_alpha * L + 1e-9))
-    c.norm = c.norm or row.norm
-    if c.norm not in _NORM_KINDS:
-        raise ValueError("norm: rms, layer, dyt, l2 or derf")
+    norm.type = norm.type or row.norm
+    if norm.type not in _NORM_KINDS:
+        raise ValueError("norm.type: rms, layer, dyt, l2 or derf")
     _resolve_norm_options(c)
-    if c.eps == 0:
-        c.eps = row.eps
-    c.site_width = c.site_width or row.width
-    if c.final_norm == 0:
-        c.final_norm = row.final_norm
-    if c.embed_norm == 0:
-        c.embed_norm = row.embed_norm
-    if row.streams == 2 and c.final_norm < 0:
-        raise ValueError("SiameseNorm needs its output fusion (final_norm cannot be -1)")
-    if c.siamese_no_fusion_norm and c.preset != "siamese":
-        raise ValueError("siamese_no_fusion_norm is for the siamese preset")
-    if c.value_residual not in (0, 1, 2):
-        raise ValueError("value_residual: 0 (off), 1 (fixed 0.5/0.5) or 2 (learnable)")
-    if not (math.isfinite(c.depth_alpha) and 0 <= c.depth_alpha <= 2) or c.depth_base < 0:
-        raise ValueError("depth_alpha (%g) must be in [0, 2] (0 off) and depth_base (%d) >= 0 "
-                         "(0 = 1)" % (c.depth_alpha, c.depth_base))
-    if c.depth_alpha > 0 and row.streams == 2:
-        raise ValueError("depth_alpha scales the branches of placements; SiameseNorm (%s) has "
-                         "fixed sublayers of its own scales" % c.preset)
-    c.depth_base = c.depth_base or 1
+    if norm.eps == 0:
+        norm.eps = row.eps
+    attn.site_width = attn.site_width or row.width
+    if norm.final == 0:
+        norm.final = row.final_norm
+    if norm.embed == 0:
+        norm.embed = row.embed_norm
+    if row.streams == 2 and norm.final < 0:
+        raise ValueError("SiameseNorm needs its output fusion (norm.final cannot be -1)")
+    if c.siamese.no_fusion_norm and c.preset != "siamese":
+        raise ValueError("siamese.no_fusion_norm is for the siamese preset")
+    if res.value_residual not in (0, 1, 2):
+        raise ValueError("residual.value_residual: 0 (off), 1 (fixed 0.5/0.5) or 2 (learnable)")
+    if not (math.isfinite(res.depth_alpha) and 0 <= res.depth_alpha <= 2) or res.depth_base < 0:
+        raise ValueError("residual.depth_alpha (%g) must be in [0, 2] (0 off) and "
+                         "residual.depth_base (%d) >= 0 (0 = 1)"
+                         % (res.depth_alpha, res.depth_base))
+    if res.depth_alpha > 0 and row.streams == 2:
+        raise ValueError("residual.depth_alpha scales the branches of placements; SiameseNorm (%s) "
+                         "has fixed sublayers of its own scales" % c.preset)
+    res.depth_base = res.depth_base or 1
     # nGPT's options, by the preset where 0 (nb__stack_ngpt)
     ngpt = c.preset == "ngpt"
-    if not (math.isfinite(c.interp_init) and 0 <= c.interp_init <= 1):
-        raise ValueError("interp_init (%g) must be in (0, 1] (0 = 0.05)" % c.interp_init)
-    if c.qk_scale not in (-1, 0, 1) or c.ffn_in_scale not in (-1, 0, 1):
-        raise ValueError("qk_scale (%d) and ffn_in_scale (%d) must be -1, 0 or 1"
-                         % (c.qk_scale, c.ffn_in_scale))
-    if c.softmax_scale != 0 and not (math.isfinite(c.softmax_scale) and c.softmax_scale > 0):
-        raise ValueError("softmax_scale (%g) must be finite and > 0 (0 = the preset's)"
-                         % c.softmax_scale)
-    c.interp_init = c.interp_init or 0.05
-    c.qk_scale = c.qk_scale or (1 if ngpt else -1)
-    c.ffn_in_scale = c.ffn_in_scale or (1 if ngpt else -1)
-    if c.softmax_scale == 0 and ngpt:  # 0 stays 0 otherwise: 1/sqrt(d_k)
-        c.softmax_scale = math.sqrt(d / H)
-    if c.d_ff == 0 and ngpt and c.ffn == "swiglu":
-        c.d_ff = 4 * d  # its c_fc: d -> 8d
-    c.hyper = c.hyper or row.hyper
-    if c.hyper not in HYPER_KINDS:
-        raise ValueError("hyper: none, mhc, hc or identity")
-    if c.hyper == "none" and (c.hyper_streams or c.hyper_static or c.hyper_sinkhorn):
-        raise ValueError("hyper_streams, hyper_static and hyper_sinkhorn need hyper-connections "
-                         "(hyper)")
-    if c.hyper != "none":
-        c.hyper_streams = c.hyper_streams or 4
-        c.hyper_sinkhorn = c.hyper_sinkhorn or 20
-        if not 1 <= c.hyper_streams <= 8:
-            raise ValueError("hyper_streams must be 1..8 (0 = 4)")
-        if not 1 <= c.hyper_sinkhorn <= 100:
-            raise ValueError("hyper_sinkhorn must be 1..100 (0 = 20)")
-        if c.hyper_static not in (0, 1):
-            raise ValueError("hyper_static: 0 (dynamic) or 1 (static)")
+    if not (math.isfinite(res.interp_init) and 0 <= res.interp_init <= 1):
+        raise ValueError("residual.interp_init (%g) must be in (0, 1] (0 = 0.05)" % res.interp_init)
+    if attn.qk_scale not in (-1, 0, 1) or ffn.in_scale not in (-1, 0, 1):
+        raise ValueError("attn.qk_scale (%d) and ffn.in_scale (%d) must be -1, 0 or 1"
+                         % (attn.qk_scale, ffn.in_scale))
+    if attn.softmax_scale != 0 and not (math.isfinite(attn.softmax_scale) and
+                                        attn.softmax_scale > 0):
+        raise ValueError("attn.softmax_scale (%g) must be finite and > 0 (0 = the preset's)"
+                         % attn.softmax_scale)
+    res.interp_init = res.interp_init or 0.05
+    attn.qk_scale = attn.qk_scale or (1 if ngpt else -1)
+    ffn.in_scale = ffn.in_scale or (1 if ngpt else -1)
+    if attn.softmax_scale == 0 and ngpt:  # 0 stays 0 otherwise: 1/sqrt(d_k)
+        attn.softmax_scale = math.sqrt(d / H)
+    ffn.type = ffn.type or "swiglu"
+    if ffn.d_ff == 0 and ngpt and ffn.type == "swiglu":
+        ffn.d_ff = 4 * d  # its c_fc: d -> 8d
+    hyper.kind = hyper.kind or row.hyper
+    if hyper.kind not in HYPER_KINDS:
+        raise ValueError("hyper.kind: none, mhc, hc or identity")
+    if hyper.kind == "none" and (hyper.streams or hyper.static_maps or hyper.sinkhorn):
+        raise ValueError("hyper.streams, hyper.static_maps and hyper.sinkhorn need "
+                         "hyper-connections (hyper.kind)")
+    if hyper.kind != "none":
+        hyper.streams = hyper.streams or 4
+        hyper.sinkhorn = hyper.sinkhorn or 20
+        if not 1 <= hyper.streams <= 8:
+            raise ValueError("hyper.streams must be 1..8 (0 = 4)")
+        if not 1 <= hyper.sinkhorn <= 100:
+            raise ValueError("hyper.sinkhorn must be 1..100 (0 = 20)")
+        if hyper.static_maps not in (0, 1):
+            raise ValueError("hyper.static_maps: 0 (dynamic) or 1 (static)")
         if row.streams == 2:
             raise ValueError("hyper-connections need one residual stream (not SiameseNorm)")
-    c.precision = c.precision or "fp32"
-    if c.precision not in ("fp32", "bf16"):
-        raise ValueError("precision: fp32 or bf16")
-    if c.ffn not in ("swiglu", "gelu_tanh", "gelu_erf"):
-        raise ValueError("ffn: swiglu, gelu_tanh or gelu_erf")
-    if c.d_ff == 0:
-        c.d_ff = (8 * d // 3 + 63) // 64 * 64 if c.ffn == "swiglu" else 4 * d
-    if c.attn_bias & ~(ATTN_BIAS_QKV | ATTN_BIAS_OUT):
-        raise ValueError("attn_bias: a mask of ATTN_BIAS_QKV and ATTN_BIAS_OUT")
-    if c.ffn_bias == 0:
-        c.ffn_bias = -1 if c.ffn == "swiglu" else 1
+    c.gemm.precision = c.gemm.precision or "fp32"
+    if c.gemm.precision not in ("fp32", "bf16"):
+        raise ValueError("gemm.precision: fp32 or bf16")
+    if ffn.type not in ("swiglu", "gelu_tanh", "gelu_erf"):
+        raise ValueError("ffn.type: swiglu, gelu_tanh or gelu_erf")
+    if ffn.d_ff == 0:
+        ffn.d_ff = (8 * d // 3 + 63) // 64 * 64 if ffn.type == "swiglu" else 4 * d
+    if attn.bias & ~(ATTN_BIAS_QKV | ATTN_BIAS_OUT):
+        raise ValueError("attn.bias: a mask of ATTN_BIAS_QKV and ATTN_BIAS_OUT")
+    if ffn.bias == 0:
+        ffn.bias = -1 if ffn.type == "swiglu" else 1
     c.n_kv_heads = c.n_kv_heads or H
     if d % H or H % c.n_kv_heads:
         raise ValueError("d_model %% n_heads and n_heads %% n_kv_heads must be 0")
-    if c.qk_scale > 0 and c.n_kv_heads != H:
-        raise ValueError("qk_scale shares head h's scales between Q head h and K head h: "
+    if attn.qk_scale > 0 and c.n_kv_heads != H:
+        raise ValueError("attn.qk_scale shares head h's scales between Q head h and K head h: "
                          "n_kv_heads (%d) must equal n_heads (%d)" % (c.n_kv_heads, H))
-    if c.rope_theta == 0:
-        c.rope_theta = 10000.0
-    if c.rope and (d // H) % 2:
+    if attn.rope_theta == 0:
+        attn.rope_theta = 10000.0
+    if attn.rope and (d // H) % 2:
         raise ValueError("RoPE needs an even head dimension")
     if c.layers is not None:
         if len(c.layers) != L:
@@ -501,11 +662,11 @@ def resolve(cfg):
         for l in range(L):
             codes = row.first if l < n_first else row.rest
             ld = LayerSpec(place_code(codes[0], l, L), place_code(codes[1], l, L), sites)
-            if c.branch_scale:  # the stack's branch scale on every placement
-                ld.attn.branch_scale = ld.ffn.branch_scale = c.branch_scale
+            if res.branch_scale:  # the stack's branch scale on every placement
+                ld.attn.branch_scale = ld.ffn.branch_scale = res.branch_scale
             layers.append(ld)
     # CompleteP's residual multiplier where the placement leaves it 0 (nb__depth_mult)
-    m = (float(L) / c.depth_base) ** -c.depth_alpha if c.depth_alpha > 0 else 1.0
+    m = (float(L) / res.depth_base) ** -res.depth_alpha if res.depth_alpha > 0 else 1.0
     for ld in layers:
         for p in (ld.attn, ld.ffn):
             p.branch_mult = p.branch_mult or m
@@ -513,14 +674,14 @@ def resolve(cfg):
         for which, p in (("attention", ld.attn), ("FFN", ld.ffn)):
             if p.branch_scale == "interp" and (p.branch_mult != 1 or p.residual_scale != 1):
                 raise ValueError("layer %d %s: the interp branch scale steps from the residual "
-                                 "toward the branch: a branch_mult (%g; depth_alpha) or "
-                                 "residual_scale (%g) other than 1 is refused with it"
+                                 "toward the branch: a branch_mult (%g; residual.depth_alpha) "
+                                 "or residual_scale (%g) other than 1 is refused with it"
                                  % (l, which, p.branch_mult, p.residual_scale))
-            if c.hyper != "none" and (p.residual_norm or p.branch_scale == "interp"):
+            if hyper.kind != "none" and (p.residual_norm or p.branch_scale == "interp"):
                 raise ValueError("layer %d %s: hyper-connections carry the residual; a %s is "
                                  "refused with them" % (l, which, "residual norm" if
                                                         p.residual_norm else "interp branch scale"))
-    if c.hyper != "none":  # the streams replace a plain residual add
+    if hyper.kind != "none":  # the streams replace a plain residual add
         for l, ld in enumerate(layers):
             for which, p in (("attention", ld.attn), ("FFN", ld.ffn)):
                 if p.post_norm or p.residual_from_norm or p.residual_scale != 1:
@@ -528,7 +689,7 @@ def resolve(cfg):
                                      "post norm, no residual from the norm, residual_scale 1)"
                                      % (l, which))
     c.layers = layers
-    c.sites = sites
+    attn.sites = sites
     return c
 
 
@@ -545,26 +706,28 @@ _GATES = ("", "none", "headwise", "elementwise")
 
 
 def _resolve_norm_options(c):
-    """The porting options of nb__stack_norms (norm_gain, norm_bias, gain_offset, embed_scale,
-    the stack's branch_scale) and the output gate, checked as nb_stack_init checks them."""
-    gain, block_bias, _ = _NORM_KINDS[c.norm]
-    if c.norm_gain not in (-1, 0) or c.norm_bias not in (-1, 0) or c.gain_offset not in (0, 1):
-        raise ValueError("norm_gain (%d) and norm_bias (%d) must be 0 or -1, gain_offset (%d) 0 "
-                         "or 1" % (c.norm_gain, c.norm_bias, c.gain_offset))
-    if c.norm_bias < 0 and not block_bias:
-        raise ValueError("norm_bias -1: the norm (%s) has no bias to remove" % c.norm)
-    if c.norm_gain < 0 and not gain:
-        raise ValueError("norm_gain -1: the norm (%s) has no weight to remove" % c.norm)
-    if c.embed_scale not in (0, 1):
-        raise ValueError("embed_scale (%d) must be 0 or 1" % c.embed_scale)
-    if c.branch_scale not in _BRANCH_SCALES:
-        raise ValueError("branch_scale %r: one of %s" % (c.branch_scale, _BRANCH_SCALES))
-    if c.branch_scale and (c.layers is not None or _PRESET[c.preset].streams == 2):
-        raise ValueError("branch_scale sets a preset's placements: a custom schedule sets its "
-                         "own, and SiameseNorm (%s) has none" % c.preset)
-    if c.attn_gate not in _GATES:
-        raise ValueError("attn_gate %r: one of %s" % (c.attn_gate, _GATES))
-    c.attn_gate = "" if c.attn_gate == "none" else c.attn_gate
+    """The porting options of nb__stack_norms (norm.gain, norm.bias, norm.gain_offset,
+    norm.embed_scale, the stack's residual.branch_scale) and the output gate attn.gate, checked
+    as nb_stack_init checks them."""
+    norm, branch_scale = c.norm, c.residual.branch_scale
+    gain, block_bias, _ = _NORM_KINDS[norm.type]
+    if norm.gain not in (-1, 0) or norm.bias not in (-1, 0) or norm.gain_offset not in (0, 1):
+        raise ValueError("norm.gain (%d) and norm.bias (%d) must be 0 or -1, norm.gain_offset "
+                         "(%d) 0 or 1" % (norm.gain, norm.bias, norm.gain_offset))
+    if norm.bias < 0 and not block_bias:
+        raise ValueError("norm.bias -1: the norm (%s) has no bias to remove" % norm.type)
+    if norm.gain < 0 and not gain:
+        raise ValueError("norm.gain -1: the norm (%s) has no weight to remove" % norm.type)
+    if norm.embed_scale not in (0, 1):
+        raise ValueError("norm.embed_scale (%d) must be 0 or 1" % norm.embed_scale)
+    if branch_scale not in _BRANCH_SCALES:
+        raise ValueError("residual.branch_scale %r: one of %s" % (branch_scale, _BRANCH_SCALES))
+    if branch_scale and (c.layers is not None or _PRESET[c.preset].streams == 2):
+        raise ValueError("residual.branch_scale sets a preset's placements: a custom schedule "
+                         "sets its own, and SiameseNorm (%s) has none" % c.preset)
+    if c.attn.gate not in _GATES:
+        raise ValueError("attn.gate %r: one of %s" % (c.attn.gate, _GATES))
+    c.attn.gate = "" if c.attn.gate == "none" else c.attn.gate
 
 
 # ---- modules ---------------------------------------------------------------------------------
@@ -600,13 +763,13 @@ class _HyperHC(nn.Module):
 
     def __init__(self, c, k):
         super().__init__()
-        n, d = c.hyper_streams, c.d_model
+        n, d = c.hyper.streams, c.d_model
         a = torch.zeros(n, n + 1)
         a[k % n, 0] = 1.0
         a[:, 1:] = torch.eye(n)
         self.static_alpha = nn.Parameter(a)
         self.static_beta = nn.Parameter(torch.ones(n))
-        if not c.hyper_static:
+        if not c.hyper.static_maps:
             self.dynamic_alpha_fn = nn.Parameter(torch.zeros(d, n + 1))
             self.dynamic_alpha_scale = nn.Parameter(torch.full((1,), 0.01))
             self.dynamic_beta_fn = nn.Parameter(torch.zeros(d))
@@ -647,8 +810,8 @@ class Norm(nn.Module):
     Derf (zlab-princeton/Derf's Dynamic_erf): weight * erf(alpha x + shift) + bias, its two
     scalars one tensor `alpha_shift` = [alpha, shift] (the library's; init [1, 0]), first.
     L2 (nGPT's justnorm, x / ||x||): no parameters at all, as the library has no tensors.
-    gain=False: no weight (norm_gain -1); offset: the weight w multiplies by 1 + w (Gemma's
-    unit offset, gain_offset; init 0)."""
+    gain=False: no weight (norm.gain -1); offset: the weight w multiplies by 1 + w (Gemma's
+    unit offset, norm.gain_offset; init 0)."""
 
     def __init__(self, width, kind, eps, bias, gain=True, offset=0):
         super().__init__()
@@ -676,10 +839,10 @@ class Norm(nn.Module):
 
 def block_norm(c):
     """A block norm of the resolved config c (width d): the stack's kind, eps, and its weight,
-    bias and unit offset as norm_gain, norm_bias and gain_offset say (nb__put_norm)."""
-    gain, block_bias, _ = _NORM_KINDS[c.norm]
-    return Norm(c.d_model, c.norm, c.eps, bias=block_bias and c.norm_bias >= 0,
-                gain=gain and c.norm_gain >= 0, offset=c.gain_offset)
+    bias and unit offset as norm.gain, norm.bias and norm.gain_offset say (nb__put_norm)."""
+    gain, block_bias, _ = _NORM_KINDS[c.norm.type]
+    return Norm(c.d_model, c.norm.type, c.norm.eps, bias=block_bias and c.norm.bias >= 0,
+                gain=gain and c.norm.gain >= 0, offset=c.norm.gain_offset)
 
 
 def norm(kind, x, weight=None, bias=None, eps=1e-5, alpha=None):
@@ -799,27 +962,27 @@ class Block(nn.Module):
         self.c, self.l, self.spec = c, l, c.layers[l]
         self.tracer = None  # set by Stack.forward while tracing
         self.probs = None   # a list: attention() appends its probabilities (B, H, T, T)
-        self.bf16 = c.precision == "bf16"  # every GEMM on bf16 operands (_linear, _matmul)
+        self.bf16 = c.gemm.precision == "bf16"  # every GEMM on bf16 operands (_linear, _matmul)
         d, H, Hkv = c.d_model, c.n_heads, c.n_kv_heads
         dk = d // H
         self.dims = (d, H, Hkv, dk)
         # the output gate's logits: G rows after Q|K|V (H headwise, d elementwise)
-        self.gate_width = {"": 0, "headwise": H, "elementwise": d}[c.attn_gate]
+        self.gate_width = {"": 0, "headwise": H, "elementwise": d}[c.attn.gate]
         self.att_proj = nn.Linear(d, d + 2 * Hkv * dk + self.gate_width,
-                                  bias=bool(c.attn_bias & ATTN_BIAS_QKV))
-        self.attn_out = nn.Linear(d, d, bias=bool(c.attn_bias & ATTN_BIAS_OUT))
+                                  bias=bool(c.attn.bias & ATTN_BIAS_QKV))
+        self.attn_out = nn.Linear(d, d, bias=bool(c.attn.bias & ATTN_BIAS_OUT))
         for name, bit in (("q", SITE_Q), ("k", SITE_K), ("v", SITE_V), ("c", SITE_C)):
-            if self.spec.sites & bit:  # gain only (norm_gain is the block norms'), offset too
+            if self.spec.sites & bit:  # gain only (norm.gain is the block norms'), offset too
                 full = (H if name in "qc" else Hkv) * dk
-                self.add_module(name + "_norm", Norm(full if c.site_width == _FULL else dk,
-                                                     c.norm, c.eps, bias=False,
-                                                     offset=c.gain_offset))
-        if c.qk_scale > 0:  # nGPT's s_qk: H d_k values, stored as its code (init 1/sqrt(d))
+                self.add_module(name + "_norm", Norm(full if c.attn.site_width == _FULL else dk,
+                                                     c.norm.type, c.norm.eps, bias=False,
+                                                     offset=c.norm.gain_offset))
+        if c.attn.qk_scale > 0:  # nGPT's s_qk: H d_k values, stored as its code (init 1/sqrt(d))
             self.sqk = nn.Parameter(torch.full((d,), 1.0 / math.sqrt(d)))
-        in_width = 2 * c.d_ff if c.ffn == "swiglu" else c.d_ff
-        self.ff_proj = nn.Linear(d, in_width, bias=c.ffn_bias > 0)
-        self.ff_out = nn.Linear(c.d_ff, d, bias=c.ffn_bias > 0)
-        if c.ffn_in_scale > 0:  # nGPT's s_uv (SwiGLU: s_u | s_z), init 1
+        in_width = 2 * c.ffn.d_ff if c.ffn.type == "swiglu" else c.ffn.d_ff
+        self.ff_proj = nn.Linear(d, in_width, bias=c.ffn.bias > 0)
+        self.ff_out = nn.Linear(c.ffn.d_ff, d, bias=c.ffn.bias > 0)
+        if c.ffn.in_scale > 0:  # nGPT's s_uv (SwiGLU: s_u | s_z), init 1
             self.suv = nn.Parameter(torch.ones(in_width))
         for name in _NORM_NAMES:
             if self._has_norm(name):
@@ -841,26 +1004,26 @@ class Block(nn.Module):
         for which, name in ((0, "attn_alpha"), (1, "mlp_alpha")):
             if scales[which] == "interp":  # nGPT's eigen learning rates, init 1/sqrt(d)
                 setattr(self, name, nn.Parameter(torch.full((d,), 1.0 / math.sqrt(d))))
-        if c.value_residual == 2 and l > 0:  # last in the layer, as the library's table
+        if c.residual.value_residual == 2 and l > 0:  # last in the layer, as the library's table
             self.value_residual = _ValueResidual()
         self.vres = None  # set by Stack.forward: a dict that carries V_0 from layer 0
-        self.hyper = "" if c.hyper == "none" else c.hyper  # last in the layer's table too
+        self.hyper = "" if c.hyper.kind == "none" else c.hyper.kind  # last in the layer's table too
         if self.hyper:
-            n = c.hyper_streams
+            n = c.hyper.streams
             for s_i, s in enumerate(("attn", "ffn")):
                 if self.hyper == "hc":
                     self.add_module("hc_" + s, _HyperHC(c, 2 * l + s_i))
                     continue
                 m = 2 * n + (n * n if self.hyper == "mhc" else 0)
-                if not c.hyper_static:  # fn ~ N(0, 0.02^2), base 0, scales 0.01 (mHC Table 5)
+                if not c.hyper.static_maps:  # fn ~ N(0, 0.02^2), base 0, scales 0.01 (mHC Table 5)
                     setattr(self, "hc_%s_fn" % s, nn.Parameter(0.02 * torch.randn(m, n * d)))
                 setattr(self, "hc_%s_base" % s, nn.Parameter(torch.zeros(m)))
-                if not c.hyper_static:
+                if not c.hyper.static_maps:
                     setattr(self, "hc_%s_scale" % s, nn.Parameter(
                         torch.full((3 if self.hyper == "mhc" else 2,), 0.01)))
         if self.siamese:  # c_l of layer l
             self.depth_c = [math.sqrt(2.0 * (l + 1)), math.sqrt(l + 1.0), 1.0][
-                c.siamese_paper_scale]
+                c.siamese.paper_scale]
 
     def _has_norm(self, name):
         c, s = self.c, self.spec
@@ -872,17 +1035,17 @@ class Block(nn.Module):
         if name in ("attn_y_norm", "ff_norm", "ff_y_norm"):
             return True
         if name == "ff_input_norm":
-            return not c.siamese_no_fusion_norm
+            return not c.siamese.no_fusion_norm
         return c.preset == "siamese_post_pre" and name in ("attn_norm", "attn_input_norm")
 
     # -- the two sublayer functions F --
 
     def _linear(self, layer, x):
-        """A projection (nn.Linear layer): bf16_linear in precision bf16."""
+        """A projection (nn.Linear layer): bf16_linear in gemm.precision bf16."""
         return bf16_linear(x, layer.weight, layer.bias) if self.bf16 else layer(x)
 
     def _matmul(self, a, b):
-        """The attention's products: bf16_matmul in precision bf16."""
+        """The attention's products: bf16_matmul in gemm.precision bf16."""
         return bf16_matmul(a, b) if self.bf16 else a @ b
 
     def _t(self, sub, name, t):
@@ -911,7 +1074,7 @@ class Block(nn.Module):
         """MHA with the layer's site norms (see the module docstring)."""
         d, H, Hkv, dk = self.dims
         B, T, _ = x.shape
-        sites, full = self.spec.sites, self.c.site_width == _FULL
+        sites, full = self.spec.sites, self.c.attn.site_width == _FULL
         qkv = self._linear(self.att_proj, x)
         self._t("attn", "qkv", qkv)
         q, k, v, g = qkv.split((d, Hkv * dk, Hkv * dk, self.gate_width), dim=-1)
@@ -923,30 +1086,30 @@ class Block(nn.Module):
             q, k, v = self._site_norms(q, k, v)
         if sites & SITES_QKV:
             self._t_qkv("qkv_normed", q, k, v, False, g)
-        if self.c.value_residual:  # ResFormer: the values attention reads, after the V norm
+        vres = self.c.residual.value_residual
+        if vres:  # ResFormer: the values attention reads, after the V norm
             if self.l == 0:
                 self.vres["v0"] = v
             else:
-                lam = getattr(self.value_residual, "lambda") if self.c.value_residual == 2 \
-                    else (0.5, 0.5)
+                lam = getattr(self.value_residual, "lambda") if vres == 2 else (0.5, 0.5)
                 v = lam[0] * v + lam[1] * self.vres["v0"]
                 self._t_qkv("qkv_vres", q, k, v, False, g)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, heads, T, d_k)
-        if self.c.rope:
-            q, k = rope(q, self.c.rope_theta), rope(k, self.c.rope_theta)
+        if self.c.attn.rope:
+            q, k = rope(q, self.c.attn.rope_theta), rope(k, self.c.attn.rope_theta)
             self._t_qkv("qkv_rope", q, k, v, True, g)
-        if self.c.qk_scale > 0:  # nGPT's s_qk: head h's d_k scales on Q head h and K head h
+        if self.c.attn.qk_scale > 0:  # nGPT's s_qk: head h's d_k scales on Q head h and K head h
             sc = (math.sqrt(d) * self.sqk).view(H, 1, dk)
             q, k = q * sc, k * sc
             self._t_qkv("qkv_scaled", q, k, v, True, g)
         if H != Hkv:  # query head h reads KV head h // (H / H_kv)
             k = k.repeat_interleave(H // Hkv, dim=1)
             v = v.repeat_interleave(H // Hkv, dim=1)
-        if self.c.softmax_scale:  # nGPT's sqrt(d_k), or another scale
-            s = self._matmul(q, k.transpose(-2, -1)) * self.c.softmax_scale
+        if self.c.attn.softmax_scale:  # nGPT's sqrt(d_k), or another scale
+            s = self._matmul(q, k.transpose(-2, -1)) * self.c.attn.softmax_scale
         else:
             s = self._matmul(q, k.transpose(-2, -1)) / math.sqrt(dk)
-        if not self.c.non_causal:
+        if not self.c.attn.non_causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             s = s.masked_fill(mask, float("-inf"))
         p = torch.softmax(s, dim=-1)
@@ -970,18 +1133,18 @@ class Block(nn.Module):
                 self.v_norm(v) if s & SITE_V else v)
 
     def ffn(self, x):
-        """SwiGLU (first half value u, second half gate z) or GELU MLP; with ffn_in_scale the
+        """SwiGLU (first half value u, second half gate z) or GELU MLP; with ffn.in_scale the
         projection times sqrt(d) suv first."""
         h = self._linear(self.ff_proj, x)
         self._t("ffn", "proj", h)
-        if self.c.ffn_in_scale > 0:  # nGPT's s_uv, per column (with the bias)
+        if self.c.ffn.in_scale > 0:  # nGPT's s_uv, per column (with the bias)
             h = h * (math.sqrt(self.c.d_model) * self.suv)
             self._t("ffn", "proj_scaled", h)
-        if self.c.ffn == "swiglu":
+        if self.c.ffn.type == "swiglu":
             u, z = h.chunk(2, dim=-1)
             a = F.silu(z) * u
         else:
-            a = F.gelu(h, approximate="tanh" if self.c.ffn == "gelu_tanh" else "none")
+            a = F.gelu(h, approximate="tanh" if self.c.ffn.type == "gelu_tanh" else "none")
         self._t("ffn", "act", a)
         out = self._linear(self.ff_out, a)
         self._t("ffn", "out", out)
@@ -1017,9 +1180,9 @@ class Block(nn.Module):
         return h, f
 
     def interp_step(self, which):
-        """|a| of an "interp" sublayer (nGPT's lr): a = interp_init sqrt(d) lambda."""
+        """|a| of an "interp" sublayer (nGPT's lr): a = residual.interp_init sqrt(d) lambda."""
         lam = self.attn_alpha if which == "attn" else self.mlp_alpha
-        return torch.abs(self.c.interp_init * math.sqrt(self.c.d_model) * lam)
+        return torch.abs(self.c.residual.interp_init * math.sqrt(self.c.d_model) * lam)
 
     def hyper_maps(self, s, X):
         """(pre (B, T, n), post (B, T, n), comb (B, T, n, n) or None for the identity) of
@@ -1028,7 +1191,7 @@ class Block(nn.Module):
             return getattr(self, "hc_" + s).maps(X)
         n = X.shape[-2]
         base = getattr(self, "hc_%s_base" % s)
-        if self.c.hyper_static:  # the maps from base alone
+        if self.c.hyper.static_maps:  # the maps from base alone
             z = base.expand(*X.shape[:-2], base.shape[0])
         else:  # TileKernels' mhc_pre_split_mixes_ref: one scale per map, then base
             scale = getattr(self, "hc_%s_scale" % s)
@@ -1038,7 +1201,7 @@ class Block(nn.Module):
         post = 2.0 * torch.sigmoid(z[..., n:2 * n])
         comb = None
         if self.hyper == "mhc":
-            comb = sinkhorn(z[..., 2 * n:].unflatten(-1, (n, n)), self.c.hyper_sinkhorn)
+            comb = sinkhorn(z[..., 2 * n:].unflatten(-1, (n, n)), self.c.hyper.sinkhorn)
         return pre, post, comb
 
     def hyper_sublayer(self, which, X):
@@ -1091,7 +1254,7 @@ class Block(nn.Module):
             x1, y1 = x + A / c, y + A
             n = self.ff_norm(x1)
             u = n + self.ff_y_norm(y1)
-            if not self.c.siamese_no_fusion_norm:
+            if not self.c.siamese.no_fusion_norm:
                 u = self.ff_input_norm(u)
             Fo = self._g("ffn", self.ffn(u))
             return n + Fo / c, y1 + Fo
@@ -1114,27 +1277,28 @@ class Stack(nn.Module):
         self.config = c
         d = c.d_model
         siamese = _streams(c) == 2
-        if c.embed_scale:  # first in the library's table (DyT's, Derf's shared_scale)
+        if c.norm.embed_scale:  # first in the library's table (DyT's, Derf's shared_scale)
             self.embed_scale = nn.Parameter(torch.full((1,), math.sqrt(d)))
-        if c.embed_norm > 0:
+        if c.norm.embed > 0:
             self.embed_norm = block_norm(c)
         self.blocks = nn.ModuleList(Block(c, l) for l in range(c.n_layers))
-        if c.hyper in ("mhc", "identity"):  # the streams' learned weighted sum at the end
-            n = c.hyper_streams
-            if not c.hyper_static:
+        if c.hyper.kind in ("mhc", "identity"):  # the streams' learned weighted sum at the end
+            n = c.hyper.streams
+            if not c.hyper.static_maps:
                 self.hc_head_fn = nn.Parameter(0.02 * torch.randn(n, n * d))
             self.hc_head_base = nn.Parameter(torch.zeros(n))
-            if not c.hyper_static:
+            if not c.hyper.static_maps:
                 self.hc_head_scale = nn.Parameter(torch.full((1,), 0.01))
-        if c.final_norm > 0 and not (siamese and c.siamese_paper_fusion):
+        if c.norm.final > 0 and not (siamese and c.siamese.paper_fusion):
             self.ln_f = block_norm(c)
         if siamese:
             self.ln_y_f = block_norm(c)
-            if not c.siamese_paper_fusion:
+            if not c.siamese.paper_fusion:
                 self.ln_final_f = block_norm(c)
-        if c.gain_offset and not any(isinstance(m, Norm) and m.weight is not None
+        if c.norm.gain_offset and not any(isinstance(m, Norm) and m.weight is not None
                                      for m in self.modules()):
-            raise ValueError("gain_offset: the stack (%s) has no norm gains to offset" % c.preset)
+            raise ValueError("norm.gain_offset: the stack (%s) has no norm gains to offset"
+                             % c.preset)
 
     def library_parameters(self):
         """(name, parameter) in the order of the library's tensor table and flat parameter
@@ -1191,17 +1355,17 @@ class Stack(nn.Module):
         c = self.config
         if trace is not None:
             trace.grad("grad_in", E, -1, 0)
-        if c.embed_scale:  # before the embedding norm
+        if c.norm.embed_scale:  # before the embedding norm
             E = E * self.embed_scale
         x = self.embed_norm(E) if hasattr(self, "embed_norm") else E
         y = x if _streams(c) == 2 else None
         if trace is not None:
             trace("x0", x)
-        hyper = c.hyper != "none"
+        hyper = c.hyper.kind != "none"
         if hyper:  # every stream starts at x_0
-            n, d = c.hyper_streams, c.d_model
+            n, d = c.hyper.streams, c.d_model
             x = x.unsqueeze(-2).expand(*x.shape[:-1], n, d)
-        vres = {}  # V_0 of this forward (value_residual)
+        vres = {}  # V_0 of this forward (residual.value_residual)
         for blk in self.blocks:
             blk.tracer, blk.probs, blk.vres = trace, probs, vres
             if hidden is not None:
@@ -1232,7 +1396,7 @@ class Stack(nn.Module):
                 trace("hc_head", x)
         if y is None:
             out = self.ln_f(x) if hasattr(self, "ln_f") else x
-        elif self.config.siamese_paper_fusion:
+        elif self.config.siamese.paper_fusion:
             out = x + self.ln_y_f(y)
         else:
             out = self.ln_final_f(self.ln_f(x) + self.ln_y_f(y))
@@ -1246,7 +1410,7 @@ class Stack(nn.Module):
         sum of the streams; mHC's and the identity's weighted sum h = sum_i w_i x_i,
         w = sigmoid(head_scale r head_fn xf + head_base) + 1e-6 (TileKernels' mhc_head;
         static: sigmoid(head_base) + 1e-6)."""
-        if self.config.hyper == "hc":
+        if self.config.hyper.kind == "hc":
             return X.sum(-2)
         z = self.hc_head_base
         if hasattr(self, "hc_head_fn"):
@@ -1326,12 +1490,12 @@ class NormBlocksLM(nn.Module):
 
     def forward(self, tok, trace=None):
         """tok: (B, T) integer bytes -> logits (B, T, vocab). trace: see Stack.forward. In
-        precision bf16 the head is a bf16 GEMM (bf16_linear), as the trainer's."""
+        gemm.precision bf16 the head is a bf16 GEMM (bf16_linear), as the trainer's."""
         return self._logits(tok, trace, 1.0)
 
     def _logits(self, tok, trace, grad_scale):
         h = self.transformer(self.transformer.embed(tok), trace=trace)
-        if self.transformer.config.precision == "bf16":
+        if self.transformer.config.gemm.precision == "bf16":
             z = bf16_linear(h, self.lm_head.weight, grad_scale=grad_scale)
         else:
             z = self.lm_head(h)
@@ -1345,14 +1509,14 @@ class NormBlocksLM(nn.Module):
     def loss(self, tok, mask=None, trace=None):
         """The trainer's loss of a batch: tok (B, T+1), inputs tok[:, :-1], targets tok[:, 1:];
         mask (B, T) bool selects the counted targets (None: all). The mean over them, with
-        the log-sum-exp in float64 as model.c computes it. Returns (loss, count). In precision
-        bf16 the head's backward rounds the gradient of the sum (softmax - onehot) and scales
-        by 1/count after, as model.c."""
+        the log-sum-exp in float64 as model.c computes it. Returns (loss, count). In
+        gemm.precision bf16 the head's backward rounds the gradient of the sum (softmax -
+        onehot) and scales by 1/count after, as model.c."""
         tgt = tok[:, 1:]
         if mask is None:
             mask = torch.ones_like(tgt, dtype=torch.bool)
         n = int(mask.sum())
-        if self.transformer.config.precision == "bf16":
+        if self.transformer.config.gemm.precision == "bf16":
             logits = self._logits(tok[:, :-1], trace, max(n, 1))
         else:
             logits = self(tok[:, :-1], trace=trace)
@@ -1433,50 +1597,52 @@ def config_from_metadata(meta):
         raise ValueError("vocab_size %s, expected %d" % (meta.get("vocab_size"), VOCAB))
     dims = dict(n_layers=int(meta["n_layers"]), d_model=int(meta["d_model"]),
                 n_heads=int(meta["n_heads"]), n_kv_heads=int(meta["n_kv_heads"]),
-                d_ff=int(meta["d_ff"]), rope=bool(int(meta["rope"])))
+                ffn=dict(d_ff=int(meta["d_ff"])), attn=dict(rope=bool(int(meta["rope"]))))
     if meta["preset"] == "custom":
         cfg = StackConfig(preset="default",
                           layers=[_layer_kind(k) for k in meta["schedule"].split(",")], **dims)
     else:
         cfg = StackConfig.from_name(meta["preset"], **dims)
+    norm, attn, ffn, res, hyper, siamese = (cfg.norm, cfg.attn, cfg.ffn, cfg.residual, cfg.hyper,
+                                            cfg.siamese)
     if meta["ffn"] == "gelu":
-        cfg.ffn = "gelu_tanh"
+        ffn.type = "gelu_tanh"
     if meta["norm"] in ("layer", "dyt", "derf", "l2"):
-        cfg.norm = meta["norm"]
-    cfg.attn_bias = int(meta.get("attn_bias", "0"))  # checkpoints before the key had none
-    cfg.value_residual = {"fixed": 1, "learn": 2}.get(meta.get("value_residual", "off"), 0)
+        norm.type = meta["norm"]
+    attn.bias = int(meta.get("attn_bias", "0"))  # checkpoints before the key had none
+    res.value_residual = {"fixed": 1, "learn": 2}.get(meta.get("value_residual", "off"), 0)
     # the trainer's other model keys (examples/train/cli.c, O_MODEL), written only when set
     onoff = {"on": 1, "off": -1}
     get = meta.get
     if "width_base" in meta:  # the trainer's 1/m_d on the logits: not the stack's function
         raise ValueError("width_base: CompleteP's logit multiplier is the trainer's, not modelled here")
-    if "rope_theta" in meta: cfg.rope_theta = float(meta["rope_theta"])
-    if "eps" in meta: cfg.eps = float(meta["eps"])
+    if "rope_theta" in meta: attn.rope_theta = float(meta["rope_theta"])
+    if "eps" in meta: norm.eps = float(meta["eps"])
     if "mixln_alpha" in meta: cfg.mixln_alpha = float(meta["mixln_alpha"])
     if "sites" in meta:
-        cfg.sites = SITES_NONE if meta["sites"] == "none" else sum(
+        attn.sites = SITES_NONE if meta["sites"] == "none" else sum(
             {"q": SITE_Q, "k": SITE_K, "v": SITE_V, "c": SITE_C}[t] for t in meta["sites"].split(","))
-    if "site_width" in meta: cfg.site_width = {"head": "per_head", "full": "full"}[meta["site_width"]]
-    if "ffn_bias" in meta: cfg.ffn_bias = onoff[meta["ffn_bias"]]
-    if "final_norm" in meta: cfg.final_norm = onoff[meta["final_norm"]]
-    if "embed_norm" in meta: cfg.embed_norm = onoff[meta["embed_norm"]]
+    if "site_width" in meta: attn.site_width = {"head": "per_head", "full": "full"}[meta["site_width"]]
+    if "ffn_bias" in meta: ffn.bias = onoff[meta["ffn_bias"]]
+    if "final_norm" in meta: norm.final = onoff[meta["final_norm"]]
+    if "embed_norm" in meta: norm.embed = onoff[meta["embed_norm"]]
     if "siamese_scale" in meta:
-        cfg.siamese_paper_scale = {"code": 0, "paper": 1, "one": 2}[meta["siamese_scale"]]
-    if "siamese_fusion" in meta: cfg.siamese_paper_fusion = {"code": 0, "paper": 1}[meta["siamese_fusion"]]
-    if "siamese_no_fusion_norm" in meta: cfg.siamese_no_fusion_norm = 1
-    if "hyper" in meta: cfg.hyper = {"ihc": "identity"}.get(meta["hyper"], meta["hyper"])
-    cfg.hyper_streams = int(get("hyper_streams", "0"))
-    cfg.hyper_static = 1 if get("hyper_form") == "static" else 0
-    cfg.hyper_sinkhorn = int(get("hyper_sinkhorn", "0"))
-    cfg.depth_alpha = float(get("completep", "0"))
-    cfg.depth_base = int(get("depth_base", "0"))
+        siamese.paper_scale = {"code": 0, "paper": 1, "one": 2}[meta["siamese_scale"]]
+    if "siamese_fusion" in meta: siamese.paper_fusion = {"code": 0, "paper": 1}[meta["siamese_fusion"]]
+    if "siamese_no_fusion_norm" in meta: siamese.no_fusion_norm = 1
+    if "hyper" in meta: hyper.kind = {"ihc": "identity"}.get(meta["hyper"], meta["hyper"])
+    hyper.streams = int(get("hyper_streams", "0"))
+    hyper.static_maps = 1 if get("hyper_form") == "static" else 0
+    hyper.sinkhorn = int(get("hyper_sinkhorn", "0"))
+    res.depth_alpha = float(get("completep", "0"))
+    res.depth_base = int(get("depth_base", "0"))
     # the porting options (--attn-gate, --norm-gain, --norm-bias, --gain-offset, --branch-scale:
-    # the twin's names are the trainer's); qk_clip is how the trainer trains, not the model
-    cfg.attn_gate = get("attn_gate", "")
-    cfg.norm_gain = -1 if get("norm_gain") == "off" else 0
-    cfg.norm_bias = -1 if get("norm_bias") == "off" else 0
-    cfg.gain_offset = 1 if get("gain_offset") == "on" else 0
-    cfg.branch_scale = get("branch_scale", "")
+    # the trainer's names, the checkpoint's keys); qk_clip is how the trainer trains, not the model
+    attn.gate = get("attn_gate", "")
+    norm.gain = -1 if get("norm_gain") == "off" else 0
+    norm.bias = -1 if get("norm_bias") == "off" else 0
+    norm.gain_offset = 1 if get("gain_offset") == "on" else 0
+    res.branch_scale = get("branch_scale", "")
     return cfg
 
 
@@ -1574,9 +1740,9 @@ def _llama_parts(stack, l, module, kind, rows):
         return [(pre + "self_attn.o_proj." + kind, 0, rows, False)]
     if kind != "weight":  # Llama's MLPs and RMSNorms have no bias
         return None
-    if module == "ff_proj" and c.ffn == "swiglu":  # rows [up | gate]
-        return [(pre + "mlp.up_proj.weight", 0, c.d_ff, False),
-                (pre + "mlp.gate_proj.weight", c.d_ff, c.d_ff, False)]
+    if module == "ff_proj" and c.ffn.type == "swiglu":  # rows [up | gate]
+        return [(pre + "mlp.up_proj.weight", 0, c.ffn.d_ff, False),
+                (pre + "mlp.gate_proj.weight", c.ffn.d_ff, c.ffn.d_ff, False)]
     if module == "ff_out":
         return [(pre + "mlp.down_proj.weight", 0, rows, False)]
     if module in ("q_norm", "k_norm"):
@@ -1631,50 +1797,51 @@ def _layout_refusal(c, layout):
     if layout == "hf-gpt2":
         if c.n_kv_heads != c.n_heads:
             return "n_kv_heads != n_heads: GPT-2's c_attn holds Q, K and V of n_heads each"
-        if c.ffn != "gelu_tanh":
+        if c.ffn.type != "gelu_tanh":
             return "ffn: GPT-2's MLP is GELU (tanh) without a gate"
-        if c.norm != "layer":
+        if c.norm.type != "layer":
             return "norm: GPT-2's ln_1, ln_2, ln_f are LayerNorms"
-        if c.rope:
+        if c.attn.rope:
             return "rope: GPT-2 adds learned positions (wpe) and has no RoPE"
-        if c.attn_bias != ATTN_BIAS_QKV | ATTN_BIAS_OUT or c.ffn_bias != 1:
+        if c.attn.bias != ATTN_BIAS_QKV | ATTN_BIAS_OUT or c.ffn.bias != 1:
             return "attn_bias: GPT-2 has the bias of every projection"
-        if c.preset != "pre" or c.sites or c.embed_norm == 1 or c.final_norm == -1:
+        if c.preset != "pre" or c.attn.sites or c.norm.embed == 1 or c.norm.final == -1:
             return "preset: GPT-2 is Pre-LN with a final ln_f and no other norm"
     else:
-        if c.norm != "rms":
+        if c.norm.type != "rms":
             return "norm: Llama's norms are RMSNorm"
-        if c.ffn != "swiglu":
+        if c.ffn.type != "swiglu":
             return "ffn: Llama's MLP is SwiGLU (gate_proj, up_proj, down_proj)"
-        if not c.rope:
+        if not c.attn.rope:
             return "rope: Llama applies RoPE in every attention"
-        if c.ffn_bias == 1:
+        if c.ffn.bias == 1:
             return "ffn bias: Llama's MLP projections have none"
-    if c.qk_scale > 0:
+    if c.attn.qk_scale > 0:
         return "qk_scale: nGPT's s_qk is in no Hugging Face or GPT-2 model"
-    if c.ffn_in_scale > 0:
+    if c.ffn.in_scale > 0:
         return "ffn_in_scale: nGPT's s_uv is in no Hugging Face or GPT-2 model"
-    if c.softmax_scale and abs(c.softmax_scale * math.sqrt(c.d_model / c.n_heads) - 1) > 1e-6:
+    s = c.attn.softmax_scale
+    if s and abs(s * math.sqrt(c.d_model / c.n_heads) - 1) > 1e-6:
         return "softmax_scale: Hugging Face and GPT-2 attention scales by 1/sqrt(d_k)"
     if any(p.residual_norm or p.branch_scale == "interp" for ld in c.layers
            for p in (ld.attn, ld.ffn)):
         return ("residual_norm / interp: no Hugging Face decoder normalizes its residual or "
                 "steps toward its branch (nGPT)")
-    if c.non_causal:
+    if c.attn.non_causal:
         return "non_causal: the Hugging Face decoders are causal"
-    if c.value_residual:
+    if c.residual.value_residual:
         return "value_residual: no Hugging Face decoder mixes the first layer's values in"
-    if c.hyper != "none":
+    if c.hyper.kind != "none":
         return "hyper: no Hugging Face decoder has hyper-connections' residual streams"
     if any(p.branch_mult != 1 for ld in c.layers for p in (ld.attn, ld.ffn)):
         return ("depth_alpha / branch_mult: no Hugging Face decoder multiplies its branches "
                 "(CompleteP's residual multiplier)")
     # the porting options these classes would compute otherwise, the names alone holding them
     # (the library's name map gives the gated att_proj's Q, K, V rows and leaves G unnamed)
-    if c.attn_gate:
+    if c.attn.gate:
         return ("attn_gate: no Llama-family or GPT-2 class gates its attention output (the "
                 "gated Qwen3 codes fuse the gate into q_proj, in their own row orders)")
-    if c.gain_offset:
+    if c.norm.gain_offset:
         return "gain_offset: these classes multiply by their norm weights w, not by 1 + w"
     return None
 
@@ -1774,23 +1941,23 @@ def hf_family(stack_config):
     no class does. The layout is hf-gpt2 for a
     GELU stack, else hf-llama."""
     c = _resolved(stack_config)
-    layout = "hf-llama" if c.ffn == "swiglu" else "hf-gpt2"
+    layout = "hf-llama" if c.ffn.type == "swiglu" else "hf-gpt2"
     why = _layout_refusal(c, layout)
-    qk, bias = SITE_Q | SITE_K, c.attn_bias
+    qk, bias = SITE_Q | SITE_K, c.attn.bias
     family = None
     if why or layout == "hf-gpt2":
         family = None if why else "gpt2"
-    elif c.preset == "olmo2" and c.sites == qk and c.site_width == _FULL:
+    elif c.preset == "olmo2" and c.attn.sites == qk and c.attn.site_width == _FULL:
         family = "olmo2"  # Olmo2Attention: attention_bias on Q, K, V and O
         why = "attn_bias: OLMo-2 has biases on all of Q, K, V, O or none" if bias not in (
             0, ATTN_BIAS_QKV | ATTN_BIAS_OUT) else None
     elif c.preset not in ("pre", "pre_sites_pre"):  # Pre-#-Pre: Pre-LN layers with sites
         why = "its preset is not Pre-LN (no HF class computes it)"
-    elif c.sites == qk and c.site_width == _PH:
+    elif c.attn.sites == qk and c.attn.site_width == _PH:
         family = "qwen3"  # Qwen3Attention: attention_bias on Q, K, V and O, like Llama's
         why = "attn_bias: Qwen3 has biases on all of Q, K, V, O or none" if bias not in (
             0, ATTN_BIAS_QKV | ATTN_BIAS_OUT) else None
-    elif c.sites:
+    elif c.attn.sites:
         why = "it has attention norm sites no HF class has"
     elif bias == ATTN_BIAS_QKV:
         family = "qwen2"  # Qwen2Attention hard-codes Q, K, V biases and no O bias
@@ -1798,9 +1965,9 @@ def hf_family(stack_config):
         why = "attn_bias: no HF class has an output bias without Q, K, V biases"
     else:
         family = "llama"
-    if not why and c.embed_norm == 1:
+    if not why and c.norm.embed == 1:
         why = "it normalizes the embedding"
-    if not why and c.final_norm == -1:
+    if not why and c.norm.final == -1:
         why = "it has no final norm"
     if why:
         raise ValueError("no Hugging Face model class computes this stack: %s" % why)
@@ -1816,14 +1983,15 @@ def hf_config(stack_config, vocab, positions=1024, dtype="float32"):
     c = _resolved(stack_config)
     o = {"architectures": [HF_FAMILIES[family][0]], "model_type": family}
     if family == "gpt2":
-        o.update(n_layer=c.n_layers, n_embd=c.d_model, n_head=c.n_heads, n_inner=c.d_ff,
-                 layer_norm_epsilon=c.eps, activation_function="gelu_new", n_positions=positions)
+        o.update(n_layer=c.n_layers, n_embd=c.d_model, n_head=c.n_heads, n_inner=c.ffn.d_ff,
+                 layer_norm_epsilon=c.norm.eps, activation_function="gelu_new",
+                 n_positions=positions)
     else:
         o.update(num_hidden_layers=c.n_layers, hidden_size=c.d_model,
                  num_attention_heads=c.n_heads, num_key_value_heads=c.n_kv_heads,
-                 intermediate_size=c.d_ff, head_dim=c.d_model // c.n_heads, rms_norm_eps=c.eps,
-                 rope_theta=c.rope_theta, hidden_act="silu",
-                 attention_bias=c.attn_bias == ATTN_BIAS_QKV | ATTN_BIAS_OUT, rope_scaling=None)
+                 intermediate_size=c.ffn.d_ff, head_dim=c.d_model // c.n_heads,
+                 rms_norm_eps=c.norm.eps, rope_theta=c.attn.rope_theta, hidden_act="silu",
+                 attention_bias=c.attn.bias == ATTN_BIAS_QKV | ATTN_BIAS_OUT, rope_scaling=None)
     o.update(vocab_size=vocab, tie_word_embeddings=False, torch_dtype=dtype)
     return o
 
@@ -1880,7 +2048,7 @@ def config_from_hf(conf, where="config.json"):
               biases
       qwen2   llama with Q, K, V biases (no O bias), as Qwen2Attention hard-codes them
       qwen3   llama with per-head RMSNorm on Q and K before RoPE (q_norm, k_norm: one gain of
-              head_dim): sites Q|K, site_width "per_head"
+              head_dim): attn.sites Q|K, attn.site_width "per_head"
       olmo2   the olmo2 preset: x + N(F(x)) on each sublayer (post_attention_layernorm,
               post_feedforward_layernorm), RMSNorm over the whole Q and K projections
       gpt2    the gpt2 preset: Pre-LN, LayerNorm, GELU tanh ("gelu_new"), every projection's
@@ -1902,7 +2070,8 @@ def config_from_hf(conf, where="config.json"):
         r.must("scale_attn_weights", (True,), "1/sqrt(d_k) scaling")
         r.must("scale_attn_by_inverse_layer_idx", (False,), "no per-layer scaling")
         cfg = StackConfig.from_name("gpt2", n_layers=L, d_model=d, n_heads=H, n_kv_heads=H,
-                                    d_ff=ff, eps=eps, rope=False)
+                                    ffn=dict(d_ff=ff), norm=dict(eps=eps),
+                                    attn=dict(rope=False))
     else:
         L, d, H = (r.integer(k, True) for k in ("num_hidden_layers", "hidden_size",
                                                  "num_attention_heads"))
@@ -1937,13 +2106,13 @@ def config_from_hf(conf, where="config.json"):
                                       all(t == "full_attention" for t in types)):
             r.fail('"layer_types" has layers other than full_attention')
         cfg = StackConfig.from_name("olmo2" if mt == "olmo2" else "pre", n_layers=L, d_model=d,
-                                    n_heads=H, n_kv_heads=kv, d_ff=ff, rope=True,
-                                    eps=eps or (1e-5 if mt == "olmo2" else 1e-6),
-                                    rope_theta=theta or 10000.0)
-        cfg.attn_bias = (ATTN_BIAS_QKV if mt == "qwen2" else
+                                    n_heads=H, n_kv_heads=kv, ffn=dict(d_ff=ff),
+                                    norm=dict(eps=eps or (1e-5 if mt == "olmo2" else 1e-6)),
+                                    attn=dict(rope=True, rope_theta=theta or 10000.0))
+        cfg.attn.bias = (ATTN_BIAS_QKV if mt == "qwen2" else
                          ATTN_BIAS_QKV | ATTN_BIAS_OUT if bias else 0)
         if mt == "qwen3":
-            cfg.sites, cfg.site_width = SITE_Q | SITE_K, _PH
+            cfg.attn.sites, cfg.attn.site_width = SITE_Q | SITE_K, _PH
     for key in conf:
         if key not in r.used and key not in _HF_INERT:
             r.fail('"%s" is not a setting known for model_type %s: refused rather than ignored'

@@ -694,6 +694,19 @@ typedef enum nb_attn_gate {
     NB_GATE_ELEMENTWISE    /* one gate per element of C (G = d) */
 } nb_attn_gate;
 
+/* Attention sinks: an extra logit z_h per head joins every query row's softmax as a key with no
+   value, p_j = exp(s_j) / (exp(z_h) + sum_k exp(s_k)) over the scaled scores s, so a row may
+   give attention to nothing. gpt-oss ("sinks", arXiv 2508.10925; its code concatenates z_h to
+   the scaled scores before the softmax and drops its column after; torchtitan's gpt-oss
+   multiplies the output by sigmoid(lse - z_h), the same thing); the off-by-one softmax
+   (Miller, "Attention Is Off By One", 2023; Megatron-LM's softmax_type "off-by-one") is z = 0
+   fixed. Neither changes the scores' largest logit (QK-Clip's). */
+typedef enum nb_attn_sink {
+    NB_SINK_NONE = 0,
+    NB_SINK_LEARNED,       /* z_h a learnable parameter per query head ("sinks", H values) */
+    NB_SINK_OFF_BY_ONE     /* z = 0: exp(s_j) / (1 + sum_k exp(s_k)), no parameter */
+} nb_attn_sink;
+
 /* How a sublayer's or stack's GEMMs compute (nb_attn_desc.gemm, nb_ffn_desc.gemm,
    nb_stack_desc.gemm). */
 typedef struct nb_gemm_config {
@@ -729,6 +742,7 @@ typedef struct nb_attn_config {
     nb_real softmax_scale;   /* s of the scores; 0 = 1/sqrt(d_k) (a stack: the preset's, nGPT's
                                 +sqrt(d_k) for NGPT); else finite and > 0 (muP: 1/d_k) */
     nb_attn_gate gate;       /* the output gate; 0 = none */
+    nb_attn_sink sink;       /* attention sinks; 0 = none */
 } nb_attn_config;
 
 typedef struct nb_attn_desc {
@@ -748,12 +762,13 @@ typedef struct nb_attn_desc {
    scalar of the site (norm NB_NORM_DYT only); b_qkv: as w_qkv's rows; b_o: d; NULL when
    absent.
    Bound in the order w_qkv, b_qkv, w_o, b_o (nn.Linear's weight, bias), then per normalized
-   site Q, K, V, C: alpha (DyT), gain; then qk_scale. */
+   site Q, K, V, C: alpha (DyT), gain; then qk_scale, then sinks. */
 typedef struct nb_attn_params {
     nb_real *w_qkv, *w_o, *q_gain, *k_gain, *v_gain, *c_gain;
     nb_real *q_alpha, *k_alpha, *v_alpha, *c_alpha;
     nb_real *b_qkv, *b_o;
     nb_real* qk_scale;      /* nGPT's sqk: H d_k (qk_scale only) */
+    nb_real* sinks;         /* the sink logits z_h: H (sink NB_SINK_LEARNED only) */
     /* desc.gemm.bf16_weights only: the caller's bf16 copies of w_qkv and w_o (nb_bf16_round), read
        by forward and backward in their place; they must equal bf16 of the float weights */
     const unsigned short *w_qkv16, *w_o16;
@@ -810,6 +825,11 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
    NB_ERR_NULL, or NB_ERR_CONFIG for a cache without that forward; outputs untouched then. */
 NBDEF nb_result nb_attn_head_stats(const nb_attn_plan* plan, const nb_real* cache, int B, int T,
                                    double* max_logit, double* first_mass);
+/* attn.sink: the sink's probability of head h averaged over the B*T query rows (0 for every
+   head without sinks): what the sink took from the keys, the first key's mass among them.
+   Errors as nb_attn_head_stats. */
+NBDEF nb_result nb_attn_sink_mass(const nb_attn_plan* plan, const nb_real* cache, int B, int T,
+                                  double* sink_mass);
 
 /* ---- feed-forward sublayer -------------------------------------------------------------------
    SwiGLU: [u|z] = x W_in^T (first half value u, second half gate z), a = silu(z)*u,
@@ -1146,7 +1166,8 @@ typedef enum nb_tensor_kind {
     NB_TENSOR_INTERP,          /* nGPT's eigen learning rates "attn_alpha", "mlp_alpha" (d) */
     NB_TENSOR_QK_SCALE,        /* nGPT's "sqk" (H d_k): Q and K after RoPE */
     NB_TENSOR_FF_SCALE,        /* nGPT's "suv" (SwiGLU 2f): the FFN's input projection */
-    NB_TENSOR_EMBED_SCALE      /* the learnable scalar on the stack's input ("embed_scale") */
+    NB_TENSOR_EMBED_SCALE,     /* the learnable scalar on the stack's input ("embed_scale") */
+    NB_TENSOR_SINKS            /* a layer's attention sink logits ("sinks", H: gpt-oss's name) */
 } nb_tensor_kind;
 
 typedef struct nb_tensor_info {
@@ -1417,6 +1438,9 @@ NBDEF nb_result nb_stack_angular_distance(const nb_stack* s, const nb_real* cach
    layer's are 0. */
 NBDEF nb_result nb_stack_head_stats(const nb_stack* s, const nb_real* cache, int B, int T,
                                     double* max_logit, double* first_mass);
+/* nb_attn_sink_mass of every layer, laid out as nb_stack_head_stats */
+NBDEF nb_result nb_stack_sink_mass(const nb_stack* s, const nb_real* cache, int B, int T,
+                                   double* sink_mass);
 /* Gated attention (desc.attn.gate): the mean of each head's gate, sigmoid(G), over the B*T
    tokens of the forward in the cache (and, elementwise, over the head's d_k values): L*H
    values, layer-major (entry l*H + h); a skipped layer's are 0. The gated-attention paper's
@@ -3639,7 +3663,11 @@ typedef struct nb__attn_mem {
     nb_real *hdr, *qkv, *raw, *stat[4], *o, *c, *probs, *lse; /* cache */
     nb_real *cg, *sig;      /* cache: C after the output gate, sigmoid(G) (BT x G) */
     nb_real* hs;            /* cache: per (batch, head, row tile) the largest logit, then the
-                               sum of the first key's probabilities (nb_attn_head_stats) */
+                               sum of the first key's probabilities (nb_attn_head_stats), then
+                               of the sink's (nb_attn_sink_mass) */
+    nb_real* psink;         /* cache (sinks only): each query row's sink probability (B*H*T) */
+    nb_real* dsink;         /* scratch (learned sinks): each row's term of dz_h (B*H*T) */
+    const nb_real* sinks;   /* the learned sink logits z_h (the call's params; NULL: z = 0) */
     nb_real* qk0;           /* cache: Q|K before qk_scale (BT x 2d) */
     nb_real *dqkv, *dc, *tiles, *partials, *kv_parts, *ones; /* scratch */
     nb_real* qke;           /* scratch: qk_scale's gradient terms (BT x d) */
@@ -3774,7 +3802,9 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
                                     nb__mulz(BT, d));
     m->cg = !gate ? m->c : nb__take(half ? scratch : cache, half ? &su : &cu, nb__mulz(BT, d));
     if (gate) m->sig = nb__take(cache, &cu, nb__mulz(BT, (size_t)pl->gate_width));
-    m->hs = nb__take(cache, &cu, nb__mulz(2 * BH, (size_t)nb__tiles(T)));
+    m->hs = nb__take(cache, &cu, nb__mulz(3 * BH, (size_t)nb__tiles(T)));
+    if (pl->desc.attn.sink) m->psink = nb__take(cache, &cu, nb__mulz(BH, (size_t)T));
+    if (pl->desc.attn.sink == NB_SINK_LEARNED) m->dsink = nb__take(scratch, &su, nb__mulz(BH, (size_t)T));
     if (half) {
         if (!pl->desc.gemm.bf16_weights) { /* else the caller's: nb__attn_weights16 */
             m->wqkv16 = nb__take16(cache, &cu, nb__mulz(P, d));
@@ -3834,7 +3864,7 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hashd(h, (double)d->attn.rope_theta); h = nb__hash(h, (unsigned)d->gemm.precision);
     h = nb__hash(h, (unsigned)d->gemm.bf16_weights);
     h = nb__hash(h, (unsigned)d->attn.qk_scale); h = nb__hashd(h, (double)d->attn.softmax_scale);
-    h = nb__hash(h, (unsigned)d->attn.gate);
+    h = nb__hash(h, (unsigned)d->attn.gate); h = nb__hash(h, (unsigned)d->attn.sink);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -3882,6 +3912,8 @@ static nb_result nb__attn_resolve(nb_ctx* ctx, nb_attn_desc* d) {
     if (d->attn.qk_scale < 0) d->attn.qk_scale = 0;
     NB__CHECK((int)d->attn.gate < NB_GATE_NONE || d->attn.gate > NB_GATE_ELEMENTWISE, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown attn.gate %d", (int)d->attn.gate);
+    NB__CHECK((int)d->attn.sink < NB_SINK_NONE || d->attn.sink > NB_SINK_OFF_BY_ONE, NB_ERR_CONFIG,
+              "nb_attn_plan_make: unknown attn.sink %d", (int)d->attn.sink);
     NB__CHECK(d->attn.qk_scale && d->n_kv_heads != d->n_heads, NB_ERR_CONFIG,
               "nb_attn_plan_make: qk_scale shares head h's scales between Q head h and K head h: "
               "it needs n_kv_heads (%d) = n_heads (%d)", d->n_kv_heads, d->n_heads);
@@ -3940,6 +3972,7 @@ static nb_result nb__attn_n_params(nb_ctx* ctx, nb_attn_plan* pl) {
             nparams = nb__addz(nparams, (size_t)(nb__norm_kinds[d->norm].alpha +
                                                  (d->no_gain ? 0 : nb__site_seg(pl, site))));
     if (d->attn.qk_scale) nparams = nb__addz(nparams, (size_t)d->d_model);
+    if (d->attn.sink == NB_SINK_LEARNED) nparams = nb__addz(nparams, (size_t)d->n_heads);
     NB__CHECK(nb__too_big(nparams), NB_ERR_SHAPE,
               "nb_attn_plan_make: n_params (d_model %d) overflows size_t", d->d_model);
     pl->n_params = nparams;
@@ -4021,7 +4054,11 @@ NBDEF void nb_attn_params_bind(const nb_attn_plan* plan, nb_real* base, nb_attn_
                 base += nb__site_seg(plan, site);
             }
         }
-    if (plan->desc.attn.qk_scale) p->qk_scale = base;
+    if (plan->desc.attn.qk_scale) {
+        p->qk_scale = base;
+        base += plan->desc.d_model;
+    }
+    if (plan->desc.attn.sink == NB_SINK_LEARNED) p->sinks = base;
 }
 
 /* A normalized site without its gain or alpha pointer in p: the name of the first, or NULL. */
@@ -4039,11 +4076,12 @@ static const char* nb__site_missing(const nb_attn_plan* pl, const nb_attn_params
     return NULL;
 }
 
-/* A planned bias without its pointer in p: its name, or NULL. */
-static const char* nb__bias_missing(const nb_attn_plan* pl, const nb_attn_params* p) {
+/* A planned bias, qk_scale or sink without its pointer in p: its name, or NULL. */
+static const char* nb__param_missing(const nb_attn_plan* pl, const nb_attn_params* p) {
     if ((pl->desc.attn.bias & NB_ATTN_BIAS_QKV) && !p->b_qkv) return "b_qkv";
     if ((pl->desc.attn.bias & NB_ATTN_BIAS_OUT) && !p->b_o) return "b_o";
     if (pl->desc.attn.qk_scale && !p->qk_scale) return "qk_scale";
+    if (pl->desc.attn.sink == NB_SINK_LEARNED && !p->sinks) return "sinks";
     return NULL;
 }
 
@@ -4100,8 +4138,8 @@ static nb_result nb__attn_check_call(const nb__sub_call* k, const char* fn,
         return rc;
     NB__CHECK(nb__site_missing(pl, p), NB_ERR_NULL, "%s: a normalized site has no %s pointer",
               fn, nb__site_missing(pl, p));
-    NB__CHECK(nb__bias_missing(pl, p), NB_ERR_NULL, "%s: the plan has params.%s but it is NULL",
-              fn, nb__bias_missing(pl, p));
+    NB__CHECK(nb__param_missing(pl, p), NB_ERR_NULL, "%s: the plan has params.%s but it is NULL",
+              fn, nb__param_missing(pl, p));
     return NB_OK;
 }
 
@@ -4226,9 +4264,24 @@ static void nb__item_tile(const nb_attn_plan* pl, int T, nb__attn_item* it, int 
     it->ncols = pl->desc.attn.non_causal ? T : it->i0 + it->rows;
 }
 
+/* A softmax row p over n keys (log-sum-exp l) joined by a sink of logit z: the keys' p times
+   exp(l - l') with l' = log(exp(l) + exp(z)) (the sigmoid(l - z) of torchtitan's gpt-oss);
+   returns l', the sink's probability exp(z - l') into *ps. */
+static nb_real nb__sink_row(nb_real* p, int n, nb_real l, nb_real z, nb_real* ps) {
+    const nb_real hi = l > z ? l : z, lo = l > z ? z : l;
+    const nb_real l2 = hi + (nb_real)log1p(exp((double)(lo - hi)));
+    const nb_real f = NB__EXP(l - l2);
+    int c;
+    NB__OMP(simd)
+    for (c = 0; c < n; c++) p[c] *= f;
+    *ps = NB__EXP(z - l2);
+    return l2;
+}
+
 /* Scores of the item's query rows against its keys into p (ld T), then
-   probabilities. lse given (backward recompute): p = exp(scale*s - lse); else softmax, the
-   row lse written to lse_out when not NULL and the rows' largest logit scale*s to *max_out. */
+   probabilities. lse given (backward recompute): p = exp(scale*s - lse); else softmax (with
+   the sink, when the plan has one: its probabilities into m->psink), the row lse written to
+   lse_out when not NULL and the rows' largest logit scale*s to *max_out. */
 static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T,
                            const nb__attn_item* it, nb_real* p, const nb_real* lse_in,
                            nb_real* lse_out, nb_real* max_out) {
@@ -4252,7 +4305,10 @@ static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T,
             for (c = n; c < ncols; c++) pr[c] = 0;
         } else {
             nb_real mx;
-            const nb_real l = nb__softmax_row(pr, pr, n, ncols, scale, &mx);
+            nb_real l = nb__softmax_row(pr, pr, n, ncols, scale, &mx);
+            if (m->psink)
+                l = nb__sink_row(pr, n, l, m->sinks ? m->sinks[h] : 0,
+                                 m->psink + ((size_t)b * pl->desc.n_heads + h) * T + i0 + r);
             if (lse_out) lse_out[r] = l;
             if (r == 0 || scale * mx > *max_out) *max_out = scale * mx; /* scale > 0 */
         }
@@ -4322,6 +4378,11 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
         nb__attn_probs(pl, m, T, &it, p, NULL, m->lse ? m->lse + prow : NULL, hs);
         for (r = 0; r < rows; r++) first += p[(size_t)r * T];
         hs[(size_t)B * H * ntiles] = first;
+        if (m->psink) {
+            nb_real sunk = 0;
+            for (r = 0; r < rows; r++) sunk += m->psink[prow + r];
+            hs[(size_t)2 * B * H * ntiles] = sunk;
+        }
         if (pk) {
             unsigned short* pb = nb__pt(m, T, omp_get_thread_num());
             const int n32 = nb__t32(ncols);
@@ -4346,6 +4407,7 @@ static void nb__attn_item_bwd(const nb_attn_plan* pl, int T, const nb__attn_mem*
     const nb_real* p = it->p;
     nb_real* dp = it->dp;
     nb_real* dq = m->dqkv + ((size_t)b * T + i0) * P + (size_t)h * dk;
+    const size_t srow = ((size_t)b * pl->desc.n_heads + h) * T + i0; /* of psink, dsink */
     int r, c;
     if (pk) /* dP = dO V^T */
         nb__bdot(isa, rows, ncols, dk, m->dout16 + ((size_t)b * T + i0) * d + (size_t)h * dk, d,
@@ -4363,6 +4425,8 @@ static void nb__attn_item_bwd(const nb_attn_plan* pl, int T, const nb__attn_mem*
         NB__OMP(simd)
         for (c = 0; c < n; c++) dpr[c] = scale * pr[c] * (dpr[c] - dot);
         for (c = n; c < ncols; c++) dpr[c] = 0;
+        /* the sink's column has no value: its dP is 0, so dz = p_z (0 - dot) */
+        if (m->dsink) m->dsink[srow + r] = -m->psink[srow + r] * dot;
     }
     if (pk) {
         const int n32 = nb__t32(ncols), r32 = nb__t32(rows);
@@ -4475,6 +4539,22 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
                 }
             }
         }
+    }
+}
+
+/* dz_h += the rows' terms of head h (nb__attn_item_bwd), summed over batch then rows in that
+   order: the same bits for any thread count */
+static void nb__sink_grad(const nb_attn_plan* pl, const nb__attn_mem* m, nb_real* dz, int B,
+                          int T) {
+    const int H = pl->desc.n_heads;
+    int b, h, t;
+    for (h = 0; h < H; h++) {
+        nb_real sum = 0;
+        for (b = 0; b < B; b++) {
+            const nb_real* row = m->dsink + ((size_t)b * H + h) * T;
+            for (t = 0; t < T; t++) sum += row[t];
+        }
+        dz[h] += sum;
     }
 }
 
@@ -4727,6 +4807,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
     nb__attn_carve(pl, B, T, pl->max_threads, k->cache, k->scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
+    m.sinks = p->sinks;
     nb__hdr_put(m.hdr, 0, 0, 0, 0); /* not a complete forward until the end */
     if (bf) { /* the bf16 copies of the weights and x serve the forward and the backward */
         if (!nb__attn_weights16(pl, p, &m)) {
@@ -4817,12 +4898,13 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
     NB__CHECK(nb__site_missing(pl, g), NB_ERR_NULL,
               "nb_attn_backward: a normalized site has no %s gradient pointer",
               nb__site_missing(pl, g));
-    NB__CHECK(nb__bias_missing(pl, g), NB_ERR_NULL,
-              "nb_attn_backward: the plan has g.%s but it is NULL", nb__bias_missing(pl, g));
+    NB__CHECK(nb__param_missing(pl, g), NB_ERR_NULL,
+              "nb_attn_backward: the plan has g.%s but it is NULL", nb__param_missing(pl, g));
     if ((rc = nb__attn_cache_ok(ctx, "nb_attn_backward", pl, k->cache, B, T))) return rc;
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
     nb__attn_carve(pl, B, T, pl->max_threads, k->cache, k->scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
+    m.sinks = p->sinks;
     nb__attn_weights16(pl, p, &m);
     if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
     /* dC = dout W_o */
@@ -4844,6 +4926,7 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
     }
     t0 = nb__prof_begin(ctx);
     nb__attn_core_backward(ctx, pl, B, T, &m);
+    if (m.dsink) nb__sink_grad(pl, &m, g->sinks, B, T);
     nb__prof_end(ctx, NB_PROF_ATTN, t0);
     if (pl->desc.attn.qk_scale &&
         (rc = nb__qk_scale_bwd(ctx, pl, &m, p->qk_scale, g->qk_scale, BT)))
@@ -4881,22 +4964,24 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
 
 /* The per-(batch, head, tile) records of nb__attn_core_forward, reduced in a fixed order */
 static void nb__head_stats(const nb_attn_plan* pl, const nb_real* cache, int B, int T,
-                           double* max_logit, double* first_mass) {
+                           double* max_logit, double* first_mass, double* sink_mass) {
     const int H = pl->desc.n_heads, nt = nb__tiles(T);
-    const size_t half = (size_t)B * H * nt;
+    const size_t third = (size_t)B * H * nt;
     nb__attn_mem m;
     int h, b, t;
     nb__attn_carve(pl, B, T, pl->max_threads, (nb_real*)(size_t)cache, NULL, &m);
     for (h = 0; h < H; h++) {
-        double mx = -INFINITY, mass = 0;
+        double mx = -INFINITY, mass = 0, sunk = 0;
         for (b = 0; b < B; b++)
             for (t = 0; t < nt; t++) {
                 const size_t at = ((size_t)b * H + h) * nt + t;
                 if (m.hs[at] > mx || t + b == 0) mx = m.hs[at];
-                mass += m.hs[half + at];
+                mass += m.hs[third + at];
+                if (m.psink) sunk += m.hs[2 * third + at];
             }
         if (max_logit) max_logit[h] = mx;
         if (first_mass) first_mass[h] = mass / ((double)B * T);
+        if (sink_mass) sink_mass[h] = sunk / ((double)B * T);
     }
 }
 
@@ -4906,7 +4991,17 @@ NBDEF nb_result nb_attn_head_stats(const nb_attn_plan* plan, const nb_real* cach
     if (B <= 0 || T <= 0 || B > plan->max_batch || T > plan->max_seq ||
         !nb__hdr_ok(cache, NB__MAGIC_ATTN, nb__attn_id(plan), B, T))
         return NB_ERR_CONFIG;
-    nb__head_stats(plan, cache, B, T, max_logit, first_mass);
+    nb__head_stats(plan, cache, B, T, max_logit, first_mass, NULL);
+    return NB_OK;
+}
+
+NBDEF nb_result nb_attn_sink_mass(const nb_attn_plan* plan, const nb_real* cache, int B, int T,
+                                  double* sink_mass) {
+    if (!plan || !cache || !sink_mass) return NB_ERR_NULL;
+    if (B <= 0 || T <= 0 || B > plan->max_batch || T > plan->max_seq ||
+        !nb__hdr_ok(cache, NB__MAGIC_ATTN, nb__attn_id(plan), B, T))
+        return NB_ERR_CONFIG;
+    nb__head_stats(plan, cache, B, T, NULL, NULL, sink_mass);
     return NB_OK;
 }
 
@@ -5545,6 +5640,8 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
             }
         }
     if (ap->desc.attn.qk_scale) lp->attn.qk_scale = nb__put(w, l, "sqk", NB_TENSOR_QK_SCALE, d, 1);
+    if (ap->desc.attn.sink == NB_SINK_LEARNED)
+        lp->attn.sinks = nb__put(w, l, "sinks", NB_TENSOR_SINKS, ap->desc.n_heads, 1);
     lp->ffn.w_in = nb__put(w, l, "ff_proj.weight", NB_TENSOR_FF_IN, s->ffn.in_width, d);
     if (s->ffn.desc.ffn.bias > 0)
         lp->ffn.b_in = nb__put(w, l, "ff_proj.bias", NB_TENSOR_BIAS, s->ffn.in_width, 1);
@@ -8822,7 +8919,8 @@ static int nb__init_fixed(const nb_stack* s, const nb_tensor_info* ti, nb_real* 
         nb__init_hc(s, ti, x, nb__mix(ts));
     } else if (ti->kind == NB_TENSOR_EMBED_SCALE) {
         x[0] = (nb_real)sqrt(d);
-    } else if (ti->kind >= NB_TENSOR_INTERP) { /* nGPT's storage: its init_scaling */
+    } else if (ti->kind == NB_TENSOR_INTERP || ti->kind == NB_TENSOR_QK_SCALE ||
+               ti->kind == NB_TENSOR_FF_SCALE) { /* nGPT's storage: its init_scaling */
         const nb_real v = (nb_real)(ti->kind == NB_TENSOR_FF_SCALE ? 1 : 1 / sqrt(d));
         for (i = 0; i < ti->count; i++) x[i] = v;
     } else if (ti->kind == NB_TENSOR_DYT_ALPHA) { /* DyT's LLaMA code: one init before attention */
@@ -8836,15 +8934,23 @@ static int nb__init_fixed(const nb_stack* s, const nb_tensor_info* ti, nb_real* 
 }
 
 /* A projection matrix by the scheme: its normal draw's std and cutoff (s0 the scheme's base
-   std); DeepNorm's fused QKV draws each of its three parts itself. */
+   std); DeepNorm's fused QKV draws each of its three parts itself. The sink logits as
+   torchtitan's gpt-oss draws them in every scheme: trunc_normal_(mean 0, std its block's
+   0.02 / sqrt(2 (l + 1)), bounds +-2, far outside), with s0 for 0.02. */
 static void nb__init_matrix(const nb_stack* s, const nb_tensor_info* ti, nb_real* x,
                             nb_init_scheme scheme, double s0, unsigned long long* ts) {
     const int L = s->desc.n_layers, l = ti->layer;
     const int out_proj = ti->kind == NB_TENSOR_ATTN_OUT || ti->kind == NB_TENSOR_FF_OUT;
     const double d = s->desc.d_model, f = s->desc.ffn.d_ff;
     double std = s0, cut = 3;
+    if (ti->kind == NB_TENSOR_SINKS) {
+        scheme = NB_INIT_DEPTH_SCALED;
+        cut = 0;
+    }
     switch (scheme) {
-    case NB_INIT_DEPTH_SCALED: if (out_proj) std = s0 / sqrt(2.0 * (l + 1)); break;
+    case NB_INIT_DEPTH_SCALED:
+        if (out_proj || ti->kind == NB_TENSOR_SINKS) std = s0 / sqrt(2.0 * (l + 1));
+        break;
     case NB_INIT_MEGATRON: if (out_proj) std = s0 / sqrt(2.0 * L); break;
     case NB_INIT_MITCHELL:
         std = ti->kind == NB_TENSOR_ATTN_OUT ? 1 / sqrt(2 * d * (l + 1))
@@ -9064,28 +9170,39 @@ static nb_result nb__diag_check(const nb_stack* s, const nb_real* cache, int B, 
     return NB_OK;
 }
 
-NBDEF nb_result nb_stack_head_stats(const nb_stack* s, const nb_real* cache, int B, int T,
-                                    double* max_logit, double* first_mass) {
-    const nb_result rc = nb__diag_check(s, cache, B, T, 0, max_logit ? (const void*)max_logit
-                                                                     : first_mass);
-    int l, h;
+/* nb__head_stats of every layer (NULL outputs skipped), a skipped layer's 0 */
+static nb_result nb__stack_head_stats(const nb_stack* s, const nb_real* cache, int B, int T,
+                                      double* out[3]) {
+    const void* any = out[0] ? (const void*)out[0] : out[1] ? (const void*)out[1] : out[2];
+    const nb_result rc = nb__diag_check(s, cache, B, T, 0, any);
+    int l, h, k;
     if (rc) return rc;
     for (l = 0; l < s->desc.n_layers; l++) {
         const size_t at = (size_t)l * s->desc.n_heads;
         nb__layer_mem c;
         size_t used = s->layers[l].cache_offset;
         if (s->skip[l]) {
-            for (h = 0; h < s->desc.n_heads; h++) {
-                if (max_logit) max_logit[at + h] = 0;
-                if (first_mass) first_mass[at + h] = 0;
-            }
+            for (k = 0; k < 3; k++)
+                for (h = 0; h < s->desc.n_heads && out[k]; h++) out[k][at + h] = 0;
             continue;
         }
         nb__carve_layer(s, l, (nb_real*)(size_t)cache, &used, &c);
-        nb__head_stats(&s->layers[l].attn, c.acache, B, T, max_logit ? max_logit + at : NULL,
-                       first_mass ? first_mass + at : NULL);
+        nb__head_stats(&s->layers[l].attn, c.acache, B, T, out[0] ? out[0] + at : NULL,
+                       out[1] ? out[1] + at : NULL, out[2] ? out[2] + at : NULL);
     }
     return NB_OK;
+}
+NBDEF nb_result nb_stack_head_stats(const nb_stack* s, const nb_real* cache, int B, int T,
+                                    double* max_logit, double* first_mass) {
+    double* out[3];
+    out[0] = max_logit; out[1] = first_mass; out[2] = NULL;
+    return nb__stack_head_stats(s, cache, B, T, out);
+}
+NBDEF nb_result nb_stack_sink_mass(const nb_stack* s, const nb_real* cache, int B, int T,
+                                   double* sink_mass) {
+    double* out[3];
+    out[0] = NULL; out[1] = NULL; out[2] = sink_mass;
+    return nb__stack_head_stats(s, cache, B, T, out);
 }
 
 NBDEF nb_result nb_stack_gate_stats(const nb_stack* s, const nb_real* cache, int B, int T,

@@ -89,14 +89,15 @@ static void fd_case(const char* what, const nb_stack_desc* d, int B, int T, nbt_
     ref = (double*)malloc((r.s.n_params + n) * sizeof(double));
     for (i = 0; i < r.s.n_params + n; i++) {
         /* central differences at h and h/2, extrapolated (Richardson): the h^2 truncation term
-           cancels, so a draw with large third derivatives cannot fail a correct gradient,
-           while rounding (eps |loss| / h) stays near 1e-10 */
+           cancels, so a draw with large third derivatives cannot fail a correct gradient; what
+           is left, C h^4 against the rounding eps |loss| / h, is smallest near h ~ 1e-3, so
+           h = 1e-4 (at 1e-5 rounding put a correct ReZero gradient 2.8e-8 off) */
         nb_real* v = i < r.s.n_params ? r.params + i : r.in + (i - r.s.n_params);
         const nb_real keep = *v;
         double dh[2];
         int k;
         for (k = 0; k < 2; k++) {
-            const double h = k ? 0.5e-5 : 1e-5;
+            const double h = k ? 0.5e-4 : 1e-4;
             double lp, lm;
             *v = keep + h; lp = loss(&r);
             *v = keep - h; lm = loss(&r);
@@ -333,6 +334,23 @@ static void fd_all(nbt_rng* rng) {
         d.residual.value_residual = 2; d.norm.type = NB_NORM_LAYER;
         fd_case("sandwich LayerNorm VC sites, elementwise gate, value residual", &d, 2, 3, rng);
     }
+    {   /* attention sinks: learned (a tensor per layer) and off-by-one, on GQA, LSE memory, with
+           QK sites, the value residual, SiameseNorm's two streams and hyper-connections */
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        d.n_kv_heads = 2; d.attn.sink = NB_SINK_LEARNED;
+        fd_case("pre, learned sinks, GQA", &d, 2, 3, rng);
+        d.attn.memory = NB_ATTN_MEMORY_LSE; d.attn.sink = NB_SINK_OFF_BY_ONE;
+        fd_case("pre, off-by-one softmax, GQA, LSE memory", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_HYBRID, 2);
+        d.attn.sink = NB_SINK_LEARNED; d.residual.value_residual = 2;
+        fd_case("hybrid QKV sites, learned sinks, value residual", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_SIAMESE, 2);
+        d.attn.sink = NB_SINK_LEARNED;
+        fd_case("siamese, learned sinks", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_MHC, 1);
+        d.attn.sink = NB_SINK_LEARNED;
+        fd_case("mhc, learned sinks", &d, 2, 3, rng);
+    }
     {   /* Derf at every block norm and attention site, and the porting options: Gemma's unit
            offset (block and site gains), no weight, no bias, SkipInit's per-sublayer scalars */
         nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
@@ -379,11 +397,12 @@ static void qk_clip(nbt_rng* rng) {
     for (c = 0; c < 2; c++) {
         nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
         run r;
-        double mx[8], fm[8], after[8], fm1[8], tau = 0;
+        double mx[8], fm[8], after[8], fm1[8], sm[8], tau = 0;
         nb_real* keep;
         int h, n = -1;
         d.d_model = 16; d.n_heads = 4; d.n_kv_heads = kv[c]; d.attn.bias = NB_ATTN_BIAS_QKV;
         d.attn.gate = c ? NB_GATE_HEADWISE : NB_GATE_NONE;
+        d.attn.sink = c ? NB_SINK_LEARNED : NB_SINK_NONE; /* the sink is no logit of QK-Clip's */
         if (!nbt_check(setup(&r, &d, 2, 9, rng, 1), "qk_clip setup")) continue;
         nbt_check(nb_stack_head_stats(&r.s, r.cache, 2, 9, mx, fm) == NB_ERR_CONFIG,
                   "head stats: a cache without a forward is refused");
@@ -396,6 +415,10 @@ static void qk_clip(nbt_rng* rng) {
             nb__carve_layer(&r.s, 1, r.cache, &used, &lm);
             nb_attn_head_stats(&r.s.layers[1].attn, lm.acache, 2, 9, amx, afm);
             nbt_check(amx[h] == mx[4 + h] && afm[h] == fm[4 + h], "stack head stats = layer's");
+            nb_attn_sink_mass(&r.s.layers[1].attn, lm.acache, 2, 9, amx);
+            nbt_check(nb_stack_sink_mass(&r.s, r.cache, 2, 9, sm) == NB_OK && amx[h] == sm[4 + h] &&
+                          (c ? amx[h] > 0 && amx[h] < 1 : amx[h] == 0),
+                      "stack sink mass = layer's (0 without sinks)");
         }
         for (h = 0; h < 4; h++) tau += mx[h] / 4;  /* about half of layer 0's heads above */
         keep = nbt_alloc(r.s.n_params);

@@ -367,7 +367,18 @@ static void bad_configs(void) {
     d = make_desc(16, 4, 0, 0, 0, NB_WIDTH_DEFAULT);
     d.eps = -1;
     nbt_check(nb_attn_plan_make(&ctx, &pl, &d, 1, 8) == NB_ERR_CONFIG, "negative eps rejected");
-    d.eps = 0;
+    d.eps = 0; d.attn.sink = (nb_attn_sink)3;
+    nbt_check(nb_attn_plan_make(&ctx, &pl, &d, 1, 8) == NB_ERR_CONFIG && strstr(ctx.err, "sink"),
+              "unknown sink rejected");
+    d.attn.sink = NB_SINK_LEARNED;
+    attn_setup(&r, &d, 1, 8, &rng, &ctx);
+    nbt_check(r.plan.n_params == (size_t)(48 * 16 + 16 * 16 + 4) && r.p.sinks &&
+                  r.p.sinks == r.params + r.plan.n_params - 4, "learned sinks: H values, last");
+    r.p.sinks = NULL;
+    nbt_check(nb_attn_forward(&ctx, &r.plan, &r.p, r.out, r.x, 1, 8, r.cache, r.scratch) ==
+                  NB_ERR_NULL && strstr(ctx.err, "sinks"), "missing sinks rejected");
+    attn_free(&r);
+    d.attn.sink = NB_SINK_NONE;
     nbt_check(nb_attn_plan_make(&ctx, &pl, &d, 0, 8) == NB_ERR_SHAPE, "max_batch 0 rejected");
     nbt_check(nb_attn_plan_make(&ctx, &pl, NULL, 1, 8) == NB_ERR_NULL, "NULL desc rejected");
     d = make_desc(16, 4, 2, NB_SITES_QKV, 1, NB_WIDTH_DEFAULT);
@@ -403,10 +414,13 @@ static void bad_configs(void) {
 }
 
 /* An independent attention forward in double, straight from the definitions (no norm sites,
-   no RoPE): [Q|K|V|G] = x W^T + b, logits s q.k, softmax, C, C sigmoid(G), out = C' W_o^T +
-   b_o; and the per-head largest logit and mean first-key probability. */
+   no RoPE): [Q|K|V|G] = x W^T + b, logits s q.k, softmax (with the sink logit z_h as one more
+   entry whose probability is dropped, as gpt-oss's code concatenates and slices), C,
+   C sigmoid(G), out = C' W_o^T + b_o; and the per-head largest logit, mean first-key and
+   mean sink probability. */
 static void naive_attention(const nb_attn_plan* pl, const nb_attn_params* p, const nb_real* x,
-                            int B, int T, double* out, double* max_logit, double* first_mass) {
+                            int B, int T, double* out, double* max_logit, double* first_mass,
+                            double* sink_mass) {
     const int d = pl->desc.d_model, H = pl->desc.n_heads, Hkv = pl->desc.n_kv_heads;
     const int dk = pl->head_dim, P = pl->qkv_width, G = pl->gate_width;
     const double s = pl->desc.attn.softmax_scale;
@@ -414,7 +428,7 @@ static void naive_attention(const nb_attn_plan* pl, const nb_attn_params* p, con
     double *c = (double*)calloc((size_t)B * T * d, sizeof(double));
     double* pr = (double*)malloc(sizeof(double) * (size_t)T);
     int b, t, i, j, h, e;
-    for (h = 0; h < H; h++) { max_logit[h] = -INFINITY; first_mass[h] = 0; }
+    for (h = 0; h < H; h++) { max_logit[h] = -INFINITY; first_mass[h] = 0; sink_mass[h] = 0; }
     for (t = 0; t < B * T; t++)
         for (j = 0; j < P; j++) {
             double acc = p->b_qkv ? p->b_qkv[j] : 0;
@@ -436,7 +450,15 @@ static void naive_attention(const nb_attn_plan* pl, const nb_attn_params* p, con
                     if (pr[j] > mx) mx = pr[j];
                 }
                 if (mx > max_logit[h]) max_logit[h] = mx;
-                for (j = 0; j < n; j++) z += (pr[j] = exp(pr[j] - mx));
+                if (pl->desc.attn.sink) { /* the sink's entry: a logit, no value */
+                    const double zh = pl->desc.attn.sink == NB_SINK_LEARNED ? p->sinks[h] : 0;
+                    const double m2 = zh > mx ? zh : mx, es = exp(zh - m2);
+                    for (j = 0; j < n; j++) z += (pr[j] = exp(pr[j] - m2));
+                    z += es;
+                    sink_mass[h] += es / z / (B * T);
+                } else {
+                    for (j = 0; j < n; j++) z += (pr[j] = exp(pr[j] - mx));
+                }
                 first_mass[h] += pr[0] / z / (B * T);
                 for (j = 0; j < n; j++) {
                     const double* v = qkv + ((size_t)b * T + j) * P + d + (Hkv + kv) * dk;
@@ -458,13 +480,21 @@ static void naive_attention(const nb_attn_plan* pl, const nb_attn_params* p, con
     free(qkv); free(c); free(pr);
 }
 
-/* The forward with each gate, and the head statistics, against naive_attention: MHA and GQA,
-   causal or not, both memory modes, a tile boundary (T > 64) */
+/* The forward with each gate and sink, and the head statistics, against naive_attention: MHA
+   and GQA, causal or not, both memory modes, a tile boundary (T > 64) */
 static void gate_and_head_stats(nbt_rng* rng) {
-    static const struct { int H, Hkv, T, causal, lse; nb_attn_gate gate; unsigned bias; } cs[] = {
-        {4, 4, 6, 1, 0, NB_GATE_HEADWISE, 0}, {4, 2, 7, 1, 1, NB_GATE_ELEMENTWISE, 3},
-        {4, 1, 5, 0, 0, NB_GATE_NONE, 1}, {2, 1, 70, 1, 1, NB_GATE_HEADWISE, 1},
-        {2, 2, 67, 0, 0, NB_GATE_ELEMENTWISE, 0}};
+    static const struct {
+        int H, Hkv, T, causal, lse;
+        nb_attn_gate gate;
+        unsigned bias;
+        nb_attn_sink sink;
+    } cs[] = {
+        {4, 4, 6, 1, 0, NB_GATE_HEADWISE, 0, NB_SINK_NONE},
+        {4, 2, 7, 1, 1, NB_GATE_ELEMENTWISE, 3, NB_SINK_LEARNED},
+        {4, 1, 5, 0, 0, NB_GATE_NONE, 1, NB_SINK_OFF_BY_ONE},
+        {2, 1, 70, 1, 1, NB_GATE_HEADWISE, 1, NB_SINK_OFF_BY_ONE},
+        {2, 2, 67, 0, 0, NB_GATE_ELEMENTWISE, 0, NB_SINK_LEARNED},
+        {4, 2, 70, 1, 0, NB_GATE_NONE, 0, NB_SINK_LEARNED}};
     nb_ctx ctx;
     size_t c;
     memset(&ctx, 0, sizeof ctx);
@@ -473,12 +503,15 @@ static void gate_and_head_stats(nbt_rng* rng) {
         attn_run r;
         const int B = 2, T = cs[c].T, H = cs[c].H;
         const size_t n = (size_t)B * T * 16;
-        double *ref = (double*)malloc(sizeof(double) * n), mx[4], fm[4], rmx[4], rfm[4];
+        double *ref = (double*)malloc(sizeof(double) * n), mx[4], fm[4], sm[4], rmx[4], rfm[4];
+        double rsm[4];
         char name[160];
         desc.attn.gate = cs[c].gate; desc.attn.bias = cs[c].bias; desc.attn.non_causal = !cs[c].causal;
         desc.attn.memory = cs[c].lse ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
-        snprintf(name, sizeof name, "gate %d, H %d/%d, T %d, %s, %s", (int)desc.attn.gate, H,
-                 cs[c].Hkv, T, cs[c].causal ? "causal" : "non-causal", cs[c].lse ? "LSE" : "probs");
+        desc.attn.sink = cs[c].sink;
+        snprintf(name, sizeof name, "gate %d, sink %d, H %d/%d, T %d, %s, %s", (int)desc.attn.gate,
+                 (int)desc.attn.sink, H, cs[c].Hkv, T, cs[c].causal ? "causal" : "non-causal",
+                 cs[c].lse ? "LSE" : "probs");
         if (!nbt_check(attn_setup(&r, &desc, B, T, rng, &ctx), name)) { free(ref); continue; }
         nbt_check(r.plan.gate_width == (desc.attn.gate == NB_GATE_HEADWISE ? H : desc.attn.gate ? 16 : 0) &&
                   r.plan.qkv_width == 16 + 2 * cs[c].Hkv * (16 / H) + r.plan.gate_width,
@@ -487,12 +520,12 @@ static void gate_and_head_stats(nbt_rng* rng) {
                   "head stats: a cache without a forward is refused");
         nbt_check(nb_attn_forward(&ctx, &r.plan, &r.p, r.out, r.x, B, T, r.cache, r.scratch) ==
                   NB_OK, name);
-        naive_attention(&r.plan, &r.p, r.x, B, T, ref, rmx, rfm);
+        naive_attention(&r.plan, &r.p, r.x, B, T, ref, rmx, rfm, rsm);
         {
             char what[200];
             size_t i;
             double worst = 0;
-            nb_real mxr[4], fmr[4];
+            nb_real mxr[4], fmr[4], smr[4];
             for (i = 0; i < n; i++) {
                 const double e = fabs(r.out[i] - ref[i]) / (NBT_ATOL + NBT_RTOL * fabs(ref[i]));
                 if (e > worst) worst = e;
@@ -505,6 +538,14 @@ static void gate_and_head_stats(nbt_rng* rng) {
             nbt_close(what, mxr, rmx, H, NBT_ATOL, NBT_RTOL);
             snprintf(what, sizeof what, "%s: first-key mass per head", name);
             nbt_close(what, fmr, rfm, H, NBT_ATOL, NBT_RTOL);
+            nbt_check(nb_attn_sink_mass(&r.plan, r.cache, B, T, sm) == NB_OK, name);
+            for (i = 0; i < (size_t)H; i++) smr[i] = (nb_real)sm[i];
+            snprintf(what, sizeof what, "%s: sink mass per head", name);
+            nbt_close(what, smr, rsm, H, NBT_ATOL, NBT_RTOL);
+            if (desc.attn.sink) { /* else the comparison holds trivially: 0 = 0 */
+                snprintf(what, sizeof what, "%s: the sink takes mass (%.3g)", name, rsm[0]);
+                nbt_check(rsm[0] > 1e-3, what);
+            }
             nbt_check(nb_attn_head_stats(&r.plan, r.cache, B, T + 1, mx, fm) == NB_ERR_CONFIG &&
                       nb_attn_head_stats(&r.plan, r.cache, B, T, NULL, NULL) == NB_ERR_NULL &&
                       nb_attn_head_stats(NULL, r.cache, B, T, mx, NULL) == NB_ERR_NULL,
@@ -576,6 +617,21 @@ int main(void) {
         d = make_desc(16, 4, 2, 0, 0, NB_WIDTH_PER_HEAD); /* d_k 4: LayerNorm of 2 is +-1 */
         d.attn.gate = NB_GATE_HEADWISE; d.norm = NB_NORM_LAYER; d.attn.sites = NB_SITE_C;
         attn_fd_case(&d, 2, 4, 1, &rng);
+    }
+    {   /* sinks, learned (dz_h: every row of every batch) and off-by-one: MHA and GQA split over
+           threads, both memory modes, non-causal, a tile boundary, with QK norms and the gate */
+        nb_attn_desc d = make_desc(8, 2, 1, NB_SITE_Q | NB_SITE_K, 1, NB_WIDTH_PER_HEAD);
+        d.attn.sink = NB_SINK_LEARNED;
+        attn_fd_case(&d, 2, 5, 1, &rng);
+        d.attn.memory = NB_ATTN_MEMORY_LSE;
+        attn_fd_case(&d, 1, 70, 3, &rng);
+        d.attn.sink = NB_SINK_OFF_BY_ONE; d.attn.non_causal = 1;
+        attn_fd_case(&d, 2, 5, 1, &rng);
+        d = make_desc(8, 2, 2, 0, 0, NB_WIDTH_PER_HEAD);
+        d.attn.sink = NB_SINK_LEARNED; d.attn.gate = NB_GATE_HEADWISE; d.attn.non_causal = 1;
+        attn_fd_case(&d, 2, 6, 3, &rng);
+        d.attn.sink = NB_SINK_OFF_BY_ONE; d.attn.memory = NB_ATTN_MEMORY_PROBS;
+        attn_fd_case(&d, 1, 66, 1, &rng);
     }
     ffn_fd_case(NB_FFN_SWIGLU, 0, &rng);
     ffn_fd_case(NB_FFN_SWIGLU, 1, &rng);

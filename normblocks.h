@@ -141,6 +141,7 @@
      nb_stack_gate_stats                          per head: gated attention's mean gate
      nb_attn_head_stats, nb_stack_head_stats      per head: the largest logit, the first
                                                   key's attention mass (attention sinks)
+     nb_attn_sink_mass, nb_stack_sink_mass        per head: the mass attn.sink's sink takes
      nb_stack_qk_clip                             QK-Clip (Kimi K2) after an optimizer step
      nb_ffn_plan_make / nb_ffn_forward / nb_ffn_backward      SwiGLU or GELU MLP
      nb_stack_init / nb_stack_forward / nb_stack_backward     L blocks with a placement
@@ -248,6 +249,8 @@
                      residual_norm and INTERP (nb_placement) in custom schedules
        attn.gate     gated attention (Qwen; Qwen3-Next): C' = Nc(C) * sigmoid(x W_g^T) before
                      W_o, one gate per head or per element, W_g the last rows of att_proj
+       attn.sink     attention sinks (nb_attn_sink): gpt-oss's learned logit per head ("sinks"),
+                     or the off-by-one softmax
        norm.type = NB_NORM_DERF  Derf (arXiv 2512.10938; its code) at every norm and site
        norm.gain, norm.bias = -1  block norms without weight (RMSNorm without one) or bias
                      (DyT's LLaMA code has none)
@@ -261,6 +264,7 @@
      embed_scale, embed_norm.*, then per layer "blocks.<l>.": att_proj.weight ([Q|K|V] rows, then
      the gate's G with attn.gate) and .bias, attn_out.weight and .bias (attention biases:
      attn.bias), {q,k,v,c}_norm.{alpha,weight} (sites on; Derf: .alpha_shift), sqk (attn.qk_scale),
+     sinks (attn.sink = NB_SINK_LEARNED; HF's gpt-oss name self_attn.sinks),
      ff_proj.weight (SwiGLU: [up|gate] rows) and .bias, ff_out.weight and .bias, suv (ffn.in_scale),
      the block norms {alpha,weight,bias} in the order attn_norm, attn_out_norm, attn_post_norm,
      ff_norm, ff_out_norm, ff_post_norm, attn_y_norm, attn_input_norm, ff_y_norm, ff_input_norm,
@@ -6354,6 +6358,7 @@ static const nb__name_row nb__name_rows[] = {
     {"ln_f.weight", "model.norm.weight", "transformer.ln_f.weight", NULL, 0},
     {"ln_f.bias", NULL, "transformer.ln_f.bias", NULL, 0},
     {"sqk", NULL, NULL, "sqk", 0},
+    {"sinks", "self_attn.sinks", NULL, NULL, 0}, /* gpt-oss (HF's GptOssAttention) */
     {"suv", NULL, NULL, "suv", 0},
     {"attn_alpha", NULL, NULL, "attn_alpha", 0},
     {"mlp_alpha", NULL, NULL, "mlp_alpha", 0}};

@@ -130,7 +130,7 @@ static const char* const known_keys[] = {
     "hyper_sinkhorn", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
     "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
     "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", "attn_gate",
-    "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites", "site_width",
+    "attn_sink", "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites", "site_width",
     "ffn_bias", "final_norm", "embed_norm", "siamese_scale", "siamese_fusion", "siamese_no_fusion_norm", "completep",
     "depth_base", "width_base", NULL};
 
@@ -289,7 +289,7 @@ static int bad_meta(const char* key, const char* v, const char* known) {
     return 1;
 }
 
-/* examples/train's --attn-gate, --norm-gain, --norm-bias, --gain-offset and --branch-scale
+/* examples/train's --attn-gate, --attn-sink, --norm-gain, --norm-bias, --gain-offset and --branch-scale
    (written only when given; qk_clip is a training setting: the stack is the same) */
 static int porting_of_meta(const st_file* M, nb_stack_desc* d) {
     const char* v;
@@ -297,6 +297,11 @@ static int porting_of_meta(const st_file* M, nb_stack_desc* d) {
         if (!strcmp(v, "headwise")) d->attn.gate = NB_GATE_HEADWISE;
         else if (!strcmp(v, "elementwise")) d->attn.gate = NB_GATE_ELEMENTWISE;
         else return bad_meta("attn_gate", v, "headwise or elementwise");
+    }
+    if ((v = st_meta(M, "attn_sink")) != NULL && strcmp(v, "none")) {
+        if (!strcmp(v, "learned")) d->attn.sink = NB_SINK_LEARNED;
+        else if (!strcmp(v, "off-by-one")) d->attn.sink = NB_SINK_OFF_BY_ONE;
+        else return bad_meta("attn_sink", v, "none, learned or off-by-one");
     }
     if ((v = st_meta(M, "norm_gain")) != NULL && strcmp(v, "on")) {
         if (strcmp(v, "off")) return bad_meta("norm_gain", v, "on or off");
@@ -724,6 +729,7 @@ static int option_refusal(const nb_stack* s, const char* code, refusal* r) {
         return refuse(r, "value_residual", ": %s does not mix layer 0's values in (ResFormer)", code);
     if (d->attn.non_causal) return refuse(r, "non_causal", ": %s attends causally", code);
     if (d->attn.gate) return refuse(r, "attn_gate", ": %s has no output gate in attention (gated attention)", code);
+    if (d->attn.sink) return refuse(r, "attn_sink", ": %s's softmax has no sink (gpt-oss's sinks, off-by-one)", code);
     if (d->norm.embed_scale) return refuse(r, "embed_scale", ": %s does not scale its input (DyT's shared_scale)", code);
     if (d->norm.gain_offset) return refuse(r, "gain_offset", ": %s's norms multiply by w, not 1 + w (Gemma's)", code);
     if (d->norm.gain < 0) return refuse(r, "norm_gain", ": %s's norms have a weight", code);

@@ -1627,6 +1627,21 @@ static void gate_names(void) {
     }
     nbt_check(ok && seen == 2, "name maps: a gated att_proj (weight, bias) has no foreign name");
     nb_stack_free(&s);
+    d = base_desc(NB_PRESET_PRE, 2);
+    d.attn.sink = NB_SINK_LEARNED;
+    if (!nbt_check(nb_stack_init(NULL, &s, &d, 1, 3) == NB_OK, "a stack with learned sinks")) return;
+    for (t = 0, seen = 0; t < s.n_tensors; t++) {
+        nb_tensor_part parts[3];
+        if (strcmp(s.tensors[t].name, "blocks.1.sinks")) continue;
+        seen = s.tensors[t].kind == NB_TENSOR_SINKS && s.tensors[t].no_decay &&
+               s.tensors[t].count == (size_t)d.n_heads &&
+               nb_stack_tensor_parts(&s, t, NB_NAMES_HF_LLAMA, parts) == 1 &&
+               !strcmp(parts[0].name, "model.layers.1.self_attn.sinks") &&
+               nb_stack_tensor_parts(&s, t, NB_NAMES_HF_GPT2, parts) == 0;
+    }
+    nbt_check(seen, "name maps: blocks.1.sinks is gpt-oss's model.layers.1.self_attn.sinks (H "
+              "values, no decay), none in GPT-2's");
+    nb_stack_free(&s);
 }
 
 /* nb_stack_gate_stats against the gate logits the trace hook sees (the raw projection's last

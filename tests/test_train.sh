@@ -1180,6 +1180,33 @@ assert h['transformer.blocks.0.att_proj.weight']['shape'] == [4 * 32, 32]   # Q|
 else
   fail "Derf's round trip"; grep -E "^(model|Derf|final|train)" derf_full.log derf_res.log derf_eval.log
 fi
+# attention sinks: the learned logits are a tensor per layer (init by torchtitan's gpt-oss:
+# small), the model key says which; the run reports the sinks' mass, --diag writes it per head
+# (the final line's mean is the mean of the csv's last row), and no Hugging Face layout has them
+SINK=(--attn-sink learned)
+if roundtrip sink "${SINK[@]}" && python3 -c "$LOAD_CKPT
+import json, struct
+raw = open('sink_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+h = json.loads(raw[8:8 + n]); m = h['__metadata__']
+assert m['attn_sink'] == 'learned', m
+assert h['transformer.blocks.1.sinks']['shape'] == [2], h['transformer.blocks.1.sinks']
+" && grep -q "^model: pre, .* RoPE, attention sinks (learned), " sink_full.log &&
+   grep -q "none on [0-9]* (norm gains, attention sinks; " sink_full.log &&
+   "$TRAIN" "${TINY[@]}" --steps 20 --attn-sink off-by-one --diag sink_diag > sink1.log 2>&1 &&
+   python3 -c "
+import csv, re
+rows = list(csv.reader(open('sink_diag/head_sink_mass.csv')))
+last = [float(x) for x in rows[-1][1:]]
+said = float(re.search(r'sink mass ([0-9.e+-]+)', open('sink1.log').read()).group(1))
+assert len(last) == 4 and all(0 < x < 1 for x in last), last
+assert abs(sum(last) / len(last) - said) <= 1e-3 * said, (last, said)
+" && { [ ! -x "$(dirname "$TRAIN")/nbimport" ] ||
+        { ! "$(dirname "$TRAIN")/nbimport" --export hf-llama sink_full.st sink_out/ > sink_exp.log 2>&1 &&
+          grep -q "hf-llama layout: attn_sink: " sink_exp.log; }; }; then
+  pass "--attn-sink learned: model key, one tensor per layer, resume bit-identical, --load rebuilds; off-by-one: sink mass per head (--diag) = the final line's; export to hf-llama refused naming attn_sink"
+else
+  fail "attention sinks in the trainer"; grep -E "^(model|final|attention|train)" sink_full.log sink_res.log sink1.log; cat sink_exp.log
+fi
 expect_error "--resume with another --attn-gate" 'different config: attn_gate is "headwise" in the checkpoint, "elementwise" here' \
   "${TINY[@]}" --steps 20 --attn-gate elementwise --norm layer --norm-bias off --gain-offset --branch-scale sublayer --resume port_half.st
 expect_error "--resume without --gain-offset" 'gain_offset is "on" in the checkpoint, the preset'"'"'s here' \

@@ -197,6 +197,12 @@ static const opt k_opts[] = {
      "gated attention (Qwen, arXiv 2505.06708): each head's output C times sigmoid(x W_g), one\n"
      "gate per head and token (headwise) or per element (elementwise, the paper's best); W_g the\n"
      "last rows of att_proj [none]"},
+    {"attn-sink", "none|learned|off-by-one", K_CHOICE, F(model.attn.sink), 0, 0, "none|learned|off-by-one",
+     NULL, O_MODEL,
+     "attention sinks: a logit per head that joins every query row's softmax as a key with no\n"
+     "value (learned: gpt-oss's \"sinks\"), or z = 0 fixed (off-by-one: exp(s_i) / (1 + sum_j\n"
+     "exp(s_j))); a row may then attend to nothing. The final summary reports the sink's mass\n"
+     "[none]"},
     {"branch-scale", "scalar|channel|sublayer", K_CHOICE, F(model.residual.branch_scale), 1, 0, "scalar|channel|x|sublayer",
      NULL, O_MODEL,
      "a learnable scale on every branch of the preset: scalar, ReZero's one per layer (init 0);\n"
@@ -996,6 +1002,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     if (!strcmp(c->model.norm.kind, "derf")) d->norm.type = NB_NORM_DERF;
     /* the porting options: 0 leaves the kind's norms and the preset's branches */
     d->attn.gate = (nb_attn_gate)c->model.attn.gate;
+    d->attn.sink = (nb_attn_sink)c->model.attn.sink;
     d->norm.gain = c->model.norm.gain < 0 ? -1 : 0;
     d->norm.bias = c->model.norm.bias < 0 ? -1 : 0;
     d->norm.gain_offset = c->model.norm.gain_offset;

@@ -50,6 +50,14 @@ int heads_gates(model* m) {
     return 0;
 }
 
+int heads_sinks(model* m) {
+    if (!m->head_sink) return 0;
+    if (nb_stack_sink_mass(&m->s, m->cache, m->B, m->T, m->head_sink))
+        return fail("sink statistics: the cache does not hold this step's forward");
+    rows_mean(m, m->head_sink, m->s.desc.n_layers * m->s.desc.n_heads);
+    return 0;
+}
+
 int heads_qk_clip(model* m, double tau, int* clipped) {
     /* after the optimizer step (and ZeRO's gather): every rank holds every parameter */
     if (nb_stack_qk_clip(&m->ctx, &m->s, m->p + m->off_stack, m->head_max, tau, clipped) != NB_OK)

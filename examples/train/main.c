@@ -152,6 +152,7 @@ static int report(const history* h, const dataset* ds, double unigram) {
     if (h->n_steps) { /* what gated attention (the sink) and QK-Clip (the logits) act on */
         say("attention: largest logit %.4g at the last step, %.4g at most over the run; first-key mass "
             "%.4g (mean over layers, heads and query rows)", h->max_logit, h->max_logit_peak, h->first_mass);
+        if (h->sinks) say("; sink mass %.4g (the same mean)", h->sink_mass);
         if (h->clips) say("; QK-Clip scaled %lld heads over the run", h->clips);
         say("\n");
     }

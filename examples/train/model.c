@@ -18,7 +18,7 @@ void model_free(model* m) {
     free(m->p); free(m->g); free(m->m); free(m->v); free(m->w16); free(m->decay); free(m->group); free(m->sz_terms);
     free(m->x); free(m->h); free(m->dh); free(m->dx); free(m->logits);
     free(m->cache); free(m->scratch); free(m->row_loss); free(m->tok); free(m->mask);
-    free(m->head_max); free(m->head_mass); free(m->head_gate);
+    free(m->head_max); free(m->head_mass); free(m->head_gate); free(m->head_sink);
     memset(m, 0, sizeof *m);
 }
 
@@ -185,6 +185,8 @@ int model_init(model* m, const config* c) {
     m->head_mass = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
     if (m->s.desc.attn.gate)
         m->head_gate = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
+    if (m->s.desc.attn.sink)
+        m->head_sink = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
     /* weight decay: embedding and head yes; stack matrices yes; norm gains, biases and
        SiameseNorm gamma (the table's no_decay) only with --wd-norms on. Off by default, as in
        llm.c and nanoGPT (matrices only); the HybridNorm yaml decays them

@@ -98,6 +98,7 @@ static void run_caption(const config* c, char* buf, size_t n) {
     /* the options a sweep over one preset compares (the other model flags: the checkpoint) */
     if (strcmp(c->model.norm.kind, "rms")) cat(buf, n, ", norm %s", c->model.norm.kind);
     if (c->model.attn.gate) cat(buf, n, ", %s gate", c->model.attn.gate == NB_GATE_HEADWISE ? "headwise" : "elementwise");
+    if (c->model.attn.sink) cat(buf, n, ", %s sinks", c->model.attn.sink == NB_SINK_LEARNED ? "learned" : "off-by-one");
     if (c->optim.qk_clip > 0) cat(buf, n, ", QK-Clip %g", c->optim.qk_clip);
     cat(buf, n, " | lr ");
     for (i = 0; i < (c->sweep.n_lrs ? c->sweep.n_lrs : 1); i++) cat(buf, n, "%s%g", i ? ", " : "", c->sweep.n_lrs ? c->sweep.lrs[i] : c->optim.lr);
@@ -533,7 +534,9 @@ static int diag_csvs(const config* c, int L, const history* h) {
            csv_rows(c->files.diag, "head_first_mass.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads, h->n_diag,
                     h->diag_x, h->head_mass_l) ||
            (h->gated && csv_rows(c->files.diag, "head_gate.csv", COL_HEAD, L * h->n_heads, 1, h->n_heads,
-                                 h->n_diag, h->diag_x, h->head_gate_l));
+                                 h->n_diag, h->diag_x, h->head_gate_l)) ||
+           (h->sinks && csv_rows(c->files.diag, "head_sink_mass.csv", COL_HEAD, L * h->n_heads, 1,
+                                 h->n_heads, h->n_diag, h->diag_x, h->head_sink_l));
 }
 
 static int diag_loss_svg(const config* c, const history* h, double unigram) {

@@ -12,7 +12,7 @@ void history_free(history* h) {
     free(h->eval_x); free(h->val); free(h->gnorm);
     free(h->diag_x); free(h->grad_l); free(h->hid_l); free(h->ang_l); free(h->hc_gain);
     free(h->step_maxlogit); free(h->step_clipped); free(h->head_max_l); free(h->head_mass_l);
-    free(h->head_gate_l);
+    free(h->head_gate_l); free(h->head_sink_l);
     memset(h, 0, sizeof *h);
 }
 
@@ -31,6 +31,7 @@ static int record_diag(model* m, history* h, const nb_real* gu, int step) {
     memcpy(h->head_max_l + k * LH, m->head_max, LH * sizeof(double));
     memcpy(h->head_mass_l + k * LH, m->head_mass, LH * sizeof(double));
     if (h->gated) memcpy(h->head_gate_l + k * LH, m->head_gate, LH * sizeof(double));
+    if (h->sinks) memcpy(h->head_sink_l + k * LH, m->head_sink, LH * sizeof(double));
     for (st = 0; st < S; st++) {
         double* hid = h->hid_l + ((size_t)k * S + st) * (L + 1);
         double* adj = h->ang_l + ((size_t)k * S + st) * L;
@@ -64,6 +65,7 @@ static const char* kind_group(nb_tensor_kind k, int derf) {
     case NB_TENSOR_INTERP: return "nGPT's alpha";
     case NB_TENSOR_QK_SCALE: return "sqk";
     case NB_TENSOR_FF_SCALE: return "suv";
+    case NB_TENSOR_SINKS: return "attention sinks";
     default: return "attention and FFN matrices";
     }
 }
@@ -77,7 +79,7 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
                                             NB_TENSOR_VALUE_RESIDUAL, NB_TENSOR_HC_FN,
                                             NB_TENSOR_HC_BASE, NB_TENSOR_HC_SCALE,
                                             NB_TENSOR_INTERP, NB_TENSOR_QK_SCALE,
-                                            NB_TENSOR_FF_SCALE};
+                                            NB_TENSOR_FF_SCALE, NB_TENSOR_SINKS};
     size_t values = 0, used = 0;
     int k, t;
     buf[0] = 0;
@@ -129,6 +131,7 @@ static void print_options(const config* c, const nb_stack_desc* d) {
     static const char* const branch[] = {"", "ReZero's scalar per layer", "LayerScale's vector per sublayer",
                                          "", "SkipInit's scalar per sublayer"}; /* by nb_branch_scale */
     if (d->attn.gate) say(", gated attention (%s)", d->attn.gate == NB_GATE_HEADWISE ? "headwise" : "elementwise");
+    if (d->attn.sink) say(", attention sinks (%s)", d->attn.sink == NB_SINK_LEARNED ? "learned" : "off-by-one");
     if (c->model.norm.gain < 0 || c->model.norm.bias < 0)
         say(", norms without %s", c->model.norm.gain < 0 && c->model.norm.bias < 0 ? "weight or bias"
                                   : c->model.norm.gain < 0 ? "weight" : "bias");
@@ -197,6 +200,7 @@ static void history_alloc(history* h, const config* c, int L, int diag) {
     h->head_max_l = (double*)xcalloc((size_t)cap_diag * LH, sizeof(double));
     h->head_mass_l = (double*)xcalloc((size_t)cap_diag * LH, sizeof(double));
     if (h->gated) h->head_gate_l = (double*)xcalloc((size_t)cap_diag * LH, sizeof(double));
+    if (h->sinks) h->head_sink_l = (double*)xcalloc((size_t)cap_diag * LH, sizeof(double));
 }
 
 /* A loss spike: the loss above 2x its running average (an exponential average over about 20
@@ -235,6 +239,8 @@ static void record_heads(model* m, history* h, int logged) {
             if (m->head_gate[i] < m->head_gate[h->gate_min_at]) h->gate_min_at = i;
         h->gate_min = m->head_gate[h->gate_min_at];
     }
+    if (logged && m->head_sink && !heads_sinks(m)) /* sinks: what they take from the keys */
+        h->sink_mass = heads_mean(m->head_sink, m->s.desc.n_layers * m->s.desc.n_heads);
 }
 
 /* --qk-clip, after the optimizer step: the heads clipped into the step's history (the step
@@ -264,8 +270,10 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
     h->final_loss = h->final_val = h->accuracy = NAN;
     h->hc_fwd = h->hc_bwd = h->hc_fwd_peak = h->hc_bwd_peak = NAN;
     h->max_logit = h->max_logit_peak = h->first_mass = h->gate_mean = h->gate_min = NAN;
+    h->sink_mass = NAN;
     if (model_init(&m, c)) { model_free(&m); return 1; }
     h->gated = m.head_gate != NULL;
+    h->sinks = m.head_sink != NULL;
     L = m.s.desc.n_layers;
     h->n_heads = m.s.desc.n_heads;
     h->streams = m.s.streams;

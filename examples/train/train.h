@@ -109,6 +109,7 @@ typedef struct cfg_attn {     /* nb_stack_desc.attn */
     int sites;                /* NB_SITE_* mask, NB_SITES_NONE, 0 = the preset's */
     int site_width, bias, memory;
     int gate;                 /* 0 none, 1 headwise, 2 elementwise */
+    int sink;                 /* 0 none, 1 learned, 2 off-by-one (nb_attn_sink) */
 } cfg_attn;
 typedef struct cfg_ffn {      /* nb_stack_desc.ffn */
     char kind[16];            /* --ffn: swiglu, gelu */
@@ -380,6 +381,7 @@ typedef struct model {
     double *head_max, *head_mass;      /* L*H: the last measured step's max logit and first-key
                                           mass per layer and head, over every rank (heads.c) */
     double* head_gate;                 /* L*H, gated attention only: each head's mean gate */
+    double* head_sink;                 /* L*H, attention sinks only: each head's sink mass */
     const config* cfg;
     int step;                          /* the training step being computed (fault injection) */
     char bad_grad[160];                /* the first non-finite gradient seen (--check-finite) */
@@ -446,6 +448,9 @@ double heads_measure(model* m, int mass);
 /* Gated attention: m->head_gate, each head's mean gate sigmoid(G) over this step's forward,
    averaged over every rank's rows (nb_stack_gate_stats); 0 without gates. */
 int heads_gates(model* m);
+/* Attention sinks: m->head_sink, each head's mean sink probability over this step's query rows
+   and every rank's (nb_stack_sink_mass); nothing without sinks. */
+int heads_sinks(model* m);
 /* QK-Clip (Kimi K2's MuonClip, nb_stack_qk_clip) with m->head_max of this step on the updated
    parameters: every rank scales the same heads of its full copy alike (plain data parallelism
    and ZeRO-1 hold every parameter after the step). 0, or 1 with a message. */
@@ -495,6 +500,9 @@ typedef struct history {       /* what a run records for tables and plots */
     double gate_mean, gate_min; /* the mean gate over layers and heads, and the smallest head's */
     int gate_min_at;           /* l*H + h of that head */
     double* head_gate_l;       /* n_diag x L*H: each head's mean gate (--diag) */
+    int sinks;                 /* attention sinks: their mass recorded at logged steps */
+    double sink_mass;          /* mean sink probability over layers, heads and rows, last logged */
+    double* head_sink_l;       /* n_diag x L*H: each head's sink mass (--diag) */
     long long clips;           /* heads QK-Clip scaled, over the run */
     double final_loss, final_val, accuracy;
     int diverged_at;           /* -1 = no */

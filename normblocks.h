@@ -2698,23 +2698,36 @@ NBDEF nb_result nb_softmax_backward(nb_ctx* ctx, nb_real* ds, int ldds, const nb
 
 /* ---- GEMM ----------------------------------------------------------------------------------- */
 
-static nb_result nb__check_gemm(nb_ctx* ctx, const char* fn, int transa, int transb, int M, int N,
-                                int K, const void* A, int lda, const void* B, int ldb,
-                                const void* C, int ldc) {
+/* A GEMM operand: op(X) read from p with leading dimension ld, transposed (trans) or not,
+   nb_real values or bf16 bits (half: a BF16 plan's copies of weights and activations). */
+typedef struct nb__mat { const void* p; int ld, trans, half; } nb__mat;
+static inline nb__mat nb__m(const nb_real* p, int ld, int trans) {
+    nb__mat m;
+    m.p = p; m.ld = ld; m.trans = trans; m.half = 0;
+    return m;
+}
+static inline nb__mat nb__mh(const unsigned short* p, int ld, int trans) {
+    nb__mat m;
+    m.p = p; m.ld = ld; m.trans = trans; m.half = 1;
+    return m;
+}
+
+static nb_result nb__check_gemm(nb_ctx* ctx, const char* fn, int M, int N, int K, nb__mat A,
+                                nb__mat B, const void* C, int ldc) {
     NB__CHECK(M <= 0 || N <= 0 || K <= 0, NB_ERR_SHAPE, "%s: M, N, K (%d, %d, %d) must be > 0",
               fn, M, N, K);
-    NB__CHECK(!A || !B || !C, NB_ERR_NULL, "%s: A, B and C are required", fn);
-    NB__CHECK(lda < (transa ? M : K) || ldb < (transb ? K : N) || ldc < N, NB_ERR_SHAPE,
+    NB__CHECK(!A.p || !B.p || !C, NB_ERR_NULL, "%s: A, B and C are required", fn);
+    NB__CHECK(A.ld < (A.trans ? M : K) || B.ld < (B.trans ? K : N) || ldc < N, NB_ERR_SHAPE,
               "%s: leading dimensions (%d, %d, %d) too small for M=%d N=%d K=%d transa=%d "
-              "transb=%d", fn, lda, ldb, ldc, M, N, K, transa, transb);
+              "transb=%d", fn, A.ld, B.ld, ldc, M, N, K, A.trans, B.trans);
     return NB_OK;
 }
 
 NBDEF nb_result nb_gemm_ref(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                             nb_real alpha, const nb_real* A, int lda, const nb_real* B, int ldb,
                             nb_real beta, nb_real* C, int ldc) {
-    nb_result rc = nb__check_gemm(ctx, "nb_gemm_ref", transa, transb, M, N, K, A, lda, B, ldb, C,
-                                  ldc);
+    nb_result rc = nb__check_gemm(ctx, "nb_gemm_ref", M, N, K, nb__m(A, lda, transa),
+                                  nb__m(B, ldb, transb), C, ldc);
     if (rc) return rc;
     {
         int i;
@@ -2815,19 +2828,6 @@ static inline float nb__bf16_float(unsigned short h) {
 }
 #endif
 
-/* A GEMM operand: op(X) read from p with leading dimension ld, transposed (trans) or not,
-   nb_real values or bf16 bits (half: a BF16 plan's copies of weights and activations). */
-typedef struct nb__mat { const void* p; int ld, trans, half; } nb__mat;
-static inline nb__mat nb__m(const nb_real* p, int ld, int trans) {
-    nb__mat m;
-    m.p = p; m.ld = ld; m.trans = trans; m.half = 0;
-    return m;
-}
-static inline nb__mat nb__mh(const unsigned short* p, int ld, int trans) {
-    nb__mat m;
-    m.p = p; m.ld = ld; m.trans = trans; m.half = 1;
-    return m;
-}
 /* op(X) from row r and column c of op(X) on */
 static inline nb__mat nb__mat_at(nb__mat m, int r, int c) {
     const size_t off = m.trans ? (size_t)c * m.ld + r : (size_t)r * m.ld + c;
@@ -3282,6 +3282,20 @@ NBDEF int nb_blas_threads(void) {
    oneDNN's OpenMP runtime sizes its team from the calling thread's nthreads setting: it is
    set to ctx's thread count around each call and restored. */
 typedef struct nb__mm nb__mm;
+/* Where a GEMM runs: the context, the public function's name for messages, oneDNN's matmuls
+   (NULL: the BLAS, or the portable bf16 path), and bf16 numerics (an operand that is half
+   implies them). */
+typedef struct nb__gemm_at {
+    nb_ctx* ctx;
+    const char* fn;
+    nb__mm* mm;
+    int bf16;
+} nb__gemm_at;
+static nb__gemm_at nb__at(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16) {
+    nb__gemm_at at;
+    at.ctx = ctx; at.fn = fn; at.mm = mm; at.bf16 = bf16;
+    return at;
+}
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
 #include <oneapi/dnnl/dnnl.h>
 enum { NB__MM_CAP = 48, NB__MM_KEY = 11 };
@@ -3401,9 +3415,8 @@ static nb_result nb__mm_create(nb_ctx* ctx, nb__mm** out, void* alloc_user) {
    512x512x512 GEMMs (after one warm-up) in bf16 on the portable path and on oneDNN, and in
    float32 on the BLAS, with ctx's threads. Returns 2 for oneDNN, 1 for portable (also when
    the probe cannot run: out of memory). */
-static nb_result nb__gemm_run(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16, int M, int N,
-                              int K, nb_real alpha, nb__mat A, nb__mat B, nb_real beta,
-                              nb_real* C, int ldc);
+static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_real alpha,
+                              nb__mat A, nb__mat B, nb_real beta, nb_real* C, int ldc);
 static int nb__bf16_engine(nb_ctx* ctx, nb__mm* mm, void* alloc_user) {
     enum { n = 512 };
     float* f;
@@ -3421,13 +3434,12 @@ static int nb__bf16_engine(nb_ctx* ctx, nb__mm* mm, void* alloc_user) {
         for (rep = 0; rep < 4; rep++) {
             for (e = 0; e < 3; e++) {
                 const double t0 = nb__seconds();
+                const nb__gemm_at at = nb__at(ctx, "nb_stack_init", e == 1 ? mm : NULL, e < 2);
                 const nb_result rc =
-                    e == 2 ? nb__gemm_run(ctx, "nb_stack_init", NULL, 0, n, n, n, 1,
-                                          nb__m(f, n, 0), nb__m(f + n * n, n, 1), 0,
-                                          f + 2 * n * n, n)
-                           : nb__gemm_run(ctx, "nb_stack_init", e ? mm : NULL, 1, n, n, n, 1,
-                                          nb__mh(h, n, 0), nb__mh(h + n * n, n, 1), 0,
-                                          f + 2 * n * n, n);
+                    e == 2 ? nb__gemm_run(&at, n, n, n, 1, nb__m(f, n, 0), nb__m(f + n * n, n, 1),
+                                          0, f + 2 * n * n, n)
+                           : nb__gemm_run(&at, n, n, n, 1, nb__mh(h, n, 0),
+                                          nb__mh(h + n * n, n, 1), 0, f + 2 * n * n, n);
                 const double dt = rc ? 1e30 : nb__seconds() - t0;
                 if (rep > 0 && dt < best[e]) best[e] = dt;
             }
@@ -3464,8 +3476,10 @@ static nb__mm_prim* nb__mm_find(nb__mm* mm, const int* key, dnnl_status_t* st) {
 }
 
 /* C = op(A) op(B) + beta C (beta 0 or 1) on oneDNN with nt threads; A, B both bf16 or float. */
-static nb_result nb__mm_gemm(nb_ctx* ctx, nb__mm* mm, int nt, int M, int N, int K, nb__mat A,
+static nb_result nb__mm_gemm(const nb__gemm_at* at, int nt, int M, int N, int K, nb__mat A,
                              nb__mat B, nb_real beta, nb_real* C, int ldc) {
+    nb_ctx* ctx = at->ctx;
+    nb__mm* mm = at->mm;
     int key[NB__MM_KEY], i;
     dnnl_status_t st = dnnl_success;
     const char* what = "creating the primitive";
@@ -3510,21 +3524,19 @@ struct nb__mm { int native_bf16; }; /* no oneDNN in this build: never created */
 /* nb_gemm and nb_gemm_bf16, and the sublayers' GEMMs: float32, or bf16 numerics when bf16 (or
    an operand is half). On oneDNN when the plan has it (mm) and both operands are of the plan's
    precision, else BLAS (the portable path for bf16). */
-static nb_result nb__gemm_run(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16, int M, int N,
-                              int K, nb_real alpha, nb__mat A, nb__mat B, nb_real beta,
-                              nb_real* C, int ldc) {
-    nb_result rc = nb__check_gemm(ctx, fn, A.trans, B.trans, M, N, K, A.p, A.ld, B.p, B.ld, C,
-                                  ldc);
-    int nt = nb_num_threads(ctx);
+static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_real alpha,
+                              nb__mat A, nb__mat B, nb_real beta, nb_real* C, int ldc) {
+    const int bf16 = at->bf16;
+    nb_result rc = nb__check_gemm(at->ctx, at->fn, M, N, K, A, B, C, ldc);
+    int nt = nb_num_threads(at->ctx);
     if (rc) return rc;
 #ifdef _OPENMP
     if (omp_in_parallel()) nt = 1;
 #endif
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
-    if (mm && A.half == B.half && A.half == (bf16 != 0) && alpha == 1 && (beta == 0 || beta == 1))
-        return nb__mm_gemm(ctx, mm, nt, M, N, K, A, B, beta, C, ldc);
-#else
-    (void)mm;
+    if (at->mm && A.half == B.half && A.half == (bf16 != 0) && alpha == 1 &&
+        (beta == 0 || beta == 1))
+        return nb__mm_gemm(at, nt, M, N, K, A, B, beta, C, ldc);
 #endif
     /* A threaded BLAS parallelizes the call itself; otherwise we split C into nt blocks of rows
        (or of columns when M is small) and call the single-threaded BLAS once per thread. Each
@@ -3552,12 +3564,11 @@ static nb_result nb__gemm_run(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16,
     return NB_OK;
 }
 
-static nb_result nb__gemm(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16, int M, int N,
-                          int K, nb_real alpha, nb__mat A, nb__mat B, nb_real beta, nb_real* C,
-                          int ldc) {
-    const double t0 = nb__prof_begin(ctx);
-    const nb_result rc = nb__gemm_run(ctx, fn, mm, bf16, M, N, K, alpha, A, B, beta, C, ldc);
-    nb__prof_end(ctx, NB_PROF_GEMM, t0);
+static nb_result nb__gemm(const nb__gemm_at* at, int M, int N, int K, nb_real alpha, nb__mat A,
+                          nb__mat B, nb_real beta, nb_real* C, int ldc) {
+    const double t0 = nb__prof_begin(at->ctx);
+    const nb_result rc = nb__gemm_run(at, M, N, K, alpha, A, B, beta, C, ldc);
+    nb__prof_end(at->ctx, NB_PROF_GEMM, t0);
     return rc;
 }
 
@@ -3589,7 +3600,8 @@ static nb_result nb__check_gemm_config(nb_ctx* ctx, const char* fn, nb_gemm_conf
 NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                         nb_real alpha, const nb_real* A, int lda, const nb_real* B, int ldb,
                         nb_real beta, nb_real* C, int ldc) {
-    return nb__gemm(ctx, "nb_gemm", NULL, 0, M, N, K, alpha, nb__m(A, lda, transa),
+    const nb__gemm_at at = nb__at(ctx, "nb_gemm", NULL, 0);
+    return nb__gemm(&at, M, N, K, alpha, nb__m(A, lda, transa),
                     nb__m(B, ldb, transb), beta, C, ldc);
 }
 
@@ -3599,7 +3611,8 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
     nb_gemm_config bf16 = {NB_PRECISION_BF16, 0, NB_BACKEND_DEFAULT}; /* refused: NB_DOUBLE */
     nb_result rc = nb__check_gemm_config(ctx, "nb_gemm_bf16", &bf16, 0);
     if (rc) return rc;
-    return nb__gemm(ctx, "nb_gemm_bf16", NULL, 1, M, N, K, alpha, nb__m(A, lda, transa),
+    const nb__gemm_at at = nb__at(ctx, "nb_gemm_bf16", NULL, 1);
+    return nb__gemm(&at, M, N, K, alpha, nb__m(A, lda, transa),
                     nb__m(B, ldb, transb), beta, C, ldc);
 }
 
@@ -4808,6 +4821,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
     int d, P, BT, bf;
     if (rc) return rc;
     bf = NB__BF16(pl);
+    const nb__gemm_at at = nb__at(ctx, fn, pl->mm, bf);
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
     nb__attn_carve(pl, B, T, pl->max_threads, k->cache, k->scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
@@ -4821,7 +4835,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
         nb__to_bf16(ctx, m.x16, x, BT, d, d);
     }
     /* [Q|K|V] = x W_qkv^T; with site norms the raw projection is kept for their backward */
-    rc = nb__gemm(ctx, fn, pl->mm, bf, BT, P, d, 1, nb__op(x, m.x16, d, 0),
+    rc = nb__gemm(&at, BT, P, d, 1, nb__op(x, m.x16, d, 0),
                   nb__op(p->w_qkv, m.wqkv16, d, 1), 0, m.raw ? m.raw : m.qkv, P);
     if (rc) return rc;
     if (p->b_qkv) nb__add_bias(ctx, m.raw ? m.raw : m.qkv, p->b_qkv, BT, P);
@@ -4857,7 +4871,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
         nb__trace(ctx, "c_gated", m.cg, BT, d);
     }
     if (bf) nb__to_bf16(ctx, m.c16, m.cg, BT, d, d);
-    rc = nb__gemm(ctx, fn, pl->mm, bf, BT, d, d, 1, nb__op(m.cg, m.c16, d, 0),
+    rc = nb__gemm(&at, BT, d, d, 1, nb__op(m.cg, m.c16, d, 0),
                   nb__op(p->w_o, m.wo16, d, 1), 0, out, d);
     if (rc) return rc;
     if (p->b_o) nb__add_bias(ctx, out, p->b_o, BT, d);
@@ -4896,6 +4910,7 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
     int site, d, P, BT, bf;
     if (rc) return rc;
     bf = NB__BF16(pl);
+    const nb__gemm_at at = nb__at(ctx, fn, pl->mm, bf);
     NB__CHECK(!g || !g->w_qkv || !g->w_o || !x, NB_ERR_NULL,
               "nb_attn_backward: %s is required (NULL)",
               !g ? "g" : !g->w_qkv ? "g.w_qkv" : !g->w_o ? "g.w_o" : "x");
@@ -4912,11 +4927,11 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
     nb__attn_weights16(pl, p, &m);
     if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
     /* dC = dout W_o */
-    if ((rc = nb__gemm(ctx, fn, pl->mm, bf, BT, d, d, 1, nb__op(dout, m.dout16, d, 0),
+    if ((rc = nb__gemm(&at, BT, d, d, 1, nb__op(dout, m.dout16, d, 0),
                        nb__op(p->w_o, m.wo16, d, 0), 0, m.dc, d)))
         return rc;
     /* dW_o += dout^T C' (or = with NB__BWD_WRITE_DW, as for dW_qkv) */
-    if ((rc = nb__gemm(ctx, fn, pl->mm, bf, d, d, BT, 1, nb__op(dout, m.dout16, d, 1),
+    if ((rc = nb__gemm(&at, d, d, BT, 1, nb__op(dout, m.dout16, d, 1),
                        nb__op(m.cg, m.c16, d, 0), dw_beta, g->w_o, d)))
         return rc;
     if ((pl->desc.attn.bias & NB_ATTN_BIAS_OUT) && /* db_o += dout^T 1 */
@@ -4946,14 +4961,14 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
         }
     /* dW_qkv */
     if (bf) nb__to_bf16(ctx, m.dqkv16, m.dqkv, BT, P, P);
-    if ((rc = nb__gemm(ctx, fn, pl->mm, bf, P, d, BT, 1, nb__op(m.dqkv, m.dqkv16, P, 1),
+    if ((rc = nb__gemm(&at, P, d, BT, 1, nb__op(m.dqkv, m.dqkv16, P, 1),
                        nb__op(x, m.x16, d, 0), dw_beta, g->w_qkv, d)))
         return rc;
     if ((pl->desc.attn.bias & NB_ATTN_BIAS_QKV) && /* of the raw projection, before the norms */
         (rc = nb__bias_grad(ctx, g->b_qkv, m.dqkv, BT, P, m.ones)))
         return rc;
     /* dx = dQKV W_qkv */
-    return nb__gemm(ctx, fn, pl->mm, bf, BT, d, P, 1, nb__op(m.dqkv, m.dqkv16, P, 0),
+    return nb__gemm(&at, BT, d, P, 1, nb__op(m.dqkv, m.dqkv16, P, 0),
                     nb__op(p->w_qkv, m.wqkv16, d, 0), accumulate_dx ? 1 : 0, dx, d);
 }
 
@@ -5205,6 +5220,7 @@ static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     nb_real *h, *a, c;
     if (rc) return rc;
     bf = NB__BF16(plan);
+    const nb__gemm_at at = nb__at(ctx, fn, plan->mm, bf);
     d = plan->desc.d_model; f = plan->desc.ffn.d_ff; W = plan->in_width; BT = B * T;
     c = (nb_real)sqrt((double)d);
     nb__ffn_carve(plan, B, T, cache, k->scratch, &m);
@@ -5217,7 +5233,7 @@ static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
         }
         nb__to_bf16(ctx, m.x16, x, BT, d, d);
     }
-    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, W, d, 1, nb__op(x, m.x16, d, 0),
+    if ((rc = nb__gemm(&at, BT, W, d, 1, nb__op(x, m.x16, d, 0),
                        nb__op(p->w_in, m.w_in16, d, 1), 0, h, W)))
         return rc;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
@@ -5251,7 +5267,7 @@ static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     nb__trace(ctx, "proj", m.h0 ? m.h0 : h, BT, W);
     if (m.h0) nb__trace(ctx, "proj_scaled", h, BT, W);
     nb__trace(ctx, "act", a, BT, f);
-    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, d, f, 1, nb__op(a, m.a16, f, 0),
+    if ((rc = nb__gemm(&at, BT, d, f, 1, nb__op(a, m.a16, f, 0),
                        nb__op(p->w_out, m.w_out16, f, 1), 0, out, d)))
         return rc;
     if (p->b_out) nb__add_bias(ctx, out, p->b_out, BT, d);
@@ -5336,6 +5352,7 @@ static nb_result nb__ffn_bwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     nb__ffn_mem m;
     if (rc) return rc;
     bf = NB__BF16(plan);
+    const nb__gemm_at at = nb__at(ctx, fn, plan->mm, bf);
     NB__CHECK(!g || !g->w_in || !g->w_out || !x ||
                   (plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out)) ||
                   (plan->desc.ffn.in_scale && !g->in_scale),
@@ -5349,23 +5366,23 @@ static nb_result nb__ffn_bwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     nb__ffn_weights16(plan, p, &m);
     if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
     /* da = dout W_out */
-    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, BT, f, d, 1, nb__op(dout, m.dout16, d, 0),
+    if ((rc = nb__gemm(&at, BT, f, d, 1, nb__op(dout, m.dout16, d, 0),
                        nb__op(p->w_out, m.w_out16, f, 0), 0, m.da, f)))
         return rc;
     /* dW_out += dout^T a (= with NB__BWD_WRITE_DW, as dW_in) */
-    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, d, f, BT, 1, nb__op(dout, m.dout16, d, 1),
+    if ((rc = nb__gemm(&at, d, f, BT, 1, nb__op(dout, m.dout16, d, 1),
                        nb__op(m.a, m.a16, f, 0), dw_beta, g->w_out, f)))
         return rc;
     if (g->b_out && (rc = nb__bias_grad(ctx, g->b_out, dout, BT, d, m.ones))) return rc;
     nb__ffn_act_backward(ctx, plan, p, &m, BT);
     if (m.e && (rc = nb__bias_grad(ctx, g->in_scale, m.e, BT, W, m.ones))) return rc;
     /* dW_in += dh^T x */
-    if ((rc = nb__gemm(ctx, fn, plan->mm, bf, W, d, BT, 1, nb__op(m.dh, m.dh16, W, 1),
+    if ((rc = nb__gemm(&at, W, d, BT, 1, nb__op(m.dh, m.dh16, W, 1),
                        nb__op(x, m.x16, d, 0), dw_beta, g->w_in, d)))
         return rc;
     if (g->b_in && (rc = nb__bias_grad(ctx, g->b_in, m.dh, BT, W, m.ones))) return rc;
     /* dx = dh W_in */
-    return nb__gemm(ctx, fn, plan->mm, bf, BT, d, W, 1, nb__op(m.dh, m.dh16, W, 0),
+    return nb__gemm(&at, BT, d, W, 1, nb__op(m.dh, m.dh16, W, 0),
                     nb__op(p->w_in, m.w_in16, d, 0), opts & NB__BWD_ACC_DX ? 1 : 0, dx, d);
 }
 NBDEF nb_result nb_ffn_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,

@@ -829,9 +829,8 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
    NB_ERR_NULL, or NB_ERR_CONFIG for a cache without that forward; outputs untouched then. */
 NBDEF nb_result nb_attn_head_stats(const nb_attn_plan* plan, const nb_real* cache, int B, int T,
                                    double* max_logit, double* first_mass);
-/* attn.sink: the sink's probability of head h averaged over the B*T query rows (0 for every
-   head without sinks): what the sink took from the keys, the first key's mass among them.
-   Errors as nb_attn_head_stats. */
+/* attn.sink: the sink's probability of head h averaged over the B*T query rows, the mass it
+   took from the keys (0 for every head without sinks). Errors as nb_attn_head_stats. */
 NBDEF nb_result nb_attn_sink_mass(const nb_attn_plan* plan, const nb_real* cache, int B, int T,
                                   double* sink_mass);
 

@@ -39,11 +39,13 @@ int write_summary(const char* path, const config* c, const history* h, double un
         cJSON_AddNumberToObject(o, "hc_bwd_gain_peak", h->hc_bwd_peak);
     }
     /* attention (heads.c): the largest logit of the last step's forward and of any step, the
-       first-key mass (mean over layers and heads) at the last logged step, QK-Clip's head clips */
+       first-key mass (mean over layers and heads) at the last logged step, QK-Clip's head clips,
+       the sinks' mass (NaN without sinks) */
     cJSON_AddNumberToObject(o, "max_logit", h->max_logit);
     cJSON_AddNumberToObject(o, "max_logit_peak", h->max_logit_peak);
     cJSON_AddNumberToObject(o, "first_mass", h->first_mass);
     cJSON_AddNumberToObject(o, "qk_clips", (double)h->clips);
+    cJSON_AddNumberToObject(o, "sink_mass", h->sink_mass);
     cJSON_AddNumberToObject(o, "interrupted", h->interrupted);
     cJSON_AddNumberToObject(o, "unigram", unigram);
     cJSON_AddNumberToObject(o, "train_seconds", h->train_seconds);

@@ -172,7 +172,7 @@ static int read_run(const sweep* sw, sweep_run* r) {
     h->diverged_at = -1;
     h->final_loss = h->final_val = h->accuracy = h->seconds = NAN;
     h->hc_fwd = h->hc_bwd = h->hc_fwd_peak = h->hc_bwd_peak = NAN;
-    h->max_logit = h->max_logit_peak = h->first_mass = NAN;
+    h->max_logit = h->max_logit_peak = h->first_mass = h->sink_mass = NAN;
     snprintf(path, sizeof path, "%s/%s.json", sw->runs_dir, r->name);
     if (!(text = slurp(path))) return 1;
     o = cJSON_Parse(text);
@@ -193,6 +193,7 @@ static int read_run(const sweep* sw, sweep_run* r) {
     h->max_logit = num(o, "max_logit"); /* NaN in an older trainer's summary */
     h->max_logit_peak = num(o, "max_logit_peak");
     h->first_mass = num(o, "first_mass");
+    h->sink_mass = num(o, "sink_mass"); /* NaN without sinks (and in an older summary) */
     h->clips = inum(o, "qk_clips", 0, 1e15, 0);
     h->interrupted = (int)inum(o, "interrupted", 0, 1, 0);
     h->train_seconds = num(o, "train_seconds");
@@ -640,16 +641,16 @@ static int write_tables(const sweep* sw) {
     if (!(f = out_file(sw, "runs.csv", path, sizeof path))) return 1;
     fprintf(f, "preset,lr,seed,init,state,diverged_at,steps_done,final_loss,val_loss,accuracy,"
                "problems,seconds,log,spikes,hc_fwd_gain,hc_bwd_gain,hc_fwd_gain_peak,hc_bwd_gain_peak,"
-               "max_logit,max_logit_peak,first_mass,qk_clips\n");
+               "max_logit,max_logit_peak,first_mass,qk_clips,sink_mass\n");
     for (i = 0; i < sw->n_runs; i++) {
         const sweep_run* r = &sw->runs[i];
         fprintf(f, "%s,%.9g,%llu,%s,%s,%d,%d,%.9g,%.9g,%.6g,%d,%.2f,%s/%s.log,%d,%.6g,%.6g,%.6g,%.6g,"
-                "%.6g,%.6g,%.6g,%lld\n",
+                "%.6g,%.6g,%.6g,%lld,%.6g\n",
                 sw->labels[r->preset], sw->lrs[r->lr], sw->seeds[r->seed], r->h.init, k_state[r->state],
                 r->h.diverged_at, r->h.steps_done, r->h.final_loss, r->h.final_val, r->h.accuracy,
                 r->h.n_problems, r->h.seconds, sw->runs_dir, r->name, r->h.spikes, r->h.hc_fwd,
                 r->h.hc_bwd, r->h.hc_fwd_peak, r->h.hc_bwd_peak, r->h.max_logit, r->h.max_logit_peak,
-                r->h.first_mass, r->h.clips);
+                r->h.first_mass, r->h.clips, r->h.sink_mass);
     }
     rc |= close_out(f);
     if (!(f = out_file(sw, "summary.csv", path, sizeof path))) return 1;
@@ -889,7 +890,7 @@ static int plan(sweep* sw, const config* base) {
                 r->h.diverged_at = -1;
                 r->h.final_loss = r->h.final_val = r->h.accuracy = r->h.seconds = NAN;
                 r->h.hc_fwd = r->h.hc_bwd = r->h.hc_fwd_peak = r->h.hc_bwd_peak = NAN;
-                r->h.max_logit = r->h.max_logit_peak = r->h.first_mass = NAN;
+                r->h.max_logit = r->h.max_logit_peak = r->h.first_mass = r->h.sink_mass = NAN;
                 run_name(sw, r);
             }
     sw->out = base->files.out ? base->files.out : base->files.diag ? base->files.diag : ".";

@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
-Writes <outdir>/blocks_bf16.bin: nine stacks of tests/gen_block_fixtures.py (its descriptions,
+Writes <outdir>/blocks_bf16.bin: twelve stacks of tests/gen_block_fixtures.py (its descriptions,
 draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
 "bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
 backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
@@ -47,7 +47,8 @@ import torch
 
 import gen_block_fixtures as gbf
 from gen_block_fixtures import QKVC, make_cfg
-from nbfixture import DYT, GELU_TANH, LAYER, SWIGLU, Writer, output_dir, read_nbfx, twin
+from nbfixture import (DYT, GELU_TANH, LAYER, SINK_LEARNED, SINK_OFF_BY_ONE, SWIGLU, Writer,
+                       output_dir, read_nbfx, twin)
 
 MAX_BYTES = 1_000_000
 GEMM_WEIGHTS = ("att_proj.weight", "attn_out.weight", "ff_proj.weight", "ff_out.weight")
@@ -61,7 +62,9 @@ PREFIX = "bf16_"  # the file's case names: "bf16_" + gen_block_fixtures.py's nam
 
 # the cases: descriptions exactly as gen_block_fixtures.py makes them (its draws from its seeds;
 # a case that keeps gen_block_fixtures.py's first draw is checked to hold blocks.bin's values);
-# d=8, H=2, B=2, T=5, the L=3 ones with MQA (Hkv 1) or GQA groups of 2
+# d=8, H=2, B=2, T=5, the L=3 ones with MQA (Hkv 1) or GQA groups of 2; attention sinks,
+# learned with H=4, Hkv=2 and off-by-one after HybridNorm's site norms (the softmax with its
+# sink in the module's dtype, P rounded only as the context's operand, as without a sink)
 SMALL = dict(d=8, H=2)
 CASES = [
     ("pre_L3", make_cfg("PRE", 3, Hkv=1, **SMALL)),
@@ -75,6 +78,10 @@ CASES = [
     ("dyt_L2", make_cfg("DYT", 2, Hkv=1, norm=DYT, **SMALL)),
     ("abl_qkvc_post_L3", make_cfg("SITES_POST", 3, Hkv=1, sites=QKVC, **SMALL)),
     ("vres_learn_hybrid_L3", dict(make_cfg("HYBRID", 3, Hkv=2, **SMALL), value_residual=2)),
+    ("sink_learned_pre_gqa_L2", dict(make_cfg("PRE", 2, d=8, H=4, Hkv=2),
+                                     attn_sink=SINK_LEARNED)),
+    ("sink_obo_hybrid_L2", dict(make_cfg("HYBRID", 2, Hkv=1, **SMALL),
+                                attn_sink=SINK_OFF_BY_ONE)),
 ]
 
 
@@ -262,16 +269,17 @@ def is_tie(x):
 
 
 def is_probs(x):
-    """x is attention probabilities: (B, H, T, T), non-negative rows that sum to 1."""
+    """x is attention probabilities: (B, H, T, T), non-negative rows that sum to 1 (with a sink
+    to 1 - the sink's mass)."""
     return (x.dim() == 4 and x.shape[-1] == x.shape[-2] and bool((x >= 0).all()) and
-            bool(((x.sum(-1) - 1).abs() < 1e-9).all()))
+            bool((x.sum(-1) <= 1 + 1e-9).all()))
 
 
 def is_dscores(x):
-    """x is the gradient of the attention scores dS = P (dP - rowsum(P dP)): (B, H, T, T),
-    rows that sum to 0."""
-    return (x.dim() == 4 and x.shape[-1] == x.shape[-2] and
-            bool((x.sum(-1).abs() <= 1e-9 * x.abs().sum(-1)).all()))
+    """x is the gradient of the attention scores dS = P (dP - rowsum(P dP)): (B, H, T, T) of
+    both signs (its rows sum to 0; with a sink to p_sink rowsum(P dP)). The only other rounded
+    (B, H, T, T) operand is P, non-negative: main keeps T != d_k, so Q and K are not square."""
+    return x.dim() == 4 and x.shape[-1] == x.shape[-2] and bool((x < 0).any())
 
 
 def pushed_run(cfg, p, E, dout):
@@ -361,6 +369,7 @@ def main():
     w = Writer(MAX_BYTES)
     report = []
     for name, cfg in CASES:
+        assert cfg["T"] != cfg["d"] // cfg["H"], name  # is_dscores tells dS from Q and K
         base = gbf.SEED + zlib.crc32(name.encode()) % 100000  # gen_block_fixtures' seeds
         first, rejected = None, {}
         for attempt in range(MAX_DRAWS):
@@ -388,6 +397,8 @@ def main():
             w.add(cs + ".attn_bias", cfg["attn_bias"])
         if cfg.get("value_residual"):
             w.add(cs + ".value_residual", cfg["value_residual"])
+        if cfg.get("attn_sink"):
+            w.add(cs + ".attn_sink", cfg["attn_sink"])
         w.add(cs + ".preset_key",
               torch.tensor([float(ord(c)) for c in gbf.preset_key(cfg["preset"])]))
         w.add(cs + ".E", E)

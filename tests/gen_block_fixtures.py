@@ -42,7 +42,8 @@ Per case (names "<case>.<field>"):
              attn_gate, norm_gain, norm_bias, gain_offset, embed_scale_on (the option
              embed_scale; the name embed_scale is its parameter's), branch_scale, ffn_bias
              (nb_stack_desc; PORTING_FIELDS) only when not 0 (the cases of
-             gen_porting_fixtures.py, which writes blocks_porting.bin with this format)
+             gen_porting_fixtures.py, which writes blocks_porting.bin with this format);
+             attn_sink (nb_attn_sink: 1 learned, 2 off-by-one) only when not 0
     preset_key  the preset's key (nb_preset_name) as character codes, one per value
     tensors  E (B*T, d), dout, out, din (B*T, d)
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
@@ -73,7 +74,8 @@ import torch
 import torch.nn.functional as F
 
 from nbfixture import (DYT, FULL, GELU_TANH, HYPER_HC, HYPER_IDENTITY, HYPER_MHC, L2, LAYER,
-                       PER_HEAD, RMS, SITE_C, SITE_K, SITE_Q, SITE_V, SWIGLU, Writer,
+                       PER_HEAD, RMS, SINK_LEARNED, SINK_OFF_BY_ONE, SITE_C, SITE_K, SITE_Q,
+                       SITE_V, SWIGLU, Writer,
                        apply_rope, check_norm_rope_order, expand_to_mhc_ref,
                        hc_depth_connection, hc_width_connection, justnorm, mhc_head_ref,
                        mhc_sublayer, ngpt_block_ref, ngpt_rope_official, norm_fn, output_dir,
@@ -81,11 +83,12 @@ from nbfixture import (DYT, FULL, GELU_TANH, HYPER_HC, HYPER_IDENTITY, HYPER_MHC
 from nbfixture import attention as mha
 
 SEED = 20240611
-# 2.39 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
+# 2.46 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
 # 768 values at n = 4, d = 8, and every parameter is stored with its gradient), CompleteP's
 # cases (cp_*) 156 kB, nGPT's five 109 kB (ngpt_L2 40 kB of them: the code's SwiGLU of 4d, 2f x d
-# + d x f + 2f values per layer at d = 8, f = 32); the other cases keep the 1.8 MB they had
-MAX_BYTES = 2_390_000
+# + d x f + 2f values per layer at d = 8, f = 32), the attention sinks' three (sink_*) 70 kB;
+# the other cases keep the 1.8 MB they had
+MAX_BYTES = 2_460_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -155,7 +158,7 @@ DRAW_ORDER = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "c
               "hc_attn_fn", "hc_attn_base", "hc_attn_scale", "hc_attn",
               "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", "hc_ffn",
               "sqk", "suv", "attn_alpha", "mlp_alpha", "attn_res_norm", "ff_res_norm",
-              "attn_resweight", "ff_resweight")
+              "attn_resweight", "ff_resweight", "sinks")
 
 
 def draw_params(cfg, stack=None):
@@ -173,7 +176,8 @@ def draw_params(cfg, stack=None):
     The porting options (gen_porting_fixtures.py): Derf's alpha_shift alpha in [0.6, 1.2] and
     shift N(0, 0.2^2); embed_scale in [0.6, 1.4] (E is O(1) here, not an embedding of std
     ~1/sqrt(d)); gains stored for gain_offset (1 + w) w = rand_gain - 1; SkipInit's
-    attn_resweight, ff_resweight as ReZero's."""
+    attn_resweight, ff_resweight as ReZero's. Attention sinks' logits N(0, 1), of the scores'
+    size: the sink takes a visible share of each head's rows."""
     stack = stack or twin_stack(cfg)
     d, f = cfg["d"], cfg["f"]
 
@@ -206,6 +210,8 @@ def draw_params(cfg, stack=None):
                 p[name] = 1.0 + 0.3 * torch.randn(t.shape)
             else:
                 raise AssertionError("no draw for %s" % name)
+        elif last == "sinks":
+            p[name] = torch.randn(t.shape)
         elif last in ("sqk", "suv"):
             lo, w = (1.0, 1.0) if last == "sqk" else (1.0, 1.5)
             p[name] = (lo + w * torch.rand(t.shape)) / math.sqrt(d)
@@ -281,10 +287,13 @@ def attention(cfg, p, pre, x, sites, width, probs):
         return norm_fn(kind, t, None if kind == L2 else p[pre + site + "_norm.weight"], None, eps)
 
     qk, scale, _ = ngpt_options(cfg)
+    sink = cfg.get("attn_sink", 0)  # the learned logits, or the off-by-one softmax's z = 0
+    sinks = (p[pre + "sinks"] if sink == SINK_LEARNED else
+             torch.zeros(cfg["H"]) if sink == SINK_OFF_BY_ONE else None)
     out, pr = mha(x, p[pre + "att_proj.weight"], p[pre + "attn_out.weight"], cfg["B"], cfg["T"],
                   cfg["d"], cfg["H"], cfg["Hkv"], sites, width, snorm, cfg["rope"], cfg["theta"],
                   True, p.get(pre + "att_proj.bias"), p.get(pre + "attn_out.bias"), vmix,
-                  p[pre + "sqk"] if qk else None, scale, cfg.get("attn_gate", 0))
+                  p[pre + "sqk"] if qk else None, scale, cfg.get("attn_gate", 0), sinks)
     probs.append(pr.detach())
     return out
 
@@ -635,6 +644,10 @@ def draw(name, cfg, seed, reference=None):
     for l, pr in enumerate(probs):
         if not pr[:, :, 1:, :].max() > 0.5:
             return None, "near-uniform attention in layer %d" % l
+        if cfg.get("attn_sink"):  # the sink takes a visible share of every head's rows
+            sunk = (1 - pr.sum(-1)).mean(dim=(0, 2)).min().item()
+            if not sunk > 0.02:
+                return None, "a sink takes %.3g of a head's rows in layer %d" % (sunk, l)
     # activations stay O(1), gradients moderate
     for t in hidden + [out, din]:
         r = t.pow(2).mean().sqrt().item()
@@ -705,6 +718,8 @@ def add_case(w, name, cfg, report, reference=None):
     for field in PORTING_FIELDS:
         if cfg.get(field):
             w.add(name + "." + field, cfg[field])
+    if cfg.get("attn_sink"):  # optional: absent = 0 (no sink)
+        w.add(name + ".attn_sink", cfg["attn_sink"])
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)
     w.add(name + ".dout", dout)
@@ -925,6 +940,7 @@ def self_checks():
     check_norm_rope_order(t, sin, cos, rand_gain(4))
 
     ngpt_self_checks(E, fwd)
+    sink_self_checks(E, fwd)
     print("self-checks passed")
 
 
@@ -1006,6 +1022,54 @@ def ngpt_self_checks(E, fwd):
                           atol=1e-12)
     assert torch.allclose(justnorm(apply_rope(q, sin, cos)), apply_rope(justnorm(q), sin, cos),
                           rtol=0, atol=1e-12)
+
+
+def sink_self_checks(E, fwd):
+    """Attention sinks in the twin: a learned sink of logit 0 is the off-by-one softmax, one far
+    below every score is no sink, and a sink changes the output; "sinks" sits after sqk and before
+    ff_proj in the library's order (nb__walk_layer); the twin refuses an unknown attn.sink, and a
+    Hugging Face export of a stack with sinks, naming attn_sink; the trainer's metadata
+    (attn_sink: none, learned, off-by-one) reads back as its attn.sink."""
+    pre = make_cfg("PRE", 2, 16, 4, 2)
+    p = draw_params(pre)
+    learned = dict(pre, attn_sink=SINK_LEARNED)
+    zero = dict(p, **{"blocks.%d.sinks" % l: torch.zeros(4) for l in range(2)})
+    far = dict(p, **{"blocks.%d.sinks" % l: torch.full((4,), -1e4) for l in range(2)})
+    assert torch.allclose(fwd(learned, zero), fwd(pre, p, attn=dict(sink="off_by_one")), rtol=0,
+                          atol=1e-12)
+    assert torch.allclose(fwd(learned, far), fwd(pre, p), rtol=0, atol=1e-12)
+    assert not torch.allclose(fwd(learned, zero), fwd(pre, p), atol=1e-3)
+    ng = make_cfg("PRE", 1, 16, 4, 4, sites=QKVC)
+    names = [n for n, _ in twin_stack(ng, attn=dict(qk_scale=1, sink="learned"),
+                                      ffn=dict(in_scale=1)).library_parameters()]
+    assert names[:9] == ["blocks.0." + n for n in (
+        "att_proj.weight", "attn_out.weight", "q_norm.weight", "k_norm.weight", "v_norm.weight",
+        "c_norm.weight", "sqk", "sinks", "ff_proj.weight")], names
+    base = twin_config(pre, "pre")
+    try:
+        twin.resolve(base.with_fields(attn=dict(sink="sigmoid")))
+        raise AssertionError("the twin accepts attn.sink 'sigmoid'")
+    except ValueError as e:
+        assert "attn.sink" in str(e), e
+    for sink in ("learned", "off_by_one"):
+        stack = twin.Stack(base.with_fields(attn=dict(sink=sink)))
+        for fn in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
+            try:
+                fn()
+                raise AssertionError("a stack with attn.sink %s is exported" % sink)
+            except ValueError as e:
+                assert "attn_sink" in str(e), e
+    meta = dict(vocab_size="256", n_layers="2", d_model="16", n_heads="4", n_kv_heads="2",
+                d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
+    for value, sink in ((None, ""), ("none", ""), ("learned", "learned"),
+                        ("off-by-one", "off_by_one")):
+        m = dict(meta, **({} if value is None else {"attn_sink": value}))
+        assert twin.config_from_metadata(m).attn.sink == sink, value
+    try:
+        twin.config_from_metadata(dict(meta, attn_sink="sigmoid"))
+        raise AssertionError("config_from_metadata accepts attn_sink 'sigmoid'")
+    except ValueError as e:
+        assert "attn_sink" in str(e), e
 
 
 def main():
@@ -1134,6 +1198,16 @@ def main():
     # EmbedNorm with every norm L2: the embedding's and the final L2 norm on unnormalized
     # states (a Post-Norm stack's final L2 acts on unit rows, where it changes nothing)
     cases.append(("embednorm_l2_L2", make_cfg("EMBEDNORM", 2, Hkv=1, norm=L2, **small)))
+    # attention sinks (gpt-oss's learned logit per query head; the off-by-one softmax), checked
+    # against torchtitan's form (nbfixture.attention): learned on Pre-Norm with GQA (H = 4,
+    # Hkv = 2: one sink per query head), off-by-one on HybridNorm (after its QKV site norms)
+    # with MQA, learned on SiameseNorm's two streams
+    cases.append(("sink_learned_pre_gqa_L2", dict(make_cfg("PRE", 2, d=8, H=4, Hkv=2),
+                                                  attn_sink=SINK_LEARNED)))
+    cases.append(("sink_obo_hybrid_L2", dict(make_cfg("HYBRID", 2, Hkv=1, **small),
+                                             attn_sink=SINK_OFF_BY_ONE)))
+    cases.append(("sink_learned_siamese_L2", dict(make_cfg("SIAMESE", 2, Hkv=2, **small),
+                                                  attn_sink=SINK_LEARNED)))
 
     check_header_keys(cfg["preset"] for _, cfg in cases)
     for name, cfg in cases:

@@ -17,10 +17,14 @@ File format: NBFX0001, written by tests/nbfixture.py, read by tests/fixture.h. S
 attention.bin, per case:
     scalars  B, T, d, H, Hkv, sites (Q=1 K=2 V=4 C=8), width (1 per head, 2 full),
              norm (1 RMS, 2 LayerNorm), no_gain (1 = site norms without gain), rope (0/1),
-             theta, causal (0/1), eps; bias (NB_ATTN_BIAS_* mask) only when not 0
+             theta, causal (0/1), eps; bias (NB_ATTN_BIAS_* mask) only when not 0; sink
+             (nb_attn_sink: 1 learned, 2 off-by-one) only when not 0
     inputs   x (B*T, d), w_qkv (d + 2*Hkv*dk, d), w_o (d, d), q_gain/k_gain/v_gain/c_gain
-             (present for normalized sites unless no_gain), b_qkv, b_o (with bias), dout
-    results  out, dx, dw_qkv, dw_o, dq_gain/dk_gain/dv_gain/dc_gain, db_qkv, db_o
+             (present for normalized sites unless no_gain), b_qkv, b_o (with bias), sinks (H,
+             learned sinks), dout
+    results  out, dx, dw_qkv, dw_o, dq_gain/dk_gain/dv_gain/dc_gain, db_qkv, db_o, dsinks;
+             sink_mass (H, with a sink: each head's mean sink probability over the B*T rows,
+             nb_attn_sink_mass)
 ffn.bin, per case:
     scalars  B, T, d, f, type (1 SwiGLU, 2 GELU tanh, 3 GELU erf), bias (1/0)
     inputs   x (B*T, d), w_in (2f or f, d), b_in, w_out (d, f), b_out, dout (B*T, d)
@@ -36,12 +40,14 @@ import torch
 import torch.nn.functional as F
 
 from nbfixture import (FFN_TYPES, FULL, GELU_ERF, GELU_TANH, LAYER, NORM_KINDS, PER_HEAD, RMS,
-                       SITE_C, SITE_K, SITE_Q, SITE_V, SITES, SWIGLU, Writer, apply_rope,
+                       SINK_LEARNED, SINK_OFF_BY_ONE, SINKS, SITE_C, SITE_K, SITE_Q, SITE_V,
+                       SITES, SWIGLU, Writer, apply_rope,
                        attention, check_norm_rope_order, norm_fn, output_dir, rand_gain,
                        rope_sin_cos, site_width, twin)
 
 SEED = 20240602
-MAX_BYTES = 400 * 1024
+# attention.bin: 390 kB, and 61 kB more for the sink cases (attn_sink_*)
+MAX_BYTES = 460 * 1024
 
 
 # ---- the twin's sublayers ----------------------------------------------------------------
@@ -81,7 +87,7 @@ def leaf(t):
     return t.detach().clone().requires_grad_(True)
 
 
-def attn_forward(cfg, x, w_qkv, w_o, gains, b_qkv=None, b_o=None):
+def attn_forward(cfg, x, w_qkv, w_o, gains, b_qkv=None, b_o=None, sinks=None):
     """The direct transcription (nbfixture.attention); the site norms have no bias (OLMo)."""
     kind, eps = cfg["norm"], cfg["eps"]
 
@@ -90,11 +96,11 @@ def attn_forward(cfg, x, w_qkv, w_o, gains, b_qkv=None, b_o=None):
 
     return attention(x, w_qkv, w_o, cfg["B"], cfg["T"], cfg["d"], cfg["H"], cfg["Hkv"],
                      cfg["sites"], cfg["width"], snorm, cfg["rope"], cfg["theta"], cfg["causal"],
-                     b_qkv, b_o)
+                     b_qkv, b_o, sinks=sinks)
 
 
 def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
-              theta=10000.0, causal=1, eps=1e-5, no_gain=0, bias=0):
+              theta=10000.0, causal=1, eps=1e-5, no_gain=0, bias=0, sink=0):
     cfg = dict(B=B, T=T, d=d, H=H, Hkv=Hkv, sites=sites, width=width, norm=norm, rope=rope,
                theta=theta, causal=causal, eps=eps)
     dk = d // H
@@ -110,12 +116,14 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
         vals["att_proj.bias"] = 0.5 * torch.randn(d + 2 * Hkv * dk)
     if bias & twin.ATTN_BIAS_OUT:
         vals["attn_out.bias"] = 0.5 * torch.randn(d)
+    if sink == SINK_LEARNED:  # O(1) logits: the sink takes a visible share of every head
+        vals["sinks"] = torch.randn(H)
 
     # the twin (site norms without gain: the twin's gains stay 1)
     blk = twin_block(d, H, Hkv, norm=dict(type=NORM_KINDS[norm], eps=eps),
                      attn=dict(sites=sites, site_width="per_head" if width == PER_HEAD else
                                "full", rope=bool(rope), rope_theta=theta,
-                               non_causal=not causal, bias=bias))
+                               non_causal=not causal, bias=bias, sink=SINKS[sink]))
     set_params(blk, vals)
     blk.probs = []
     xt = leaf(x)
@@ -126,7 +134,9 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
     ref, p = attn_forward(cfg, xd, direct["att_proj.weight"], direct["attn_out.weight"],
                           {s: direct[s + "_norm.weight"] for s, _ in SITES
                            if s + "_norm.weight" in direct},
-                          direct.get("att_proj.bias"), direct.get("attn_out.bias"))
+                          direct.get("att_proj.bias"), direct.get("attn_out.bias"),
+                          direct["sinks"] if sink == SINK_LEARNED else
+                          torch.zeros(H) if sink == SINK_OFF_BY_ONE else None)
     dout = torch.randn(B * T, d)
     grads, ref_grads = backward_both((out, ref), dout, (
         [xt] + [blk.get_parameter(k) for k in vals], [xd] + list(direct.values())))
@@ -136,6 +146,9 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
     pv = p.detach()
     vis = pv[pv > 0]
     assert vis.max() > 0.5, name
+    # and a sink takes a visible share in every head, or dz and the rescaling go untested
+    sink_mass = (1 - pv.sum(-1)).mean(dim=(0, 2))  # per head, over the B*T rows
+    assert not sink or sink_mass.min() > 0.02, (name, sink_mass)
 
     for field, val in (("B", B), ("T", T), ("d", d), ("H", H), ("Hkv", Hkv), ("sites", sites),
                        ("width", width), ("norm", norm), ("no_gain", no_gain), ("rope", rope),
@@ -143,10 +156,12 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
         w.add(name + "." + field, val)
     if bias:  # optional: absent = no biases
         w.add(name + ".bias", bias)
+    if sink:  # optional: absent = no sink
+        w.add(name + ".sink", sink)
     # the fixture's names of the twin's parameters, in the order the file has always had
     fixture = [("att_proj.weight", "w_qkv"), ("attn_out.weight", "w_o")] + \
         [(s + "_norm.weight", s + "_gain") for s, _ in SITES] + \
-        [("att_proj.bias", "b_qkv"), ("attn_out.bias", "b_o")]
+        [("att_proj.bias", "b_qkv"), ("attn_out.bias", "b_o"), ("sinks", "sinks")]
     w.add(name + ".x", x)
     for k, f in fixture:
         if k in vals:
@@ -157,6 +172,8 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
     for k, f in [("x", "x")] + fixture:
         if k in named:
             w.add(name + ".d" + f, named[k])
+    if sink:
+        w.add(name + ".sink_mass", sink_mass)
 
 
 # ---- FFN -----------------------------------------------------------------------------------
@@ -282,6 +299,17 @@ def main():
         torch.manual_seed(SEED + 1)
         attn_case(w, "attn_bias_qkvc_gqa_rope", 2, 5, 16, 4, 2, Q | K | V | C, bias=3)
         attn_case(w, "attn_bias_out_mha", 1, 7, 16, 4, 4, 0, rope=0, bias=2)
+    # attention sinks (gpt-oss's learned logit per query head; the off-by-one softmax): GQA
+    # (one sink per query head, not per KV head), non-causal rows (no key masked), full-width
+    # QKVC norms with biases (the C norm after the sink's rescaling: a per-head C norm would
+    # all but undo it, leaving dz ~ 0); a stream of their own too
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED + 2)
+        attn_case(w, "attn_sink_learned_gqa_rope", 2, 7, 16, 4, 2, Q | K, sink=SINK_LEARNED)
+        attn_case(w, "attn_sink_obo_noncausal_mha", 2, 5, 16, 4, 4, Q | K | V, rope=0, causal=0,
+                  sink=SINK_OFF_BY_ONE)
+        attn_case(w, "attn_sink_learned_qkvc_full_mqa_bias", 1, 7, 16, 4, 1, Q | K | V | C,
+                  width=FULL, bias=3, sink=SINK_LEARNED)
     write(w, outdir, "attention.bin")
 
     w = Writer(MAX_BYTES)

@@ -123,6 +123,9 @@ FFN_TYPES = {SWIGLU: "swiglu", GELU_TANH: "gelu_tanh", GELU_ERF: "gelu_erf"}
 # gated attention's output gate (nb_attn_gate) and the branch scales (nb_branch_scale)
 GATE_HEADWISE, GATE_ELEMENTWISE = 1, 2
 GATES = {0: "", GATE_HEADWISE: "headwise", GATE_ELEMENTWISE: "elementwise"}
+# attention sinks (nb_attn_sink)
+SINK_LEARNED, SINK_OFF_BY_ONE = 1, 2
+SINKS = {0: "", SINK_LEARNED: "learned", SINK_OFF_BY_ONE: "off_by_one"}
 BRANCH_SCALAR, BRANCH_CHANNEL, BRANCH_INTERP, BRANCH_SUBLAYER = 1, 2, 3, 4
 BRANCH_SCALES = {0: "", BRANCH_SCALAR: "scalar", BRANCH_CHANNEL: "channel",
                  BRANCH_INTERP: "interp", BRANCH_SUBLAYER: "sublayer"}
@@ -138,8 +141,8 @@ def twin_config(s, preset):
     attn_bias, value_residual, hyper, hyper_streams, hyper_static, hyper_sinkhorn, depth_alpha,
     depth_base, interp_init, qk_scale, softmax_scale, ffn_in_scale, and the porting options
     attn_gate, norm_gain, norm_bias, gain_offset, embed_scale_on (embed_scale: the parameter's
-    name), branch_scale, ffn_bias; the fixtures' 0.1 names), preset is the library's preset
-    key."""
+    name), branch_scale, ffn_bias; attn_sink; the fixtures' 0.1 names), preset is the library's
+    preset key."""
     return twin.StackConfig(
         preset=preset, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
         n_kv_heads=int(s["Hkv"]), mixln_alpha=float(s["mixln_alpha"]),
@@ -152,7 +155,7 @@ def twin_config(s, preset):
             sites=int(s["sites"]), bias=int(s.get("attn_bias", 0)), rope=bool(s["rope"]),
             rope_theta=float(s["theta"]), qk_scale=int(s.get("qk_scale", 0)),
             softmax_scale=float(s.get("softmax_scale", 0)),
-            gate=GATES[int(s.get("attn_gate", 0))]),
+            gate=GATES[int(s.get("attn_gate", 0))], sink=SINKS[int(s.get("attn_sink", 0))]),
         ffn=twin.FfnConfig(
             type=FFN_TYPES[int(s["ffn"])], d_ff=int(s["f"]), bias=int(s.get("ffn_bias", 0)),
             in_scale=int(s.get("ffn_in_scale", 0))),
@@ -259,7 +262,7 @@ def site_width(d, H, Hkv, width, site):
 
 
 def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, causal,
-              b_qkv=None, b_o=None, vmix=None, sqk=None, softmax_scale=None, gate=0):
+              b_qkv=None, b_o=None, vmix=None, sqk=None, softmax_scale=None, gate=0, sinks=None):
     """MHA_#(x): fused Q|K|V projection (nn.Linear, bias b_qkv optional), GQA, site norms
     snorm(site, t) per head with one d_k gain (or full width, OLMo-2, before the head split),
     RoPE after the norms (V is never rotated), scale 1/sqrt(d_k), C norm before W_o (bias b_o
@@ -270,8 +273,13 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
     attention as normblocks.h documents its composition with the C norm (GATE_HEADWISE: H
     logits per token, GATE_ELEMENTWISE: d; the projection's last columns), C' = Nc(C)
     sigmoid(G) before W_o. No official code has both a C norm and the gate; the official gate
-    (qiuzh20/gated_attention) is qwen3_gated_attention_ref below.
-    x (B*T, d). Returns the output (B*T, d) and the attention probabilities (B, H, T, T)."""
+    (qiuzh20/gated_attention) is qwen3_gated_attention_ref below. sinks: attention sinks' logits
+    z_h (H; zeros for the off-by-one softmax), in torchtitan's gpt-oss form (its Attention.forward:
+    the attention output without sink times sigmoid(lse - z_h), lse the row's log-sum-exp of
+    the scaled, masked scores): the same function as gpt-oss's concatenated column (the twin's),
+    written the other way.
+    x (B*T, d). Returns the output (B*T, d) and the attention probabilities (B, H, T, T), with
+    sinks the probabilities of the keys (rows summing to 1 - the sink's mass)."""
     dk = d // H
     G = {0: 0, GATE_HEADWISE: H, GATE_ELEMENTWISE: d}[gate]
 
@@ -327,7 +335,12 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
         mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
         s = s.masked_fill(mask, float("-inf"))
     p = torch.softmax(s, dim=-1)
-    o = (p @ v).transpose(1, 2)  # (B, T, H, dk)
+    o = p @ v  # (B, H, T, dk)
+    if sinks is not None:  # torchtitan: output * sigmoid(lse - sinks.view(1, -1, 1))
+        lse = torch.logsumexp(s, dim=-1)
+        sink_scale = torch.sigmoid(lse - sinks.view(1, -1, 1)).unsqueeze(-1)
+        o, p = o * sink_scale, p * sink_scale
+    o = o.transpose(1, 2)  # (B, T, H, dk)
     if sites & SITE_C:
         # per head, before the concatenation (or over the whole row at full width)
         o = snorm("c", o if width == PER_HEAD else o.reshape(B, T, d))

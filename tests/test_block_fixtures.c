@@ -125,6 +125,9 @@ static const block_case cases[] = {
     {"pre_gelu_qk_suv_L1", ""},
     {"post_l2_qkv_L2", ""},
     {"embednorm_l2_L2", ""},
+    {"sink_learned_pre_gqa_L2", "Pre-Norm"},
+    {"sink_obo_hybrid_L2", "HybridNorm"},
+    {"sink_learned_siamese_L2", NULL},
 };
 
 /* Keep in sync with the names printed by tests/gen_porting_fixtures.py. By name only where the
@@ -292,6 +295,7 @@ static const block_case bf16_cases[] = {
     {"bf16_pre_L3", ""}, {"bf16_post_L3", ""}, {"bf16_olmo2_L3", ""}, {"bf16_hybrid_L3", ""},
     {"bf16_mixln_L3", ""}, {"bf16_siamese_L3", ""}, {"bf16_gpt2_L3", ""}, {"bf16_dyt_L2", ""},
     {"bf16_abl_qkvc_post_L3", ""}, {"bf16_vres_learn_hybrid_L3", ""},
+    {"bf16_sink_learned_pre_gqa_L2", ""}, {"bf16_sink_obo_hybrid_L2", ""},
 };
 
 /* desc.bf16_weights, on the variants with zeroed gradients: the same stack reading the
@@ -405,6 +409,7 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
     else if (ends_with(field, ".attn_alpha") || ends_with(field, ".mlp_alpha"))
         *kind = NB_TENSOR_INTERP; /* nGPT's eigen learning rates */
     else if (ends_with(field, ".sqk")) *kind = NB_TENSOR_QK_SCALE;
+    else if (ends_with(field, ".sinks")) *kind = NB_TENSOR_SINKS;
     else if (ends_with(field, ".suv")) *kind = NB_TENSOR_FF_SCALE;
     else if (strstr(field, "hc_") && !strstr(field, ".norm.")) {
         /* hyper-connections: mHC's hc_<s>_fn, _base, _scale and hc_head_*, HC's
@@ -618,6 +623,8 @@ static void run_case(const block_case* bc, const variant* v) {
         const nbf_tensor* qs = nbf_field(cs, "qk_scale", 0);
         const nbf_tensor* ss = nbf_field(cs, "softmax_scale", 0);
         const nbf_tensor* fs = nbf_field(cs, "ffn_in_scale", 0);
+        /* attention sinks: absent = 0 (none) */
+        const nbf_tensor* as = nbf_field(cs, "attn_sink", 0);
         desc.siamese.no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
         desc.attn.bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
         desc.residual.value_residual = vr && vr->n == 1 ? (int)vr->data[0] : 0;
@@ -631,6 +638,7 @@ static void run_case(const block_case* bc, const variant* v) {
         desc.attn.qk_scale = qs && qs->n == 1 ? (int)qs->data[0] : 0;
         desc.attn.softmax_scale = ss && ss->n == 1 ? (nb_real)ss->data[0] : 0;
         desc.ffn.in_scale = fs && fs->n == 1 ? (int)fs->data[0] : 0;
+        desc.attn.sink = as && as->n == 1 ? (nb_attn_sink)(int)as->data[0] : NB_SINK_NONE;
         porting_options(cs, &desc);
         /* the stack's streams: 2 for SiameseNorm, n with hyper-connections, else 1 */
         streams = preset == NB_PRESET_SIAMESE || preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;

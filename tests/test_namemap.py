@@ -38,6 +38,8 @@ buffers); a Llama file with Q/K/V biases (Qwen2's). The C tool and the twin must
    the Mix-LN code, read in section 1) are refused by --export naming the field.
 4. config.json refusals: keys the library does not compute are refused by nbimport and by the
    twin's config_from_hf, both naming the key; inert keys are accepted by both.
+5. Attention sinks: a Llama-named file with gpt-oss's self_attn.sinks (hf_parts' names) runs in
+   nbimport to the twin's output; the export of the stack is refused by both, naming attn_sink.
 
 Tolerance: float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin| (measured
 ~1e-6); the float64 twin against the float64 transcription, 1e-10 + 1e-9 |ref|. Exits 77
@@ -529,6 +531,30 @@ def config_refusals(nbimport, work):
                (json.dumps(change), "accepted" if key is None else "refused"), r.stderr.strip())
 
 
+def sinks(nbimport, work):
+    """gpt-oss's sinks under Llama's names (self_attn.sinks, transformers' GptOssAttention):
+    nbimport reads a file written in hf_parts' names (to_hf refuses the stack) to the twin's
+    output; no Llama-family or GPT-2 class has a sink, so both refuse the export, naming
+    attn_sink."""
+    stack = make_stack("pre", 2, True, attn=dict(sink="learned"))
+    p = {n_: t.detach() for n_, t in stack.library_parameters()}
+    E = torch.randn(B, T, D)
+    model = {name: p[lib][r0:r0 + rows] for lib, parts in twin.hf_parts(stack, "hf-llama")
+             for name, r0, rows, _ in parts}
+    meta = dict(train_meta(stack, "pre"), attn_sink="learned")
+    r, out = run_file(nbimport, "hf-llama", model, meta, E, work, "sinks")
+    report(close(out, forward(stack, E)) and "model.layers.1.self_attn.sinks" in model,
+           "sinks (hf-llama): %d tensors, self_attn.sinks read" % len(model), r.stderr.strip())
+    lib_path, exp_path = os.path.join(work, "sinks.lib"), os.path.join(work, "sinks.exp")
+    write_safetensors(lib_path, list(p.items()), meta)
+    r = subprocess.run([nbimport, "--export", "hf-llama", lib_path, exp_path],
+                       capture_output=True, text=True)
+    report(r.returncode == 1 and "attn_sink" in r.stderr and not os.path.exists(exp_path),
+           "sinks: --export hf-llama refuses it, naming attn_sink", r.stderr.strip())
+    report(raises(lambda: twin.to_hf(stack, "hf-llama"), "attn_sink"),
+           "sinks: to_hf refuses it, naming attn_sink")
+
+
 def main():
     nbimport = sys.argv[1]
     torch.manual_seed(7)
@@ -537,6 +563,7 @@ def main():
         hf_directories(nbimport, work)
         exports(nbimport, work)
         config_refusals(nbimport, work)
+        sinks(nbimport, work)  # last: its stack's init draws from the seeded stream
     print("all passed" if not failed else "%d failed" % failed)
     return 1 if failed else 0
 

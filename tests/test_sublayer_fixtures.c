@@ -11,7 +11,8 @@
    For every case: build the description from the stored scalars, make a plan, bind the
    parameters and a zeroed gradient buffer (both contiguous, plan.n_params values), copy the
    fixture weights in, run forward and backward, compare out, dx and every parameter gradient.
-   Attention runs in three variants:
+   With a sink (attn.sink), nb_attn_sink_mass after the forward is compared with the twin's
+   per-head sink mass. Attention runs in three variants:
      probs   NB_ATTN_MEMORY_PROBS, plan for exactly (B, T), dx overwritten, default threads
      lse     NB_ATTN_MEMORY_LSE, plan for exactly (B, T), dx overwritten, 3 threads
      accum   NB_ATTN_MEMORY_PROBS, plan for (B + 1, T + 3) (larger than the call), dx and the
@@ -36,7 +37,8 @@ static const char* const attn_cases[] = {
     "attn_kc_gqa_norope",     "attn_qkv_full_gqa_rope",  "attn_qk_full_rope",
     "attn_qkvc_full_mqa_rope", "attn_qkvc_ln_gqa_rope",  "attn_qkv_noncausal_gqa",
     "attn_qkv_theta500k",     "attn_qkvc_nogain_gqa",    "attn_bias_qkvc_gqa_rope",
-    "attn_bias_out_mha",
+    "attn_bias_out_mha",      "attn_sink_learned_gqa_rope", "attn_sink_obo_noncausal_mha",
+    "attn_sink_learned_qkvc_full_mqa_bias",
 };
 static const char* const ffn_cases[] = {
     "ffn_swiglu", "ffn_swiglu_bias", "ffn_gelu_tanh_bias", "ffn_gelu_erf_bias",
@@ -70,11 +72,32 @@ static void copy_in(nb_real* dst, const nbf_tensor* t) {
 
 static const char* const site_names[4] = {"q", "k", "v", "c"};
 
+/* nb_attn_sink_mass of the forward in cache against the twin's per-head sink mass. */
+static void check_sink_mass(nb_ctx* ctx, const nb_attn_plan* plan, const nb_real* cache, int B,
+                            int T, const nbf_tensor* want, const char* cs, const char* tag) {
+    double got[64];
+    nb_real got_r[64];
+    int h, H = plan->desc.n_heads;
+    char name[200];
+    if (H > 64) {
+        nbf_fail("%s/%s: %d heads, sink_mass checks at most 64", cs, tag, H);
+        return;
+    }
+    if (!nbf_check_rc(ctx, nb_attn_sink_mass(plan, cache, B, T, got), cs, tag,
+                      "nb_attn_sink_mass"))
+        return;
+    for (h = 0; h < H; h++) got_r[h] = (nb_real)got[h];
+    snprintf(name, sizeof name, "%s/%s: sink_mass", cs, tag);
+    nbt_close(name, got_r, want->data, (size_t)H, FX_ATOL, FX_RTOL);
+}
+
 static void run_attn(const char* cs, const variant* v) {
-    int B, T, d, H, Hkv, sites, width, norm, no_gain, rope, causal, dk, qkvw, s, bias = 0;
+    int B, T, d, H, Hkv, sites, width, norm, no_gain, rope, causal, dk, qkvw, s, bias = 0,
+        sink = 0;
     double theta, eps;
     const nbf_tensor *x, *w_qkv, *w_o, *dout, *out, *dx, *dw_qkv, *dw_o;
     const nbf_tensor *b_qkv = NULL, *b_o = NULL, *db_qkv = NULL, *db_o = NULL;
+    const nbf_tensor *sinks = NULL, *dsinks = NULL, *sink_mass = NULL;
     const nbf_tensor *gain[4] = {NULL, NULL, NULL, NULL}, *dgain[4] = {NULL, NULL, NULL, NULL};
     size_t expect_params, n_act;
     nb_attn_desc desc;
@@ -122,6 +145,20 @@ static void run_attn(const char* cs, const variant* v) {
         if (!b_o || !db_o) return;
         expect_params += (size_t)d;
     }
+    if (nbf_field(cs, "sink", 0) && !nbf_int(cs, "sink", &sink)) return; /* optional: absent = 0 */
+    if (sink) {
+        sink_mass = nbf_shaped(cs, "sink_mass", H, 0);
+        if (!sink_mass) return;
+    }
+    if (sink == NB_SINK_LEARNED) {
+        sinks = nbf_shaped(cs, "sinks", H, 0);
+        dsinks = nbf_shaped(cs, "dsinks", H, 0);
+        if (!sinks || !dsinks) return;
+        expect_params += (size_t)H;
+    } else if (nbf_field(cs, "sinks", 0)) {
+        nbf_fail("%s: has sinks but sink is %d, not learned", cs, sink);
+        return;
+    }
     for (s = 0; s < 4; s++) {
         char f[16], df[16];
         int n = width == 1 ? dk : ((s == 0 || s == 3) ? d : Hkv * dk);
@@ -152,6 +189,7 @@ static void run_attn(const char* cs, const variant* v) {
     desc.attn.non_causal = !causal;
     desc.attn.memory = v->memory;
     desc.attn.bias = (unsigned)bias;
+    desc.attn.sink = (nb_attn_sink)sink;
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = v->threads;
     memset(&plan, 0, sizeof plan);
@@ -169,10 +207,11 @@ static void run_attn(const char* cs, const variant* v) {
     nbf_run_params(&r, plan.n_params, v->accumulate);
     nb_attn_params_bind(&plan, r.params, &p);
     nb_attn_params_bind(&plan, r.grads, &g);
-    snprintf(name, sizeof name, "%s/%s: params_bind sets exactly the present gains and biases",
-             cs, v->tag);
+    snprintf(name, sizeof name,
+             "%s/%s: params_bind sets exactly the present gains, biases and sinks", cs, v->tag);
     nbt_check(p.w_qkv == r.params && (p.b_qkv != NULL) == (b_qkv != NULL) &&
-                  (p.b_o != NULL) == (b_o != NULL) &&
+                  (p.b_o != NULL) == (b_o != NULL) && (p.sinks != NULL) == (sinks != NULL) &&
+                  (!p.sinks || p.sinks == r.params + plan.n_params - H) && /* bound last */
                   p.w_o == r.params + (size_t)qkvw * d + (b_qkv ? (size_t)qkvw : 0) &&
                   (p.q_gain != NULL) == (gain[0] != NULL) &&
                   (p.k_gain != NULL) == (gain[1] != NULL) &&
@@ -187,12 +226,14 @@ static void run_attn(const char* cs, const variant* v) {
     if (gain[1] && p.k_gain) copy_in(p.k_gain, gain[1]);
     if (gain[2] && p.v_gain) copy_in(p.v_gain, gain[2]);
     if (gain[3] && p.c_gain) copy_in(p.c_gain, gain[3]);
+    if (sinks && p.sinks) copy_in(p.sinks, sinks);
     nbf_run_check_covered(&r, cs, v->tag);
 
     nbf_run_acts(&r, n_act, x->data, dout->data, v->accumulate, plan.n_cache, plan.n_scratch);
     rc = nb_attn_forward(&ctx, &plan, &p, r.out, r.x, B, T, r.cache, r.scratch);
     if (nbf_check_rc(&ctx, rc, cs, v->tag, "nb_attn_forward")) {
         nbf_compare(cs, v->tag, "out", r.out, out->data, out->n, 0);
+        if (sink_mass) check_sink_mass(&ctx, &plan, r.cache, B, T, sink_mass, cs, v->tag);
         nbf_fill_nan(r.scratch, plan.n_scratch);
         rc = nb_attn_backward(&ctx, &plan, &p, &g, r.dx, r.dout, r.x, B, T, r.cache, r.scratch,
                               v->accumulate);
@@ -213,6 +254,11 @@ static void run_attn(const char* cs, const variant* v) {
             if (db_o && g.b_o) {
                 snprintf(name, sizeof name, "%s/%s: db_o", cs, v->tag);
                 nbf_run_compare_grad(name, g.b_o, e, (size_t)(g.b_o - r.grads), db_o, db_o->n);
+            }
+            if (dsinks && g.sinks) {
+                snprintf(name, sizeof name, "%s/%s: dsinks", cs, v->tag);
+                nbf_run_compare_grad(name, g.sinks, e, (size_t)(g.sinks - r.grads), dsinks,
+                                     dsinks->n);
             }
             for (s = 0; s < 4; s++) {
                 nb_real* gs = s == 0 ? g.q_gain : s == 1 ? g.k_gain : s == 2 ? g.v_gain

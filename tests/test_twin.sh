@@ -97,6 +97,11 @@ check derf --preset dyt --layers 2 --norm derf
 check gain_offset --preset sandwich --layers 2 --gain-offset
 check norm_plain --preset pre --layers 2 --norm layer --norm-gain off --norm-bias off
 check skipinit --preset rezero --layers 2 --branch-scale sublayer
+# attention sinks as the trainer writes them (the twin reads attn_sink): gpt-oss's learned logit
+# per query head with GQA (its "sinks" tensor in the checkpoint's order), the off-by-one softmax
+# on HybridNorm's site norms
+check sinks --preset pre --layers 2 --attn-sink learned
+check sinks_obo --preset hybrid --layers 2 --attn-sink off-by-one
 # LayerNorm with biases, GELU-tanh FFN with biases
 check gpt2 --preset gpt2 --layers 2
 check pre_layer_gelu --preset Pre-QK-Pre --layers 2 --norm layer --ffn gelu --kv-heads 1
@@ -122,10 +127,11 @@ dump_check() {
   local ck
   # two streams; output norms (out_normed) at full-width QK sites; the value residual;
   # hyper-connected streams (hc_maps, hc_in, x1..x3, hc_head); nGPT's L2 norms and scales
-  # (qkv_scaled, proj_scaled, res_normed); the output gate (c_gated); Derf's norms; one stream
-  # (kept below)
+  # (qkv_scaled, proj_scaled, res_normed); the output gate (c_gated); Derf's norms; learned
+  # attention sinks; one stream (kept below)
   for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors mhc.safetensors \
-            hc.safetensors ngpt.safetensors gated.safetensors derf.safetensors hybrid.safetensors; do
+            hc.safetensors ngpt.safetensors gated.safetensors derf.safetensors sinks.safetensors \
+            hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
       FAILED=$((FAILED + 1)); echo "FAIL: dumps of $ck"; cat dump.log; return

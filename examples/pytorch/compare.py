@@ -64,8 +64,8 @@ def model_flags(meta):
 MODEL_KEYS = ("rope_theta", "eps", "mixln_alpha", "sites", "site_width", "ffn_bias", "final_norm",
               "embed_norm", "siamese_scale", "siamese_fusion", "siamese_no_fusion_norm",
               "value_residual", "hyper", "hyper_streams", "hyper_form", "hyper_sinkhorn",
-              "completep", "depth_base", "width_base", "logit_softcap", "attn_gate", "norm_gain",
-              "norm_bias", "gain_offset", "branch_scale")
+              "completep", "depth_base", "width_base", "logit_softcap", "attn_gate", "attn_sink",
+              "norm_gain", "norm_bias", "gain_offset", "branch_scale")
 FLAG_KEYS = ("siamese_no_fusion_norm", "gain_offset")
 
 

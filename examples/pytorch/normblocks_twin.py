@@ -58,6 +58,11 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   attn.gate (gated attention): G more projection rows, [Q|K|V|G] = x W_qkv^T
                   (+ b_qkv, G's too), G = H logits per token ("headwise", one per head) or d
                   ("elementwise"); C' = Nc(C) * sigmoid(G) (after the C norm), then W_o.
+                  attn.sink (attention sinks, gpt-oss): a logit z_h per query head joins each
+                  row of the scaled, masked scores as one more column, P = softmax([s Q K^T |
+                  z_h]) with that column dropped after, so P's rows sum to 1 - the sink's mass:
+                  z_h learnable "blocks.<l>.sinks" ("learned", H values) or 0 ("off_by_one");
+                  z_h is not multiplied by s.
                   residual.value_residual (ResFormer): in layers l >= 1, V (after its site norm) is
                   lambda_1 V + lambda_2 V_0 before attention, V_0 layer 0's; lambdas 0.5, or
                   learnable "blocks.<l>.value_residual.lambda".
@@ -343,6 +348,8 @@ class AttnConfig:
                                  # 1/sqrt(d_k)); else finite, > 0
     gate: str = ""               # gated attention's output gate: "" / "none", "headwise" (G = H)
                                  # or "elementwise" (G = d); its rows last in att_proj
+    sink: str = ""               # attention sinks: "" / "none", "learned" (gpt-oss's logit z_h per
+                                 # query head, "sinks") or "off_by_one" (z = 0, no parameter)
 
 
 @dataclass
@@ -703,12 +710,13 @@ _NORM_KINDS = {"rms": (True, False, 0), "layer": (True, True, 0), "dyt": (True, 
                "l2": (False, False, 0), "derf": (True, True, 2)}
 _BRANCH_SCALES = ("", "scalar", "sublayer", "channel", "interp")
 _GATES = ("", "none", "headwise", "elementwise")
+_SINKS = ("", "none", "learned", "off_by_one")
 
 
 def _resolve_norm_options(c):
     """The porting options of nb__stack_norms (norm.gain, norm.bias, norm.gain_offset,
-    norm.embed_scale, the stack's residual.branch_scale) and the output gate attn.gate, checked
-    as nb_stack_init checks them."""
+    norm.embed_scale, the stack's residual.branch_scale), the output gate attn.gate and the
+    attention sinks attn.sink, checked as nb_stack_init checks them."""
     norm, branch_scale = c.norm, c.residual.branch_scale
     gain, block_bias, _ = _NORM_KINDS[norm.type]
     if norm.gain not in (-1, 0) or norm.bias not in (-1, 0) or norm.gain_offset not in (0, 1):
@@ -728,6 +736,9 @@ def _resolve_norm_options(c):
     if c.attn.gate not in _GATES:
         raise ValueError("attn.gate %r: one of %s" % (c.attn.gate, _GATES))
     c.attn.gate = "" if c.attn.gate == "none" else c.attn.gate
+    if c.attn.sink not in _SINKS:
+        raise ValueError("attn.sink %r: one of %s" % (c.attn.sink, _SINKS))
+    c.attn.sink = "" if c.attn.sink == "none" else c.attn.sink
 
 
 # ---- modules ---------------------------------------------------------------------------------
@@ -942,10 +953,10 @@ _NORM_NAMES = ("attn_norm", "attn_out_norm", "attn_post_norm", "ff_norm", "ff_ou
                "ff_post_norm", "attn_y_norm", "attn_input_norm", "ff_y_norm", "ff_input_norm",
                "attn_res_norm", "ff_res_norm")
 # a layer's tensors in the library's order (nb__walk_layer), for library_parameters(): the
-# modules in their registration order, the block's own parameters (sqk, suv, c1, the branch
-# scales, ...) where the library has them
-_BODY = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "sqk", "ff_proj",
-         "ff_out", "suv") + _NORM_NAMES
+# modules in their registration order, the block's own parameters (sqk, sinks, suv, c1, the
+# branch scales, ...) where the library has them
+_BODY = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "sqk", "sinks",
+         "ff_proj", "ff_out", "suv") + _NORM_NAMES
 
 
 class Block(nn.Module):
@@ -961,7 +972,8 @@ class Block(nn.Module):
         super().__init__()
         self.c, self.l, self.spec = c, l, c.layers[l]
         self.tracer = None  # set by Stack.forward while tracing
-        self.probs = None   # a list: attention() appends its probabilities (B, H, T, T)
+        self.probs = None   # a list: attention() appends its probabilities (B, H, T, T); with
+                            # attn.sink a row's sink mass is 1 - its sum
         self.bf16 = c.gemm.precision == "bf16"  # every GEMM on bf16 operands (_linear, _matmul)
         d, H, Hkv = c.d_model, c.n_heads, c.n_kv_heads
         dk = d // H
@@ -979,6 +991,8 @@ class Block(nn.Module):
                                                      offset=c.norm.gain_offset))
         if c.attn.qk_scale > 0:  # nGPT's s_qk: H d_k values, stored as its code (init 1/sqrt(d))
             self.sqk = nn.Parameter(torch.full((d,), 1.0 / math.sqrt(d)))
+        if c.attn.sink == "learned":  # gpt-oss's z_h, one per query head (torchtitan's init)
+            self.sinks = nn.Parameter(0.02 / math.sqrt(2.0 * (l + 1)) * torch.randn(H))
         in_width = 2 * c.ffn.d_ff if c.ffn.type == "swiglu" else c.ffn.d_ff
         self.ff_proj = nn.Linear(d, in_width, bias=c.ffn.bias > 0)
         self.ff_out = nn.Linear(c.ffn.d_ff, d, bias=c.ffn.bias > 0)
@@ -1112,7 +1126,12 @@ class Block(nn.Module):
         if not self.c.attn.non_causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             s = s.masked_fill(mask, float("-inf"))
-        p = torch.softmax(s, dim=-1)
+        if self.c.attn.sink:  # gpt-oss's sdpa: z_h one more column of the row, dropped after
+            z = self.sinks if self.c.attn.sink == "learned" else s.new_zeros(H)
+            s = torch.cat((s, z.view(1, H, 1, 1).expand(B, H, T, 1)), dim=-1)
+            p = torch.softmax(s, dim=-1)[..., :-1]
+        else:
+            p = torch.softmax(s, dim=-1)
         if self.probs is not None:
             self.probs.append(p.detach())
         o = self._matmul(p, v).transpose(1, 2)  # (B, T, H, d_k)
@@ -1303,14 +1322,14 @@ class Stack(nn.Module):
     def library_parameters(self):
         """(name, parameter) in the order of the library's tensor table and flat parameter
         buffer. named_parameters() has the same order except for a block's own parameters
-        (SiameseNorm's c1, ReZero's resweight, nGPT's sqk, suv, attn_alpha, mlp_alpha), which
-        PyTorch lists first in its block (a module's own parameters come before its children's)
-        and the library elsewhere: sqk after the site norms, suv after ff_out (_BODY); after the
-        norms c1, then the branch scales of attention and FFN (ls1, attn_resweight, resweight,
-        attn_alpha, ls2, ff_resweight, mlp_alpha), the value residual's lambda, the
-        hyper-connections of attention then FFN; the mHC head (hc_head_*) comes after the last
-        layer, before the final norms; embed_scale (a stack's own, listed first by PyTorch too)
-        is the table's first."""
+        (SiameseNorm's c1, ReZero's resweight, nGPT's sqk, suv, attn_alpha, mlp_alpha, gpt-oss's
+        sinks), which PyTorch lists first in its block (a module's own parameters come before its
+        children's) and the library elsewhere: sqk then sinks after the site norms, suv after
+        ff_out (_BODY); after the norms c1, then the branch scales of attention and FFN (ls1,
+        attn_resweight, resweight, attn_alpha, ls2, ff_resweight, mlp_alpha), the value
+        residual's lambda, the hyper-connections of attention then FFN; the mHC head (hc_head_*)
+        comes after the last layer, before the final norms; embed_scale (a stack's own, listed
+        first by PyTorch too) is the table's first."""
         tail = {"c1": 1, "ls1": 2, "attn_alpha": 2, "attn_resweight": 2, "resweight": 2.5,
                 "ls2": 3, "mlp_alpha": 3, "ff_resweight": 3, "value_residual": 4,
                 "hc_attn_fn": 5, "hc_attn_base": 5.1, "hc_attn_scale": 5.2, "hc_attn": 5.3,
@@ -1590,6 +1609,12 @@ def _layer_kind(k):
     return LayerSpec(replace(a), replace(f), s)
 
 
+# attn_sink as the trainer writes it (its --attn-sink choices) -> AttnConfig.sink; "off_by_one"
+# is read too, the C enum's spelling
+_META_SINKS = {"none": "", "learned": "learned", "off-by-one": "off_by_one",
+               "off_by_one": "off_by_one"}
+
+
 def config_from_metadata(meta):
     """The StackConfig of a trainer checkpoint's __metadata__, as the trainer's make_desc
     builds it (preset name or custom schedule, then d, heads, d_ff, rope, --ffn, --norm)."""
@@ -1636,9 +1661,14 @@ def config_from_metadata(meta):
     hyper.sinkhorn = int(get("hyper_sinkhorn", "0"))
     res.depth_alpha = float(get("completep", "0"))
     res.depth_base = int(get("depth_base", "0"))
-    # the porting options (--attn-gate, --norm-gain, --norm-bias, --gain-offset, --branch-scale:
-    # the trainer's names, the checkpoint's keys); qk_clip is how the trainer trains, not the model
+    # the porting options (--attn-gate, --attn-sink, --norm-gain, --norm-bias, --gain-offset,
+    # --branch-scale: the trainer's names, the checkpoint's keys); qk_clip is how the trainer
+    # trains, not the model
     attn.gate = get("attn_gate", "")
+    sink = get("attn_sink", "none")
+    if sink not in _META_SINKS:
+        raise ValueError("attn_sink %r: one of %s" % (sink, ", ".join(_META_SINKS)))
+    attn.sink = _META_SINKS[sink]
     norm.gain = -1 if get("norm_gain") == "off" else 0
     norm.bias = -1 if get("norm_bias") == "off" else 0
     norm.gain_offset = 1 if get("gain_offset") == "on" else 0
@@ -1738,6 +1768,8 @@ def _llama_parts(stack, l, module, kind, rows):
                 for n, r0, r in (("q", 0, d), ("k", d, kv), ("v", d + kv, kv))]
     if module == "attn_out":
         return [(pre + "self_attn.o_proj." + kind, 0, rows, False)]
+    if module == "" and kind == "sinks":  # gpt-oss's name (transformers' GptOssAttention)
+        return [(pre + "self_attn.sinks", 0, rows, False)]
     if kind != "weight":  # Llama's MLPs and RMSNorms have no bias
         return None
     if module == "ff_proj" and c.ffn.type == "swiglu":  # rows [up | gate]
@@ -1843,6 +1875,9 @@ def _layout_refusal(c, layout):
                 "gated Qwen3 codes fuse the gate into q_proj, in their own row orders)")
     if c.norm.gain_offset:
         return "gain_offset: these classes multiply by their norm weights w, not by 1 + w"
+    if c.attn.sink:  # gpt-oss's class has them, and MoE blocks these layouts do not hold
+        return ("attn_sink: no Llama-family or GPT-2 class has a sink in its softmax (gpt-oss's "
+                "sinks, the off-by-one softmax)")
     return None
 
 

@@ -249,8 +249,9 @@
                      residual_norm and INTERP (nb_placement) in custom schedules
        attn.gate     gated attention (Qwen; Qwen3-Next): C' = Nc(C) * sigmoid(x W_g^T) before
                      W_o, one gate per head or per element, W_g the last rows of att_proj
-       attn.sink     attention sinks (nb_attn_sink): gpt-oss's learned logit per head ("sinks"),
-                     or the off-by-one softmax
+       attn.sink     attention sinks: a logit z_h per head joins each row's softmax as a key with
+                     no value (gpt-oss's "sinks"; init by torchtitan's gpt-oss), or z = 0 (the
+                     off-by-one softmax); nb_stack_sink_mass reports what they take
        norm.type = NB_NORM_DERF  Derf (arXiv 2512.10938; its code) at every norm and site
        norm.gain, norm.bias = -1  block norms without weight (RMSNorm without one) or bias
                      (DyT's LLaMA code has none)

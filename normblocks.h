@@ -748,6 +748,9 @@ typedef struct nb_attn_config {
                                 +sqrt(d_k) for NGPT); else finite and > 0 (muP: 1/d_k) */
     nb_attn_gate gate;       /* the output gate; 0 = none */
     nb_attn_sink sink;       /* attention sinks; 0 = none */
+    nb_real clip_qkv;        /* OLMo's clip_qkv: the projection's Q, K, V (after its bias, before
+                                the site norms) clamped to [-c, c], no gradient where clamped;
+                                0 = off; else finite and > 0 */
 } nb_attn_config;
 
 typedef struct nb_attn_desc {
@@ -3802,7 +3805,8 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     m->hdr = nb__take(cache, &cu, NB__HDR);
     if (half) m->qkv16 = nb__take16(cache, &cu, nb__mulz(BT, P));
     else m->qkv = nb__take(cache, &cu, nb__mulz(BT, P));
-    if (pl->desc.attn.sites & NB_SITES_QKV) m->raw = nb__take(cache, &cu, nb__mulz(BT, P));
+    if ((pl->desc.attn.sites & NB_SITES_QKV) || pl->desc.attn.clip_qkv > 0) /* their backward */
+        m->raw = nb__take(cache, &cu, nb__mulz(BT, P));
     for (site = 0; site < 4; site++)
         if (nb__site_on(pl, site)) {
             const int seg = nb__site_seg(pl, site);
@@ -3882,6 +3886,7 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hash(h, (unsigned)d->gemm.bf16_weights);
     h = nb__hash(h, (unsigned)d->attn.qk_scale); h = nb__hashd(h, (double)d->attn.softmax_scale);
     h = nb__hash(h, (unsigned)d->attn.gate); h = nb__hash(h, (unsigned)d->attn.sink);
+    h = nb__hashd(h, (double)d->attn.clip_qkv);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -3931,6 +3936,9 @@ static nb_result nb__attn_resolve(nb_ctx* ctx, nb_attn_desc* d) {
               "nb_attn_plan_make: unknown attn.gate %d", (int)d->attn.gate);
     NB__CHECK((int)d->attn.sink < NB_SINK_NONE || d->attn.sink > NB_SINK_OFF_BY_ONE, NB_ERR_CONFIG,
               "nb_attn_plan_make: unknown attn.sink %d", (int)d->attn.sink);
+    NB__CHECK(!(d->attn.clip_qkv >= 0) || !nb__fin((double)d->attn.clip_qkv), NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.clip_qkv (%g) must be 0 (off) or finite and > 0",
+              (double)d->attn.clip_qkv);
     NB__CHECK(d->attn.qk_scale && d->n_kv_heads != d->n_heads, NB_ERR_CONFIG,
               "nb_attn_plan_make: qk_scale shares head h's scales between Q head h and K head h: "
               "it needs n_kv_heads (%d) = n_heads (%d)", d->n_kv_heads, d->n_heads);
@@ -4194,6 +4202,31 @@ static void nb__add_bias(nb_ctx* ctx, nb_real* y, const nb_real* bias, int rows,
         nb_real* yr = y + (size_t)r * n;
         int i;
         for (i = 0; i < n; i++) yr[i] += bias[i];
+    }
+}
+
+/* OLMo's clip_qkv on the Q|K|V columns of the raw projection (rows of P; the gate's columns
+   are no projection of OLMo's): clamped to [-c, c] in place. Its backward zeroes dqkv where
+   the clamped value sits on the bound: torch's clamp passes the gradient at x = +-c exactly,
+   here it stops, a difference on a set of measure zero. */
+static void nb__clip_qkv(nb_ctx* ctx, const nb_attn_plan* pl, nb_real* raw, nb_real* dqkv,
+                         int rows) {
+    const int P = pl->qkv_width, n = P - pl->gate_width;
+    const nb_real c = pl->desc.attn.clip_qkv;
+    int r;
+    (void)ctx;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
+            if((size_t)rows * n >= NB__PAR_MIN))
+    for (r = 0; r < rows; r++) {
+        nb_real* x = raw + (size_t)r * P;
+        int i;
+        if (!dqkv) {
+            for (i = 0; i < n; i++) x[i] = x[i] > c ? c : x[i] < -c ? -c : x[i];
+        } else {
+            nb_real* g = dqkv + (size_t)r * P;
+            for (i = 0; i < n; i++)
+                if (x[i] >= c || x[i] <= -c) g[i] = 0;
+        }
     }
 }
 
@@ -4840,6 +4873,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
     if (rc) return rc;
     if (p->b_qkv) nb__add_bias(ctx, m.raw ? m.raw : m.qkv, p->b_qkv, BT, P);
     nb__trace(ctx, "qkv", m.raw ? m.raw : m.qkv, BT, P);
+    if (pl->desc.attn.clip_qkv > 0) nb__clip_qkv(ctx, pl, m.raw, NULL, BT);
     if (m.sig) nb__gate_sig(ctx, pl, m.sig, m.raw ? m.raw : m.qkv, BT);
     if (m.raw && (rc = nb__qkv_norms_fwd(ctx, pl, p, &m, BT))) return rc;
     if (vr) { /* the value residual on the values attention uses: after the V norm */
@@ -4959,6 +4993,7 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
         if (nb__site_on(pl, site)) {
             if ((rc = nb__site_norm(ctx, pl, site, p, g, &m, BT))) return rc;
         }
+    if (pl->desc.attn.clip_qkv > 0) nb__clip_qkv(ctx, pl, m.raw, m.dqkv, BT);
     /* dW_qkv */
     if (bf) nb__to_bf16(ctx, m.dqkv16, m.dqkv, BT, P, P);
     if ((rc = nb__gemm(&at, P, d, BT, 1, nb__op(m.dqkv, m.dqkv16, P, 1),

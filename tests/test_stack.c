@@ -351,6 +351,14 @@ static void fd_all(nbt_rng* rng) {
         d.attn.sink = NB_SINK_LEARNED;
         fd_case("mhc, learned sinks", &d, 2, 3, rng);
     }
+    {   /* OLMo's clip_qkv: before OLMo-2's full-width QK norms, and alone on GQA with sinks */
+        nb_stack_desc d = base_desc(NB_PRESET_OLMO2, 2);
+        d.attn.clip_qkv = 0.5f;
+        fd_case("olmo2 with clip_qkv 0.5", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_PRE, 2);
+        d.n_kv_heads = 2; d.attn.clip_qkv = 0.4f; d.attn.sink = NB_SINK_LEARNED;
+        fd_case("pre with clip_qkv 0.4, learned sinks, GQA", &d, 2, 3, rng);
+    }
     {   /* Derf at every block norm and attention site, and the porting options: Gemma's unit
            offset (block and site gains), no weight, no bias, SkipInit's per-sublayer scalars */
         nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);

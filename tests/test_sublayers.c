@@ -378,7 +378,12 @@ static void bad_configs(void) {
     nbt_check(nb_attn_forward(&ctx, &r.plan, &r.p, r.out, r.x, 1, 8, r.cache, r.scratch) ==
                   NB_ERR_NULL && strstr(ctx.err, "sinks"), "missing sinks rejected");
     attn_free(&r);
-    d.attn.sink = NB_SINK_NONE;
+    d.attn.sink = NB_SINK_NONE; d.attn.clip_qkv = -1;
+    nbt_check(nb_attn_plan_make(&ctx, &pl, &d, 1, 8) == NB_ERR_CONFIG && strstr(ctx.err, "clip_qkv"),
+              "a negative clip_qkv rejected");
+    d.attn.clip_qkv = (nb_real)INFINITY;
+    nbt_check(nb_attn_plan_make(&ctx, &pl, &d, 1, 8) == NB_ERR_CONFIG, "an infinite clip_qkv rejected");
+    d.attn.clip_qkv = 0;
     nbt_check(nb_attn_plan_make(&ctx, &pl, &d, 0, 8) == NB_ERR_SHAPE, "max_batch 0 rejected");
     nbt_check(nb_attn_plan_make(&ctx, &pl, NULL, 1, 8) == NB_ERR_NULL, "NULL desc rejected");
     d = make_desc(16, 4, 2, NB_SITES_QKV, 1, NB_WIDTH_DEFAULT);
@@ -414,7 +419,8 @@ static void bad_configs(void) {
 }
 
 /* An independent attention forward in double, straight from the definitions (no norm sites,
-   no RoPE): [Q|K|V|G] = x W^T + b, logits s q.k, softmax (with the sink logit z_h as one more
+   no RoPE): [Q|K|V|G] = x W^T + b (Q|K|V clamped to [-c, c] with clip_qkv), logits s q.k,
+   softmax (with the sink logit z_h as one more
    entry whose probability is dropped, as gpt-oss's code concatenates and slices), C,
    C sigmoid(G), out = C' W_o^T + b_o; and the per-head largest logit, mean first-key and
    mean sink probability. */
@@ -431,8 +437,10 @@ static void naive_attention(const nb_attn_plan* pl, const nb_attn_params* p, con
     for (h = 0; h < H; h++) { max_logit[h] = -INFINITY; first_mass[h] = 0; sink_mass[h] = 0; }
     for (t = 0; t < B * T; t++)
         for (j = 0; j < P; j++) {
+            const double c = pl->desc.attn.clip_qkv;
             double acc = p->b_qkv ? p->b_qkv[j] : 0;
             for (e = 0; e < d; e++) acc += (double)x[(size_t)t * d + e] * p->w_qkv[(size_t)j * d + e];
+            if (c > 0 && j < P - G) acc = acc > c ? c : acc < -c ? -c : acc; /* OLMo's clamp_ */
             qkv[(size_t)t * P + j] = acc;
         }
     for (b = 0; b < B; b++)
@@ -488,13 +496,16 @@ static void gate_and_head_stats(nbt_rng* rng) {
         nb_attn_gate gate;
         unsigned bias;
         nb_attn_sink sink;
+        double clip_qkv;
     } cs[] = {
-        {4, 4, 6, 1, 0, NB_GATE_HEADWISE, 0, NB_SINK_NONE},
-        {4, 2, 7, 1, 1, NB_GATE_ELEMENTWISE, 3, NB_SINK_LEARNED},
-        {4, 1, 5, 0, 0, NB_GATE_NONE, 1, NB_SINK_OFF_BY_ONE},
-        {2, 1, 70, 1, 1, NB_GATE_HEADWISE, 1, NB_SINK_OFF_BY_ONE},
-        {2, 2, 67, 0, 0, NB_GATE_ELEMENTWISE, 0, NB_SINK_LEARNED},
-        {4, 2, 70, 1, 0, NB_GATE_NONE, 0, NB_SINK_LEARNED}};
+        {4, 4, 6, 1, 0, NB_GATE_HEADWISE, 0, NB_SINK_NONE, 0},
+        {4, 2, 7, 1, 1, NB_GATE_ELEMENTWISE, 3, NB_SINK_LEARNED, 0},
+        {4, 1, 5, 0, 0, NB_GATE_NONE, 1, NB_SINK_OFF_BY_ONE, 0},
+        {2, 1, 70, 1, 1, NB_GATE_HEADWISE, 1, NB_SINK_OFF_BY_ONE, 0},
+        {2, 2, 67, 0, 0, NB_GATE_ELEMENTWISE, 0, NB_SINK_LEARNED, 0},
+        {4, 2, 70, 1, 0, NB_GATE_NONE, 0, NB_SINK_LEARNED, 0},
+        {4, 2, 7, 1, 1, NB_GATE_HEADWISE, 3, NB_SINK_NONE, 0.8},
+        {2, 1, 67, 0, 0, NB_GATE_NONE, 1, NB_SINK_LEARNED, 1.1}};
     nb_ctx ctx;
     size_t c;
     memset(&ctx, 0, sizeof ctx);
@@ -508,10 +519,10 @@ static void gate_and_head_stats(nbt_rng* rng) {
         char name[160];
         desc.attn.gate = cs[c].gate; desc.attn.bias = cs[c].bias; desc.attn.non_causal = !cs[c].causal;
         desc.attn.memory = cs[c].lse ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
-        desc.attn.sink = cs[c].sink;
-        snprintf(name, sizeof name, "gate %d, sink %d, H %d/%d, T %d, %s, %s", (int)desc.attn.gate,
-                 (int)desc.attn.sink, H, cs[c].Hkv, T, cs[c].causal ? "causal" : "non-causal",
-                 cs[c].lse ? "LSE" : "probs");
+        desc.attn.sink = cs[c].sink; desc.attn.clip_qkv = (nb_real)cs[c].clip_qkv;
+        snprintf(name, sizeof name, "gate %d, sink %d, clip_qkv %g, H %d/%d, T %d, %s, %s",
+                 (int)desc.attn.gate, (int)desc.attn.sink, cs[c].clip_qkv, H, cs[c].Hkv, T,
+                 cs[c].causal ? "causal" : "non-causal", cs[c].lse ? "LSE" : "probs");
         if (!nbt_check(attn_setup(&r, &desc, B, T, rng, &ctx), name)) { free(ref); continue; }
         nbt_check(r.plan.gate_width == (desc.attn.gate == NB_GATE_HEADWISE ? H : desc.attn.gate ? 16 : 0) &&
                   r.plan.qkv_width == 16 + 2 * cs[c].Hkv * (16 / H) + r.plan.gate_width,
@@ -632,6 +643,19 @@ int main(void) {
         attn_fd_case(&d, 2, 6, 3, &rng);
         d.attn.sink = NB_SINK_OFF_BY_ONE; d.attn.memory = NB_ATTN_MEMORY_PROBS;
         attn_fd_case(&d, 1, 66, 1, &rng);
+    }
+    {   /* OLMo's clip_qkv: with no sites (the clamp's own copy of the projection), before QK
+           norms with RoPE (OLMo's order), with the gate (its columns not clamped) and biases;
+           the bound cuts about half of the projections of this draw */
+        nb_attn_desc d = make_desc(8, 2, 1, 0, 0, NB_WIDTH_PER_HEAD);
+        d.attn.clip_qkv = 1; d.attn.bias = NB_ATTN_BIAS_QKV;
+        attn_fd_case(&d, 2, 5, 1, &rng);
+        d = make_desc(8, 2, 2, NB_SITE_Q | NB_SITE_K, 1, NB_WIDTH_FULL);
+        d.attn.clip_qkv = 0.7f; d.attn.memory = NB_ATTN_MEMORY_LSE;
+        attn_fd_case(&d, 2, 5, 3, &rng);
+        d = make_desc(8, 2, 1, NB_SITES_QKVC, 1, NB_WIDTH_PER_HEAD);
+        d.attn.clip_qkv = 1.3f; d.attn.gate = NB_GATE_ELEMENTWISE; d.attn.bias = NB_ATTN_BIAS_QKV;
+        attn_fd_case(&d, 1, 6, 1, &rng);
     }
     ffn_fd_case(NB_FFN_SWIGLU, 0, &rng);
     ffn_fd_case(NB_FFN_SWIGLU, 1, &rng);

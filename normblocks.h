@@ -252,6 +252,7 @@
        attn.sink     attention sinks: a logit z_h per head joins each row's softmax as a key with
                      no value (gpt-oss's "sinks"; init by torchtitan's gpt-oss), or z = 0 (the
                      off-by-one softmax); nb_stack_sink_mass reports what they take
+       attn.clip_qkv OLMo's clamp of the projection's Q, K, V to [-c, c] before the Q/K norms
        norm.type = NB_NORM_DERF  Derf (arXiv 2512.10938; its code) at every norm and site
        norm.gain, norm.bias = -1  block norms without weight (RMSNorm without one) or bias
                      (DyT's LLaMA code has none)

@@ -1207,6 +1207,19 @@ assert abs(sum(last) / len(last) - said) <= 1e-3 * said, (last, said)
 else
   fail "attention sinks in the trainer"; grep -E "^(model|final|attention|train)" sink_full.log sink_res.log sink1.log; cat sink_exp.log
 fi
+# OLMo's clip_qkv: a model key (the bound as given), said on the model line; no foreign layout
+if roundtrip cq --preset olmo2 --clip-qkv 0.5 && python3 -c "
+import json, struct
+raw = open('cq_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+assert json.loads(raw[8:8 + n])['__metadata__']['clip_qkv'] == '0.5'
+" && grep -q "^model: olmo2, .* Q|K|V clamped to +-0.5 (clip_qkv), " cq_full.log &&
+   { [ ! -x "$(dirname "$TRAIN")/nbimport" ] ||
+     { ! "$(dirname "$TRAIN")/nbimport" --export hf-llama cq_full.st cq_out/ > cq_exp.log 2>&1 &&
+       grep -q "hf-llama layout: clip_qkv: " cq_exp.log; }; }; then
+  pass "--clip-qkv 0.5 on olmo2: model key, model line, resume bit-identical, --load rebuilds; export to hf-llama refused naming clip_qkv"
+else
+  fail "clip_qkv in the trainer"; grep -E "^(model|final|train)" cq_full.log cq_res.log; cat cq_exp.log
+fi
 expect_error "--resume with another --attn-gate" 'different config: attn_gate is "headwise" in the checkpoint, "elementwise" here' \
   "${TINY[@]}" --steps 20 --attn-gate elementwise --norm layer --norm-bias off --gain-offset --branch-scale sublayer --resume port_half.st
 expect_error "--resume without --gain-offset" 'gain_offset is "on" in the checkpoint, the preset'"'"'s here' \

@@ -203,6 +203,9 @@ static const opt k_opts[] = {
      "value (learned: gpt-oss's \"sinks\"), or z = 0 fixed (off-by-one: exp(s_i) / (1 + sum_j\n"
      "exp(s_j))); a row may then attend to nothing. The final summary reports the sink's mass\n"
      "[none]"},
+    {"clip-qkv", "C", K_REAL, F(model.attn.clip_qkv), 1e-30, 1e30, NULL, NULL, O_MODEL,
+     "OLMo's clip_qkv: the projection's Q, K, V clamped to [-C, C] before the Q/K norms, no\n"
+     "gradient where clamped [off]"},
     {"branch-scale", "scalar|channel|sublayer", K_CHOICE, F(model.residual.branch_scale), 1, 0, "scalar|channel|x|sublayer",
      NULL, O_MODEL,
      "a learnable scale on every branch of the preset: scalar, ReZero's one per layer (init 0);\n"
@@ -1003,6 +1006,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     /* the porting options: 0 leaves the kind's norms and the preset's branches */
     d->attn.gate = (nb_attn_gate)c->model.attn.gate;
     d->attn.sink = (nb_attn_sink)c->model.attn.sink;
+    d->attn.clip_qkv = (nb_real)c->model.attn.clip_qkv;
     d->norm.gain = c->model.norm.gain < 0 ? -1 : 0;
     d->norm.bias = c->model.norm.bias < 0 ? -1 : 0;
     d->norm.gain_offset = c->model.norm.gain_offset;

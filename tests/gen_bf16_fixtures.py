@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
-Writes <outdir>/blocks_bf16.bin: twelve stacks of tests/gen_block_fixtures.py (its descriptions,
+Writes <outdir>/blocks_bf16.bin: thirteen stacks of tests/gen_block_fixtures.py (its descriptions,
 draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
 "bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
 backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
@@ -64,7 +64,9 @@ PREFIX = "bf16_"  # the file's case names: "bf16_" + gen_block_fixtures.py's nam
 # a case that keeps gen_block_fixtures.py's first draw is checked to hold blocks.bin's values);
 # d=8, H=2, B=2, T=5, the L=3 ones with MQA (Hkv 1) or GQA groups of 2; attention sinks,
 # learned with H=4, Hkv=2 and off-by-one after HybridNorm's site norms (the softmax with its
-# sink in the module's dtype, P rounded only as the context's operand, as without a sink)
+# sink in the module's dtype, P rounded only as the context's operand, as without a sink);
+# clip_qkv on OLMo-2 with GQA (the clamp on the projection of bf16 operands, exact sums; its
+# draw checked on the bf16 run too: gen_block_fixtures.clip_refusal)
 SMALL = dict(d=8, H=2)
 CASES = [
     ("pre_L3", make_cfg("PRE", 3, Hkv=1, **SMALL)),
@@ -82,6 +84,7 @@ CASES = [
                                      attn_sink=SINK_LEARNED)),
     ("sink_obo_hybrid_L2", dict(make_cfg("HYBRID", 2, Hkv=1, **SMALL),
                                 attn_sink=SINK_OFF_BY_ONE)),
+    ("clip_olmo2_gqa_L2", dict(make_cfg("OLMO2", 2, d=8, H=4, Hkv=2), clip_qkv=1.0)),
 ]
 
 
@@ -345,6 +348,11 @@ def draw(name, cfg, seed):
     if not res:
         return None, why, False
     p, E, dout, out, din, grads = res[:6]
+    # clip_qkv: no Q|K|V value of the bf16 run within float32 reach of the bound either
+    why = cfg.get("clip_qkv") and gbf.clip_refusal(cfg, p, E, gemm=dict(precision="bf16"))
+    if why:
+        # main() counts rejections by the words after " of "
+        return None, "the bf16 run of clip_qkv's checks (%s)" % why, True
     f64 = dict(out=out, din=din, **{"grad." + k: v for k, v in grads.items()})
     bf = run(cfg, p, E, dout)
     r, k = max(ratios(cfg, bf, f64, bf16_loose_limit))
@@ -399,6 +407,8 @@ def main():
             w.add(cs + ".value_residual", cfg["value_residual"])
         if cfg.get("attn_sink"):
             w.add(cs + ".attn_sink", cfg["attn_sink"])
+        if cfg.get("clip_qkv"):
+            w.add(cs + ".clip_qkv", cfg["clip_qkv"])
         w.add(cs + ".preset_key",
               torch.tensor([float(ord(c)) for c in gbf.preset_key(cfg["preset"])]))
         w.add(cs + ".E", E)

@@ -43,7 +43,8 @@ Per case (names "<case>.<field>"):
              embed_scale; the name embed_scale is its parameter's), branch_scale, ffn_bias
              (nb_stack_desc; PORTING_FIELDS) only when not 0 (the cases of
              gen_porting_fixtures.py, which writes blocks_porting.bin with this format);
-             attn_sink (nb_attn_sink: 1 learned, 2 off-by-one) only when not 0
+             attn_sink (nb_attn_sink: 1 learned, 2 off-by-one) only when not 0; clip_qkv
+             (OLMo's c: Q|K|V clamped to [-c, c] after b_qkv) only when not 0
     preset_key  the preset's key (nb_preset_name) as character codes, one per value
     tensors  E (B*T, d), dout, out, din (B*T, d)
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
@@ -73,9 +74,9 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from nbfixture import (DYT, FULL, GELU_TANH, HYPER_HC, HYPER_IDENTITY, HYPER_MHC, L2, LAYER,
-                       PER_HEAD, RMS, SINK_LEARNED, SINK_OFF_BY_ONE, SITE_C, SITE_K, SITE_Q,
-                       SITE_V, SWIGLU, Writer,
+from nbfixture import (DYT, FULL, GATE_ELEMENTWISE, GELU_TANH, HYPER_HC, HYPER_IDENTITY,
+                       HYPER_MHC, L2, LAYER, PER_HEAD, RMS, SINK_LEARNED, SINK_OFF_BY_ONE,
+                       SITE_C, SITE_K, SITE_Q, SITE_V, SWIGLU, Writer,
                        apply_rope, check_norm_rope_order, expand_to_mhc_ref,
                        hc_depth_connection, hc_width_connection, justnorm, mhc_head_ref,
                        mhc_sublayer, ngpt_block_ref, ngpt_rope_official, norm_fn, output_dir,
@@ -86,9 +87,9 @@ SEED = 20240611
 # 2.46 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
 # 768 values at n = 4, d = 8, and every parameter is stored with its gradient), CompleteP's
 # cases (cp_*) 156 kB, nGPT's five 109 kB (ngpt_L2 40 kB of them: the code's SwiGLU of 4d, 2f x d
-# + d x f + 2f values per layer at d = 8, f = 32), the attention sinks' three (sink_*) 70 kB;
-# the other cases keep the 1.8 MB they had
-MAX_BYTES = 2_460_000
+# + d x f + 2f values per layer at d = 8, f = 32), the attention sinks' three (sink_*) 70 kB,
+# clip_qkv's three (clip_*) 70 kB; the other cases keep the 1.8 MB they had
+MAX_BYTES = 2_530_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -109,6 +110,11 @@ F32_ATOL, F32_RTOL, F32_MARGIN = 2e-5, 2e-4, 0.3
 # BF16_MARGIN of that on out and din (the existing cases reach 0.74; a draw of mhc_periln_n3_L2,
 # whose din the library and the twin in bf16 both missed by 1.03, is what this rejects)
 BF16_MARGIN = 0.8
+# clip_qkv cases: the share of each layer's Q|K|V values clamped (enough that the zero gradient
+# is seen, enough left that the projection's gradient is), and the least distance of a value
+# from +-c (float32 rounding, ~1e-6 after a layer or two, must not move a value across the
+# bound: the gradient jumps there)
+CLIP_SHARE, CLIP_GAP = (0.1, 0.6), 1e-4
 
 
 def check_header_keys(presets):
@@ -293,7 +299,8 @@ def attention(cfg, p, pre, x, sites, width, probs):
     out, pr = mha(x, p[pre + "att_proj.weight"], p[pre + "attn_out.weight"], cfg["B"], cfg["T"],
                   cfg["d"], cfg["H"], cfg["Hkv"], sites, width, snorm, cfg["rope"], cfg["theta"],
                   True, p.get(pre + "att_proj.bias"), p.get(pre + "attn_out.bias"), vmix,
-                  p[pre + "sqk"] if qk else None, scale, cfg.get("attn_gate", 0), sinks)
+                  p[pre + "sqk"] if qk else None, scale, cfg.get("attn_gate", 0), sinks,
+                  cfg.get("clip_qkv", 0))
     probs.append(pr.detach())
     return out
 
@@ -605,6 +612,36 @@ def make_cfg(preset, L, d, H, Hkv, f=None, ffn_type=SWIGLU, norm=RMS, rope=1, th
                 embed_norm=1 if preset in ("EMBEDNORM", "PERILN") else 0)
 
 
+class _Projected(twin.Trace):
+    """The twin's trace of each layer's projection as computed ("blocks.<l>.attn.qkv", traced
+    before clip_qkv's clamp), float64."""
+
+    def __call__(self, name, t):
+        if name.endswith(".attn.qkv"):
+            self.fwd.append(t.detach().clone())
+
+
+def clip_refusal(cfg, p, E, **fields):
+    """Why a clip_qkv case's draw is refused (None when kept): in every layer of the twin's
+    forward (fields: StackConfig fields, e.g. bf16 GEMMs) a share CLIP_SHARE of the Q|K|V
+    values clamped, none within CLIP_GAP of +-c."""
+    c, d, dk = cfg["clip_qkv"], cfg["d"], cfg["d"] // cfg["H"]
+    stack = twin_stack(cfg, **fields)
+    load(stack, p)
+    tr = _Projected()
+    with torch.no_grad():
+        stack(E.reshape(cfg["B"], cfg["T"], d), trace=tr)
+    for l, qkv in enumerate(tr.fwd):
+        a = qkv[:, :d + 2 * cfg["Hkv"] * dk].abs()  # not the gate's logits
+        share, gap = (a > c).double().mean().item(), (a - c).abs().min().item()
+        if not CLIP_SHARE[0] <= share <= CLIP_SHARE[1]:
+            return "clip_qkv clamps %.2f of layer %d's Q|K|V" % (share, l)
+        if not gap > CLIP_GAP:
+            return "a Q|K|V value of layer %d %.2g from clip_qkv" % (l, gap)
+    assert len(tr.fwd) == cfg["L"], len(tr.fwd)
+    return None
+
+
 def f32_margin(ref, got):
     """max over elements of |got - ref| / (atol + rtol |ref|), for the float32 tolerance."""
     lim = F32_ATOL + F32_RTOL * ref.abs()
@@ -648,6 +685,9 @@ def draw(name, cfg, seed, reference=None):
             sunk = (1 - pr.sum(-1)).mean(dim=(0, 2)).min().item()
             if not sunk > 0.02:
                 return None, "a sink takes %.3g of a head's rows in layer %d" % (sunk, l)
+    why = cfg.get("clip_qkv") and clip_refusal(cfg, p, E)
+    if why:
+        return None, why
     # activations stay O(1), gradients moderate
     for t in hidden + [out, din]:
         r = t.pow(2).mean().sqrt().item()
@@ -720,6 +760,8 @@ def add_case(w, name, cfg, report, reference=None):
             w.add(name + "." + field, cfg[field])
     if cfg.get("attn_sink"):  # optional: absent = 0 (no sink)
         w.add(name + ".attn_sink", cfg["attn_sink"])
+    if cfg.get("clip_qkv"):  # optional: absent = 0 (off)
+        w.add(name + ".clip_qkv", cfg["clip_qkv"])
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)
     w.add(name + ".dout", dout)
@@ -941,6 +983,7 @@ def self_checks():
 
     ngpt_self_checks(E, fwd)
     sink_self_checks(E, fwd)
+    clip_self_checks(E, fwd)
     print("self-checks passed")
 
 
@@ -1070,6 +1113,53 @@ def sink_self_checks(E, fwd):
         raise AssertionError("config_from_metadata accepts attn_sink 'sigmoid'")
     except ValueError as e:
         assert "attn_sink" in str(e), e
+
+
+def clip_self_checks(E, fwd):
+    """clip_qkv in the twin: a c above every projected value is no clamp, one below some
+    changes the output; with the gate, a c between the largest Q|K|V value and the largest gate
+    logit is no clamp either (the gate's columns are not clamped: Q|K|V's rows of att_proj
+    scaled down to put them there); the twin refuses a negative,
+    infinite or NaN c, and a Hugging Face export of a stack with clip_qkv, naming them; the
+    trainer's metadata (clip_qkv, %.9g) reads back as attn.clip_qkv, absent as 0."""
+    pre = make_cfg("PRE", 2, 16, 4, 2)
+    p = draw_params(pre)
+    assert torch.allclose(fwd(pre, p, attn=dict(clip_qkv=1e6)), fwd(pre, p), rtol=0, atol=0)
+    assert not torch.allclose(fwd(pre, p, attn=dict(clip_qkv=0.5)), fwd(pre, p), atol=1e-3)
+    gated = dict(pre, attn_gate=GATE_ELEMENTWISE)
+    pg = draw_params(gated)
+    n = 16 + 2 * 2 * 4  # d + 2 H_kv d_k: the gate's 16 logits after
+    for l in range(2):
+        pg["blocks.%d.att_proj.weight" % l][:n] *= 0.05
+    tr = _Projected()
+    stack = twin_stack(gated)
+    load(stack, pg)
+    with torch.no_grad():
+        stack(E.reshape(2, 5, 16), trace=tr)
+    top = max(t[:, :n].abs().max().item() for t in tr.fwd)
+    gate_top = max(t[:, n:].abs().max().item() for t in tr.fwd)
+    assert gate_top > 2 * top, (gate_top, top)
+    c = 0.5 * (top + gate_top)
+    assert torch.allclose(fwd(gated, pg, attn=dict(clip_qkv=c)), fwd(gated, pg), rtol=0, atol=0)
+    base = twin_config(pre, "pre")
+    for bad in (-1.0, float("inf"), float("nan")):
+        try:
+            twin.resolve(base.with_fields(attn=dict(clip_qkv=bad)))
+            raise AssertionError("the twin accepts attn.clip_qkv %g" % bad)
+        except ValueError as e:
+            assert "attn.clip_qkv" in str(e), e
+    stack = twin.Stack(base.with_fields(attn=dict(clip_qkv=0.5)))
+    for fn in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
+        try:
+            fn()
+            raise AssertionError("a stack with attn.clip_qkv is exported")
+        except ValueError as e:
+            assert "clip_qkv" in str(e), e
+    meta = dict(vocab_size="256", n_layers="2", d_model="16", n_heads="4", n_kv_heads="2",
+                d_ff="24", rope="1", preset="olmo2", ffn="swiglu", norm="rms")
+    for value, clip in ((None, 0.0), ("0.5", 0.5), ("%.9g" % 0.1, 0.1)):
+        m = dict(meta, **({} if value is None else {"clip_qkv": value}))
+        assert twin.config_from_metadata(m).attn.clip_qkv == clip, value
 
 
 def main():
@@ -1208,6 +1298,16 @@ def main():
                                              attn_sink=SINK_OFF_BY_ONE)))
     cases.append(("sink_learned_siamese_L2", dict(make_cfg("SIAMESE", 2, Hkv=2, **small),
                                                   attn_sink=SINK_LEARNED)))
+    # OLMo's clip_qkv (Q|K|V clamped after b_qkv, before the site norms), checked against
+    # OLMo's clamp of the projection (nbfixture.attention): on OLMo-2 (clamped, then its
+    # full-width Q, K norms, then RoPE) with GQA; on Pre-Norm with learned sinks and MQA; on
+    # Pre-Norm with the elementwise gate, whose G columns are not clamped, with both biases
+    cases.append(("clip_olmo2_gqa_L2", dict(make_cfg("OLMO2", 2, d=8, H=4, Hkv=2),
+                                            clip_qkv=1.0)))
+    cases.append(("clip_sink_pre_L2", dict(make_cfg("PRE", 2, Hkv=1, **small), clip_qkv=0.8,
+                                           attn_sink=SINK_LEARNED)))
+    cases.append(("clip_gate_pre_L2", dict(make_cfg("PRE", 2, Hkv=2, attn_bias=3, **small),
+                                           clip_qkv=0.8, attn_gate=GATE_ELEMENTWISE)))
 
     check_header_keys(cfg["preset"] for _, cfg in cases)
     for name, cfg in cases:

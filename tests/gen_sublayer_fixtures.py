@@ -18,7 +18,8 @@ attention.bin, per case:
     scalars  B, T, d, H, Hkv, sites (Q=1 K=2 V=4 C=8), width (1 per head, 2 full),
              norm (1 RMS, 2 LayerNorm), no_gain (1 = site norms without gain), rope (0/1),
              theta, causal (0/1), eps; bias (NB_ATTN_BIAS_* mask) only when not 0; sink
-             (nb_attn_sink: 1 learned, 2 off-by-one) only when not 0
+             (nb_attn_sink: 1 learned, 2 off-by-one) only when not 0; clip_qkv (OLMo's c:
+             Q|K|V clamped to [-c, c] after b_qkv) only when not 0
     inputs   x (B*T, d), w_qkv (d + 2*Hkv*dk, d), w_o (d, d), q_gain/k_gain/v_gain/c_gain
              (present for normalized sites unless no_gain), b_qkv, b_o (with bias), sinks (H,
              learned sinks), dout
@@ -46,8 +47,14 @@ from nbfixture import (FFN_TYPES, FULL, GELU_ERF, GELU_TANH, LAYER, NORM_KINDS, 
                        rope_sin_cos, site_width, twin)
 
 SEED = 20240602
-# attention.bin: 390 kB, and 61 kB more for the sink cases (attn_sink_*)
-MAX_BYTES = 460 * 1024
+# attention.bin: 390 kB, 61 kB more for the sink cases (attn_sink_*), and the clip_qkv cases'
+# (attn_clip_*)
+MAX_BYTES = 520 * 1024
+# clip_qkv cases: the share of Q|K|V values clamped (enough that the zero gradient is seen,
+# enough left that the projection's gradient is), and the least distance of a value from +-c
+# (float32 rounding of the projection, ~1e-6 here, must not move a value across the bound:
+# the gradient jumps there)
+CLIP_SHARE, CLIP_GAP = (0.1, 0.6), 1e-4
 
 
 # ---- the twin's sublayers ----------------------------------------------------------------
@@ -87,7 +94,7 @@ def leaf(t):
     return t.detach().clone().requires_grad_(True)
 
 
-def attn_forward(cfg, x, w_qkv, w_o, gains, b_qkv=None, b_o=None, sinks=None):
+def attn_forward(cfg, x, w_qkv, w_o, gains, b_qkv=None, b_o=None, sinks=None, clip=0.0):
     """The direct transcription (nbfixture.attention); the site norms have no bias (OLMo)."""
     kind, eps = cfg["norm"], cfg["eps"]
 
@@ -96,11 +103,11 @@ def attn_forward(cfg, x, w_qkv, w_o, gains, b_qkv=None, b_o=None, sinks=None):
 
     return attention(x, w_qkv, w_o, cfg["B"], cfg["T"], cfg["d"], cfg["H"], cfg["Hkv"],
                      cfg["sites"], cfg["width"], snorm, cfg["rope"], cfg["theta"], cfg["causal"],
-                     b_qkv, b_o, sinks=sinks)
+                     b_qkv, b_o, sinks=sinks, clip_qkv=clip)
 
 
 def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
-              theta=10000.0, causal=1, eps=1e-5, no_gain=0, bias=0, sink=0):
+              theta=10000.0, causal=1, eps=1e-5, no_gain=0, bias=0, sink=0, clip=0.0):
     cfg = dict(B=B, T=T, d=d, H=H, Hkv=Hkv, sites=sites, width=width, norm=norm, rope=rope,
                theta=theta, causal=causal, eps=eps)
     dk = d // H
@@ -123,7 +130,8 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
     blk = twin_block(d, H, Hkv, norm=dict(type=NORM_KINDS[norm], eps=eps),
                      attn=dict(sites=sites, site_width="per_head" if width == PER_HEAD else
                                "full", rope=bool(rope), rope_theta=theta,
-                               non_causal=not causal, bias=bias, sink=SINKS[sink]))
+                               non_causal=not causal, bias=bias, sink=SINKS[sink],
+                               clip_qkv=clip))
     set_params(blk, vals)
     blk.probs = []
     xt = leaf(x)
@@ -136,7 +144,7 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
                            if s + "_norm.weight" in direct},
                           direct.get("att_proj.bias"), direct.get("attn_out.bias"),
                           direct["sinks"] if sink == SINK_LEARNED else
-                          torch.zeros(H) if sink == SINK_OFF_BY_ONE else None)
+                          torch.zeros(H) if sink == SINK_OFF_BY_ONE else None, clip)
     dout = torch.randn(B * T, d)
     grads, ref_grads = backward_both((out, ref), dout, (
         [xt] + [blk.get_parameter(k) for k in vals], [xd] + list(direct.values())))
@@ -149,6 +157,12 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
     # and a sink takes a visible share in every head, or dz and the rescaling go untested
     sink_mass = (1 - pv.sum(-1)).mean(dim=(0, 2))  # per head, over the B*T rows
     assert not sink or sink_mass.min() > 0.02, (name, sink_mass)
+    # clip_qkv clamps a good share of Q|K|V, and no value sits within float32 reach of +-c
+    if clip:
+        raw = x @ vals["att_proj.weight"].T + vals.get("att_proj.bias", 0)
+        share = (raw.abs() > clip).double().mean().item()
+        gap = (raw.abs() - clip).abs().min().item()
+        assert CLIP_SHARE[0] <= share <= CLIP_SHARE[1] and gap > CLIP_GAP, (name, share, gap)
 
     for field, val in (("B", B), ("T", T), ("d", d), ("H", H), ("Hkv", Hkv), ("sites", sites),
                        ("width", width), ("norm", norm), ("no_gain", no_gain), ("rope", rope),
@@ -158,6 +172,8 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
         w.add(name + ".bias", bias)
     if sink:  # optional: absent = no sink
         w.add(name + ".sink", sink)
+    if clip:  # optional: absent = off
+        w.add(name + ".clip_qkv", clip)
     # the fixture's names of the twin's parameters, in the order the file has always had
     fixture = [("att_proj.weight", "w_qkv"), ("attn_out.weight", "w_o")] + \
         [(s + "_norm.weight", s + "_gain") for s, _ in SITES] + \
@@ -310,6 +326,18 @@ def main():
                   sink=SINK_OFF_BY_ONE)
         attn_case(w, "attn_sink_learned_qkvc_full_mqa_bias", 1, 7, 16, 4, 1, Q | K | V | C,
                   width=FULL, bias=3, sink=SINK_LEARNED)
+    # OLMo's clip_qkv (Q|K|V clamped after b_qkv, before the site norms), checked against
+    # OLMo's clamp of the projection (nbfixture.attention): no site norms with both biases and
+    # GQA (the clamp alone before RoPE); OLMo-2's full-width Q, K norms then RoPE, MHA (the
+    # clamp, then the norms over the clamped rows); per-head QKVC LayerNorms with MQA, learned
+    # sinks and no causal mask; a stream of their own
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED + 3)
+        attn_case(w, "attn_clip_none_gqa_bias", 2, 5, 16, 4, 2, 0, bias=3, clip=1.0)
+        attn_case(w, "attn_clip_qk_full_rope", 2, 7, 16, 4, 4, Q | K, width=FULL, eps=1e-6,
+                  clip=0.8)
+        attn_case(w, "attn_clip_qkvc_ln_mqa_sink", 1, 7, 16, 4, 1, Q | K | V | C, norm=LAYER,
+                  causal=0, sink=SINK_LEARNED, clip=1.2)
     write(w, outdir, "attention.bin")
 
     w = Writer(MAX_BYTES)

@@ -141,8 +141,8 @@ def twin_config(s, preset):
     attn_bias, value_residual, hyper, hyper_streams, hyper_static, hyper_sinkhorn, depth_alpha,
     depth_base, interp_init, qk_scale, softmax_scale, ffn_in_scale, and the porting options
     attn_gate, norm_gain, norm_bias, gain_offset, embed_scale_on (embed_scale: the parameter's
-    name), branch_scale, ffn_bias; attn_sink; the fixtures' 0.1 names), preset is the library's
-    preset key."""
+    name), branch_scale, ffn_bias; attn_sink, clip_qkv; the fixtures' 0.1 names), preset is the
+    library's preset key."""
     return twin.StackConfig(
         preset=preset, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
         n_kv_heads=int(s["Hkv"]), mixln_alpha=float(s["mixln_alpha"]),
@@ -155,7 +155,8 @@ def twin_config(s, preset):
             sites=int(s["sites"]), bias=int(s.get("attn_bias", 0)), rope=bool(s["rope"]),
             rope_theta=float(s["theta"]), qk_scale=int(s.get("qk_scale", 0)),
             softmax_scale=float(s.get("softmax_scale", 0)),
-            gate=GATES[int(s.get("attn_gate", 0))], sink=SINKS[int(s.get("attn_sink", 0))]),
+            gate=GATES[int(s.get("attn_gate", 0))], sink=SINKS[int(s.get("attn_sink", 0))],
+            clip_qkv=float(s.get("clip_qkv", 0))),
         ffn=twin.FfnConfig(
             type=FFN_TYPES[int(s["ffn"])], d_ff=int(s["f"]), bias=int(s.get("ffn_bias", 0)),
             in_scale=int(s.get("ffn_in_scale", 0))),
@@ -262,7 +263,8 @@ def site_width(d, H, Hkv, width, site):
 
 
 def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, causal,
-              b_qkv=None, b_o=None, vmix=None, sqk=None, softmax_scale=None, gate=0, sinks=None):
+              b_qkv=None, b_o=None, vmix=None, sqk=None, softmax_scale=None, gate=0, sinks=None,
+              clip_qkv=0):
     """MHA_#(x): fused Q|K|V projection (nn.Linear, bias b_qkv optional), GQA, site norms
     snorm(site, t) per head with one d_k gain (or full width, OLMo-2, before the head split),
     RoPE after the norms (V is never rotated), scale 1/sqrt(d_k), C norm before W_o (bias b_o
@@ -277,7 +279,10 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
     z_h (H; zeros for the off-by-one softmax), in torchtitan's gpt-oss form (its Attention.forward:
     the attention output without sink times sigmoid(lse - z_h), lse the row's log-sum-exp of
     the scaled, masked scores): the same function as gpt-oss's concatenated column (the twin's),
-    written the other way.
+    written the other way. clip_qkv: OLMo's (olmo/model.py, OLMoSequentialBlock.forward:
+    qkv = self.att_proj(h); qkv.clamp_(min=-clip_qkv, max=clip_qkv); then the split): Q, K and
+    V clamped as projected, with their bias, before the site norms; the gate's logits (no
+    projection of OLMo's) are not.
     x (B*T, d). Returns the output (B*T, d) and the attention probabilities (B, H, T, T), with
     sinks the probabilities of the keys (rows summing to 1 - the sink's mass)."""
     dk = d // H
@@ -296,6 +301,8 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
     if b_qkv is not None:
         qkv = qkv + b_qkv
     q, k, v, glog = qkv.view(B, T, -1).split((d, Hkv * dk, Hkv * dk, G), dim=-1)
+    if clip_qkv:
+        q, k, v = (t.clamp(min=-clip_qkv, max=clip_qkv) for t in (q, k, v))
     if width == FULL:
         # OLMo-2: norm over the flattened projection row, before the head split
         q, k, v = norm_qkv(q, k, v)

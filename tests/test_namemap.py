@@ -40,6 +40,9 @@ buffers); a Llama file with Q/K/V biases (Qwen2's). The C tool and the twin must
    twin's config_from_hf, both naming the key; inert keys are accepted by both.
 5. Attention sinks: a Llama-named file with gpt-oss's self_attn.sinks (hf_parts' names) runs in
    nbimport to the twin's output; the export of the stack is refused by both, naming attn_sink.
+6. OLMo's clip_qkv: an OLMo-2-named file with the trainer's clip_qkv key runs in nbimport to
+   the twin's clamped output; the export is refused by both, naming clip_qkv (Olmo2Config
+   drops OLMo-1's clip_qkv).
 
 Tolerance: float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin| (measured
 ~1e-6); the float64 twin against the float64 transcription, 1e-10 + 1e-9 |ref|. Exits 77
@@ -555,6 +558,34 @@ def sinks(nbimport, work):
            "sinks: to_hf refuses it, naming attn_sink")
 
 
+def clip_qkv(nbimport, work):
+    """OLMo's clip_qkv on OLMo-2 (the trainer's key "clip_qkv", %.9g): nbimport reads an
+    hf-llama file of the olmo2 stack with the key to the twin's clamped output (a c that clamps
+    a good share of Q|K|V: the output is not the unclamped one); Olmo2Attention clamps nothing,
+    so both refuse the export, naming clip_qkv."""
+    stack = make_stack("olmo2", 2, True, attn=dict(clip_qkv=0.2))
+    plain = make_stack("olmo2", 2, True)
+    plain.load_state_dict(stack.state_dict())
+    p = {n_: t.detach() for n_, t in stack.library_parameters()}
+    E = torch.randn(B, T, D)
+    model = {name: p[lib][r0:r0 + rows] for lib, parts in twin.hf_parts(stack, "hf-llama")
+             for name, r0, rows, _ in parts}
+    meta = dict(train_meta(stack, "olmo2"), clip_qkv="%.9g" % 0.2)
+    r, out = run_file(nbimport, "hf-llama", model, meta, E, work, "clip")
+    ref = forward(stack, E)
+    report(close(out, ref) and not close(forward(plain, E), ref),
+           "clip_qkv (hf-llama, olmo2): %d tensors, clip_qkv 0.2 read" % len(model),
+           r.stderr.strip())
+    lib_path, exp_path = os.path.join(work, "clip.lib"), os.path.join(work, "clip.exp")
+    write_safetensors(lib_path, list(p.items()), meta)
+    r = subprocess.run([nbimport, "--export", "hf-llama", lib_path, exp_path],
+                       capture_output=True, text=True)
+    report(r.returncode == 1 and "clip_qkv" in r.stderr and not os.path.exists(exp_path),
+           "clip_qkv: --export hf-llama refuses it, naming clip_qkv", r.stderr.strip())
+    report(raises(lambda: twin.to_hf(stack, "hf-llama"), "clip_qkv"),
+           "clip_qkv: to_hf refuses it, naming clip_qkv")
+
+
 def main():
     nbimport = sys.argv[1]
     torch.manual_seed(7)
@@ -563,7 +594,8 @@ def main():
         hf_directories(nbimport, work)
         exports(nbimport, work)
         config_refusals(nbimport, work)
-        sinks(nbimport, work)  # last: its stack's init draws from the seeded stream
+        sinks(nbimport, work)  # after the others: its stack's init draws from the seeded stream
+        clip_qkv(nbimport, work)  # last, for the same reason
     print("all passed" if not failed else "%d failed" % failed)
     return 1 if failed else 0
 

@@ -102,6 +102,12 @@ check skipinit --preset rezero --layers 2 --branch-scale sublayer
 # on HybridNorm's site norms
 check sinks --preset pre --layers 2 --attn-sink learned
 check sinks_obo --preset hybrid --layers 2 --attn-sink off-by-one
+# OLMo's clip_qkv as the trainer writes it (the twin reads clip_qkv): on OLMo-2 (the clamp, then
+# its full-width Q, K norms, then RoPE; a third of layer 1's Q|K|V clamped, layer 0's are
+# smaller than c), and on Pre-Norm with the elementwise gate (half of Q|K|V clamped, the gate's
+# logits not)
+check clip_qkv --preset olmo2 --layers 2 --clip-qkv 0.15
+check clip_qkv_gated --preset pre --layers 2 --clip-qkv 0.5 --attn-gate elementwise
 # LayerNorm with biases, GELU-tanh FFN with biases
 check gpt2 --preset gpt2 --layers 2
 check pre_layer_gelu --preset Pre-QK-Pre --layers 2 --norm layer --ffn gelu --kv-heads 1
@@ -128,10 +134,11 @@ dump_check() {
   # two streams; output norms (out_normed) at full-width QK sites; the value residual;
   # hyper-connected streams (hc_maps, hc_in, x1..x3, hc_head); nGPT's L2 norms and scales
   # (qkv_scaled, proj_scaled, res_normed); the output gate (c_gated); Derf's norms; learned
-  # attention sinks; one stream (kept below)
+  # attention sinks; clip_qkv without site norms (qkv as projected, qkv_normed clamped); one
+  # stream (kept below)
   for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors mhc.safetensors \
             hc.safetensors ngpt.safetensors gated.safetensors derf.safetensors sinks.safetensors \
-            hybrid.safetensors; do
+            clip_qkv_gated.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
       FAILED=$((FAILED + 1)); echo "FAIL: dumps of $ck"; cat dump.log; return

@@ -63,6 +63,9 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   z_h]) with that column dropped after, so P's rows sum to 1 - the sink's mass:
                   z_h learnable "blocks.<l>.sinks" ("learned", H values) or 0 ("off_by_one");
                   z_h is not multiplied by s.
+                  attn.clip_qkv (OLMo's clip_qkv): c > 0 clamps the projection's Q|K|V columns
+                  (after b_qkv, before the site norms; not the gate's G) to [-c, c], so no
+                  gradient flows where a value is clamped.
                   residual.value_residual (ResFormer): in layers l >= 1, V (after its site norm) is
                   lambda_1 V + lambda_2 V_0 before attention, V_0 layer 0's; lambdas 0.5, or
                   learnable "blocks.<l>.value_residual.lambda".
@@ -350,6 +353,9 @@ class AttnConfig:
                                  # or "elementwise" (G = d); its rows last in att_proj
     sink: str = ""               # attention sinks: "" / "none", "learned" (gpt-oss's logit z_h per
                                  # query head, "sinks") or "off_by_one" (z = 0, no parameter)
+    clip_qkv: float = 0.0        # OLMo's clip_qkv: Q|K|V of the projection (after its bias,
+                                 # before the site norms; not the gate) clamped to [-c, c];
+                                 # 0 = off, else finite and > 0
 
 
 @dataclass
@@ -715,8 +721,8 @@ _SINKS = ("", "none", "learned", "off_by_one")
 
 def _resolve_norm_options(c):
     """The porting options of nb__stack_norms (norm.gain, norm.bias, norm.gain_offset,
-    norm.embed_scale, the stack's residual.branch_scale), the output gate attn.gate and the
-    attention sinks attn.sink, checked as nb_stack_init checks them."""
+    norm.embed_scale, the stack's residual.branch_scale), the output gate attn.gate, the
+    attention sinks attn.sink and attn.clip_qkv, checked as nb_stack_init checks them."""
     norm, branch_scale = c.norm, c.residual.branch_scale
     gain, block_bias, _ = _NORM_KINDS[norm.type]
     if norm.gain not in (-1, 0) or norm.bias not in (-1, 0) or norm.gain_offset not in (0, 1):
@@ -739,6 +745,9 @@ def _resolve_norm_options(c):
     if c.attn.sink not in _SINKS:
         raise ValueError("attn.sink %r: one of %s" % (c.attn.sink, _SINKS))
     c.attn.sink = "" if c.attn.sink == "none" else c.attn.sink
+    clip = c.attn.clip_qkv
+    if not (clip >= 0 and math.isfinite(clip)):  # nb_attn_plan_make's check (NaN fails it too)
+        raise ValueError("attn.clip_qkv (%g) must be 0 (off) or finite and > 0" % clip)
 
 
 # ---- modules ---------------------------------------------------------------------------------
@@ -1090,7 +1099,11 @@ class Block(nn.Module):
         B, T, _ = x.shape
         sites, full = self.spec.sites, self.c.attn.site_width == _FULL
         qkv = self._linear(self.att_proj, x)
-        self._t("attn", "qkv", qkv)
+        self._t("attn", "qkv", qkv)  # as projected: the library traces it before the clamp
+        clip = self.c.attn.clip_qkv
+        if clip > 0:  # OLMo's clip_qkv on Q|K|V only: the gate's logits are not OLMo's
+            n = d + 2 * Hkv * dk
+            qkv = torch.cat((qkv[..., :n].clamp(-clip, clip), qkv[..., n:]), dim=-1)
         q, k, v, g = qkv.split((d, Hkv * dk, Hkv * dk, self.gate_width), dim=-1)
         g = g if self.gate_width else None  # the gate's logits: never normed or rotated
         if full:  # OLMo-2: over the whole projection row, before the head split
@@ -1098,7 +1111,7 @@ class Block(nn.Module):
         q, k, v = (t.reshape(B, T, n, dk) for t, n in ((q, H), (k, Hkv), (v, Hkv)))
         if not full:  # per head: over each d_k vector, one gain for all heads
             q, k, v = self._site_norms(q, k, v)
-        if sites & SITES_QKV:
+        if sites & SITES_QKV or clip > 0:  # the library's: whenever it keeps the raw projection
             self._t_qkv("qkv_normed", q, k, v, False, g)
         vres = self.c.residual.value_residual
         if vres:  # ResFormer: the values attention reads, after the V norm
@@ -1661,14 +1674,15 @@ def config_from_metadata(meta):
     hyper.sinkhorn = int(get("hyper_sinkhorn", "0"))
     res.depth_alpha = float(get("completep", "0"))
     res.depth_base = int(get("depth_base", "0"))
-    # the porting options (--attn-gate, --attn-sink, --norm-gain, --norm-bias, --gain-offset,
-    # --branch-scale: the trainer's names, the checkpoint's keys); qk_clip is how the trainer
-    # trains, not the model
+    # the porting options (--attn-gate, --attn-sink, --clip-qkv, --norm-gain, --norm-bias,
+    # --gain-offset, --branch-scale: the trainer's names, the checkpoint's keys); qk_clip is how
+    # the trainer trains, not the model (clip_qkv is the model: a clamp in its forward)
     attn.gate = get("attn_gate", "")
     sink = get("attn_sink", "none")
     if sink not in _META_SINKS:
         raise ValueError("attn_sink %r: one of %s" % (sink, ", ".join(_META_SINKS)))
     attn.sink = _META_SINKS[sink]
+    attn.clip_qkv = float(get("clip_qkv", "0"))  # --clip-qkv as %.9g; resolve checks it
     norm.gain = -1 if get("norm_gain") == "off" else 0
     norm.bias = -1 if get("norm_bias") == "off" else 0
     norm.gain_offset = 1 if get("gain_offset") == "on" else 0
@@ -1878,6 +1892,9 @@ def _layout_refusal(c, layout):
     if c.attn.sink:  # gpt-oss's class has them, and MoE blocks these layouts do not hold
         return ("attn_sink: no Llama-family or GPT-2 class has a sink in its softmax (gpt-oss's "
                 "sinks, the off-by-one softmax)")
+    if c.attn.clip_qkv:  # OLMo-1's OlmoAttention has it; Olmo2Config drops it (del self.clip_qkv)
+        return ("clip_qkv: no Llama-family, OLMo-2 or GPT-2 class clamps its Q, K, V projections "
+                "(OLMo-1's clip_qkv)")
     return None
 
 

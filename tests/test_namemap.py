@@ -534,28 +534,39 @@ def config_refusals(nbimport, work):
                (json.dumps(change), "accepted" if key is None else "refused"), r.stderr.strip())
 
 
+def hf_llama_named(stack):
+    """The stack's tensors under hf-llama's names (hf_parts), for a stack to_hf refuses."""
+    p = {n_: t.detach() for n_, t in stack.library_parameters()}
+    return {name: p[lib][r0:r0 + rows] for lib, parts in twin.hf_parts(stack, "hf-llama")
+            for name, r0, rows, _ in parts}
+
+
+def export_refused(nbimport, work, tag, stack, meta, field):
+    """No Llama-family class has the option: nbimport --export hf-llama of the library-named
+    file and the twin's to_hf both refuse the stack, naming field, and nothing is written."""
+    lib_path, exp_path = os.path.join(work, tag + ".lib"), os.path.join(work, tag + ".exp")
+    write_safetensors(lib_path, [(n_, t.detach()) for n_, t in stack.library_parameters()], meta)
+    r = subprocess.run([nbimport, "--export", "hf-llama", lib_path, exp_path],
+                       capture_output=True, text=True)
+    report(r.returncode == 1 and field in r.stderr and not os.path.exists(exp_path),
+           "%s: --export hf-llama refuses it, naming %s" % (tag, field), r.stderr.strip())
+    report(raises(lambda: twin.to_hf(stack, "hf-llama"), field),
+           "%s: to_hf refuses it, naming %s" % (tag, field))
+
+
 def sinks(nbimport, work):
     """gpt-oss's sinks under Llama's names (self_attn.sinks, transformers' GptOssAttention):
     nbimport reads a file written in hf_parts' names (to_hf refuses the stack) to the twin's
     output; no Llama-family or GPT-2 class has a sink, so both refuse the export, naming
     attn_sink."""
     stack = make_stack("pre", 2, True, attn=dict(sink="learned"))
-    p = {n_: t.detach() for n_, t in stack.library_parameters()}
     E = torch.randn(B, T, D)
-    model = {name: p[lib][r0:r0 + rows] for lib, parts in twin.hf_parts(stack, "hf-llama")
-             for name, r0, rows, _ in parts}
+    model = hf_llama_named(stack)
     meta = dict(train_meta(stack, "pre"), attn_sink="learned")
     r, out = run_file(nbimport, "hf-llama", model, meta, E, work, "sinks")
     report(close(out, forward(stack, E)) and "model.layers.1.self_attn.sinks" in model,
            "sinks (hf-llama): %d tensors, self_attn.sinks read" % len(model), r.stderr.strip())
-    lib_path, exp_path = os.path.join(work, "sinks.lib"), os.path.join(work, "sinks.exp")
-    write_safetensors(lib_path, list(p.items()), meta)
-    r = subprocess.run([nbimport, "--export", "hf-llama", lib_path, exp_path],
-                       capture_output=True, text=True)
-    report(r.returncode == 1 and "attn_sink" in r.stderr and not os.path.exists(exp_path),
-           "sinks: --export hf-llama refuses it, naming attn_sink", r.stderr.strip())
-    report(raises(lambda: twin.to_hf(stack, "hf-llama"), "attn_sink"),
-           "sinks: to_hf refuses it, naming attn_sink")
+    export_refused(nbimport, work, "sinks", stack, meta, "attn_sink")
 
 
 def clip_qkv(nbimport, work):
@@ -566,24 +577,15 @@ def clip_qkv(nbimport, work):
     stack = make_stack("olmo2", 2, True, attn=dict(clip_qkv=0.2))
     plain = make_stack("olmo2", 2, True)
     plain.load_state_dict(stack.state_dict())
-    p = {n_: t.detach() for n_, t in stack.library_parameters()}
     E = torch.randn(B, T, D)
-    model = {name: p[lib][r0:r0 + rows] for lib, parts in twin.hf_parts(stack, "hf-llama")
-             for name, r0, rows, _ in parts}
+    model = hf_llama_named(stack)
     meta = dict(train_meta(stack, "olmo2"), clip_qkv="%.9g" % 0.2)
     r, out = run_file(nbimport, "hf-llama", model, meta, E, work, "clip")
     ref = forward(stack, E)
     report(close(out, ref) and not close(forward(plain, E), ref),
            "clip_qkv (hf-llama, olmo2): %d tensors, clip_qkv 0.2 read" % len(model),
            r.stderr.strip())
-    lib_path, exp_path = os.path.join(work, "clip.lib"), os.path.join(work, "clip.exp")
-    write_safetensors(lib_path, list(p.items()), meta)
-    r = subprocess.run([nbimport, "--export", "hf-llama", lib_path, exp_path],
-                       capture_output=True, text=True)
-    report(r.returncode == 1 and "clip_qkv" in r.stderr and not os.path.exists(exp_path),
-           "clip_qkv: --export hf-llama refuses it, naming clip_qkv", r.stderr.strip())
-    report(raises(lambda: twin.to_hf(stack, "hf-llama"), "clip_qkv"),
-           "clip_qkv: to_hf refuses it, naming clip_qkv")
+    export_refused(nbimport, work, "clip_qkv", stack, meta, "clip_qkv")
 
 
 def main():

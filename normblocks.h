@@ -253,6 +253,7 @@
                      no value (gpt-oss's "sinks"; init by torchtitan's gpt-oss), or z = 0 (the
                      off-by-one softmax); nb_stack_sink_mass reports what they take
        attn.clip_qkv OLMo's clamp of the projection's Q, K, V to [-c, c] before the Q/K norms
+       attn.softcap  Gemma 2's attention-logit softcap: the scaled scores s become c tanh(s/c)
        norm.type = NB_NORM_DERF  Derf (arXiv 2512.10938; its code) at every norm and site
        norm.gain, norm.bias = -1  block norms without weight (RMSNorm without one) or bias
                      (DyT's LLaMA code has none)
@@ -752,6 +753,9 @@ typedef struct nb_attn_config {
     nb_real clip_qkv;        /* OLMo's clip_qkv: the projection's Q, K, V (after its bias, before
                                 the site norms) clamped to [-c, c], no gradient where clamped;
                                 0 = off; else finite and > 0 */
+    nb_real softcap;         /* Gemma 2's attn_logit_softcapping: the scaled scores s become
+                                c tanh(s / c) before the mask and softmax (and a sink); 0 = off;
+                                else finite and > 0 (Gemma 2: 50) */
 } nb_attn_config;
 
 typedef struct nb_attn_desc {
@@ -828,6 +832,7 @@ NBDEF nb_result nb_attn_backward(nb_ctx* ctx, const nb_attn_plan* plan, const nb
    T), H values each, either output may be NULL:
      max_logit[h]   the largest logit head h passed to its softmax, s q.k after the norms, RoPE
                     and qk_scale (masked entries excluded), over the B*T rows: QK-Clip's S_max
+                    (with attn.softcap the logit before the cap, which the cap hides)
      first_mass[h]  the probability of the first key, P[i][0], averaged over the B*T query
                     rows: the attention-sink mass (the causal mask gives row 0 all of its
                     mass there, 1/T of the mean)
@@ -2099,6 +2104,23 @@ static void nb__norm_seg_fwd(nb_real* ys, const nb_real* xs, int seg,
 /* tanh(x) = 1 - 2 / (1 + e^2x), through the exp that vectorizes (libm's tanhf is a call per
    element: DyT trained 4x slower with it). Absolute error ~1 ulp of 1, as the GELU's tanh. */
 static inline nb_real nb__tanh(nb_real x) { return 1 - 2 / (1 + NB__EXP(2 * x)); }
+
+/* tanh within a few ulp of tanh(x) itself, also near 0, and vectorizing: the softcap's
+   c tanh(s/c) is near s for |s| << c, where nb__tanh's error of an ulp of 1 times c would be
+   c/|s| times the logit's own rounding. Float: Cephes' tanhf (an odd polynomial below 0.625,
+   1 - 2/(e^2|x| + 1) above, where nothing cancels; |x| capped at 10, where tanh rounds to 1,
+   so exp never overflows); double: libm's tanh. */
+#ifdef NB_DOUBLE
+#define nb__tanh_acc tanh
+#else
+static inline float nb__tanh_acc(float x) {
+    const float a = x < 0 ? -x : x, z = x * x;
+    const float e = NB__EXP(2 * (a < 10 ? a : 10)), big = 1 - 2 / (e + 1);
+    const float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) *
+                              z + 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+    return a < 0.625f ? small : x < 0 ? -big : big;
+}
+#endif
 
 /* DyT of one segment: y = gain * tanh(alpha x) + bias (gain, bias NULL: 1, 0). y may equal x. */
 static void nb__dyt_seg_fwd(nb_real* ys, const nb_real* xs, int seg, const nb_real* gain,
@@ -3677,6 +3699,11 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
 #define NB__TILE 64 /* query rows per attention task */
 /* row tiles of T (T + NB__TILE - 1 would overflow for T near INT_MAX) */
 static int nb__tiles(int T) { return T / NB__TILE + (T % NB__TILE != 0); }
+/* A thread's float tiles of NB__TILE x T in scratch: P (or the scores), dP; with the softcap
+   also its derivative (nb__attn_item.fac) */
+static size_t nb__tile_floats(const nb_attn_plan* pl, int T) {
+    return (size_t)(pl->desc.attn.softcap > 0 ? 3 : 2) * NB__TILE * (size_t)T;
+}
 
 /* Where everything lives in the caller's cache and scratch for a given (B, T). The same
    function sizes the buffers at plan time (base NULL) and carves them at run time. */
@@ -3844,7 +3871,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     m->dqkv = nb__take(scratch, &su, nb__mulz(BT, P));
     if (half) m->qkv = m->dqkv;
     m->dc = nb__take(scratch, &su, nb__mulz(BT, d));
-    m->tiles = nb__take(scratch, &su, nb__mulz((size_t)nt * 2 * NB__TILE, (size_t)T));
+    m->tiles = nb__take(scratch, &su, nb__mulz((size_t)nt, nb__tile_floats(pl, T)));
     m->partials = nb__take(scratch, &su, nb__mulz((size_t)nt, nb__part_stride(maxw)));
     /* dK/dV partial sums of the extra parts when B * n_kv_heads < threads (nb__kv_split) */
     m->kv_parts = nb__take(scratch, &su, nb__mulz((size_t)(pl->desc.n_kv_heads < nt ? nt - 1 : 0),
@@ -3887,7 +3914,7 @@ static unsigned long long nb__attn_id(const nb_attn_plan* pl) {
     h = nb__hash(h, (unsigned)d->gemm.bf16_weights);
     h = nb__hash(h, (unsigned)d->attn.qk_scale); h = nb__hashd(h, (double)d->attn.softmax_scale);
     h = nb__hash(h, (unsigned)d->attn.gate); h = nb__hash(h, (unsigned)d->attn.sink);
-    h = nb__hashd(h, (double)d->attn.clip_qkv);
+    h = nb__hashd(h, (double)d->attn.clip_qkv); h = nb__hashd(h, (double)d->attn.softcap);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -3940,6 +3967,9 @@ static nb_result nb__attn_resolve(nb_ctx* ctx, nb_attn_desc* d) {
     NB__CHECK(!(d->attn.clip_qkv >= 0) || !nb__fin((double)d->attn.clip_qkv), NB_ERR_CONFIG,
               "nb_attn_plan_make: attn.clip_qkv (%g) must be 0 (off) or finite and > 0",
               (double)d->attn.clip_qkv);
+    NB__CHECK(!(d->attn.softcap >= 0) || !nb__fin((double)d->attn.softcap), NB_ERR_CONFIG,
+              "nb_attn_plan_make: attn.softcap (%g) must be 0 (off) or finite and > 0",
+              (double)d->attn.softcap);
     NB__CHECK(d->attn.qk_scale && d->n_kv_heads != d->n_heads, NB_ERR_CONFIG,
               "nb_attn_plan_make: qk_scale shares head h's scales between Q head h and K head h: "
               "it needs n_kv_heads (%d) = n_heads (%d)", d->n_kv_heads, d->n_heads);
@@ -4300,11 +4330,12 @@ static void nb__attn_pack(nb_ctx* ctx, const nb_attn_plan* pl, int B, int T,
    i0+rows) against keys [0, ncols). In a backward task also: P (p), dP then dS (dp), where
    the GEMM path adds dK_j and dV_j (ld ld) and the packed path the task's transposes dK^T and
    dV^T (kvt: d_k x T each), via bf16 copies of dS's rows and of P's and dS's pairs of rows
-   (pt). */
+   (pt). With the softcap a backward task also has fac: d(logit)/d(scale s) = 1 - tanh^2 of
+   every score (ld T). */
 typedef struct nb__attn_item {
     int b, h, j, i0, rows, ncols, ld;
     const nb_real* p;
-    nb_real *dp, *dk_j, *dv_j, *kvt;
+    nb_real *dp, *dk_j, *dv_j, *kvt, *fac;
     unsigned short* pt;
 } nb__attn_item;
 
@@ -4329,34 +4360,73 @@ static nb_real nb__sink_row(nb_real* p, int n, nb_real l, nb_real z, nb_real* ps
     return l2;
 }
 
-/* Scores of the item's query rows against its keys into p (ld T), then
-   probabilities. lse given (backward recompute): p = exp(scale*s - lse); else softmax (with
-   the sink, when the plan has one: its probabilities into m->psink), the row lse written to
-   lse_out when not NULL and the rows' largest logit scale*s to *max_out. */
+/* The scores Q K^T of the item's query rows against its keys into s (ld T), unscaled */
+static void nb__attn_scores(const nb_attn_plan* pl, const nb__attn_mem* m, int T,
+                            const nb__attn_item* it, nb_real* s) {
+    const int dk = pl->head_dim, P = pl->qkv_width, b = it->b, j = it->j;
+    if (NB__PACKED(pl))
+        nb__bdot(NB__KERNEL(pl), it->rows, it->ncols, dk,
+                 m->qkv16 + (size_t)(b * T + it->i0) * P + it->h * dk, P,
+                 nb__kv16(pl, m->kt16, T, b, j, dk + dk % 2), nb__t32(T), s, T, 0);
+    else
+        nb__gemm1(NB__BF16(pl), it->rows, it->ncols, dk, 1,
+                  nb__qkv_at(pl, m, b * T + it->i0, it->h * dk, 0),
+                  nb__qkv_at(pl, m, b * T, pl->desc.d_model + j * dk, 1), 0, s, T);
+}
+
+/* Gemma 2's softcap of n scores s: the logit y = c tanh(scale s / c) into y and its derivative
+   by scale s, 1 - tanh^2, into fac (either may be NULL or s itself) */
+static void nb__softcap_row(const nb_real* s, nb_real* y, nb_real* fac, int n, nb_real scale,
+                            nb_real c) {
+    const nb_real k = scale / c;
+    int i;
+    NB__SIMD_EXP(simd)
+    for (i = 0; i < n; i++) {
+        const nb_real t = nb__tanh_acc(k * s[i]);
+        if (y) y[i] = c * t;
+        if (fac) fac[i] = 1 - t * t;
+    }
+}
+
+/* The item's visible keys in row r */
+static int nb__row_keys(const nb_attn_plan* pl, const nb__attn_item* it, int r) {
+    return pl->desc.attn.non_causal ? it->ncols : it->i0 + r + 1;
+}
+
+/* The item's scores into p (ld T), then probabilities. lse given (backward recompute):
+   p = exp(y - lse) for the logits y = scale*s (the softcap's, with its derivative into
+   it->fac when not NULL); else softmax (with the sink, when the plan has one: its
+   probabilities into m->psink), the row lse written to lse_out when not NULL and the rows'
+   largest logit scale*s (before a softcap) to *max_out. */
 static void nb__attn_probs(const nb_attn_plan* pl, const nb__attn_mem* m, int T,
                            const nb__attn_item* it, nb_real* p, const nb_real* lse_in,
                            nb_real* lse_out, nb_real* max_out) {
-    const int dk = pl->head_dim, P = pl->qkv_width, b = it->b, h = it->h, j = it->j;
-    const int i0 = it->i0, rows = it->rows, ncols = it->ncols;
-    const nb_real scale = pl->desc.attn.softmax_scale;
+    const int b = it->b, h = it->h, i0 = it->i0, rows = it->rows, ncols = it->ncols;
+    const nb_real scale = pl->desc.attn.softmax_scale, cap = pl->desc.attn.softcap;
     int r, c;
-    if (NB__PACKED(pl))
-        nb__bdot(NB__KERNEL(pl), rows, ncols, dk, m->qkv16 + (size_t)(b * T + i0) * P + h * dk, P,
-                 nb__kv16(pl, m->kt16, T, b, j, dk + dk % 2), nb__t32(T), p, T, 0);
-    else
-        nb__gemm1(NB__BF16(pl), rows, ncols, dk, 1, nb__qkv_at(pl, m, b * T + i0, h * dk, 0),
-                  nb__qkv_at(pl, m, b * T, pl->desc.d_model + j * dk, 1), 0, p, T);
+    nb__attn_scores(pl, m, T, it, p);
     for (r = 0; r < rows; r++) {
         nb_real* pr = p + (size_t)r * T;
-        const int n = pl->desc.attn.non_causal ? ncols : i0 + r + 1;
+        const int n = nb__row_keys(pl, it, r);
         if (lse_in) {
             const nb_real l = lse_in[r];
+            nb_real sc = scale;
+            if (cap > 0) {
+                nb__softcap_row(pr, pr, it->fac ? it->fac + (size_t)r * T : NULL, n, scale, cap);
+                sc = 1;
+            }
             NB__SIMD_EXP(simd)
-            for (c = 0; c < n; c++) pr[c] = NB__EXP(scale * pr[c] - l);
+            for (c = 0; c < n; c++) pr[c] = NB__EXP(sc * pr[c] - l);
             for (c = n; c < ncols; c++) pr[c] = 0;
         } else {
-            nb_real mx;
-            nb_real l = nb__softmax_row(pr, pr, n, ncols, scale, &mx);
+            nb_real mx = 0, l;
+            if (cap > 0) { /* the statistic is the logit before the cap */
+                mx = nb__max(pr, n);
+                nb__softcap_row(pr, pr, NULL, n, scale, cap);
+                l = nb__softmax_row(pr, pr, n, ncols, 1, NULL);
+            } else {
+                l = nb__softmax_row(pr, pr, n, ncols, scale, &mx);
+            }
             if (m->psink)
                 l = nb__sink_row(pr, n, l, m->sinks ? m->sinks[h] : 0,
                                  m->psink + ((size_t)b * pl->desc.n_heads + h) * T + i0 + r);
@@ -4416,7 +4486,7 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
         const int b = bh / H, h = bh % H;
         const size_t prow = ((size_t)b * H + h) * T + tile * NB__TILE;
         nb_real* p = m->probs ? m->probs + prow * T
-                              : m->tiles + (size_t)omp_get_thread_num() * 2 * NB__TILE * T;
+                              : m->tiles + (size_t)omp_get_thread_num() * nb__tile_floats(pl, T);
         nb_real* hs = m->hs + (size_t)bh * ntiles + tile, first = 0;
         nb__attn_item it;
         int i0, j, rows, ncols, r;
@@ -4471,10 +4541,15 @@ static void nb__attn_item_bwd(const nb_attn_plan* pl, int T, const nb__attn_mem*
     for (r = 0; r < rows; r++) {
         const nb_real* pr = p + (size_t)r * T;
         nb_real* dpr = dp + (size_t)r * T;
-        const int n = pl->desc.attn.non_causal ? ncols : i0 + r + 1;
+        const int n = nb__row_keys(pl, it, r);
         const nb_real dot = nb__dot(dpr, pr, n);
         NB__OMP(simd)
         for (c = 0; c < n; c++) dpr[c] = scale * pr[c] * (dpr[c] - dot);
+        if (it->fac) { /* through the softcap y = c tanh(scale s / c): dy/ds = scale fac */
+            const nb_real* fr = it->fac + (size_t)r * T;
+            NB__OMP(simd)
+            for (c = 0; c < n; c++) dpr[c] *= fr[c];
+        }
         for (c = n; c < ncols; c++) dpr[c] = 0;
         /* the sink's column has no value: its dP is 0, so dz = p_z (0 - dot) */
         if (m->dsink) m->dsink[srow + r] = -m->psink[srow + r] * dot;
@@ -4499,6 +4574,19 @@ static void nb__attn_item_bwd(const nb_attn_plan* pl, int T, const nb__attn_mem*
               1, dq, P); /* dQ += dS K */
     nb__gemm1(bf, ncols, dk, rows, 1, nb__m(dp, T, 1), nb__qkv_at(pl, m, b * T + i0, h * dk, 0),
               1, it->dk_j, it->ld); /* dK += dS^T Q */
+}
+
+/* The softcap's derivative of the item's scores into it->fac, from the scores again (P is
+   cached: the probabilities memory mode) */
+static void nb__softcap_fac(const nb_attn_plan* pl, const nb__attn_mem* m, int T,
+                            const nb__attn_item* it) {
+    int r;
+    nb__attn_scores(pl, m, T, it, it->fac);
+    for (r = 0; r < it->rows; r++) {
+        nb_real* fr = it->fac + (size_t)r * T;
+        nb__softcap_row(fr, NULL, fr, nb__row_keys(pl, it, r), pl->desc.attn.softmax_scale,
+                        pl->desc.attn.softcap);
+    }
 }
 
 /* Y (rows x cols, ld ldy) += X^T for X (cols x rows, ld ldx), through 16 x 16 blocks in L1:
@@ -4541,7 +4629,7 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
     NB__OMP(parallel for schedule(dynamic, 1) num_threads(nb_num_threads(ctx)) if(par))
     for (task = 0; task < ntasks; task++) {
         const int pair = task / nparts, part = task % nparts, th = omp_get_thread_num();
-        nb_real* ptile = m->tiles + (size_t)th * 2 * NB__TILE * T;
+        nb_real* ptile = m->tiles + (size_t)th * nb__tile_floats(pl, T);
         nb__attn_item it;
         int item;
         it.b = pair / Hkv; it.j = pair % Hkv;
@@ -4556,14 +4644,19 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
         it.dv_j = part > 0 ? it.dk_j + dk : it.dk_j + (size_t)Hkv * dk;
         it.kvt = pk ? m->kvt + (size_t)th * 2 * dk * T : NULL;
         it.pt = pk ? nb__pt(m, T, th) : NULL;
+        it.fac = pl->desc.attn.softcap > 0 ? ptile + (size_t)2 * NB__TILE * T : NULL;
         if (pk) memset(it.kvt, 0, (size_t)2 * dk * T * sizeof(nb_real));
         for (item = part; item < g * ntiles; item += nparts) {
             size_t prow;
             nb__item_tile(pl, T, &it, it.j * g + item / ntiles, item % ntiles);
             prow = ((size_t)it.b * H + it.h) * T + it.i0;
             it.p = ptile;
-            if (m->probs) it.p = m->probs + prow * T;
-            else nb__attn_probs(pl, m, T, &it, ptile, m->lse + prow, NULL, NULL);
+            if (m->probs) {
+                it.p = m->probs + prow * T;
+                if (it.fac) nb__softcap_fac(pl, m, T, &it);
+            } else {
+                nb__attn_probs(pl, m, T, &it, ptile, m->lse + prow, NULL, NULL);
+            }
             nb__attn_item_bwd(pl, T, m, &it);
         }
         if (pk) {

@@ -86,6 +86,14 @@ static void fd_case(const char* what, const nb_stack_desc* d, int B, int T, nbt_
     if (!nbt_check(setup(&r, d, B, T, rng, 1), what)) { printf("  %s\n", r.ctx.err); return; }
     snprintf(name, sizeof name, "%s: backward NB_OK", what);
     nbt_check(grads(&r), name);
+    if (d->attn.softcap > 0) { /* the cap bends the logits: some beyond c, where tanh' < 0.42 */
+        double mx[64], top = 0;
+        int h;
+        nb_stack_head_stats(&r.s, r.cache, B, T, mx, NULL);
+        for (h = 0; h < d->n_heads * d->n_layers; h++) top = mx[h] > top ? mx[h] : top;
+        snprintf(name, sizeof name, "%s: the largest logit %.3g is beyond the cap", what, top);
+        nbt_check(top > d->attn.softcap, name);
+    }
     ref = (double*)malloc((r.s.n_params + n) * sizeof(double));
     for (i = 0; i < r.s.n_params + n; i++) {
         /* central differences at h and h/2, extrapolated (Richardson): the h^2 truncation term
@@ -358,6 +366,18 @@ static void fd_all(nbt_rng* rng) {
         d = base_desc(NB_PRESET_PRE, 2);
         d.n_kv_heads = 2; d.attn.clip_qkv = 0.4f; d.attn.sink = NB_SINK_LEARNED;
         fd_case("pre with clip_qkv 0.4, learned sinks, GQA", &d, 2, 3, rng);
+    }
+    {   /* Gemma 2's softcap: on Gemma's sandwich with GQA, in LSE memory with learned sinks on
+           HybridNorm's QKV sites, and under mHC */
+        nb_stack_desc d = base_desc(NB_PRESET_SANDWICH, 2);
+        d.n_kv_heads = 2; d.attn.softcap = 0.02f;
+        fd_case("sandwich, softcap, GQA", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_HYBRID, 2);
+        d.attn.softcap = 0.02f; d.attn.memory = NB_ATTN_MEMORY_LSE; d.attn.sink = NB_SINK_LEARNED;
+        fd_case("hybrid, softcap, LSE memory, learned sinks", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_MHC, 1);
+        d.attn.softcap = 0.02f;
+        fd_case("mhc, softcap", &d, 2, 3, rng);
     }
     {   /* Derf at every block norm and attention site, and the porting options: Gemma's unit
            offset (block and site gains), no weight, no bias, SkipInit's per-sublayer scalars */

@@ -104,13 +104,23 @@ static void attn_fd_case(const nb_attn_desc* desc, int B, int T, int threads, nb
     char name[256], what[160];
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = threads;
-    snprintf(what, sizeof what, "attn %s B=%d H=%d Hkv=%d threads=%d rope=%d %s %s %s bias=%u",
-             sites_name(desc->attn.sites), B, desc->n_heads, desc->n_kv_heads, threads, desc->attn.rope,
-             desc->attn.site_width == NB_WIDTH_FULL ? "full" : "per-head",
+    snprintf(what, sizeof what,
+             "attn %s B=%d T=%d H=%d Hkv=%d threads=%d rope=%d %s %s %s bias=%u softcap=%g",
+             sites_name(desc->attn.sites), B, T, desc->n_heads, desc->n_kv_heads, threads,
+             desc->attn.rope, desc->attn.site_width == NB_WIDTH_FULL ? "full" : "per-head",
              desc->norm == NB_NORM_LAYER ? "LN" : "RMS",
-             desc->attn.memory == NB_ATTN_MEMORY_LSE ? "lse" : "probs", desc->attn.bias);
+             desc->attn.memory == NB_ATTN_MEMORY_LSE ? "lse" : "probs", desc->attn.bias,
+             (double)desc->attn.softcap);
     if (!nbt_check(attn_setup(&r, desc, B, T, rng, &ctx), what)) return;
     attn_grads(&r, &ctx);
+    if (desc->attn.softcap > 0) { /* the cap bends the logits: some beyond c, where tanh' < 0.42 */
+        double mx[8], top = 0;
+        int h;
+        nb_attn_head_stats(&r.plan, r.cache, B, T, mx, NULL);
+        for (h = 0; h < desc->n_heads; h++) top = mx[h] > top ? mx[h] : top;
+        snprintf(name, sizeof name, "%s: the largest logit %.3g is beyond the cap", what, top);
+        nbt_check(top > desc->attn.softcap, name);
+    }
     snprintf(name, sizeof name, "%s: dx", what);
     fd_compare(name, &r, &ctx, r.x, r.dx, (size_t)B * T * desc->d_model);
     snprintf(name, sizeof name, "%s: every parameter gradient", what);
@@ -383,7 +393,13 @@ static void bad_configs(void) {
               "a negative clip_qkv rejected");
     d.attn.clip_qkv = (nb_real)INFINITY;
     nbt_check(nb_attn_plan_make(&ctx, &pl, &d, 1, 8) == NB_ERR_CONFIG, "an infinite clip_qkv rejected");
-    d.attn.clip_qkv = 0;
+    d.attn.clip_qkv = 0; d.attn.softcap = -1;
+    nbt_check(nb_attn_plan_make(&ctx, &pl, &d, 1, 8) == NB_ERR_CONFIG && strstr(ctx.err, "softcap"),
+              "a negative softcap rejected");
+    d.attn.softcap = (nb_real)NAN;
+    nbt_check(nb_attn_plan_make(&ctx, &pl, &d, 1, 8) == NB_ERR_CONFIG && strstr(ctx.err, "softcap"),
+              "a NaN softcap rejected");
+    d.attn.softcap = 0;
     nbt_check(nb_attn_plan_make(&ctx, &pl, &d, 0, 8) == NB_ERR_SHAPE, "max_batch 0 rejected");
     nbt_check(nb_attn_plan_make(&ctx, &pl, NULL, 1, 8) == NB_ERR_NULL, "NULL desc rejected");
     d = make_desc(16, 4, 2, NB_SITES_QKV, 1, NB_WIDTH_DEFAULT);
@@ -419,7 +435,8 @@ static void bad_configs(void) {
 }
 
 /* An independent attention forward in double, straight from the definitions (no norm sites,
-   no RoPE): [Q|K|V|G] = x W^T + b (Q|K|V clamped to [-c, c] with clip_qkv), logits s q.k,
+   no RoPE): [Q|K|V|G] = x W^T + b (Q|K|V clamped to [-c, c] with clip_qkv), logits s q.k
+   (then c tanh(. / c) with the softcap, the statistic before it),
    softmax (with the sink logit z_h as one more
    entry whose probability is dropped, as gpt-oss's code concatenates and slices), C,
    C sigmoid(G), out = C' W_o^T + b_o; and the per-head largest logit, mean first-key and
@@ -458,6 +475,14 @@ static void naive_attention(const nb_attn_plan* pl, const nb_attn_params* p, con
                     if (pr[j] > mx) mx = pr[j];
                 }
                 if (mx > max_logit[h]) max_logit[h] = mx;
+                if (pl->desc.attn.softcap > 0) { /* Gemma 2: tanh of the scaled scores */
+                    const double cap = pl->desc.attn.softcap;
+                    mx = -INFINITY;
+                    for (j = 0; j < n; j++) {
+                        pr[j] = cap * tanh(pr[j] / cap);
+                        if (pr[j] > mx) mx = pr[j];
+                    }
+                }
                 if (pl->desc.attn.sink) { /* the sink's entry: a logit, no value */
                     const double zh = pl->desc.attn.sink == NB_SINK_LEARNED ? p->sinks[h] : 0;
                     const double m2 = zh > mx ? zh : mx, es = exp(zh - m2);
@@ -496,16 +521,19 @@ static void gate_and_head_stats(nbt_rng* rng) {
         nb_attn_gate gate;
         unsigned bias;
         nb_attn_sink sink;
-        double clip_qkv;
+        double clip_qkv, softcap;
     } cs[] = {
-        {4, 4, 6, 1, 0, NB_GATE_HEADWISE, 0, NB_SINK_NONE, 0},
-        {4, 2, 7, 1, 1, NB_GATE_ELEMENTWISE, 3, NB_SINK_LEARNED, 0},
-        {4, 1, 5, 0, 0, NB_GATE_NONE, 1, NB_SINK_OFF_BY_ONE, 0},
-        {2, 1, 70, 1, 1, NB_GATE_HEADWISE, 1, NB_SINK_OFF_BY_ONE, 0},
-        {2, 2, 67, 0, 0, NB_GATE_ELEMENTWISE, 0, NB_SINK_LEARNED, 0},
-        {4, 2, 70, 1, 0, NB_GATE_NONE, 0, NB_SINK_LEARNED, 0},
-        {4, 2, 7, 1, 1, NB_GATE_HEADWISE, 3, NB_SINK_NONE, 0.8},
-        {2, 1, 67, 0, 0, NB_GATE_NONE, 1, NB_SINK_LEARNED, 1.1}};
+        {4, 4, 6, 1, 0, NB_GATE_HEADWISE, 0, NB_SINK_NONE, 0, 0},
+        {4, 2, 7, 1, 1, NB_GATE_ELEMENTWISE, 3, NB_SINK_LEARNED, 0, 0},
+        {4, 1, 5, 0, 0, NB_GATE_NONE, 1, NB_SINK_OFF_BY_ONE, 0, 0},
+        {2, 1, 70, 1, 1, NB_GATE_HEADWISE, 1, NB_SINK_OFF_BY_ONE, 0, 0},
+        {2, 2, 67, 0, 0, NB_GATE_ELEMENTWISE, 0, NB_SINK_LEARNED, 0, 0},
+        {4, 2, 70, 1, 0, NB_GATE_NONE, 0, NB_SINK_LEARNED, 0, 0},
+        {4, 2, 7, 1, 1, NB_GATE_HEADWISE, 3, NB_SINK_NONE, 0.8, 0},
+        {2, 1, 67, 0, 0, NB_GATE_NONE, 1, NB_SINK_LEARNED, 1.1, 0},
+        {4, 2, 70, 1, 0, NB_GATE_NONE, 0, NB_SINK_NONE, 0, 0.6},
+        {2, 1, 67, 0, 1, NB_GATE_HEADWISE, 1, NB_SINK_LEARNED, 0, 0.4},
+        {4, 4, 7, 1, 1, NB_GATE_NONE, 3, NB_SINK_OFF_BY_ONE, 0.9, 0.5}};
     nb_ctx ctx;
     size_t c;
     memset(&ctx, 0, sizeof ctx);
@@ -520,8 +548,9 @@ static void gate_and_head_stats(nbt_rng* rng) {
         desc.attn.gate = cs[c].gate; desc.attn.bias = cs[c].bias; desc.attn.non_causal = !cs[c].causal;
         desc.attn.memory = cs[c].lse ? NB_ATTN_MEMORY_LSE : NB_ATTN_MEMORY_PROBS;
         desc.attn.sink = cs[c].sink; desc.attn.clip_qkv = (nb_real)cs[c].clip_qkv;
-        snprintf(name, sizeof name, "gate %d, sink %d, clip_qkv %g, H %d/%d, T %d, %s, %s",
-                 (int)desc.attn.gate, (int)desc.attn.sink, cs[c].clip_qkv, H, cs[c].Hkv, T,
+        desc.attn.softcap = (nb_real)cs[c].softcap;
+        snprintf(name, sizeof name, "gate %d, sink %d, clip_qkv %g, softcap %g, H %d/%d, T %d, %s, %s",
+                 (int)desc.attn.gate, (int)desc.attn.sink, cs[c].clip_qkv, cs[c].softcap, H, cs[c].Hkv, T,
                  cs[c].causal ? "causal" : "non-causal", cs[c].lse ? "LSE" : "probs");
         if (!nbt_check(attn_setup(&r, &desc, B, T, rng, &ctx), name)) { free(ref); continue; }
         nbt_check(r.plan.gate_width == (desc.attn.gate == NB_GATE_HEADWISE ? H : desc.attn.gate ? 16 : 0) &&
@@ -556,6 +585,10 @@ static void gate_and_head_stats(nbt_rng* rng) {
             if (desc.attn.sink) { /* else the comparison holds trivially: 0 = 0 */
                 snprintf(what, sizeof what, "%s: the sink takes mass (%.3g)", name, rsm[0]);
                 nbt_check(rsm[0] > 1e-3, what);
+            }
+            if (desc.attn.softcap > 0) { /* else the cap could be a no-op and pass */
+                snprintf(what, sizeof what, "%s: a logit (%.3g) beyond the cap", name, rmx[0]);
+                nbt_check(rmx[0] > 1.5 * desc.attn.softcap, what);
             }
             nbt_check(nb_attn_head_stats(&r.plan, r.cache, B, T + 1, mx, fm) == NB_ERR_CONFIG &&
                       nb_attn_head_stats(&r.plan, r.cache, B, T, NULL, NULL) == NB_ERR_NULL &&
@@ -656,6 +689,23 @@ int main(void) {
         d = make_desc(8, 2, 1, NB_SITES_QKVC, 1, NB_WIDTH_PER_HEAD);
         d.attn.clip_qkv = 1.3f; d.attn.gate = NB_GATE_ELEMENTWISE; d.attn.bias = NB_ATTN_BIAS_QKV;
         attn_fd_case(&d, 1, 6, 1, &rng);
+    }
+    {   /* Gemma 2's softcap: both memory modes (P cached: the derivative from the scores again;
+           LSE: with the recompute), MHA and GQA split over threads, a tile boundary, non-causal,
+           with QK norms and RoPE, with sinks (not capped) and with clip_qkv */
+        nb_attn_desc d = make_desc(8, 2, 1, 0, 0, NB_WIDTH_PER_HEAD);
+        d.attn.softcap = 0.3f;
+        attn_fd_case(&d, 2, 5, 1, &rng);
+        d.attn.memory = NB_ATTN_MEMORY_LSE;
+        attn_fd_case(&d, 1, 70, 3, &rng);
+        d = make_desc(8, 2, 2, NB_SITE_Q | NB_SITE_K, 1, NB_WIDTH_PER_HEAD);
+        d.attn.softcap = 0.5f; d.attn.non_causal = 1;
+        attn_fd_case(&d, 2, 6, 3, &rng);
+        d.attn.sink = NB_SINK_LEARNED; d.attn.memory = NB_ATTN_MEMORY_LSE;
+        attn_fd_case(&d, 2, 5, 1, &rng);
+        d = make_desc(8, 2, 1, 0, 0, NB_WIDTH_PER_HEAD);
+        d.attn.softcap = 0.4f; d.attn.clip_qkv = 1; d.attn.sink = NB_SINK_OFF_BY_ONE;
+        attn_fd_case(&d, 1, 66, 1, &rng);
     }
     ffn_fd_case(NB_FFN_SWIGLU, 0, &rng);
     ffn_fd_case(NB_FFN_SWIGLU, 1, &rng);

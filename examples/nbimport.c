@@ -49,7 +49,7 @@ static const char* const help =
     "         (strings): preset (any name nb_preset_from_name takes), n_layers, d_model, n_heads,\n"
     "         n_kv_heads, d_ff, rope (0/1), optionally norm (rms|layer|dyt|l2), ffn (swiglu|gelu_tanh|\n"
     "         gelu), mixln_alpha (a finite number), eps, rope_theta, attn_bias (0-3: 1 the Q|K|V projection's bias,\n"
-    "         2 the output's), clip_qkv, value_residual (off|fixed|learn), hyper (none|mhc|hc|ihc),\n"
+    "         2 the output's), clip_qkv, attn_softcap, value_residual (off|fixed|learn), hyper (none|mhc|hc|ihc),\n"
     "         hyper_streams (1-8), hyper_form (dynamic|static), hyper_sinkhorn (1-100); also\n"
     "         \"format\", \"producer\" and the training settings examples/train writes; any other\n"
     "         key, or a value not listed, is refused.\n"
@@ -130,7 +130,7 @@ static const char* const known_keys[] = {
     "hyper_sinkhorn", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
     "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
     "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", "attn_gate",
-    "attn_sink", "clip_qkv", "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites",
+    "attn_sink", "clip_qkv", "attn_softcap", "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites",
     "site_width", "ffn_bias", "final_norm", "embed_norm", "siamese_scale", "siamese_fusion", "siamese_no_fusion_norm", "completep",
     "depth_base", "width_base", NULL};
 
@@ -421,9 +421,9 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
             return bad_meta("mixln_alpha", v, "a finite number");
     }
     {
-        const char* keys[3] = {"eps", "rope_theta", "clip_qkv"};
+        const char* keys[4] = {"eps", "rope_theta", "clip_qkv", "attn_softcap"};
         int k;
-        for (k = 0; k < 3; k++) { /* examples/train writes them when set away from the preset's */
+        for (k = 0; k < 4; k++) { /* examples/train writes them when set away from the preset's */
             char* end;
             double x;
             if (!(v = st_meta(M, keys[k]))) continue;
@@ -431,7 +431,8 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
             x = strtod(v, &end);
             if (!*v || !strchr("+.0123456789", *v) || *end || errno == ERANGE || !isfinite(x) || !(x > (k == 1 ? 1 : 0)))
                 return bad_meta(keys[k], v, k == 1 ? "a finite number above 1" : "a finite number above 0");
-            if (k == 2) d->attn.clip_qkv = (nb_real)x;
+            if (k == 3) d->attn.softcap = (nb_real)x;
+            else if (k == 2) d->attn.clip_qkv = (nb_real)x;
             else if (k) d->attn.rope_theta = (nb_real)x;
             else d->norm.eps = (nb_real)x;
         }
@@ -732,6 +733,7 @@ static int option_refusal(const nb_stack* s, const char* code, refusal* r) {
     if (d->attn.gate) return refuse(r, "attn_gate", ": %s has no output gate in attention (gated attention)", code);
     if (d->attn.sink) return refuse(r, "attn_sink", ": %s's softmax has no sink (gpt-oss's sinks, off-by-one)", code);
     if (d->attn.clip_qkv > 0) return refuse(r, "clip_qkv", ": %s does not clamp its projections (OLMo's clip_qkv)", code);
+    if (d->attn.softcap > 0) return refuse(r, "attn_softcap", ": %s does not cap its attention logits (Gemma 2's)", code);
     if (d->norm.embed_scale) return refuse(r, "embed_scale", ": %s does not scale its input (DyT's shared_scale)", code);
     if (d->norm.gain_offset) return refuse(r, "gain_offset", ": %s's norms multiply by w, not 1 + w (Gemma's)", code);
     if (d->norm.gain < 0) return refuse(r, "norm_gain", ": %s's norms have a weight", code);

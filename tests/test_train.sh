@@ -1220,6 +1220,22 @@ assert json.loads(raw[8:8 + n])['__metadata__']['clip_qkv'] == '0.5'
 else
   fail "clip_qkv in the trainer"; grep -E "^(model|final|train)" cq_full.log cq_res.log; cat cq_exp.log
 fi
+# Gemma 2's attention-logit softcap: a model key, said on the model line, with a cap the tiny
+# model's logits (~0.1) pass; no foreign layout; a resume with another cap is refused
+if roundtrip sc --attn-softcap 0.05 && python3 -c "
+import json, struct
+raw = open('sc_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+assert json.loads(raw[8:8 + n])['__metadata__']['attn_softcap'] == '0.05'
+" && grep -q "^model: pre, .* attention logits capped at 0.05 (C tanh(s / C)), " sc_full.log &&
+   { [ ! -x "$(dirname "$TRAIN")/nbimport" ] ||
+     { ! "$(dirname "$TRAIN")/nbimport" --export hf-llama sc_full.st sc_out/ > sc_exp.log 2>&1 &&
+       grep -q "hf-llama layout: attn_softcap: " sc_exp.log; }; }; then
+  pass "--attn-softcap 0.05: model key, model line, resume bit-identical, --load rebuilds; export to hf-llama refused naming attn_softcap"
+else
+  fail "attn_softcap in the trainer"; grep -E "^(model|final|train)" sc_full.log sc_res.log; cat sc_exp.log
+fi
+expect_error "--resume with another --attn-softcap" 'attn_softcap is "0.05" in the checkpoint' \
+  "${TINY[@]}" --steps 20 --attn-softcap 0.5 --resume sc_half.st
 expect_error "--resume with another --attn-gate" 'different config: attn_gate is "headwise" in the checkpoint, "elementwise" here' \
   "${TINY[@]}" --steps 20 --attn-gate elementwise --norm layer --norm-bias off --gain-offset --branch-scale sublayer --resume port_half.st
 expect_error "--resume without --gain-offset" 'gain_offset is "on" in the checkpoint, the preset'"'"'s here' \

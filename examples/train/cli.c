@@ -206,6 +206,9 @@ static const opt k_opts[] = {
     {"clip-qkv", "C", K_REAL, F(model.attn.clip_qkv), 1e-30, 1e30, NULL, NULL, O_MODEL,
      "OLMo's clip_qkv: the projection's Q, K, V clamped to [-C, C] before the Q/K norms, no\n"
      "gradient where clamped [off]"},
+    {"attn-softcap", "C", K_REAL, F(model.attn.softcap), 1e-30, 1e30, NULL, NULL, O_MODEL,
+     "Gemma 2's attention-logit softcap: the scaled scores s become C tanh(s / C) before the\n"
+     "mask and softmax (its attn_logit_softcapping, 50 in Gemma 2) [off]"},
     {"branch-scale", "scalar|channel|sublayer", K_CHOICE, F(model.residual.branch_scale), 1, 0, "scalar|channel|x|sublayer",
      NULL, O_MODEL,
      "a learnable scale on every branch of the preset: scalar, ReZero's one per layer (init 0);\n"
@@ -1007,6 +1010,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->attn.gate = (nb_attn_gate)c->model.attn.gate;
     d->attn.sink = (nb_attn_sink)c->model.attn.sink;
     d->attn.clip_qkv = (nb_real)c->model.attn.clip_qkv;
+    d->attn.softcap = (nb_real)c->model.attn.softcap;
     d->norm.gain = c->model.norm.gain < 0 ? -1 : 0;
     d->norm.bias = c->model.norm.bias < 0 ? -1 : 0;
     d->norm.gain_offset = c->model.norm.gain_offset;

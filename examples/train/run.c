@@ -133,6 +133,7 @@ static void print_options(const config* c, const nb_stack_desc* d) {
     if (d->attn.gate) say(", gated attention (%s)", d->attn.gate == NB_GATE_HEADWISE ? "headwise" : "elementwise");
     if (d->attn.sink) say(", attention sinks (%s)", d->attn.sink == NB_SINK_LEARNED ? "learned" : "off-by-one");
     if (d->attn.clip_qkv > 0) say(", Q|K|V clamped to +-%g (clip_qkv)", (double)d->attn.clip_qkv);
+    if (d->attn.softcap > 0) say(", attention logits capped at %g (C tanh(s / C))", (double)d->attn.softcap);
     if (c->model.norm.gain < 0 || c->model.norm.bias < 0)
         say(", norms without %s", c->model.norm.gain < 0 && c->model.norm.bias < 0 ? "weight or bias"
                                   : c->model.norm.gain < 0 ? "weight" : "bias");

@@ -111,6 +111,7 @@ typedef struct cfg_attn {     /* nb_stack_desc.attn */
     int gate;                 /* 0 none, 1 headwise, 2 elementwise */
     int sink;                 /* 0 none, 1 learned, 2 off-by-one (nb_attn_sink) */
     double clip_qkv;          /* OLMo's clamp of Q|K|V; 0 = off */
+    double softcap;           /* Gemma 2's attention-logit softcap C; 0 = off */
 } cfg_attn;
 typedef struct cfg_ffn {      /* nb_stack_desc.ffn */
     char kind[16];            /* --ffn: swiglu, gelu */

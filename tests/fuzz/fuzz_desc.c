@@ -128,11 +128,12 @@ static void run_attn(rd* r, nb_ctx* c) {
             d.attn.qk_scale = (int)((k >> 2) % 3); d.attn.softmax_scale = pick_real(r);
         }
     }
-    {   /* read last: the output gate (3: unknown), the sink (3: unknown), clip_qkv */
-        const unsigned k = u8(r), ks = u8(r), kc = u8(r);
+    {   /* read last: the output gate (3: unknown), the sink (3: unknown), clip_qkv, softcap */
+        const unsigned k = u8(r), ks = u8(r), kc = u8(r), kp = u8(r);
         if (k >= 128) d.attn.gate = (nb_attn_gate)(k % 4);
         if (ks >= 128) d.attn.sink = (nb_attn_sink)(ks % 4);
         if (kc >= 128) d.attn.clip_qkv = pick_real(r);
+        if (kp >= 128) d.attn.softcap = pick_real(r);
     }
     memset(&pl, 0x77, sizeof pl);
     rc = nb_attn_plan_make(c, &pl, &d, mb, ms);
@@ -314,6 +315,7 @@ static void run_stack(rd* r, nb_ctx* c) {
             d.residual.branch_scale = (nb_branch_scale)(u8(r) % 7);
             d.attn.sink = (nb_attn_sink)(u8(r) % 4);
             if (u8(r) >= 128) d.attn.clip_qkv = pick_real(r);
+            if (u8(r) >= 128) d.attn.softcap = pick_real(r);
         }
     }
     rc = nb_stack_init(c, &s, &d, mb, ms);

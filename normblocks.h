@@ -229,7 +229,8 @@
        mhc, hc, ihc  pre on n = 4 hyper-connected streams: around each sublayer
                      u = sum_i pre_i x_i;  x'_k = post_k F(N(u)) + sum_j comb[j][k] x_j, the maps
                      of mHC, HC or identity HC (see nb_hyper); before ln_f the streams are
-                     weighted (mHC, IHC) or summed (HC)
+                     weighted (mHC, IHC) or summed (HC); hyper.kind = NB_HYPER_MHC_LITE on any
+                     of them (or pre) is mHC-lite
      Any other schedule is an nb_layer_desc per layer (see nb_placement); norm.type and
      attn.sites change the norm kind and the attention sites of any preset.
      Options of any preset (fields of nb_stack_desc's groups):
@@ -1045,10 +1046,22 @@ typedef enum nb_hyper {
                               .dynamic_beta_scale, .norm.*; the streams are summed at the end.
                               Init: static_alpha [e_(k mod n) | I] with k = 2l (attention) or
                               2l + 1 (FFN), static_beta 1, W 0, scales 0.01 */
-    NB_HYPER_IDENTITY      /* identity HC, the papers' ablation: mHC with comb = I (fn and base
+    NB_HYPER_IDENTITY,     /* identity HC, the papers' ablation: mHC with comb = I (fn and base
                               2n wide, scale 2 values; no Sinkhorn) */
+    NB_HYPER_MHC_LITE      /* mHC-lite (arXiv 2601.05732; its code FFTYYY/mhc-lite): mHC whose
+                              comb is exactly doubly stochastic, a convex combination of the n!
+                              permutation matrices (Birkhoff-von Neumann), no Sinkhorn:
+                              comb[j][k] = sum_r a_r [k = pi_r(j)], a = softmax(a_2 mix_res +
+                              b_res) over the permutations in lexicographic order (Python's
+                              itertools.permutations, as its code; pi_0 the identity). fn and
+                              base are 2n + n! wide (n <= NB_HYPER_LITE_MAX_STREAMS). Init as
+                              mHC's, but b_res as its code's static residual logits: 0 for the
+                              identity, -8 for the others (comb ~ 0.99 I). Every row and column
+                              of comb sums to 1 up to rounding at any depth: its composite gain
+                              (nb_stack_hyper_gains) is 1 */
 } nb_hyper;
 #define NB_HYPER_MAX_STREAMS 8
+#define NB_HYPER_LITE_MAX_STREAMS 5 /* mHC-lite: n! logits per token and sublayer (120 at 5) */
 
 /* How nb_stack_backward writes a gradient (nb_stack_desc.run.param_grads, .input_grad) */
 typedef enum nb_grad_mode {
@@ -1467,9 +1480,9 @@ NBDEF nb_result nb_stack_gate_stats(const nb_stack* s, const nb_real* cache, int
    the papers' H_res: fwd[q] = mean over tokens of max_i |sum_j P_ij|, P = H_q ... H_0 (the
    signal gain of the composite map from the stack's input), bwd[q] = max_j |sum_i Q_ij|,
    Q = H_{2L-1} ... H_q (the gradient gain back to sublayer q); single[q] (may be NULL) the
-   forward gain of H_q alone. 1 everywhere for IHC; mHC's rows sum to 1, so its fwd is 1 up to
-   the Sinkhorn eps and bwd measures the columns. NB_ERR_CONFIG for a stack without
-   hyper-connections or a cache without this forward. */
+   forward gain of H_q alone. 1 everywhere for IHC and, up to rounding, mHC-lite; mHC's rows
+   sum to 1, so its fwd is 1 up to the Sinkhorn eps and bwd measures the columns.
+   NB_ERR_CONFIG for a stack without hyper-connections or a cache without this forward. */
 NBDEF nb_result nb_stack_hyper_gains(const nb_stack* s, const nb_real* cache, int B, int T,
                                      double* fwd, double* bwd, double* single);
 
@@ -5568,11 +5581,25 @@ typedef struct nb__top_tensors { /* stack-level */
 
 static int nb__hyper(const nb_stack* s) { return s->desc.hyper.kind > NB_HYPER_NONE; }
 /* Per token: the maps pre (n), post (n), comb (n x n) in this order, and the dynamic part's
-   width m (mHC's fn rows; HC's n streams of n+1 alpha and 1 beta projections). */
+   width m (mHC's fn rows: pre, post, then comb's logits; HC's n streams of n+1 alpha and 1
+   beta projections). */
 static int nb__hc_maps(const nb_stack* s) { return s->streams * (s->streams + 2); }
+static int nb__fact(int n) { return n > 1 ? n * nb__fact(n - 1) : 1; }
+/* comb's logits per token in the mHC family: Sinkhorn's n x n, mHC-lite's n!, none for IHC */
+static int nb__hc_combs(const nb_stack* s) {
+    const int n = s->streams;
+    return s->desc.hyper.kind == NB_HYPER_IDENTITY ? 0
+         : s->desc.hyper.kind == NB_HYPER_MHC_LITE ? nb__fact(n) : n * n;
+}
 static int nb__hc_m(const nb_stack* s) {
     const int n = s->streams;
-    return s->desc.hyper.kind == NB_HYPER_IDENTITY ? 2 * n : n * (n + 2);
+    return s->desc.hyper.kind == NB_HYPER_HC ? n * (n + 2) : 2 * n + nb__hc_combs(s);
+}
+/* The row stride of the maps' gradients (sc.hdm): d(maps), or the logits' gradients where
+   they are wider (mHC-lite's n! > n^2), then 3 gating-scale terms */
+static int nb__hc_dw(const nb_stack* s) {
+    const int W = nb__hc_maps(s), m = nb__hc_m(s);
+    return (m > W ? m : W) + 3;
 }
 static int nb__post_pre(const nb_stack* s) {
     return s->desc.preset == NB_PRESET_SIAMESE_POST_PRE;
@@ -6118,7 +6145,7 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
         c->hx = nb__take(scratch, &su, nb__mulz(V, n));
         c->hst = nb__take(scratch, &su, nb__mulz(nb__mulz(rows, n),
                                                 (size_t)nb__norm_kinds[s->desc.norm.type].stats));
-        c->hdm = nb__take(scratch, &su, nb__mulz(rows, (size_t)nb__hc_maps(s) + 3));
+        c->hdm = nb__take(scratch, &su, nb__mulz(rows, (size_t)nb__hc_dw(s)));
         c->hdmid = nb__take(scratch, &su, nb__mulz(V, n));
         c->htape = nb__take(scratch, &su, nb__mulz((size_t)s->max_threads, nb__hc_tape(s)));
     }
@@ -6792,7 +6819,7 @@ NBDEF size_t nb_stack_backend_bytes(const nb_stack* s) {
 
 /* The hyper-connection fields, resolved (0 = defaults); the stream count of the stack. */
 static nb_result nb__stack_hyper(nb_ctx* ctx, nb_stack_desc* d, int* streams) {
-    NB__CHECK((int)d->hyper.kind < NB_HYPER_DEFAULT || d->hyper.kind > NB_HYPER_IDENTITY,
+    NB__CHECK((int)d->hyper.kind < NB_HYPER_DEFAULT || d->hyper.kind > NB_HYPER_MHC_LITE,
               NB_ERR_CONFIG, "nb_stack_init: unknown hyper.kind %d", (int)d->hyper.kind);
     if (d->hyper.kind == NB_HYPER_DEFAULT) d->hyper.kind = nb__preset_hyper(d->preset);
     if (d->hyper.kind == NB_HYPER_NONE) {
@@ -6805,13 +6832,18 @@ static nb_result nb__stack_hyper(nb_ctx* ctx, nb_stack_desc* d, int* streams) {
     NB__CHECK(*streams == 2, NB_ERR_CONFIG, "nb_stack_init: hyper-connections replace the "
               "residual stream, which SiameseNorm (%s) has two of", nb__desc_name(d));
     NB__CHECK(d->hyper.sinkhorn && d->hyper.kind != NB_HYPER_MHC, NB_ERR_CONFIG,
-              "nb_stack_init: hyper.sinkhorn (%d) is mHC's; HC and identity HC have no Sinkhorn",
+              "nb_stack_init: hyper.sinkhorn (%d) is mHC's; HC, identity HC and mHC-lite have "
+              "no Sinkhorn",
               d->hyper.sinkhorn);
     if (d->hyper.streams == 0) d->hyper.streams = 4;
     if (d->hyper.sinkhorn == 0) d->hyper.sinkhorn = 20;
     NB__CHECK(d->hyper.streams < 1 || d->hyper.streams > NB_HYPER_MAX_STREAMS, NB_ERR_CONFIG,
               "nb_stack_init: hyper.streams (%d) must be in [1, %d] (0 = 4)", d->hyper.streams,
               NB_HYPER_MAX_STREAMS);
+    NB__CHECK(d->hyper.kind == NB_HYPER_MHC_LITE && d->hyper.streams > NB_HYPER_LITE_MAX_STREAMS,
+              NB_ERR_CONFIG, "nb_stack_init: mHC-lite mixes the n! permutations of its streams: "
+              "hyper.streams (%d) must be in [1, %d] (0 = 4)", d->hyper.streams,
+              NB_HYPER_LITE_MAX_STREAMS);
     NB__CHECK(d->hyper.static_maps < 0 || d->hyper.static_maps > 1, NB_ERR_CONFIG,
               "nb_stack_init: hyper.static_maps (%d) must be 0 (dynamic) or 1 (static)",
               d->hyper.static_maps);
@@ -7924,6 +7956,62 @@ static void nb__sinkhorn_bwd(nb_real* g, int n, int iters, const nb_real* tape) 
     }
 }
 
+/* mHC-lite: the n! permutations of 0..n-1 in lexicographic order (itertools.permutations),
+   pi_r(j) at perm[r * n + j] */
+#define NB__HC_LOGITS 120 /* comb's logits of a token at most: 5! (mHC-lite), >= NB__NS^2 */
+static void nb__perms(unsigned char* perm, int n) {
+    unsigned char p[NB_HYPER_LITE_MAX_STREAMS];
+    int r, i, k;
+    for (i = 0; i < n; i++) p[i] = (unsigned char)i;
+    for (r = 0; r < nb__fact(n); r++) {
+        memcpy(perm + (size_t)r * n, p, (size_t)n);
+        for (i = n - 2; i >= 0 && p[i] > p[i + 1]; i--) {} /* the next one: std::next_permutation */
+        if (i < 0) break;
+        for (k = n - 1; p[k] < p[i]; k--) {}
+        { const unsigned char t = p[i]; p[i] = p[k]; p[k] = t; }
+        for (k = n - 1, i++; i < k; i++, k--) {
+            const unsigned char t = p[i];
+            p[i] = p[k];
+            p[k] = t;
+        }
+    }
+}
+
+/* mHC-lite's comb of one token: a = softmax of the n! logits C (into A when not NULL),
+   comb[j][k] = sum_r a_r [k = pi_r(j)]. Each a_r lands once in every row and every column, so
+   all sums are sum_r a_r = 1 up to rounding. */
+static void nb__birkhoff(nb_real* M, nb_real* A, const nb_real* C, int n,
+                         const unsigned char* perm) {
+    const int count = nb__fact(n);
+    nb_real a[NB__HC_LOGITS], mx = C[0], sum = 0;
+    int r, j;
+    for (r = 1; r < count; r++) mx = C[r] > mx ? C[r] : mx;
+    for (r = 0; r < count; r++) sum += (a[r] = NB__EXP(C[r] - mx));
+    for (j = 0; j < n * n; j++) M[j] = 0;
+    for (r = 0; r < count; r++) {
+        a[r] /= sum;
+        for (j = 0; j < n; j++) M[j * n + perm[(size_t)r * n + j]] += a[r];
+    }
+    if (A) memcpy(A, a, (size_t)count * sizeof *a);
+}
+
+/* Its backward: g holds d(comb) (n x n) and gets dC (n! logits): da_r = sum_j
+   dcomb[j][pi_r(j)], dC_r = a_r (da_r - sum_s a_s da_s) (the softmax's). */
+static void nb__birkhoff_bwd(nb_real* g, const nb_real* C, int n, const unsigned char* perm) {
+    const int count = nb__fact(n);
+    nb_real G[NB__NS * NB__NS], M[NB__NS * NB__NS], a[NB__HC_LOGITS], dot = 0;
+    int r, j;
+    memcpy(G, g, (size_t)n * n * sizeof *g); /* dC overwrites d(comb) as it goes */
+    nb__birkhoff(M, a, C, n, perm);
+    for (r = 0; r < count; r++) {
+        nb_real da = 0;
+        for (j = 0; j < n; j++) da += G[j * n + perm[(size_t)r * n + j]];
+        g[r] = da;
+        dot += a[r] * da;
+    }
+    for (r = 0; r < count; r++) g[r] = a[r] * (g[r] - dot);
+}
+
 /* the group of column c of a map row: 0 pre, 1 post, 2 comb */
 static int nb__hc_group(int c, int n) { return c < n ? 0 : c < 2 * n ? 1 : 2; }
 
@@ -7942,9 +8030,11 @@ static nb_result nb__hcm_fwd(nb__run* r, const nb__hc* p, const nb__hc_mem* h,
                              const nb_real* const X[], int head) {
     const nb_stack* s = r->s;
     const int n = s->streams, d = s->desc.d_model, nd = n * d, W = head ? n : nb__hc_maps(s),
-              m = head ? n : nb__hc_m(s), mhc = s->desc.hyper.kind == NB_HYPER_MHC && !head;
+              m = head ? n : nb__hc_m(s), kind = head ? NB_HYPER_NONE : (int)s->desc.hyper.kind;
+    unsigned char perm[NB__HC_LOGITS * NB_HYPER_LITE_MAX_STREAMS];
     int row;
     nb_result rc;
+    if (kind == NB_HYPER_MHC_LITE) nb__perms(perm, n);
     if (p->fn) {
         NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
                 if(r->n * n >= NB__PAR_MIN))
@@ -7971,7 +8061,7 @@ static nb_result nb__hcm_fwd(nb__run* r, const nb__hc* p, const nb__hc_mem* h,
     for (row = 0; row < r->rows; row++) {
         nb_real* mp = h->maps + (size_t)row * W;
         const nb_real* mix = p->fn ? h->mix + (size_t)row * m : NULL;
-        nb_real C[NB__NS * NB__NS];
+        nb_real C[NB__HC_LOGITS];
         int c;
         for (c = 0; c < m; c++) {
             const int grp = nb__hc_group(c, n);
@@ -7980,7 +8070,8 @@ static nb_result nb__hcm_fwd(nb__run* r, const nb__hc* p, const nb__hc_mem* h,
             else if (grp == 1) mp[c] = 2 * nb__sigm(z);
             else C[c - 2 * n] = z;
         }
-        if (mhc) nb__sinkhorn(mp + 2 * n, C, n, s->desc.hyper.sinkhorn, NULL);
+        if (kind == NB_HYPER_MHC) nb__sinkhorn(mp + 2 * n, C, n, s->desc.hyper.sinkhorn, NULL);
+        else if (kind == NB_HYPER_MHC_LITE) nb__birkhoff(mp + 2 * n, NULL, C, n, perm);
         else if (!head)
             for (c = 0; c < n * n; c++) mp[2 * n + c] = (nb_real)(c % (n + 1) == 0); /* I */
     }
@@ -8163,26 +8254,29 @@ static void nb__hc_colsum(const nb__run* r, nb_real* out, const nb_real* dm, int
     }
 }
 
-/* mHC/IHC maps backward. dm rows: d(pre), d(post), d(comb) (width dw = W + 3), turned in place
-   into dz (the logits' gradients: sigmoid' and Sinkhorn's backward), the per-row scale terms
-   dz * mix in the last 3 columns, then dmix = a dz. dbase += sum dz; da += sum dz mix;
+/* mHC/IHC/mHC-lite maps backward. dm rows: d(pre), d(post), d(comb) (row stride dw, the
+   head's n + 3), turned in place into dz (the logits' gradients: sigmoid' and Sinkhorn's or
+   the permutations' backward), the per-row scale terms dz * mix in the last 3 columns, then
+   dmix = a dz. dbase += sum dz; da += sum dz mix;
    dfn += dmix^T xn; dxn = dmix fn; dx += r (dxn - xn mean(dxn xn)) (the RMS without gain). */
 static nb_result nb__hcm_bwd(nb__run* r, const nb__hc* p, nb__hc* g, const nb__hc_mem* h,
                              nb_real* const dX[], const nb_real* const X[], int head) {
     const nb_stack* s = r->s;
     const int n = s->streams, d = s->desc.d_model, nd = n * d, W = head ? n : nb__hc_maps(s),
-              dw = W + 3, m = head ? n : nb__hc_m(s),
-              ng = head ? 1 : s->desc.hyper.kind == NB_HYPER_MHC ? 3 : 2,
-              mhc = s->desc.hyper.kind == NB_HYPER_MHC && !head, iters = s->desc.hyper.sinkhorn;
+              dw = head ? n + 3 : nb__hc_dw(s), S0 = dw - 3, m = head ? n : nb__hc_m(s),
+              kind = head ? NB_HYPER_NONE : (int)s->desc.hyper.kind,
+              ng = head ? 1 : kind == NB_HYPER_IDENTITY ? 2 : 3, iters = s->desc.hyper.sinkhorn;
+    unsigned char perm[NB__HC_LOGITS * NB_HYPER_LITE_MAX_STREAMS];
     nb_real* dm = r->sc.hdm;
     nb_result rc;
     int row;
+    if (kind == NB_HYPER_MHC_LITE) nb__perms(perm, n);
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
             if(r->rows * W >= NB__PAR_MIN))
     for (row = 0; row < r->rows; row++) {
         nb_real* gz = dm + (size_t)row * dw;
         const nb_real* mix = p->fn ? h->mix + (size_t)row * m : NULL;
-        nb_real C[NB__NS * NB__NS], M[NB__NS * NB__NS];
+        nb_real C[NB__HC_LOGITS], M[NB__NS * NB__NS];
         int c;
         for (c = 0; c < m; c++) {
             const int grp = nb__hc_group(c, n);
@@ -8194,19 +8288,21 @@ static nb_result nb__hcm_bwd(nb__run* r, const nb__hc* p, nb__hc* g, const nb__h
                 C[c - 2 * n] = z;
             }
         }
-        if (mhc) {
+        if (kind == NB_HYPER_MHC) {
             nb_real* tape = r->sc.htape + (size_t)omp_get_thread_num() * nb__hc_tape(s);
             nb__sinkhorn(M, C, n, iters, tape);
             nb__sinkhorn_bwd(gz + 2 * n, n, iters, tape);
+        } else if (kind == NB_HYPER_MHC_LITE) {
+            nb__birkhoff_bwd(gz + 2 * n, C, n, perm);
         }
         if (mix) {
-            for (c = 0; c < 3; c++) gz[W + c] = 0;
-            for (c = 0; c < m; c++) gz[W + nb__hc_group(c, n)] += gz[c] * mix[c];
+            for (c = 0; c < 3; c++) gz[S0 + c] = 0;
+            for (c = 0; c < m; c++) gz[S0 + nb__hc_group(c, n)] += gz[c] * mix[c];
         }
     }
     nb__hc_colsum(r, g->base, dm, dw, 0, m);
     if (!p->fn) return NB_OK;
-    nb__hc_colsum(r, g->scale, dm, dw, W, ng);
+    nb__hc_colsum(r, g->scale, dm, dw, S0, ng);
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
             if(r->rows * W >= NB__PAR_MIN))
     for (row = 0; row < r->rows; row++) { /* dmix = a dz; xn again from x and the cached r */
@@ -8245,7 +8341,8 @@ static nb_result nb__hcm_bwd(nb__run* r, const nb__hc* p, nb__hc* g, const nb__h
    norm's backward of dhbar (hbar and its statistics computed again). */
 static nb_result nb__hch_bwd(nb__run* r, const nb__hc* p, nb__hc* g, nb_real* const dX[],
                              const nb_real* const X[], const nb_real* mix) {
-    const int n = r->s->streams, d = r->s->desc.d_model, W = nb__hc_maps(r->s), dw = W + 3;
+    const int n = r->s->streams, d = r->s->desc.d_model, W = nb__hc_maps(r->s);
+    const int dw = nb__hc_dw(r->s);
     const size_t st = (size_t)r->rows * nb__norm_kinds[r->s->desc.norm.type].stats;
     nb_real* dm = r->sc.hdm;
     nb_result rc;
@@ -8321,12 +8418,12 @@ static nb_result nb__hc_sub_backward(nb__run* r, int l, int k, const nb__layer_t
                                      nb_real* const dX[], const nb_real* const dXo[],
                                      const nb_real* const X[]) {
     const nb__hc_mem* h = &c->hc[k];
-    const int W = nb__hc_maps(r->s);
+    const int W = nb__hc_maps(r->s), dw = nb__hc_dw(r->s);
     nb_real *dy = r->sc.tmp[4], *du = r->sc.tmp[5];
     nb_result rc;
-    nb__hc_post_bwd(r, h->maps, r->sc.hdm, W + 3, dX, dy, dXo, h->y, X);
+    nb__hc_post_bwd(r, h->maps, r->sc.hdm, dw, dX, dy, dXo, h->y, X);
     if ((rc = nb__sub_backward(r, l, k, p, g, c, du, dy, h->u))) return rc;
-    nb__hc_pre_bwd(r, h->maps, W, r->sc.hdm, W + 3, dX, du, X, 1);
+    nb__hc_pre_bwd(r, h->maps, W, r->sc.hdm, dw, dX, du, X, 1);
     if (r->s->desc.hyper.kind == NB_HYPER_HC)
         return nb__hch_bwd(r, &p->hc[k], &g->hc[k], dX, X, h->mix);
     return nb__hcm_bwd(r, &p->hc[k], &g->hc[k], h, dX, X, 0);
@@ -9027,8 +9124,9 @@ static int nb__feeds_attention(const char* name) {
 
 /* A hyper-connection's tensor. mHC, IHC: fn N(0, 0.02^2) (the one init in code: the HF port
    of DeepSeek-V4; zero would keep the streams identical for ever), base 0, scales 0.01 (the
-   mHC paper's gating init). HC (Alg. 2): static_alpha [e_(k mod n) | I], k = 2l (attention),
-   2l + 1 (FFN); static_beta 1; dynamic projections 0, scales 0.01. */
+   mHC paper's gating init); mHC-lite's base: comb's logits 0 for the identity, -8 for the
+   other permutations (its code's). HC (Alg. 2): static_alpha [e_(k mod n) | I], k = 2l
+   (attention), 2l + 1 (FFN); static_beta 1; dynamic projections 0, scales 0.01. */
 static void nb__init_hc(const nb_stack* s, const nb_tensor_info* ti, nb_real* x,
                         unsigned long long seed) {
     const int n = s->streams, hc = s->desc.hyper.kind == NB_HYPER_HC;
@@ -9037,6 +9135,9 @@ static void nb__init_hc(const nb_stack* s, const nb_tensor_info* ti, nb_real* x,
         for (i = 0; i < ti->count; i++) x[i] = (nb_real)0.01;
     } else if (ti->kind == NB_TENSOR_HC_FN && !hc) {
         (void)nb_fill_normal(x, ti->count, 0.02, 0, seed); /* cannot fail */
+    } else if (ti->kind == NB_TENSOR_HC_BASE && s->desc.hyper.kind == NB_HYPER_MHC_LITE &&
+               ti->count == (size_t)nb__hc_m(s)) { /* a sublayer's (the head's has n) */
+        for (i = 0; i < ti->count; i++) x[i] = (nb_real)(i <= (size_t)2 * n ? 0 : -8);
     } else if (ti->kind == NB_TENSOR_HC_BASE && hc && ti->cols > 1) {
         const int k = (2 * ti->layer + (strstr(ti->name, "hc_ffn") != NULL)) % n;
         int row, c;

@@ -273,7 +273,11 @@ static void fd_all(nbt_rng* rng) {
             {"sandwich", NB_HYPER_MHC, 0, 0, 0, 0, 0}, {"periln", NB_HYPER_HC, 2, 0, 0, 0, 0},
             {"dyt", NB_HYPER_MHC, 3, 0, 0, 0, 0}, {"layerscale", NB_HYPER_IDENTITY, 0, 0, 0, 0, 0},
             {"rezero", NB_HYPER_MHC, 2, 0, 0, 0, 0}, {"lns", NB_HYPER_HC, 0, 0, 0, 0, 0},
-            {"mhc", 0, 0, 0, 0, 0, 2}};
+            {"mhc", 0, 0, 0, 0, 0, 2},
+            /* mHC-lite: n! = 24 logits > n^2 (the gradients' wider rows), 6 < 9, 2, static */
+            {"pre", NB_HYPER_MHC_LITE, 0, 0, 0, 0, 0}, {"mhc", NB_HYPER_MHC_LITE, 3, 0, 0, 0, 0},
+            {"sandwich", NB_HYPER_MHC_LITE, 2, 0, 0, NB_NORM_LAYER, 0},
+            {"pre", NB_HYPER_MHC_LITE, 3, 1, 0, 0, 2}};
         for (i = 0; i < sizeof hy / sizeof hy[0]; i++) {
             nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 2);
             char what[128];
@@ -2154,16 +2158,71 @@ static void hyper_props(nbt_rng* rng) {
             teardown(&pre); teardown(&h);
         }
     }
-    {   /* the gains: against the traced maps; IHC's are 1; mHC's rows sum to 1 */
-        static const nb_preset ps[] = {NB_PRESET_HC, NB_PRESET_MHC, NB_PRESET_IHC};
+    {   /* mHC-lite: its tensors' widths (2n + n!) and init (fn as mHC's; base 0, comb's logits 0
+           for the identity and -8 for the other permutations), and comb against the mixture of
+           the n! permutation matrices computed here (static maps: a = softmax(base's logits),
+           the permutations in lexicographic order, made by this test's own recursion) */
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        run r;
+        hc_trace tr;
+        const nb_tensor_info* ti;
+        nb_real* x;
+        int perm[6][3], np = 0, ok = 1, q, row, c;
         size_t i;
-        for (i = 0; i < 3; i++) {
+        {   /* lexicographic: the first element in increasing order, then the rest likewise */
+            int a, b;
+            for (a = 0; a < 3; a++)
+                for (b = 0; b < 3; b++)
+                    if (b != a) { perm[np][0] = a; perm[np][1] = b; perm[np][2] = 3 - a - b; np++; }
+        }
+        d.hyper.kind = NB_HYPER_MHC_LITE; d.hyper.streams = 3;
+        if (!nbt_check(setup(&r, &d, 2, 5, rng, 1), "mHC-lite: setup")) return;
+        nb_stack_init_params(NULL, &r.s, r.params, NB_INIT_NORMAL, 0, 3);
+        x = tensor_of(&r, "blocks.1.hc_ffn_base", &ti);
+        ok &= ti && ti->count == 2 * 3 + 6;
+        for (i = 0; ok && i < ti->count; i++) ok &= x[i] == (i <= 6 ? 0 : -8);
+        ok &= tensor_of(&r, "blocks.0.hc_attn_fn", &ti) && ti->rows == 12 && ti->cols == 24;
+        ok &= tensor_of(&r, "hc_head_base", &ti) && ti->count == 3;
+        nbt_check(ok, "mHC-lite: fn and base 2n + n! wide; base 0 but the other permutations' -8");
+        teardown(&r);
+        d.hyper.static_maps = 1;
+        if (!nbt_check(setup(&r, &d, 2, 5, rng, 1), "mHC-lite static: setup")) return;
+        memset(&tr, 0, sizeof tr);
+        r.ctx.trace = keep_maps; r.ctx.trace_user = &tr;
+        loss(&r);
+        r.ctx.trace = NULL;
+        ok = tr.q == 4;
+        for (q = 0; q < tr.q && ok; q++) {
+            char name[48];
+            double a[6], sum = 0, M[9] = {0}, worst = 0;
+            snprintf(name, sizeof name, "blocks.%d.hc_%s_base", q / 2, q % 2 ? "ffn" : "attn");
+            x = tensor_of(&r, name, &ti);
+            for (c = 0; c < 6; c++) sum += (a[c] = exp((double)x[6 + c]));
+            for (c = 0; c < 6; c++)
+                for (row = 0; row < 3; row++) M[row * 3 + perm[c][row]] += a[c] / sum;
+            for (row = 0; row < 2 * 5; row++)
+                for (c = 0; c < 9; c++)
+                    worst = fmax(worst, fabs(tr.maps[q][(size_t)row * tr.W + 6 + c] - M[c]));
+            ok &= worst < 4 * (sizeof(nb_real) == 4 ? 1.2e-7 : 2.3e-16);
+            if (worst >= 4 * (sizeof(nb_real) == 4 ? 1.2e-7 : 2.3e-16)) printf("  sublayer %d: %g\n", q, worst);
+        }
+        for (q = 0; q < tr.q; q++) free(tr.maps[q]);
+        nbt_check(ok, "mHC-lite: comb = sum_r a_r P_r over the permutations in lexicographic order");
+        teardown(&r);
+    }
+    {   /* the gains: against the traced maps; IHC's and mHC-lite's are 1 both ways; mHC's rows
+           sum to 1 */
+        static const nb_preset ps[] = {NB_PRESET_HC, NB_PRESET_MHC, NB_PRESET_IHC, NB_PRESET_MHC};
+        size_t i;
+        for (i = 0; i < 4; i++) {
             nb_stack_desc d = base_desc(ps[i], 3);
+            const int exact = ps[i] == NB_PRESET_IHC || i == 3;
             run r;
             hc_trace tr;
             double fwd[6], bwd[6], one[6], f2[6], b2[6], o2[6], worst = 0, rows_off = 0;
             char what[96];
             int q;
+            if (i == 3) d.hyper.kind = NB_HYPER_MHC_LITE;
             memset(&tr, 0, sizeof tr);
             if (!nbt_check(setup(&r, &d, 2, 5, rng, 2), "hyper gains: setup")) return;
             r.ctx.trace = keep_maps; r.ctx.trace_user = &tr;
@@ -2176,15 +2235,18 @@ static void hyper_props(nbt_rng* rng) {
                 worst = fmax(worst, fabs(fwd[q] - f2[q]) / (1 + f2[q]));
                 worst = fmax(worst, fabs(bwd[q] - b2[q]) / (1 + b2[q]));
                 worst = fmax(worst, fabs(one[q] - o2[q]) / (1 + o2[q]));
-                rows_off = fmax(rows_off, fabs(fwd[q] - 1) + (ps[i] == NB_PRESET_IHC ? fabs(bwd[q] - 1) : 0));
+                rows_off = fmax(rows_off, fabs(fwd[q] - 1) + (exact ? fabs(bwd[q] - 1) : 0));
             }
-            snprintf(what, sizeof what, "hyper gains %s: equal the traced maps' products (%g)",
-                     nb_preset_name(ps[i]), worst);
+            snprintf(what, sizeof what, "hyper gains %s%s: equal the traced maps' products (%g)",
+                     nb_preset_name(ps[i]), i == 3 ? "-lite" : "", worst);
             nbt_check(worst < 1e-5, what);
+            /* mHC-lite: a sum of 24 coefficients each in [0, 1] per row, rounded, 6 products:
+               within 6 (24 + 4) eps of 1 (1e-5 in float) */
             if (ps[i] != NB_PRESET_HC) {
-                snprintf(what, sizeof what, "hyper gains %s: forward gain 1 (%g off)",
-                         nb_preset_name(ps[i]), rows_off);
-                nbt_check(rows_off < 1e-4, what);
+                snprintf(what, sizeof what, "hyper gains %s%s: forward gain 1%s (%g off)",
+                         nb_preset_name(ps[i]), i == 3 ? "-lite" : "",
+                         exact ? ", backward too" : "", rows_off);
+                nbt_check(rows_off < (i == 3 ? 6 * 28 * (sizeof(nb_real) == 4 ? 1.2e-7 : 2.3e-16) : 1e-4), what);
             }
             for (q = 0; q < tr.q; q++) free(tr.maps[q]);
             nbt_check(nb_stack_hyper_gains(&r.s, r.cache, 2, 4, fwd, bwd, NULL) == NB_ERR_CONFIG &&
@@ -2260,6 +2322,8 @@ static void hyper_props(nbt_rng* rng) {
                      {"mhc", 0, 9, 0, 0, "hyper.streams"}, {"mhc", 0, 0, 2, 0, "hyper.static_maps"},
                      {"mhc", 0, 0, 0, 101, "hyper.sinkhorn"}, {"pre", 0, 4, 0, 0, "hyper.streams"},
                      {"pre", 0, 0, 1, 0, "hyper.static_maps"}, {"pre", 7, 0, 0, 0, "unknown hyper"},
+                     {"pre", NB_HYPER_MHC_LITE, 6, 0, 0, "n! permutations"},
+                     {"pre", NB_HYPER_MHC_LITE, 0, 0, 20, "mHC-lite have no Sinkhorn"},
                      {"mhc", NB_HYPER_NONE, 0, 0, 5, "hyper.sinkhorn"},
                      {"hc", 0, 0, 0, 5, "hyper.sinkhorn"}, {"ihc", 0, 0, 0, 20, "Sinkhorn"}};
         size_t i;

@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
-Writes <outdir>/blocks_bf16.bin: thirteen stacks of tests/gen_block_fixtures.py (its descriptions,
+Writes <outdir>/blocks_bf16.bin: fourteen stacks of tests/gen_block_fixtures.py (its descriptions,
 draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
 "bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
 backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
@@ -66,7 +66,11 @@ PREFIX = "bf16_"  # the file's case names: "bf16_" + gen_block_fixtures.py's nam
 # learned with H=4, Hkv=2 and off-by-one after HybridNorm's site norms (the softmax with its
 # sink in the module's dtype, P rounded only as the context's operand, as without a sink);
 # clip_qkv on OLMo-2 with GQA (the clamp on the projection of bf16 operands, exact sums; its
-# draw checked on the bf16 run too: gen_block_fixtures.clip_refusal)
+# draw checked on the bf16 run too: gen_block_fixtures.clip_refusal); Gemma 2's attention-logit
+# softcap on its sandwich layout with GQA (the cap on the scores of bf16 operands, in the
+# module's dtype, as the softmax; its derivative in the scores' gradient before that is rounded
+# as the GEMMs' operand; the draw's share of capped scores, gen_block_fixtures.softcap_refusal,
+# from the float64 run: the cap is smooth, no decision a rounding could flip)
 SMALL = dict(d=8, H=2)
 CASES = [
     ("pre_L3", make_cfg("PRE", 3, Hkv=1, **SMALL)),
@@ -85,6 +89,7 @@ CASES = [
     ("sink_obo_hybrid_L2", dict(make_cfg("HYBRID", 2, Hkv=1, **SMALL),
                                 attn_sink=SINK_OFF_BY_ONE)),
     ("clip_olmo2_gqa_L2", dict(make_cfg("OLMO2", 2, d=8, H=4, Hkv=2), clip_qkv=1.0)),
+    ("softcap_sandwich_gqa_L2", dict(make_cfg("SANDWICH", 2, d=8, H=4, Hkv=2), softcap=2.0)),
 ]
 
 
@@ -409,6 +414,8 @@ def main():
             w.add(cs + ".attn_sink", cfg["attn_sink"])
         if cfg.get("clip_qkv"):
             w.add(cs + ".clip_qkv", cfg["clip_qkv"])
+        if cfg.get("softcap"):
+            w.add(cs + ".softcap", cfg["softcap"])
         w.add(cs + ".preset_key",
               torch.tensor([float(ord(c)) for c in gbf.preset_key(cfg["preset"])]))
         w.add(cs + ".E", E)

@@ -44,7 +44,8 @@ Per case (names "<case>.<field>"):
              (nb_stack_desc; PORTING_FIELDS) only when not 0 (the cases of
              gen_porting_fixtures.py, which writes blocks_porting.bin with this format);
              attn_sink (nb_attn_sink: 1 learned, 2 off-by-one) only when not 0; clip_qkv
-             (OLMo's c: Q|K|V clamped to [-c, c] after b_qkv) only when not 0
+             (OLMo's c: Q|K|V clamped to [-c, c] after b_qkv) only when not 0; softcap
+             (Gemma 2's c: the scaled scores s become c tanh(s / c)) only when not 0
     preset_key  the preset's key (nb_preset_name) as character codes, one per value
     tensors  E (B*T, d), dout, out, din (B*T, d)
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
@@ -88,8 +89,9 @@ SEED = 20240611
 # 768 values at n = 4, d = 8, and every parameter is stored with its gradient), CompleteP's
 # cases (cp_*) 156 kB, nGPT's five 109 kB (ngpt_L2 40 kB of them: the code's SwiGLU of 4d, 2f x d
 # + d x f + 2f values per layer at d = 8, f = 32), the attention sinks' three (sink_*) 70 kB,
-# clip_qkv's three (clip_*) 70 kB; the other cases keep the 1.8 MB they had
-MAX_BYTES = 2_530_000
+# clip_qkv's three (clip_*) 70 kB, the softcap's three (softcap_*) 70 kB; the other cases keep
+# the 1.8 MB they had
+MAX_BYTES = 2_600_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -115,6 +117,10 @@ BF16_MARGIN = 0.8
 # from +-c (float32 rounding, ~1e-6 after a layer or two, must not move a value across the
 # bound: the gradient jumps there)
 CLIP_SHARE, CLIP_GAP = (0.1, 0.6), 1e-4
+# softcap cases: the share of each layer's visible scaled scores beyond the cap, |s| > c, where
+# c tanh(s / c) bends away from s (tanh(1) = 0.76): enough that the cap and its derivative
+# 1 - tanh^2 are seen, enough left near the linear part that the scores' gradient is too
+SOFTCAP_SHARE = (0.05, 0.6)
 
 
 def check_header_keys(presets):
@@ -267,6 +273,9 @@ def run(cfg, p, E, dout, dtype=torch.float64, **fields):
 # The value residual's V_0 of the direct forward in progress (direct_forward and
 # direct_siamese reset it): layer 0 stores it, later layers read it.
 _V0 = {}
+# "list", while softcap_refusal runs the direct forward: where attention appends each layer's
+# scaled scores before the softcap
+_LOGITS = {}
 
 
 def attention(cfg, p, pre, x, sites, width, probs):
@@ -293,6 +302,7 @@ def attention(cfg, p, pre, x, sites, width, probs):
         return norm_fn(kind, t, None if kind == L2 else p[pre + site + "_norm.weight"], None, eps)
 
     qk, scale, _ = ngpt_options(cfg)
+    logits = _LOGITS.get("list")  # softcap_refusal's: the scaled scores before the cap
     sink = cfg.get("attn_sink", 0)  # the learned logits, or the off-by-one softmax's z = 0
     sinks = (p[pre + "sinks"] if sink == SINK_LEARNED else
              torch.zeros(cfg["H"]) if sink == SINK_OFF_BY_ONE else None)
@@ -300,7 +310,7 @@ def attention(cfg, p, pre, x, sites, width, probs):
                   cfg["d"], cfg["H"], cfg["Hkv"], sites, width, snorm, cfg["rope"], cfg["theta"],
                   True, p.get(pre + "att_proj.bias"), p.get(pre + "attn_out.bias"), vmix,
                   p[pre + "sqk"] if qk else None, scale, cfg.get("attn_gate", 0), sinks,
-                  cfg.get("clip_qkv", 0))
+                  cfg.get("clip_qkv", 0), cfg.get("softcap", 0), logits)
     probs.append(pr.detach())
     return out
 
@@ -642,6 +652,38 @@ def clip_refusal(cfg, p, E, **fields):
     return None
 
 
+def direct(cfg, p, E):
+    """The direct transcription of a case's stack (draw's independent forward)."""
+    if cfg["preset"] in ("SIAMESE", "SIAMESE_POST_PRE"):
+        return direct_siamese(cfg, p, E)
+    return direct_hyper(cfg, p, E) if hyper_of(cfg)[0] else direct_forward(cfg, p, E)
+
+
+def scaled_logits(cfg, p, E):
+    """Each layer's scaled scores before the softcap, (B, H, T, T) with masked entries 0, of
+    the direct transcription (which draw holds the twin to)."""
+    _LOGITS["list"] = logits = []
+    try:
+        with torch.no_grad():
+            direct(cfg, {k: v.detach() for k, v in p.items()}, E)
+    finally:
+        del _LOGITS["list"]
+    assert len(logits) == cfg["L"], len(logits)
+    return logits
+
+
+def softcap_refusal(cfg, p, E):
+    """Why a softcap case's draw is refused (None when kept): in every layer a share
+    SOFTCAP_SHARE of the visible scaled scores beyond the cap, |s| > c."""
+    c, T = cfg["softcap"], cfg["T"]
+    visible = torch.ones(T, T, dtype=torch.bool).tril()
+    for l, s in enumerate(scaled_logits(cfg, p, E)):
+        share = (s.abs() > c)[..., visible].double().mean().item()
+        if not SOFTCAP_SHARE[0] <= share <= SOFTCAP_SHARE[1]:
+            return "the softcap bends %.2f of layer %d's scaled scores" % (share, l)
+    return None
+
+
 def f32_margin(ref, got):
     """max over elements of |got - ref| / (atol + rtol |ref|), for the float32 tolerance."""
     lim = F32_ATOL + F32_RTOL * ref.abs()
@@ -686,6 +728,9 @@ def draw(name, cfg, seed, reference=None):
             if not sunk > 0.02:
                 return None, "a sink takes %.3g of a head's rows in layer %d" % (sunk, l)
     why = cfg.get("clip_qkv") and clip_refusal(cfg, p, E)
+    if why:
+        return None, why
+    why = cfg.get("softcap") and softcap_refusal(cfg, p, E)
     if why:
         return None, why
     # activations stay O(1), gradients moderate
@@ -762,6 +807,8 @@ def add_case(w, name, cfg, report, reference=None):
         w.add(name + ".attn_sink", cfg["attn_sink"])
     if cfg.get("clip_qkv"):  # optional: absent = 0 (off)
         w.add(name + ".clip_qkv", cfg["clip_qkv"])
+    if cfg.get("softcap"):  # optional: absent = 0 (off)
+        w.add(name + ".softcap", cfg["softcap"])
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)
     w.add(name + ".dout", dout)
@@ -984,6 +1031,7 @@ def self_checks():
     ngpt_self_checks(E, fwd)
     sink_self_checks(E, fwd)
     clip_self_checks(E, fwd)
+    softcap_self_checks(E, fwd)
     print("self-checks passed")
 
 
@@ -1162,6 +1210,52 @@ def clip_self_checks(E, fwd):
         assert twin.config_from_metadata(m).attn.clip_qkv == clip, value
 
 
+def softcap_self_checks(E, fwd):
+    """softcap in the twin: c tanh(s / c) = s - s^3 / (3 c^2) + O(s^5 / c^4), so for c far
+    above every scaled score (S the largest |s|) the output moves from the uncapped one as
+    1 / c^2 (c = 30 S, 60 S: a quarter), and for a huge c only by the rounding of c tanh(s / c)
+    (s / c, tanh and the product: 4 half-ulps of s at most) times the stack's response to its
+    scores, measured at c = 30 S (its move over its largest score change S^3 / (3 c^2); 10x for
+    another pattern of changes): the same function within rounding, not bitwise; a c below S
+    changes the output; the twin refuses a negative, infinite or NaN c, and a Hugging Face
+    export of a stack with the softcap, naming them; the trainer's metadata (attn_softcap,
+    %.9g) reads back as attn.softcap, absent as 0."""
+    pre = make_cfg("PRE", 2, 16, 4, 2)
+    p = draw_params(pre)
+    S = max(s.abs().max().item() for s in scaled_logits(pre, p, E))
+    plain = fwd(pre, p)
+
+    def moved(c):
+        return (fwd(pre, p, attn=dict(softcap=c)) - plain).abs().max().item()
+    c1 = 30 * S
+    m1, m2 = moved(c1), moved(2 * c1)
+    assert 0.2 < m2 / m1 < 0.3, (m1, m2)  # the cubic term's 1/4
+    response = m1 / (S ** 3 / (3 * c1 ** 2))
+    for c in (1e5 * S, 1e10 * S):
+        tol = 10 * response * (S ** 3 / (3 * c ** 2) + 4 * 2.0 ** -53 * S)
+        assert moved(c) <= tol, (c, moved(c), tol)
+    assert not torch.allclose(fwd(pre, p, attn=dict(softcap=0.5 * S)), plain, atol=1e-3)
+    base = twin_config(pre, "pre")
+    for bad in (-1.0, float("inf"), float("nan")):
+        try:
+            twin.resolve(base.with_fields(attn=dict(softcap=bad)))
+            raise AssertionError("the twin accepts attn.softcap %g" % bad)
+        except ValueError as e:
+            assert "attn.softcap" in str(e), e
+    stack = twin.Stack(base.with_fields(attn=dict(softcap=50.0)))
+    for fn in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
+        try:
+            fn()
+            raise AssertionError("a stack with attn.softcap is exported")
+        except ValueError as e:
+            assert "attn_softcap" in str(e), e
+    meta = dict(vocab_size="256", n_layers="2", d_model="16", n_heads="4", n_kv_heads="2",
+                d_ff="24", rope="1", preset="sandwich", ffn="swiglu", norm="rms")
+    for value, cap in ((None, 0.0), ("50", 50.0), ("%.9g" % 0.3, 0.3)):
+        m = dict(meta, **({} if value is None else {"attn_softcap": value}))
+        assert twin.config_from_metadata(m).attn.softcap == cap, value
+
+
 def main():
     outdir = output_dir("gen_block_fixtures.py")
     torch.set_default_dtype(torch.float64)
@@ -1308,6 +1402,18 @@ def main():
                                            attn_sink=SINK_LEARNED)))
     cases.append(("clip_gate_pre_L2", dict(make_cfg("PRE", 2, Hkv=2, attn_bias=3, **small),
                                            clip_qkv=0.8, attn_gate=GATE_ELEMENTWISE)))
+    # Gemma 2's attention-logit softcap (the scaled scores s become c tanh(s / c), before the
+    # mask and a sink's column), checked against Gemma 2's eager attention (nbfixture.attention),
+    # c near the 75th percentile of the draws' |s| (SOFTCAP_SHARE of each layer's beyond it): on
+    # Gemma's sandwich layout with GQA (H = 4, Hkv = 2); on HybridNorm's QKV site norms and RoPE
+    # with learned sinks (z_h uncapped) and MQA; on Pre-Norm with both biases and a softmax scale
+    # of 0.7 (not 1/sqrt(d_k): the cap after the scale)
+    cases.append(("softcap_sandwich_gqa_L2", dict(make_cfg("SANDWICH", 2, d=8, H=4, Hkv=2),
+                                                  softcap=2.0)))
+    cases.append(("softcap_sink_hybrid_L2", dict(make_cfg("HYBRID", 2, Hkv=1, **small),
+                                                 softcap=1.2, attn_sink=SINK_LEARNED)))
+    cases.append(("softcap_pre_scale_L2", dict(make_cfg("PRE", 2, Hkv=2, attn_bias=3, **small),
+                                               softcap=2.0, softmax_scale=0.7)))
 
     check_header_keys(cfg["preset"] for _, cfg in cases)
     for name, cfg in cases:

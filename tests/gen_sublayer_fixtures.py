@@ -19,7 +19,8 @@ attention.bin, per case:
              norm (1 RMS, 2 LayerNorm), no_gain (1 = site norms without gain), rope (0/1),
              theta, causal (0/1), eps; bias (NB_ATTN_BIAS_* mask) only when not 0; sink
              (nb_attn_sink: 1 learned, 2 off-by-one) only when not 0; clip_qkv (OLMo's c:
-             Q|K|V clamped to [-c, c] after b_qkv) only when not 0
+             Q|K|V clamped to [-c, c] after b_qkv) only when not 0; softcap (Gemma 2's c: the
+             scaled scores s become c tanh(s / c)) only when not 0
     inputs   x (B*T, d), w_qkv (d + 2*Hkv*dk, d), w_o (d, d), q_gain/k_gain/v_gain/c_gain
              (present for normalized sites unless no_gain), b_qkv, b_o (with bias), sinks (H,
              learned sinks), dout
@@ -47,14 +48,18 @@ from nbfixture import (FFN_TYPES, FULL, GELU_ERF, GELU_TANH, LAYER, NORM_KINDS, 
                        rope_sin_cos, site_width, twin)
 
 SEED = 20240602
-# attention.bin: 390 kB, 61 kB more for the sink cases (attn_sink_*), and the clip_qkv cases'
-# (attn_clip_*)
-MAX_BYTES = 520 * 1024
+# attention.bin: 390 kB, 61 kB more for the sink cases (attn_sink_*), the clip_qkv cases'
+# (attn_clip_*) and the softcap cases' (attn_softcap_*)
+MAX_BYTES = 580 * 1024
 # clip_qkv cases: the share of Q|K|V values clamped (enough that the zero gradient is seen,
 # enough left that the projection's gradient is), and the least distance of a value from +-c
 # (float32 rounding of the projection, ~1e-6 here, must not move a value across the bound:
 # the gradient jumps there)
 CLIP_SHARE, CLIP_GAP = (0.1, 0.6), 1e-4
+# softcap cases: the share of the visible scaled scores beyond the cap, |s| > c, where
+# c tanh(s / c) bends away from s: enough that the cap and its derivative are seen, enough
+# left near the linear part that the scores' gradient is too
+SOFTCAP_SHARE = (0.05, 0.6)
 
 
 # ---- the twin's sublayers ----------------------------------------------------------------
@@ -94,8 +99,10 @@ def leaf(t):
     return t.detach().clone().requires_grad_(True)
 
 
-def attn_forward(cfg, x, w_qkv, w_o, gains, b_qkv=None, b_o=None, sinks=None, clip=0.0):
-    """The direct transcription (nbfixture.attention); the site norms have no bias (OLMo)."""
+def attn_forward(cfg, x, w_qkv, w_o, gains, b_qkv=None, b_o=None, sinks=None, clip=0.0,
+                 softcap=0.0, logits=None):
+    """The direct transcription (nbfixture.attention); the site norms have no bias (OLMo).
+    logits: a list the scaled scores before the softcap are appended to."""
     kind, eps = cfg["norm"], cfg["eps"]
 
     def snorm(site, t):
@@ -103,11 +110,12 @@ def attn_forward(cfg, x, w_qkv, w_o, gains, b_qkv=None, b_o=None, sinks=None, cl
 
     return attention(x, w_qkv, w_o, cfg["B"], cfg["T"], cfg["d"], cfg["H"], cfg["Hkv"],
                      cfg["sites"], cfg["width"], snorm, cfg["rope"], cfg["theta"], cfg["causal"],
-                     b_qkv, b_o, sinks=sinks, clip_qkv=clip)
+                     b_qkv, b_o, sinks=sinks, clip_qkv=clip, softcap=softcap, logits=logits)
 
 
 def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
-              theta=10000.0, causal=1, eps=1e-5, no_gain=0, bias=0, sink=0, clip=0.0):
+              theta=10000.0, causal=1, eps=1e-5, no_gain=0, bias=0, sink=0, clip=0.0,
+              softcap=0.0):
     cfg = dict(B=B, T=T, d=d, H=H, Hkv=Hkv, sites=sites, width=width, norm=norm, rope=rope,
                theta=theta, causal=causal, eps=eps)
     dk = d // H
@@ -131,7 +139,7 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
                      attn=dict(sites=sites, site_width="per_head" if width == PER_HEAD else
                                "full", rope=bool(rope), rope_theta=theta,
                                non_causal=not causal, bias=bias, sink=SINKS[sink],
-                               clip_qkv=clip))
+                               clip_qkv=clip, softcap=softcap))
     set_params(blk, vals)
     blk.probs = []
     xt = leaf(x)
@@ -139,12 +147,14 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
     # the direct transcription
     direct = {k: leaf(v) for k, v in vals.items()}
     xd = leaf(x)
+    logits = []
     ref, p = attn_forward(cfg, xd, direct["att_proj.weight"], direct["attn_out.weight"],
                           {s: direct[s + "_norm.weight"] for s, _ in SITES
                            if s + "_norm.weight" in direct},
                           direct.get("att_proj.bias"), direct.get("attn_out.bias"),
                           direct["sinks"] if sink == SINK_LEARNED else
-                          torch.zeros(H) if sink == SINK_OFF_BY_ONE else None, clip)
+                          torch.zeros(H) if sink == SINK_OFF_BY_ONE else None, clip, softcap,
+                          logits)
     dout = torch.randn(B * T, d)
     grads, ref_grads = backward_both((out, ref), dout, (
         [xt] + [blk.get_parameter(k) for k in vals], [xd] + list(direct.values())))
@@ -163,6 +173,12 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
         share = (raw.abs() > clip).double().mean().item()
         gap = (raw.abs() - clip).abs().min().item()
         assert CLIP_SHARE[0] <= share <= CLIP_SHARE[1] and gap > CLIP_GAP, (name, share, gap)
+    # the softcap bends a good share of the visible scaled scores
+    if softcap:
+        visible = torch.ones(T, T, dtype=torch.bool)
+        visible = visible.tril() if causal else visible
+        share = (logits[0].abs() > softcap)[..., visible].double().mean().item()
+        assert SOFTCAP_SHARE[0] <= share <= SOFTCAP_SHARE[1], (name, share)
 
     for field, val in (("B", B), ("T", T), ("d", d), ("H", H), ("Hkv", Hkv), ("sites", sites),
                        ("width", width), ("norm", norm), ("no_gain", no_gain), ("rope", rope),
@@ -174,6 +190,8 @@ def attn_case(w, name, B, T, d, H, Hkv, sites, width=PER_HEAD, norm=RMS, rope=1,
         w.add(name + ".sink", sink)
     if clip:  # optional: absent = off
         w.add(name + ".clip_qkv", clip)
+    if softcap:  # optional: absent = off
+        w.add(name + ".softcap", softcap)
     # the fixture's names of the twin's parameters, in the order the file has always had
     fixture = [("att_proj.weight", "w_qkv"), ("attn_out.weight", "w_o")] + \
         [(s + "_norm.weight", s + "_gain") for s, _ in SITES] + \
@@ -338,6 +356,19 @@ def main():
                   clip=0.8)
         attn_case(w, "attn_clip_qkvc_ln_mqa_sink", 1, 7, 16, 4, 1, Q | K | V | C, norm=LAYER,
                   causal=0, sink=SINK_LEARNED, clip=1.2)
+    # Gemma 2's attention-logit softcap (the scaled scores s become c tanh(s / c), before the
+    # mask and a sink's column), checked against Gemma 2's eager attention (nbfixture.attention),
+    # c near the 75th percentile of the case's |s| (SOFTCAP_SHARE beyond it): no site norms,
+    # GQA and RoPE (the largest scores); per-head Q, K norms then RoPE with learned sinks (z_h
+    # joins uncapped) and GQA; full-width QKVC norms, MQA, both biases and no causal mask (the
+    # cap on every score, none masked); a stream of their own
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED + 4)
+        attn_case(w, "attn_softcap_none_gqa_rope", 2, 7, 16, 4, 2, 0, softcap=1.2)
+        attn_case(w, "attn_softcap_qk_gqa_rope_sink", 2, 5, 16, 4, 2, Q | K, sink=SINK_LEARNED,
+                  softcap=1.3)
+        attn_case(w, "attn_softcap_qkvc_full_mqa_noncausal_bias", 2, 5, 16, 4, 1, Q | K | V | C,
+                  width=FULL, causal=0, bias=3, softcap=1.2)
     write(w, outdir, "attention.bin")
 
     w = Writer(MAX_BYTES)

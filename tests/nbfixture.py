@@ -141,8 +141,8 @@ def twin_config(s, preset):
     attn_bias, value_residual, hyper, hyper_streams, hyper_static, hyper_sinkhorn, depth_alpha,
     depth_base, interp_init, qk_scale, softmax_scale, ffn_in_scale, and the porting options
     attn_gate, norm_gain, norm_bias, gain_offset, embed_scale_on (embed_scale: the parameter's
-    name), branch_scale, ffn_bias; attn_sink, clip_qkv; the fixtures' 0.1 names), preset is the
-    library's preset key."""
+    name), branch_scale, ffn_bias; attn_sink, clip_qkv, softcap; the fixtures' 0.1 names),
+    preset is the library's preset key."""
     return twin.StackConfig(
         preset=preset, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
         n_kv_heads=int(s["Hkv"]), mixln_alpha=float(s["mixln_alpha"]),
@@ -156,7 +156,7 @@ def twin_config(s, preset):
             rope_theta=float(s["theta"]), qk_scale=int(s.get("qk_scale", 0)),
             softmax_scale=float(s.get("softmax_scale", 0)),
             gate=GATES[int(s.get("attn_gate", 0))], sink=SINKS[int(s.get("attn_sink", 0))],
-            clip_qkv=float(s.get("clip_qkv", 0))),
+            clip_qkv=float(s.get("clip_qkv", 0)), softcap=float(s.get("softcap", 0))),
         ffn=twin.FfnConfig(
             type=FFN_TYPES[int(s["ffn"])], d_ff=int(s["f"]), bias=int(s.get("ffn_bias", 0)),
             in_scale=int(s.get("ffn_in_scale", 0))),
@@ -264,7 +264,7 @@ def site_width(d, H, Hkv, width, site):
 
 def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, causal,
               b_qkv=None, b_o=None, vmix=None, sqk=None, softmax_scale=None, gate=0, sinks=None,
-              clip_qkv=0):
+              clip_qkv=0, softcap=0, logits=None):
     """MHA_#(x): fused Q|K|V projection (nn.Linear, bias b_qkv optional), GQA, site norms
     snorm(site, t) per head with one d_k gain (or full width, OLMo-2, before the head split),
     RoPE after the norms (V is never rotated), scale 1/sqrt(d_k), C norm before W_o (bias b_o
@@ -282,7 +282,12 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
     written the other way. clip_qkv: OLMo's (olmo/model.py, OLMoSequentialBlock.forward:
     qkv = self.att_proj(h); qkv.clamp_(min=-clip_qkv, max=clip_qkv); then the split): Q, K and
     V clamped as projected, with their bias, before the site norms; the gate's logits (no
-    projection of OLMo's) are not.
+    projection of OLMo's) are not. softcap: Gemma 2's attn_logit_softcapping as transformers'
+    Gemma2 eager_attention_forward applies it (attn_weights = q k^T * scaling; then / softcap,
+    tanh, * softcap; then the causal mask added): after the scale, before the mask; with sinks
+    the log-sum-exp is over the capped scores, z_h itself uncapped (gpt-oss's sink column after
+    Gemma's cap). logits: a list the scaled scores before the cap are appended to (B, H, T, T,
+    detached; masked entries 0).
     x (B*T, d). Returns the output (B*T, d) and the attention probabilities (B, H, T, T), with
     sinks the probabilities of the keys (rows summing to 1 - the sink's mass)."""
     dk = d // H
@@ -338,8 +343,14 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
         s = q @ k.transpose(-2, -1) / math.sqrt(dk)
     else:
         s = q @ k.transpose(-2, -1) * softmax_scale
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) if causal else None
+    if logits is not None:
+        logits.append(s.detach().masked_fill(mask, 0) if causal else s.detach().clone())
+    if softcap:  # Gemma2's eager_attention_forward
+        s = s / softcap
+        s = torch.tanh(s)
+        s = s * softcap
     if causal:
-        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
         s = s.masked_fill(mask, float("-inf"))
     p = torch.softmax(s, dim=-1)
     o = p @ v  # (B, H, T, dk)
@@ -774,8 +785,10 @@ def gemma_rms_norm(x, weight, eps):
 
 def gemma_attention_ref(sd, pre, hidden_states, config):
     """Gemma3Attention.forward with eager_attention_forward (Gemma 2's: the same without
-    q_norm, k_norm, config.use_qk_norm False here). The library has no attention logit softcap:
-    attn_logit_softcapping must be None (Gemma 3's value; Gemma 2 configs set 50)."""
+    q_norm, k_norm, config.use_qk_norm False here). attn_logit_softcapping must be None (Gemma
+    3's value; Gemma 2 configs set 50): the library's attn.softcap is checked against
+    attention's transcription of Gemma 2's eager attention instead (gen_block_fixtures'
+    softcap_* cases)."""
     assert config.attn_logit_softcapping is None
     input_shape = hidden_states.shape[:-1]
     hidden_shape = (*input_shape, -1, config.head_dim)

@@ -131,6 +131,9 @@ static const block_case cases[] = {
     {"clip_olmo2_gqa_L2", "OLMo-2"},
     {"clip_sink_pre_L2", "Pre-Norm"},
     {"clip_gate_pre_L2", "Pre-Norm"},
+    {"softcap_sandwich_gqa_L2", "Sandwich"},
+    {"softcap_sink_hybrid_L2", "HybridNorm"},
+    {"softcap_pre_scale_L2", "Pre-Norm"},
 };
 
 /* Keep in sync with the names printed by tests/gen_porting_fixtures.py. By name only where the
@@ -299,7 +302,7 @@ static const block_case bf16_cases[] = {
     {"bf16_mixln_L3", ""}, {"bf16_siamese_L3", ""}, {"bf16_gpt2_L3", ""}, {"bf16_dyt_L2", ""},
     {"bf16_abl_qkvc_post_L3", ""}, {"bf16_vres_learn_hybrid_L3", ""},
     {"bf16_sink_learned_pre_gqa_L2", ""}, {"bf16_sink_obo_hybrid_L2", ""},
-    {"bf16_clip_olmo2_gqa_L2", ""},
+    {"bf16_clip_olmo2_gqa_L2", ""}, {"bf16_softcap_sandwich_gqa_L2", ""},
 };
 
 /* desc.bf16_weights, on the variants with zeroed gradients: the same stack reading the
@@ -631,6 +634,8 @@ static void run_case(const block_case* bc, const variant* v) {
         const nbf_tensor* as = nbf_field(cs, "attn_sink", 0);
         /* OLMo's clip_qkv: absent = 0 (off) */
         const nbf_tensor* cq = nbf_field(cs, "clip_qkv", 0);
+        /* Gemma 2's attention-logit softcap: absent = 0 (off) */
+        const nbf_tensor* sc = nbf_field(cs, "softcap", 0);
         desc.siamese.no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
         desc.attn.bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
         desc.residual.value_residual = vr && vr->n == 1 ? (int)vr->data[0] : 0;
@@ -646,6 +651,7 @@ static void run_case(const block_case* bc, const variant* v) {
         desc.ffn.in_scale = fs && fs->n == 1 ? (int)fs->data[0] : 0;
         desc.attn.sink = as && as->n == 1 ? (nb_attn_sink)(int)as->data[0] : NB_SINK_NONE;
         desc.attn.clip_qkv = cq && cq->n == 1 ? (nb_real)cq->data[0] : 0;
+        desc.attn.softcap = sc && sc->n == 1 ? (nb_real)sc->data[0] : 0;
         porting_options(cs, &desc);
         /* the stack's streams: 2 for SiameseNorm, n with hyper-connections, else 1 */
         streams = preset == NB_PRESET_SIAMESE || preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;

@@ -43,6 +43,9 @@ buffers); a Llama file with Q/K/V biases (Qwen2's). The C tool and the twin must
 6. OLMo's clip_qkv: an OLMo-2-named file with the trainer's clip_qkv key runs in nbimport to
    the twin's clamped output; the export is refused by both, naming clip_qkv (Olmo2Config
    drops OLMo-1's clip_qkv).
+7. Gemma 2's attention-logit softcap: a Llama-named file with the trainer's attn_softcap key
+   runs in nbimport to the twin's capped output; the export is refused by both, naming
+   attn_softcap (no Llama-family, OLMo-2 or GPT-2 class caps its scores).
 
 Tolerance: float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin| (measured
 ~1e-6); the float64 twin against the float64 transcription, 1e-10 + 1e-9 |ref|. Exits 77
@@ -588,6 +591,26 @@ def clip_qkv(nbimport, work):
     export_refused(nbimport, work, "clip_qkv", stack, meta, "clip_qkv")
 
 
+def softcap(nbimport, work):
+    """Gemma 2's attention-logit softcap on Pre-Norm (the trainer's key "attn_softcap", %.9g):
+    nbimport reads an hf-llama file of the stack with the key to the twin's capped output (a c
+    below about half of the scaled scores: the output is not the uncapped one); no exported
+    class caps its scores (Gemma2Attention does, and no layout writes it), so both refuse the
+    export, naming attn_softcap."""
+    stack = make_stack("pre", 2, True, attn=dict(softcap=0.05))
+    plain = make_stack("pre", 2, True)
+    plain.load_state_dict(stack.state_dict())
+    E = torch.randn(B, T, D)
+    model = hf_llama_named(stack)
+    meta = dict(train_meta(stack, "pre"), attn_softcap="%.9g" % 0.05)
+    r, out = run_file(nbimport, "hf-llama", model, meta, E, work, "softcap")
+    ref = forward(stack, E)
+    report(close(out, ref) and not close(forward(plain, E), ref),
+           "softcap (hf-llama, pre): %d tensors, attn_softcap 0.05 read" % len(model),
+           r.stderr.strip())
+    export_refused(nbimport, work, "softcap", stack, meta, "attn_softcap")
+
+
 def main():
     nbimport = sys.argv[1]
     torch.manual_seed(7)
@@ -597,7 +620,8 @@ def main():
         exports(nbimport, work)
         config_refusals(nbimport, work)
         sinks(nbimport, work)  # after the others: its stack's init draws from the seeded stream
-        clip_qkv(nbimport, work)  # last, for the same reason
+        clip_qkv(nbimport, work)  # after the others, for the same reason
+        softcap(nbimport, work)  # last, for the same reason
     print("all passed" if not failed else "%d failed" % failed)
     return 1 if failed else 0
 

@@ -39,7 +39,8 @@ static const char* const attn_cases[] = {
     "attn_qkv_theta500k",     "attn_qkvc_nogain_gqa",    "attn_bias_qkvc_gqa_rope",
     "attn_bias_out_mha",      "attn_sink_learned_gqa_rope", "attn_sink_obo_noncausal_mha",
     "attn_sink_learned_qkvc_full_mqa_bias", "attn_clip_none_gqa_bias", "attn_clip_qk_full_rope",
-    "attn_clip_qkvc_ln_mqa_sink",
+    "attn_clip_qkvc_ln_mqa_sink", "attn_softcap_none_gqa_rope", "attn_softcap_qk_gqa_rope_sink",
+    "attn_softcap_qkvc_full_mqa_noncausal_bias",
 };
 static const char* const ffn_cases[] = {
     "ffn_swiglu", "ffn_swiglu_bias", "ffn_gelu_tanh_bias", "ffn_gelu_erf_bias",
@@ -95,7 +96,7 @@ static void check_sink_mass(nb_ctx* ctx, const nb_attn_plan* plan, const nb_real
 static void run_attn(const char* cs, const variant* v) {
     int B, T, d, H, Hkv, sites, width, norm, no_gain, rope, causal, dk, qkvw, s, bias = 0,
         sink = 0;
-    double theta, eps, clip_qkv = 0;
+    double theta, eps, clip_qkv = 0, softcap = 0;
     const nbf_tensor *x, *w_qkv, *w_o, *dout, *out, *dx, *dw_qkv, *dw_o;
     const nbf_tensor *b_qkv = NULL, *b_o = NULL, *db_qkv = NULL, *db_o = NULL;
     const nbf_tensor *sinks = NULL, *dsinks = NULL, *sink_mass = NULL;
@@ -149,6 +150,8 @@ static void run_attn(const char* cs, const variant* v) {
     if (nbf_field(cs, "sink", 0) && !nbf_int(cs, "sink", &sink)) return; /* optional: absent = 0 */
     /* OLMo's clip_qkv: no parameter; optional, absent = 0 (off) */
     if (nbf_field(cs, "clip_qkv", 0) && !nbf_real(cs, "clip_qkv", &clip_qkv)) return;
+    /* Gemma 2's attention-logit softcap: no parameter; optional, absent = 0 (off) */
+    if (nbf_field(cs, "softcap", 0) && !nbf_real(cs, "softcap", &softcap)) return;
     if (sink) {
         sink_mass = nbf_shaped(cs, "sink_mass", H, 0);
         if (!sink_mass) return;
@@ -194,6 +197,7 @@ static void run_attn(const char* cs, const variant* v) {
     desc.attn.bias = (unsigned)bias;
     desc.attn.sink = (nb_attn_sink)sink;
     desc.attn.clip_qkv = (nb_real)clip_qkv;
+    desc.attn.softcap = (nb_real)softcap;
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = v->threads;
     memset(&plan, 0, sizeof plan);

@@ -108,6 +108,11 @@ check sinks_obo --preset hybrid --layers 2 --attn-sink off-by-one
 # logits not)
 check clip_qkv --preset olmo2 --layers 2 --clip-qkv 0.15
 check clip_qkv_gated --preset pre --layers 2 --clip-qkv 0.5 --attn-gate elementwise
+# Gemma 2's attention-logit softcap as the trainer writes it (the twin reads attn_softcap): on
+# Gemma's sandwich layout (its scores are small here, |s| < 0.2: 0.05 bends a fifth of them),
+# and on Pre-Norm with learned sinks (0.6: a fifth beyond it; the sink's logit joins uncapped)
+check attn_softcap --preset sandwich --layers 2 --attn-softcap 0.05
+check attn_softcap_sinks --preset pre --layers 2 --attn-softcap 0.6 --attn-sink learned
 # LayerNorm with biases, GELU-tanh FFN with biases
 check gpt2 --preset gpt2 --layers 2
 check pre_layer_gelu --preset Pre-QK-Pre --layers 2 --norm layer --ffn gelu --kv-heads 1
@@ -134,11 +139,12 @@ dump_check() {
   # two streams; output norms (out_normed) at full-width QK sites; the value residual;
   # hyper-connected streams (hc_maps, hc_in, x1..x3, hc_head); nGPT's L2 norms and scales
   # (qkv_scaled, proj_scaled, res_normed); the output gate (c_gated); Derf's norms; learned
-  # attention sinks; clip_qkv without site norms (qkv as projected, qkv_normed clamped); one
-  # stream (kept below)
+  # attention sinks; clip_qkv without site norms (qkv as projected, qkv_normed clamped); the
+  # softcap with learned sinks (the capped scores are not traced: context onward); one stream
+  # (kept below)
   for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors mhc.safetensors \
             hc.safetensors ngpt.safetensors gated.safetensors derf.safetensors sinks.safetensors \
-            clip_qkv_gated.safetensors hybrid.safetensors; do
+            clip_qkv_gated.safetensors attn_softcap_sinks.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
       FAILED=$((FAILED + 1)); echo "FAIL: dumps of $ck"; cat dump.log; return

@@ -43,7 +43,8 @@ SCALARS = ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", 
            "siamese_no_fusion_norm", "attn_bias", "value_residual", "hyper", "hyper_streams",
            "hyper_static", "hyper_sinkhorn", "depth_alpha", "depth_base", "interp_init",
            "qk_scale", "softmax_scale", "ffn_in_scale", "attn_gate", "norm_gain", "norm_bias",
-           "gain_offset", "embed_scale_on", "branch_scale", "ffn_bias", "attn_sink", "clip_qkv")
+           "gain_offset", "embed_scale_on", "branch_scale", "ffn_bias", "attn_sink", "clip_qkv",
+           "softcap")
 
 
 def cases(recs):

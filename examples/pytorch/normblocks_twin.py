@@ -66,6 +66,9 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   attn.clip_qkv (OLMo's clip_qkv): c > 0 clamps the projection's Q|K|V columns
                   (after b_qkv, before the site norms; not the gate's G) to [-c, c], so no
                   gradient flows where a value is clamped.
+                  attn.softcap (Gemma 2's attn_logit_softcapping): c > 0 caps the scaled scores,
+                  s Q K^T becoming c tanh(s Q K^T / c), before the causal mask and a sink's
+                  column (z_h joins uncapped), as transformers' Gemma2 eager attention.
                   residual.value_residual (ResFormer): in layers l >= 1, V (after its site norm) is
                   lambda_1 V + lambda_2 V_0 before attention, V_0 layer 0's; lambdas 0.5, or
                   learnable "blocks.<l>.value_residual.lambda".
@@ -356,6 +359,9 @@ class AttnConfig:
     clip_qkv: float = 0.0        # OLMo's clip_qkv: Q|K|V of the projection (after its bias,
                                  # before the site norms; not the gate) clamped to [-c, c];
                                  # 0 = off, else finite and > 0
+    softcap: float = 0.0         # Gemma 2's attention-logit softcap: the scaled scores s become
+                                 # c tanh(s / c) before the mask and a sink's column (z_h not
+                                 # capped); 0 = off, else finite and > 0 (Gemma 2: 50)
 
 
 @dataclass
@@ -722,7 +728,8 @@ _SINKS = ("", "none", "learned", "off_by_one")
 def _resolve_norm_options(c):
     """The porting options of nb__stack_norms (norm.gain, norm.bias, norm.gain_offset,
     norm.embed_scale, the stack's residual.branch_scale), the output gate attn.gate, the
-    attention sinks attn.sink and attn.clip_qkv, checked as nb_stack_init checks them."""
+    attention sinks attn.sink, attn.clip_qkv and attn.softcap, checked as nb_stack_init checks
+    them."""
     norm, branch_scale = c.norm, c.residual.branch_scale
     gain, block_bias, _ = _NORM_KINDS[norm.type]
     if norm.gain not in (-1, 0) or norm.bias not in (-1, 0) or norm.gain_offset not in (0, 1):
@@ -748,6 +755,9 @@ def _resolve_norm_options(c):
     clip = c.attn.clip_qkv
     if not (clip >= 0 and math.isfinite(clip)):  # nb_attn_plan_make's check (NaN fails it too)
         raise ValueError("attn.clip_qkv (%g) must be 0 (off) or finite and > 0" % clip)
+    cap = c.attn.softcap
+    if not (cap >= 0 and math.isfinite(cap)):  # nb_attn_plan_make's check (NaN fails it too)
+        raise ValueError("attn.softcap (%g) must be 0 (off) or finite and > 0" % cap)
 
 
 # ---- modules ---------------------------------------------------------------------------------
@@ -1136,6 +1146,9 @@ class Block(nn.Module):
             s = self._matmul(q, k.transpose(-2, -1)) * self.c.attn.softmax_scale
         else:
             s = self._matmul(q, k.transpose(-2, -1)) / math.sqrt(dk)
+        cap = self.c.attn.softcap
+        if cap > 0:  # Gemma 2: after the scale, before the mask (and the sink's column)
+            s = cap * torch.tanh(s / cap)
         if not self.c.attn.non_causal:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             s = s.masked_fill(mask, float("-inf"))
@@ -1674,15 +1687,17 @@ def config_from_metadata(meta):
     hyper.sinkhorn = int(get("hyper_sinkhorn", "0"))
     res.depth_alpha = float(get("completep", "0"))
     res.depth_base = int(get("depth_base", "0"))
-    # the porting options (--attn-gate, --attn-sink, --clip-qkv, --norm-gain, --norm-bias,
-    # --gain-offset, --branch-scale: the trainer's names, the checkpoint's keys); qk_clip is how
-    # the trainer trains, not the model (clip_qkv is the model: a clamp in its forward)
+    # the porting options (--attn-gate, --attn-sink, --clip-qkv, --attn-softcap, --norm-gain,
+    # --norm-bias, --gain-offset, --branch-scale: the trainer's names, the checkpoint's keys);
+    # qk_clip is how the trainer trains, not the model (clip_qkv is the model: a clamp in its
+    # forward; attn_softcap too: a cap of its scores)
     attn.gate = get("attn_gate", "")
     sink = get("attn_sink", "none")
     if sink not in _META_SINKS:
         raise ValueError("attn_sink %r: one of %s" % (sink, ", ".join(_META_SINKS)))
     attn.sink = _META_SINKS[sink]
     attn.clip_qkv = float(get("clip_qkv", "0"))  # --clip-qkv as %.9g; resolve checks it
+    attn.softcap = float(get("attn_softcap", "0"))  # --attn-softcap as %.9g; resolve checks it
     norm.gain = -1 if get("norm_gain") == "off" else 0
     norm.bias = -1 if get("norm_bias") == "off" else 0
     norm.gain_offset = 1 if get("gain_offset") == "on" else 0
@@ -1895,6 +1910,9 @@ def _layout_refusal(c, layout):
     if c.attn.clip_qkv:  # OLMo-1's OlmoAttention has it; Olmo2Config drops it (del self.clip_qkv)
         return ("clip_qkv: no Llama-family, OLMo-2 or GPT-2 class clamps its Q, K, V projections "
                 "(OLMo-1's clip_qkv)")
+    if c.attn.softcap:  # Gemma2Attention has it; the export writes no Gemma 2 layout
+        return ("attn_softcap: no Llama-family, OLMo-2 or GPT-2 class caps its attention logits "
+                "(Gemma 2's attn_logit_softcapping)")
     return None
 
 

@@ -8262,7 +8262,7 @@ static void nb__hc_colsum(const nb__run* r, nb_real* out, const nb_real* dm, int
 static nb_result nb__hcm_bwd(nb__run* r, const nb__hc* p, nb__hc* g, const nb__hc_mem* h,
                              nb_real* const dX[], const nb_real* const X[], int head) {
     const nb_stack* s = r->s;
-    const int n = s->streams, d = s->desc.d_model, nd = n * d, W = head ? n : nb__hc_maps(s),
+    const int n = s->streams, d = s->desc.d_model, nd = n * d,
               dw = head ? n + 3 : nb__hc_dw(s), S0 = dw - 3, m = head ? n : nb__hc_m(s),
               kind = head ? NB_HYPER_NONE : (int)s->desc.hyper.kind,
               ng = head ? 1 : kind == NB_HYPER_IDENTITY ? 2 : 3, iters = s->desc.hyper.sinkhorn;
@@ -8272,7 +8272,7 @@ static nb_result nb__hcm_bwd(nb__run* r, const nb__hc* p, nb__hc* g, const nb__h
     int row;
     if (kind == NB_HYPER_MHC_LITE) nb__perms(perm, n);
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
-            if(r->rows * W >= NB__PAR_MIN))
+            if(r->rows * dw >= NB__PAR_MIN))
     for (row = 0; row < r->rows; row++) {
         nb_real* gz = dm + (size_t)row * dw;
         const nb_real* mix = p->fn ? h->mix + (size_t)row * m : NULL;
@@ -8304,7 +8304,7 @@ static nb_result nb__hcm_bwd(nb__run* r, const nb__hc* p, nb__hc* g, const nb__h
     if (!p->fn) return NB_OK;
     nb__hc_colsum(r, g->scale, dm, dw, S0, ng);
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
-            if(r->rows * W >= NB__PAR_MIN))
+            if(r->rows * dw >= NB__PAR_MIN))
     for (row = 0; row < r->rows; row++) { /* dmix = a dz; xn again from x and the cached r */
         nb_real *gz = dm + (size_t)row * dw, *xn = r->sc.hx + (size_t)row * nd;
         int c, i, j;

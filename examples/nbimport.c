@@ -49,7 +49,7 @@ static const char* const help =
     "         (strings): preset (any name nb_preset_from_name takes), n_layers, d_model, n_heads,\n"
     "         n_kv_heads, d_ff, rope (0/1), optionally norm (rms|layer|dyt|l2), ffn (swiglu|gelu_tanh|\n"
     "         gelu), mixln_alpha (a finite number), eps, rope_theta, attn_bias (0-3: 1 the Q|K|V projection's bias,\n"
-    "         2 the output's), clip_qkv, attn_softcap, value_residual (off|fixed|learn), hyper (none|mhc|hc|ihc),\n"
+    "         2 the output's), clip_qkv, attn_softcap, value_residual (off|fixed|learn), hyper (none|mhc|hc|ihc|mhc-lite),\n"
     "         hyper_streams (1-8), hyper_form (dynamic|static), hyper_sinkhorn (1-100); also\n"
     "         \"format\", \"producer\" and the training settings examples/train writes; any other\n"
     "         key, or a value not listed, is refused.\n"
@@ -452,7 +452,8 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
         else if (!strcmp(v, "mhc")) d->hyper.kind = NB_HYPER_MHC;
         else if (!strcmp(v, "hc")) d->hyper.kind = NB_HYPER_HC;
         else if (!strcmp(v, "ihc")) d->hyper.kind = NB_HYPER_IDENTITY;
-        else return bad_meta("hyper", v, "none, mhc, hc or ihc");
+        else if (!strcmp(v, "mhc-lite")) d->hyper.kind = NB_HYPER_MHC_LITE;
+        else return bad_meta("hyper", v, "none, mhc, hc, ihc or mhc-lite");
     }
     if (st_meta(M, "hyper_streams") && meta_int(M, "hyper_streams", NB_HYPER_MAX_STREAMS, &d->hyper.streams))
         return 1;

@@ -817,7 +817,7 @@ expect_error "--resume of an mHC checkpoint with another --hyper-streams" 'diffe
   "${HY[@]}" --preset mhc --hyper-sinkhorn 5 --hyper-form static --hyper-streams 2 --resume hhalf.safetensors
 expect_error "--resume of an mHC checkpoint as Pre-Norm" 'different config: preset is "mhc" in the checkpoint' \
   "${HY[@]}" --hyper-sinkhorn 5 --hyper-form static --hyper mhc --resume hhalf.safetensors
-expect_error "--hyper maybe" "none, mhc, hc or ihc" "${TINY[@]}" --hyper maybe
+expect_error "--hyper maybe" "none, mhc, hc, ihc or mhc-lite" "${TINY[@]}" --hyper maybe
 expect_error "--hyper-streams without hyper-connections" "need hyper-connections" "${TINY[@]}" --hyper-streams 2
 expect_error "--hyper-sinkhorn with HC" "applies to mHC only" "${TINY[@]}" --preset hc --hyper-sinkhorn 5
 expect_error "--hyper with a post norm" "hyper-connections carry the residual" "${TINY[@]}" --preset post --hyper mhc
@@ -1236,6 +1236,20 @@ else
 fi
 expect_error "--resume with another --attn-softcap" 'attn_softcap is "0.05" in the checkpoint' \
   "${TINY[@]}" --steps 20 --attn-softcap 0.5 --resume sc_half.st
+# mHC-lite: a model key, said on the architecture line, its composite gains exactly 1 (to the
+# printed digits) in the final line; resumes bit-identically, --load rebuilds it; more than 5
+# streams (n! logits) refused by the library, naming the field
+if roundtrip hl --hyper mhc-lite --hyper-streams 3 &&
+   head -c 65536 hl_full.st | grep -aq '"hyper":"mhc-lite","hyper_streams":"3"' &&
+   grep -q "^hyper-connections: mHC-lite (the n! permutations' mixture), 3 streams, dynamic (per token) maps$" hl_full.log &&
+   grep -q "^hyper-connections: composite Amax gain, the largest over the sublayers: forward 1 backward 1 at the last logged step; peak over the run's logged steps: forward 1 backward 1$" hl_full.log &&
+   grep -q "^hyper-connections: mHC-lite" hl_eval.log; then
+  pass "--hyper mhc-lite: model key, architecture line, gains 1 both ways; resume bit-identical, --load rebuilds"
+else
+  fail "--hyper mhc-lite"; grep -E "^(model|final|hyper)" hl_full.log hl_res.log hl_eval.log
+fi
+expect_error "--hyper mhc-lite with 6 streams" "mHC-lite mixes the n! permutations of its streams: hyper.streams (6)" \
+  "${TINY[@]}" --hyper mhc-lite --hyper-streams 6
 expect_error "--resume with another --attn-gate" 'different config: attn_gate is "headwise" in the checkpoint, "elementwise" here' \
   "${TINY[@]}" --steps 20 --attn-gate elementwise --norm layer --norm-bias off --gain-offset --branch-scale sublayer --resume port_half.st
 expect_error "--resume without --gain-offset" 'gain_offset is "on" in the checkpoint, the preset'"'"'s here' \

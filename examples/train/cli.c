@@ -125,7 +125,7 @@ typedef struct opt {
 
 /* --hyper's choices in nb_hyper's order, from NB_HYPER_NONE */
 typedef char cli_hyper_order[NB_HYPER_NONE == 1 && NB_HYPER_MHC == 2 && NB_HYPER_HC == 3 &&
-                             NB_HYPER_IDENTITY == 4 ? 1 : -1];
+                             NB_HYPER_IDENTITY == 4 && NB_HYPER_MHC_LITE == 5 ? 1 : -1];
 
 #define F(field) offsetof(config, field)
 static int fn_seed(const char* v, config* c);
@@ -218,10 +218,13 @@ static const opt k_opts[] = {
     {"value-residual", "off|fixed|learn", K_CHOICE, F(model.residual.value_residual), 0, 0, "off|fixed|learn", NULL, O_MODEL,
      "ResFormer's value residual, any preset: layers l >= 1 attend over lambda_1 V_l + lambda_2 V_0\n"
      "(V_0 layer 0's values): fixed 0.5/0.5, or learn (two scalars per layer, init 0.5) [off]"},
-    {"hyper", "none|mhc|hc|ihc", K_CHOICE, F(model.hyper.kind), 1, 0, "none|mhc|hc|ihc", NULL, O_MODEL,
+    {"hyper", "none|mhc|hc|ihc|mhc-lite", K_CHOICE, F(model.hyper.kind), 1, 0, "none|mhc|hc|ihc|mhc-lite",
+     NULL, O_MODEL,
      "hyper-connections: n residual streams mixed around each sublayer: mHC (DeepSeek, doubly\n"
-     "stochastic by Sinkhorn), HC (ByteDance), ihc (identity mixing, the papers' ablation); not\n"
-     "with post norms, residuals from the norm or residual scales [the preset's: mhc, hc, ihc]"},
+     "stochastic by Sinkhorn), HC (ByteDance), ihc (identity mixing, the papers' ablation),\n"
+     "mhc-lite (mHC mixing by a convex combination of the n! permutations: exactly doubly\n"
+     "stochastic, n <= 5); not with post norms, residuals from the norm or residual scales\n"
+     "[the preset's: mhc, hc, ihc]"},
     {"hyper-streams", "N", K_INT, F(model.hyper.streams), 1, NB_HYPER_MAX_STREAMS, NULL, NULL, O_MODEL,
      "hyper-connections: residual streams [4]"},
     {"hyper-form", "dynamic|static", K_CHOICE, F(model.hyper.form), 1, 0, "dynamic|static", NULL, O_MODEL,
@@ -1038,7 +1041,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     /* the library refuses these by their field names: said here by the flags' */
     if (d->hyper.kind <= NB_HYPER_NONE && (c->model.hyper.streams || c->model.hyper.form || c->model.hyper.sinkhorn))
         return fail("--hyper-streams, --hyper-form and --hyper-sinkhorn need hyper-connections "
-                    "(--hyper mhc|hc|ihc, or --preset mhc|hc|ihc)");
+                    "(--hyper mhc|hc|ihc|mhc-lite, or --preset mhc|hc|ihc)");
     if (d->hyper.kind != NB_HYPER_MHC && c->model.hyper.sinkhorn)
         return fail("--hyper-sinkhorn applies to mHC only (--hyper mhc or --preset mhc)");
     d->norm.dyt_alpha = c->model.norm.dyt_alpha; /* 0: the library's defaults */

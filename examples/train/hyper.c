@@ -11,7 +11,8 @@
 void hyper_say(const model* m) {
     const nb_stack_desc* d = &m->s.desc;
     say("hyper-connections: %s, %d streams, %s maps", d->hyper.kind == NB_HYPER_MHC ? "mHC"
-        : d->hyper.kind == NB_HYPER_HC ? "HC" : "identity HC", m->s.streams,
+        : d->hyper.kind == NB_HYPER_HC ? "HC" : d->hyper.kind == NB_HYPER_MHC_LITE
+        ? "mHC-lite (the n! permutations' mixture)" : "identity HC", m->s.streams,
         d->hyper.static_maps ? "static" : "dynamic (per token)");
     if (d->hyper.kind == NB_HYPER_MHC) say(", %d Sinkhorn iterations", d->hyper.sinkhorn);
     say("\n");

@@ -280,10 +280,10 @@ static void run_stack(rd* r, nb_ctx* c) {
             for (i = 0; i < sizeof d.name; i++) d.name[i] = (char)(1 + u8(r) % 255);
     }
     d.gemm.backend = (nb_backend)(u8(r) % 4); /* 3 is refused, DNNL without oneDNN too */
-    {   /* read last: hyper-connections (5: unknown) and CompleteP, the custom layers' constant
+    {   /* read last: hyper-connections (6: unknown) and CompleteP, the custom layers' constant
            branch multipliers */
         const unsigned h = u8(r);
-        d.hyper.kind = (nb_hyper)(h % 6);
+        d.hyper.kind = (nb_hyper)(h % 7);
         if (d.hyper.kind) {
             d.hyper.streams = pick_int(r, 9); d.hyper.static_maps = (int)(u8(r) % 3);
             d.hyper.sinkhorn = pick_int(r, 3);

@@ -826,7 +826,7 @@ printf 'hyper ihc\nhyper-streams 3\n' > hyper.cfg
 "$TRAIN" "${TINY[@]}" --steps 2 --compare pre,mhc --out hsweep > hsweep.log 2>&1
 if [ $? = 0 ] && grep -q "^hyper-connections: identity HC, 3 streams" hcfg.log &&
    head -c 65536 hcfg.safetensors | grep -aq '"hyper":"ihc","hyper_streams":"3"' &&
-   grep -q "^\[ 2/2\] .*, gain fwd 1 bwd 1," hsweep.log &&
+   grep -q "^\[ [12]/2\] mhc .*, gain fwd 1 bwd 1," hsweep.log &&
    python3 -c "
 import csv, math
 rows = {r['preset']: r for r in csv.DictReader(open('hsweep/runs.csv'))}
@@ -1207,29 +1207,32 @@ assert abs(sum(last) / len(last) - said) <= 1e-3 * said, (last, said)
 else
   fail "attention sinks in the trainer"; grep -E "^(model|final|attention|train)" sink_full.log sink_res.log sink1.log; cat sink_exp.log
 fi
-# OLMo's clip_qkv: a model key (the bound as given), said on the model line; no foreign layout
-if roundtrip cq --preset olmo2 --clip-qkv 0.5 && python3 -c "
+# keyed_roundtrip NAME KEY VALUE LINE FLAGS...: roundtrip NAME FLAGS..., the checkpoint's model
+# key KEY is VALUE, the model line matches LINE, and no foreign layout: an export to hf-llama is
+# refused naming KEY
+keyed_roundtrip() {
+  local n="$1" key="$2" value="$3" line="$4"
+  shift 4
+  roundtrip "$n" "$@" && python3 -c "
 import json, struct
-raw = open('cq_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
-assert json.loads(raw[8:8 + n])['__metadata__']['clip_qkv'] == '0.5'
-" && grep -q "^model: olmo2, .* Q|K|V clamped to +-0.5 (clip_qkv), " cq_full.log &&
-   { [ ! -x "$(dirname "$TRAIN")/nbimport" ] ||
-     { ! "$(dirname "$TRAIN")/nbimport" --export hf-llama cq_full.st cq_out/ > cq_exp.log 2>&1 &&
-       grep -q "hf-llama layout: clip_qkv: " cq_exp.log; }; }; then
+raw = open('${n}_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+assert json.loads(raw[8:8 + n])['__metadata__']['$key'] == '$value'
+" && grep -q "$line" "${n}_full.log" &&
+  { [ ! -x "$(dirname "$TRAIN")/nbimport" ] ||
+    { ! "$(dirname "$TRAIN")/nbimport" --export hf-llama "${n}_full.st" "${n}_out/" > "${n}_exp.log" 2>&1 &&
+      grep -q "hf-llama layout: $key: " "${n}_exp.log"; }; }
+}
+# OLMo's clip_qkv (the bound as given)
+if keyed_roundtrip cq clip_qkv 0.5 "^model: olmo2, .* Q|K|V clamped to +-0.5 (clip_qkv), " \
+     --preset olmo2 --clip-qkv 0.5; then
   pass "--clip-qkv 0.5 on olmo2: model key, model line, resume bit-identical, --load rebuilds; export to hf-llama refused naming clip_qkv"
 else
   fail "clip_qkv in the trainer"; grep -E "^(model|final|train)" cq_full.log cq_res.log; cat cq_exp.log
 fi
-# Gemma 2's attention-logit softcap: a model key, said on the model line, with a cap the tiny
-# model's logits (~0.1) pass; no foreign layout; a resume with another cap is refused
-if roundtrip sc --attn-softcap 0.05 && python3 -c "
-import json, struct
-raw = open('sc_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
-assert json.loads(raw[8:8 + n])['__metadata__']['attn_softcap'] == '0.05'
-" && grep -q "^model: pre, .* attention logits capped at 0.05 (C tanh(s / C)), " sc_full.log &&
-   { [ ! -x "$(dirname "$TRAIN")/nbimport" ] ||
-     { ! "$(dirname "$TRAIN")/nbimport" --export hf-llama sc_full.st sc_out/ > sc_exp.log 2>&1 &&
-       grep -q "hf-llama layout: attn_softcap: " sc_exp.log; }; }; then
+# Gemma 2's attention-logit softcap, with a cap the tiny model's logits (~0.1) pass; a resume
+# with another cap is refused
+if keyed_roundtrip sc attn_softcap 0.05 "^model: pre, .* attention logits capped at 0.05 (C tanh(s / C)), " \
+     --attn-softcap 0.05; then
   pass "--attn-softcap 0.05: model key, model line, resume bit-identical, --load rebuilds; export to hf-llama refused naming attn_softcap"
 else
   fail "attn_softcap in the trainer"; grep -E "^(model|final|train)" sc_full.log sc_res.log; cat sc_exp.log

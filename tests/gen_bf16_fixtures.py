@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
-Writes <outdir>/blocks_bf16.bin: fourteen stacks of tests/gen_block_fixtures.py (its descriptions,
+Writes <outdir>/blocks_bf16.bin: fifteen stacks of tests/gen_block_fixtures.py (its descriptions,
 draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
 "bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
 backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
@@ -47,8 +47,8 @@ import torch
 
 import gen_block_fixtures as gbf
 from gen_block_fixtures import QKVC, make_cfg
-from nbfixture import (DYT, GELU_TANH, LAYER, SINK_LEARNED, SINK_OFF_BY_ONE, SWIGLU, Writer,
-                       output_dir, read_nbfx, twin)
+from nbfixture import (DYT, GELU_TANH, HYPER_MHC_LITE, LAYER, SINK_LEARNED, SINK_OFF_BY_ONE,
+                       SWIGLU, Writer, output_dir, read_nbfx, twin)
 
 MAX_BYTES = 1_000_000
 GEMM_WEIGHTS = ("att_proj.weight", "attn_out.weight", "ff_proj.weight", "ff_out.weight")
@@ -70,7 +70,9 @@ PREFIX = "bf16_"  # the file's case names: "bf16_" + gen_block_fixtures.py's nam
 # softcap on its sandwich layout with GQA (the cap on the scores of bf16 operands, in the
 # module's dtype, as the softmax; its derivative in the scores' gradient before that is rounded
 # as the GEMMs' operand; the draw's share of capped scores, gen_block_fixtures.softcap_refusal,
-# from the float64 run: the cap is smooth, no decision a rounding could flip)
+# from the float64 run: the cap is smooth, no decision a rounding could flip); mHC-lite on the
+# sandwich layout with GQA, n = 3 (its maps and the streams' mixing unrounded: the library's
+# hyper-connection products are float32 GEMMs in every precision, as the twin's are unrounded)
 SMALL = dict(d=8, H=2)
 CASES = [
     ("pre_L3", make_cfg("PRE", 3, Hkv=1, **SMALL)),
@@ -90,6 +92,8 @@ CASES = [
                                 attn_sink=SINK_OFF_BY_ONE)),
     ("clip_olmo2_gqa_L2", dict(make_cfg("OLMO2", 2, d=8, H=4, Hkv=2), clip_qkv=1.0)),
     ("softcap_sandwich_gqa_L2", dict(make_cfg("SANDWICH", 2, d=8, H=4, Hkv=2), softcap=2.0)),
+    ("mhclite_sandwich_n3_L2", dict(make_cfg("SANDWICH", 2, d=8, H=4, Hkv=2),
+                                    hyper=HYPER_MHC_LITE, hyper_streams=3)),
 ]
 
 
@@ -233,7 +237,13 @@ def perm_tensor(name, t, pd, pf, swiglu):
     """Parameter `name` of a stack whose residual channels are permuted by pd and FFN hidden
     units by pf: the same function of the permuted input (the same math, other float32
     summation orders). Site norms (per head, or the projection's own columns), DyT alphas and
-    ReZero scalars are not on the residual stream."""
+    ReZero scalars are not on the residual stream. The mHC family's fns [m, n d] read the n
+    streams side by side: each stream's d columns permuted alike."""
+    if name.split(".")[-1].startswith("hc_") and name.endswith("_fn"):
+        m, nd = t.shape
+        return t.reshape(m, nd // len(pd), len(pd))[:, :, pd].reshape(m, nd)
+    if "." not in name:  # the mHC head's base and scale
+        return t
     mod, leaf = name.split(".")[-2:]
     pw = torch.cat((pf, pf + len(pf))) if swiglu else pf  # SwiGLU rows [u | z]
     if mod == "att_proj":
@@ -410,6 +420,9 @@ def main():
             w.add(cs + ".attn_bias", cfg["attn_bias"])
         if cfg.get("value_residual"):
             w.add(cs + ".value_residual", cfg["value_residual"])
+        for field in ("hyper", "hyper_streams", "hyper_static", "hyper_sinkhorn"):
+            if cfg.get(field):
+                w.add(cs + "." + field, cfg[field])
         if cfg.get("attn_sink"):
             w.add(cs + ".attn_sink", cfg["attn_sink"])
         if cfg.get("clip_qkv"):

@@ -18,12 +18,13 @@ sublayer, each wrapped by a placement (normblocks.h, "blocks and stacks"):
 Each preset is a per-layer schedule of placements and attention norm sites (the twin's
 preset table, a copy of the library's). direct_forward below writes each preset out as its
 paper's equations instead (the comments name the paper or code), direct_siamese SiameseNorm's
-two streams, direct_hyper the hyper-connections (DeepSeek's mHC reference functions and HC's
-Algorithm 2, in nbfixture.py), CompleteP's residual multiplier as its code computes it
-(completep_s), nGPT's Block as NVIDIA/ngpt's model.py computes it (nbfixture.ngpt_block_ref,
-with the standard RoPE for the code's, its issue #10) and its s_qk, softmax scale and s_uv in
-that code's form where other presets take them; every case's forward must agree with them to
-1e-12, and its gradients with their autograd to 1e-10, before it is written.
+two streams, direct_hyper the hyper-connections (DeepSeek's mHC reference functions, mHC-lite's
+mixture of permutation matrices as its code builds it, and HC's Algorithm 2, in nbfixture.py),
+CompleteP's residual multiplier as its code computes it (completep_s), nGPT's Block as
+NVIDIA/ngpt's model.py computes it (nbfixture.ngpt_block_ref, with the standard RoPE for the
+code's, its issue #10) and its s_qk, softmax scale and s_uv in that code's form where other
+presets take them; every case's forward must agree with them to 1e-12, and its gradients with
+their autograd to 1e-10, before it is written.
 Block norms are RMSNorm with a gain (no bias), LayerNorm with gain and bias (norm = 2), DyT
 with a scalar alpha, gain and bias (norm = 3), or L2 (nGPT's justnorm, no parameters; norm = 4).
 
@@ -34,8 +35,8 @@ Per case (names "<case>.<field>"):
              mask, 0x100 = explicitly none), mixln_alpha (0 = unused/default),
              siamese_paper_scale, siamese_paper_fusion; siamese_no_fusion_norm only when 1,
              attn_bias (the NB_ATTN_BIAS_* mask, GPT-2's 3) only when not 0; value_residual,
-             hyper (nb_hyper: 2 mHC, 3 HC, 4 identity; absent = the preset's), hyper_streams,
-             hyper_static, hyper_sinkhorn only when not 0; CompleteP's depth_alpha and
+             hyper (nb_hyper: 2 mHC, 3 HC, 4 identity, 5 mHC-lite; absent = the preset's),
+             hyper_streams, hyper_static, hyper_sinkhorn only when not 0; CompleteP's depth_alpha and
              depth_base (nb_stack_desc: every branch times (L / depth_base)^-depth_alpha) only
              when not 0; nGPT's interp_init, qk_scale, softmax_scale, ffn_in_scale
              (nb_stack_desc; 0 = the preset's) only when not 0; the porting options
@@ -76,22 +77,24 @@ import torch
 import torch.nn.functional as F
 
 from nbfixture import (DYT, FULL, GATE_ELEMENTWISE, GELU_TANH, HYPER_HC, HYPER_IDENTITY,
-                       HYPER_MHC, L2, LAYER, PER_HEAD, RMS, SINK_LEARNED, SINK_OFF_BY_ONE,
-                       SITE_C, SITE_K, SITE_Q, SITE_V, SWIGLU, Writer,
+                       HYPER_MHC, HYPER_MHC_LITE, L2, LAYER, PER_HEAD, RMS, SINK_LEARNED,
+                       SINK_OFF_BY_ONE, SITE_C, SITE_K, SITE_Q, SITE_V, SWIGLU, Writer,
                        apply_rope, check_norm_rope_order, expand_to_mhc_ref,
                        hc_depth_connection, hc_width_connection, justnorm, mhc_head_ref,
-                       mhc_sublayer, ngpt_block_ref, ngpt_rope_official, norm_fn, output_dir,
+                       mhc_lite_perms_ref, mhc_lite_res_ref, mhc_sublayer, ngpt_block_ref,
+                       ngpt_rope_official, norm_fn, output_dir,
                        rand_gain, rms_norm, rope_sin_cos, twin, twin_config)
 from nbfixture import attention as mha
 
 SEED = 20240611
-# 2.46 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
-# 768 values at n = 4, d = 8, and every parameter is stored with its gradient), CompleteP's
+# 2.75 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
+# 768 values at n = 4, d = 8, and every parameter is stored with its gradient), mHC-lite's three
+# (mhclite_*) 130 kB (its fn (2n + n!) x n d: 1024 values at n = 4), CompleteP's
 # cases (cp_*) 156 kB, nGPT's five 109 kB (ngpt_L2 40 kB of them: the code's SwiGLU of 4d, 2f x d
 # + d x f + 2f values per layer at d = 8, f = 32), the attention sinks' three (sink_*) 70 kB,
 # clip_qkv's three (clip_*) 70 kB, the softcap's three (softcap_*) 70 kB; the other cases keep
 # the 1.8 MB they had
-MAX_BYTES = 2_600_000
+MAX_BYTES = 2_800_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -121,6 +124,10 @@ CLIP_SHARE, CLIP_GAP = (0.1, 0.6), 1e-4
 # c tanh(s / c) bends away from s (tanh(1) = 0.76): enough that the cap and its derivative
 # 1 - tanh^2 are seen, enough left near the linear part that the scores' gradient is too
 SOFTCAP_SHARE = (0.05, 0.6)
+# mHC-lite cases: in every sublayer and token comb is at least LITE_FAR (max |comb - I|) from the
+# identity, and (n >= 3) at least LITE_ASYM from its transpose somewhere (comb of pi^-1 for pi):
+# the references test the permutations' mixture and its orientation, not a near-identity
+LITE_FAR, LITE_ASYM = 0.3, 0.05
 
 
 def check_header_keys(presets):
@@ -433,9 +440,10 @@ def completep_s(cfg):
 def direct_hyper(cfg, p, E):
     """A stack with hyper-connections: each sublayer's branch (the preset's sublayer without
     its residual) between the official codes' maps (nbfixture: mHC by DeepSeek's reference
-    functions, HC by the paper's Algorithm 2); the streams start as n copies of x_0 (mHC:
-    expand_to_mhc; HC: Algorithm 1's replication) and end in mhc_head's weighted sum (mHC and
-    the identity form) or HC's sum of the streams, then the final norm."""
+    functions, mHC-lite by its code's permutation mixture, HC by the paper's Algorithm 2); the
+    streams start as n copies of x_0 (mHC: expand_to_mhc; HC: Algorithm 1's replication) and
+    end in mhc_head's weighted sum (mHC, the identity form, mHC-lite) or HC's sum of the
+    streams, then the final norm."""
     _V0.clear()
     kind, n, iters, static = hyper_of(cfg)
     pr, B, T, d = cfg["preset"], cfg["B"], cfg["T"], cfg["d"]
@@ -481,7 +489,7 @@ def direct_hyper(cfg, p, E):
                 X = hc_depth_connection(mix_h, h_o, beta.expand(B, T, n))
             else:
                 X = mhc_sublayer(X, p.get(pre + "_fn"), p.get(pre + "_scale"), p[pre + "_base"],
-                                 branch(l, s), iters, static)
+                                 branch(l, s), iters, static, lite=kind == HYPER_MHC_LITE)
     if kind == HYPER_HC:
         h = X.sum(-2)  # Algorithm 1: the streams summed
     else:
@@ -684,6 +692,36 @@ def softcap_refusal(cfg, p, E):
     return None
 
 
+class _Maps(twin.Trace):
+    """The twin's trace of each sublayer's hyper-connection maps ("blocks.<l>.<s>.hc_maps":
+    [pre | post | comb (j n + k)] per token), float64."""
+
+    def __call__(self, name, t):
+        if name.endswith(".hc_maps"):
+            self.fwd.append((name, t.detach().clone()))
+
+
+def lite_refusal(cfg, p, E):
+    """Why an mHC-lite case's draw is refused (None when kept): in some sublayer or token comb
+    within LITE_FAR of the identity, or (n >= 3) nowhere LITE_ASYM from its transpose."""
+    n = hyper_of(cfg)[1]
+    stack = twin_stack(cfg)
+    load(stack, p)
+    tr = _Maps()
+    with torch.no_grad():
+        stack(E.reshape(cfg["B"], cfg["T"], cfg["d"]), trace=tr)
+    assert len(tr.fwd) == 2 * cfg["L"], len(tr.fwd)
+    for name, maps in tr.fwd:
+        comb = maps[:, 2 * n:].reshape(-1, n, n)
+        far = (comb - torch.eye(n)).abs().amax(dim=(-2, -1)).min().item()
+        if not far > LITE_FAR:
+            return "comb %.2f from the identity in %s" % (far, name)
+        asym = (comb - comb.transpose(-2, -1)).abs().max().item()
+        if n >= 3 and not asym > LITE_ASYM:
+            return "comb %.2g from its transpose in %s" % (asym, name)
+    return None
+
+
 def f32_margin(ref, got):
     """max over elements of |got - ref| / (atol + rtol |ref|), for the float32 tolerance."""
     lim = F32_ATOL + F32_RTOL * ref.abs()
@@ -731,6 +769,9 @@ def draw(name, cfg, seed, reference=None):
     if why:
         return None, why
     why = cfg.get("softcap") and softcap_refusal(cfg, p, E)
+    if why:
+        return None, why
+    why = hyper_of(cfg)[0] == HYPER_MHC_LITE and lite_refusal(cfg, p, E)
     if why:
         return None, why
     # activations stay O(1), gradients moderate
@@ -1032,6 +1073,7 @@ def self_checks():
     sink_self_checks(E, fwd)
     clip_self_checks(E, fwd)
     softcap_self_checks(E, fwd)
+    mhc_lite_self_checks(E, fwd)
     print("self-checks passed")
 
 
@@ -1256,6 +1298,83 @@ def softcap_self_checks(E, fwd):
         assert twin.config_from_metadata(m).attn.softcap == cap, value
 
 
+def mhc_lite_self_checks(E, fwd):
+    """mHC-lite in the twin: its permutations are itertools' (lexicographic, the identity
+    first) and its comb the reference's mixture of permutation matrices (built there another
+    way), every row and column summing to 1, not symmetric for n >= 3 (a transposed comb,
+    pi^-1 for pi, differs); one permutation's logit far above the others moves stream j to
+    stream pi(j); its parameters as the library's table (fn and base 2n + n! wide, 3 scales) and
+    init (comb's logits 0 for the identity, -8 for the others; pre and post as mHC's); the stack
+    whose identity logit is far above the others is the identity form (IHC) with the same pre
+    and post; the twin refuses hyper.streams above 5 and hyper.sinkhorn for it, and a Hugging
+    Face export, naming them; the trainer's metadata (hyper: mhc-lite) reads back as mhc_lite."""
+    for n in range(1, 6):
+        P = twin.permutations(n)
+        ref = mhc_lite_perms_ref(n)
+        assert P.shape == (math.factorial(n), n) and P[0].tolist() == list(range(n))
+        assert sorted(map(tuple, P.tolist())) == list(map(tuple, P.tolist())), n
+        assert torch.equal(ref.argmax(-1), P), n
+        C = 1.5 * torch.randn(3, 2, math.factorial(n))
+        M = twin.birkhoff(C, n)
+        assert torch.allclose(M, mhc_lite_res_ref(C, n), rtol=0, atol=1e-14), n
+        assert (M.sum(-1) - 1).abs().max() < 1e-14 and (M.sum(-2) - 1).abs().max() < 1e-14
+        if n >= 3:
+            assert (M - M.transpose(-2, -1)).abs().max() > 0.05, n
+        for r in range(math.factorial(n)):  # one permutation: stream j to stream pi_r(j)
+            C1 = torch.full((math.factorial(n),), -1e3)
+            C1[r] = 0.0
+            X = torch.randn(n, 5)
+            moved = torch.einsum("jk,jd->kd", twin.birkhoff(C1, n), X)
+            assert torch.equal(moved[P[r]], X), (n, r)
+    pre = make_cfg("PRE", 2, 16, 4, 2)
+    for n, static in ((4, 0), (3, 1)):
+        lite = dict(pre, hyper=HYPER_MHC_LITE, hyper_streams=n, hyper_static=static)
+        m = 2 * n + math.factorial(n)
+        with torch.no_grad():
+            init = dict(twin_stack(lite).named_parameters())
+        for l in range(2):
+            for s in ("attn", "ffn"):
+                q = "blocks.%d.hc_%s_" % (l, s)
+                want = torch.cat((torch.zeros(2 * n + 1), torch.full((m - 2 * n - 1,), -8.0)))
+                assert torch.equal(init[q + "base"], want), q
+                assert static or (init[q + "fn"].shape == (m, 16 * n) and
+                                  torch.equal(init[q + "scale"], torch.full((3,), 0.01))), q
+                assert not static or q + "fn" not in init and q + "scale" not in init, q
+        a0 = 1 / (1 + (math.factorial(n) - 1) * math.exp(-8.0))
+        assert a0 > 0.99 or n < 4, a0  # comb ~ 0.99 I at init
+        # the identity's logit far above the others: the identity form with the same pre, post
+        p = draw_params(lite)
+        for k in list(p):
+            if k.endswith("_base") and not k.startswith("hc_head"):
+                p[k] = torch.cat((p[k][:2 * n + 1], torch.full((m - 2 * n - 1,), -1e3)))
+        ihc = dict(lite, hyper=HYPER_IDENTITY)
+        q = {k: (v[:2 * n] if k.endswith(("_fn", "_base")) and not k.startswith("hc_head")
+                 else v[:2] if k.endswith("_scale") and not k.startswith("hc_head") else v)
+             for k, v in p.items()}
+        assert torch.allclose(fwd(lite, p), fwd(ihc, q), rtol=0, atol=1e-12), n
+        assert torch.allclose(direct_hyper(lite, p, E), fwd(lite, p), rtol=0, atol=1e-12), n
+    base = twin_config(dict(pre, hyper=HYPER_MHC_LITE), "pre")
+    assert twin.resolve(base.with_fields(hyper=dict(streams=5))).hyper.streams == 5
+    for bad, word in ((dict(streams=6), "hyper.streams"), (dict(sinkhorn=5), "hyper.sinkhorn")):
+        try:
+            twin.resolve(base.with_fields(hyper=bad))
+            raise AssertionError("the twin accepts mHC-lite with %s" % bad)
+        except ValueError as e:
+            assert word in str(e), e
+    stack = twin.Stack(base)
+    for f in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
+        try:
+            f()
+            raise AssertionError("a stack with mHC-lite is exported")
+        except ValueError as e:
+            assert "hyper" in str(e), e
+    meta = dict(vocab_size="256", n_layers="2", d_model="16", n_heads="4", n_kv_heads="2",
+                d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
+    for value, kind in (("mhc-lite", "mhc_lite"), ("ihc", "identity"), ("mhc", "mhc")):
+        c = twin.resolve(twin.config_from_metadata(dict(meta, hyper=value, hyper_streams="3")))
+        assert (c.hyper.kind, c.hyper.streams) == (kind, 3), value
+
+
 def main():
     outdir = output_dir("gen_block_fixtures.py")
     torch.set_default_dtype(torch.float64)
@@ -1414,6 +1533,18 @@ def main():
                                                  softcap=1.2, attn_sink=SINK_LEARNED)))
     cases.append(("softcap_pre_scale_L2", dict(make_cfg("PRE", 2, Hkv=2, attn_bias=3, **small),
                                                softcap=2.0, softmax_scale=0.7)))
+    # mHC-lite (hyper 5; comb the softmax-weighted mixture of the n! permutation matrices,
+    # checked against its code's construction, nbfixture.mhc_lite_res_ref; every draw's comb
+    # far from the identity and from its transpose, lite_refusal): on Pre-Norm with n = 4 (24
+    # comb logits, wider than n^2); static maps with n = 3 on the mHC preset (the kind given
+    # over the preset's); on Gemma's sandwich layout with GQA (H = 4, Hkv = 2), n = 3
+    cases.append(("mhclite_pre_n4_L2", dict(make_cfg("PRE", 2, Hkv=2, **hyper),
+                                            hyper=HYPER_MHC_LITE)))
+    cases.append(("mhclite_static_n3_L2", dict(make_cfg("MHC", 2, Hkv=1, **hyper),
+                                               hyper=HYPER_MHC_LITE, hyper_static=1,
+                                               hyper_streams=3)))
+    cases.append(("mhclite_sandwich_n3_L2", dict(make_cfg("SANDWICH", 2, d=8, H=4, Hkv=2),
+                                                 hyper=HYPER_MHC_LITE, hyper_streams=3)))
 
     check_header_keys(cfg["preset"] for _, cfg in cases)
     for name, cfg in cases:

@@ -6,10 +6,10 @@ The fixtures' values come from the twin (examples/pytorch/normblocks_twin.py, th
 model written as an nn.Module). The transcriptions here are the generators' independent check
 of it: the original codes' equations written out once more with plain float64 torch ops (OLMo's
 fused projection and norms, NeoX RoPE through sin/cos tables, GQA by repeated KV heads,
-DeepSeek's mHC reference functions and HC's Algorithm 2, NVIDIA/ngpt's Block; the gated
-Qwen3, Derf's nanoGPT, DyT's LLaMA and Gemma's decoder as their codes have them), and
-every generator asserts that the twin agrees with them before it writes anything. Nothing here
-knows how normblocks computes anything.
+DeepSeek's mHC reference functions, mHC-lite's mixture of permutation matrices and HC's
+Algorithm 2, NVIDIA/ngpt's Block; the gated Qwen3, Derf's nanoGPT, DyT's LLaMA and Gemma's
+decoder as their codes have them), and every generator asserts that the twin agrees with them
+before it writes anything. Nothing here knows how normblocks computes anything.
 
 Imported by tests/gen_fixtures.py, tests/gen_sublayer_fixtures.py, tests/gen_block_fixtures.py,
 tests/gen_porting_fixtures.py and tests/test_twin_fixtures.py; run as scripts, they find it
@@ -20,6 +20,7 @@ File format (little-endian), read by tests/fixture.h:
     uint32 name_len, name bytes (no NUL), uint32 ndim, uint32 dims[ndim], float64 data[prod(dims)]
 Scalars are 1-element tensors (dims = [1]). Names are "<case>.<field>".
 """
+import itertools
 import math
 import os
 import struct
@@ -130,9 +131,9 @@ BRANCH_SCALAR, BRANCH_CHANNEL, BRANCH_INTERP, BRANCH_SUBLAYER = 1, 2, 3, 4
 BRANCH_SCALES = {0: "", BRANCH_SCALAR: "scalar", BRANCH_CHANNEL: "channel",
                  BRANCH_INTERP: "interp", BRANCH_SUBLAYER: "sublayer"}
 # hyper-connections (nb_hyper; 0 = the preset's)
-HYPER_NONE, HYPER_MHC, HYPER_HC, HYPER_IDENTITY = 1, 2, 3, 4
+HYPER_NONE, HYPER_MHC, HYPER_HC, HYPER_IDENTITY, HYPER_MHC_LITE = 1, 2, 3, 4, 5
 HYPER_KINDS = {0: "", HYPER_NONE: "none", HYPER_MHC: "mhc", HYPER_HC: "hc",
-               HYPER_IDENTITY: "identity"}
+               HYPER_IDENTITY: "identity", HYPER_MHC_LITE: "mhc_lite"}
 
 
 def twin_config(s, preset):
@@ -376,7 +377,11 @@ def attention(x, w_qkv, w_o, B, T, d, H, Hkv, sites, width, snorm, rope, theta, 
 # tile_kernels/modeling/mhc/functional.py's mhc_pre / mhc_post / mhc_head wire them: norm_fn,
 # split_mixes, sinkhorn, apply_mix; the sublayer; post. DeepSeek-V4's values: post_mult_value
 # 2, pre_eps = sinkhorn_eps = norm_eps = 1e-6, no norm weight. The identity form (mHC paper,
-# Table 1: H_res = I) drops the res part of the mixes. HC: the paper's Algorithm 2 (arXiv
+# Table 1: H_res = I) drops the res part of the mixes. mHC-lite (arXiv 2601.05732, its code
+# FFTYYY/mhc-lite hyper_conn/mhc_lite.py): DeepSeek's pre and post maps, and for the res part the
+# code's convex combination of permutation matrices, perms = eye[index] over the n! permutations,
+# alpha_residual = einsum(softmax(res_coeff), perms, "r, r i j -> i j"), applied as its mix_h,
+# out_t = sum_s alpha[s][t] res_s (mhc_post_ref's einsum). HC: the paper's Algorithm 2 (arXiv
 # 2409.19606, Appendix J), width_connection / depth_connection.
 
 
@@ -417,6 +422,23 @@ def mhc_pre_split_mixes_ref(input_mixes, mhc_scale, mhc_base, mhc_mult, mhc_post
     return pre_layer_mix, post_layer_mix, comb_res_mix
 
 
+def mhc_lite_perms_ref(n):
+    """mHC-lite's permutation matrices (n!, n, n) as its code builds them, the rows of the
+    identity indexed by each permutation (perms[r][i][j] = [j = pi_r(i)]); the permutations
+    enumerated here without itertools.permutations: the n-tuples of distinct values of 0..n-1,
+    sorted (lexicographic order, the identity first, as the code's enumeration)."""
+    index = sorted(t for t in itertools.product(range(n), repeat=n) if len(set(t)) == n)
+    assert len(index) == math.factorial(n) and index[0] == tuple(range(n))
+    return torch.eye(n, dtype=torch.float64)[torch.tensor(index)]
+
+
+def mhc_lite_res_ref(res_coeff, n):
+    """mHC-lite's H_res per token: res_coeff (a, b, n!) -> alpha_residual (a, b, n, n),
+    einsum(softmax(res_coeff), perms, "r, r i j -> i j")."""
+    perms = mhc_lite_perms_ref(n).to(res_coeff.dtype)
+    return torch.einsum("abr,rij->abij", res_coeff.softmax(-1), perms)
+
+
 def mhc_pre_apply_mix_ref(x, mix):
     return (x * mix).sum(-2)
 
@@ -442,18 +464,24 @@ def mhc_pre_norm_fn_ref(residual, mhc_fn, mhc_norm_weight, mhc_norm_eps):
     return mixes.view(*residual.shape[:2], -1)
 
 
-def mhc_sublayer(residual, fn, scale, base, branch, sinkhorn_repeat, static=False):
+def mhc_sublayer(residual, fn, scale, base, branch, sinkhorn_repeat, static=False, lite=False):
     """One sublayer with mHC (functional.py mhc_pre, the branch, mhc_post), V4's constants;
     residual (a, b, n, d), fn None and scale None in the static form (mixes 0: the maps from
-    base alone). branch: u (a, b, d) -> y (a, b, d)."""
+    base alone). branch: u (a, b, d) -> y (a, b, d). lite: mHC-lite, the mixes' res part its
+    n! permutation logits (scaled by scale[2], plus base) and H_res mhc_lite_res_ref's."""
     n = residual.shape[-2]
     if static:
         mixes = torch.zeros(*residual.shape[:2], base.shape[0], dtype=residual.dtype)
         scale = torch.ones(3 if base.shape[0] > 2 * n else 2, dtype=residual.dtype)
     else:
         mixes = mhc_pre_norm_fn_ref(residual, fn, None, 1e-6)
-    pre_mix, post_mix, comb_mix = mhc_pre_split_mixes_ref(mixes, scale, base, n, 2.0, 1e-6)
-    if comb_mix is not None:
+    if lite:  # DeepSeek's split of the pre and post parts; the res part mHC-lite's
+        pre_mix, post_mix, _ = mhc_pre_split_mixes_ref(mixes[..., :2 * n], scale[:2],
+                                                       base[:2 * n], n, 2.0, 1e-6)
+        comb_mix = mhc_lite_res_ref(mixes[..., 2 * n:] * scale[2] + base[2 * n:], n)
+    else:
+        pre_mix, post_mix, comb_mix = mhc_pre_split_mixes_ref(mixes, scale, base, n, 2.0, 1e-6)
+    if comb_mix is not None and not lite:
         comb_mix = sinkhorn_normalize_ref(comb_mix, repeat=sinkhorn_repeat, eps=1e-6)
     layer_input = mhc_pre_apply_mix_ref(residual, pre_mix)
     return mhc_post_ref(branch(layer_input), residual, post_mix, comb_mix)

@@ -134,6 +134,9 @@ static const block_case cases[] = {
     {"softcap_sandwich_gqa_L2", "Sandwich"},
     {"softcap_sink_hybrid_L2", "HybridNorm"},
     {"softcap_pre_scale_L2", "Pre-Norm"},
+    {"mhclite_pre_n4_L2", "Pre-Norm"},
+    {"mhclite_static_n3_L2", "mHC"},
+    {"mhclite_sandwich_n3_L2", "Sandwich"},
 };
 
 /* Keep in sync with the names printed by tests/gen_porting_fixtures.py. By name only where the
@@ -303,6 +306,7 @@ static const block_case bf16_cases[] = {
     {"bf16_abl_qkvc_post_L3", ""}, {"bf16_vres_learn_hybrid_L3", ""},
     {"bf16_sink_learned_pre_gqa_L2", ""}, {"bf16_sink_obo_hybrid_L2", ""},
     {"bf16_clip_olmo2_gqa_L2", ""}, {"bf16_softcap_sandwich_gqa_L2", ""},
+    {"bf16_mhclite_sandwich_n3_L2", ""},
 };
 
 /* desc.bf16_weights, on the variants with zeroed gradients: the same stack reading the
@@ -617,7 +621,8 @@ static void run_case(const block_case* bc, const variant* v) {
         const nbf_tensor* nf = nbf_field(cs, "siamese_no_fusion_norm", 0);
         const nbf_tensor* ab = nbf_field(cs, "attn_bias", 0);
         const nbf_tensor* vr = nbf_field(cs, "value_residual", 0);
-        /* hyper-connections: absent = 0 (the preset's; 4 streams, dynamic, 20 iterations) */
+        /* hyper-connections: absent = 0 (the preset's; 4 streams, dynamic, 20 iterations);
+           the kind is nb_hyper's value (2 mHC, 3 HC, 4 IHC, 5 NB_HYPER_MHC_LITE) */
         const nbf_tensor* hy = nbf_field(cs, "hyper", 0);
         const nbf_tensor* hn = nbf_field(cs, "hyper_streams", 0);
         const nbf_tensor* hs = nbf_field(cs, "hyper_static", 0);

@@ -110,9 +110,9 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   out = norm.final ? N_lnf(x_L) : x_L
                   c = 1, or with norm.embed_scale the learnable scalar "embed_scale" (init sqrt(d);
                   DyT's and Derf's LM codes' shared_scale)
-  Hyper-connections (hyper.kind "mhc", "hc", "identity"; presets mhc, hc, ihc): n streams
-  X = (x_0 .. x_{n-1}) of width d per token, all starting at x_0; each sublayer (attention, then
-  FFN) reads
+  Hyper-connections (hyper.kind "mhc", "hc", "identity", "mhc_lite"; presets mhc, hc, ihc): n
+  streams X = (x_0 .. x_{n-1}) of width d per token, all starting at x_0; each sublayer
+  (attention, then FFN) reads
                   u = sum_i pre_i x_i,  y = the placement's branch (f above with its m, no
                   residual),
                   x'_k = post_k y + sum_j comb[j][k] x_j
@@ -122,6 +122,11 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   comb = sinkhorn(z[2n:] as n x n); identity: fn [2n, n d], comb = I;
                   static: z = base. End: h = sum_i w_i x_i, w = sigmoid(head_scale r head_fn xf +
                   head_base) + 1e-6, then the final norm.
+    mHC-lite (arXiv 2601.05732, its code FFTYYY/mhc-lite): mHC with fn [2n + n!, n d] and comb
+                  the convex combination of the n! permutation matrices, a = softmax(z[2n:])
+                  over the permutations pi_r of 0..n-1 in itertools.permutations' (lexicographic)
+                  order, pi_0 the identity: comb[j][k] = sum_r a_r [k = pi_r(j)] (n <= 5; no
+                  Sinkhorn). Init: base's comb logits 0 for the identity, -8 for the others.
     HC (arXiv 2409.19606, Alg. 2): hbar_i = N(x_i) ("hc_<s>.norm"), alpha = alpha_scale
                   tanh(hbar alpha_fn) + static_alpha [n, n+1], beta = beta_scale tanh(hbar beta_fn)
                   + static_beta; pre = alpha[:, 0], comb = alpha[:, 1:], post = beta; static:
@@ -139,6 +144,7 @@ and place_code() its nb__place_code(). Which preset computes what is documented 
 normblocks.h (nb_preset).
 """
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -154,8 +160,8 @@ __all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "S
            "ATTN_BIAS_QKV", "ATTN_BIAS_OUT",
            "Placement", "LayerSpec", "StackConfig", "NormConfig", "AttnConfig", "FfnConfig",
            "ResidualConfig", "HyperConfig", "SiameseConfig", "GemmConfig", "PRESETS",
-           "HYPER_KINDS", "place_code",
-           "resolve", "sinkhorn",
+           "HYPER_KINDS", "HYPER_LITE_MAX_STREAMS", "place_code",
+           "resolve", "sinkhorn", "permutations", "birkhoff",
            "norm", "Norm", "Block", "Stack", "NormBlocksLM", "bf16_round", "bf16_matmul",
            "bf16_linear", "read_safetensors", "write_safetensors", "config_from_metadata",
            "load_checkpoint", "text_val_batches", "text_eval_loss", "text_train_batch", "VOCAB",
@@ -255,7 +261,9 @@ PRESETS = [
     _Preset("ihc", (), "", 0, "pp", 0, _PH, 1e-5, -1, 1, 1, "rms", "identity"),
     _Preset("ngpt", ("nGPT",), "", 0, "gg", _QK, _PH, 1e-5, -1, 1, -1, "l2"),
 ]
-HYPER_KINDS = ("none", "mhc", "hc", "identity")  # nb_hyper's NONE, MHC, HC, IDENTITY
+# nb_hyper's NONE, MHC, HC, IDENTITY, MHC_LITE
+HYPER_KINDS = ("none", "mhc", "hc", "identity", "mhc_lite")
+HYPER_LITE_MAX_STREAMS = 5  # NB_HYPER_LITE_MAX_STREAMS: mHC-lite's n! logits (120 at 5)
 _PRESET = {p.key: p for p in PRESETS}
 
 
@@ -395,8 +403,8 @@ class ResidualConfig:
 class HyperConfig:
     """Hyper-connections (nb_hyper_config)."""
     kind: str = ""               # "" = the preset's (none; presets mhc, hc, ihc: "mhc", "hc",
-                                 # "identity"), "none", "mhc", "hc", "identity"
-    streams: int = 0             # n streams; 0 = 4; 1..8
+                                 # "identity"), "none", "mhc", "hc", "identity", "mhc_lite"
+    streams: int = 0             # n streams; 0 = 4; 1..8 (mhc_lite: 1..5)
     static_maps: int = 0         # 1: the static form (maps are learned constants); 0 dynamic
     sinkhorn: int = 0            # mHC's Sinkhorn iterations; 0 = 20; 1..100
 
@@ -615,15 +623,22 @@ def resolve(cfg):
         ffn.d_ff = 4 * d  # its c_fc: d -> 8d
     hyper.kind = hyper.kind or row.hyper
     if hyper.kind not in HYPER_KINDS:
-        raise ValueError("hyper.kind: none, mhc, hc or identity")
+        raise ValueError("hyper.kind: none, mhc, hc, identity or mhc_lite")
     if hyper.kind == "none" and (hyper.streams or hyper.static_maps or hyper.sinkhorn):
         raise ValueError("hyper.streams, hyper.static_maps and hyper.sinkhorn need "
                          "hyper-connections (hyper.kind)")
+    if hyper.kind == "mhc_lite" and hyper.sinkhorn:
+        raise ValueError("hyper.sinkhorn (%d) is mHC's; mHC-lite has no Sinkhorn"
+                         % hyper.sinkhorn)
     if hyper.kind != "none":
         hyper.streams = hyper.streams or 4
         hyper.sinkhorn = hyper.sinkhorn or 20
         if not 1 <= hyper.streams <= 8:
             raise ValueError("hyper.streams must be 1..8 (0 = 4)")
+        if hyper.kind == "mhc_lite" and hyper.streams > HYPER_LITE_MAX_STREAMS:
+            raise ValueError("mHC-lite mixes the n! permutations of its streams: hyper.streams "
+                             "(%d) must be 1..%d (0 = 4)" % (hyper.streams,
+                                                            HYPER_LITE_MAX_STREAMS))
         if not 1 <= hyper.sinkhorn <= 100:
             raise ValueError("hyper.sinkhorn must be 1..100 (0 = 20)")
         if hyper.static_maps not in (0, 1):
@@ -819,6 +834,26 @@ class _HyperHC(nn.Module):
             beta = self.dynamic_beta_scale * torch.tanh(hbar @ self.dynamic_beta_fn) + \
                 self.static_beta
         return alpha[..., 0], beta, alpha[..., 1:]
+
+
+def permutations(n):
+    """mHC-lite's permutations of 0..n-1, (n!, n): row r is pi_r, in itertools.permutations'
+    (lexicographic) order, as its code enumerates them; row 0 the identity."""
+    return torch.tensor(list(itertools.permutations(range(n))), dtype=torch.long).reshape(-1, n)
+
+
+def birkhoff(C, n):
+    """mHC-lite's comb from the logits C (..., n!): a = softmax(C) over the permutations,
+    comb[j][k] = sum_r a_r [k = pi_r(j)] (..., n, n), exactly doubly stochastic (its code's
+    einsum of softmax(res_coeff) with eye[perm] over r)."""
+    P = F.one_hot(permutations(n), n).to(C.dtype)  # P[r, j, k] = [k = pi_r(j)]
+    return torch.einsum("...r,rjk->...jk", torch.softmax(C, dim=-1), P)
+
+
+def _hc_combs(kind, n):
+    """comb's logits per token in the mHC family (nb__hc_combs): Sinkhorn's n x n, mHC-lite's
+    n!, none for the identity form."""
+    return {"mhc": n * n, "mhc_lite": math.factorial(n)}.get(kind, 0)
 
 
 def _mhc_mix(X, fn):
@@ -1047,13 +1082,16 @@ class Block(nn.Module):
                 if self.hyper == "hc":
                     self.add_module("hc_" + s, _HyperHC(c, 2 * l + s_i))
                     continue
-                m = 2 * n + (n * n if self.hyper == "mhc" else 0)
+                m = 2 * n + _hc_combs(self.hyper, n)
                 if not c.hyper.static_maps:  # fn ~ N(0, 0.02^2), base 0, scales 0.01 (mHC Table 5)
                     setattr(self, "hc_%s_fn" % s, nn.Parameter(0.02 * torch.randn(m, n * d)))
-                setattr(self, "hc_%s_base" % s, nn.Parameter(torch.zeros(m)))
+                base = torch.zeros(m)
+                if self.hyper == "mhc_lite":  # its code's static residual logits: the identity
+                    base[2 * n + 1:] = -8.0   # 0, the other permutations -8 (comb ~ 0.99 I)
+                setattr(self, "hc_%s_base" % s, nn.Parameter(base))
                 if not c.hyper.static_maps:
                     setattr(self, "hc_%s_scale" % s, nn.Parameter(
-                        torch.full((3 if self.hyper == "mhc" else 2,), 0.01)))
+                        torch.full((2 if self.hyper == "identity" else 3,), 0.01)))
         if self.siamese:  # c_l of layer l
             self.depth_c = [math.sqrt(2.0 * (l + 1)), math.sqrt(l + 1.0), 1.0][
                 c.siamese.paper_scale]
@@ -1240,13 +1278,16 @@ class Block(nn.Module):
             z = base.expand(*X.shape[:-2], base.shape[0])
         else:  # TileKernels' mhc_pre_split_mixes_ref: one scale per map, then base
             scale = getattr(self, "hc_%s_scale" % s)
-            sc = torch.cat([scale[i].expand(w) for i, w in enumerate((n, n, n * n)[:len(scale)])])
+            widths = (n, n, base.shape[0] - 2 * n)[:len(scale)]
+            sc = torch.cat([scale[i].expand(w) for i, w in enumerate(widths)])
             z = _mhc_mix(X, getattr(self, "hc_%s_fn" % s)) * sc + base
         pre = torch.sigmoid(z[..., :n]) + 1e-6
         post = 2.0 * torch.sigmoid(z[..., n:2 * n])
         comb = None
         if self.hyper == "mhc":
             comb = sinkhorn(z[..., 2 * n:].unflatten(-1, (n, n)), self.c.hyper.sinkhorn)
+        elif self.hyper == "mhc_lite":
+            comb = birkhoff(z[..., 2 * n:], n)
         return pre, post, comb
 
     def hyper_sublayer(self, which, X):
@@ -1327,7 +1368,7 @@ class Stack(nn.Module):
         if c.norm.embed > 0:
             self.embed_norm = block_norm(c)
         self.blocks = nn.ModuleList(Block(c, l) for l in range(c.n_layers))
-        if c.hyper.kind in ("mhc", "identity"):  # the streams' learned weighted sum at the end
+        if c.hyper.kind in ("mhc", "identity", "mhc_lite"):  # the streams' learned weighted sum
             n = c.hyper.streams
             if not c.hyper.static_maps:
                 self.hc_head_fn = nn.Parameter(0.02 * torch.randn(n, n * d))
@@ -1396,7 +1437,7 @@ class Stack(nn.Module):
         receives the n streams (B, T, n, d); the trace has, as the library's, per sublayer
         hc_maps ([pre | post | comb], n (n + 2) columns), hc_in (u) and x_out (the branch's
         output), per layer x (stream 0), x1 .. x<n-1>, grad_x_in (stream 0's), at the end
-        hc_head_weights (mHC, identity) and hc_head (the state before the final norm)."""
+        hc_head_weights (mHC, identity, mHC-lite) and hc_head (the state before the final norm)."""
         c = self.config
         if trace is not None:
             trace.grad("grad_in", E, -1, 0)
@@ -1452,7 +1493,7 @@ class Stack(nn.Module):
 
     def hyper_head(self, X, trace=None):
         """The stack's state before the final norm from the last streams X (B, T, n, d): HC's
-        sum of the streams; mHC's and the identity's weighted sum h = sum_i w_i x_i,
+        sum of the streams; mHC's, the identity's and mHC-lite's weighted sum h = sum_i w_i x_i,
         w = sigmoid(head_scale r head_fn xf + head_base) + 1e-6 (TileKernels' mhc_head;
         static: sigmoid(head_base) + 1e-6)."""
         if self.config.hyper.kind == "hc":
@@ -1681,7 +1722,8 @@ def config_from_metadata(meta):
         siamese.paper_scale = {"code": 0, "paper": 1, "one": 2}[meta["siamese_scale"]]
     if "siamese_fusion" in meta: siamese.paper_fusion = {"code": 0, "paper": 1}[meta["siamese_fusion"]]
     if "siamese_no_fusion_norm" in meta: siamese.no_fusion_norm = 1
-    if "hyper" in meta: hyper.kind = {"ihc": "identity"}.get(meta["hyper"], meta["hyper"])
+    if "hyper" in meta:
+        hyper.kind = {"ihc": "identity", "mhc-lite": "mhc_lite"}.get(meta["hyper"], meta["hyper"])
     hyper.streams = int(get("hyper_streams", "0"))
     hyper.static_maps = 1 if get("hyper_form") == "static" else 0
     hyper.sinkhorn = int(get("hyper_sinkhorn", "0"))

@@ -1231,25 +1231,34 @@ def clip_self_checks(E, fwd):
     assert gate_top > 2 * top, (gate_top, top)
     c = 0.5 * (top + gate_top)
     assert torch.allclose(fwd(gated, pg, attn=dict(clip_qkv=c)), fwd(gated, pg), rtol=0, atol=0)
-    base = twin_config(pre, "pre")
+    attn_value_checks(pre, "clip_qkv", "clip_qkv", 0.5, "olmo2",
+                      (("0.5", 0.5), ("%.9g" % 0.1, 0.1)))
+
+
+def attn_value_checks(cfg, field, key, on, preset, reads):
+    """An attention option of one value, 0 = off, checked as the library checks it: the twin
+    refuses a negative, infinite or NaN value naming attn.<field>, and a Hugging Face export of
+    a stack with it (on) naming key; the trainer's metadata (key, %.9g) reads back as
+    attn.<field> on its preset (reads: (string, value) pairs), absent as 0."""
+    base = twin_config(cfg, "pre")
     for bad in (-1.0, float("inf"), float("nan")):
         try:
-            twin.resolve(base.with_fields(attn=dict(clip_qkv=bad)))
-            raise AssertionError("the twin accepts attn.clip_qkv %g" % bad)
+            twin.resolve(base.with_fields(attn={field: bad}))
+            raise AssertionError("the twin accepts attn.%s %g" % (field, bad))
         except ValueError as e:
-            assert "attn.clip_qkv" in str(e), e
-    stack = twin.Stack(base.with_fields(attn=dict(clip_qkv=0.5)))
+            assert "attn." + field in str(e), e
+    stack = twin.Stack(base.with_fields(attn={field: on}))
     for fn in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
         try:
             fn()
-            raise AssertionError("a stack with attn.clip_qkv is exported")
+            raise AssertionError("a stack with attn.%s is exported" % field)
         except ValueError as e:
-            assert "clip_qkv" in str(e), e
+            assert key in str(e), e
     meta = dict(vocab_size="256", n_layers="2", d_model="16", n_heads="4", n_kv_heads="2",
-                d_ff="24", rope="1", preset="olmo2", ffn="swiglu", norm="rms")
-    for value, clip in ((None, 0.0), ("0.5", 0.5), ("%.9g" % 0.1, 0.1)):
-        m = dict(meta, **({} if value is None else {"clip_qkv": value}))
-        assert twin.config_from_metadata(m).attn.clip_qkv == clip, value
+                d_ff="24", rope="1", preset=preset, ffn="swiglu", norm="rms")
+    for text, value in ((None, 0.0),) + reads:
+        m = dict(meta, **({} if text is None else {key: text}))
+        assert getattr(twin.config_from_metadata(m).attn, field) == value, text
 
 
 def softcap_self_checks(E, fwd):
@@ -1277,25 +1286,8 @@ def softcap_self_checks(E, fwd):
         tol = 10 * response * (S ** 3 / (3 * c ** 2) + 4 * 2.0 ** -53 * S)
         assert moved(c) <= tol, (c, moved(c), tol)
     assert not torch.allclose(fwd(pre, p, attn=dict(softcap=0.5 * S)), plain, atol=1e-3)
-    base = twin_config(pre, "pre")
-    for bad in (-1.0, float("inf"), float("nan")):
-        try:
-            twin.resolve(base.with_fields(attn=dict(softcap=bad)))
-            raise AssertionError("the twin accepts attn.softcap %g" % bad)
-        except ValueError as e:
-            assert "attn.softcap" in str(e), e
-    stack = twin.Stack(base.with_fields(attn=dict(softcap=50.0)))
-    for fn in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
-        try:
-            fn()
-            raise AssertionError("a stack with attn.softcap is exported")
-        except ValueError as e:
-            assert "attn_softcap" in str(e), e
-    meta = dict(vocab_size="256", n_layers="2", d_model="16", n_heads="4", n_kv_heads="2",
-                d_ff="24", rope="1", preset="sandwich", ffn="swiglu", norm="rms")
-    for value, cap in ((None, 0.0), ("50", 50.0), ("%.9g" % 0.3, 0.3)):
-        m = dict(meta, **({} if value is None else {"attn_softcap": value}))
-        assert twin.config_from_metadata(m).attn.softcap == cap, value
+    attn_value_checks(pre, "softcap", "attn_softcap", 50.0, "sandwich",
+                      (("50", 50.0), ("%.9g" % 0.3, 0.3)))
 
 
 def mhc_lite_self_checks(E, fwd):

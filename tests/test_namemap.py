@@ -572,43 +572,35 @@ def sinks(nbimport, work):
     export_refused(nbimport, work, "sinks", stack, meta, "attn_sink")
 
 
-def clip_qkv(nbimport, work):
-    """OLMo's clip_qkv on OLMo-2 (the trainer's key "clip_qkv", %.9g): nbimport reads an
-    hf-llama file of the olmo2 stack with the key to the twin's clamped output (a c that clamps
-    a good share of Q|K|V: the output is not the unclamped one); Olmo2Attention clamps nothing,
-    so both refuse the export, naming clip_qkv."""
-    stack = make_stack("olmo2", 2, True, attn=dict(clip_qkv=0.2))
-    plain = make_stack("olmo2", 2, True)
+def attn_option(nbimport, work, preset, field, value, key, tag):
+    """An attention option that no exported class computes, with the trainer's model key
+    (%.9g): nbimport reads an hf-llama file of the stack with the key to the twin's output (not
+    the output without the option), and both refuse the export, naming the key."""
+    stack = make_stack(preset, 2, True, attn={field: value})
+    plain = make_stack(preset, 2, True)
     plain.load_state_dict(stack.state_dict())
     E = torch.randn(B, T, D)
     model = hf_llama_named(stack)
-    meta = dict(train_meta(stack, "olmo2"), clip_qkv="%.9g" % 0.2)
-    r, out = run_file(nbimport, "hf-llama", model, meta, E, work, "clip")
+    meta = dict(train_meta(stack, preset), **{key: "%.9g" % value})
+    r, out = run_file(nbimport, "hf-llama", model, meta, E, work, tag)
     ref = forward(stack, E)
     report(close(out, ref) and not close(forward(plain, E), ref),
-           "clip_qkv (hf-llama, olmo2): %d tensors, clip_qkv 0.2 read" % len(model),
+           "%s (hf-llama, %s): %d tensors, %s %g read" % (field, preset, len(model), key, value),
            r.stderr.strip())
-    export_refused(nbimport, work, "clip_qkv", stack, meta, "clip_qkv")
+    export_refused(nbimport, work, tag, stack, meta, key)
+
+
+def clip_qkv(nbimport, work):
+    """OLMo's clip_qkv on OLMo-2 (the trainer's key "clip_qkv"), with a c that clamps a good
+    share of Q|K|V; Olmo2Attention clamps nothing, so the export is refused."""
+    attn_option(nbimport, work, "olmo2", "clip_qkv", 0.2, "clip_qkv", "clip")
 
 
 def softcap(nbimport, work):
-    """Gemma 2's attention-logit softcap on Pre-Norm (the trainer's key "attn_softcap", %.9g):
-    nbimport reads an hf-llama file of the stack with the key to the twin's capped output (a c
-    below about half of the scaled scores: the output is not the uncapped one); no exported
-    class caps its scores (Gemma2Attention does, and no layout writes it), so both refuse the
-    export, naming attn_softcap."""
-    stack = make_stack("pre", 2, True, attn=dict(softcap=0.05))
-    plain = make_stack("pre", 2, True)
-    plain.load_state_dict(stack.state_dict())
-    E = torch.randn(B, T, D)
-    model = hf_llama_named(stack)
-    meta = dict(train_meta(stack, "pre"), attn_softcap="%.9g" % 0.05)
-    r, out = run_file(nbimport, "hf-llama", model, meta, E, work, "softcap")
-    ref = forward(stack, E)
-    report(close(out, ref) and not close(forward(plain, E), ref),
-           "softcap (hf-llama, pre): %d tensors, attn_softcap 0.05 read" % len(model),
-           r.stderr.strip())
-    export_refused(nbimport, work, "softcap", stack, meta, "attn_softcap")
+    """Gemma 2's attention-logit softcap on Pre-Norm (the trainer's key "attn_softcap"), with a
+    c below about half of the scaled scores; no exported class caps its scores
+    (Gemma2Attention does, and no layout writes it), so the export is refused."""
+    attn_option(nbimport, work, "pre", "softcap", 0.05, "attn_softcap", "softcap")
 
 
 def main():

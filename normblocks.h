@@ -1126,6 +1126,20 @@ typedef struct nb_residual_config {
                                   with 2 that much cache again per layer l >= 1 (V_l, for
                                   lambda_1's gradient). Layer 0 cannot be skipped (nb_stack.skip).
                                   nb_layer_forward/backward: see there */
+    int dwa;                   /* DenseFormer's depth-weighted average (arXiv 2402.02622; its
+                                  code epfml/DenseFormer, the DWAModules package): layer l's
+                                  output h_{l+1} (its residuals included) is not the next input;
+                                  x_{l+1} = sum_m a_l[m] h_{j0 + m k}, over h_0 = x_0 (the stack's
+                                  input after the embedding norm) and the layer outputs h_j with
+                                  j = l+1 mod k up to l+1 (k = dwa_dilation), a_l the layer's
+                                  "blocks.<l>.dwa.weight" (1 x ((l+1)/k + 1), nn.Linear's layout:
+                                  the package's "dwa_modules.alphas.<l>.weight"), init 0 but 1
+                                  on h_{l+1} (the plain stack), weight-decayed as the code's
+                                  nn.Linear. 1 on, 0 off. One residual stream (not SiameseNorm
+                                  or hyper-connections); no layer skipped (nb_stack.skip); not
+                                  through nb_layer_forward/backward. Costs B*T*d of cache per
+                                  layer (h) and (L+1) B*T*d of scratch (their gradients) */
+    int dwa_dilation;          /* DenseFormer's dilation k: 0 = 1 (every earlier output) */
 } nb_residual_config;
 
 /* Hyper-connections: n residual streams mixed around every sublayer (see nb_hyper). */
@@ -1193,7 +1207,9 @@ typedef enum nb_tensor_kind {
     NB_TENSOR_QK_SCALE,        /* nGPT's "sqk" (H d_k): Q and K after RoPE */
     NB_TENSOR_FF_SCALE,        /* nGPT's "suv" (SwiGLU 2f): the FFN's input projection */
     NB_TENSOR_EMBED_SCALE,     /* the learnable scalar on the stack's input ("embed_scale") */
-    NB_TENSOR_SINKS            /* a layer's attention sink logits ("sinks", H: gpt-oss's name) */
+    NB_TENSOR_SINKS,           /* a layer's attention sink logits ("sinks", H: gpt-oss's name) */
+    NB_TENSOR_DWA              /* DenseFormer's weights of a layer ("dwa.weight", 1 x count):
+                                  weight decay on, as its code's nn.Linear */
 } nb_tensor_kind;
 
 typedef struct nb_tensor_info {
@@ -5571,6 +5587,7 @@ typedef struct nb__layer_tensors { /* one layer's parameters (or gradients) */
     nb_real* bs[2];              /* branch scales of attention, FFN (ReZero's may be one) */
     nb_real* vres;               /* value residual lambdas (learnable, l >= 1) */
     nb__hc hc[2];                /* hyper-connections of attention, FFN */
+    nb_real* dwa;                /* DenseFormer's weights a_l */
 } nb__layer_tensors;
 
 typedef struct nb__top_tensors { /* stack-level */
@@ -5580,6 +5597,9 @@ typedef struct nb__top_tensors { /* stack-level */
 } nb__top_tensors;
 
 static int nb__hyper(const nb_stack* s) { return s->desc.hyper.kind > NB_HYPER_NONE; }
+/* DenseFormer: layer l averages the outputs h_j for j = first, first + k, ..., l + 1 */
+static int nb__dwa_first(const nb_stack* s, int l) { return (l + 1) % s->desc.residual.dwa_dilation; }
+static int nb__dwa_count(const nb_stack* s, int l) { return (l + 1) / s->desc.residual.dwa_dilation + 1; }
 /* Per token: the maps pre (n), post (n), comb (n x n) in this order, and the dynamic part's
    width m (mHC's fn rows: pre, post, then comb's logits; HC's n streams of n+1 alpha and 1
    beta projections). */
@@ -5605,7 +5625,7 @@ static int nb__post_pre(const nb_stack* s) {
     return s->desc.preset == NB_PRESET_SIAMESE_POST_PRE;
 }
 /* the rows of the residual topologies' table (nb__topologies, nb_stack.topology) */
-enum { NB__TOPO_ONE, NB__TOPO_SIAMESE, NB__TOPO_SIAMESE_POST_PRE, NB__TOPO_HYPER };
+enum { NB__TOPO_ONE, NB__TOPO_SIAMESE, NB__TOPO_SIAMESE_POST_PRE, NB__TOPO_HYPER, NB__TOPO_DWA };
 static int nb__topo_residual(const nb_stack* s); /* its row's sub_residual */
 
 /* A residual topology's layout, the other half of its row (the drivers' half is
@@ -5708,12 +5728,13 @@ static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind
         (void)len;
         t->layer = layer;
         t->kind = kind;
-        t->ndim = kind < NB_TENSOR_GAIN || (kind >= NB_TENSOR_HC_FN && cols > 1) ? 2 : 1;
+        t->ndim = kind < NB_TENSOR_GAIN || (kind >= NB_TENSOR_HC_FN && cols > 1) ||
+                  kind == NB_TENSOR_DWA ? 2 : 1;
         t->rows = rows;
         t->cols = cols;
         t->offset = w->off;
         t->count = (size_t)rows * cols;
-        t->no_decay = kind >= NB_TENSOR_GAIN && kind != NB_TENSOR_HC_FN;
+        t->no_decay = kind >= NB_TENSOR_GAIN && kind != NB_TENSOR_HC_FN && kind != NB_TENSOR_DWA;
     }
     w->off = nb__addz(w->off, nb__mulz((size_t)rows, (size_t)cols)); /* checked by the init */
     w->n++;
@@ -5849,6 +5870,7 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
         lp->vres = nb__put(w, l, "value_residual.lambda", NB_TENSOR_VALUE_RESIDUAL, 2, 1);
     if (nb__layout(s)->hc)
         for (k = 0; k < 2; k++) nb__put_hc(w, s, l, k ? "ffn" : "attn", &lp->hc[k]);
+    if (s->desc.residual.dwa) lp->dwa = nb__put(w, l, "dwa.weight", NB_TENSOR_DWA, 1, nb__dwa_count(s, l));
 }
 
 /* The stack-level tensors after the layers: the hyper-connections' head, the final norms. */
@@ -5971,6 +5993,7 @@ typedef struct nb__layer_mem {    /* one layer's cache */
     nb_real* vl;                             /* value residual: V_l before the mix (2, l >= 1) */
     nb__hc_mem hc[2];                        /* hyper-connections of attention, FFN */
     nb_real* hmid;                           /* hyper-connections: the n streams between them */
+    nb_real* dh;                             /* DenseFormer: the layer's output h_{l+1} */
 } nb__layer_mem;
 
 typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
@@ -5984,6 +6007,7 @@ typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
     nb_real* partials;            /* scratch: norm partial sums, NB__SLOTS slots (nb__slot) */
     nb_real* rowbuf;              /* scratch: two rows of d per thread (nb__rowbuf) */
     nb_real* sub;                 /* scratch: sublayer scratch */
+    nb_real* dwa_g;               /* scratch (DenseFormer): the gradients of h_0 .. h_L */
     nb_real* v0;                  /* value residual: layer 0's V, B*T x H_kv*d_k */
     nb_real* gains;               /* gain_offset: the 1 + w of every gain (nb__fill_gains) */
     nb_real* dv0;                 /* scratch: value residual, the sum of later layers' dV_0 */
@@ -6046,6 +6070,11 @@ static void nb__one_carve(const nb_stack* s, int l, nb_real* cache, size_t* used
     nb__carve_placements(s, l, cache, used, c);
     c->mid = nb__take(cache, used, nb__stack_V(s));
 }
+static void nb__dwa_carve(const nb_stack* s, int l, nb_real* cache, size_t* used,
+                          struct nb__layer_mem* c) {
+    nb__one_carve(s, l, cache, used, c);
+    c->dh = nb__take(cache, used, nb__stack_V(s));
+}
 static void nb__hc_carve(const nb_stack* s, int l, nb_real* cache, size_t* used,
                          struct nb__layer_mem* c) {
     nb__carve_placements(s, l, cache, used, c);
@@ -6080,6 +6109,7 @@ static const nb__topo_layout nb__topo_layouts[] = {
     {nb__siamese_hp_norms, nb__siamese_top_norms, nb__siamese_hp_carve, 1, 0},
     {nb__siamese_pp_norms, nb__siamese_top_norms, nb__siamese_pp_carve, 0, 0},
     {nb__placement_norms, nb__one_top_norms, nb__hc_carve, 0, 1},
+    {nb__placement_norms, nb__one_top_norms, nb__dwa_carve, 0, 0},
 };
 static const nb__topo_layout* nb__layout(const nb_stack* s) {
     return &nb__topo_layouts[s->topology];
@@ -6134,6 +6164,8 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
         if (s->layers[l].attn.n_scratch > sub) sub = s->layers[l].attn.n_scratch;
     c->sub = nb__take(scratch, &su, sub);
     if (s->desc.norm.gain_offset) c->gains = nb__take(cache, &cu, s->n_gains);
+    if (s->desc.residual.dwa)
+        c->dwa_g = nb__take(scratch, &su, nb__mulz((size_t)s->desc.n_layers + 1, V));
     if (s->desc.residual.value_residual) {
         c->v0 = nb__take(cache, &cu, nb__stack_VKV(s));
         c->dv0 = nb__take(scratch, &su, nb__stack_VKV(s));
@@ -6884,6 +6916,17 @@ static nb_result nb__stack_residual(nb_ctx* ctx, nb_stack_desc* d) {
               "nb_stack_init: residual.depth_alpha scales the branches of placements; "
               "SiameseNorm (%s) has fixed sublayers of its own scales", nb__desc_name(d));
     if (rs->depth_base == 0) rs->depth_base = 1;
+    NB__CHECK(rs->dwa < 0 || rs->dwa > 1 || rs->dwa_dilation < 0 ||
+                  rs->dwa_dilation > d->n_layers, NB_ERR_CONFIG,
+              "nb_stack_init: residual.dwa (%d) must be 0 or 1 and residual.dwa_dilation (%d) in "
+              "[0, n_layers] (0 = 1)", rs->dwa, rs->dwa_dilation);
+    NB__CHECK(!rs->dwa && rs->dwa_dilation, NB_ERR_CONFIG,
+              "nb_stack_init: residual.dwa_dilation (%d) needs residual.dwa", rs->dwa_dilation);
+    NB__CHECK(rs->dwa && (nb__presets[d->preset].streams == 2 || d->hyper.kind > NB_HYPER_NONE),
+              NB_ERR_CONFIG, "nb_stack_init: residual.dwa averages the outputs of one residual "
+              "stream; %s has %s", nb__desc_name(d),
+              d->hyper.kind > NB_HYPER_NONE ? "hyper-connections" : "SiameseNorm's two");
+    if (rs->dwa_dilation == 0) rs->dwa_dilation = 1;
     return NB_OK;
 }
 
@@ -7130,7 +7173,8 @@ static nb_result nb__stack_build(nb_ctx* ctx, nb_stack* s, nb__resolved* r, int 
     d->layers = NULL;
     s->desc = *d;
     s->streams = r->streams;
-    s->topology = nb__hyper(s) ? NB__TOPO_HYPER : s->streams == 1 ? NB__TOPO_ONE
+    s->topology = nb__hyper(s) ? NB__TOPO_HYPER
+                  : s->streams == 1 ? (d->residual.dwa ? NB__TOPO_DWA : NB__TOPO_ONE)
                   : nb__post_pre(s) ? NB__TOPO_SIAMESE_POST_PRE : NB__TOPO_SIAMESE;
     s->max_batch = max_batch;
     s->max_seq = max_seq;
@@ -7207,6 +7251,7 @@ typedef struct nb__run {         /* what every layer function needs for one call
     int write_dw;                /* nb_stack_backward with param_grads OVERWRITE: the weight
                                     matrices' gradients are written by their dW GEMMs (beta 0),
                                     not zeroed first and added to */
+    const nb_real* cache;        /* the call's cache (DenseFormer reads earlier layers') */
 } nb__run;
 
 /* Block norm (width d) forward; stats: rstd[rows] then mean[rows] for LayerNorm. */
@@ -8494,6 +8539,7 @@ static void nb__run_init(nb__run* r, nb_ctx* ctx, const nb_stack* s, int B, int 
                          const nb_real* cache, nb_real* scratch) {
     size_t cu, su;
     r->ctx = ctx; r->s = s; r->B = B; r->T = T; r->rows = B * T; r->write_dw = 0;
+    r->cache = cache;
     r->n = (size_t)B * T * s->desc.d_model;
     nb__carve_stack(s, (nb_real*)(size_t)cache, scratch, &r->sc, &cu, &su);
     NB_ASSERT(cu <= s->n_cache && su <= s->n_scratch);
@@ -8701,6 +8747,80 @@ static nb_result nb__hc_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_t
     return nb__hc_head_bwd(r, tp, tg, dX, dh, X);
 }
 
+/* -- DenseFormer: one stream; a layer's input is the depth-weighted average of the stack's
+   input and the earlier layers' outputs (residual.dwa) -- */
+/* h_j: x_0 for j = 0, else layer j-1's output (its cache) */
+static const nb_real* nb__dwa_h(const nb__run* r, int j) {
+    nb__layer_mem c;
+    size_t used;
+    if (j == 0) return nb__hidden(r->s, r->sc.hidden, 0, 0);
+    used = r->s->layers[j - 1].cache_offset;
+    nb__carve_layer(r->s, j - 1, (nb_real*)(size_t)r->cache, &used, &c);
+    return c.dh;
+}
+/* the gradient of h_j (scratch) */
+static nb_real* nb__dwa_g(const nb__run* r, int j) { return r->sc.dwa_g + (size_t)j * r->n; }
+
+/* h_{l+1} = the layer (one stream) on x_l; x_{l+1} = sum_m a_l[m] h_{j0 + m k} */
+static nb_result nb__dwa_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                   const nb__layer_mem* c, nb_real* const out[],
+                                   const nb_real* const in[]) {
+    const int k = r->s->desc.residual.dwa_dilation, j0 = nb__dwa_first(r->s, l);
+    nb_real* const h[1] = {c->dh};
+    const nb_result rc = nb__one_layer_fwd(r, l, p, c, h, in);
+    int m;
+    if (rc) return rc;
+    nb__lin(r, out[0], p->dwa[0], nb__dwa_h(r, j0), 0, NULL);
+    for (m = 1; m < nb__dwa_count(r->s, l); m++)
+        nb__lin(r, out[0], 1, out[0], p->dwa[m], nb__dwa_h(r, j0 + m * k));
+    return NB_OK;
+}
+
+/* sum over the rows of the row dot products of x and y, each row's in parallel (into the
+   scratch rowdots), then added in row order: the same bits for any thread count */
+static double nb__dot_rows(const nb__run* r, const nb_real* x, const nb_real* y, double* rowdots) {
+    const int d = r->s->desc.d_model;
+    double sum = 0;
+    int row;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
+            if(r->n >= NB__PAR_MIN))
+    for (row = 0; row < r->rows; row++) {
+        const nb_real *a = x + (size_t)row * d, *b = y + (size_t)row * d;
+        double acc = 0;
+        int i;
+        for (i = 0; i < d; i++) acc += (double)a[i] * b[i];
+        rowdots[row] = acc;
+    }
+    for (row = 0; row < r->rows; row++) sum += rowdots[row];
+    return sum;
+}
+
+/* From dx_{l+1} (dout, complete: only layer l+1 reads x_{l+1}): da_l[m] += <dx_{l+1}, h_j>,
+   dh_j += a_l[m] dx_{l+1}; then dh_{l+1} is complete (only the averages of layers >= l read
+   h_{l+1}) and goes back through the layer to dx_l; layer 0 adds dh_0 (x_0 is h_0). The dh_j
+   are zeroed by the first backward, layer L-1's. */
+static nb_result nb__dwa_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                   nb__layer_tensors* g, const nb__layer_mem* c,
+                                   nb_real* const din[], const nb_real* const dout[],
+                                   const nb_real* const in[]) {
+    const nb_stack* s = r->s;
+    const int k = s->desc.residual.dwa_dilation, j0 = nb__dwa_first(s, l);
+    const nb_real* const dh[1] = {nb__dwa_g(r, l + 1)};
+    int m;
+    nb_result rc;
+    if (l == s->desc.n_layers - 1)
+        nb__zero(r->ctx, r->sc.dwa_g, ((size_t)s->desc.n_layers + 1) * r->n);
+    for (m = 0; m < nb__dwa_count(s, l); m++) {
+        const int j = j0 + m * k;
+        nb_real* gj = nb__dwa_g(r, j);
+        g->dwa[m] += (nb_real)nb__dot_rows(r, dout[0], nb__dwa_h(r, j), (double*)r->sc.tmp[0]);
+        nb__lin(r, gj, 1, gj, p->dwa[m], dout[0]);
+    }
+    if ((rc = nb__one_layer_bwd(r, l, p, g, c, din, dh, in))) return rc;
+    if (l == 0) nb__lin(r, din[0], 1, din[0], 1, nb__dwa_g(r, 0));
+    return NB_OK;
+}
+
 typedef struct nb__topology {
     nb_result (*layer_fwd)(nb__run* r, int l, const nb__layer_tensors* p, const nb__layer_mem* c,
                            nb_real* const out[], const nb_real* const in[]);
@@ -8725,6 +8845,7 @@ static const nb__topology nb__topologies[] = {
     {nb__siamese_pp_layer_fwd, nb__siamese_pp_layer_bwd, nb__siamese_out_fwd,
      nb__siamese_out_bwd, 1, 0, "y", "grad_y_in"},
     {nb__hc_layer_fwd, nb__hc_layer_bwd, nb__hc_out_fwd, nb__hc_out_bwd, 0, 0, "x%d", NULL},
+    {nb__dwa_layer_fwd, nb__dwa_layer_bwd, nb__one_out_fwd, nb__one_out_bwd, 1, 0, NULL, NULL},
 };
 static const nb__topology* nb__topo(const nb_stack* s) { return &nb__topologies[s->topology]; }
 static int nb__topo_residual(const nb_stack* s) { return nb__topo(s)->sub_residual; }
@@ -8744,6 +8865,10 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
         return nb__fail(r->ctx, NB_ERR_CONFIG, "nb_stack_forward/nb_layer_forward: layer 0 is "
                         "skipped (nb_stack.skip) but value_residual mixes its values into every "
                         "later layer");
+    if (r->s->skip[l] && r->s->desc.residual.dwa)
+        return nb__fail(r->ctx, NB_ERR_CONFIG, "nb_stack_forward: layer %d is skipped "
+                        "(nb_stack.skip) but residual.dwa averages every layer's output into "
+                        "every later input", l);
     if (r->s->skip[l]) {
         for (k = 0; k < r->s->streams; k++) nb__copy(r, out[k], in[k]);
         return NB_OK;
@@ -8794,6 +8919,8 @@ NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb
     if (rc) return rc;
     NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
               "nb_layer_forward: layer %d out of range [0, %d)", l, s->desc.n_layers);
+    NB__CHECK(s->desc.residual.dwa, NB_ERR_CONFIG, "nb_layer_forward: residual.dwa averages "
+              "the outputs of every earlier layer: run the stack (nb_stack_forward)");
     nb__run_init(&r, ctx, s, B, T, cache, scratch);
     for (k = 0; k < s->streams; k++) { o[k] = out + k * r.n; i[k] = in + k * r.n; }
     return nb__layer_fwd(&r, l, params, o, i, cache);
@@ -8814,6 +8941,8 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
     NB__CHECK(!cache || !scratch, NB_ERR_NULL, "nb_layer_backward: cache and scratch are required");
     NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
               "nb_layer_backward: layer %d out of range [0, %d)", l, s->desc.n_layers);
+    NB__CHECK(s->desc.residual.dwa, NB_ERR_CONFIG, "nb_layer_backward: residual.dwa averages "
+              "the outputs of every earlier layer: run the stack (nb_stack_backward)");
     /* both sublayers' caches before anything is written (the FFN runs first) */
     if ((rc = nb__layer_cache_ok(ctx, "nb_layer_backward", s, l, cache, B, T))) return rc;
     nb__run_init(&r, ctx, s, B, T, cache, scratch);
@@ -9167,6 +9296,8 @@ static int nb__init_fixed(const nb_stack* s, const nb_tensor_info* ti, nb_real* 
         for (i = 0; i < ti->count; i++) x[i] = (nb_real)v;
     } else if (ti->kind == NB_TENSOR_VALUE_RESIDUAL) { /* ResFormer's fixed form as the start */
         x[0] = x[1] = (nb_real)0.5;
+    } else if (ti->kind == NB_TENSOR_DWA) { /* DenseFormer: the plain stack, x_{l+1} = h_{l+1} */
+        for (i = 0; i < ti->count; i++) x[i] = (nb_real)(i + 1 == ti->count);
     } else if (ti->kind >= NB_TENSOR_HC_FN && ti->kind <= NB_TENSOR_HC_SCALE) {
         nb__init_hc(s, ti, x, nb__mix(ts));
     } else if (ti->kind == NB_TENSOR_EMBED_SCALE) {

@@ -371,6 +371,21 @@ static void fd_all(nbt_rng* rng) {
         d.n_kv_heads = 2; d.attn.clip_qkv = 0.4f; d.attn.sink = NB_SINK_LEARNED;
         fd_case("pre with clip_qkv 0.4, learned sinks, GQA", &d, 2, 3, rng);
     }
+    {   /* DenseFormer's depth-weighted average: dilation 1 and 2, on Pre-Norm (GQA, LSE), Post-LN,
+           with an embedding norm (x_0 = h_0 after it), the value residual, QK-Clip's sites */
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 3);
+        d.residual.dwa = 1; d.n_kv_heads = 2; d.attn.memory = NB_ATTN_MEMORY_LSE;
+        fd_case("pre, DenseFormer DWA, GQA, LSE", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_POST, 3);
+        d.residual.dwa = 1; d.residual.dwa_dilation = 2;
+        fd_case("post, DenseFormer DWA dilation 2", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_PERILN, 2);
+        d.residual.dwa = 1; d.residual.value_residual = 2;
+        fd_case("periln (embedding norm), DWA, learnable value residual", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_HYBRID, 1);
+        d.residual.dwa = 1;
+        fd_case("hybrid, one layer, DWA", &d, 2, 3, rng);
+    }
     {   /* Gemma 2's softcap: on Gemma's sandwich with GQA, in LSE memory with learned sinks on
            HybridNorm's QKV sites, and under mHC */
         nb_stack_desc d = base_desc(NB_PRESET_SANDWICH, 2);
@@ -2345,6 +2360,121 @@ static void hyper_props(nbt_rng* rng) {
     }
 }
 
+/* DenseFormer (residual.dwa): its weights' names, shapes, decay and init; at init it is the
+   plain stack (same outputs and gradients); with drawn weights its forward against the
+   average composed here from a plain stack's layers (nb_layer_forward, h_0 = x_0); bad
+   descriptions, a skipped layer and the layer API refused */
+static void dwa_props(nbt_rng* rng) {
+    const size_t n1 = 2 * 5 * 8;
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 4);
+        run a, b;
+        const nb_tensor_info* ti;
+        nb_real* x;
+        int ok = 1, l;
+        if (!nbt_check(setup(&b, &d, 2, 5, rng, 2), "dwa: pre")) return;
+        d.residual.dwa = 1; d.residual.dwa_dilation = 2;
+        if (!nbt_check(setup(&a, &d, 2, 5, rng, 2), "dwa: stack")) return;
+        nb_stack_init_params(NULL, &a.s, a.params, NB_INIT_NORMAL, 0, 5);
+        for (l = 0; l < 4; l++) {
+            char name[32];
+            size_t i;
+            snprintf(name, sizeof name, "blocks.%d.dwa.weight", l);
+            x = tensor_of(&a, name, &ti);
+            ok &= x && ti->rows == 1 && ti->cols == (l + 1) / 2 + 1 && ti->ndim == 2 &&
+                  !ti->no_decay && ti->kind == NB_TENSOR_DWA;
+            for (i = 0; x && i < ti->count; i++) ok &= x[i] == (i + 1 == ti->count);
+        }
+        nbt_check(ok, "dwa: blocks.<l>.dwa.weight 1 x ((l+1)/k + 1), decayed, init 0 but the last 1");
+        copy_by_name(&b, &a);
+        grads(&a); grads(&b);
+        nbt_close_r("dwa at its init = the plain stack: output", a.out, b.out, n1, NBT_ATOL,
+                    NBT_RTOL);
+        same_grads("dwa at its init = the plain stack", &b, &a);
+        teardown(&a); teardown(&b);
+    }
+    {   /* drawn weights (setup's): x_{l+1} = sum over j = l+1 mod k of a_l h_j, h_{j+1} = the
+           plain stack's layer j on x_j */
+        static const int dil[2] = {1, 2};
+        int t;
+        for (t = 0; t < 2; t++) {
+            nb_stack_desc d = base_desc(NB_PRESET_PRE, 3);
+            run a, b;
+            nb_real *h[4], *x = nbt_alloc(n1), *ref = nbt_alloc(n1);
+            char what[64];
+            int l, j;
+            d.norm.final = -1; /* the stack's output is x_L itself */
+            if (!nbt_check(setup(&b, &d, 2, 5, rng, 1), "dwa: plain")) return;
+            d.residual.dwa = 1; d.residual.dwa_dilation = dil[t];
+            if (!nbt_check(setup(&a, &d, 2, 5, rng, 1), "dwa: drawn")) return;
+            copy_by_name(&b, &a);
+            loss(&a);
+            h[0] = nbt_alloc(n1);
+            memcpy(h[0], a.in, n1 * sizeof(nb_real));
+            memcpy(x, a.in, n1 * sizeof(nb_real));
+            for (l = 0; l < 3; l++) {
+                char name[32];
+                const nb_real* w;
+                size_t i;
+                h[l + 1] = nbt_alloc(n1);
+                nb_layer_forward(&b.ctx, &b.s, l, b.params, h[l + 1], x, 2, 5, b.cache, b.scratch);
+                snprintf(name, sizeof name, "blocks.%d.dwa.weight", l);
+                w = tensor(&a, name);
+                for (i = 0; i < n1; i++) {
+                    double acc = 0;
+                    int m = 0;
+                    for (j = (l + 1) % dil[t]; j <= l + 1; j += dil[t]) acc += (double)w[m++] * h[j][i];
+                    x[i] = (nb_real)acc;
+                }
+            }
+            memcpy(ref, x, n1 * sizeof(nb_real));
+            snprintf(what, sizeof what, "dwa dilation %d: forward = the average composed here", dil[t]);
+            nbt_close_r(what, a.out, ref, n1, NBT_ATOL, NBT_RTOL);
+            for (j = 0; j <= 3; j++) free(h[j]);
+            free(x); free(ref);
+            teardown(&a); teardown(&b);
+        }
+    }
+    {
+        static const struct { const char* preset; int dwa, dil; const char* says; } bad[] = {
+            {"pre", 2, 0, "residual.dwa (2)"}, {"pre", 1, 5, "residual.dwa_dilation (5)"},
+            {"pre", 0, 2, "needs residual.dwa"}, {"siamese", 1, 0, "SiameseNorm"},
+            {"mhc", 1, 0, "hyper-connections"}};
+        size_t i;
+        for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 4);
+            nb_stack s;
+            nb_ctx ctx;
+            char what[96];
+            memset(&ctx, 0, sizeof ctx);
+            nb_preset_from_name(NULL, &d, bad[i].preset);
+            d.residual.dwa = bad[i].dwa; d.residual.dwa_dilation = bad[i].dil;
+            snprintf(what, sizeof what, "dwa: refused (%s), naming \"%s\"", bad[i].preset, bad[i].says);
+            nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_ERR_CONFIG &&
+                          strstr(ctx.err, bad[i].says) != NULL, what);
+            if (!strstr(ctx.err, bad[i].says)) printf("  %s\n", ctx.err);
+        }
+    }
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        run r;
+        d.residual.dwa = 1;
+        if (!nbt_check(setup(&r, &d, 2, 5, rng, 1), "dwa: refusals")) return;
+        nbt_check(nb_layer_forward(&r.ctx, &r.s, 0, r.params, r.out, r.in, 2, 5, r.cache,
+                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "dwa"),
+                  "dwa: nb_layer_forward refused, naming residual.dwa");
+        nbt_check(nb_layer_backward(&r.ctx, &r.s, 0, r.params, r.grads, r.din, r.dout, r.in, 2,
+                                    5, r.cache, r.scratch) == NB_ERR_CONFIG &&
+                      strstr(r.ctx.err, "dwa"), "dwa: nb_layer_backward refused");
+        r.s.skip[1] = 1;
+        nbt_check(nb_stack_forward(&r.ctx, &r.s, r.params, r.out, r.in, 2, 5, r.cache,
+                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "skipped"),
+                  "dwa: a skipped layer refused");
+        r.s.skip[1] = 0;
+        teardown(&r);
+    }
+}
+
 /* CompleteP: on Pre-Norm, x + m F(N(x)) is the Pre-Norm stack whose output projections (W_o,
    W_2: F is linear in them) are scaled by m = (L / L_base)^-alpha; a custom schedule's own
    branch_mult wins over the rule; bad values are refused */
@@ -2595,6 +2725,7 @@ int main(void) {
     hyper_props(&rng);
     completep_props(&rng);
     ngpt_props(&rng);
+    dwa_props(&rng);
     preset_inits();
     trace_names(&rng);
     name_maps();

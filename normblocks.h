@@ -5598,8 +5598,12 @@ typedef struct nb__top_tensors { /* stack-level */
 
 static int nb__hyper(const nb_stack* s) { return s->desc.hyper.kind > NB_HYPER_NONE; }
 /* DenseFormer: layer l averages the outputs h_j for j = first, first + k, ..., l + 1 */
-static int nb__dwa_first(const nb_stack* s, int l) { return (l + 1) % s->desc.residual.dwa_dilation; }
-static int nb__dwa_count(const nb_stack* s, int l) { return (l + 1) / s->desc.residual.dwa_dilation + 1; }
+static int nb__dwa_first(const nb_stack* s, int l) {
+    return (l + 1) % s->desc.residual.dwa_dilation;
+}
+static int nb__dwa_count(const nb_stack* s, int l) {
+    return (l + 1) / s->desc.residual.dwa_dilation + 1;
+}
 /* Per token: the maps pre (n), post (n), comb (n x n) in this order, and the dynamic part's
    width m (mHC's fn rows: pre, post, then comb's logits; HC's n streams of n+1 alpha and 1
    beta projections). */
@@ -5870,7 +5874,8 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
         lp->vres = nb__put(w, l, "value_residual.lambda", NB_TENSOR_VALUE_RESIDUAL, 2, 1);
     if (nb__layout(s)->hc)
         for (k = 0; k < 2; k++) nb__put_hc(w, s, l, k ? "ffn" : "attn", &lp->hc[k]);
-    if (s->desc.residual.dwa) lp->dwa = nb__put(w, l, "dwa.weight", NB_TENSOR_DWA, 1, nb__dwa_count(s, l));
+    if (s->desc.residual.dwa)
+        lp->dwa = nb__put(w, l, "dwa.weight", NB_TENSOR_DWA, 1, nb__dwa_count(s, l));
 }
 
 /* The stack-level tensors after the layers: the hyper-connections' head, the final norms. */

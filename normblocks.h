@@ -245,6 +245,8 @@
                      sublayers add a plain residual
        residual.depth_alpha  CompleteP (arXiv 2505.01618; its code): every branch times
                      (L / depth_base)^-depth_alpha
+       residual.dwa  DenseFormer (arXiv 2402.02622; its code): each layer's input the learned
+                     average of x_0 and the earlier layers' outputs (dwa_dilation: every k-th)
        norm.type = NB_NORM_L2, attn.qk_scale, attn.softmax_scale, ffn.in_scale: nGPT's parts
                      on any preset;
                      residual_norm and INTERP (nb_placement) in custom schedules

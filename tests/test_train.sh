@@ -1239,6 +1239,19 @@ else
 fi
 expect_error "--resume with another --attn-softcap" 'attn_softcap is "0.05" in the checkpoint' \
   "${TINY[@]}" --steps 20 --attn-softcap 0.5 --resume sc_half.st
+# DenseFormer's depth-weighted average: the flag a model key ("on"), its dilation too, said on
+# the model line; the run ends with where the weights stand, --diag writes them all
+if keyed_roundtrip dw dwa on "^model: pre, .* DenseFormer's depth-weighted average (dilation 2), " \
+     --dwa --dwa-dilation 2 &&
+   grep -q "^DenseFormer: mean weight of a layer's average on its own output [0-9.]*, on x_0 [0-9.e-]*, " dw_full.log &&
+   "$TRAIN" "${TINY[@]}" --steps 2 --dwa --diag dw_diag > dw_diag.log 2>&1 &&
+   head -1 dw_diag/dwa_weights.csv | grep -qx "layer,h0,h1,h2" &&
+   sed -n 3p dw_diag/dwa_weights.csv | grep -q "^1,[0-9.e-]*,[0-9.e-]*,[0-9.e-]*$"; then
+  pass "--dwa --dwa-dilation 2: model keys, model line, the weights' line; resume bit-identical, --load rebuilds; export to hf-llama refused naming dwa; --diag's dwa_weights.csv"
+else
+  fail "--dwa in the trainer"; grep -E "^(model|final|train|DenseFormer)" dw_full.log dw_res.log; cat dw_exp.log dw_diag.log
+fi
+expect_error "--dwa-dilation without --dwa" "dwa-dilation needs --dwa" "${TINY[@]}" --dwa-dilation 2
 # mHC-lite: a model key, said on the architecture line, its composite gains exactly 1 (to the
 # printed digits) in the final line; resumes bit-identically, --load rebuilds it; more than 5
 # streams (n! logits) refused by the library, naming the field

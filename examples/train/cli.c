@@ -225,6 +225,12 @@ static const opt k_opts[] = {
      "mhc-lite (mHC mixing by a convex combination of the n! permutations: exactly doubly\n"
      "stochastic, n <= 5); not with post norms, residuals from the norm or residual scales\n"
      "[the preset's: mhc, hc, ihc]"},
+    {"dwa", NULL, K_FLAG, F(model.residual.dwa), 1, 0, NULL, NULL, O_MODEL,
+     "DenseFormer's depth-weighted average (arXiv 2402.02622): each layer's input is a learned\n"
+     "average of the stack's input and every earlier layer's output (init: the plain stack);\n"
+     "one residual stream only. The run ends with where the weights stand; --diag writes them"},
+    {"dwa-dilation", "K", K_INT, F(model.residual.dwa_dilation), 1, MAX_LAYERS, NULL, NULL, O_MODEL,
+     "DenseFormer's dilation: layer l averages the outputs h_j with j = l+1 mod K only [1]"},
     {"hyper-streams", "N", K_INT, F(model.hyper.streams), 1, NB_HYPER_MAX_STREAMS, NULL, NULL, O_MODEL,
      "hyper-connections: residual streams [4]"},
     {"hyper-form", "dynamic|static", K_CHOICE, F(model.hyper.form), 1, 0, "dynamic|static", NULL, O_MODEL,
@@ -1035,6 +1041,10 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->residual.value_residual = c->model.residual.value_residual; /* 0 off, 1 fixed, 2 learnable: the library's values */
     if (c->model.hyper.kind) d->hyper.kind = (nb_hyper)c->model.hyper.kind; /* the choices' order from NB_HYPER_NONE; else
                                                     the preset's (nb_preset_from_name wrote it) */
+    d->residual.dwa = c->model.residual.dwa;
+    d->residual.dwa_dilation = c->model.residual.dwa_dilation;
+    if (!d->residual.dwa && d->residual.dwa_dilation)
+        return fail("--dwa-dilation needs --dwa");
     d->hyper.streams = c->model.hyper.streams;
     if (c->model.hyper.form) d->hyper.static_maps = c->model.hyper.form - 1;
     d->hyper.sinkhorn = c->model.hyper.sinkhorn;

@@ -161,6 +161,7 @@ static int report(const history* h, const dataset* ds, double unigram) {
             "smallest head's %.4g (layer %d head %d)\n", h->gate_mean, h->gate_min,
             h->gate_min_at / h->n_heads, h->gate_min_at % h->n_heads);
     if (h->hc_logged) hyper_say_gains(h);
+    if (h->dwa) dwa_say(h);
     if (h->n_shown) say_shown(ds, h->shown, h->n_shown);
     if (h->train_seconds > 0)
         say("throughput: %.0f tok/s over the training steps (%.2f ms/step); communication not "

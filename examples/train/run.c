@@ -66,6 +66,7 @@ static const char* kind_group(nb_tensor_kind k, int derf) {
     case NB_TENSOR_QK_SCALE: return "sqk";
     case NB_TENSOR_FF_SCALE: return "suv";
     case NB_TENSOR_SINKS: return "attention sinks";
+    case NB_TENSOR_DWA: return "DenseFormer weights";
     default: return "attention and FFN matrices";
     }
 }
@@ -79,7 +80,7 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
                                             NB_TENSOR_VALUE_RESIDUAL, NB_TENSOR_HC_FN,
                                             NB_TENSOR_HC_BASE, NB_TENSOR_HC_SCALE,
                                             NB_TENSOR_INTERP, NB_TENSOR_QK_SCALE,
-                                            NB_TENSOR_FF_SCALE, NB_TENSOR_SINKS};
+                                            NB_TENSOR_FF_SCALE, NB_TENSOR_SINKS, NB_TENSOR_DWA};
     size_t values = 0, used = 0;
     int k, t;
     buf[0] = 0;
@@ -134,6 +135,7 @@ static void print_options(const config* c, const nb_stack_desc* d) {
     if (d->attn.sink) say(", attention sinks (%s)", d->attn.sink == NB_SINK_LEARNED ? "learned" : "off-by-one");
     if (d->attn.clip_qkv > 0) say(", Q|K|V clamped to +-%g (clip_qkv)", (double)d->attn.clip_qkv);
     if (d->attn.softcap > 0) say(", attention logits capped at %g (C tanh(s / C))", (double)d->attn.softcap);
+    if (d->residual.dwa) say(", DenseFormer's depth-weighted average (dilation %d)", d->residual.dwa_dilation);
     if (c->model.norm.gain < 0 || c->model.norm.bias < 0)
         say(", norms without %s", c->model.norm.gain < 0 && c->model.norm.bias < 0 ? "weight or bias"
                                   : c->model.norm.gain < 0 ? "weight" : "bias");
@@ -430,11 +432,13 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         h->accuracy = answer_accuracy_show(&m, ds, c->loop.eval_problems, h->shown, h->n_shown);
     }
     h->seconds = now_s() - t_start;
+    if (m.s.desc.residual.dwa) dwa_record(&m, h);
     if (g_rank == 0) {
         if (c->files.csv && write_steps_csv(c->files.csv, h)) goto done;
         if (c->files.summary && write_summary(c->files.summary, c, h, unigram)) goto done;
         if (c->files.diag) {
             if (write_diag(c, &m, h, unigram)) goto done;
+            if (m.s.desc.residual.dwa && dwa_csv(&m, c->files.diag)) goto done;
             if (!in_sweep)
                 say("diagnostics: %s/{loss,layers,heads%s}.svg and CSVs\n", c->files.diag, h->hyper ? ",hyper" : "");
         }

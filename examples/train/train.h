@@ -126,6 +126,7 @@ typedef struct cfg_residual { /* nb_stack_desc.residual */
                                  per-group rules (completep.c) */
     int depth_base;           /* L_base (0 = 1) */
     int width_base;           /* CompleteP's d_base, m_d = d / d_base (0: d, m_d = 1) */
+    int dwa, dwa_dilation;    /* DenseFormer's depth-weighted average (0 off), its k (0 = 1) */
 } cfg_residual;
 typedef struct cfg_hyper {    /* nb_stack_desc.hyper */
     int kind;                 /* 0 the preset's, else an nb_hyper */
@@ -506,6 +507,8 @@ typedef struct history {       /* what a run records for tables and plots */
     double sink_mass;          /* mean sink probability over layers, heads and rows, last logged */
     double* head_sink_l;       /* n_diag x L*H: each head's sink mass (--diag) */
     long long clips;           /* heads QK-Clip scaled, over the run */
+    int dwa;                   /* DenseFormer: where its weights end (dwa.c) */
+    double dwa_self, dwa_x0, dwa_other;
     double final_loss, final_val, accuracy;
     int diverged_at;           /* -1 = no */
     int spikes;                /* loss spikes: excursions above 2x the loss's running average */
@@ -536,6 +539,11 @@ void hyper_say(const model* m);           /* the architecture line's hyper-conne
    last and peak, and with stored the last --diag snapshot's; 1 after fail() */
 int hyper_record_gains(model* m, history* h, int stored);
 void hyper_say_gains(const history* h);  /* the run's last and peak gains */
+
+/* ---- dwa.c ---- */
+void dwa_record(const model* m, history* h); /* the run's end: the weights' means */
+void dwa_say(const history* h);               /* the summary line */
+int dwa_csv(const model* m, const char* dir); /* --diag: dwa_weights.csv */
 
 /* ---- sweep.c ---- */
 /* --compare LIST x --lrs x --seeds: every run, a table of mean and spread over seeds per

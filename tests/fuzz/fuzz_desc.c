@@ -316,6 +316,9 @@ static void run_stack(rd* r, nb_ctx* c) {
             d.attn.sink = (nb_attn_sink)(u8(r) % 4);
             if (u8(r) >= 128) d.attn.clip_qkv = pick_real(r);
             if (u8(r) >= 128) d.attn.softcap = pick_real(r);
+            if (u8(r) >= 128) { /* DenseFormer (2, and a dilation past n_layers: refused) */
+                d.residual.dwa = (int)(u8(r) % 3); d.residual.dwa_dilation = pick_int(r, 5);
+            }
         }
     }
     rc = nb_stack_init(c, &s, &d, mb, ms);

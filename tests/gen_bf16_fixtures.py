@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
-Writes <outdir>/blocks_bf16.bin: fifteen stacks of tests/gen_block_fixtures.py (its descriptions,
+Writes <outdir>/blocks_bf16.bin: sixteen stacks of tests/gen_block_fixtures.py (its descriptions,
 draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
 "bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
 backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
@@ -72,7 +72,10 @@ PREFIX = "bf16_"  # the file's case names: "bf16_" + gen_block_fixtures.py's nam
 # as the GEMMs' operand; the draw's share of capped scores, gen_block_fixtures.softcap_refusal,
 # from the float64 run: the cap is smooth, no decision a rounding could flip); mHC-lite on the
 # sandwich layout with GQA, n = 3 (its maps and the streams' mixing unrounded: the library's
-# hyper-connection products are float32 GEMMs in every precision, as the twin's are unrounded)
+# hyper-connection products are float32 GEMMs in every precision, as the twin's are unrounded);
+# DenseFormer's average on Post-Norm with the dilation 2, L = 4 (the averages unrounded: the
+# library's are float32 sums of scaled rows in every precision, the twin's a tensordot in the
+# module's dtype)
 SMALL = dict(d=8, H=2)
 CASES = [
     ("pre_L3", make_cfg("PRE", 3, Hkv=1, **SMALL)),
@@ -94,6 +97,7 @@ CASES = [
     ("softcap_sandwich_gqa_L2", dict(make_cfg("SANDWICH", 2, d=8, H=4, Hkv=2), softcap=2.0)),
     ("mhclite_sandwich_n3_L2", dict(make_cfg("SANDWICH", 2, d=8, H=4, Hkv=2),
                                     hyper=HYPER_MHC_LITE, hyper_streams=3)),
+    ("dwa_post_k2_L4", dict(make_cfg("POST", 4, Hkv=2, **SMALL), dwa=1, dwa_dilation=2)),
 ]
 
 
@@ -429,6 +433,9 @@ def main():
             w.add(cs + ".clip_qkv", cfg["clip_qkv"])
         if cfg.get("softcap"):
             w.add(cs + ".softcap", cfg["softcap"])
+        for field in ("dwa", "dwa_dilation"):
+            if cfg.get(field):
+                w.add(cs + "." + field, cfg[field])
         w.add(cs + ".preset_key",
               torch.tensor([float(ord(c)) for c in gbf.preset_key(cfg["preset"])]))
         w.add(cs + ".E", E)

@@ -20,11 +20,12 @@ preset table, a copy of the library's). direct_forward below writes each preset 
 paper's equations instead (the comments name the paper or code), direct_siamese SiameseNorm's
 two streams, direct_hyper the hyper-connections (DeepSeek's mHC reference functions, mHC-lite's
 mixture of permutation matrices as its code builds it, and HC's Algorithm 2, in nbfixture.py),
-CompleteP's residual multiplier as its code computes it (completep_s), nGPT's Block as
-NVIDIA/ngpt's model.py computes it (nbfixture.ngpt_block_ref, with the standard RoPE for the
-code's, its issue #10) and its s_qk, softmax scale and s_uv in that code's form where other
-presets take them; every case's forward must agree with them to 1e-12, and its gradients with
-their autograd to 1e-10, before it is written.
+DenseFormer's depth-weighted average as its paper's sum over the kept outputs
+(nbfixture.dwa_average_ref), CompleteP's residual multiplier as its code computes it
+(completep_s), nGPT's Block as NVIDIA/ngpt's model.py computes it (nbfixture.ngpt_block_ref,
+with the standard RoPE for the code's, its issue #10) and its s_qk, softmax scale and s_uv in
+that code's form where other presets take them; every case's forward must agree with them to
+1e-12, and its gradients with their autograd to 1e-10, before it is written.
 Block norms are RMSNorm with a gain (no bias), LayerNorm with gain and bias (norm = 2), DyT
 with a scalar alpha, gain and bias (norm = 3), or L2 (nGPT's justnorm, no parameters; norm = 4).
 
@@ -46,7 +47,9 @@ Per case (names "<case>.<field>"):
              gen_porting_fixtures.py, which writes blocks_porting.bin with this format);
              attn_sink (nb_attn_sink: 1 learned, 2 off-by-one) only when not 0; clip_qkv
              (OLMo's c: Q|K|V clamped to [-c, c] after b_qkv) only when not 0; softcap
-             (Gemma 2's c: the scaled scores s become c tanh(s / c)) only when not 0
+             (Gemma 2's c: the scaled scores s become c tanh(s / c)) only when not 0; dwa
+             (DenseFormer's depth-weighted average: 1 on) and dwa_dilation (its k; 0 = 1)
+             only when not 0
     preset_key  the preset's key (nb_preset_name) as character codes, one per value
     tensors  E (B*T, d), dout, out, din (B*T, d)
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
@@ -79,7 +82,7 @@ import torch.nn.functional as F
 from nbfixture import (DYT, FULL, GATE_ELEMENTWISE, GELU_TANH, HYPER_HC, HYPER_IDENTITY,
                        HYPER_MHC, HYPER_MHC_LITE, L2, LAYER, PER_HEAD, RMS, SINK_LEARNED,
                        SINK_OFF_BY_ONE, SITE_C, SITE_K, SITE_Q, SITE_V, SWIGLU, Writer,
-                       apply_rope, check_norm_rope_order, expand_to_mhc_ref,
+                       apply_rope, check_norm_rope_order, dwa_average_ref, expand_to_mhc_ref,
                        hc_depth_connection, hc_width_connection, justnorm, mhc_head_ref,
                        mhc_lite_perms_ref, mhc_lite_res_ref, mhc_sublayer, ngpt_block_ref,
                        ngpt_rope_official, norm_fn, output_dir,
@@ -87,14 +90,14 @@ from nbfixture import (DYT, FULL, GATE_ELEMENTWISE, GELU_TANH, HYPER_HC, HYPER_I
 from nbfixture import attention as mha
 
 SEED = 20240611
-# 2.75 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
+# 2.86 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
 # 768 values at n = 4, d = 8, and every parameter is stored with its gradient), mHC-lite's three
 # (mhclite_*) 130 kB (its fn (2n + n!) x n d: 1024 values at n = 4), CompleteP's
 # cases (cp_*) 156 kB, nGPT's five 109 kB (ngpt_L2 40 kB of them: the code's SwiGLU of 4d, 2f x d
 # + d x f + 2f values per layer at d = 8, f = 32), the attention sinks' three (sink_*) 70 kB,
-# clip_qkv's three (clip_*) 70 kB, the softcap's three (softcap_*) 70 kB; the other cases keep
-# the 1.8 MB they had
-MAX_BYTES = 2_800_000
+# clip_qkv's three (clip_*) 70 kB, the softcap's three (softcap_*) 70 kB, DenseFormer's three
+# (dwa_*, L = 3 and 4) 113 kB; the other cases keep the 1.8 MB they had
+MAX_BYTES = 2_900_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -128,6 +131,9 @@ SOFTCAP_SHARE = (0.05, 0.6)
 # identity, and (n >= 3) at least LITE_ASYM from its transpose somewhere (comb of pi^-1 for pi):
 # the references test the permutations' mixture and its orientation, not a near-identity
 LITE_FAR, LITE_ASYM = 0.3, 0.05
+# DenseFormer cases: the output moves by at least DWA_FAR of its norm from the plain stack's
+# with the same other weights (dwa_refusal): the averages, not the layers alone, make it
+DWA_FAR = 0.2
 
 
 def check_header_keys(presets):
@@ -177,7 +183,7 @@ DRAW_ORDER = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "c
               "hc_attn_fn", "hc_attn_base", "hc_attn_scale", "hc_attn",
               "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", "hc_ffn",
               "sqk", "suv", "attn_alpha", "mlp_alpha", "attn_res_norm", "ff_res_norm",
-              "attn_resweight", "ff_resweight", "sinks")
+              "attn_resweight", "ff_resweight", "sinks", "dwa")
 
 
 def draw_params(cfg, stack=None):
@@ -196,7 +202,9 @@ def draw_params(cfg, stack=None):
     shift N(0, 0.2^2); embed_scale in [0.6, 1.4] (E is O(1) here, not an embedding of std
     ~1/sqrt(d)); gains stored for gain_offset (1 + w) w = rand_gain - 1; SkipInit's
     attn_resweight, ff_resweight as ReZero's. Attention sinks' logits N(0, 1), of the scores'
-    size: the sink takes a visible share of each head's rows."""
+    size: the sink takes a visible share of each head's rows. DenseFormer's a_l far from its
+    init (0s, a 1 on the layer's own output): the earlier outputs' weights of size 0.3 to 0.8,
+    a third of them negative, the layer's own output's 0.5 to 1."""
     stack = stack or twin_stack(cfg)
     d, f = cfg["d"], cfg["f"]
 
@@ -231,6 +239,11 @@ def draw_params(cfg, stack=None):
                 raise AssertionError("no draw for %s" % name)
         elif last == "sinks":
             p[name] = torch.randn(t.shape)
+        elif name.endswith(".dwa.weight"):  # (1, count), the layer's own output last
+            sign = torch.where(torch.rand(t.shape) < 1 / 3, -1.0, 1.0)
+            a = sign * (0.3 + 0.5 * torch.rand(t.shape))
+            a[0, -1] = 0.5 + 0.5 * torch.rand(1)
+            p[name] = a
         elif last in ("sqk", "suv"):
             lo, w = (1.0, 1.0) if last == "sqk" else (1.0, 1.5)
             p[name] = (lo + w * torch.rand(t.shape)) / math.sqrt(d)
@@ -518,12 +531,17 @@ def direct_forward(cfg, p, E):
         # the case's sites: explicit mask, 0x100 = none, 0 = the preset's default
         return 0 if cfg["sites"] == SITES_NONE else (cfg["sites"] or default)
 
+    # DenseFormer: every block's output kept, X_0 first; the next input their weighted sum
+    outputs = [] if cfg.get("dwa") else None
+
     sites = S(0)
     # CompleteP (nanoGPT-mup completep's Block: x + s * F(N(x))): s on each branch's output, after
     # its output norm and branch scale; written out for the presets of the cp_* cases
     s = completep_s(cfg)
     assert s == 1 or pr in ("PRE", "DYT", "SANDWICH", "PERILN", "REZERO", "LAYERSCALE"), pr
     X = N("embed_norm", E) if cfg["embed_norm"] else E
+    if outputs is not None:
+        outputs.append(X)
     for l in range(L):
         if pr == "NGPT":
             # nGPT: NVIDIA/ngpt model.py's Block (nbfixture.ngpt_block_ref) with its Linears
@@ -610,6 +628,9 @@ def direct_forward(cfg, p, E):
             X = Y + FFN(l, N(b(l, "ff_norm"), Y))
         else:
             raise ValueError(pr)
+        if outputs is not None:  # DenseFormer (arXiv 2402.02622): the average after block l
+            outputs.append(X)
+            X = dwa_average_ref(outputs, p[b(l, "dwa.weight")], l, cfg.get("dwa_dilation") or 1)
     return N("ln_f", X) if has_final_norm(cfg) else X
 
 
@@ -722,6 +743,23 @@ def lite_refusal(cfg, p, E):
     return None
 
 
+def dwa_refusal(cfg, p, E):
+    """Why a DenseFormer case's draw is refused (None when kept): its output within DWA_FAR of
+    its norm from the plain stack's (the same parameters without dwa.weight)."""
+    plain = {k: v for k, v in cfg.items() if k not in ("dwa", "dwa_dilation")}
+    outs = []
+    without = {k: v for k, v in p.items() if not k.endswith(".dwa.weight")}
+    for c, q in ((cfg, p), (plain, without)):
+        stack = twin_stack(c)
+        load(stack, q)
+        with torch.no_grad():
+            outs.append(stack(E.reshape(cfg["B"], cfg["T"], cfg["d"])))
+    moved = ((outs[0] - outs[1]).norm() / outs[1].norm()).item()
+    if not moved > DWA_FAR:
+        return "the averages move the output by %.2g of the plain stack's" % moved
+    return None
+
+
 def f32_margin(ref, got):
     """max over elements of |got - ref| / (atol + rtol |ref|), for the float32 tolerance."""
     lim = F32_ATOL + F32_RTOL * ref.abs()
@@ -772,6 +810,9 @@ def draw(name, cfg, seed, reference=None):
     if why:
         return None, why
     why = hyper_of(cfg)[0] == HYPER_MHC_LITE and lite_refusal(cfg, p, E)
+    if why:
+        return None, why
+    why = cfg.get("dwa") and dwa_refusal(cfg, p, E)
     if why:
         return None, why
     # activations stay O(1), gradients moderate
@@ -850,6 +891,9 @@ def add_case(w, name, cfg, report, reference=None):
         w.add(name + ".clip_qkv", cfg["clip_qkv"])
     if cfg.get("softcap"):  # optional: absent = 0 (off)
         w.add(name + ".softcap", cfg["softcap"])
+    for field in ("dwa", "dwa_dilation"):
+        if cfg.get(field):  # optional: absent = 0 (off; the dilation 1)
+            w.add(name + "." + field, cfg[field])
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)
     w.add(name + ".dout", dout)
@@ -1074,6 +1118,7 @@ def self_checks():
     clip_self_checks(E, fwd)
     softcap_self_checks(E, fwd)
     mhc_lite_self_checks(E, fwd)
+    dwa_self_checks(E, fwd)
     print("self-checks passed")
 
 
@@ -1367,6 +1412,118 @@ def mhc_lite_self_checks(E, fwd):
         assert (c.hyper.kind, c.hyper.streams) == (kind, 3), value
 
 
+def dwa_self_checks(E, fwd):
+    """DenseFormer's average in the twin: its tensors as the library's table
+    (blocks.<l>.dwa.weight of (1, count), count the outputs j <= l + 1 with j = l + 1 mod k,
+    last in the layer) and init (0s, the layer's own output's 1), with which the stack is the
+    plain one exactly (output and hidden states; the embedding norm and the learnable value
+    residual on); the last layer's weight one-hot on its first output reads x_0 (k = 1, 3 of
+    L = 3: the stack is ln_f of the normalized embedding) or layer 0's output (k = 2); the twin
+    agrees with the paper's sum (dwa_average_ref) at k = 3 and k = L with drawn weights; the
+    trace has the plain stack's names, layer 0's grad_x_in x_0's whole gradient; the twin
+    refuses dwa other than 0 and 1, a dilation outside [0, L] or without dwa, dwa with
+    SiameseNorm or hyper-connections, and a Hugging Face export, naming them; the trainer's
+    metadata (dwa "on", dwa_dilation) reads back, absent as 0, another dwa value, a dilation
+    without dwa or beyond n_layers refused."""
+    plain = dict(make_cfg("PERILN", 3, 16, 4, 2), value_residual=2)
+    p = draw_params(plain)
+    for k in (1, 2, 3):
+        dwa = dict(plain, dwa=1, dwa_dilation=k)
+        stack = twin_stack(dwa)
+        table = [n for n, _ in stack.library_parameters()]
+        init = dict(stack.named_parameters())
+        pd = dict(p)
+        for l in range(3):
+            name = "blocks.%d.dwa.weight" % l
+            count = len([j for j in range(l + 2) if j % k == (l + 1) % k])
+            want = torch.zeros(1, count)
+            want[0, -1] = 1.0
+            assert torch.equal(init[name], want), (k, name)
+            nxt = "ln_f.weight" if l == 2 else "blocks.%d.att_proj.weight" % (l + 1)
+            assert table[table.index(name) + 1] == nxt, (k, table)
+            pd[name] = init[name].detach()
+        assert sorted(pd) == sorted(init), k
+        hd, hp = [], []
+        assert torch.equal(fwd(dwa, pd, hidden=hd), fwd(plain, p, hidden=hp)), k
+        assert all(torch.equal(a, b) for a, b in zip(hd, hp)) and len(hd) == 4, k
+        # the last layer's average on its first output alone
+        one = dict(pd)
+        one["blocks.2.dwa.weight"] = torch.zeros_like(pd["blocks.2.dwa.weight"])
+        one["blocks.2.dwa.weight"][0, 0] = 1.0
+        hs = []
+        out = fwd(dwa, one, hidden=hs)
+        if k in (1, 2):  # h_0 = x_0 = N_embed(E); h_1 = layer 0's output = x_1 (init weights)
+            read = bnorm(plain, p, "embed_norm", E) if k == 1 else hs[1].reshape(10, 16)
+            assert torch.allclose(out, bnorm(plain, p, "ln_f", read), rtol=0, atol=1e-12), k
+    # the paper's sum against the twin with drawn weights: k = 3 of L = 4, k = L = 3
+    for L, k in ((4, 3), (3, 3)):
+        dwa = dict(make_cfg("PRE", L, 16, 4, 2), dwa=1, dwa_dilation=k)
+        q = draw_params(dwa)
+        assert torch.allclose(fwd(dwa, q), direct_forward(dwa, q, E), rtol=0, atol=1e-12), L
+    # the trace: the plain stack's names in the plain stack's order
+    names = []
+    for c, q in ((plain, p), (dict(plain, dwa=1, dwa_dilation=2), pd)):
+        stack = twin_stack(c)
+        load(stack, q)
+        tr = twin.Trace()
+        x = E.reshape(2, 5, 16).clone().requires_grad_(True)
+        stack(x, trace=tr).sum().backward()
+        names.append([n for n, _ in tr.items()])
+    assert names[0] == names[1] and "blocks.0.grad_x_in" in names[0], names
+    # and layer 0's grad_x_in is x_0's whole gradient (the library adds h_0's): without an
+    # embedding norm that of the stack's input
+    dwa = dict(make_cfg("PRE", 3, 16, 4, 2), dwa=1)
+    stack = twin_stack(dwa)
+    load(stack, draw_params(dwa))
+    tr = twin.Trace()
+    x = E.reshape(2, 5, 16).clone().requires_grad_(True)
+    stack(x, trace=tr).sum().backward()
+    g0 = dict(tr.items())["blocks.0.grad_x_in"].double()
+    assert torch.allclose(g0, x.grad.reshape(10, 16).float().double(), rtol=1e-6, atol=1e-6)
+    # refusals as nb_stack_init's, naming the fields
+    base = twin_config(make_cfg("PRE", 3, 16, 4, 2), "pre")
+    assert twin.resolve(base.with_fields(residual=dict(dwa=1, dwa_dilation=3))).residual \
+        .dwa_dilation == 3
+    assert twin.resolve(base.with_fields(residual=dict(dwa=1))).residual.dwa_dilation == 1
+    for bad, words in (
+            (dict(residual=dict(dwa=2)), ("residual.dwa",)),
+            (dict(residual=dict(dwa=-1)), ("residual.dwa",)),
+            (dict(residual=dict(dwa=1, dwa_dilation=4)), ("residual.dwa_dilation", "n_layers")),
+            (dict(residual=dict(dwa=1, dwa_dilation=-1)), ("residual.dwa_dilation",)),
+            (dict(residual=dict(dwa_dilation=2)), ("residual.dwa_dilation", "needs residual.dwa")),
+            (dict(preset="siamese", residual=dict(dwa=1)), ("residual.dwa", "SiameseNorm")),
+            (dict(preset="siamese_post_pre", residual=dict(dwa=1)), ("residual.dwa",
+                                                                     "SiameseNorm")),
+            (dict(preset="mhc", residual=dict(dwa=1)), ("residual.dwa", "hyper-connections")),
+            (dict(hyper=dict(kind="hc"), residual=dict(dwa=1)), ("residual.dwa",
+                                                                 "hyper-connections"))):
+        try:
+            twin.resolve(base.with_fields(**bad))
+            raise AssertionError("the twin accepts %s" % bad)
+        except ValueError as e:
+            assert all(w in str(e) for w in words), (bad, e)
+    stack = twin.Stack(base.with_fields(residual=dict(dwa=1)))
+    for f in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
+        try:
+            f()
+            raise AssertionError("a stack with DenseFormer's average is exported")
+        except ValueError as e:
+            assert "dwa" in str(e), e
+    meta = dict(vocab_size="256", n_layers="3", d_model="16", n_heads="4", n_kv_heads="2",
+                d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
+    for extra, want in (({}, (0, 0)), (dict(dwa="on"), (1, 1)),
+                        (dict(dwa="on", dwa_dilation="2"), (1, 2))):
+        r = twin.resolve(twin.config_from_metadata(dict(meta, **extra))).residual
+        assert (r.dwa, r.dwa_dilation) == want, extra
+    for extra, word in ((dict(dwa="off"), "dwa"), (dict(dwa_dilation="2"), "needs residual.dwa"),
+                        (dict(dwa="on", dwa_dilation="4"), "residual.dwa_dilation")):
+        try:
+            twin.resolve(twin.config_from_metadata(dict(meta, **extra)))
+            raise AssertionError("the twin reads %s" % extra)
+        except ValueError as e:
+            assert word in str(e), (extra, e)
+
+
 def main():
     outdir = output_dir("gen_block_fixtures.py")
     torch.set_default_dtype(torch.float64)
@@ -1537,6 +1694,17 @@ def main():
                                                hyper_streams=3)))
     cases.append(("mhclite_sandwich_n3_L2", dict(make_cfg("SANDWICH", 2, d=8, H=4, Hkv=2),
                                                  hyper=HYPER_MHC_LITE, hyper_streams=3)))
+    # DenseFormer's depth-weighted average (dwa; checked against the paper's sum over the kept
+    # outputs, nbfixture.dwa_average_ref; every draw's weights far from the init and its output
+    # far from the plain stack's, dwa_refusal): on Pre-Norm with GQA (H = 4, Hkv = 2), every
+    # output averaged (k = 1); on Post-Norm with the dilation 2 (layer 0's average a scale of
+    # h_1 alone, layer 3's of x_0, h_2, h_4); on Peri-LN (the normalized embedding is h_0) with
+    # the learnable value residual and MQA
+    cases.append(("dwa_pre_L4", dict(make_cfg("PRE", 4, d=8, H=4, Hkv=2), dwa=1)))
+    cases.append(("dwa_post_k2_L4", dict(make_cfg("POST", 4, Hkv=2, **small), dwa=1,
+                                         dwa_dilation=2)))
+    cases.append(("dwa_periln_L3", dict(make_cfg("PERILN", 3, Hkv=1, **small), dwa=1,
+                                        value_residual=2)))
 
     check_header_keys(cfg["preset"] for _, cfg in cases)
     for name, cfg in cases:

@@ -7,9 +7,10 @@ model written as an nn.Module). The transcriptions here are the generators' inde
 of it: the original codes' equations written out once more with plain float64 torch ops (OLMo's
 fused projection and norms, NeoX RoPE through sin/cos tables, GQA by repeated KV heads,
 DeepSeek's mHC reference functions, mHC-lite's mixture of permutation matrices and HC's
-Algorithm 2, NVIDIA/ngpt's Block; the gated Qwen3, Derf's nanoGPT, DyT's LLaMA and Gemma's
-decoder as their codes have them), and every generator asserts that the twin agrees with them
-before it writes anything. Nothing here knows how normblocks computes anything.
+Algorithm 2, DenseFormer's depth-weighted average, NVIDIA/ngpt's Block; the gated Qwen3, Derf's
+nanoGPT, DyT's LLaMA and Gemma's decoder as their codes have them), and every generator asserts
+that the twin agrees with them before it writes anything. Nothing here knows how normblocks
+computes anything.
 
 Imported by tests/gen_fixtures.py, tests/gen_sublayer_fixtures.py, tests/gen_block_fixtures.py,
 tests/gen_porting_fixtures.py and tests/test_twin_fixtures.py; run as scripts, they find it
@@ -139,11 +140,11 @@ HYPER_KINDS = {0: "", HYPER_NONE: "none", HYPER_MHC: "mhc", HYPER_HC: "hc",
 def twin_config(s, preset):
     """The twin's StackConfig of a stack case: s holds the fields a block fixture stores (L, d,
     H, Hkv, f, sites, mixln_alpha, norm, eps, ffn, rope, theta, siamese_*; the optional
-    attn_bias, value_residual, hyper, hyper_streams, hyper_static, hyper_sinkhorn, depth_alpha,
-    depth_base, interp_init, qk_scale, softmax_scale, ffn_in_scale, and the porting options
-    attn_gate, norm_gain, norm_bias, gain_offset, embed_scale_on (embed_scale: the parameter's
-    name), branch_scale, ffn_bias; attn_sink, clip_qkv, softcap; the fixtures' 0.1 names),
-    preset is the library's preset key."""
+    attn_bias, value_residual, dwa, dwa_dilation, hyper, hyper_streams, hyper_static,
+    hyper_sinkhorn, depth_alpha, depth_base, interp_init, qk_scale, softmax_scale,
+    ffn_in_scale, and the porting options attn_gate, norm_gain, norm_bias, gain_offset,
+    embed_scale_on (embed_scale: the parameter's name), branch_scale, ffn_bias; attn_sink,
+    clip_qkv, softcap; the fixtures' 0.1 names), preset is the library's preset key."""
     return twin.StackConfig(
         preset=preset, n_layers=int(s["L"]), d_model=int(s["d"]), n_heads=int(s["H"]),
         n_kv_heads=int(s["Hkv"]), mixln_alpha=float(s["mixln_alpha"]),
@@ -165,7 +166,8 @@ def twin_config(s, preset):
             branch_scale=BRANCH_SCALES[int(s.get("branch_scale", 0))],
             interp_init=float(s.get("interp_init", 0)),
             depth_alpha=float(s.get("depth_alpha", 0)), depth_base=int(s.get("depth_base", 0)),
-            value_residual=int(s.get("value_residual", 0))),
+            value_residual=int(s.get("value_residual", 0)), dwa=int(s.get("dwa", 0)),
+            dwa_dilation=int(s.get("dwa_dilation", 0))),
         hyper=twin.HyperConfig(
             kind=HYPER_KINDS[int(s.get("hyper", 0))], streams=int(s.get("hyper_streams", 0)),
             static_maps=int(s.get("hyper_static", 0)),
@@ -526,6 +528,29 @@ def hc_depth_connection(mix_h, h_o, beta):
     """HC, Algorithm 2's depth_connection: h_o (B, L, D) the branch's output."""
     h = torch.einsum("blh,bln->blnh", h_o, beta) + mix_h[..., 1:, :]
     return h
+
+
+# ---- DenseFormer ----------------------------------------------------------------------------
+#
+# The depth-weighted average (arXiv 2402.02622, Eq. 1 with the dilation of its Sec. 3.3; its code
+# epfml/DenseFormer, denseformer/denseformer.py, DWAModules): after block i (0-based) the next
+# input is sum_m alphas[i].weight[0, m] X_{(i+1) % k + m k} over the block outputs X_1 .. X_{i+1}
+# and the embedding X_0, those with the index's residue (i + 1) mod k, oldest first.
+
+
+def dwa_average_ref(outputs, weight, i, dilation):
+    """Block i's depth-weighted average: outputs = [X_0, X_1, .., X_{i+1}] (the stack's input,
+    then every block's output so far), weight the block's (1, count) alphas, dilation k. Written
+    as the paper's sum, term by term over the indices j <= i + 1 with j = i + 1 (mod k) in
+    increasing order; weight's columns one per such j, in that order."""
+    assert len(outputs) == i + 2
+    picked = [j for j in range(i + 2) if (i + 1 - j) % dilation == 0]
+    assert weight.shape == (1, len(picked)), (weight.shape, picked)
+    acc = None
+    for m, j in enumerate(picked):
+        term = weight[0, m] * outputs[j]
+        acc = term if acc is None else acc + term
+    return acc
 
 
 # ---- nGPT ----------------------------------------------------------------------------------

@@ -137,6 +137,9 @@ static const block_case cases[] = {
     {"mhclite_pre_n4_L2", "Pre-Norm"},
     {"mhclite_static_n3_L2", "mHC"},
     {"mhclite_sandwich_n3_L2", "Sandwich"},
+    {"dwa_pre_L4", "Pre-Norm"},
+    {"dwa_post_k2_L4", NULL},
+    {"dwa_periln_L3", "Peri-LN"},
 };
 
 /* Keep in sync with the names printed by tests/gen_porting_fixtures.py. By name only where the
@@ -306,7 +309,7 @@ static const block_case bf16_cases[] = {
     {"bf16_abl_qkvc_post_L3", ""}, {"bf16_vres_learn_hybrid_L3", ""},
     {"bf16_sink_learned_pre_gqa_L2", ""}, {"bf16_sink_obo_hybrid_L2", ""},
     {"bf16_clip_olmo2_gqa_L2", ""}, {"bf16_softcap_sandwich_gqa_L2", ""},
-    {"bf16_mhclite_sandwich_n3_L2", ""},
+    {"bf16_mhclite_sandwich_n3_L2", ""}, {"bf16_dwa_post_k2_L4", ""},
 };
 
 /* desc.bf16_weights, on the variants with zeroed gradients: the same stack reading the
@@ -415,6 +418,7 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
         *kind = NB_TENSOR_REZERO; /* ReZero's per layer, SkipInit's per sublayer */
     else if (strcmp(field, "embed_scale") == 0) *kind = NB_TENSOR_EMBED_SCALE;
     else if (ends_with(field, ".value_residual.lambda")) *kind = NB_TENSOR_VALUE_RESIDUAL;
+    else if (ends_with(field, ".dwa.weight")) *kind = NB_TENSOR_DWA; /* DenseFormer's a_l */
     else if (ends_with(field, "ls1.gamma") || ends_with(field, "ls2.gamma"))
         *kind = NB_TENSOR_LAYERSCALE;
     else if (ends_with(field, ".attn_alpha") || ends_with(field, ".mlp_alpha"))
@@ -430,8 +434,10 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
         else if (ends_with(field, "_scale")) *kind = NB_TENSOR_HC_SCALE;
         else *kind = NB_TENSOR_HC_BASE;
     } else *kind = NB_TENSOR_GAIN;
+    /* decayed: the matrices, mHC's fns and DenseFormer's weights (its code's nn.Linear) */
     *no_decay = *kind == NB_TENSOR_GAIN || *kind == NB_TENSOR_BIAS ||
-                (*kind >= NB_TENSOR_SIAMESE_GAMMA && *kind != NB_TENSOR_HC_FN);
+                (*kind >= NB_TENSOR_SIAMESE_GAMMA && *kind != NB_TENSOR_HC_FN &&
+                 *kind != NB_TENSOR_DWA);
 }
 
 /* The tensor table against the fixture's parameters. Returns 1 when parameters can be loaded
@@ -641,6 +647,9 @@ static void run_case(const block_case* bc, const variant* v) {
         const nbf_tensor* cq = nbf_field(cs, "clip_qkv", 0);
         /* Gemma 2's attention-logit softcap: absent = 0 (off) */
         const nbf_tensor* sc = nbf_field(cs, "softcap", 0);
+        /* DenseFormer's depth-weighted average and its dilation: absent = 0 (off; k = 1) */
+        const nbf_tensor* dw = nbf_field(cs, "dwa", 0);
+        const nbf_tensor* dk = nbf_field(cs, "dwa_dilation", 0);
         desc.siamese.no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
         desc.attn.bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
         desc.residual.value_residual = vr && vr->n == 1 ? (int)vr->data[0] : 0;
@@ -657,6 +666,8 @@ static void run_case(const block_case* bc, const variant* v) {
         desc.attn.sink = as && as->n == 1 ? (nb_attn_sink)(int)as->data[0] : NB_SINK_NONE;
         desc.attn.clip_qkv = cq && cq->n == 1 ? (nb_real)cq->data[0] : 0;
         desc.attn.softcap = sc && sc->n == 1 ? (nb_real)sc->data[0] : 0;
+        desc.residual.dwa = dw && dw->n == 1 ? (int)dw->data[0] : 0;
+        desc.residual.dwa_dilation = dk && dk->n == 1 ? (int)dk->data[0] : 0;
         porting_options(cs, &desc);
         /* the stack's streams: 2 for SiameseNorm, n with hyper-connections, else 1 */
         streams = preset == NB_PRESET_SIAMESE || preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;

@@ -603,6 +603,25 @@ def softcap(nbimport, work):
     attn_option(nbimport, work, "pre", "softcap", 0.05, "attn_softcap", "softcap")
 
 
+def dwa(nbimport, work):
+    """DenseFormer's depth-weighted average on Pre-Norm with the dilation 2 (the trainer's keys
+    "dwa" on, "dwa_dilation"): nbimport reads the stack in the library's names (no Hugging Face
+    layout names dwa.weight) to the twin's output, not the plain stack's, and both refuse the
+    export, naming dwa."""
+    stack = make_stack("pre", 3, True, residual=dict(dwa=1, dwa_dilation=2))
+    plain = make_stack("pre", 3, True)
+    plain.load_state_dict({k: v for k, v in stack.state_dict().items() if ".dwa." not in k})
+    E = torch.randn(B, T, D)
+    model = {n_: t.detach() for n_, t in stack.library_parameters()}
+    meta = dict(train_meta(stack, "pre"), dwa="on", dwa_dilation="2")
+    r, out = run_file(nbimport, "normblocks", model, meta, E, work, "dwa")
+    ref = forward(stack, E)
+    report(close(out, ref) and not close(forward(plain, E), ref),
+           "dwa (normblocks, pre): %d tensors, dwa on, dwa_dilation 2 read" % len(model),
+           r.stderr.strip())
+    export_refused(nbimport, work, "dwa", stack, meta, "dwa")
+
+
 def main():
     nbimport = sys.argv[1]
     torch.manual_seed(7)
@@ -613,7 +632,8 @@ def main():
         config_refusals(nbimport, work)
         sinks(nbimport, work)  # after the others: its stack's init draws from the seeded stream
         clip_qkv(nbimport, work)  # after the others, for the same reason
-        softcap(nbimport, work)  # last, for the same reason
+        softcap(nbimport, work)  # after the others, for the same reason
+        dwa(nbimport, work)  # last, for the same reason
     print("all passed" if not failed else "%d failed" % failed)
     return 1 if failed else 0
 

@@ -79,6 +79,10 @@ check hc_flags --preset pre --layers 2 --hyper hc --hyper-streams 2 --final-norm
 # mHC-lite by flag (the checkpoint's hyper "mhc-lite"): comb the softmax mixture of the 3! = 6
 # permutation matrices, fn and base 2n + n! = 12 wide, on Pre-Norm with 3 streams
 check mhc_lite --preset pre --layers 2 --hyper mhc-lite --hyper-streams 3
+# DenseFormer's depth-weighted average by flag (the checkpoint's dwa "on", dwa_dilation 2): layer
+# l's input the average of x_0 and the outputs h_j with j = l+1 mod 2 (blocks.<l>.dwa.weight of
+# 1 x ((l+1)/2 + 1), decayed), on Pre-Norm with 3 layers
+check dwa --preset pre --layers 3 --dwa --dwa-dilation 2
 check completep --preset pre --layers 3 --completep 1 --depth-base 2
 # nGPT: the preset's L2 stack, and the trainer's model around it (its logit scale sz, unit
 # embedding and head rows); its train.py's optimizer defaults (warmup as BASE's, given); MHA
@@ -141,13 +145,14 @@ dump_check() {
   local ck
   # two streams; output norms (out_normed) at full-width QK sites; the value residual;
   # hyper-connected streams (hc_maps, hc_in, x1..x3, hc_head; mHC-lite's maps on 3 streams);
+  # DenseFormer's averages (blocks.<l>.x after them, layer 0's grad_x_in x_0's whole gradient);
   # nGPT's L2 norms and scales
   # (qkv_scaled, proj_scaled, res_normed); the output gate (c_gated); Derf's norms; learned
   # attention sinks; clip_qkv without site norms (qkv as projected, qkv_normed clamped); the
   # softcap with learned sinks (the capped scores are not traced: context onward); one stream
   # (kept below)
   for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors mhc.safetensors \
-            mhc_lite.safetensors hc.safetensors ngpt.safetensors gated.safetensors \
+            mhc_lite.safetensors dwa.safetensors hc.safetensors ngpt.safetensors gated.safetensors \
             derf.safetensors sinks.safetensors clip_qkv_gated.safetensors \
             attn_softcap_sinks.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||

@@ -65,8 +65,9 @@ MODEL_KEYS = ("rope_theta", "eps", "mixln_alpha", "sites", "site_width", "ffn_bi
               "embed_norm", "siamese_scale", "siamese_fusion", "siamese_no_fusion_norm",
               "value_residual", "hyper", "hyper_streams", "hyper_form", "hyper_sinkhorn",
               "completep", "depth_base", "width_base", "logit_softcap", "attn_gate", "attn_sink",
-              "clip_qkv", "attn_softcap", "norm_gain", "norm_bias", "gain_offset", "branch_scale")
-FLAG_KEYS = ("siamese_no_fusion_norm", "gain_offset")
+              "clip_qkv", "attn_softcap", "norm_gain", "norm_bias", "gain_offset", "branch_scale",
+              "dwa", "dwa_dilation")
+FLAG_KEYS = ("siamese_no_fusion_norm", "gain_offset", "dwa")
 
 
 def check_order(path, model):

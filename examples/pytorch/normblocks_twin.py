@@ -110,6 +110,14 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   out = norm.final ? N_lnf(x_L) : x_L
                   c = 1, or with norm.embed_scale the learnable scalar "embed_scale" (init sqrt(d);
                   DyT's and Derf's LM codes' shared_scale)
+  DenseFormer (residual.dwa; arXiv 2402.02622, its code epfml/DenseFormer's DWAModules): one
+                  stream; layer l's output h_{l+1} = block_l(x_l) (its residuals included) is
+                  not the next input: with h_0 = x_0 and k = residual.dwa_dilation (0 = 1)
+                  x_{l+1} = sum_m a_l[m] h_{j0 + m k},  j0 = (l + 1) mod k, m = 0 .. (l+1)//k,
+                  a_l the layer's "blocks.<l>.dwa.weight" (1, (l+1)//k + 1) (nn.Linear's layout:
+                  the code's alphas[l].weight), init 0 with a_l[-1] = 1 (the plain stack),
+                  weight-decayed as the code's nn.Linear; x_L goes to the final norm. Not with
+                  SiameseNorm or hyper-connections.
   Hyper-connections (hyper.kind "mhc", "hc", "identity", "mhc_lite"; presets mhc, hc, ihc): n
   streams X = (x_0 .. x_{n-1}) of width d per token, all starting at x_0; each sublayer
   (attention, then FFN) reads
@@ -384,7 +392,7 @@ class FfnConfig:
 
 @dataclass
 class ResidualConfig:
-    """Branch scales, CompleteP, the value residual (nb_residual_config)."""
+    """Branch scales, CompleteP, the value residual, DenseFormer (nb_residual_config)."""
     branch_scale: str = ""       # every placement's branch scale of a preset: "" the preset's,
                                  # else a Placement.branch_scale (not with a custom schedule or
                                  # SiameseNorm)
@@ -397,6 +405,10 @@ class ResidualConfig:
     depth_base: int = 0          # CompleteP's base depth L_base; 0 = 1 (m = L^-alpha)
     value_residual: int = 0      # ResFormer: layers l >= 1 attend over l1 V_l + l2 V_0; 0 off,
                                  # 1 fixed 0.5/0.5, 2 learnable value_residual.lambda [l1, l2]
+    dwa: int = 0                 # DenseFormer's depth-weighted average: 1 on, 0 off; each
+                                 # layer's input the average of x_0 and the earlier outputs (one
+                                 # stream: not with SiameseNorm or hyper-connections)
+    dwa_dilation: int = 0        # DenseFormer's dilation k: 0 = 1, else 1..n_layers; needs dwa
 
 
 @dataclass
@@ -645,6 +657,18 @@ def resolve(cfg):
             raise ValueError("hyper.static_maps: 0 (dynamic) or 1 (static)")
         if row.streams == 2:
             raise ValueError("hyper-connections need one residual stream (not SiameseNorm)")
+    # DenseFormer (nb__stack_residual's checks, after the hyper-connections' kind is known)
+    if res.dwa not in (0, 1) or not 0 <= res.dwa_dilation <= L:
+        raise ValueError("residual.dwa (%r) must be 0 or 1 and residual.dwa_dilation (%r) in "
+                         "[0, n_layers] (0 = 1)" % (res.dwa, res.dwa_dilation))
+    if not res.dwa and res.dwa_dilation:
+        raise ValueError("residual.dwa_dilation (%d) needs residual.dwa" % res.dwa_dilation)
+    if res.dwa and (row.streams == 2 or hyper.kind != "none"):
+        raise ValueError("residual.dwa averages the outputs of one residual stream; %s has %s"
+                         % (c.preset, "hyper-connections" if hyper.kind != "none"
+                            else "SiameseNorm's two"))
+    if res.dwa:  # (the library resolves 0 to 1 with dwa off too; 0 here keeps resolve's
+        res.dwa_dilation = res.dwa_dilation or 1  # result a description resolve accepts)
     c.gemm.precision = c.gemm.precision or "fp32"
     if c.gemm.precision not in ("fp32", "bf16"):
         raise ValueError("gemm.precision: fp32 or bf16")
@@ -783,6 +807,25 @@ class _ValueResidual(nn.Module):
     def __init__(self):
         super().__init__()
         self.register_parameter("lambda", nn.Parameter(torch.full((2,), 0.5)))
+
+
+class _DWA(nn.Module):
+    """DenseFormer's weights a_l of layer l: "weight" (1, count), nn.Linear(count, 1)'s layout
+    (the code's alphas[l]; count = (l + 1) // k + 1 for the dilation k), init 0 with the last
+    entry 1: x_{l+1} = h_{l+1}, the plain stack. A plain parameter: building it draws nothing
+    from the random stream (nn.Linear's init would)."""
+
+    def __init__(self, count):
+        super().__init__()
+        w = torch.zeros(1, count)
+        w[0, -1] = 1.0
+        self.weight = nn.Parameter(w)
+
+
+def _dwa_count(l, k):
+    """How many outputs layer l's average reads with the dilation k: h_j for j = (l + 1) mod k,
+    + k, .., l + 1 (the code's (i + 1 + dilation) // dilation)."""
+    return (l + 1) // k + 1
 
 
 def sinkhorn(C, iters, eps=1e-6):
@@ -1092,6 +1135,8 @@ class Block(nn.Module):
                 if not c.hyper.static_maps:
                     setattr(self, "hc_%s_scale" % s, nn.Parameter(
                         torch.full((2 if self.hyper == "identity" else 3,), 0.01)))
+        if c.residual.dwa:  # DenseFormer's a_l, the layer table's last (one stream: no hc_*)
+            self.dwa = _DWA(_dwa_count(l, c.residual.dwa_dilation))
         if self.siamese:  # c_l of layer l
             self.depth_c = [math.sqrt(2.0 * (l + 1)), math.sqrt(l + 1.0), 1.0][
                 c.siamese.paper_scale]
@@ -1394,13 +1439,15 @@ class Stack(nn.Module):
         children's) and the library elsewhere: sqk then sinks after the site norms, suv after
         ff_out (_BODY); after the norms c1, then the branch scales of attention and FFN (ls1,
         attn_resweight, resweight, attn_alpha, ls2, ff_resweight, mlp_alpha), the value
-        residual's lambda, the hyper-connections of attention then FFN; the mHC head (hc_head_*)
+        residual's lambda, the hyper-connections of attention then FFN, DenseFormer's
+        dwa.weight; the mHC head (hc_head_*)
         comes after the last layer, before the final norms; embed_scale (a stack's own, listed
         first by PyTorch too) is the table's first."""
         tail = {"c1": 1, "ls1": 2, "attn_alpha": 2, "attn_resweight": 2, "resweight": 2.5,
                 "ls2": 3, "mlp_alpha": 3, "ff_resweight": 3, "value_residual": 4,
                 "hc_attn_fn": 5, "hc_attn_base": 5.1, "hc_attn_scale": 5.2, "hc_attn": 5.3,
-                "hc_ffn_fn": 6, "hc_ffn_base": 6.1, "hc_ffn_scale": 6.2, "hc_ffn": 6.3}
+                "hc_ffn_fn": 6, "hc_ffn_base": 6.1, "hc_ffn_scale": 6.2, "hc_ffn": 6.3,
+                "dwa": 7}
         head = {"hc_head_fn": 0, "hc_head_base": 1, "hc_head_scale": 2}
 
         def key(item):  # (position of the component, layer, rank in the layer's tail)
@@ -1437,7 +1484,10 @@ class Stack(nn.Module):
         receives the n streams (B, T, n, d); the trace has, as the library's, per sublayer
         hc_maps ([pre | post | comb], n (n + 2) columns), hc_in (u) and x_out (the branch's
         output), per layer x (stream 0), x1 .. x<n-1>, grad_x_in (stream 0's), at the end
-        hc_head_weights (mHC, identity, mHC-lite) and hc_head (the state before the final norm)."""
+        hc_head_weights (mHC, identity, mHC-lite) and hc_head (the state before the final norm).
+        With DenseFormer's average (residual.dwa) hidden and the layer's x are the averages x_l
+        (the layers' inputs: the library's hidden states), its outputs h_l are not traced, and
+        layer 0's grad_x_in is x_0's whole gradient (through layer 0 and every average)."""
         c = self.config
         if trace is not None:
             trace.grad("grad_in", E, -1, 0)
@@ -1452,6 +1502,10 @@ class Stack(nn.Module):
             n, d = c.hyper.streams, c.d_model
             x = x.unsqueeze(-2).expand(*x.shape[:-1], n, d)
         vres = {}  # V_0 of this forward (residual.value_residual)
+        # DenseFormer: the outputs h_j by j mod k as its DWAModules accumulate them (h_0 = x_0
+        # in group 0, taken after layer 0's trace node so that grad_x_in sees every use of it)
+        k = c.residual.dwa_dilation
+        acc = [[] for _ in range(k)] if c.residual.dwa else None
         for blk in self.blocks:
             blk.tracer, blk.probs, blk.vres = trace, probs, vres
             if hidden is not None:
@@ -1466,7 +1520,13 @@ class Stack(nn.Module):
                     x = trace.grad("blocks.%d.grad_x_in" % blk.l, x.view_as(x), blk.l, 2)
                 if y is not None:
                     y = trace.grad("blocks.%d.grad_y_in" % blk.l, y.view_as(y), blk.l, 3)
+            if acc is not None and blk.l == 0:
+                acc[0].append(x)
             x, y = blk(x, y)
+            if acc is not None:  # x_{l+1} = sum_m a_l[m] h_{j0 + m k}: its tensordot
+                group = acc[(blk.l + 1) % k]
+                group.append(x)
+                x = torch.tensordot(blk.dwa.weight.view(-1), torch.stack(group), dims=1)
             blk.tracer = blk.probs = blk.vres = None
             if trace is not None:
                 trace("blocks.%d.x" % blk.l, x[..., 0, :] if hyper else x)
@@ -1729,6 +1789,10 @@ def config_from_metadata(meta):
     hyper.sinkhorn = int(get("hyper_sinkhorn", "0"))
     res.depth_alpha = float(get("completep", "0"))
     res.depth_base = int(get("depth_base", "0"))
+    if get("dwa", "on") != "on":  # --dwa (written only when on); --dwa-dilation K
+        raise ValueError("dwa %r: on (or absent)" % meta["dwa"])
+    res.dwa = 1 if "dwa" in meta else 0
+    res.dwa_dilation = int(get("dwa_dilation", "0"))  # resolve checks it
     # the porting options (--attn-gate, --attn-sink, --clip-qkv, --attn-softcap, --norm-gain,
     # --norm-bias, --gain-offset, --branch-scale: the trainer's names, the checkpoint's keys);
     # qk_clip is how the trainer trains, not the model (clip_qkv is the model: a clamp in its
@@ -1936,6 +2000,9 @@ def _layout_refusal(c, layout):
         return "value_residual: no Hugging Face decoder mixes the first layer's values in"
     if c.hyper.kind != "none":
         return "hyper: no Hugging Face decoder has hyper-connections' residual streams"
+    if c.residual.dwa:
+        return ("dwa: no Hugging Face decoder averages its layers' outputs (DenseFormer's "
+                "depth-weighted average)")
     if any(p.branch_mult != 1 for ld in c.layers for p in (ld.attn, ld.ffn)):
         return ("depth_alpha / branch_mult: no Hugging Face decoder multiplies its branches "
                 "(CompleteP's residual multiplier)")

@@ -6875,7 +6875,7 @@ static nb_result nb__stack_hyper(nb_ctx* ctx, nb_stack_desc* d, int* streams) {
               "no Sinkhorn",
               d->hyper.sinkhorn);
     if (d->hyper.streams == 0) d->hyper.streams = 4;
-    if (d->hyper.sinkhorn == 0) d->hyper.sinkhorn = 20;
+    if (d->hyper.kind == NB_HYPER_MHC && d->hyper.sinkhorn == 0) d->hyper.sinkhorn = 20;
     NB__CHECK(d->hyper.streams < 1 || d->hyper.streams > NB_HYPER_MAX_STREAMS, NB_ERR_CONFIG,
               "nb_stack_init: hyper.streams (%d) must be in [1, %d] (0 = 4)", d->hyper.streams,
               NB_HYPER_MAX_STREAMS);
@@ -6886,7 +6886,8 @@ static nb_result nb__stack_hyper(nb_ctx* ctx, nb_stack_desc* d, int* streams) {
     NB__CHECK(d->hyper.static_maps < 0 || d->hyper.static_maps > 1, NB_ERR_CONFIG,
               "nb_stack_init: hyper.static_maps (%d) must be 0 (dynamic) or 1 (static)",
               d->hyper.static_maps);
-    NB__CHECK(d->hyper.sinkhorn < 1 || d->hyper.sinkhorn > 100, NB_ERR_CONFIG,
+    NB__CHECK(d->hyper.kind == NB_HYPER_MHC && (d->hyper.sinkhorn < 1 || d->hyper.sinkhorn > 100),
+              NB_ERR_CONFIG,
               "nb_stack_init: hyper.sinkhorn (%d) must be in [1, 100] (0 = 20)",
               d->hyper.sinkhorn);
 
@@ -6933,7 +6934,7 @@ static nb_result nb__stack_residual(nb_ctx* ctx, nb_stack_desc* d) {
               NB_ERR_CONFIG, "nb_stack_init: residual.dwa averages the outputs of one residual "
               "stream; %s has %s", nb__desc_name(d),
               d->hyper.kind > NB_HYPER_NONE ? "hyper-connections" : "SiameseNorm's two");
-    if (rs->dwa_dilation == 0) rs->dwa_dilation = 1;
+    if (rs->dwa && rs->dwa_dilation == 0) rs->dwa_dilation = 1; /* 0 stays 0 without dwa */
     return NB_OK;
 }
 

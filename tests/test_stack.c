@@ -2475,6 +2475,39 @@ static void dwa_props(nbt_rng* rng) {
     }
 }
 
+/* A stack's resolved description (s.desc, every default filled in) describes it again:
+   nb_stack_init takes it back and gives the same tables. (Defaults set for options that are off,
+   as 20 Sinkhorn iterations for HC or a DenseFormer dilation without it, were refused.) */
+static void resolved_desc_reinit(void) {
+    static const char* const presets[] = {"pre", "post", "mhc", "hc", "ihc", "siamese", "ngpt",
+                                          "gpt2", "dyt", "olmo2", "hybrid", "mixln", "lns"};
+    size_t i;
+    int opt;
+    for (i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        for (opt = 0; opt < 3; opt++) {
+            nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 3), again;
+            nb_stack s, s2;
+            nb_ctx ctx;
+            char what[96];
+            memset(&ctx, 0, sizeof ctx);
+            nb_preset_from_name(NULL, &d, presets[i]);
+            if (opt == 1) d.residual.dwa = 1;
+            if (opt == 2) d.hyper.kind = NB_HYPER_MHC_LITE;
+            if (nb_stack_init(&ctx, &s, &d, 2, 4) != NB_OK) continue; /* refused combinations */
+            again = s.desc;
+            snprintf(what, sizeof what, "%s%s: its resolved description inits the same stack",
+                     presets[i], opt == 1 ? " + dwa" : opt == 2 ? " + mhc-lite" : "");
+            if (nbt_check(nb_stack_init(&ctx, &s2, &again, 2, 4) == NB_OK, what)) {
+                nbt_check(s2.n_params == s.n_params && s2.n_cache == s.n_cache &&
+                              s2.n_scratch == s.n_scratch && s2.n_tensors == s.n_tensors, what);
+                nb_stack_free(&s2);
+            } else {
+                printf("  %s\n", ctx.err);
+            }
+            nb_stack_free(&s);
+        }
+}
+
 /* CompleteP: on Pre-Norm, x + m F(N(x)) is the Pre-Norm stack whose output projections (W_o,
    W_2: F is linear in them) are scaled by m = (L / L_base)^-alpha; a custom schedule's own
    branch_mult wins over the rule; bad values are refused */
@@ -2726,6 +2759,7 @@ int main(void) {
     completep_props(&rng);
     ngpt_props(&rng);
     dwa_props(&rng);
+    resolved_desc_reinit();
     preset_inits();
     trace_names(&rng);
     name_maps();

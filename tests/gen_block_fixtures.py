@@ -1231,12 +1231,7 @@ def sink_self_checks(E, fwd):
         assert "attn.sink" in str(e), e
     for sink in ("learned", "off_by_one"):
         stack = twin.Stack(base.with_fields(attn=dict(sink=sink)))
-        for fn in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
-            try:
-                fn()
-                raise AssertionError("a stack with attn.sink %s is exported" % sink)
-            except ValueError as e:
-                assert "attn_sink" in str(e), e
+        export_refused(stack, "attn_sink", "a stack with attn.sink %s is exported" % sink)
     meta = dict(vocab_size="256", n_layers="2", d_model="16", n_heads="4", n_kv_heads="2",
                 d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
     for value, sink in ((None, ""), ("none", ""), ("learned", "learned"),
@@ -1280,6 +1275,17 @@ def clip_self_checks(E, fwd):
                       (("0.5", 0.5), ("%.9g" % 0.1, 0.1)))
 
 
+def export_refused(stack, word, message):
+    """Both Hugging Face exports of the twin (hf_family, to_hf) refuse the stack, naming word
+    (message: what the assertion says when one does not)."""
+    for fn in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
+        try:
+            fn()
+            raise AssertionError(message)
+        except ValueError as e:
+            assert word in str(e), e
+
+
 def attn_value_checks(cfg, field, key, on, preset, reads):
     """An attention option of one value, 0 = off, checked as the library checks it: the twin
     refuses a negative, infinite or NaN value naming attn.<field>, and a Hugging Face export of
@@ -1293,12 +1299,7 @@ def attn_value_checks(cfg, field, key, on, preset, reads):
         except ValueError as e:
             assert "attn." + field in str(e), e
     stack = twin.Stack(base.with_fields(attn={field: on}))
-    for fn in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
-        try:
-            fn()
-            raise AssertionError("a stack with attn.%s is exported" % field)
-        except ValueError as e:
-            assert key in str(e), e
+    export_refused(stack, key, "a stack with attn.%s is exported" % field)
     meta = dict(vocab_size="256", n_layers="2", d_model="16", n_heads="4", n_kv_heads="2",
                 d_ff="24", rope="1", preset=preset, ffn="swiglu", norm="rms")
     for text, value in ((None, 0.0),) + reads:
@@ -1399,12 +1400,7 @@ def mhc_lite_self_checks(E, fwd):
         except ValueError as e:
             assert word in str(e), e
     stack = twin.Stack(base)
-    for f in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
-        try:
-            f()
-            raise AssertionError("a stack with mHC-lite is exported")
-        except ValueError as e:
-            assert "hyper" in str(e), e
+    export_refused(stack, "hyper", "a stack with mHC-lite is exported")
     meta = dict(vocab_size="256", n_layers="2", d_model="16", n_heads="4", n_kv_heads="2",
                 d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
     for value, kind in (("mhc-lite", "mhc_lite"), ("ihc", "identity"), ("mhc", "mhc")):
@@ -1503,12 +1499,7 @@ def dwa_self_checks(E, fwd):
         except ValueError as e:
             assert all(w in str(e) for w in words), (bad, e)
     stack = twin.Stack(base.with_fields(residual=dict(dwa=1)))
-    for f in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
-        try:
-            f()
-            raise AssertionError("a stack with DenseFormer's average is exported")
-        except ValueError as e:
-            assert "dwa" in str(e), e
+    export_refused(stack, "dwa", "a stack with DenseFormer's average is exported")
     meta = dict(vocab_size="256", n_layers="3", d_model="16", n_heads="4", n_kv_heads="2",
                 d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
     for extra, want in (({}, (0, 0)), (dict(dwa="on"), (1, 1)),

@@ -2058,6 +2058,16 @@ static void close_normwise(const char* what, const nb_real* got, const nb_real* 
     nbt_check(nbt_finite(e2) && sqrt(e2) <= lim, name);
 }
 
+/* d is refused by nb_stack_init with an error naming says (what: the check's name) */
+static void refused_naming(nb_stack_desc* d, const char* says, const char* what) {
+    nb_stack s;
+    nb_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    nbt_check(nb_stack_init(&ctx, &s, d, 2, 4) == NB_ERR_CONFIG && strstr(ctx.err, says) != NULL,
+              what);
+    if (!strstr(ctx.err, says)) printf("  %s\n", ctx.err);
+}
+
 static void hyper_props(nbt_rng* rng) {
     const size_t n1 = (size_t)2 * 5 * 8;
     {   /* tables: names, shapes, decay, buffer order (the head before ln_f) and inits */
@@ -2344,18 +2354,13 @@ static void hyper_props(nbt_rng* rng) {
         size_t i;
         for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 2);
-            nb_stack s;
-            nb_ctx ctx;
             char what[128];
-            memset(&ctx, 0, sizeof ctx);
             nb_preset_from_name(NULL, &d, bad[i].preset);
             d.hyper.kind = (nb_hyper)bad[i].hyper; d.hyper.streams = bad[i].streams;
             d.hyper.static_maps = bad[i].stat; d.hyper.sinkhorn = bad[i].iters;
             snprintf(what, sizeof what, "hyper: refused (%s), naming \"%s\"", bad[i].preset,
                      bad[i].says);
-            nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_ERR_CONFIG &&
-                          strstr(ctx.err, bad[i].says) != NULL, what);
-            if (!strstr(ctx.err, bad[i].says)) printf("  %s\n", ctx.err);
+            refused_naming(&d, bad[i].says, what);
         }
     }
 }
@@ -2443,16 +2448,11 @@ static void dwa_props(nbt_rng* rng) {
         size_t i;
         for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 4);
-            nb_stack s;
-            nb_ctx ctx;
             char what[96];
-            memset(&ctx, 0, sizeof ctx);
             nb_preset_from_name(NULL, &d, bad[i].preset);
             d.residual.dwa = bad[i].dwa; d.residual.dwa_dilation = bad[i].dil;
             snprintf(what, sizeof what, "dwa: refused (%s), naming \"%s\"", bad[i].preset, bad[i].says);
-            nbt_check(nb_stack_init(&ctx, &s, &d, 2, 4) == NB_ERR_CONFIG &&
-                          strstr(ctx.err, bad[i].says) != NULL, what);
-            if (!strstr(ctx.err, bad[i].says)) printf("  %s\n", ctx.err);
+            refused_naming(&d, bad[i].says, what);
         }
     }
     {

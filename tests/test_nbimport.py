@@ -228,7 +228,7 @@ for key, val, word in [("norm", "rmsnorm", "rms, layer, dyt, derf or l2"), ("nor
                        ("n_layers", "1.5", "not an integer"), ("n_layers", "-1", "not an integer"),
                        ("n_layers", " 1", "not an integer"), ("n_layers", "99999999999999999999", "not an integer"),
                        ("rope", "2", "not an integer from 0 to 1"), ("preset", "nosuch", "unknown preset"),
-                       ("hyper", "mhc2", "none, mhc, hc or ihc"), ("hyper_form", "dyn", "dynamic or static"),
+                       ("hyper", "mhc2", "none, mhc, hc, ihc or mhc-lite"), ("hyper_form", "dyn", "dynamic or static"),
                        ("hyper_streams", "9", "not an integer from 0 to 8"),
                        ("hyper_sinkhorn", "x", "not an integer from 0 to 100")]:
     run(f"{key}: {val!r}", model("m.st", meta=meta(**{key: val})), 1, f'"{key}"' if key != "preset" else val,

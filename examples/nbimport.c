@@ -426,21 +426,20 @@ static int desc_of_meta(const st_file* M, nb_stack_desc* d) {
         if (!*v || !strchr("+-.0123456789", *v) || *end || errno == ERANGE || !isfinite(d->mixln_alpha))
             return bad_meta("mixln_alpha", v, "a finite number");
     }
-    {
-        const char* keys[4] = {"eps", "rope_theta", "clip_qkv", "attn_softcap"};
+    {   /* examples/train writes them when set away from the preset's; rope_theta is above 1 */
+        static const char* const keys[4] = {"eps", "rope_theta", "clip_qkv", "attn_softcap"};
+        nb_real* const dest[4] = {&d->norm.eps, &d->attn.rope_theta, &d->attn.clip_qkv, &d->attn.softcap};
         int k;
-        for (k = 0; k < 4; k++) { /* examples/train writes them when set away from the preset's */
+        for (k = 0; k < 4; k++) {
+            const double above = k == 1 ? 1 : 0;
             char* end;
             double x;
             if (!(v = st_meta(M, keys[k]))) continue;
             errno = 0;
             x = strtod(v, &end);
-            if (!*v || !strchr("+.0123456789", *v) || *end || errno == ERANGE || !isfinite(x) || !(x > (k == 1 ? 1 : 0)))
-                return bad_meta(keys[k], v, k == 1 ? "a finite number above 1" : "a finite number above 0");
-            if (k == 3) d->attn.softcap = (nb_real)x;
-            else if (k == 2) d->attn.clip_qkv = (nb_real)x;
-            else if (k) d->attn.rope_theta = (nb_real)x;
-            else d->norm.eps = (nb_real)x;
+            if (!*v || !strchr("+.0123456789", *v) || *end || errno == ERANGE || !isfinite(x) || !(x > above))
+                return bad_meta(keys[k], v, above ? "a finite number above 1" : "a finite number above 0");
+            *dest[k] = (nb_real)x;
         }
     }
     if ((v = st_meta(M, "attn_bias")) != NULL) {

@@ -1039,12 +1039,11 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     if (c->model.siamese.fusion) d->siamese.paper_fusion = c->model.siamese.fusion - 1;
     if (c->model.siamese.no_fusion_norm) d->siamese.no_fusion_norm = 1;
     d->residual.value_residual = c->model.residual.value_residual; /* 0 off, 1 fixed, 2 learnable: the library's values */
-    if (c->model.hyper.kind) d->hyper.kind = (nb_hyper)c->model.hyper.kind; /* the choices' order from NB_HYPER_NONE; else
-                                                    the preset's (nb_preset_from_name wrote it) */
     d->residual.dwa = c->model.residual.dwa;
     d->residual.dwa_dilation = c->model.residual.dwa_dilation;
-    if (!d->residual.dwa && d->residual.dwa_dilation)
-        return fail("--dwa-dilation needs --dwa");
+    if (!d->residual.dwa && d->residual.dwa_dilation) return fail("--dwa-dilation needs --dwa");
+    if (c->model.hyper.kind) d->hyper.kind = (nb_hyper)c->model.hyper.kind; /* the choices' order from NB_HYPER_NONE; else
+                                                    the preset's (nb_preset_from_name wrote it) */
     d->hyper.streams = c->model.hyper.streams;
     if (c->model.hyper.form) d->hyper.static_maps = c->model.hyper.form - 1;
     d->hyper.sinkhorn = c->model.hyper.sinkhorn;

@@ -535,7 +535,8 @@ NBDEF nb_result nb_derf_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dg
                                  int accumulate, nb_real* scratch);
 
 /* L2 norm (nGPT's justnorm): y = x / ||x||_2 on each segment of seg values; no gain, and no
-   eps as in nGPT's code (a zero segment gives non-finite values). rstd: rows * (width/seg)
+   eps as in nGPT's code, except that a zero segment maps to zero (nGPT's gives NaN: the squared
+   norm gets the smallest normal number added, invisible above 2^-101 in float). rstd: rows * (width/seg)
    values, 1 / ||x|| per segment. Trusted: as nb_rmsnorm_forward. */
 NBDEF nb_result nb_l2norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rstd,
                                   const nb_real* x, int ldx, int rows, int width, int seg);
@@ -628,7 +629,7 @@ typedef enum nb_norm_type {
     NB_NORM_DYT,          /* DyT, Dynamic Tanh: gain * tanh(alpha x) + bias, a learnable scalar
                              alpha per norm (gain only at attention sites); no statistics */
     NB_NORM_L2,           /* x / ||x||_2 (nGPT's justnorm): no gain, no bias, no eps (nGPT's
-                             code; a zero vector gives non-finite values) */
+                             code; a zero vector maps to zero, where its code gives NaN) */
     NB_NORM_DERF          /* Derf ("Stronger Normalization-Free Transformers", arXiv
                              2512.10938; its code zlab-princeton/Derf): gain * erf(alpha x +
                              shift) + bias, two learnable scalars per norm (gain only at
@@ -1556,6 +1557,7 @@ NBDEF nb_result nb_stack_hyper_gains(const nb_stack* s, const nb_real* cache, in
 #error "normblocks: MSVC /fp:fast is not supported (its reassociation and NaN handling are untested): build this file with /fp:precise"
 #endif
 
+#include <float.h> /* FLT_MIN, DBL_MIN: the L2 norm's floor */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1601,12 +1603,14 @@ static int omp_get_num_threads(void) { return 1; }
 #define NB__EXP exp
 #define NB__LOG log
 #define NB__SQRT sqrt
+#define NB__REAL_MIN DBL_MIN
 #define NB__FABS fabs
 #else
 #define NB__SIMD_EXP(x) NB__OMP(x)
 #define NB__EXP nb__expf
 #define NB__LOG logf
 #define NB__SQRT sqrtf
+#define NB__REAL_MIN FLT_MIN
 #define NB__FABS fabsf
 /* exp for float that vectorizes inside `omp simd` loops (libm's expf is a call per element):
    exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2, Cephes' degree-6 polynomial; within
@@ -2232,10 +2236,13 @@ static void nb__derf_seg_bwd(nb_real* dxs, const nb_real* dys, const nb_real* xs
     if (das) { das[0] += da; das[1] += ds; }
 }
 
-/* L2 of one segment (nGPT's justnorm): y = x / ||x||, no eps, as its code (a zero segment
-   gives non-finite values); *rstd = 1 / ||x||. y may equal x. */
+/* L2 of one segment (nGPT's justnorm): y = x / ||x||, *rstd = 1 / ||x||. y may equal x.
+   nGPT's code has no eps, and a zero segment gives it NaN; here the squared norm gets the
+   smallest normal number added, which leaves every squared norm from 2^-101 up (float; 2^-968
+   double) bitwise unchanged, maps a zero segment to zero with a finite rstd, and still passes
+   NaN and inf through (a floor by max() would hide a NaN under -ffinite-math-only). */
 static void nb__l2_seg_fwd(nb_real* ys, const nb_real* xs, int seg, nb_real* rstd) {
-    const nb_real rs = 1 / NB__SQRT(nb__sumsq(xs, seg, 0, NULL));
+    const nb_real rs = 1 / NB__SQRT(nb__sumsq(xs, seg, 0, NULL) + NB__REAL_MIN);
     int i;
     *rstd = rs;
     NB__OMP(simd)

@@ -2697,6 +2697,15 @@ static void ngpt_props(nbt_rng* rng) {
                 ref[4 * k + j] = (dy[4 * k + j] - x[4 * k + j] / sqrt(ss) * dot) / sqrt(ss);
         }
         nbt_close("nb_l2norm_backward: (dy - y (y.dy)) / ||x||", dx, ref, 24, NBT_ATOL, NBT_RTOL);
+        /* a zero segment maps to zero with finite gradients (nGPT's code gives NaN; the fuzzer
+           reached it through clip_qkv = 1e-30 under a QK L2 norm), a NaN one stays NaN */
+        for (j = 0; j < 4; j++) { x[j] = 0; x[4 + j] = (nb_real)NAN; }
+        nbt_check(nb_l2norm_forward(NULL, y, 12, rs, x, 12, 2, 12, 4) == NB_OK &&
+                      nb_l2norm_backward(NULL, dx, 12, dy, 12, x, 12, rs, 2, 12, 4, 0) == NB_OK,
+                  "nb_l2norm_forward/backward on a zero segment: NB_OK");
+        for (j = 0, k = 1; j < 4; j++)
+            k &= y[j] == 0 && nbt_finite(dx[j]) && nbt_finite(rs[0]) && nbt_isnan(y[4 + j]);
+        nbt_check(k, "nb_l2norm: a zero segment gives 0 (finite rstd, dx), a NaN one NaN");
     }
     {   /* refusals, each naming its field */
         static const struct { const char* what; const char* needle; } cases[] = {

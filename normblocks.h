@@ -142,6 +142,7 @@
      nb_attn_head_stats, nb_stack_head_stats      per head: the largest logit, the first
                                                   key's attention mass (attention sinks)
      nb_attn_sink_mass, nb_stack_sink_mass        per head: the mass attn.sink's sink takes
+     nb_stack_attn_res_weights                    Attention Residuals' depth weights
      nb_stack_qk_clip                             QK-Clip (Kimi K2) after an optimizer step
      nb_ffn_plan_make / nb_ffn_forward / nb_ffn_backward      SwiGLU or GELU MLP
      nb_stack_init / nb_stack_forward / nb_stack_backward     L blocks with a placement
@@ -247,6 +248,10 @@
                      (L / depth_base)^-depth_alpha
        residual.dwa  DenseFormer (arXiv 2402.02622; its code): each layer's input the learned
                      average of x_0 and the earlier layers' outputs (dwa_dilation: every k-th)
+       residual.attn_res  Attention Residuals (arXiv 2603.15031; its code): no residual
+                     sums; each sublayer's input a softmax over depth (a learned pseudo-query
+                     per sublayer) of x_0 and the earlier sublayers' outputs, summed in blocks
+                     of attn_res_block sublayers (0: Full AttnRes)
        norm.type = NB_NORM_L2, attn.qk_scale, attn.softmax_scale, ffn.in_scale: nGPT's parts
                      on any preset;
                      residual_norm and INTERP (nb_placement) in custom schedules
@@ -1143,6 +1148,33 @@ typedef struct nb_residual_config {
                                   through nb_layer_forward/backward. Costs B*T*d of cache per
                                   layer (h) and (L+1) B*T*d of scratch (their gradients) */
     int dwa_dilation;          /* DenseFormer's dilation k: 0 = 1 (every earlier output) */
+    int attn_res;              /* Attention Residuals (Moonshot, arXiv 2603.15031; its official
+                                  pseudocode, MoonshotAI/Attention-Residuals): no residual sums.
+                                  The sublayers j = 0 .. 2L-1 (attention 2l, FFN 2l+1) are
+                                  branches f_j (their input norms and branch scales kept); the
+                                  input h_j of sublayer j >= 1, and h_2L before the final norm, is
+                                  sum_i a_i v_i over the sources v: x_0 (the stack's input after
+                                  the embedding norm), the completed blocks' sums of f, and the
+                                  current block's partial sum; a = softmax_i(w_j . RMSNorm_j(v_i))
+                                  per token, w_j a learned pseudo-query (init 0: uniform weights,
+                                  as the paper requires), RMSNorm_j with its own gain (init 1,
+                                  eps = norm.eps) on the keys only. Sublayer 0 reads x_0 (the
+                                  code's reader there has one source: not stored). Tensors
+                                  "blocks.<l>.attn_res.proj.weight" (1 x d; the code's
+                                  attn_res_proj, l >= 1), "...attn_res.norm.weight" (d),
+                                  "mlp_res.proj/norm.weight", and the output's "final_res.proj/
+                                  norm.weight"; the queries decay as the code's nn.Linear, the
+                                  gains do not. 1 on, 0 off. Presets whose sublayers add a plain
+                                  residual (no post or residual norm, no INTERP); one stream (not
+                                  SiameseNorm, hyper-connections or DenseFormer); no layer
+                                  skipped; not through nb_layer_forward/backward. Costs 3L
+                                  B*T*d of cache, (2L+1) B*T*d of scratch (the sources'
+                                  gradients) and the weights a (nb_stack_attn_res_weights) */
+    int attn_res_block;        /* its block size S in sublayers (the code's block_size, which
+                                  counts attention and FFN): a block's sum is S consecutive
+                                  f_j, the blocks start at sublayer 0; 0 = 1, Full AttnRes
+                                  (every f_j its own source); S = 2L: one block (x_0 and the
+                                  running sum, the paper's N = 1) */
 } nb_residual_config;
 
 /* Hyper-connections: n residual streams mixed around every sublayer (see nb_hyper). */
@@ -1211,8 +1243,11 @@ typedef enum nb_tensor_kind {
     NB_TENSOR_FF_SCALE,        /* nGPT's "suv" (SwiGLU 2f): the FFN's input projection */
     NB_TENSOR_EMBED_SCALE,     /* the learnable scalar on the stack's input ("embed_scale") */
     NB_TENSOR_SINKS,           /* a layer's attention sink logits ("sinks", H: gpt-oss's name) */
-    NB_TENSOR_DWA              /* DenseFormer's weights of a layer ("dwa.weight", 1 x count):
+    NB_TENSOR_DWA,             /* DenseFormer's weights of a layer ("dwa.weight", 1 x count):
                                   weight decay on, as its code's nn.Linear */
+    NB_TENSOR_ATTN_RES_QUERY,  /* an Attention Residuals pseudo-query ("attn_res.proj.weight",
+                                  "mlp_res...", "final_res...", 1 x d, init 0): decay on */
+    NB_TENSOR_ATTN_RES_GAIN    /* its key RMSNorm's gain ("attn_res.norm.weight", ..., d, init 1) */
 } nb_tensor_kind;
 
 typedef struct nb_tensor_info {
@@ -1467,7 +1502,8 @@ NBDEF nb_result nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
    (NaN when s or grads is NULL). per_layer (n_layers values) may be NULL. */
 NBDEF double nb_stack_grad_norms(const nb_stack* s, const nb_real* grads, double* per_layer);
 /* Input of block l for l < L, the final residual state (before the final norm) for l = L:
-   a B*T x d tensor inside the cache after a forward. stream 1 = SiameseNorm's Y stream;
+   a B*T x d tensor inside the cache after a forward (Attention Residuals: the readers' mixes
+   h_2l, and h_2L before the final norm). stream 1 = SiameseNorm's Y stream;
    stream i of the n hyper-connected ones (per-stream magnitudes: nb_stack_hidden_norms).
    NULL for a NULL argument, l or stream out of range, or a cache without that forward. */
 NBDEF const nb_real* nb_stack_hidden(const nb_stack* s, const nb_real* cache, int l, int stream,
@@ -1493,6 +1529,14 @@ NBDEF nb_result nb_stack_sink_mass(const nb_stack* s, const nb_real* cache, int 
    without gates or a cache without this forward. */
 NBDEF nb_result nb_stack_gate_stats(const nb_stack* s, const nb_real* cache, int B, int T,
                                     double* mean);
+/* Attention Residuals (desc.residual.attn_res): each reader's weights, averaged over the B*T
+   tokens of the forward in the cache, as a (2L+1) x (2L+1) matrix (row-major): row j the
+   reader before sublayer j (2l attention, 2l+1 FFN of layer l; 2L the final norm), column
+   e + 1 its source p_e (column 0: x_0; p_e is sublayer e's block sum through e, a completed
+   block where e ends one). Each row sums to 1 (row 0: x_0 alone); sources a reader does not
+   read are 0. NB_ERR_CONFIG for a stack without them or a cache without this forward. */
+NBDEF nb_result nb_stack_attn_res_weights(const nb_stack* s, const nb_real* cache, int B, int T,
+                                          double* out);
 /* Hyper-connections: the Amax gain magnitudes of mHC's Fig. 3 and 7, per sublayer q = 0..2L-1
    (2l attention, 2l+1 FFN of layer l), each averaged over the B*T tokens of the forward in the
    cache (every token has its own maps; a skipped layer is the identity). With H_q = comb_q^T
@@ -5597,12 +5641,15 @@ typedef struct nb__layer_tensors { /* one layer's parameters (or gradients) */
     nb_real* vres;               /* value residual lambdas (learnable, l >= 1) */
     nb__hc hc[2];                /* hyper-connections of attention, FFN */
     nb_real* dwa;                /* DenseFormer's weights a_l */
+    nb_real *arq[2], *arg[2];    /* Attention Residuals: the readers before attention (l >= 1)
+                                    and FFN, their pseudo-query and key-norm gain */
 } nb__layer_tensors;
 
 typedef struct nb__top_tensors { /* stack-level */
     nb_real* es;                 /* embed_scale's scalar, or NULL */
     nb__norm n[NB__TOP_NORMS];
     nb__hc head;                 /* mHC/IHC's weighting of the streams before the final norm */
+    nb_real *arq, *arg;          /* Attention Residuals: the reader before the final norm */
 } nb__top_tensors;
 
 static int nb__hyper(const nb_stack* s) { return s->desc.hyper.kind > NB_HYPER_NONE; }
@@ -5612,6 +5659,19 @@ static int nb__dwa_first(const nb_stack* s, int l) {
 }
 static int nb__dwa_count(const nb_stack* s, int l) {
     return (l + 1) / s->desc.residual.dwa_dilation + 1;
+}
+/* Attention Residuals: the reader before sublayer j = 1 .. 2L (2L: the output) has
+   2 + (j-1)/S sources: x_0, the (j-1)/S blocks completed before sublayer j-1, and the partial
+   sum through j-1 (a completed block itself where j starts one) */
+static int nb__ar_count(const nb_stack* s, int j) {
+    return 2 + (j - 1) / s->desc.residual.attn_res_block;
+}
+/* the offset of reader j's weights in a row of all of them (1 <= j <= 2L + 1: the total) */
+static size_t nb__ar_aoff(const nb_stack* s, int j) {
+    size_t o = 0;
+    int i;
+    for (i = 1; i < j; i++) o += (size_t)nb__ar_count(s, i);
+    return o;
 }
 /* Per token: the maps pre (n), post (n), comb (n x n) in this order, and the dynamic part's
    width m (mHC's fn rows: pre, post, then comb's logits; HC's n streams of n+1 alpha and 1
@@ -5638,7 +5698,8 @@ static int nb__post_pre(const nb_stack* s) {
     return s->desc.preset == NB_PRESET_SIAMESE_POST_PRE;
 }
 /* the rows of the residual topologies' table (nb__topologies, nb_stack.topology) */
-enum { NB__TOPO_ONE, NB__TOPO_SIAMESE, NB__TOPO_SIAMESE_POST_PRE, NB__TOPO_HYPER, NB__TOPO_DWA };
+enum { NB__TOPO_ONE, NB__TOPO_SIAMESE, NB__TOPO_SIAMESE_POST_PRE, NB__TOPO_HYPER, NB__TOPO_DWA,
+       NB__TOPO_ATTN_RES };
 static int nb__topo_residual(const nb_stack* s); /* its row's sub_residual */
 
 /* A residual topology's layout, the other half of its row (the drivers' half is
@@ -5742,12 +5803,13 @@ static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind
         t->layer = layer;
         t->kind = kind;
         t->ndim = kind < NB_TENSOR_GAIN || (kind >= NB_TENSOR_HC_FN && cols > 1) ||
-                  kind == NB_TENSOR_DWA ? 2 : 1;
+                  kind == NB_TENSOR_DWA || kind == NB_TENSOR_ATTN_RES_QUERY ? 2 : 1;
         t->rows = rows;
         t->cols = cols;
         t->offset = w->off;
         t->count = (size_t)rows * cols;
-        t->no_decay = kind >= NB_TENSOR_GAIN && kind != NB_TENSOR_HC_FN && kind != NB_TENSOR_DWA;
+        t->no_decay = kind >= NB_TENSOR_GAIN && kind != NB_TENSOR_HC_FN && kind != NB_TENSOR_DWA &&
+                      kind != NB_TENSOR_ATTN_RES_QUERY;
     }
     w->off = nb__addz(w->off, nb__mulz((size_t)rows, (size_t)cols)); /* checked by the init */
     w->n++;
@@ -5885,6 +5947,12 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
         for (k = 0; k < 2; k++) nb__put_hc(w, s, l, k ? "ffn" : "attn", &lp->hc[k]);
     if (s->desc.residual.dwa)
         lp->dwa = nb__put(w, l, "dwa.weight", NB_TENSOR_DWA, 1, nb__dwa_count(s, l));
+    for (k = l ? 0 : 1; k < 2 && s->desc.residual.attn_res; k++) {
+        lp->arq[k] = nb__put(w, l, k ? "mlp_res.proj.weight" : "attn_res.proj.weight",
+                             NB_TENSOR_ATTN_RES_QUERY, 1, d);
+        lp->arg[k] = nb__put(w, l, k ? "mlp_res.norm.weight" : "attn_res.norm.weight",
+                             NB_TENSOR_ATTN_RES_GAIN, d, 1);
+    }
 }
 
 /* The stack-level tensors after the layers: the hyper-connections' head, the final norms. */
@@ -5893,6 +5961,12 @@ static void nb__walk_top(const nb_stack* s, nb__walk* w, nb__top_tensors* tp,
     int k;
     if (nb__layout(s)->hc && s->desc.hyper.kind != NB_HYPER_HC)
         nb__put_hc(w, s, -1, NULL, &tp->head);
+    if (s->desc.residual.attn_res) {
+        tp->arq = nb__put(w, -1, "final_res.proj.weight", NB_TENSOR_ATTN_RES_QUERY, 1,
+                          s->desc.d_model);
+        tp->arg = nb__put(w, -1, "final_res.norm.weight", NB_TENSOR_ATTN_RES_GAIN,
+                          s->desc.d_model, 1);
+    }
     for (k = NB__LNF; k < NB__TOP_NORMS; k++)
         if (on[k]) nb__put_norm(w, s, -1, nb__top_names[k], &tp->n[k]);
 }
@@ -6022,6 +6096,14 @@ typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
     nb_real* rowbuf;              /* scratch: two rows of d per thread (nb__rowbuf) */
     nb_real* sub;                 /* scratch: sublayer scratch */
     nb_real* dwa_g;               /* scratch (DenseFormer): the gradients of h_0 .. h_L */
+    nb_real* ar_p;                /* Attention Residuals: per layer p_2l, the partial sum after
+                                     its attention (p_2l+1 is the layer's output stream) */
+    nb_real* ar_h;                /* Attention Residuals: the readers' outputs h_1 .. h_2L */
+    nb_real* ar_a;                /* Attention Residuals: per row every reader's weights */
+    nb_real* ar_g;                /* scratch (Attention Residuals): the gradients of x_0 and of
+                                     p_0 .. p_2L-1 */
+    nb_real* ar_row;              /* scratch (Attention Residuals): per thread a row's 3 values
+                                     per source */
     nb_real* v0;                  /* value residual: layer 0's V, B*T x H_kv*d_k */
     nb_real* gains;               /* gain_offset: the 1 + w of every gain (nb__fill_gains) */
     nb_real* dv0;                 /* scratch: value residual, the sum of later layers' dV_0 */
@@ -6124,6 +6206,7 @@ static const nb__topo_layout nb__topo_layouts[] = {
     {nb__siamese_pp_norms, nb__siamese_top_norms, nb__siamese_pp_carve, 0, 0},
     {nb__placement_norms, nb__one_top_norms, nb__hc_carve, 0, 1},
     {nb__placement_norms, nb__one_top_norms, nb__dwa_carve, 0, 0},
+    {nb__placement_norms, nb__one_top_norms, nb__carve_placements, 0, 0},
 };
 static const nb__topo_layout* nb__layout(const nb_stack* s) {
     return &nb__topo_layouts[s->topology];
@@ -6180,6 +6263,15 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
     if (s->desc.norm.gain_offset) c->gains = nb__take(cache, &cu, s->n_gains);
     if (s->desc.residual.dwa)
         c->dwa_g = nb__take(scratch, &su, nb__mulz((size_t)s->desc.n_layers + 1, V));
+    if (s->desc.residual.attn_res) {
+        const size_t L = (size_t)s->desc.n_layers, rows = (size_t)s->max_batch * s->max_seq;
+        c->ar_p = nb__take(cache, &cu, nb__mulz(L, V));
+        c->ar_h = nb__take(cache, &cu, nb__mulz(2 * L, V));
+        c->ar_a = nb__take(cache, &cu, nb__mulz(rows, nb__ar_aoff(s, 2 * (int)L + 1)));
+        c->ar_g = nb__take(scratch, &su, nb__mulz(2 * L + 1, V));
+        c->ar_row = nb__take(scratch, &su, nb__mulz((size_t)s->max_threads,
+                                                    NB__PAD(3 * (2 * L + 1))));
+    }
     if (s->desc.residual.value_residual) {
         c->v0 = nb__take(cache, &cu, nb__stack_VKV(s));
         c->dv0 = nb__take(scratch, &su, nb__stack_VKV(s));
@@ -6942,6 +7034,19 @@ static nb_result nb__stack_residual(nb_ctx* ctx, nb_stack_desc* d) {
               "stream; %s has %s", nb__desc_name(d),
               d->hyper.kind > NB_HYPER_NONE ? "hyper-connections" : "SiameseNorm's two");
     if (rs->dwa && rs->dwa_dilation == 0) rs->dwa_dilation = 1; /* 0 stays 0 without dwa */
+    NB__CHECK(rs->attn_res < 0 || rs->attn_res > 1 || rs->attn_res_block < 0 ||
+                  rs->attn_res_block > 2 * d->n_layers, NB_ERR_CONFIG,
+              "nb_stack_init: residual.attn_res (%d) must be 0 or 1 and residual.attn_res_block "
+              "(%d) in [0, 2 n_layers] (sublayers; 0 = 1)", rs->attn_res, rs->attn_res_block);
+    NB__CHECK(!rs->attn_res && rs->attn_res_block, NB_ERR_CONFIG,
+              "nb_stack_init: residual.attn_res_block (%d) needs residual.attn_res",
+              rs->attn_res_block);
+    NB__CHECK(rs->attn_res && (nb__presets[d->preset].streams == 2 ||
+                               d->hyper.kind > NB_HYPER_NONE || rs->dwa), NB_ERR_CONFIG,
+              "nb_stack_init: residual.attn_res replaces the residual sums of one stream; %s has "
+              "%s", nb__desc_name(d), d->hyper.kind > NB_HYPER_NONE ? "hyper-connections"
+              : rs->dwa ? "DenseFormer's averages (residual.dwa)" : "SiameseNorm's two");
+    if (rs->attn_res && rs->attn_res_block == 0) rs->attn_res_block = 1; /* Full AttnRes */
     return NB_OK;
 }
 
@@ -6981,8 +7086,8 @@ static void nb__depth_mult(const nb_stack_desc* d, nb_placement* p) {
 }
 
 /* A layer's placements once resolved: INTERP steps between the residual and the branch, with
-   no other scale; a hyper-connection is the residual of its sublayers: placements with another
-   are refused. */
+   no other scale; a hyper-connection is the residual of its sublayers, and attention residuals
+   have none: placements with another are refused. */
 static nb_result nb__check_resolved_layer(nb_ctx* ctx, const nb_stack_desc* d,
                                           const nb_layer_desc* ld, int l) {
     int k;
@@ -6995,19 +7100,19 @@ static nb_result nb__check_resolved_layer(nb_ctx* ctx, const nb_stack_desc* d,
                   "residual.depth_alpha) or residual_scale (%g) other than 1 is refused with it",
                   l, k ? "ffn" : "attn", nb__desc_name(d), (double)pl->branch_mult,
                   (double)pl->residual_scale);
-        NB__CHECK(d->hyper.kind > NB_HYPER_NONE && (pl->residual_norm ||
-                                               pl->branch_scale == NB_BRANCH_SCALE_INTERP),
-                  NB_ERR_CONFIG, "nb_stack_init: layer %d %s (%s): hyper-connections carry the "
-                  "residual; a %s is refused with them", l, k ? "ffn" : "attn", nb__desc_name(d),
-                  pl->residual_norm ? "residual norm" : "INTERP branch scale");
     }
-    for (k = 0; k < 2 && d->hyper.kind > NB_HYPER_NONE; k++) {
+    for (k = 0; k < 2 && (d->hyper.kind > NB_HYPER_NONE || d->residual.attn_res); k++) {
         const nb_placement* pl = k ? &ld->ffn : &ld->attn;
-        NB__CHECK(pl->post_norm || pl->residual_from_norm || pl->residual_scale != 1,
-                  NB_ERR_CONFIG, "nb_stack_init: layer %d %s (%s): hyper-connections carry the "
-                  "residual; a %s is refused with them", l, k ? "ffn" : "attn",
-                  nb__desc_name(d), pl->post_norm ? "post norm" : pl->residual_from_norm
-                  ? "residual from the norm" : "residual_scale other than 1");
+        const char* what = d->hyper.kind > NB_HYPER_NONE ? "hyper-connections carry the residual"
+                                                         : "attention residuals (residual."
+                                                           "attn_res) replace the residual sums";
+        NB__CHECK(pl->post_norm || pl->residual_from_norm || pl->residual_scale != 1 ||
+                      pl->residual_norm || pl->branch_scale == NB_BRANCH_SCALE_INTERP,
+                  NB_ERR_CONFIG, "nb_stack_init: layer %d %s (%s): %s; a %s is refused with "
+                  "them", l, k ? "ffn" : "attn", nb__desc_name(d), what,
+                  pl->post_norm ? "post norm" : pl->residual_from_norm ? "residual from the norm"
+                  : pl->residual_norm ? "residual norm" : pl->branch_scale ==
+                  NB_BRANCH_SCALE_INTERP ? "INTERP branch scale" : "residual_scale other than 1");
     }
     return NB_OK;
 }
@@ -7189,7 +7294,8 @@ static nb_result nb__stack_build(nb_ctx* ctx, nb_stack* s, nb__resolved* r, int 
     s->desc = *d;
     s->streams = r->streams;
     s->topology = nb__hyper(s) ? NB__TOPO_HYPER
-                  : s->streams == 1 ? (d->residual.dwa ? NB__TOPO_DWA : NB__TOPO_ONE)
+                  : s->streams == 1 ? (d->residual.dwa ? NB__TOPO_DWA
+                                       : d->residual.attn_res ? NB__TOPO_ATTN_RES : NB__TOPO_ONE)
                   : nb__post_pre(s) ? NB__TOPO_SIAMESE_POST_PRE : NB__TOPO_SIAMESE;
     s->max_batch = max_batch;
     s->max_seq = max_seq;
@@ -8836,6 +8942,192 @@ static nb_result nb__dwa_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p
     return NB_OK;
 }
 
+/* -- Attention Residuals: one stream and no residual sums (residual.attn_res). Sublayer j's
+   branch output f_j starts a block's partial sum (j % S == 0) or adds to p_{j-1}; the stream
+   between layers is the partial p_{2l+1}, the one after attention p_2l sits in sc.ar_p. The
+   reader before sublayer j >= 1 (and before the final norm, j = 2L) mixes x_0, the completed
+   blocks and p_{j-1} (nb__ar_count) into h_j. -- */
+/* the source p_e: x_0 for e = -1, a layer's output stream for odd e, else sc.ar_p's */
+static const nb_real* nb__ar_v(const nb__run* r, int e) {
+    if (e < 0 || e % 2) return nb__hidden(r->s, r->sc.hidden, (e + 1) / 2, 0);
+    return r->sc.ar_p + (size_t)(e / 2) * nb__stack_V(r->s);
+}
+/* reader j's source m: x_0, the blocks' last sublayers m S - 1, then p_{j-1} */
+static int nb__ar_src(const nb_stack* s, int j, int m) {
+    return m == nb__ar_count(s, j) - 1 ? j - 1 : m * s->desc.residual.attn_res_block - 1;
+}
+static nb_real* nb__ar_h(const nb__run* r, int j) { /* h_j, 1 <= j <= 2L */
+    return r->sc.ar_h + (size_t)(j - 1) * nb__stack_V(r->s);
+}
+static nb_real* nb__ar_g(const nb__run* r, int e) { /* the gradient of p_e (scratch) */
+    return r->sc.ar_g + (size_t)(e + 1) * nb__stack_V(r->s);
+}
+/* reader j's weights of a row (cache) */
+static nb_real* nb__ar_a(const nb__run* r, int j, int row) {
+    const nb_stack* s = r->s;
+    return r->sc.ar_a + (size_t)row * nb__ar_aoff(s, 2 * s->desc.n_layers + 1) +
+           nb__ar_aoff(s, j);
+}
+
+/* h = sum_m a_m v_m, a = softmax_m(z), z_m = r_m (q . v_m), q = w * g, r_m = 1/rms(v_m) (the
+   key RMSNorm's gain folded into the query: g * v r . w = q . v r); the weights a go to the
+   cache. Row-parallel: the same bits for any thread count. */
+static void nb__ar_read_fwd(const nb__run* r, int j, const nb_real* w, const nb_real* g,
+                            nb_real* h) {
+    const nb_stack* s = r->s;
+    const int d = s->desc.d_model, n = nb__ar_count(s, j);
+    const nb_real eps = s->desc.norm.eps;
+    NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
+    {
+        int lo, hi, row, m, i, used;
+        nb_real* q = nb__rowbuf(r, nb__team_rows(r->rows, &used, &lo, &hi));
+        for (i = 0; i < d; i++) q[i] = w[i] * g[i];
+        for (row = lo; row < hi; row++) {
+            const size_t o = (size_t)row * d;
+            nb_real *a = nb__ar_a(r, j, row), *hr = h + o, mx, sum = 0;
+            for (m = 0; m < n; m++) {
+                const nb_real* v = nb__ar_v(r, nb__ar_src(s, j, m)) + o;
+                a[m] = nb__dot(q, v, d) / NB__SQRT(nb__sumsq(v, d, 0, NULL) / d + eps);
+            }
+            for (m = 1, mx = a[0]; m < n; m++) mx = a[m] > mx ? a[m] : mx;
+            for (m = 0; m < n; m++) sum += a[m] = NB__EXP(a[m] - mx);
+            for (m = 0; m < n; m++) {
+                const nb_real* v = nb__ar_v(r, nb__ar_src(s, j, m)) + o;
+                const nb_real am = a[m] /= sum;
+                if (m == 0) {
+                    NB__OMP(simd)
+                    for (i = 0; i < d; i++) hr[i] = am * v[i];
+                } else {
+                    NB__OMP(simd)
+                    for (i = 0; i < d; i++) hr[i] += am * v[i];
+                }
+            }
+        }
+    }
+}
+
+/* Its backward from dh: with da_m = dh . v_m, dz_m = a_m (da_m - sum_k a_k da_k) and
+   u_m = q . v_m, dv_m += a_m dh + dz_m r_m (q - u_m r_m^2 v_m / d) (the rms's term:
+   dr_m/dv_m = -r_m^3 v_m / d) into the sources' gradients; dq = sum dz_m r_m v_m over the rows,
+   dw += dq * g, dg += dq * w (thread partials added in thread order). */
+static void nb__ar_read_bwd(const nb__run* r, int j, const nb_real* w, const nb_real* g,
+                            nb_real* dw, nb_real* dg, const nb_real* dh) {
+    const nb_stack* s = r->s;
+    const int d = s->desc.d_model, n = nb__ar_count(s, j);
+    const nb_real eps = s->desc.norm.eps;
+    const size_t stride = NB__PAD(3 * (2 * (size_t)s->desc.n_layers + 1));
+    nb__norm gm;
+    int used = 1;
+    gm.g = dw; gm.b = dg; gm.a = NULL;
+    NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
+    {
+        int lo, hi, row, m, i;
+        const int th = nb__team_rows(r->rows, &used, &lo, &hi);
+        const nb__part pp = nb__slot_part(r, 0, th, &gm);
+        nb_real *q = nb__rowbuf(r, th), *da = r->sc.ar_row + (size_t)th * stride;
+        nb_real *rs = da + n, *u = rs + n;
+        for (i = 0; i < d; i++) q[i] = w[i] * g[i];
+        for (row = lo; row < hi; row++) {
+            const size_t o = (size_t)row * d;
+            const nb_real *a = nb__ar_a(r, j, row), *dhr = dh + o;
+            nb_real sa = 0;
+            for (m = 0; m < n; m++) {
+                const nb_real* v = nb__ar_v(r, nb__ar_src(s, j, m)) + o;
+                da[m] = nb__dot(dhr, v, d);
+                u[m] = nb__dot(q, v, d);
+                rs[m] = 1 / NB__SQRT(nb__sumsq(v, d, 0, NULL) / d + eps);
+                sa += a[m] * da[m];
+            }
+            for (m = 0; m < n; m++) {
+                const int e = nb__ar_src(s, j, m);
+                const nb_real *v = nb__ar_v(r, e) + o, am = a[m];
+                const nb_real c1 = am * (da[m] - sa) * rs[m], c2 = c1 * u[m] * rs[m] * rs[m] / d;
+                nb_real *gv = nb__ar_g(r, e) + o, *pg = pp.g, *pb = pp.b;
+                NB__OMP(simd)
+                for (i = 0; i < d; i++) {
+                    gv[i] += am * dhr[i] + c1 * q[i] - c2 * v[i];
+                    pg[i] += c1 * v[i] * g[i];
+                    pb[i] += c1 * v[i] * w[i];
+                }
+            }
+        }
+    }
+    nb__slot_reduce(r, 0, used, &gm);
+}
+
+/* f_2l = attention(h_2l) (h_0 = x_0), p_2l = f_2l (+ p_{2l-1}); h_{2l+1} = the FFN's reader;
+   p_{2l+1} = FFN(h_{2l+1}) (+ p_2l): the layer's output */
+static nb_result nb__ar_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                  const nb__layer_mem* c, nb_real* const out[],
+                                  const nb_real* const in[]) {
+    const int S = r->s->desc.residual.attn_res_block, j = 2 * l;
+    nb_real* pa = r->sc.ar_p + (size_t)l * nb__stack_V(r->s);
+    const nb_real* h = in[0];
+    nb_result rc;
+    if (l > 0) {
+        nb__ar_read_fwd(r, j, p->arq[0], p->arg[0], nb__ar_h(r, j));
+        h = nb__ar_h(r, j);
+        nb__trace_layer(r, l, 0, "attn_res_h", h);
+    }
+    if ((rc = nb__sub_forward(r, l, 0, p, c, pa, h))) return rc;
+    if (j % S) nb__lin(r, pa, 1, pa, 1, in[0]);
+    nb__trace_layer(r, l, 0, "attn_res_p", pa);
+    nb__ar_read_fwd(r, j + 1, p->arq[1], p->arg[1], nb__ar_h(r, j + 1));
+    nb__trace_layer(r, l, 1, "attn_res_h", nb__ar_h(r, j + 1));
+    if ((rc = nb__sub_forward(r, l, 1, p, c, out[0], nb__ar_h(r, j + 1)))) return rc;
+    if ((j + 1) % S) nb__lin(r, out[0], 1, out[0], 1, pa);
+    nb__trace_layer(r, l, 1, "attn_res_p", out[0]);
+    return NB_OK;
+}
+
+/* From dp_{2l+1} (dout: complete, later readers added theirs into it): the FFN's backward
+   and reader; dp_2l = what readers put there + dout where p_{2l+1} continued p_2l; the
+   attention's backward and reader (layer 0: h_0 = x_0); din = dp_{2l-1} likewise. The sources'
+   gradients are zeroed by the output stage's backward. */
+static nb_result nb__ar_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                  nb__layer_tensors* g, const nb__layer_mem* c,
+                                  nb_real* const din[], const nb_real* const dout[],
+                                  const nb_real* const in[]) {
+    const int S = r->s->desc.residual.attn_res_block, j = 2 * l;
+    nb_real *dh = r->sc.tmp[3], *dpa = nb__ar_g(r, j);
+    nb_result rc;
+    if ((rc = nb__sub_backward(r, l, 1, p, g, c, dh, dout[0], nb__ar_h(r, j + 1)))) return rc;
+    nb__ar_read_bwd(r, j + 1, p->arq[1], p->arg[1], g->arq[1], g->arg[1], dh);
+    if ((j + 1) % S) nb__lin(r, dpa, 1, dpa, 1, dout[0]);
+    if ((rc = nb__sub_backward(r, l, 0, p, g, c, dh, dpa, l ? nb__ar_h(r, j) : in[0])))
+        return rc;
+    if (l == 0) {
+        nb__lin(r, din[0], 1, nb__ar_g(r, -1), 1, dh);
+        return NB_OK;
+    }
+    nb__ar_read_bwd(r, j, p->arq[0], p->arg[0], g->arq[0], g->arg[0], dh);
+    nb__lin(r, din[0], 1, nb__ar_g(r, j - 1), j % S ? 1 : 0, j % S ? dpa : NULL);
+    return NB_OK;
+}
+
+/* the output's reader, then the final norm */
+static nb_result nb__ar_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out) {
+    const int J = 2 * r->s->desc.n_layers;
+    nb__ar_read_fwd(r, J, tp->arq, tp->arg, nb__ar_h(r, J));
+    return nb__final_fwd(r, tp, out, nb__ar_h(r, J));
+}
+static nb_result nb__ar_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
+                                nb_real* const dX[], const nb_real* dout) {
+    const int J = 2 * r->s->desc.n_layers;
+    const nb_real* dh = dout;
+    int e;
+    for (e = -1; e < J; e++) nb__zero(r->ctx, nb__ar_g(r, e), r->n);
+    if (nb__top_on(r->s, NB__LNF)) {
+        const nb_result rc = nb__block_norm_bwd(r, &tp->n[NB__LNF], &tg->n[NB__LNF], r->sc.tmp[4],
+                                                dout, nb__ar_h(r, J), r->sc.st[NB__LNF], 0);
+        if (rc) return rc;
+        dh = r->sc.tmp[4];
+    }
+    nb__ar_read_bwd(r, J, tp->arq, tp->arg, tg->arq, tg->arg, dh);
+    nb__copy(r, dX[0], nb__ar_g(r, J - 1));
+    return NB_OK;
+}
+
 typedef struct nb__topology {
     nb_result (*layer_fwd)(nb__run* r, int l, const nb__layer_tensors* p, const nb__layer_mem* c,
                            nb_real* const out[], const nb_real* const in[]);
@@ -8861,6 +9153,7 @@ static const nb__topology nb__topologies[] = {
      nb__siamese_out_bwd, 1, 0, "y", "grad_y_in"},
     {nb__hc_layer_fwd, nb__hc_layer_bwd, nb__hc_out_fwd, nb__hc_out_bwd, 0, 0, "x%d", NULL},
     {nb__dwa_layer_fwd, nb__dwa_layer_bwd, nb__one_out_fwd, nb__one_out_bwd, 1, 0, NULL, NULL},
+    {nb__ar_layer_fwd, nb__ar_layer_bwd, nb__ar_out_fwd, nb__ar_out_bwd, 0, 0, NULL, NULL},
 };
 static const nb__topology* nb__topo(const nb_stack* s) { return &nb__topologies[s->topology]; }
 static int nb__topo_residual(const nb_stack* s) { return nb__topo(s)->sub_residual; }
@@ -8880,10 +9173,10 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
         return nb__fail(r->ctx, NB_ERR_CONFIG, "nb_stack_forward/nb_layer_forward: layer 0 is "
                         "skipped (nb_stack.skip) but value_residual mixes its values into every "
                         "later layer");
-    if (r->s->skip[l] && r->s->desc.residual.dwa)
+    if (r->s->skip[l] && (r->s->desc.residual.dwa || r->s->desc.residual.attn_res))
         return nb__fail(r->ctx, NB_ERR_CONFIG, "nb_stack_forward: layer %d is skipped "
-                        "(nb_stack.skip) but residual.dwa averages every layer's output into "
-                        "every later input", l);
+                        "(nb_stack.skip) but residual.%s mixes every layer's output into every "
+                        "later input", l, r->s->desc.residual.dwa ? "dwa" : "attn_res");
     if (r->s->skip[l]) {
         for (k = 0; k < r->s->streams; k++) nb__copy(r, out[k], in[k]);
         return NB_OK;
@@ -8934,8 +9227,9 @@ NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb
     if (rc) return rc;
     NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
               "nb_layer_forward: layer %d out of range [0, %d)", l, s->desc.n_layers);
-    NB__CHECK(s->desc.residual.dwa, NB_ERR_CONFIG, "nb_layer_forward: residual.dwa averages "
-              "the outputs of every earlier layer: run the stack (nb_stack_forward)");
+    NB__CHECK(s->desc.residual.dwa || s->desc.residual.attn_res, NB_ERR_CONFIG,
+              "nb_layer_forward: residual.%s mixes the outputs of every earlier layer: run the "
+              "stack (nb_stack_forward)", s->desc.residual.dwa ? "dwa" : "attn_res");
     nb__run_init(&r, ctx, s, B, T, cache, scratch);
     for (k = 0; k < s->streams; k++) { o[k] = out + k * r.n; i[k] = in + k * r.n; }
     return nb__layer_fwd(&r, l, params, o, i, cache);
@@ -8956,8 +9250,9 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
     NB__CHECK(!cache || !scratch, NB_ERR_NULL, "nb_layer_backward: cache and scratch are required");
     NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
               "nb_layer_backward: layer %d out of range [0, %d)", l, s->desc.n_layers);
-    NB__CHECK(s->desc.residual.dwa, NB_ERR_CONFIG, "nb_layer_backward: residual.dwa averages "
-              "the outputs of every earlier layer: run the stack (nb_stack_backward)");
+    NB__CHECK(s->desc.residual.dwa || s->desc.residual.attn_res, NB_ERR_CONFIG,
+              "nb_layer_backward: residual.%s mixes the outputs of every earlier layer: run the "
+              "stack (nb_stack_backward)", s->desc.residual.dwa ? "dwa" : "attn_res");
     /* both sublayers' caches before anything is written (the FFN runs first) */
     if ((rc = nb__layer_cache_ok(ctx, "nb_layer_backward", s, l, cache, B, T))) return rc;
     nb__run_init(&r, ctx, s, B, T, cache, scratch);
@@ -9313,6 +9608,9 @@ static int nb__init_fixed(const nb_stack* s, const nb_tensor_info* ti, nb_real* 
         x[0] = x[1] = (nb_real)0.5;
     } else if (ti->kind == NB_TENSOR_DWA) { /* DenseFormer: the plain stack, x_{l+1} = h_{l+1} */
         for (i = 0; i < ti->count; i++) x[i] = (nb_real)(i + 1 == ti->count);
+    } else if (ti->kind == NB_TENSOR_ATTN_RES_QUERY || ti->kind == NB_TENSOR_ATTN_RES_GAIN) {
+        const nb_real v = (nb_real)(ti->kind == NB_TENSOR_ATTN_RES_GAIN); /* uniform weights */
+        for (i = 0; i < ti->count; i++) x[i] = v;
     } else if (ti->kind >= NB_TENSOR_HC_FN && ti->kind <= NB_TENSOR_HC_SCALE) {
         nb__init_hc(s, ti, x, nb__mix(ts));
     } else if (ti->kind == NB_TENSOR_EMBED_SCALE) {
@@ -9635,7 +9933,36 @@ NBDEF const nb_real* nb_stack_hidden(const nb_stack* s, const nb_real* cache, in
                                      int B, int T) {
     if (nb__diag_check(s, cache, B, T, stream, cache) || l < 0 || l > s->desc.n_layers)
         return NULL;
+    if (s->desc.residual.attn_res && l > 0) { /* the readers' h_2l, not the partial sums */
+        nb__stack_mem sc;
+        size_t cu, su;
+        nb__carve_stack(s, (nb_real*)(size_t)cache, NULL, &sc, &cu, &su);
+        return sc.ar_h + (size_t)(2 * l - 1) * nb__stack_V(s);
+    }
     return nb__hidden(s, (nb_real*)(size_t)cache + NB__HDR, l, stream); /* after the header */
+}
+
+NBDEF nb_result nb_stack_attn_res_weights(const nb_stack* s, const nb_real* cache, int B, int T,
+                                          double* out) {
+    const nb_result rc = nb__diag_check(s, cache, B, T, 0, out);
+    nb__run r;
+    size_t cu, su;
+    int J, j, m, row;
+    if (rc) return rc;
+    if (!s->desc.residual.attn_res) return NB_ERR_CONFIG;
+    memset(&r, 0, sizeof r);
+    r.s = s;
+    nb__carve_stack(s, (nb_real*)(size_t)cache, NULL, &r.sc, &cu, &su);
+    J = 2 * s->desc.n_layers + 1;
+    for (j = 0; j < J * J; j++) out[j] = 0;
+    out[0] = 1; /* sublayer 0 reads x_0 */
+    for (j = 1; j < J; j++)
+        for (m = 0; m < nb__ar_count(s, j); m++) {
+            double sum = 0;
+            for (row = 0; row < B * T; row++) sum += nb__ar_a(&r, j, row)[m];
+            out[(size_t)j * J + nb__ar_src(s, j, m) + 1] = sum / ((double)B * T);
+        }
+    return NB_OK;
 }
 
 NBDEF nb_result nb_stack_hidden_norms(const nb_stack* s, const nb_real* cache, int B, int T,

@@ -38,7 +38,8 @@ static int setup(run* r, const nb_stack_desc* d, int B, int T, nbt_rng* rng, int
     r->in = nbt_alloc(n); r->out = nbt_alloc(n); r->dout = nbt_alloc(n); r->din = nbt_alloc(n);
     for (t = 0; t < r->s.n_tensors; t++) {
         const nb_tensor_info* ti = &r->s.tensors[t];
-        const int gain = ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_SIAMESE_GAMMA;
+        const int gain = ti->kind == NB_TENSOR_GAIN || ti->kind == NB_TENSOR_SIAMESE_GAMMA ||
+                         ti->kind == NB_TENSOR_ATTN_RES_GAIN;
         if (ti->kind == NB_TENSOR_DYT_ALPHA) nbt_fill(rng, r->params + ti->offset, 1, 0.8, 0.3);
         /* branch scales nonzero, and below 1 so that a stack without norms stays O(1) (the
            finite differences lose digits on large losses) */
@@ -385,6 +386,25 @@ static void fd_all(nbt_rng* rng) {
         d = base_desc(NB_PRESET_HYBRID, 1);
         d.residual.dwa = 1;
         fd_case("hybrid, one layer, DWA", &d, 2, 3, rng);
+    }
+    {   /* Attention Residuals: Full (S = 1), blocks of one layer (2), of three sublayers (a
+           block ends between attention and FFN), one block (2L); with GQA and LSE memory,
+           Peri-LN's embedding and output norms, the learnable value residual, LayerScale and
+           DyT norms (whose readers still take RMSNorm keys) */
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 3);
+        d.residual.attn_res = 1; d.n_kv_heads = 2; d.attn.memory = NB_ATTN_MEMORY_LSE;
+        fd_case("pre, Full AttnRes, GQA, LSE", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_PRE, 3);
+        d.residual.attn_res = 1; d.residual.attn_res_block = 2;
+        fd_case("pre, Block AttnRes S=2", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_PERILN, 3);
+        d.residual.attn_res = 1; d.residual.attn_res_block = 3; d.residual.value_residual = 2;
+        fd_case("periln (embedding norm), Block AttnRes S=3, learnable value residual", &d, 2, 3,
+                rng);
+        d = base_desc(NB_PRESET_PRE, 2);
+        d.residual.attn_res = 1; d.residual.attn_res_block = 4;
+        d.residual.branch_scale = NB_BRANCH_SCALE_CHANNEL; d.norm.type = NB_NORM_DYT;
+        fd_case("pre DyT, LayerScale, AttnRes one block (S=2L)", &d, 2, 3, rng);
     }
     {   /* Gemma 2's softcap: on Gemma's sandwich with GQA, in LSE memory with learned sinks on
            HybridNorm's QKV sites, and under mHC */
@@ -2475,6 +2495,180 @@ static void dwa_props(nbt_rng* rng) {
     }
 }
 
+typedef struct ar_trace { const nb_real *p1, *h2; } ar_trace;
+static void ar_tracer(void* user, const char* name, const nb_real* x, int rows, int cols) {
+    ar_trace* t = (ar_trace*)user;
+    (void)rows; (void)cols;
+    if (!strcmp(name, "blocks.0.ffn.attn_res_p")) t->p1 = x;
+    if (!strcmp(name, "blocks.1.attn.attn_res_h")) t->h2 = x;
+}
+
+/* Attention Residuals (residual.attn_res): the readers' names, shapes, decay and init; at init
+   (queries 0: each reader the mean of its sources) a Pre-LN stack of RMSNorms equals the plain
+   Pre-LN stack for every block size: the mean of x_0 and the sublayers' outputs so far is the
+   plain residual state x_j over the source count, which RMSNorm does not see (eps 1e-12), nor
+   the final norm after the output's reader; the weights report uniform rows there and the
+   drawn weights' rows sum to 1; nb_stack_hidden gives the readers' h; refusals */
+static void attn_res_props(nbt_rng* rng) {
+    const size_t n1 = 2 * 5 * 8;
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 3);
+        run a;
+        const nb_tensor_info* ti;
+        int ok = 1, l, k;
+        d.residual.attn_res = 1;
+        if (!nbt_check(setup(&a, &d, 2, 5, rng, 2), "attn_res: stack")) return;
+        nb_stack_init_params(NULL, &a.s, a.params, NB_INIT_NORMAL, 0, 5);
+        ok &= tensor_of(&a, "blocks.0.attn_res.proj.weight", &ti) == NULL;
+        for (l = 0; l <= 3; l++)
+            for (k = 0; k < 2; k++) {
+                static const char* const site[2] = {"attn_res", "mlp_res"};
+                char name[64];
+                const nb_real *q, *g;
+                size_t i;
+                if ((l == 0 && k == 0) || (l == 3 && k == 1)) continue;
+                if (l == 3) snprintf(name, sizeof name, "final_res.proj.weight");
+                else snprintf(name, sizeof name, "blocks.%d.%s.proj.weight", l, site[k]);
+                q = tensor_of(&a, name, &ti);
+                ok &= q && ti->rows == 1 && ti->cols == 8 && ti->ndim == 2 && !ti->no_decay &&
+                      ti->kind == NB_TENSOR_ATTN_RES_QUERY;
+                memcpy(strstr(name, "proj"), "norm", 4);
+                g = tensor_of(&a, name, &ti);
+                ok &= g && ti->rows == 8 && ti->cols == 1 && ti->ndim == 1 && ti->no_decay &&
+                      ti->kind == NB_TENSOR_ATTN_RES_GAIN;
+                for (i = 0; q && g && i < 8; i++) ok &= q[i] == 0 && g[i] == 1;
+            }
+        nbt_check(ok, "attn_res: attn_res/mlp_res/final_res .proj (1 x d, decayed, init 0) and "
+                      ".norm (d, init 1); none before layer 0's attention");
+        teardown(&a);
+    }
+    {
+        static const int blocks[4] = {1, 2, 3, 6};
+        int t;
+        for (t = 0; t < 4; t++) {
+            nb_stack_desc d = base_desc(NB_PRESET_PRE, 3);
+            run a, b;
+            double w[7 * 7];
+            char what[96];
+            int j, m, ok = 1;
+            d.norm.eps = (nb_real)1e-12;
+            if (!nbt_check(setup(&b, &d, 2, 5, rng, 2), "attn_res: plain")) return;
+            d.residual.attn_res = 1; d.residual.attn_res_block = blocks[t];
+            if (!nbt_check(setup(&a, &d, 2, 5, rng, 2), "attn_res: init")) return;
+            nb_stack_init_params(NULL, &a.s, a.params, NB_INIT_NORMAL, 0, 5);
+            copy_by_name(&a, &b);
+            grads(&a); grads(&b);
+            snprintf(what, sizeof what, "attn_res S=%d at its init = the plain Pre-LN stack",
+                     blocks[t]);
+            nbt_close_r(what, a.out, b.out, n1, NBT_ATOL, NBT_RTOL);
+            same_grads(what, &a, &b);
+            nbt_check(nb_stack_attn_res_weights(&a.s, a.cache, 2, 5, w) == NB_OK, what);
+            for (j = 0; j < 7; j++) { /* reader j: x_0, the blocks ended before j-1, p_{j-1} */
+                int src = 0;
+                for (m = 0; m < 7; m++) {
+                    const int on = m == 0 || (j > 0 && m == j) || (m < j && m % blocks[t] == 0);
+                    src += on;
+                    ok &= on || w[j * 7 + m] == 0;
+                }
+                for (m = 0; m < 7; m++)
+                    if (w[j * 7 + m] != 0) ok &= fabs(w[j * 7 + m] - 1.0 / src) < 1e-6;
+            }
+            snprintf(what, sizeof what, "attn_res S=%d at init: uniform weights over the sources",
+                     blocks[t]);
+            nbt_check(ok, what);
+            teardown(&a); teardown(&b);
+        }
+    }
+    {   /* drawn queries: rows sum to 1, not uniform; the reader before layer 1's attention
+           (nb_stack_hidden(1) = h_2, traced too) against x_0 and p_1 = f_0 + f_1 (S = 3: one
+           partial; traced) weighted here in double by softmax(w . g v / rms(v)) */
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        run a;
+        ar_trace tr;
+        double w[5 * 5], sum;
+        const nb_real *x0, *h2, *q, *g;
+        nb_real* ref = nbt_alloc(n1);
+        int j, m, ok = 1, row, c;
+        d.residual.attn_res = 1; d.residual.attn_res_block = 3;
+        if (!nbt_check(setup(&a, &d, 2, 5, rng, 2), "attn_res: drawn")) return;
+        memset(&tr, 0, sizeof tr);
+        a.ctx.trace = ar_tracer; a.ctx.trace_user = &tr;
+        loss(&a);
+        a.ctx.trace = NULL;
+        nb_stack_attn_res_weights(&a.s, a.cache, 2, 5, w);
+        for (j = 0; j < 5; j++) {
+            for (m = 0, sum = 0; m < 5; m++) sum += w[j * 5 + m];
+            ok &= fabs(sum - 1) < 1e-5 && (j == 0 || fabs(w[j * 5] - w[j * 5 + j]) > 1e-3);
+        }
+        nbt_check(ok, "attn_res drawn: the weights' rows sum to 1, not uniform");
+        x0 = nb_stack_hidden(&a.s, a.cache, 0, 0, 2, 5);
+        h2 = nb_stack_hidden(&a.s, a.cache, 1, 0, 2, 5);
+        q = tensor(&a, "blocks.1.attn_res.proj.weight");
+        g = tensor(&a, "blocks.1.attn_res.norm.weight");
+        for (row = 0; row < 10; row++) {
+            const nb_real* v[2];
+            double z[2], mx;
+            v[0] = x0 + row * 8; v[1] = tr.p1 + row * 8;
+            for (m = 0; m < 2; m++) {
+                double dot = 0, ss = 0;
+                for (c = 0; c < 8; c++) {
+                    dot += (double)q[c] * g[c] * v[m][c];
+                    ss += (double)v[m][c] * v[m][c];
+                }
+                z[m] = dot / sqrt(ss / 8 + a.s.desc.norm.eps);
+            }
+            mx = z[0] > z[1] ? z[0] : z[1];
+            z[0] = exp(z[0] - mx); z[1] = exp(z[1] - mx);
+            for (c = 0; c < 8; c++)
+                ref[row * 8 + c] = (nb_real)((z[0] * v[0][c] + z[1] * v[1][c]) / (z[0] + z[1]));
+        }
+        nbt_check(tr.p1 != NULL && tr.h2 == h2, "attn_res: traced p_1 and h_2 (nb_stack_hidden)");
+        nbt_close_r("attn_res: h_2 = the reader over x_0 and p_1", h2, ref, n1, NBT_ATOL, NBT_RTOL);
+        free(ref);
+        teardown(&a);
+    }
+    {
+        static const struct { const char* preset; int ar, blk; const char* says; } bad[] = {
+            {"pre", 2, 0, "residual.attn_res (2)"}, {"pre", 1, 9, "attn_res_block (9)"},
+            {"pre", 0, 2, "needs residual.attn_res"}, {"siamese", 1, 0, "SiameseNorm"},
+            {"mhc", 1, 0, "hyper-connections"}, {"post", 1, 0, "post norm"},
+            {"hybrid", 1, 0, "residual from the norm"}, {"ngpt", 1, 0, "post norm"}};
+        size_t i;
+        for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 4);
+            char what[96];
+            nb_preset_from_name(NULL, &d, bad[i].preset);
+            d.residual.attn_res = bad[i].ar; d.residual.attn_res_block = bad[i].blk;
+            snprintf(what, sizeof what, "attn_res: refused (%s), naming \"%s\"", bad[i].preset,
+                     bad[i].says);
+            refused_naming(&d, bad[i].says, what);
+        }
+        {
+            nb_stack_desc d = base_desc(NB_PRESET_PRE, 4);
+            d.residual.attn_res = 1; d.residual.dwa = 1;
+            refused_naming(&d, "DenseFormer", "attn_res: refused with residual.dwa");
+        }
+    }
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        run r;
+        d.residual.attn_res = 1;
+        if (!nbt_check(setup(&r, &d, 2, 5, rng, 1), "attn_res: refusals")) return;
+        nbt_check(nb_layer_forward(&r.ctx, &r.s, 0, r.params, r.out, r.in, 2, 5, r.cache,
+                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "attn_res"),
+                  "attn_res: nb_layer_forward refused, naming residual.attn_res");
+        nbt_check(nb_layer_backward(&r.ctx, &r.s, 0, r.params, r.grads, r.din, r.dout, r.in, 2,
+                                    5, r.cache, r.scratch) == NB_ERR_CONFIG &&
+                      strstr(r.ctx.err, "attn_res"), "attn_res: nb_layer_backward refused");
+        r.s.skip[1] = 1;
+        nbt_check(nb_stack_forward(&r.ctx, &r.s, r.params, r.out, r.in, 2, 5, r.cache,
+                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "skipped"),
+                  "attn_res: a skipped layer refused");
+        r.s.skip[1] = 0;
+        teardown(&r);
+    }
+}
+
 /* A stack's resolved description (s.desc, every default filled in) describes it again:
    nb_stack_init takes it back and gives the same tables. (Defaults set for options that are off,
    as 20 Sinkhorn iterations for HC or a DenseFormer dilation without it, were refused.) */
@@ -2768,6 +2962,7 @@ int main(void) {
     completep_props(&rng);
     ngpt_props(&rng);
     dwa_props(&rng);
+    attn_res_props(&rng);
     resolved_desc_reinit();
     preset_inits();
     trace_names(&rng);

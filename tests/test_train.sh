@@ -1252,6 +1252,23 @@ else
   fail "--dwa in the trainer"; grep -E "^(model|final|train|DenseFormer)" dw_full.log dw_res.log; cat dw_exp.log dw_diag.log
 fi
 expect_error "--dwa-dilation without --dwa" "dwa-dilation needs --dwa" "${TINY[@]}" --dwa-dilation 2
+# Attention Residuals: the flag a model key ("on"), its block too, said on the model line; the
+# run ends with where the depth weights stand, --diag writes every reader's; a preset with post
+# norms is refused naming them
+if keyed_roundtrip ar attn_res on "^model: pre, .* Attention Residuals (Block, blocks of 2 sublayers), " \
+     --attn-res --attn-res-block 2 &&
+   grep -q "^Attention Residuals: mean weight of a sublayer's input on x_0 [0-9.e-]*, on the latest partial sum [0-9.e-]*, on a completed block [0-9.e-]* " ar_full.log &&
+   "$TRAIN" "${TINY[@]}" --steps 2 --attn-res --diag ar_diag > ar_diag.log 2>&1 &&
+   head -1 ar_diag/attn_res_weights.csv | grep -qx "reader,x0,p0,p1,p2,p3" &&
+   sed -n 4p ar_diag/attn_res_weights.csv | grep -q "^attn.1,[0-9.e-]*,[0-9.e-]*,[0-9.e-]*,,$" &&
+   tail -1 ar_diag/attn_res_weights.csv | grep -q "^final\(,[0-9.e-]*\)\{5\}$"; then
+  pass "--attn-res --attn-res-block 2: model keys, model line, the weights' line; resume bit-identical, --load rebuilds; export to hf-llama refused naming attn_res; --diag's attn_res_weights.csv (Full: every source read)"
+else
+  fail "--attn-res in the trainer"; grep -E "^(model|final|train|Attention Residuals)" ar_full.log ar_res.log; cat ar_exp.log ar_diag.log
+fi
+expect_error "--attn-res-block without --attn-res" "attn-res-block needs --attn-res" "${TINY[@]}" --attn-res-block 2
+expect_error "--attn-res with post norms" "attention residuals (residual.attn_res) replace the residual sums; a post norm" \
+  "${TINY[@]}" --preset post --attn-res
 # mHC-lite: a model key, said on the architecture line, its composite gains exactly 1 (to the
 # printed digits) in the final line; resumes bit-identically, --load rebuilds it; more than 5
 # streams (n! logits) refused by the library, naming the field

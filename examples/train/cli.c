@@ -231,6 +231,14 @@ static const opt k_opts[] = {
      "one residual stream only. The run ends with where the weights stand; --diag writes them"},
     {"dwa-dilation", "K", K_INT, F(model.residual.dwa_dilation), 1, MAX_LAYERS, NULL, NULL, O_MODEL,
      "DenseFormer's dilation: layer l averages the outputs h_j with j = l+1 mod K only [1]"},
+    {"attn-res", NULL, K_FLAG, F(model.residual.attn_res), 1, 0, NULL, NULL, O_MODEL,
+     "Attention Residuals (arXiv 2603.15031): no residual sums; each sublayer's input is a\n"
+     "softmax over depth (a learned pseudo-query per sublayer, init uniform) of the stack's input\n"
+     "and the earlier sublayers' outputs; Pre-Norm-like presets only. The run ends with where the\n"
+     "weights stand; --diag writes them"},
+    {"attn-res-block", "S", K_INT, F(model.residual.attn_res_block), 1, 2 * MAX_LAYERS, NULL, NULL, O_MODEL,
+     "Attention Residuals' block: outputs summed in blocks of S sublayers (attention and FFN\n"
+     "count one each; the paper's Block AttnRes) [1: Full AttnRes, every output its own source]"},
     {"hyper-streams", "N", K_INT, F(model.hyper.streams), 1, NB_HYPER_MAX_STREAMS, NULL, NULL, O_MODEL,
      "hyper-connections: residual streams [4]"},
     {"hyper-form", "dynamic|static", K_CHOICE, F(model.hyper.form), 1, 0, "dynamic|static", NULL, O_MODEL,
@@ -1042,6 +1050,9 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->residual.dwa = c->model.residual.dwa;
     d->residual.dwa_dilation = c->model.residual.dwa_dilation;
     if (!d->residual.dwa && d->residual.dwa_dilation) return fail("--dwa-dilation needs --dwa");
+    d->residual.attn_res = c->model.residual.attn_res;
+    d->residual.attn_res_block = c->model.residual.attn_res_block;
+    if (!d->residual.attn_res && d->residual.attn_res_block) return fail("--attn-res-block needs --attn-res");
     if (c->model.hyper.kind) d->hyper.kind = (nb_hyper)c->model.hyper.kind; /* the choices' order from NB_HYPER_NONE; else
                                                     the preset's (nb_preset_from_name wrote it) */
     d->hyper.streams = c->model.hyper.streams;

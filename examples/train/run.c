@@ -12,7 +12,7 @@ void history_free(history* h) {
     free(h->eval_x); free(h->val); free(h->gnorm);
     free(h->diag_x); free(h->grad_l); free(h->hid_l); free(h->ang_l); free(h->hc_gain);
     free(h->step_maxlogit); free(h->step_clipped); free(h->head_max_l); free(h->head_mass_l);
-    free(h->head_gate_l); free(h->head_sink_l);
+    free(h->head_gate_l); free(h->head_sink_l); free(h->ar_w);
     memset(h, 0, sizeof *h);
 }
 
@@ -67,6 +67,8 @@ static const char* kind_group(nb_tensor_kind k, int derf) {
     case NB_TENSOR_FF_SCALE: return "suv";
     case NB_TENSOR_SINKS: return "attention sinks";
     case NB_TENSOR_DWA: return "DenseFormer weights";
+    case NB_TENSOR_ATTN_RES_QUERY: return "AttnRes queries";
+    case NB_TENSOR_ATTN_RES_GAIN: return "AttnRes key norms";
     default: return "attention and FFN matrices";
     }
 }
@@ -80,7 +82,8 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
                                             NB_TENSOR_VALUE_RESIDUAL, NB_TENSOR_HC_FN,
                                             NB_TENSOR_HC_BASE, NB_TENSOR_HC_SCALE,
                                             NB_TENSOR_INTERP, NB_TENSOR_QK_SCALE,
-                                            NB_TENSOR_FF_SCALE, NB_TENSOR_SINKS, NB_TENSOR_DWA};
+                                            NB_TENSOR_FF_SCALE, NB_TENSOR_SINKS, NB_TENSOR_DWA,
+                                            NB_TENSOR_ATTN_RES_QUERY, NB_TENSOR_ATTN_RES_GAIN};
     size_t values = 0, used = 0;
     int k, t;
     buf[0] = 0;
@@ -136,6 +139,9 @@ static void print_options(const config* c, const nb_stack_desc* d) {
     if (d->attn.clip_qkv > 0) say(", Q|K|V clamped to +-%g (clip_qkv)", (double)d->attn.clip_qkv);
     if (d->attn.softcap > 0) say(", attention logits capped at %g (C tanh(s / C))", (double)d->attn.softcap);
     if (d->residual.dwa) say(", DenseFormer's depth-weighted average (dilation %d)", d->residual.dwa_dilation);
+    if (d->residual.attn_res)
+        say(", Attention Residuals (%s, blocks of %d sublayers)", d->residual.attn_res_block == 1 ? "Full" : "Block",
+            d->residual.attn_res_block);
     if (c->model.norm.gain < 0 || c->model.norm.bias < 0)
         say(", norms without %s", c->model.norm.gain < 0 && c->model.norm.bias < 0 ? "weight or bias"
                                   : c->model.norm.gain < 0 ? "weight" : "bias");
@@ -341,12 +347,13 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
                 say("%sdiverged at step %d (loss %g, gradient norm %g)\n", ind, step + 1, loss, gnorm);
             break;
         }
-        if (log_now && (h->hyper || (cap_diag && h->n_diag < cap_diag))) {
+        if (log_now && (h->hyper || m.s.desc.residual.attn_res || (cap_diag && h->n_diag < cap_diag))) {
             /* before the update and the validation forward: this step's gradients (unclipped)
                and the hidden states of its forward, still in the cache; the hyper-connections'
                gains at every logged step (the run's summary has them), not only with --diag */
             const int diag_now = cap_diag && h->n_diag < cap_diag;
-            if ((diag_now && record_diag(&m, h, gu, step)) || (h->hyper && hyper_record_gains(&m, h, diag_now))) {
+            if ((diag_now && record_diag(&m, h, gu, step)) || (h->hyper && hyper_record_gains(&m, h, diag_now)) ||
+                (m.s.desc.residual.attn_res && attnres_record(&m, h))) {
                 if (g_ranks > 1) dist_abort(1);
                 goto done;
             }
@@ -439,6 +446,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         if (c->files.diag) {
             if (write_diag(c, &m, h, unigram)) goto done;
             if (m.s.desc.residual.dwa && dwa_csv(&m, c->files.diag)) goto done;
+            if (h->ar_logged && attnres_csv(h, c->files.diag)) goto done;
             if (!in_sweep)
                 say("diagnostics: %s/{loss,layers,heads%s}.svg and CSVs\n", c->files.diag, h->hyper ? ",hyper" : "");
         }

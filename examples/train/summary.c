@@ -38,6 +38,7 @@ int write_summary(const char* path, const config* c, const history* h, double un
         cJSON_AddNumberToObject(o, "hc_fwd_gain_peak", h->hc_fwd_peak);
         cJSON_AddNumberToObject(o, "hc_bwd_gain_peak", h->hc_bwd_peak);
     }
+    if (h->ar_logged) attnres_json(h, o); /* Attention Residuals' depth weights (attnres.c) */
     /* attention (heads.c): the largest logit of the last step's forward and of any step, the
        first-key mass (mean over layers and heads) at the last logged step, QK-Clip's head clips,
        the sinks' mass (NaN without sinks) */

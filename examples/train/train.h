@@ -127,6 +127,7 @@ typedef struct cfg_residual { /* nb_stack_desc.residual */
     int depth_base;           /* L_base (0 = 1) */
     int width_base;           /* CompleteP's d_base, m_d = d / d_base (0: d, m_d = 1) */
     int dwa, dwa_dilation;    /* DenseFormer's depth-weighted average (0 off), its k (0 = 1) */
+    int attn_res, attn_res_block; /* Attention Residuals (0 off), its block in sublayers (0 = 1) */
 } cfg_residual;
 typedef struct cfg_hyper {    /* nb_stack_desc.hyper */
     int kind;                 /* 0 the preset's, else an nb_hyper */
@@ -509,6 +510,8 @@ typedef struct history {       /* what a run records for tables and plots */
     long long clips;           /* heads QK-Clip scaled, over the run */
     int dwa;                   /* DenseFormer: where its weights end (dwa.c) */
     double dwa_self, dwa_x0, dwa_other;
+    int ar_logged;             /* Attention Residuals: 2L+1 once its weights were taken */
+    double* ar_w;              /* (2L+1)^2: the readers' weights, last logged step (attnres.c) */
     double final_loss, final_val, accuracy;
     int diverged_at;           /* -1 = no */
     int spikes;                /* loss spikes: excursions above 2x the loss's running average */
@@ -544,6 +547,12 @@ void hyper_say_gains(const history* h);  /* the run's last and peak gains */
 void dwa_record(const model* m, history* h); /* the run's end: the weights' means */
 void dwa_say(const history* h);               /* the summary line */
 int dwa_csv(const model* m, const char* dir); /* --diag: dwa_weights.csv */
+
+/* ---- attnres.c ---- */
+int attnres_record(model* m, history* h);  /* this step's depth weights (every rank's) */
+void attnres_say(const history* h);         /* the summary line */
+void attnres_json(const history* h, struct cJSON* o); /* --summary's keys */
+int attnres_csv(const history* h, const char* dir);    /* --diag: attn_res_weights.csv */
 
 /* ---- sweep.c ---- */
 /* --compare LIST x --lrs x --seeds: every run, a table of mean and spread over seeds per

@@ -319,6 +319,9 @@ static void run_stack(rd* r, nb_ctx* c) {
             if (u8(r) >= 128) { /* DenseFormer (2, and a dilation past n_layers: refused) */
                 d.residual.dwa = (int)(u8(r) % 3); d.residual.dwa_dilation = pick_int(r, 5);
             }
+            if (u8(r) >= 128) { /* Attention Residuals (2, and a block past 2 n_layers: refused) */
+                d.residual.attn_res = (int)(u8(r) % 3); d.residual.attn_res_block = pick_int(r, 9);
+            }
         }
     }
     rc = nb_stack_init(c, &s, &d, mb, ms);

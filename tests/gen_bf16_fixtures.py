@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
-Writes <outdir>/blocks_bf16.bin: sixteen stacks of tests/gen_block_fixtures.py (its descriptions,
+Writes <outdir>/blocks_bf16.bin: seventeen stacks of tests/gen_block_fixtures.py (its descriptions,
 draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
 "bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
 backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
@@ -75,7 +75,9 @@ PREFIX = "bf16_"  # the file's case names: "bf16_" + gen_block_fixtures.py's nam
 # hyper-connection products are float32 GEMMs in every precision, as the twin's are unrounded);
 # DenseFormer's average on Post-Norm with the dilation 2, L = 4 (the averages unrounded: the
 # library's are float32 sums of scaled rows in every precision, the twin's a tensordot in the
-# module's dtype)
+# module's dtype); Attention Residuals in blocks of 3 sublayers on Peri-LN with the learnable
+# value residual, L = 3 (the readers unrounded: the library's are float32 in every precision,
+# the twin's einsums in the module's dtype)
 SMALL = dict(d=8, H=2)
 CASES = [
     ("pre_L3", make_cfg("PRE", 3, Hkv=1, **SMALL)),
@@ -98,6 +100,8 @@ CASES = [
     ("mhclite_sandwich_n3_L2", dict(make_cfg("SANDWICH", 2, d=8, H=4, Hkv=2),
                                     hyper=HYPER_MHC_LITE, hyper_streams=3)),
     ("dwa_post_k2_L4", dict(make_cfg("POST", 4, Hkv=2, **SMALL), dwa=1, dwa_dilation=2)),
+    ("attnres_s3_periln_L3", dict(make_cfg("PERILN", 3, Hkv=2, **SMALL), attn_res=1,
+                                  attn_res_block=3, value_residual=2)),
 ]
 
 
@@ -242,10 +246,13 @@ def perm_tensor(name, t, pd, pf, swiglu):
     units by pf: the same function of the permuted input (the same math, other float32
     summation orders). Site norms (per head, or the projection's own columns), DyT alphas and
     ReZero scalars are not on the residual stream. The mHC family's fns [m, n d] read the n
-    streams side by side: each stream's d columns permuted alike."""
+    streams side by side: each stream's d columns permuted alike. Attention Residuals' readers
+    (pseudo-query (1, d), key gain (d)) act on the residual channels."""
     if name.split(".")[-1].startswith("hc_") and name.endswith("_fn"):
         m, nd = t.shape
         return t.reshape(m, nd // len(pd), len(pd))[:, :, pd].reshape(m, nd)
+    if len(name.split(".")) >= 3 and name.split(".")[-3] in gbf.AR_READERS:
+        return t[:, pd] if gbf.is_query(name) else t[pd]
     if "." not in name:  # the mHC head's base and scale
         return t
     mod, leaf = name.split(".")[-2:]
@@ -433,7 +440,7 @@ def main():
             w.add(cs + ".clip_qkv", cfg["clip_qkv"])
         if cfg.get("softcap"):
             w.add(cs + ".softcap", cfg["softcap"])
-        for field in ("dwa", "dwa_dilation"):
+        for field in ("dwa", "dwa_dilation", "attn_res", "attn_res_block"):
             if cfg.get(field):
                 w.add(cs + "." + field, cfg[field])
         w.add(cs + ".preset_key",

@@ -21,11 +21,13 @@ paper's equations instead (the comments name the paper or code), direct_siamese 
 two streams, direct_hyper the hyper-connections (DeepSeek's mHC reference functions, mHC-lite's
 mixture of permutation matrices as its code builds it, and HC's Algorithm 2, in nbfixture.py),
 DenseFormer's depth-weighted average as its paper's sum over the kept outputs
-(nbfixture.dwa_average_ref), CompleteP's residual multiplier as its code computes it
-(completep_s), nGPT's Block as NVIDIA/ngpt's model.py computes it (nbfixture.ngpt_block_ref,
-with the standard RoPE for the code's, its issue #10) and its s_qk, softmax scale and s_uv in
-that code's form where other presets take them; every case's forward must agree with them to
-1e-12, and its gradients with their autograd to 1e-10, before it is written.
+(nbfixture.dwa_average_ref), Attention Residuals' readers token by token over the paper's block
+sums (direct_attn_res: nbfixture.attn_res_sources_ref, attn_res_read_ref), CompleteP's residual
+multiplier as its code computes it (completep_s), nGPT's Block as NVIDIA/ngpt's model.py
+computes it (nbfixture.ngpt_block_ref, with the standard RoPE for the code's, its issue #10) and
+its s_qk, softmax scale and s_uv in that code's form where other presets take them; every case's
+forward must agree with them to 1e-12, and its gradients with their autograd to 1e-10, before it
+is written.
 Block norms are RMSNorm with a gain (no bias), LayerNorm with gain and bias (norm = 2), DyT
 with a scalar alpha, gain and bias (norm = 3), or L2 (nGPT's justnorm, no parameters; norm = 4).
 
@@ -49,9 +51,12 @@ Per case (names "<case>.<field>"):
              (OLMo's c: Q|K|V clamped to [-c, c] after b_qkv) only when not 0; softcap
              (Gemma 2's c: the scaled scores s become c tanh(s / c)) only when not 0; dwa
              (DenseFormer's depth-weighted average: 1 on) and dwa_dilation (its k; 0 = 1)
-             only when not 0
+             only when not 0; attn_res (Attention Residuals: 1 on) and attn_res_block (its
+             block size S in sublayers; 0 = 1, Full AttnRes) only when not 0
     preset_key  the preset's key (nb_preset_name) as character codes, one per value
-    tensors  E (B*T, d), dout, out, din (B*T, d)
+    tensors  E (B*T, d), dout, out, din (B*T, d); with attn_res attn_res_weights ((2L+1) x
+             (2L+1): nb_stack_attn_res_weights' matrix, every reader's weights averaged over the
+             B*T tokens, row j the reader before sublayer j, column e + 1 the source p_e)
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
              (matrices (out, in), vectors 1-D), and its gradient "<case>.grad.blocks.0...."
 Every preset's eps is the library default for that preset (1e-6 for olmo2, mixln and
@@ -82,7 +87,8 @@ import torch.nn.functional as F
 from nbfixture import (DYT, FULL, GATE_ELEMENTWISE, GELU_TANH, HYPER_HC, HYPER_IDENTITY,
                        HYPER_MHC, HYPER_MHC_LITE, L2, LAYER, PER_HEAD, RMS, SINK_LEARNED,
                        SINK_OFF_BY_ONE, SITE_C, SITE_K, SITE_Q, SITE_V, SWIGLU, Writer,
-                       apply_rope, check_norm_rope_order, dwa_average_ref, expand_to_mhc_ref,
+                       apply_rope, attn_res_read_ref, attn_res_sources_ref,
+                       check_norm_rope_order, dwa_average_ref, expand_to_mhc_ref,
                        hc_depth_connection, hc_width_connection, justnorm, mhc_head_ref,
                        mhc_lite_perms_ref, mhc_lite_res_ref, mhc_sublayer, ngpt_block_ref,
                        ngpt_rope_official, norm_fn, output_dir,
@@ -90,14 +96,15 @@ from nbfixture import (DYT, FULL, GATE_ELEMENTWISE, GELU_TANH, HYPER_HC, HYPER_I
 from nbfixture import attention as mha
 
 SEED = 20240611
-# 2.86 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
+# 3.01 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
 # 768 values at n = 4, d = 8, and every parameter is stored with its gradient), mHC-lite's three
 # (mhclite_*) 130 kB (its fn (2n + n!) x n d: 1024 values at n = 4), CompleteP's
 # cases (cp_*) 156 kB, nGPT's five 109 kB (ngpt_L2 40 kB of them: the code's SwiGLU of 4d, 2f x d
 # + d x f + 2f values per layer at d = 8, f = 32), the attention sinks' three (sink_*) 70 kB,
 # clip_qkv's three (clip_*) 70 kB, the softcap's three (softcap_*) 70 kB, DenseFormer's three
-# (dwa_*, L = 3 and 4) 113 kB; the other cases keep the 1.8 MB they had
-MAX_BYTES = 2_900_000
+# (dwa_*, L = 3 and 4) 113 kB, Attention Residuals' four (attnres_*) 141 kB; the other
+# cases keep the 1.8 MB they had
+MAX_BYTES = 3_050_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -134,6 +141,12 @@ LITE_FAR, LITE_ASYM = 0.3, 0.05
 # DenseFormer cases: the output moves by at least DWA_FAR of its norm from the plain stack's
 # with the same other weights (dwa_refusal): the averages, not the layers alone, make it
 DWA_FAR = 0.2
+# Attention Residuals cases: the output moves by at least ATTN_RES_FAR of its norm from the
+# output of uniform weights (the same parameters with every pseudo-query 0: the init's weights,
+# attn_res_refusal), so the drawn queries, not the sources alone, make it; the queries of std
+# ATTN_RES_QUERY / sqrt(d) (a logit's std ~ ATTN_RES_QUERY times the gain's rms)
+ATTN_RES_FAR, ATTN_RES_QUERY = 0.2, 1.5
+AR_READERS = ("attn_res", "mlp_res", "final_res")  # their tensors' module names
 
 
 def check_header_keys(presets):
@@ -183,7 +196,7 @@ DRAW_ORDER = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "c
               "hc_attn_fn", "hc_attn_base", "hc_attn_scale", "hc_attn",
               "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", "hc_ffn",
               "sqk", "suv", "attn_alpha", "mlp_alpha", "attn_res_norm", "ff_res_norm",
-              "attn_resweight", "ff_resweight", "sinks", "dwa")
+              "attn_resweight", "ff_resweight", "sinks", "dwa", "attn_res", "mlp_res")
 
 
 def draw_params(cfg, stack=None):
@@ -204,7 +217,9 @@ def draw_params(cfg, stack=None):
     attn_resweight, ff_resweight as ReZero's. Attention sinks' logits N(0, 1), of the scores'
     size: the sink takes a visible share of each head's rows. DenseFormer's a_l far from its
     init (0s, a 1 on the layer's own output): the earlier outputs' weights of size 0.3 to 0.8,
-    a third of them negative, the layer's own output's 0.5 to 1."""
+    a third of them negative, the layer's own output's 0.5 to 1. Attention Residuals'
+    pseudo-queries (init 0) N(0, ATTN_RES_QUERY^2 / d) (weights far from uniform), their key
+    norms' gains rand_gain (never offset)."""
     stack = stack or twin_stack(cfg)
     d, f = cfg["d"], cfg["f"]
 
@@ -239,6 +254,10 @@ def draw_params(cfg, stack=None):
                 raise AssertionError("no draw for %s" % name)
         elif last == "sinks":
             p[name] = torch.randn(t.shape)
+        elif is_query(name):  # Attention Residuals' pseudo-query (1, d)
+            p[name] = ATTN_RES_QUERY / math.sqrt(d) * torch.randn(t.shape)
+        elif len(name.split(".")) >= 3 and name.split(".")[-3] in AR_READERS:
+            p[name] = rand_gain(t.numel())  # its key RMSNorm's gain (d), never offset
         elif name.endswith(".dwa.weight"):  # (1, count), the layer's own output last
             sign = torch.where(torch.rand(t.shape) < 1 / 3, -1.0, 1.0)
             a = sign * (0.3 + 0.5 * torch.rand(t.shape))
@@ -511,6 +530,68 @@ def direct_hyper(cfg, p, E):
     return N("ln_f", h) if has_final_norm(cfg) else h
 
 
+def direct_attn_res(cfg, p, E, weights=None):
+    """A stack with Attention Residuals (arXiv 2603.15031): no residual sums; each sublayer's
+    branch (the preset's sublayer without its residual: its norms, branch scale and CompleteP's
+    s) takes its input from its reader (sublayer 0: x_0, the stack's input after the embedding
+    norm), which attends over x_0 and the block sums of the outputs so far
+    (nbfixture.attn_res_sources_ref: each block summed from its outputs, token by token in
+    attn_res_read_ref); the reader j = 2L before the final norm. weights: an optional
+    (2L+1) x (2L+1) tensor that receives nb_stack_attn_res_weights' matrix (each reader's
+    weights averaged over the tokens; row j the reader before sublayer j, column 0 x_0, column
+    e + 1 the sum through sublayer e: a block's last sublayer, or j - 1 for the partial sum)."""
+    _V0.clear()
+    pr, L, S = cfg["preset"], cfg["L"], cfg.get("attn_res_block") or 1
+    N = lambda name, t: bnorm(cfg, p, name, t)  # noqa: E731
+    sites = 0 if cfg["sites"] == SITES_NONE else cfg["sites"]
+    s_cp = completep_s(cfg)  # CompleteP: s on the branch's output
+
+    def branch(l, s, u):  # the sublayer's branch of u (B*T, d), as direct_forward's presets
+        pre = "blocks.%d." % l
+        nin, nout, ls = (("attn_norm", "attn_out_norm", "ls1.gamma") if s == "attn" else
+                         ("ff_norm", "ff_out_norm", "ls2.gamma"))
+
+        def Fn(t):
+            return (attention(cfg, p, pre, t, sites, PER_HEAD, []) if s == "attn"
+                    else ffn(cfg, p, pre, t))
+        if pr in ("PRE", "DYT"):  # x + F(N(x)) without the x
+            y = Fn(N(pre + nin, u))
+        elif pr in ("SANDWICH", "PERILN"):  # x + N(F(N(x)))
+            y = N(pre + nout, Fn(N(pre + nin, u)))
+        elif pr == "LAYERSCALE":  # x + diag(lambda) F(N(x))
+            y = p[pre + ls] * Fn(N(pre + nin, u))
+        elif pr == "NONE":
+            y = Fn(u)
+        elif pr == "REZERO":  # x + a F(x)
+            y = p[pre + "resweight"] * Fn(u)
+        else:
+            raise ValueError(pr)
+        return s_cp * y
+
+    def read(j, prefix, x0, outputs):
+        h, a = attn_res_read_ref(attn_res_sources_ref(x0, outputs, j, S),
+                                 p[prefix + ".proj.weight"], p[prefix + ".norm.weight"],
+                                 cfg["eps"])
+        if weights is not None:  # the blocks' last sublayers nS + S - 1, then j - 1
+            cols = [0] + [n * S + S for n in range((j - 1) // S)] + [j]
+            for m, col in enumerate(cols):
+                weights[j, col] = a[:, m].mean()
+        return h
+
+    x0 = N("embed_norm", E) if cfg["embed_norm"] else E
+    outputs = []
+    if weights is not None:
+        weights.zero_()
+        weights[0, 0] = 1.0
+    for j in range(2 * L):
+        l, s = j // 2, ("attn", "ffn")[j % 2]
+        u = x0 if j == 0 else read(j, "blocks.%d.%s" % (l, ("attn_res", "mlp_res")[j % 2]),
+                                   x0, outputs)
+        outputs.append(branch(l, s, u))
+    h = read(2 * L, "final_res", x0, outputs)
+    return N("ln_f", h) if has_final_norm(cfg) else h
+
+
 def direct_forward(cfg, p, E):
     """Each preset written out as its paper's equations, layer by layer."""
     _V0.clear()
@@ -685,6 +766,8 @@ def direct(cfg, p, E):
     """The direct transcription of a case's stack (draw's independent forward)."""
     if cfg["preset"] in ("SIAMESE", "SIAMESE_POST_PRE"):
         return direct_siamese(cfg, p, E)
+    if cfg.get("attn_res"):
+        return direct_attn_res(cfg, p, E)
     return direct_hyper(cfg, p, E) if hyper_of(cfg)[0] else direct_forward(cfg, p, E)
 
 
@@ -760,6 +843,41 @@ def dwa_refusal(cfg, p, E):
     return None
 
 
+def attn_res_weights(cfg, p, E, dtype=torch.float64, **fields):
+    """The twin's nb_stack_attn_res_weights matrix ((2L+1) x (2L+1), float64) of a forward of
+    E (fields: StackConfig fields on top, as twin_stack's)."""
+    stack = twin_stack(cfg, dtype, **fields)
+    load(stack, {k: v.to(dtype) for k, v in p.items()})
+    got = []
+    with torch.no_grad():
+        stack(E.to(dtype).reshape(cfg["B"], cfg["T"], cfg["d"]), depth_weights=got)
+    return twin.attn_res_weights(stack.config, got)
+
+
+def is_query(name):
+    """Whether a parameter is an Attention Residuals pseudo-query (<reader>.proj.weight)."""
+    parts = name.split(".")
+    return len(parts) >= 3 and parts[-3] in AR_READERS and parts[-2:] == ["proj", "weight"]
+
+
+def attn_res_refusal(cfg, p, E):
+    """Why an Attention Residuals case's draw is refused (None when kept): its output within
+    ATTN_RES_FAR of its norm from the output with uniform weights (every pseudo-query 0, the
+    other parameters the draw's)."""
+    uniform = {k: torch.zeros_like(v) if is_query(k) else v for k, v in p.items()}
+    assert sum(not torch.equal(uniform[k], p[k]) for k in p) == 2 * cfg["L"], sorted(p)
+    outs = []
+    for q in (p, uniform):
+        stack = twin_stack(cfg)
+        load(stack, q)
+        with torch.no_grad():
+            outs.append(stack(E.reshape(cfg["B"], cfg["T"], cfg["d"])))
+    moved = ((outs[0] - outs[1]).norm() / outs[1].norm()).item()
+    if not moved > ATTN_RES_FAR:
+        return "the drawn queries move the output by %.2g of the uniform weights'" % moved
+    return None
+
+
 def f32_margin(ref, got):
     """max over elements of |got - ref| / (atol + rtol |ref|), for the float32 tolerance."""
     lim = F32_ATOL + F32_RTOL * ref.abs()
@@ -773,7 +891,6 @@ def draw(name, cfg, seed, reference=None):
     direct transcriptions here; gen_porting_fixtures.py passes the official codes')."""
     torch.manual_seed(seed)
     d, BT = cfg["d"], cfg["B"] * cfg["T"]
-    siamese = cfg["preset"] in ("SIAMESE", "SIAMESE_POST_PRE")
     p = draw_params(cfg)
     E = torch.randn(BT, d)
     # dout of std 0.5: weight gradients are sums over all B*T tokens and would otherwise reach
@@ -788,8 +905,7 @@ def draw(name, cfg, seed, reference=None):
     if reference is not None:
         dref = reference(cfg, pd, Ed)
     else:
-        dref = (direct_siamese(cfg, pd, Ed) if siamese else direct_hyper(cfg, pd, Ed)
-                if hyper_of(cfg)[0] else direct_forward(cfg, pd, Ed))
+        dref = direct(cfg, pd, Ed)
     (dref * dout).sum().backward()
     assert torch.allclose(dref, out, rtol=0, atol=1e-12), name
     for k, got, want in [("din", din, Ed.grad)] + [(k, grads[k], pd[k].grad) for k in grads]:
@@ -815,6 +931,9 @@ def draw(name, cfg, seed, reference=None):
     why = cfg.get("dwa") and dwa_refusal(cfg, p, E)
     if why:
         return None, why
+    why = cfg.get("attn_res") and attn_res_refusal(cfg, p, E)
+    if why:
+        return None, why
     # activations stay O(1), gradients moderate
     for t in hidden + [out, din]:
         r = t.pow(2).mean().sqrt().item()
@@ -828,6 +947,16 @@ def draw(name, cfg, seed, reference=None):
     out32, din32, grads32, _, _ = run(cfg, p, E, dout, torch.float32)
     margins = [(f32_margin(out, out32), "out"), (f32_margin(din, din32), "din")] + \
         [(f32_margin(grads[k], grads32[k]), "grad." + k) for k in grads]
+    if cfg.get("attn_res"):  # the depth weights (test_block_fixtures checks them too), which
+        # the twin's forward gives as the direct transcription's
+        W = attn_res_weights(cfg, p, E)
+        ref = torch.zeros_like(W)
+        with torch.no_grad():
+            direct_attn_res(cfg, p, E, ref)
+        assert torch.allclose(W, ref, rtol=0, atol=1e-12), name
+        assert torch.allclose(W.sum(1), torch.ones(len(W)), rtol=0, atol=1e-12), name
+        margins.append((f32_margin(W, attn_res_weights(cfg, p, E, torch.float32)),
+                        "attn_res_weights"))
     m, worst = max(margins)
     if m >= F32_MARGIN and not os.environ.get("NB_GEN_NO_F32_CHECK"):
         return None, "float32 reaches %.2f of the tolerance at %s" % (m, worst)
@@ -894,11 +1023,16 @@ def add_case(w, name, cfg, report, reference=None):
     for field in ("dwa", "dwa_dilation"):
         if cfg.get(field):  # optional: absent = 0 (off; the dilation 1)
             w.add(name + "." + field, cfg[field])
+    for field in ("attn_res", "attn_res_block"):
+        if cfg.get(field):  # optional: absent = 0 (off; the block size 1)
+            w.add(name + "." + field, cfg[field])
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)
     w.add(name + ".dout", dout)
     w.add(name + ".out", out)
     w.add(name + ".din", din)
+    if cfg.get("attn_res"):
+        w.add(name + ".attn_res_weights", attn_res_weights(cfg, p, E))
     for k in p:
         w.add(name + "." + k, p[k])
         w.add(name + ".grad." + k, grads[k])
@@ -1119,6 +1253,7 @@ def self_checks():
     softcap_self_checks(E, fwd)
     mhc_lite_self_checks(E, fwd)
     dwa_self_checks(E, fwd)
+    attn_res_self_checks(E, fwd)
     print("self-checks passed")
 
 
@@ -1515,6 +1650,183 @@ def dwa_self_checks(E, fwd):
             assert word in str(e), (extra, e)
 
 
+def attn_res_self_checks(E, fwd):
+    """Attention Residuals in the twin: its tensors as the library's table (the readers last in
+    the layer, attn_res.proj, attn_res.norm (l >= 1) then mlp_res.*; final_res.* before ln_f)
+    and init (queries 0, gains 1), with which the stack is the plain Pre-Norm stack up to eps
+    for every block size S (each h_j the plain residual state over its source count, which the
+    hidden states show: x_0, h_2l = x_l / (2 + (2l-1)//S), h_2L = x_L / (2 + (2L-1)//S)); the
+    twin agrees with the paper's block sums read token by token (direct_attn_res), output and
+    depth weights, with drawn parameters on six presets and block sizes 1 to 2L (a block ending
+    on an attention and on an FFN sublayer, S = 2L); the trace has the library's names in its
+    order, x_out the branch f_j, attn_res_p p_j = f_j (+ p_{j-1} inside a block), attn_res_h
+    the hidden h_j, the layer's x p_2l+1, grad_x_in the whole gradient of p_2l-1 (Pre-Norm:
+    the previous FFN's grad_out; layer 0: x_0's, the input's); the twin refuses what
+    nb_stack_init refuses (attn_res other than 0 and 1, a block size outside [0, 2L] or without
+    attn_res, SiameseNorm, hyper-connections, DenseFormer, and placements with a post norm, a
+    residual from the norm, a residual norm, interp or a residual scale; norm.gain_offset with
+    no block or site gain: the keys' gains are never offset), naming them, and a Hugging Face
+    export, naming attn_res; the trainer's metadata (attn_res "on",
+    attn_res_block) reads back, absent as 0, another attn_res value, a block size without
+    attn_res or beyond 2 n_layers refused."""
+    L = 3
+    plain = dict(make_cfg("PRE", L, 16, 4, 2), eps=1e-30)  # RMSNorm scale-invariant to 1e-15
+    p = draw_params(plain)
+    hp = []
+    ref = fwd(plain, p, hidden=hp)
+    for S in (1, 2, 3, 2 * L):
+        ar = dict(plain, attn_res=1, attn_res_block=S)
+        stack = twin_stack(ar)
+        table = [n for n, _ in stack.library_parameters()]
+        init = dict(stack.named_parameters())
+        pa = dict(p)
+        for l in range(L):
+            mine = [n for n in table if n.startswith("blocks.%d." % l)]
+            tail = ["blocks.%d.%s.%s.weight" % (l, r, t) for r in
+                    ((("attn_res",) if l else ()) + ("mlp_res",)) for t in ("proj", "norm")]
+            assert mine[-len(tail):] == tail and len(set(mine) - set(p)) == len(tail), (S, mine)
+        assert table[-3:] == ["final_res.proj.weight", "final_res.norm.weight", "ln_f.weight"]
+        for n in set(table) - set(p):
+            want = (torch.zeros(1, 16) if n.endswith("proj.weight") else torch.ones(16))
+            assert torch.equal(init[n], want), (S, n)
+            pa[n] = init[n].detach()
+        hd = []
+        assert torch.allclose(fwd(ar, pa, hidden=hd), ref, rtol=0, atol=1e-12), S
+        counts = [1] + [2 + (2 * l - 1) // S for l in range(1, L + 1)]
+        assert len(hd) == L + 1 == len(hp), (len(hd), len(hp))
+        for l in range(L + 1):
+            assert torch.allclose(hd[l] * counts[l], hp[l], rtol=0, atol=1e-12), (S, l)
+    # the paper's block sums, token by token, with drawn parameters: output and weights
+    for pr, L_, S, extra in (("PRE", 3, 5, {}), ("SANDWICH", 2, 1, {}), ("NONE", 2, 2, {}),
+                             ("REZERO", 3, 3, {}), ("DYT", 3, 6, dict(norm=DYT)),
+                             ("LAYERSCALE", 2, 3, {})):
+        ar = dict(make_cfg(pr, L_, 16, 4, 2, **extra), attn_res=1, attn_res_block=S)
+        q = draw_params(ar)
+        q.update((k, 1.5 * v) for k, v in q.items() if is_query(k))  # far from uniform
+        W = torch.zeros(2 * L_ + 1, 2 * L_ + 1)
+        with torch.no_grad():
+            want = direct_attn_res(ar, q, E, W)
+        assert torch.allclose(fwd(ar, q), want, rtol=0, atol=1e-12), (pr, S)
+        got = attn_res_weights(ar, q, E)  # make_cfg's B = 2, T = 5: fwd's E
+        assert torch.allclose(got, W, rtol=0, atol=1e-12), (pr, S, got, W)
+        assert (W - 1 / (W > 0).sum(1, keepdim=True) * (W > 0)).abs().max() > 0.1, (pr, S)
+    # the trace: the library's names and values
+    S = 2
+    ar = dict(make_cfg("PRE", L, 16, 4, 2), attn_res=1, attn_res_block=S)
+    q = draw_params(ar)
+    stack = twin_stack(ar)
+    load(stack, q)
+    tr = twin.Trace()
+    x = E.reshape(2, 5, 16).clone().requires_grad_(True)
+    hd = []
+    stack(x, trace=tr, hidden=hd).sum().backward()
+    items = tr.items()
+    names = [n for n, _ in items]
+    t = dict(items)
+    fwd_names = [n for n in names if "attn_res" in n or n.endswith((".x", ".x_out"))]
+    want = []
+    for l in range(L):
+        for sub in ("attn", "ffn"):
+            want += ([] if l == 0 and sub == "attn" else ["blocks.%d.%s.attn_res_h" % (l, sub)])
+            want += ["blocks.%d.%s.x_out" % (l, sub), "blocks.%d.%s.attn_res_p" % (l, sub)]
+        want.append("blocks.%d.x" % l)
+    assert fwd_names == want, fwd_names
+    for l in range(L):  # attn_res_h before the sublayer's own names, attn_res_p after x_out
+        for sub in ("attn", "ffn"):
+            own = [n for n in names[:names.index("out")]
+                   if n.startswith("blocks.%d.%s." % (l, sub))]
+            assert own[-1].endswith(".attn_res_p"), names
+            assert own[0].endswith(".attn_res_h" if l or sub == "ffn" else ".h"), names
+    close = dict(rtol=1e-6, atol=1e-6)  # the trace's float32 copies
+    prev = None
+    for j in range(2 * L):
+        pre = "blocks.%d.%s." % (j // 2, ("attn", "ffn")[j % 2])
+        f, pj = t[pre + "x_out"].double(), t[pre + "attn_res_p"].double()
+        assert torch.allclose(pj, f if j % S == 0 else prev + f, **close), j
+        if j % 2 == 0 and j:
+            assert torch.allclose(t[pre + "attn_res_h"].double(),
+                                  hd[j // 2].reshape(10, 16).float().double(), **close), j
+        prev = pj
+        if j % 2:
+            assert torch.equal(t["blocks.%d.x" % (j // 2)], t[pre + "attn_res_p"]), j
+    assert names[-1] == "grad_in" and "blocks.0.grad_x_in" in names
+    assert torch.allclose(t["blocks.0.grad_x_in"].double(),
+                          x.grad.reshape(10, 16).float().double(), **close)
+    for l in range(1, L):  # p_2l-1 = (p_2l-2 +) f_2l-1: f's gradient is p's, all of it
+        assert torch.allclose(t["blocks.%d.grad_x_in" % l], t["blocks.%d.ffn.grad_out" % (l - 1)],
+                              rtol=1e-6, atol=1e-6), l
+    # refusals as nb_stack_init's, naming the fields
+    base = twin_config(make_cfg("PRE", 3, 16, 4, 2), "pre")
+    r = twin.resolve(base.with_fields(residual=dict(attn_res=1))).residual
+    assert (r.attn_res, r.attn_res_block) == (1, 1), r
+    r = twin.resolve(base.with_fields(residual=dict(attn_res=1, attn_res_block=6))).residual
+    assert (r.attn_res, r.attn_res_block) == (1, 6), r
+    for preset in ("sandwich", "olmo2", "dyt", "periln", "rezero", "layerscale", "none", "lns",
+                   "sites_pre", "pre_sites_pre"):
+        twin.resolve(base.with_fields(preset=preset, residual=dict(attn_res=1)))
+    on = dict(attn_res=1)
+    pre = twin.resolve(base).layers
+    custom = []
+    for field, value, what in (("post_norm", True, "post norm"),
+                               ("residual_from_norm", True, "residual from the norm"),
+                               ("residual_norm", True, "residual norm"),
+                               ("branch_scale", "interp", "interp branch scale"),
+                               ("residual_scale", 2.0, "residual_scale other than 1")):
+        layers = [replace(ld, attn=replace(ld.attn), ffn=replace(ld.ffn)) for ld in pre]
+        setattr(layers[1].ffn, field, value)
+        custom.append((dict(preset="default", layers=layers, residual=on),
+                       ("layer 1 FFN", "residual.attn_res", what)))
+    bads = [(dict(residual=dict(attn_res=2)), ("residual.attn_res",)),
+            (dict(residual=dict(attn_res=-1)), ("residual.attn_res",)),
+            (dict(residual=dict(attn_res=1, attn_res_block=7)),
+             ("residual.attn_res_block", "2 n_layers")),
+            (dict(residual=dict(attn_res=1, attn_res_block=-1)), ("residual.attn_res_block",)),
+            (dict(residual=dict(attn_res_block=2)),
+             ("residual.attn_res_block", "needs residual.attn_res")),
+            (dict(preset="siamese", residual=on), ("residual.attn_res", "SiameseNorm")),
+            (dict(preset="siamese_post_pre", residual=on), ("residual.attn_res", "SiameseNorm")),
+            (dict(preset="mhc", residual=on), ("residual.attn_res", "hyper-connections")),
+            (dict(hyper=dict(kind="mhc_lite"), residual=on),
+             ("residual.attn_res", "hyper-connections")),
+            (dict(residual=dict(attn_res=1, dwa=1)), ("residual.attn_res", "residual.dwa")),
+            (dict(preset="post", residual=on), ("layer 0 attention", "post norm")),
+            (dict(preset="deepnorm", residual=on), ("residual.attn_res", "post norm")),
+            (dict(preset="hybrid", residual=on), ("layer 0 FFN", "residual from the norm")),
+            (dict(preset="ngpt", n_kv_heads=4, residual=on), ("residual.attn_res", "post norm"))]
+    for bad, words in bads + custom:
+        try:
+            twin.resolve(base.with_fields(**bad))
+            raise AssertionError("the twin accepts %s" % bad)
+        except ValueError as e:
+            assert all(w in str(e) for w in words), (bad, e)
+    try:  # the keys' gains are not norm gains: never offset (nb_stack_init refuses it too)
+        twin.Stack(base.with_fields(norm=dict(gain=-1, gain_offset=1), residual=on))
+        raise AssertionError("the twin offsets the gains of Attention Residuals' keys")
+    except ValueError as e:
+        assert "norm.gain_offset" in str(e), e
+    stack = twin.Stack(base.with_fields(residual=on))
+    for f in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
+        try:
+            f()
+            raise AssertionError("a stack with Attention Residuals is exported")
+        except ValueError as e:
+            assert "attn_res" in str(e), e
+    meta = dict(vocab_size="256", n_layers="3", d_model="16", n_heads="4", n_kv_heads="2",
+                d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
+    for extra, want in (({}, (0, 0)), (dict(attn_res="on"), (1, 1)),
+                        (dict(attn_res="on", attn_res_block="4"), (1, 4))):
+        r = twin.resolve(twin.config_from_metadata(dict(meta, **extra))).residual
+        assert (r.attn_res, r.attn_res_block) == want, extra
+    for extra, word in ((dict(attn_res="off"), "attn_res"),
+                        (dict(attn_res_block="2"), "needs residual.attn_res"),
+                        (dict(attn_res="on", attn_res_block="7"), "residual.attn_res_block")):
+        try:
+            twin.resolve(twin.config_from_metadata(dict(meta, **extra)))
+            raise AssertionError("the twin reads %s" % extra)
+        except ValueError as e:
+            assert word in str(e), (extra, e)
+
+
 def main():
     outdir = output_dir("gen_block_fixtures.py")
     torch.set_default_dtype(torch.float64)
@@ -1696,6 +2008,22 @@ def main():
                                          dwa_dilation=2)))
     cases.append(("dwa_periln_L3", dict(make_cfg("PERILN", 3, Hkv=1, **small), dwa=1,
                                         value_residual=2)))
+    # Attention Residuals (attn_res; checked against the paper's block sums read token by token,
+    # nbfixture.attn_res_sources_ref and attn_res_read_ref; every draw's output far from the
+    # uniform weights', attn_res_refusal): Full AttnRes (attn_res_block absent: 0 = 1) on
+    # Pre-Norm with GQA (H = 4, Hkv = 2); blocks of 2 sublayers (a layer, the official code's
+    # granularity) on Pre-Norm with MQA at L = 4; blocks of 3 on Peri-LN (boundaries before
+    # FFNs too; x_0 the normalized embedding) with the learnable value residual; one block of
+    # 2L (x_0 and the running sum, the paper's N = 1) on LayerScale with CompleteP's m = 1/2
+    # (both on each branch)
+    cases.append(("attnres_full_pre_L3", dict(make_cfg("PRE", 3, d=8, H=4, Hkv=2), attn_res=1)))
+    cases.append(("attnres_s2_pre_L4", dict(make_cfg("PRE", 4, Hkv=1, **small), attn_res=1,
+                                            attn_res_block=2)))
+    cases.append(("attnres_s3_periln_L3", dict(make_cfg("PERILN", 3, Hkv=2, **small), attn_res=1,
+                                               attn_res_block=3, value_residual=2)))
+    cases.append(("attnres_s4_layerscale_L2", dict(make_cfg("LAYERSCALE", 2, Hkv=1, **small),
+                                                   attn_res=1, attn_res_block=4,
+                                                   depth_alpha=1.0)))
 
     check_header_keys(cfg["preset"] for _, cfg in cases)
     for name, cfg in cases:

@@ -7,10 +7,10 @@ model written as an nn.Module). The transcriptions here are the generators' inde
 of it: the original codes' equations written out once more with plain float64 torch ops (OLMo's
 fused projection and norms, NeoX RoPE through sin/cos tables, GQA by repeated KV heads,
 DeepSeek's mHC reference functions, mHC-lite's mixture of permutation matrices and HC's
-Algorithm 2, DenseFormer's depth-weighted average, NVIDIA/ngpt's Block; the gated Qwen3, Derf's
-nanoGPT, DyT's LLaMA and Gemma's decoder as their codes have them), and every generator asserts
-that the twin agrees with them before it writes anything. Nothing here knows how normblocks
-computes anything.
+Algorithm 2, DenseFormer's depth-weighted average, Attention Residuals' readers token by token,
+NVIDIA/ngpt's Block; the gated Qwen3, Derf's nanoGPT, DyT's LLaMA and Gemma's decoder as their
+codes have them), and every generator asserts that the twin agrees with them before it writes
+anything. Nothing here knows how normblocks computes anything.
 
 Imported by tests/gen_fixtures.py, tests/gen_sublayer_fixtures.py, tests/gen_block_fixtures.py,
 tests/gen_porting_fixtures.py and tests/test_twin_fixtures.py; run as scripts, they find it
@@ -140,7 +140,8 @@ HYPER_KINDS = {0: "", HYPER_NONE: "none", HYPER_MHC: "mhc", HYPER_HC: "hc",
 def twin_config(s, preset):
     """The twin's StackConfig of a stack case: s holds the fields a block fixture stores (L, d,
     H, Hkv, f, sites, mixln_alpha, norm, eps, ffn, rope, theta, siamese_*; the optional
-    attn_bias, value_residual, dwa, dwa_dilation, hyper, hyper_streams, hyper_static,
+    attn_bias, value_residual, dwa, dwa_dilation, attn_res, attn_res_block, hyper,
+    hyper_streams, hyper_static,
     hyper_sinkhorn, depth_alpha, depth_base, interp_init, qk_scale, softmax_scale,
     ffn_in_scale, and the porting options attn_gate, norm_gain, norm_bias, gain_offset,
     embed_scale_on (embed_scale: the parameter's name), branch_scale, ffn_bias; attn_sink,
@@ -167,7 +168,8 @@ def twin_config(s, preset):
             interp_init=float(s.get("interp_init", 0)),
             depth_alpha=float(s.get("depth_alpha", 0)), depth_base=int(s.get("depth_base", 0)),
             value_residual=int(s.get("value_residual", 0)), dwa=int(s.get("dwa", 0)),
-            dwa_dilation=int(s.get("dwa_dilation", 0))),
+            dwa_dilation=int(s.get("dwa_dilation", 0)), attn_res=int(s.get("attn_res", 0)),
+            attn_res_block=int(s.get("attn_res_block", 0))),
         hyper=twin.HyperConfig(
             kind=HYPER_KINDS[int(s.get("hyper", 0))], streams=int(s.get("hyper_streams", 0)),
             static_maps=int(s.get("hyper_static", 0)),
@@ -551,6 +553,67 @@ def dwa_average_ref(outputs, weight, i, dilation):
         term = weight[0, m] * outputs[j]
         acc = term if acc is None else acc + term
     return acc
+
+
+# ---- Attention Residuals --------------------------------------------------------------------
+#
+# arXiv 2603.15031 (Moonshot), read with its official pseudocode (MoonshotAI/Attention-Residuals'
+# README: block_attn_res and the layer's forward) as the paper writes it: the sublayers' outputs
+# f_0 .. f_{2L-1} (attention of layer l is sublayer 2l, its FFN 2l+1; no residual sums) fall in
+# blocks of S consecutive sublayers from sublayer 0, b_n the sum of block n's outputs; the input
+# of sublayer i >= 1 (and the final norm's, i = 2L) attends over the embedding x_0, the blocks
+# completed before sublayer i-1 and the partial sum of sublayer i-1's block through f_{i-1}
+# (Full AttnRes: S = 1, every output its own source), with the weights a softmax over those
+# sources of the sublayer's pseudo-query w dotted with each source's RMSNorm (gain g) key.
+
+
+def attn_res_sources_ref(x0, outputs, i, S):
+    """The sources of sublayer i's input (i >= 1; i = 2L: the final norm's) from x_0 and the
+    outputs f_0 .. f_{i-1}: x_0, then block n = 0 .. (i-1)//S as the sum of its outputs f_{nS}
+    .. f_{min(nS + S, i) - 1} (the last one the partial sum through f_{i-1}), each block summed
+    term by term from the outputs (no running sums)."""
+    assert i >= 1 and len(outputs) == i, (i, len(outputs))
+    src = [x0]
+    for n in range((i - 1) // S + 1):
+        acc = None
+        for f in outputs[n * S:min(n * S + S, i)]:
+            acc = f if acc is None else acc + f
+        src.append(acc)
+    return src
+
+
+def attn_res_read_ref(sources, w, g, eps):
+    """One reader: its output h (rows, d) and weights a (rows, count) from its sources (each
+    (rows, d)), row by row: the keys k_m = g * v_m / sqrt(mean(v_m^2) + eps), the logits
+    z_m = sum_i w_i k_m[i], a_m = exp(z_m - max z) / sum_n exp(z_n - max z), and
+    h = sum_m a_m v_m, every sum written out over its terms; w the pseudo-query (1, d), g the
+    key norm's gain (d)."""
+    rows, d = sources[0].shape
+    w = w.reshape(-1)
+    hs, As = [], []
+    for r in range(rows):
+        z = []
+        for v in sources:
+            ms = None
+            for i in range(d):
+                ms = v[r, i] * v[r, i] if ms is None else ms + v[r, i] * v[r, i]
+            k = g * v[r] / torch.sqrt(ms / d + eps)
+            zm = None
+            for i in range(d):
+                zm = w[i] * k[i] if zm is None else zm + w[i] * k[i]
+            z.append(zm)
+        top = max(float(t) for t in z)
+        e = [torch.exp(t - top) for t in z]
+        total = None
+        for t in e:
+            total = t if total is None else total + t
+        a = [t / total for t in e]
+        h = None
+        for m, v in enumerate(sources):
+            h = a[m] * v[r] if h is None else h + a[m] * v[r]
+        hs.append(h)
+        As.append(torch.stack(a))
+    return torch.stack(hs), torch.stack(As)
 
 
 # ---- nGPT ----------------------------------------------------------------------------------

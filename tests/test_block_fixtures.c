@@ -21,7 +21,8 @@
    tensor table against the fixture (the same names, counts, shapes, kinds, layers and no_decay
    flags, no overlaps, the whole parameter buffer covered), copy the fixture parameters in by
    name, run nb_stack_forward and nb_stack_backward, and compare out, din and every parameter
-   gradient. Each case runs in four variants:
+   gradient (and Attention Residuals' depth weights, nb_stack_attn_res_weights, where the case
+   has them). Each case runs in four variants:
      probs   NB_ATTN_MEMORY_PROBS, init for exactly (B, T), gradients zeroed, default threads
      lse     NB_ATTN_MEMORY_LSE, init for exactly (B, T), gradients zeroed, 3 threads
      accum   memory default, init for (B + 1, T + 3), gradients pre-filled with known values
@@ -140,6 +141,10 @@ static const block_case cases[] = {
     {"dwa_pre_L4", "Pre-Norm"},
     {"dwa_post_k2_L4", NULL},
     {"dwa_periln_L3", "Peri-LN"},
+    {"attnres_full_pre_L3", "Pre-Norm"},
+    {"attnres_s2_pre_L4", NULL},
+    {"attnres_s3_periln_L3", "Peri-LN"},
+    {"attnres_s4_layerscale_L2", "LayerScale"},
 };
 
 /* Keep in sync with the names printed by tests/gen_porting_fixtures.py. By name only where the
@@ -310,6 +315,7 @@ static const block_case bf16_cases[] = {
     {"bf16_sink_learned_pre_gqa_L2", ""}, {"bf16_sink_obo_hybrid_L2", ""},
     {"bf16_clip_olmo2_gqa_L2", ""}, {"bf16_softcap_sandwich_gqa_L2", ""},
     {"bf16_mhclite_sandwich_n3_L2", ""}, {"bf16_dwa_post_k2_L4", ""},
+    {"bf16_attnres_s3_periln_L3", ""},
 };
 
 /* desc.bf16_weights, on the variants with zeroed gradients: the same stack reading the
@@ -399,6 +405,16 @@ static int ends_with(const char* s, const char* suffix) {
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* An Attention Residuals reader's tensor: "blocks.<l>.attn_res.<tail>" (before attention),
+   "blocks.<l>.mlp_res.<tail>" (before the FFN) or "final_res.<tail>" (before the final norm) */
+static int attn_res_tensor(const char* field, const char* tail) {
+    char a[64], m[64], f[64];
+    snprintf(a, sizeof a, ".attn_res.%s", tail);
+    snprintf(m, sizeof m, ".mlp_res.%s", tail);
+    snprintf(f, sizeof f, "final_res.%s", tail);
+    return ends_with(field, a) || ends_with(field, m) || strcmp(field, f) == 0;
+}
+
 /* What the table should say about a parameter, derived from its name. */
 static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, int* no_decay) {
     const char* last;
@@ -419,6 +435,12 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
     else if (strcmp(field, "embed_scale") == 0) *kind = NB_TENSOR_EMBED_SCALE;
     else if (ends_with(field, ".value_residual.lambda")) *kind = NB_TENSOR_VALUE_RESIDUAL;
     else if (ends_with(field, ".dwa.weight")) *kind = NB_TENSOR_DWA; /* DenseFormer's a_l */
+    /* Attention Residuals' readers before attention, FFN and the final norm: the pseudo-query
+       and its key norm's gain (not a block norm's: ".attn_res_norm.weight" is nGPT's) */
+    else if (attn_res_tensor(field, "proj.weight"))
+        *kind = NB_TENSOR_ATTN_RES_QUERY;
+    else if (attn_res_tensor(field, "norm.weight"))
+        *kind = NB_TENSOR_ATTN_RES_GAIN;
     else if (ends_with(field, "ls1.gamma") || ends_with(field, "ls2.gamma"))
         *kind = NB_TENSOR_LAYERSCALE;
     else if (ends_with(field, ".attn_alpha") || ends_with(field, ".mlp_alpha"))
@@ -434,10 +456,11 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
         else if (ends_with(field, "_scale")) *kind = NB_TENSOR_HC_SCALE;
         else *kind = NB_TENSOR_HC_BASE;
     } else *kind = NB_TENSOR_GAIN;
-    /* decayed: the matrices, mHC's fns and DenseFormer's weights (its code's nn.Linear) */
+    /* decayed: the matrices, mHC's fns, DenseFormer's weights and Attention Residuals'
+       pseudo-queries (their codes' nn.Linear) */
     *no_decay = *kind == NB_TENSOR_GAIN || *kind == NB_TENSOR_BIAS ||
                 (*kind >= NB_TENSOR_SIAMESE_GAMMA && *kind != NB_TENSOR_HC_FN &&
-                 *kind != NB_TENSOR_DWA);
+                 *kind != NB_TENSOR_DWA && *kind != NB_TENSOR_ATTN_RES_QUERY);
 }
 
 /* The tensor table against the fixture's parameters. Returns 1 when parameters can be loaded
@@ -522,6 +545,39 @@ static int check_table(const char* cs, const char* tag, const nb_stack* s) {
     free(covered);
     return usable;
 }
+
+#ifndef NBT_BF16
+/* Attention Residuals: nb_stack_attn_res_weights after the forward against the reference's
+   matrix ("attn_res_weights", (2L+1) x (2L+1): every reader's weights averaged over the tokens),
+   under the activations' tolerances (the generator keeps draws whose float32 twin stays within
+   0.3 of them here too). Nothing for a case without it. */
+static void check_attn_res_weights(const char* cs, const char* tag, const nb_stack* s,
+                                   const nb_real* cache, int B, int T) {
+    const nbf_tensor* want = nbf_field(cs, "attn_res_weights", 0);
+    const size_t J = 2 * (size_t)s->desc.n_layers + 1;
+    double* got;
+    nb_real* gr;
+    char name[300];
+    size_t k;
+    nb_result rc;
+    if (!want) return;
+    snprintf(name, sizeof name, "%s/%s: attn_res_weights is %lu x %lu", cs, tag,
+             (unsigned long)J, (unsigned long)J);
+    if (!nbt_check(want->n == J * J, name)) return;
+    got = (double*)malloc(J * J * sizeof *got);
+    gr = (nb_real*)malloc(J * J * sizeof *gr);
+    if (!got || !gr) abort();
+    rc = nb_stack_attn_res_weights(s, cache, B, T, got);
+    snprintf(name, sizeof name, "%s/%s: nb_stack_attn_res_weights returns NB_OK", cs, tag);
+    if (nbt_check(rc == NB_OK, name)) {
+        for (k = 0; k < J * J; k++) gr[k] = (nb_real)got[k];
+        snprintf(name, sizeof name, "%s/%s: attn_res_weights", cs, tag);
+        nbt_close(name, gr, want->data, J * J, FX_ATOL, FX_RTOL);
+    }
+    free(got);
+    free(gr);
+}
+#endif
 
 /* The porting options (blocks_porting.bin): absent = 0, nb_stack_desc's defaults. */
 static void porting_options(const char* cs, nb_stack_desc* desc) {
@@ -650,6 +706,9 @@ static void run_case(const block_case* bc, const variant* v) {
         /* DenseFormer's depth-weighted average and its dilation: absent = 0 (off; k = 1) */
         const nbf_tensor* dw = nbf_field(cs, "dwa", 0);
         const nbf_tensor* dk = nbf_field(cs, "dwa_dilation", 0);
+        /* Attention Residuals and its block size: absent = 0 (off; Full AttnRes) */
+        const nbf_tensor* ar = nbf_field(cs, "attn_res", 0);
+        const nbf_tensor* as_ = nbf_field(cs, "attn_res_block", 0);
         desc.siamese.no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
         desc.attn.bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
         desc.residual.value_residual = vr && vr->n == 1 ? (int)vr->data[0] : 0;
@@ -668,6 +727,8 @@ static void run_case(const block_case* bc, const variant* v) {
         desc.attn.softcap = sc && sc->n == 1 ? (nb_real)sc->data[0] : 0;
         desc.residual.dwa = dw && dw->n == 1 ? (int)dw->data[0] : 0;
         desc.residual.dwa_dilation = dk && dk->n == 1 ? (int)dk->data[0] : 0;
+        desc.residual.attn_res = ar && ar->n == 1 ? (int)ar->data[0] : 0;
+        desc.residual.attn_res_block = as_ && as_->n == 1 ? (int)as_->data[0] : 0;
         porting_options(cs, &desc);
         /* the stack's streams: 2 for SiameseNorm, n with hyper-connections, else 1 */
         streams = preset == NB_PRESET_SIAMESE || preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;
@@ -731,6 +792,7 @@ static void run_case(const block_case* bc, const variant* v) {
         bf16_close(name, r.out, out->data, n_act, L, 0, 0);
 #else
         nbt_close(name, r.out, out->data, n_act, FX_ATOL, FX_RTOL);
+        check_attn_res_weights(cs, v->tag, &s, r.cache, B, T);
 #endif
         nbf_fill_nan(r.scratch, s.n_scratch);
         rc = nb_stack_backward(&ctx, &s, r.params, r.grads, r.dx, r.dout, B, T, r.cache,

@@ -46,6 +46,9 @@ buffers); a Llama file with Q/K/V biases (Qwen2's). The C tool and the twin must
 7. Gemma 2's attention-logit softcap: a Llama-named file with the trainer's attn_softcap key
    runs in nbimport to the twin's capped output; the export is refused by both, naming
    attn_softcap (no Llama-family, OLMo-2 or GPT-2 class caps its scores).
+8. DenseFormer's depth-weighted average and Attention Residuals: library-named files with the
+   trainer's keys (dwa, dwa_dilation; attn_res, attn_res_block) run in nbimport to the twin's
+   output; the export is refused by both, naming dwa and attn_res.
 
 Tolerance: float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin| (measured
 ~1e-6); the float64 twin against the float64 transcription, 1e-10 + 1e-9 |ref|. Exits 77
@@ -622,6 +625,29 @@ def dwa(nbimport, work):
     export_refused(nbimport, work, "dwa", stack, meta, "dwa")
 
 
+def attn_res(nbimport, work):
+    """Attention Residuals on Pre-Norm in blocks of 2 sublayers (the trainer's keys "attn_res"
+    on, "attn_res_block"), the pseudo-queries drawn far from 0: nbimport reads the stack in the
+    library's names (no Hugging Face layout names the readers) to the twin's output, not that of
+    uniform depth weights (the queries 0), and both refuse the export, naming attn_res."""
+    stack = make_stack("pre", 3, True, residual=dict(attn_res=1, attn_res_block=2))
+    uniform = copy.deepcopy(stack)
+    with torch.no_grad():
+        for (n_, t), u in zip(stack.named_parameters(), uniform.parameters()):
+            if n_.endswith(".proj.weight"):  # blocks.<l>.attn_res/mlp_res.*, final_res.*
+                t.copy_(1.5 * torch.randn_like(t) / D ** 0.5)
+                u.zero_()
+    E = torch.randn(B, T, D)
+    model = {n_: t.detach() for n_, t in stack.library_parameters()}
+    meta = dict(train_meta(stack, "pre"), attn_res="on", attn_res_block="2")
+    r, out = run_file(nbimport, "normblocks", model, meta, E, work, "attn_res")
+    ref = forward(stack, E)
+    report(close(out, ref) and not close(forward(uniform, E), ref),
+           "attn_res (normblocks, pre): %d tensors, attn_res on, attn_res_block 2 read"
+           % len(model), r.stderr.strip())
+    export_refused(nbimport, work, "attn_res", stack, meta, "attn_res")
+
+
 def main():
     nbimport = sys.argv[1]
     torch.manual_seed(7)
@@ -633,7 +659,8 @@ def main():
         sinks(nbimport, work)  # after the others: its stack's init draws from the seeded stream
         clip_qkv(nbimport, work)  # after the others, for the same reason
         softcap(nbimport, work)  # after the others, for the same reason
-        dwa(nbimport, work)  # last, for the same reason
+        dwa(nbimport, work)  # after the others, for the same reason
+        attn_res(nbimport, work)  # last, for the same reason
     print("all passed" if not failed else "%d failed" % failed)
     return 1 if failed else 0
 

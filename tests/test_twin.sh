@@ -83,6 +83,12 @@ check mhc_lite --preset pre --layers 2 --hyper mhc-lite --hyper-streams 3
 # l's input the average of x_0 and the outputs h_j with j = l+1 mod 2 (blocks.<l>.dwa.weight of
 # 1 x ((l+1)/2 + 1), decayed), on Pre-Norm with 3 layers
 check dwa --preset pre --layers 3 --dwa --dwa-dilation 2
+# Attention Residuals by flag (the checkpoint's attn_res "on", attn_res_block 3): no residual
+# sums, each sublayer's input a softmax over depth of x_0 and the sublayers' block sums (the
+# readers blocks.<l>.attn_res.*, mlp_res.* last in the layer, final_res.* before ln_f; the
+# queries start at 0 and move), blocks of 3 sublayers (boundaries before attention and before
+# FFN sublayers) on Pre-Norm with 3 layers
+check attn_res --preset pre --layers 3 --attn-res --attn-res-block 3
 check completep --preset pre --layers 3 --completep 1 --depth-base 2
 # nGPT: the preset's L2 stack, and the trainer's model around it (its logit scale sz, unit
 # embedding and head rows); its train.py's optimizer defaults (warmup as BASE's, given); MHA
@@ -146,15 +152,17 @@ dump_check() {
   # two streams; output norms (out_normed) at full-width QK sites; the value residual;
   # hyper-connected streams (hc_maps, hc_in, x1..x3, hc_head; mHC-lite's maps on 3 streams);
   # DenseFormer's averages (blocks.<l>.x after them, layer 0's grad_x_in x_0's whole gradient);
+  # Attention Residuals' readers (attn_res_h, attn_res_p; x_out the branch, blocks.<l>.x p_2l+1,
+  # grad_x_in the whole gradient of the layer's input stream);
   # nGPT's L2 norms and scales
   # (qkv_scaled, proj_scaled, res_normed); the output gate (c_gated); Derf's norms; learned
   # attention sinks; clip_qkv without site norms (qkv as projected, qkv_normed clamped); the
   # softcap with learned sinks (the capped scores are not traced: context onward); one stream
   # (kept below)
   for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors mhc.safetensors \
-            mhc_lite.safetensors dwa.safetensors hc.safetensors ngpt.safetensors gated.safetensors \
-            derf.safetensors sinks.safetensors clip_qkv_gated.safetensors \
-            attn_softcap_sinks.safetensors hybrid.safetensors; do
+            mhc_lite.safetensors dwa.safetensors attn_res.safetensors hc.safetensors \
+            ngpt.safetensors gated.safetensors derf.safetensors sinks.safetensors \
+            clip_qkv_gated.safetensors attn_softcap_sinks.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then
       FAILED=$((FAILED + 1)); echo "FAIL: dumps of $ck"; cat dump.log; return

@@ -7,14 +7,15 @@ tests/fixtures/blocks.bin holds the float64 references test_block_fixtures check
 against: one case per preset and option (Mix-LN alphas, the HybridNorm site ablations with
 explicit site masks, SiameseNorm's paper scale, paper fusion and no-fusion-norm ablation,
 hyper-connections, CompleteP's depth_alpha, nGPT and its parts as options, DenseFormer's
-depth-weighted average, ...),
+depth-weighted average, Attention Residuals, ...),
 many of which the trainer cannot build. gen_block_fixtures.py computed them with the twin, after
 checking it against its direct transcriptions of the papers' equations. This test holds the
 twin of today to those committed values: for each case the twin is built from the case's
 description, takes the case's parameters by name (strict: the same names and shapes as the
 library's tensor table) and through the library's flat-buffer order (load_flat), and in float64
-must give the case's output, input gradient and parameter gradients (loss = sum(out * dout))
-within 1e-9 + 1e-9 |ref|: a change of the twin's math or of its parameter table fails here
+must give the case's output, input gradient and parameter gradients (loss = sum(out * dout)),
+and with Attention Residuals its depth weights (attn_res_weights, nb_stack_attn_res_weights'
+matrix), within 1e-9 + 1e-9 |ref|: a change of the twin's math or of its parameter table fails here
 before a regenerated fixture could carry it into the library's tests.
 blocks_bf16.bin next to it (gen_bf16_fixtures.py: cases "bf16_<case>", the references of
 test_block_fixtures_bf16) is checked the same way with the twin in gemm.precision "bf16", and
@@ -45,7 +46,7 @@ SCALARS = ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", 
            "hyper_static", "hyper_sinkhorn", "depth_alpha", "depth_base", "interp_init",
            "qk_scale", "softmax_scale", "ffn_in_scale", "attn_gate", "norm_gain", "norm_bias",
            "gain_offset", "embed_scale_on", "branch_scale", "ffn_bias", "attn_sink", "clip_qkv",
-           "softcap", "dwa", "dwa_dilation")
+           "softcap", "dwa", "dwa_dilation", "attn_res", "attn_res_block")
 
 
 def cases(recs):
@@ -64,7 +65,7 @@ def check_case(name, c):
         cfg = cfg.with_fields(gemm=dict(precision="bf16"))
     stack = twin.Stack(cfg).double()
     params = {k: v for k, v in c.items()
-              if (k.startswith(("blocks.", "embed_norm.", "ln_", "hc_head_")) or
+              if (k.startswith(("blocks.", "embed_norm.", "ln_", "hc_head_", "final_res.")) or
                   k == "embed_scale") and not k.startswith("grad.")}
     stack.load_state_dict(params, strict=True)  # names and shapes of the library's table
     flat = torch.cat([p.detach().reshape(-1) for _, p in stack.library_parameters()])
@@ -75,11 +76,16 @@ def check_case(name, c):
             raise AssertionError("load_flat put %s elsewhere" % k)
     B, T, d = int(s["B"]), int(s["T"]), int(s["d"])
     E = c["E"].reshape(B, T, d).clone().requires_grad_(True)
-    out = stack(E)
+    depth = []
+    out = stack(E, depth_weights=depth)
     (out * c["dout"].reshape(B, T, d)).sum().backward()
     worst, what = 0.0, ""
     pairs = [("out", out.detach().reshape(B * T, d), c["out"]),
              ("din", E.grad.reshape(B * T, d), c["din"])]
+    # Attention Residuals: blocks.bin's cases hold the weights (blocks_bf16.bin's do not)
+    if "attn_res_weights" in c or (depth and not name.startswith("bf16_")):
+        pairs.append(("attn_res_weights", twin.attn_res_weights(stack.config, depth),
+                      c["attn_res_weights"]))
     pairs += [("grad." + k, p.grad, c["grad." + k]) for k, p in stack.named_parameters()]
     for label, got, ref in pairs:
         r = float(((got - ref).abs() / (ATOL + RTOL * ref.abs())).max())

@@ -118,6 +118,25 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   the code's alphas[l].weight), init 0 with a_l[-1] = 1 (the plain stack),
                   weight-decayed as the code's nn.Linear; x_L goes to the final norm. Not with
                   SiameseNorm or hyper-connections.
+  Attention Residuals (residual.attn_res; arXiv 2603.15031, the official pseudocode of
+                  MoonshotAI/Attention-Residuals): one stream and no residual sums. Sublayer
+                  j = 0 .. 2L-1 (attention of layer l is 2l, its FFN 2l+1) computes its branch
+                  f_j = f(h_j) alone (the placement's f above: input norm, output norm, branch
+                  scale, m); with S = residual.attn_res_block (0 = 1, Full AttnRes) the partial
+                  sums are p_j = f_j where j mod S = 0 (a block starts), else p_{j-1} + f_j.
+                  h_0 = x_0; the reader before sublayer j >= 1, and the reader j = 2L before
+                  the final norm, has the sources v = [x_0, p_{S-1}, p_{2S-1}, ..,
+                  p_{mS-1} (m = (j-1)//S), p_{j-1}] (x_0, the blocks completed before sublayer
+                  j-1, the running sum) and gives
+                  h_j = sum_m a_m v_m,  a = softmax_m(w_j . (g_j * v_m / sqrt(mean(v_m^2) + eps)))
+                  per token (eps = norm.eps), w_j the pseudo-query "blocks.<l>.attn_res.proj
+                  .weight" (1, d) (l >= 1; the FFN's "mlp_res.proj.weight", the final reader's
+                  "final_res.proj.weight"), init 0 (uniform weights), weight-decayed as the
+                  code's nn.Linear; g_j its key RMSNorm's gain ("...attn_res.norm.weight", d,
+                  init 1, whatever norm.type is). out = N_lnf(h_2L). Only placements whose
+                  sublayers add a plain residual (no post or residual norm, no residual from the
+                  norm, no interp, residual_scale 1); not with SiameseNorm, hyper-connections or
+                  DenseFormer.
   Hyper-connections (hyper.kind "mhc", "hc", "identity", "mhc_lite"; presets mhc, hc, ihc): n
   streams X = (x_0 .. x_{n-1}) of width d per token, all starting at x_0; each sublayer
   (attention, then FFN) reads
@@ -169,7 +188,8 @@ __all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "S
            "Placement", "LayerSpec", "StackConfig", "NormConfig", "AttnConfig", "FfnConfig",
            "ResidualConfig", "HyperConfig", "SiameseConfig", "GemmConfig", "PRESETS",
            "HYPER_KINDS", "HYPER_LITE_MAX_STREAMS", "place_code",
-           "resolve", "sinkhorn", "permutations", "birkhoff",
+           "resolve", "sinkhorn", "permutations", "birkhoff", "block_attn_res",
+           "attn_res_sources", "attn_res_weights",
            "norm", "Norm", "Block", "Stack", "NormBlocksLM", "bf16_round", "bf16_matmul",
            "bf16_linear", "read_safetensors", "write_safetensors", "config_from_metadata",
            "load_checkpoint", "text_val_batches", "text_eval_loss", "text_train_batch", "VOCAB",
@@ -392,7 +412,8 @@ class FfnConfig:
 
 @dataclass
 class ResidualConfig:
-    """Branch scales, CompleteP, the value residual, DenseFormer (nb_residual_config)."""
+    """Branch scales, CompleteP, the value residual, DenseFormer, Attention Residuals
+    (nb_residual_config)."""
     branch_scale: str = ""       # every placement's branch scale of a preset: "" the preset's,
                                  # else a Placement.branch_scale (not with a custom schedule or
                                  # SiameseNorm)
@@ -409,6 +430,12 @@ class ResidualConfig:
                                  # layer's input the average of x_0 and the earlier outputs (one
                                  # stream: not with SiameseNorm or hyper-connections)
     dwa_dilation: int = 0        # DenseFormer's dilation k: 0 = 1, else 1..n_layers; needs dwa
+    attn_res: int = 0            # Attention Residuals: 1 on, 0 off; no residual sums, each
+                                 # sublayer's input a softmax over depth of x_0 and the earlier
+                                 # sublayers' outputs (one stream: not with SiameseNorm,
+                                 # hyper-connections or DenseFormer)
+    attn_res_block: int = 0      # its block size S in sublayers (attention and FFN count one
+                                 # each): 0 = 1 (Full AttnRes), else 1..2 n_layers; needs attn_res
 
 
 @dataclass
@@ -669,6 +696,21 @@ def resolve(cfg):
                             else "SiameseNorm's two"))
     if res.dwa:  # (the library resolves 0 to 1 with dwa off too; 0 here keeps resolve's
         res.dwa_dilation = res.dwa_dilation or 1  # result a description resolve accepts)
+    # Attention Residuals (nb__stack_residual's checks, after DenseFormer's)
+    if res.attn_res not in (0, 1) or not 0 <= res.attn_res_block <= 2 * L:
+        raise ValueError("residual.attn_res (%r) must be 0 or 1 and residual.attn_res_block (%r) "
+                         "in [0, 2 n_layers] (sublayers; 0 = 1)" % (res.attn_res,
+                                                                   res.attn_res_block))
+    if not res.attn_res and res.attn_res_block:
+        raise ValueError("residual.attn_res_block (%d) needs residual.attn_res"
+                         % res.attn_res_block)
+    if res.attn_res and (row.streams == 2 or hyper.kind != "none" or res.dwa):
+        raise ValueError("residual.attn_res replaces the residual sums of one stream; %s has %s"
+                         % (c.preset, "hyper-connections" if hyper.kind != "none" else
+                            "DenseFormer's averages (residual.dwa)" if res.dwa else
+                            "SiameseNorm's two"))
+    if res.attn_res:  # Full AttnRes (0 stays 0 without attn_res)
+        res.attn_res_block = res.attn_res_block or 1
     c.gemm.precision = c.gemm.precision or "fp32"
     if c.gemm.precision not in ("fp32", "bf16"):
         raise ValueError("gemm.precision: fp32 or bf16")
@@ -746,6 +788,17 @@ def resolve(cfg):
                     raise ValueError("layer %d %s: hyper-connections need a plain residual (no "
                                      "post norm, no residual from the norm, residual_scale 1)"
                                      % (l, which))
+    if res.attn_res:  # the readers replace the residual add: a plain one only
+        for l, ld in enumerate(layers):
+            for which, p in (("attention", ld.attn), ("FFN", ld.ffn)):
+                what = ("post norm" if p.post_norm else "residual from the norm"
+                        if p.residual_from_norm else "residual norm" if p.residual_norm else
+                        "interp branch scale" if p.branch_scale == "interp" else
+                        "residual_scale other than 1" if p.residual_scale != 1 else "")
+                if what:
+                    raise ValueError("layer %d %s: attention residuals (residual.attn_res) "
+                                     "replace the residual sums; a %s is refused with them"
+                                     % (l, which, what))
     c.layers = layers
     attn.sites = sites
     return c
@@ -826,6 +879,70 @@ def _dwa_count(l, k):
     """How many outputs layer l's average reads with the dilation k: h_j for j = (l + 1) mod k,
     + k, .., l + 1 (the code's (i + 1 + dilation) // dilation)."""
     return (l + 1) // k + 1
+
+
+class _PseudoQuery(nn.Module):
+    """An Attention Residuals pseudo-query w: "weight" (1, d), the layout of the official
+    code's nn.Linear(d, 1, bias=False) (attn_res_proj, mlp_res_proj), init 0: every reader's
+    weights uniform, as the paper requires. A plain parameter: building it draws nothing from
+    the random stream (nn.Linear's init would)."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1, d))
+
+
+class _AttnRes(nn.Module):
+    """One Attention Residuals reader: "proj" its pseudo-query (_PseudoQuery) and "norm" the
+    keys' RMSNorm with its gain (the official code's attn_res_norm / mlp_res_norm: "weight" (d),
+    init 1, eps the stack's norm.eps; an RMSNorm whatever norm.type is, never offset)."""
+
+    def __init__(self, d, eps):
+        super().__init__()
+        self.proj = _PseudoQuery(d)
+        self.norm = Norm(d, "rms", eps, bias=False)
+
+
+def block_attn_res(blocks, partial_block, proj, norm):
+    """The official pseudocode's block_attn_res (MoonshotAI/Attention-Residuals' README):
+    attention over depth from the completed blocks' representations blocks (N tensors
+    (B, T, d); here x_0 first) and the running partial sum partial_block (B, T, d): the values V
+    the sources stacked, the keys K = norm(V), the logits each key's dot with the pseudo-query,
+    a softmax over the sources, h the weighted sum of the values. Returns (h, the weights
+    (N + 1, B, T))."""
+    V = torch.stack(blocks + [partial_block])  # [N + 1, B, T, D]
+    K = norm(V)
+    logits = torch.einsum("d, n b t d -> n b t", proj.weight.squeeze(0), K)
+    weights = logits.softmax(0)
+    h = torch.einsum("n b t, n b t d -> b t d", weights, V)
+    return h, weights
+
+
+def attn_res_sources(j, S):
+    """The sources of Attention Residuals' reader j (1 <= j <= 2L; 2L before the final norm)
+    with the block size S, as the indices e of the partial sums p_e it reads in its order
+    (-1: x_0): x_0, the blocks completed before sublayer j-1 (p_{S-1}, .., p_{mS-1},
+    m = (j-1)//S), then p_{j-1}."""
+    return [-1] + [m * S - 1 for m in range(1, (j - 1) // S + 1)] + [j - 1]
+
+
+def attn_res_weights(c, weights):
+    """nb_stack_attn_res_weights of a forward: the (2L+1) x (2L+1) float64 matrix of every
+    reader's weights averaged over the tokens, row j the reader before sublayer j (2L: the final
+    norm; row 0 sublayer 0, which reads x_0 alone), column e + 1 the source p_e (column 0 x_0),
+    0 where a reader does not read a source. c: the resolved StackConfig; weights: the list a
+    forward's depth_weights received (Stack.forward)."""
+    J = 2 * c.n_layers + 1
+    out = torch.zeros(J, J, dtype=torch.float64)
+    out[0, 0] = 1.0
+    assert len(weights) == J - 1, (len(weights), J)
+    for j, a in enumerate(weights, start=1):
+        src = attn_res_sources(j, c.residual.attn_res_block)
+        assert a.shape[-1] == len(src), (j, a.shape, src)
+        mean = a.detach().double().reshape(-1, len(src)).mean(0)
+        for m, e in enumerate(src):
+            out[j, e + 1] = mean[m]
+    return out
 
 
 def sinkhorn(C, iters, eps=1e-6):
@@ -1137,6 +1254,10 @@ class Block(nn.Module):
                         torch.full((2 if self.hyper == "identity" else 3,), 0.01)))
         if c.residual.dwa:  # DenseFormer's a_l, the layer table's last (one stream: no hc_*)
             self.dwa = _DWA(_dwa_count(l, c.residual.dwa_dilation))
+        if c.residual.attn_res:  # the readers before attention (l >= 1) and FFN: the table's last
+            if l > 0:
+                self.attn_res = _AttnRes(d, c.norm.eps)
+            self.mlp_res = _AttnRes(d, c.norm.eps)
         if self.siamese:  # c_l of layer l
             self.depth_c = [math.sqrt(2.0 * (l + 1)), math.sqrt(l + 1.0), 1.0][
                 c.siamese.paper_scale]
@@ -1372,6 +1493,38 @@ class Block(nn.Module):
         self._t(sub, "x_out", s)
         return s
 
+    def attn_res_layer(self, blocks, partial_block, depth_weights=None):
+        """Layer l with Attention Residuals, as the official pseudocode's layer forward (blocks,
+        hidden_states): blocks the completed sources ([x_0] and the completed blocks' sums),
+        partial_block the running sum p_{2l-1} (None in layer 0). For each sublayer j (2l, then
+        2l+1): its reader's h_j = block_attn_res(blocks, partial_block) (sublayer 0 reads
+        h_0 = x_0); where j starts a block (j mod S = 0) the partial sum joins blocks and a new
+        one starts; the branch f_j = f(h_j) (_branch: no residual) starts or extends it.
+        Returns (blocks, partial_block = p_{2l+1}, h_2l). depth_weights: a list that receives
+        each reader's weights (B, T, count). Traces as the library's: attn.attn_res_h (l >= 1),
+        the sublayer's names with x_out = f_j, attn.attn_res_p (p_2l), then the FFN's."""
+        S = self.c.residual.attn_res_block
+        h_attn = None
+        for k, which in enumerate(("attn", "ff")):
+            j, sub = 2 * self.l + k, ("attn", "ffn")[k]
+            if j == 0:  # the code's reader there has x_0 alone
+                h = blocks[0]
+            else:
+                reader = getattr(self, "attn_res" if k == 0 else "mlp_res")
+                h, a = block_attn_res(blocks, partial_block, reader.proj, reader.norm)
+                if depth_weights is not None:
+                    depth_weights.append(a.movedim(0, -1))
+                self._t(sub, "attn_res_h", h)
+                if j % S == 0:  # the block boundary: the partial sum is a completed block
+                    blocks = blocks + [partial_block]
+                    partial_block = None
+            h_attn = h if k == 0 else h_attn
+            _, f = self._branch(which, h)
+            self._t(sub, "x_out", f)
+            partial_block = f if partial_block is None else partial_block + f
+            self._t(sub, "attn_res_p", partial_block)
+        return blocks, partial_block, h_attn
+
     def forward(self, x, y=None):
         """(x, y) -> (x', y'); y is None except for SiameseNorm. With hyper-connections x is
         the streams (B, T, n, d)."""
@@ -1420,14 +1573,17 @@ class Stack(nn.Module):
             self.hc_head_base = nn.Parameter(torch.zeros(n))
             if not c.hyper.static_maps:
                 self.hc_head_scale = nn.Parameter(torch.full((1,), 0.01))
+        if c.residual.attn_res:  # the reader before the final norm (the table's, before ln_f)
+            self.final_res = _AttnRes(d, c.norm.eps)
         if c.norm.final > 0 and not (siamese and c.siamese.paper_fusion):
             self.ln_f = block_norm(c)
         if siamese:
             self.ln_y_f = block_norm(c)
             if not c.siamese.paper_fusion:
                 self.ln_final_f = block_norm(c)
-        if c.norm.gain_offset and not any(isinstance(m, Norm) and m.weight is not None
-                                     for m in self.modules()):
+        # the gains norm.gain_offset offsets (not Attention Residuals' key gains: never offset)
+        if c.norm.gain_offset and not any(isinstance(m, Norm) and m.weight is not None and
+                                          m.offset for m in self.modules()):
             raise ValueError("norm.gain_offset: the stack (%s) has no norm gains to offset"
                              % c.preset)
 
@@ -1440,15 +1596,16 @@ class Stack(nn.Module):
         ff_out (_BODY); after the norms c1, then the branch scales of attention and FFN (ls1,
         attn_resweight, resweight, attn_alpha, ls2, ff_resweight, mlp_alpha), the value
         residual's lambda, the hyper-connections of attention then FFN, DenseFormer's
-        dwa.weight; the mHC head (hc_head_*)
-        comes after the last layer, before the final norms; embed_scale (a stack's own, listed
-        first by PyTorch too) is the table's first."""
+        dwa.weight, Attention Residuals' readers attn_res.* then mlp_res.*; the mHC head
+        (hc_head_*) and the final reader (final_res.*) come after the last layer, before the
+        final norms; embed_scale (a stack's own, listed first by PyTorch too) is the table's
+        first."""
         tail = {"c1": 1, "ls1": 2, "attn_alpha": 2, "attn_resweight": 2, "resweight": 2.5,
                 "ls2": 3, "mlp_alpha": 3, "ff_resweight": 3, "value_residual": 4,
                 "hc_attn_fn": 5, "hc_attn_base": 5.1, "hc_attn_scale": 5.2, "hc_attn": 5.3,
                 "hc_ffn_fn": 6, "hc_ffn_base": 6.1, "hc_ffn_scale": 6.2, "hc_ffn": 6.3,
-                "dwa": 7}
-        head = {"hc_head_fn": 0, "hc_head_base": 1, "hc_head_scale": 2}
+                "dwa": 7, "attn_res": 8, "mlp_res": 9}
+        head = {"hc_head_fn": 0, "hc_head_base": 1, "hc_head_scale": 2, "final_res": 3}
 
         def key(item):  # (position of the component, layer, rank in the layer's tail)
             parts = item[1][0].split(".")
@@ -1475,7 +1632,7 @@ class Stack(nn.Module):
         if off != flat.numel():
             raise ValueError("the buffer has %d values, the stack %d" % (flat.numel(), off))
 
-    def forward(self, E, hidden=None, trace=None, probs=None):
+    def forward(self, E, hidden=None, trace=None, probs=None, depth_weights=None):
         """E: (B, T, d). hidden: an optional list that receives x_0 .. x_L (and, for
         SiameseNorm, (x_l, y_l) pairs), the states nb_stack_hidden reads. trace: an optional
         Trace that records the library's TRACE NAMES (nb_ctx.trace) of this forward and, once
@@ -1487,7 +1644,15 @@ class Stack(nn.Module):
         hc_head_weights (mHC, identity, mHC-lite) and hc_head (the state before the final norm).
         With DenseFormer's average (residual.dwa) hidden and the layer's x are the averages x_l
         (the layers' inputs: the library's hidden states), its outputs h_l are not traced, and
-        layer 0's grad_x_in is x_0's whole gradient (through layer 0 and every average)."""
+        layer 0's grad_x_in is x_0's whole gradient (through layer 0 and every average).
+        With Attention Residuals (residual.attn_res) hidden receives x_0, the attention readers'
+        h_2l (l >= 1) and the final reader's h_2L (nb_stack_hidden's), depth_weights (an
+        optional list) every reader's weights (B, T, count) in the order j = 1 .. 2L, the
+        sources in attn_res_sources(j, S)'s order (attn_res_weights: nb_stack_attn_res_weights'
+        matrix), and the trace per sublayer attn_res_h (its reader's h_j: not sublayer 0's),
+        the sublayer's names with x_out its branch f_j, attn_res_p (p_j), per layer x (p_2l+1,
+        the layer's output stream) and grad_x_in (the gradient of p_2l-1, all of it; layer 0's
+        x_0's whole gradient)."""
         c = self.config
         if trace is not None:
             trace.grad("grad_in", E, -1, 0)
@@ -1497,6 +1662,11 @@ class Stack(nn.Module):
         y = x if _streams(c) == 2 else None
         if trace is not None:
             trace("x0", x)
+        if c.residual.attn_res:
+            out = self._attn_res(x, hidden, trace, probs, depth_weights)
+            if trace is not None:
+                trace("out", out)
+            return out
         hyper = c.hyper.kind != "none"
         if hyper:  # every stream starts at x_0
             n, d = c.hyper.streams, c.d_model
@@ -1550,6 +1720,33 @@ class Stack(nn.Module):
             trace("out", out)
         return out
 
+
+    def _attn_res(self, x0, hidden, trace, probs, depth_weights):
+        """Attention Residuals' stack from x_0 (forward's arguments): the layers as the official
+        pseudocode runs them (blocks starts as [x_0], the partial sum empty), then the final
+        reader h_2L = block_attn_res(blocks, p_2L-1) and the final norm."""
+        blocks, partial_block, vres = [x0], None, {}
+        for blk in self.blocks:
+            blk.tracer, blk.probs, blk.vres = trace, probs, vres
+            if trace is not None:  # the layer's input stream: x_0, then p_2l-1 (own nodes)
+                x = blocks[0] if blk.l == 0 else partial_block
+                x = trace.grad("blocks.%d.grad_x_in" % blk.l, x.view_as(x), blk.l, 2)
+                if blk.l == 0:
+                    blocks = [x]
+                else:
+                    partial_block = x
+            blocks, partial_block, h = blk.attn_res_layer(blocks, partial_block, depth_weights)
+            blk.tracer = blk.probs = blk.vres = None
+            if hidden is not None:  # x_0, then the attention readers' h_2l
+                hidden.append(h)
+            if trace is not None:
+                trace("blocks.%d.x" % blk.l, partial_block)
+        h, a = block_attn_res(blocks, partial_block, self.final_res.proj, self.final_res.norm)
+        if depth_weights is not None:
+            depth_weights.append(a.movedim(0, -1))
+        if hidden is not None:
+            hidden.append(h)
+        return self.ln_f(h) if hasattr(self, "ln_f") else h
 
     def hyper_head(self, X, trace=None):
         """The stack's state before the final norm from the last streams X (B, T, n, d): HC's
@@ -1793,6 +1990,10 @@ def config_from_metadata(meta):
         raise ValueError("dwa %r: on (or absent)" % meta["dwa"])
     res.dwa = 1 if "dwa" in meta else 0
     res.dwa_dilation = int(get("dwa_dilation", "0"))  # resolve checks it
+    if get("attn_res", "on") != "on":  # --attn-res (written only when on); --attn-res-block S
+        raise ValueError("attn_res %r: on (or absent)" % meta["attn_res"])
+    res.attn_res = 1 if "attn_res" in meta else 0
+    res.attn_res_block = int(get("attn_res_block", "0"))  # resolve checks it
     # the porting options (--attn-gate, --attn-sink, --clip-qkv, --attn-softcap, --norm-gain,
     # --norm-bias, --gain-offset, --branch-scale: the trainer's names, the checkpoint's keys);
     # qk_clip is how the trainer trains, not the model (clip_qkv is the model: a clamp in its
@@ -2003,6 +2204,9 @@ def _layout_refusal(c, layout):
     if c.residual.dwa:
         return ("dwa: no Hugging Face decoder averages its layers' outputs (DenseFormer's "
                 "depth-weighted average)")
+    if c.residual.attn_res:
+        return ("attn_res: no Hugging Face decoder replaces its residual sums by attention over "
+                "depth (Attention Residuals)")
     if any(p.branch_mult != 1 for ld in c.layers for p in (ld.attn, ld.ffn)):
         return ("depth_alpha / branch_mult: no Hugging Face decoder multiplies its branches "
                 "(CompleteP's residual multiplier)")

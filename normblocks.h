@@ -248,6 +248,9 @@
                      (L / depth_base)^-depth_alpha
        residual.dwa  DenseFormer (arXiv 2402.02622; its code): each layer's input the learned
                      average of x_0 and the earlier layers' outputs (dwa_dilation: every k-th)
+       residual.unet_skips, residual.reinject_x0  modded-nanogpt's U-Net skips (the encoder
+                     half's outputs added to the decoder half's inputs, learned weights) and its
+                     re-injection of x_0 into every layer's input (lambda_0 x + lambda_1 x_0)
        residual.attn_res  Attention Residuals (arXiv 2603.15031; its code): no residual
                      sums; each sublayer's input a softmax over depth (a learned pseudo-query
                      per sublayer) of x_0 and the earlier sublayers' outputs, summed in blocks
@@ -1175,6 +1178,21 @@ typedef struct nb_residual_config {
                                   f_j, the blocks start at sublayer 0; 0 = 1, Full AttnRes
                                   (every f_j its own source); S = 2L: one block (x_0 and the
                                   running sum, the paper's N = 1) */
+    int unet_skips;            /* modded-nanogpt's U-Net skips (its train_gpt.py; x-transformers'
+                                  unet_skips): with n = L/2, layer l >= n's input is x_l +
+                                  w_{l-n} h_{2n-1-l}, h_j layer j's output (the encoder layers'
+                                  outputs joining the decoder layers in reverse order), w the
+                                  code's skip_weights: "blocks.<l>.skip_weight" (1 value, l >= n,
+                                  init 1, no decay). 1 on, 0 off; L even (the code's assert) */
+    int reinject_x0;           /* modded-nanogpt's re-injection of the stack's input: layer l's
+                                  input (after the U-Net skip) becomes lambda_0 x + lambda_1 x_0,
+                                  x_0 the stack's input after the embedding norm (the code's
+                                  norm(embed(.))); "blocks.<l>.lambdas" (2 values, init [1, 0]:
+                                  the plain stack, no decay). 1 on, 0 off.
+                                  Both: one residual stream (not SiameseNorm, hyper-connections,
+                                  DenseFormer, Attention Residuals); no layer skipped; not
+                                  through nb_layer_forward/backward. Cost B*T*d of cache per
+                                  layer whose input is mixed, and (L/2 + 1) B*T*d of scratch */
 } nb_residual_config;
 
 /* Hyper-connections: n residual streams mixed around every sublayer (see nb_hyper). */
@@ -1247,7 +1265,9 @@ typedef enum nb_tensor_kind {
                                   weight decay on, as its code's nn.Linear */
     NB_TENSOR_ATTN_RES_QUERY,  /* an Attention Residuals pseudo-query ("attn_res.proj.weight",
                                   "mlp_res...", "final_res...", 1 x d, init 0): decay on */
-    NB_TENSOR_ATTN_RES_GAIN    /* its key RMSNorm's gain ("attn_res.norm.weight", ..., d, init 1) */
+    NB_TENSOR_ATTN_RES_GAIN,   /* its key RMSNorm's gain ("attn_res.norm.weight", ..., d, init 1) */
+    NB_TENSOR_SKIP_WEIGHT,     /* a U-Net skip's weight ("skip_weight", 1 value, init 1) */
+    NB_TENSOR_X0_LAMBDAS       /* the re-injection's [lambda_0, lambda_1] ("lambdas", init 1, 0) */
 } nb_tensor_kind;
 
 typedef struct nb_tensor_info {
@@ -5643,6 +5663,7 @@ typedef struct nb__layer_tensors { /* one layer's parameters (or gradients) */
     nb_real* dwa;                /* DenseFormer's weights a_l */
     nb_real *arq[2], *arg[2];    /* Attention Residuals: the readers before attention (l >= 1)
                                     and FFN, their pseudo-query and key-norm gain */
+    nb_real *skw, *x0l;          /* U-Net skip weight (l >= L/2), re-injection lambdas */
 } nb__layer_tensors;
 
 typedef struct nb__top_tensors { /* stack-level */
@@ -5653,6 +5674,20 @@ typedef struct nb__top_tensors { /* stack-level */
 } nb__top_tensors;
 
 static int nb__hyper(const nb_stack* s) { return s->desc.hyper.kind > NB_HYPER_NONE; }
+/* U-Net skips or the re-injection of x_0 (one topology); layer l's input mixed by them */
+static int nb__unet(const nb_stack* s) {
+    return s->desc.residual.unet_skips || s->desc.residual.reinject_x0;
+}
+/* the residual option that mixes layers' outputs into later inputs (NULL: none), for messages */
+static const char* nb__cross_layer(const nb_stack* s) {
+    const nb_residual_config* rs = &s->desc.residual;
+    return rs->dwa ? "dwa" : rs->attn_res ? "attn_res" : rs->unet_skips ? "unet_skips"
+         : rs->reinject_x0 ? "reinject_x0" : NULL;
+}
+static int nb__unet_mixed(const nb_stack* s, int l) {
+    return s->desc.residual.reinject_x0 ||
+           (s->desc.residual.unet_skips && l >= s->desc.n_layers / 2);
+}
 /* DenseFormer: layer l averages the outputs h_j for j = first, first + k, ..., l + 1 */
 static int nb__dwa_first(const nb_stack* s, int l) {
     return (l + 1) % s->desc.residual.dwa_dilation;
@@ -5699,7 +5734,7 @@ static int nb__post_pre(const nb_stack* s) {
 }
 /* the rows of the residual topologies' table (nb__topologies, nb_stack.topology) */
 enum { NB__TOPO_ONE, NB__TOPO_SIAMESE, NB__TOPO_SIAMESE_POST_PRE, NB__TOPO_HYPER, NB__TOPO_DWA,
-       NB__TOPO_ATTN_RES };
+       NB__TOPO_ATTN_RES, NB__TOPO_UNET };
 static int nb__topo_residual(const nb_stack* s); /* its row's sub_residual */
 
 /* A residual topology's layout, the other half of its row (the drivers' half is
@@ -5809,7 +5844,7 @@ static nb_real* nb__put(nb__walk* w, int layer, const char* name, nb_tensor_kind
         t->offset = w->off;
         t->count = (size_t)rows * cols;
         t->no_decay = kind >= NB_TENSOR_GAIN && kind != NB_TENSOR_HC_FN && kind != NB_TENSOR_DWA &&
-                      kind != NB_TENSOR_ATTN_RES_QUERY;
+                      kind != NB_TENSOR_ATTN_RES_QUERY; /* the U-Net's scalars do not decay */
     }
     w->off = nb__addz(w->off, nb__mulz((size_t)rows, (size_t)cols)); /* checked by the init */
     w->n++;
@@ -5953,6 +5988,10 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
         lp->arg[k] = nb__put(w, l, k ? "mlp_res.norm.weight" : "attn_res.norm.weight",
                              NB_TENSOR_ATTN_RES_GAIN, d, 1);
     }
+    if (s->desc.residual.unet_skips && l >= s->desc.n_layers / 2)
+        lp->skw = nb__put(w, l, "skip_weight", NB_TENSOR_SKIP_WEIGHT, 1, 1);
+    if (s->desc.residual.reinject_x0)
+        lp->x0l = nb__put(w, l, "lambdas", NB_TENSOR_X0_LAMBDAS, 2, 1);
 }
 
 /* The stack-level tensors after the layers: the hyper-connections' head, the final norms. */
@@ -6082,6 +6121,7 @@ typedef struct nb__layer_mem {    /* one layer's cache */
     nb__hc_mem hc[2];                        /* hyper-connections of attention, FFN */
     nb_real* hmid;                           /* hyper-connections: the n streams between them */
     nb_real* dh;                             /* DenseFormer: the layer's output h_{l+1} */
+    nb_real* ux;                             /* U-Net, re-injection: the layer's mixed input */
 } nb__layer_mem;
 
 typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
@@ -6104,6 +6144,8 @@ typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
                                      p_0 .. p_2L-1 */
     nb_real* ar_row;              /* scratch (Attention Residuals): per thread a row's 3 values
                                      per source */
+    nb_real* un_g;                /* scratch (U-Net, re-injection): the gradients the skips and
+                                     the re-injection send to x_0, then to h_0 .. h_{L/2-1} */
     nb_real* v0;                  /* value residual: layer 0's V, B*T x H_kv*d_k */
     nb_real* gains;               /* gain_offset: the 1 + w of every gain (nb__fill_gains) */
     nb_real* dv0;                 /* scratch: value residual, the sum of later layers' dV_0 */
@@ -6171,6 +6213,11 @@ static void nb__dwa_carve(const nb_stack* s, int l, nb_real* cache, size_t* used
     nb__one_carve(s, l, cache, used, c);
     c->dh = nb__take(cache, used, nb__stack_V(s));
 }
+static void nb__unet_carve(const nb_stack* s, int l, nb_real* cache, size_t* used,
+                           struct nb__layer_mem* c) {
+    nb__one_carve(s, l, cache, used, c);
+    if (nb__unet_mixed(s, l)) c->ux = nb__take(cache, used, nb__stack_V(s));
+}
 static void nb__hc_carve(const nb_stack* s, int l, nb_real* cache, size_t* used,
                          struct nb__layer_mem* c) {
     nb__carve_placements(s, l, cache, used, c);
@@ -6207,6 +6254,7 @@ static const nb__topo_layout nb__topo_layouts[] = {
     {nb__placement_norms, nb__one_top_norms, nb__hc_carve, 0, 1},
     {nb__placement_norms, nb__one_top_norms, nb__dwa_carve, 0, 0},
     {nb__placement_norms, nb__one_top_norms, nb__carve_placements, 0, 0},
+    {nb__placement_norms, nb__one_top_norms, nb__unet_carve, 0, 0},
 };
 static const nb__topo_layout* nb__layout(const nb_stack* s) {
     return &nb__topo_layouts[s->topology];
@@ -6272,6 +6320,8 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
         c->ar_row = nb__take(scratch, &su, nb__mulz((size_t)s->max_threads,
                                                     NB__PAD(3 * (2 * L + 1))));
     }
+    if (nb__unet(s))
+        c->un_g = nb__take(scratch, &su, nb__mulz((size_t)s->desc.n_layers / 2 + 1, V));
     if (s->desc.residual.value_residual) {
         c->v0 = nb__take(cache, &cu, nb__stack_VKV(s));
         c->dv0 = nb__take(scratch, &su, nb__stack_VKV(s));
@@ -7047,6 +7097,20 @@ static nb_result nb__stack_residual(nb_ctx* ctx, nb_stack_desc* d) {
               "%s", nb__desc_name(d), d->hyper.kind > NB_HYPER_NONE ? "hyper-connections"
               : rs->dwa ? "DenseFormer's averages (residual.dwa)" : "SiameseNorm's two");
     if (rs->attn_res && rs->attn_res_block == 0) rs->attn_res_block = 1; /* Full AttnRes */
+    NB__CHECK(rs->unet_skips < 0 || rs->unet_skips > 1 || rs->reinject_x0 < 0 ||
+                  rs->reinject_x0 > 1, NB_ERR_CONFIG, "nb_stack_init: residual.unet_skips (%d) "
+              "and residual.reinject_x0 (%d) must be 0 or 1", rs->unet_skips, rs->reinject_x0);
+    NB__CHECK(rs->unet_skips && d->n_layers % 2, NB_ERR_CONFIG, "nb_stack_init: "
+              "residual.unet_skips pairs the first half's layers with the second's: n_layers "
+              "(%d) must be even", d->n_layers);
+    NB__CHECK((rs->unet_skips || rs->reinject_x0) &&
+                  (nb__presets[d->preset].streams == 2 || d->hyper.kind > NB_HYPER_NONE ||
+                   rs->dwa || rs->attn_res), NB_ERR_CONFIG,
+              "nb_stack_init: residual.%s mixes a layer's input in one residual stream; %s has %s",
+              rs->unet_skips ? "unet_skips" : "reinject_x0", nb__desc_name(d),
+              d->hyper.kind > NB_HYPER_NONE ? "hyper-connections"
+              : rs->dwa ? "DenseFormer's averages (residual.dwa)"
+              : rs->attn_res ? "Attention Residuals (residual.attn_res)" : "SiameseNorm's two");
     return NB_OK;
 }
 
@@ -7295,7 +7359,8 @@ static nb_result nb__stack_build(nb_ctx* ctx, nb_stack* s, nb__resolved* r, int 
     s->streams = r->streams;
     s->topology = nb__hyper(s) ? NB__TOPO_HYPER
                   : s->streams == 1 ? (d->residual.dwa ? NB__TOPO_DWA
-                                       : d->residual.attn_res ? NB__TOPO_ATTN_RES : NB__TOPO_ONE)
+                                       : d->residual.attn_res ? NB__TOPO_ATTN_RES
+                                       : nb__unet(s) ? NB__TOPO_UNET : NB__TOPO_ONE)
                   : nb__post_pre(s) ? NB__TOPO_SIAMESE_POST_PRE : NB__TOPO_SIAMESE;
     s->max_batch = max_batch;
     s->max_seq = max_seq;
@@ -9128,6 +9193,71 @@ static nb_result nb__ar_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_t
     return NB_OK;
 }
 
+/* -- U-Net skips and the re-injection of x_0 (modded-nanogpt): one stream; layer l runs the
+   plain layer on x~ = lambda_0 u + lambda_1 x_0, u = x_l + w h_{2n-1-l} for l >= n = L/2
+   (else x_l), h_j = layer j's output x_{j+1} -- */
+static const nb_real* nb__unet_skip(const nb__run* r, int l) { /* h_{2n-1-l} */
+    return nb__hidden(r->s, r->sc.hidden, r->s->desc.n_layers - l, 0);
+}
+/* scratch: the gradient the re-injection sends to x_0 (j = -1), the skips to h_j (j < n) */
+static nb_real* nb__unet_g(const nb__run* r, int j) {
+    return r->sc.un_g + (size_t)(j + 1) * nb__stack_V(r->s);
+}
+static nb_result nb__unet_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                    const nb__layer_mem* c, nb_real* const out[],
+                                    const nb_real* const in[]) {
+    const nb_real* x[1];
+    x[0] = in[0];
+    if (p->skw) {
+        nb__lin(r, c->ux, 1, in[0], p->skw[0], nb__unet_skip(r, l));
+        x[0] = c->ux;
+    }
+    if (p->x0l) {
+        nb__lin(r, c->ux, p->x0l[0], x[0], p->x0l[1], nb__hidden(r->s, r->sc.hidden, 0, 0));
+        x[0] = c->ux;
+    }
+    if (x[0] != in[0]) nb__trace_layer(r, l, -1, "x_mixed", x[0]);
+    return nb__one_layer_fwd(r, l, p, c, out, x);
+}
+/* dx~ from the layer (with dh_l added where a skip reads h_l, l < n); then
+   dlambda_0 += <dx~, u>, dlambda_1 += <dx~, x_0>, dx_0 += lambda_1 dx~, du = lambda_0 dx~;
+   dw += <du, h_skip>, dh_skip += w du; dx_l = du (layer 0: + dx_0). Dots in row order. */
+static nb_result nb__unet_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                    nb__layer_tensors* g, const nb__layer_mem* c,
+                                    nb_real* const din[], const nb_real* const dout[],
+                                    const nb_real* const in[]) {
+    const nb_stack* s = r->s;
+    const int n = s->desc.n_layers / 2;
+    const nb_real *x[1], *d[1], *x0 = nb__hidden(s, r->sc.hidden, 0, 0);
+    double* rowdots = (double*)r->sc.tmp[0];
+    nb_result rc;
+    int j;
+    x[0] = nb__unet_mixed(s, l) ? c->ux : in[0];
+    d[0] = dout[0];
+    if (l == s->desc.n_layers - 1)
+        for (j = -1; j < n; j++) nb__zero(r->ctx, nb__unet_g(r, j), r->n);
+    if (s->desc.residual.unet_skips && l < n) {
+        nb__lin(r, r->sc.tmp[5], 1, dout[0], 1, nb__unet_g(r, l));
+        d[0] = r->sc.tmp[5];
+    }
+    if ((rc = nb__one_layer_bwd(r, l, p, g, c, din, d, x))) return rc;
+    if (p->x0l) {
+        double du = nb__dot_rows(r, din[0], in[0], rowdots);
+        if (p->skw) du += p->skw[0] * nb__dot_rows(r, din[0], nb__unet_skip(r, l), rowdots);
+        g->x0l[0] += (nb_real)du;
+        g->x0l[1] += (nb_real)nb__dot_rows(r, din[0], x0, rowdots);
+        nb__lin(r, nb__unet_g(r, -1), 1, nb__unet_g(r, -1), p->x0l[1], din[0]);
+        nb__lin(r, din[0], p->x0l[0], din[0], 0, NULL);
+    }
+    if (p->skw) {
+        nb_real* gs = nb__unet_g(r, s->desc.n_layers - 1 - l);
+        g->skw[0] += (nb_real)nb__dot_rows(r, din[0], nb__unet_skip(r, l), rowdots);
+        nb__lin(r, gs, 1, gs, p->skw[0], din[0]);
+    }
+    if (l == 0 && p->x0l) nb__lin(r, din[0], 1, din[0], 1, nb__unet_g(r, -1));
+    return NB_OK;
+}
+
 typedef struct nb__topology {
     nb_result (*layer_fwd)(nb__run* r, int l, const nb__layer_tensors* p, const nb__layer_mem* c,
                            nb_real* const out[], const nb_real* const in[]);
@@ -9154,6 +9284,7 @@ static const nb__topology nb__topologies[] = {
     {nb__hc_layer_fwd, nb__hc_layer_bwd, nb__hc_out_fwd, nb__hc_out_bwd, 0, 0, "x%d", NULL},
     {nb__dwa_layer_fwd, nb__dwa_layer_bwd, nb__one_out_fwd, nb__one_out_bwd, 1, 0, NULL, NULL},
     {nb__ar_layer_fwd, nb__ar_layer_bwd, nb__ar_out_fwd, nb__ar_out_bwd, 0, 0, NULL, NULL},
+    {nb__unet_layer_fwd, nb__unet_layer_bwd, nb__one_out_fwd, nb__one_out_bwd, 1, 0, NULL, NULL},
 };
 static const nb__topology* nb__topo(const nb_stack* s) { return &nb__topologies[s->topology]; }
 static int nb__topo_residual(const nb_stack* s) { return nb__topo(s)->sub_residual; }
@@ -9173,10 +9304,11 @@ static nb_result nb__layer_fwd(nb__run* r, int l, const nb_real* params, nb_real
         return nb__fail(r->ctx, NB_ERR_CONFIG, "nb_stack_forward/nb_layer_forward: layer 0 is "
                         "skipped (nb_stack.skip) but value_residual mixes its values into every "
                         "later layer");
-    if (r->s->skip[l] && (r->s->desc.residual.dwa || r->s->desc.residual.attn_res))
+    if (r->s->skip[l] && (r->s->desc.residual.dwa || r->s->desc.residual.attn_res ||
+                          nb__unet(r->s)))
         return nb__fail(r->ctx, NB_ERR_CONFIG, "nb_stack_forward: layer %d is skipped "
-                        "(nb_stack.skip) but residual.%s mixes every layer's output into every "
-                        "later input", l, r->s->desc.residual.dwa ? "dwa" : "attn_res");
+                        "(nb_stack.skip) but residual.%s mixes layers' outputs into later "
+                        "inputs", l, nb__cross_layer(r->s));
     if (r->s->skip[l]) {
         for (k = 0; k < r->s->streams; k++) nb__copy(r, out[k], in[k]);
         return NB_OK;
@@ -9227,9 +9359,9 @@ NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb
     if (rc) return rc;
     NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
               "nb_layer_forward: layer %d out of range [0, %d)", l, s->desc.n_layers);
-    NB__CHECK(s->desc.residual.dwa || s->desc.residual.attn_res, NB_ERR_CONFIG,
-              "nb_layer_forward: residual.%s mixes the outputs of every earlier layer: run the "
-              "stack (nb_stack_forward)", s->desc.residual.dwa ? "dwa" : "attn_res");
+    NB__CHECK(nb__cross_layer(s) != NULL, NB_ERR_CONFIG, "nb_layer_forward: residual.%s mixes "
+              "earlier layers' outputs into a layer's input: run the stack (nb_stack_forward)",
+              nb__cross_layer(s));
     nb__run_init(&r, ctx, s, B, T, cache, scratch);
     for (k = 0; k < s->streams; k++) { o[k] = out + k * r.n; i[k] = in + k * r.n; }
     return nb__layer_fwd(&r, l, params, o, i, cache);
@@ -9250,9 +9382,9 @@ NBDEF nb_result nb_layer_backward(nb_ctx* ctx, const nb_stack* s, int l, const n
     NB__CHECK(!cache || !scratch, NB_ERR_NULL, "nb_layer_backward: cache and scratch are required");
     NB__CHECK(l < 0 || l >= s->desc.n_layers, NB_ERR_SHAPE,
               "nb_layer_backward: layer %d out of range [0, %d)", l, s->desc.n_layers);
-    NB__CHECK(s->desc.residual.dwa || s->desc.residual.attn_res, NB_ERR_CONFIG,
-              "nb_layer_backward: residual.%s mixes the outputs of every earlier layer: run the "
-              "stack (nb_stack_backward)", s->desc.residual.dwa ? "dwa" : "attn_res");
+    NB__CHECK(nb__cross_layer(s) != NULL, NB_ERR_CONFIG, "nb_layer_backward: residual.%s mixes "
+              "earlier layers' outputs into a layer's input: run the stack (nb_stack_backward)",
+              nb__cross_layer(s));
     /* both sublayers' caches before anything is written (the FFN runs first) */
     if ((rc = nb__layer_cache_ok(ctx, "nb_layer_backward", s, l, cache, B, T))) return rc;
     nb__run_init(&r, ctx, s, B, T, cache, scratch);
@@ -9608,6 +9740,9 @@ static int nb__init_fixed(const nb_stack* s, const nb_tensor_info* ti, nb_real* 
         x[0] = x[1] = (nb_real)0.5;
     } else if (ti->kind == NB_TENSOR_DWA) { /* DenseFormer: the plain stack, x_{l+1} = h_{l+1} */
         for (i = 0; i < ti->count; i++) x[i] = (nb_real)(i + 1 == ti->count);
+    } else if (ti->kind == NB_TENSOR_SKIP_WEIGHT || ti->kind == NB_TENSOR_X0_LAMBDAS) {
+        x[0] = 1; /* the code's skip_weights and lambdas [1, 0] */
+        if (ti->count > 1) x[1] = 0;
     } else if (ti->kind == NB_TENSOR_ATTN_RES_QUERY || ti->kind == NB_TENSOR_ATTN_RES_GAIN) {
         const nb_real v = (nb_real)(ti->kind == NB_TENSOR_ATTN_RES_GAIN); /* uniform weights */
         for (i = 0; i < ti->count; i++) x[i] = v;

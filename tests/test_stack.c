@@ -44,7 +44,8 @@ static int setup(run* r, const nb_stack_desc* d, int B, int T, nbt_rng* rng, int
         /* branch scales nonzero, and below 1 so that a stack without norms stays O(1) (the
            finite differences lose digits on large losses) */
         else if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE ||
-                 ti->kind == NB_TENSOR_VALUE_RESIDUAL) /* lambdas apart: a swap would show */
+                 ti->kind == NB_TENSOR_VALUE_RESIDUAL || ti->kind == NB_TENSOR_SKIP_WEIGHT ||
+                 ti->kind == NB_TENSOR_X0_LAMBDAS) /* lambdas apart: a swap would show */
             nbt_fill(rng, r->params + ti->offset, ti->count, 0.5, 0.2);
         else nbt_fill(rng, r->params + ti->offset, ti->count, gain ? 1 : 0, gain ? 0.3 : 0.4);
     }
@@ -405,6 +406,24 @@ static void fd_all(nbt_rng* rng) {
         d.residual.attn_res = 1; d.residual.attn_res_block = 4;
         d.residual.branch_scale = NB_BRANCH_SCALE_CHANNEL; d.norm.type = NB_NORM_DYT;
         fd_case("pre DyT, LayerScale, AttnRes one block (S=2L)", &d, 2, 3, rng);
+    }
+    {   /* modded-nanogpt's U-Net skips and x_0 re-injection: both on Pre-Norm (GQA, LSE), the
+           skips alone on Post-LN, the re-injection alone on Peri-LN (its embedding norm before
+           x_0, the learnable value residual), both on a 2-layer sandwich */
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 4);
+        d.residual.unet_skips = 1; d.residual.reinject_x0 = 1; d.n_kv_heads = 2;
+        d.attn.memory = NB_ATTN_MEMORY_LSE;
+        fd_case("pre, U-Net skips and x_0 re-injection, GQA, LSE", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_POST, 4);
+        d.residual.unet_skips = 1;
+        fd_case("post, U-Net skips", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_PERILN, 3);
+        d.residual.reinject_x0 = 1; d.residual.value_residual = 2;
+        fd_case("periln (embedding norm), x_0 re-injection, learnable value residual", &d, 2, 3,
+                rng);
+        d = base_desc(NB_PRESET_SANDWICH, 2);
+        d.residual.unet_skips = 1; d.residual.reinject_x0 = 1;
+        fd_case("sandwich, 2 layers, U-Net skip and re-injection", &d, 2, 3, rng);
     }
     {   /* Gemma 2's softcap: on Gemma's sandwich with GQA, in LSE memory with learned sinks on
            HybridNorm's QKV sites, and under mHC */
@@ -2669,6 +2688,114 @@ static void attn_res_props(nbt_rng* rng) {
     }
 }
 
+/* modded-nanogpt's U-Net skips and re-injection (residual.unet_skips, reinject_x0): the
+   tensors' names, shapes, decay and init; the re-injection at its init is the plain stack;
+   with drawn weights the forward against the stack composed here from a plain stack's layers
+   (nb_layer_forward); refusals */
+static void unet_props(nbt_rng* rng) {
+    const size_t n1 = 2 * 5 * 8;
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 4);
+        run a, b;
+        const nb_tensor_info* ti;
+        int ok = 1, l;
+        if (!nbt_check(setup(&b, &d, 2, 5, rng, 2), "unet: pre")) return;
+        d.residual.unet_skips = 1; d.residual.reinject_x0 = 1;
+        if (!nbt_check(setup(&a, &d, 2, 5, rng, 2), "unet: stack")) return;
+        nb_stack_init_params(NULL, &a.s, a.params, NB_INIT_NORMAL, 0, 5);
+        for (l = 0; l < 4; l++) {
+            char name[32];
+            const nb_real* x;
+            snprintf(name, sizeof name, "blocks.%d.lambdas", l);
+            x = tensor_of(&a, name, &ti);
+            ok &= x && ti->count == 2 && ti->no_decay && ti->kind == NB_TENSOR_X0_LAMBDAS &&
+                  x[0] == 1 && x[1] == 0;
+            snprintf(name, sizeof name, "blocks.%d.skip_weight", l);
+            x = tensor_of(&a, name, &ti);
+            ok &= l < 2 ? x == NULL : x && ti->count == 1 && ti->no_decay &&
+                                          ti->kind == NB_TENSOR_SKIP_WEIGHT && x[0] == 1;
+        }
+        nbt_check(ok, "unet: blocks.<l>.lambdas [1, 0], blocks.<l>.skip_weight 1 (l >= L/2), "
+                      "no decay");
+        teardown(&a);
+        d.residual.unet_skips = 0;
+        if (!nbt_check(setup(&a, &d, 2, 5, rng, 2), "unet: reinject")) return;
+        nb_stack_init_params(NULL, &a.s, a.params, NB_INIT_NORMAL, 0, 5);
+        copy_by_name(&a, &b);
+        grads(&a); grads(&b);
+        nbt_close_r("reinject_x0 at its init = the plain stack: output", a.out, b.out, n1,
+                    NBT_ATOL, NBT_RTOL);
+        same_grads("reinject_x0 at its init = the plain stack", &a, &b);
+        teardown(&a); teardown(&b);
+    }
+    {   /* drawn weights (setup's): x~ = lambda_0 (x_l + w h_{L-1-l}) + lambda_1 x_0 */
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 4);
+        run a, b;
+        nb_real *h[5], *u = nbt_alloc(n1);
+        int l;
+        size_t i;
+        d.norm.final = -1; /* the stack's output is x_L itself */
+        if (!nbt_check(setup(&b, &d, 2, 5, rng, 1), "unet: plain")) return;
+        d.residual.unet_skips = 1; d.residual.reinject_x0 = 1;
+        if (!nbt_check(setup(&a, &d, 2, 5, rng, 1), "unet: drawn")) return;
+        copy_by_name(&b, &a);
+        loss(&a);
+        h[0] = nbt_alloc(n1);
+        memcpy(h[0], a.in, n1 * sizeof(nb_real));
+        for (l = 0; l < 4; l++) {
+            char name[32];
+            const nb_real *lam, *w = NULL;
+            snprintf(name, sizeof name, "blocks.%d.lambdas", l);
+            lam = tensor(&a, name);
+            snprintf(name, sizeof name, "blocks.%d.skip_weight", l);
+            if (l >= 2) w = tensor(&a, name);
+            for (i = 0; i < n1; i++)
+                u[i] = (nb_real)((double)lam[0] * (h[l][i] + (w ? (double)w[0] * h[4 - l][i] : 0)) +
+                                 (double)lam[1] * h[0][i]);
+            h[l + 1] = nbt_alloc(n1);
+            nb_layer_forward(&b.ctx, &b.s, l, b.params, h[l + 1], u, 2, 5, b.cache, b.scratch);
+        }
+        nbt_close_r("unet: forward = the skips and re-injection composed here", a.out, h[4], n1,
+                    NBT_ATOL, NBT_RTOL);
+        for (l = 0; l <= 4; l++) free(h[l]);
+        free(u);
+        teardown(&a); teardown(&b);
+    }
+    {
+        static const struct { const char* preset; int L, un, re, other; const char* says; } bad[] = {
+            {"pre", 3, 1, 0, 0, "must be even"}, {"pre", 4, 2, 0, 0, "unet_skips (2)"},
+            {"pre", 4, 0, 3, 0, "reinject_x0 (3)"}, {"siamese", 4, 1, 0, 0, "SiameseNorm"},
+            {"mhc", 4, 0, 1, 0, "hyper-connections"}, {"pre", 4, 1, 0, 1, "DenseFormer"},
+            {"pre", 4, 0, 1, 2, "Attention Residuals"}};
+        size_t i;
+        for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, bad[i].L);
+            char what[96];
+            nb_preset_from_name(NULL, &d, bad[i].preset);
+            d.residual.unet_skips = bad[i].un; d.residual.reinject_x0 = bad[i].re;
+            d.residual.dwa = bad[i].other == 1; d.residual.attn_res = bad[i].other == 2;
+            snprintf(what, sizeof what, "unet: refused (%s), naming \"%s\"", bad[i].preset,
+                     bad[i].says);
+            refused_naming(&d, bad[i].says, what);
+        }
+    }
+    {
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
+        run r;
+        d.residual.reinject_x0 = 1;
+        if (!nbt_check(setup(&r, &d, 2, 5, rng, 1), "unet: refusals")) return;
+        nbt_check(nb_layer_forward(&r.ctx, &r.s, 0, r.params, r.out, r.in, 2, 5, r.cache,
+                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "reinject_x0"),
+                  "reinject_x0: nb_layer_forward refused, naming it");
+        r.s.skip[1] = 1;
+        nbt_check(nb_stack_forward(&r.ctx, &r.s, r.params, r.out, r.in, 2, 5, r.cache,
+                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "skipped"),
+                  "reinject_x0: a skipped layer refused");
+        r.s.skip[1] = 0;
+        teardown(&r);
+    }
+}
+
 /* A stack's resolved description (s.desc, every default filled in) describes it again:
    nb_stack_init takes it back and gives the same tables. (Defaults set for options that are off,
    as 20 Sinkhorn iterations for HC or a DenseFormer dilation without it, were refused.) */
@@ -2963,6 +3090,7 @@ int main(void) {
     ngpt_props(&rng);
     dwa_props(&rng);
     attn_res_props(&rng);
+    unet_props(&rng);
     resolved_desc_reinit();
     preset_inits();
     trace_names(&rng);

@@ -49,7 +49,7 @@ static const char* const help =
     "         (strings): preset (any name nb_preset_from_name takes), n_layers, d_model, n_heads,\n"
     "         n_kv_heads, d_ff, rope (0/1), optionally norm (rms|layer|dyt|l2), ffn (swiglu|gelu_tanh|\n"
     "         gelu), mixln_alpha (a finite number), eps, rope_theta, attn_bias (0-3: 1 the Q|K|V projection's bias,\n"
-    "         2 the output's), clip_qkv, attn_softcap, dwa (on), dwa_dilation, attn_res (on), attn_res_block, value_residual (off|fixed|learn), hyper (none|mhc|hc|ihc|mhc-lite),\n"
+    "         2 the output's), clip_qkv, attn_softcap, dwa (on), dwa_dilation, attn_res (on), attn_res_block, unet_skips (on), reinject_x0 (on), value_residual (off|fixed|learn), hyper (none|mhc|hc|ihc|mhc-lite),\n"
     "         hyper_streams (1-8), hyper_form (dynamic|static), hyper_sinkhorn (1-100); also\n"
     "         \"format\", \"producer\" and the training settings examples/train writes; any other\n"
     "         key, or a value not listed, is refused.\n"
@@ -130,7 +130,7 @@ static const char* const known_keys[] = {
     "hyper_sinkhorn", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
     "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
     "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", "attn_gate",
-    "attn_sink", "clip_qkv", "attn_softcap", "dwa", "dwa_dilation", "attn_res", "attn_res_block", "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites",
+    "attn_sink", "clip_qkv", "attn_softcap", "dwa", "dwa_dilation", "attn_res", "attn_res_block", "unet_skips", "reinject_x0", "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites",
     "site_width", "ffn_bias", "final_norm", "embed_norm", "siamese_scale", "siamese_fusion", "siamese_no_fusion_norm", "completep",
     "depth_base", "width_base", NULL};
 
@@ -320,6 +320,14 @@ static int porting_of_meta(const st_file* M, nb_stack_desc* d) {
     if ((v = st_meta(M, "attn_res")) != NULL) { /* examples/train's --attn-res */
         if (strcmp(v, "on")) return bad_meta("attn_res", v, "on");
         d->residual.attn_res = 1;
+    }
+    if ((v = st_meta(M, "unet_skips")) != NULL) { /* examples/train's --unet-skips */
+        if (strcmp(v, "on")) return bad_meta("unet_skips", v, "on");
+        d->residual.unet_skips = 1;
+    }
+    if ((v = st_meta(M, "reinject_x0")) != NULL) { /* examples/train's --reinject-x0 */
+        if (strcmp(v, "on")) return bad_meta("reinject_x0", v, "on");
+        d->residual.reinject_x0 = 1;
     }
     if (st_meta(M, "attn_res_block") &&
         meta_int(M, "attn_res_block", 1 << 20, &d->residual.attn_res_block))
@@ -749,6 +757,8 @@ static int option_refusal(const nb_stack* s, const char* code, refusal* r) {
     if (d->attn.softcap > 0) return refuse(r, "attn_softcap", ": %s does not cap its attention logits (Gemma 2's)", code);
     if (d->norm.embed_scale) return refuse(r, "embed_scale", ": %s does not scale its input (DyT's shared_scale)", code);
     if (d->norm.gain_offset) return refuse(r, "gain_offset", ": %s's norms multiply by w, not 1 + w (Gemma's)", code);
+    if (d->residual.unet_skips) return refuse(r, "unet_skips", ": %s's layers read the previous layer's output alone, with no skips from the first half (modded-nanogpt's U-Net)", code);
+    if (d->residual.reinject_x0) return refuse(r, "reinject_x0", ": %s does not mix the embedding into every layer's input (modded-nanogpt's lambdas)", code);
     if (d->residual.attn_res) return refuse(r, "attn_res", ": %s adds every sublayer's output to a residual sum, not a softmax over depth (Attention Residuals)", code);
     if (d->residual.dwa) return refuse(r, "dwa", ": %s's layers read the previous layer's output, not an average of all of them (DenseFormer)", code);
     if (d->norm.gain < 0) return refuse(r, "norm_gain", ": %s's norms have a weight", code);

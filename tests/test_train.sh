@@ -1266,6 +1266,22 @@ if keyed_roundtrip ar attn_res on "^model: pre, .* Attention Residuals (Block, b
 else
   fail "--attn-res in the trainer"; grep -E "^(model|final|train|Attention Residuals)" ar_full.log ar_res.log; cat ar_exp.log ar_diag.log
 fi
+# modded-nanogpt's U-Net skips and x_0 re-injection: model keys ("on"), said on the model line,
+# the run ends with where the scalars stand; an odd number of layers is refused for the skips
+if keyed_roundtrip un unet_skips on "^model: pre, .* U-Net skips (layers 1.. add the first half's outputs), x_0 re-injected into every layer " \
+     --unet-skips --reinject-x0 &&
+   python3 -c "
+import json, struct
+raw = open('un_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+h = json.loads(raw[8:8 + n]); assert h['__metadata__']['reinject_x0'] == 'on'
+assert 'transformer.blocks.1.skip_weight' in h and 'transformer.blocks.0.skip_weight' not in h
+assert h['transformer.blocks.0.lambdas']['shape'] == [2]
+" && grep -q "^U-Net: mean skip weight [0-9.e-]*, mean lambda_0 (the layer's input) [0-9.e-]*, lambda_1 (x_0) [0-9.e-]* " un_full.log; then
+  pass "--unet-skips --reinject-x0: model keys, tensors, model line, the scalars' line; resume bit-identical, --load rebuilds; export to hf-llama refused naming unet_skips"
+else
+  fail "--unet-skips --reinject-x0 in the trainer"; grep -E "^(model|final|train|U-Net)" un_full.log un_res.log; cat un_exp.log
+fi
+expect_error "--unet-skips with 3 layers" "n_layers (3) must be even" "${ANY_DEPTH[@]}" --layers 3 --unet-skips
 expect_error "--attn-res-block without --attn-res" "attn-res-block needs --attn-res" "${TINY[@]}" --attn-res-block 2
 expect_error "--attn-res with post norms" "attention residuals (residual.attn_res) replace the residual sums; a post norm" \
   "${TINY[@]}" --preset post --attn-res

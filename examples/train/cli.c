@@ -239,6 +239,12 @@ static const opt k_opts[] = {
     {"attn-res-block", "S", K_INT, F(model.residual.attn_res_block), 1, 2 * MAX_LAYERS, NULL, NULL, O_MODEL,
      "Attention Residuals' block: outputs summed in blocks of S sublayers (attention and FFN\n"
      "count one each; the paper's Block AttnRes) [1: Full AttnRes, every output its own source]"},
+    {"unet-skips", NULL, K_FLAG, F(model.residual.unet_skips), 1, 0, NULL, NULL, O_MODEL,
+     "modded-nanogpt's U-Net skips: layer l of the second half adds the output of layer L-1-l\n"
+     "times a learned weight (init 1) to its input; an even number of layers"},
+    {"reinject-x0", NULL, K_FLAG, F(model.residual.reinject_x0), 1, 0, NULL, NULL, O_MODEL,
+     "modded-nanogpt's re-injection: every layer's input becomes lambda_0 x + lambda_1 x_0, x_0\n"
+     "the embedding (after its norm), learned lambdas per layer (init 1, 0: the plain stack)"},
     {"hyper-streams", "N", K_INT, F(model.hyper.streams), 1, NB_HYPER_MAX_STREAMS, NULL, NULL, O_MODEL,
      "hyper-connections: residual streams [4]"},
     {"hyper-form", "dynamic|static", K_CHOICE, F(model.hyper.form), 1, 0, "dynamic|static", NULL, O_MODEL,
@@ -1053,6 +1059,8 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->residual.attn_res = c->model.residual.attn_res;
     d->residual.attn_res_block = c->model.residual.attn_res_block;
     if (!d->residual.attn_res && d->residual.attn_res_block) return fail("--attn-res-block needs --attn-res");
+    d->residual.unet_skips = c->model.residual.unet_skips;
+    d->residual.reinject_x0 = c->model.residual.reinject_x0;
     if (c->model.hyper.kind) d->hyper.kind = (nb_hyper)c->model.hyper.kind; /* the choices' order from NB_HYPER_NONE; else
                                                     the preset's (nb_preset_from_name wrote it) */
     d->hyper.streams = c->model.hyper.streams;

@@ -163,6 +163,7 @@ static int report(const history* h, const dataset* ds, double unigram) {
     if (h->hc_logged) hyper_say_gains(h);
     if (h->dwa) dwa_say(h);
     if (h->ar_logged) attnres_say(h);
+    if (h->unet) unet_say(h);
     if (h->n_shown) say_shown(ds, h->shown, h->n_shown);
     if (h->train_seconds > 0)
         say("throughput: %.0f tok/s over the training steps (%.2f ms/step); communication not "

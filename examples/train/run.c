@@ -69,6 +69,8 @@ static const char* kind_group(nb_tensor_kind k, int derf) {
     case NB_TENSOR_DWA: return "DenseFormer weights";
     case NB_TENSOR_ATTN_RES_QUERY: return "AttnRes queries";
     case NB_TENSOR_ATTN_RES_GAIN: return "AttnRes key norms";
+    case NB_TENSOR_SKIP_WEIGHT: return "U-Net skip weights";
+    case NB_TENSOR_X0_LAMBDAS: return "x_0 lambdas";
     default: return "attention and FFN matrices";
     }
 }
@@ -83,7 +85,8 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
                                             NB_TENSOR_HC_BASE, NB_TENSOR_HC_SCALE,
                                             NB_TENSOR_INTERP, NB_TENSOR_QK_SCALE,
                                             NB_TENSOR_FF_SCALE, NB_TENSOR_SINKS, NB_TENSOR_DWA,
-                                            NB_TENSOR_ATTN_RES_QUERY, NB_TENSOR_ATTN_RES_GAIN};
+                                            NB_TENSOR_ATTN_RES_QUERY, NB_TENSOR_ATTN_RES_GAIN,
+                                            NB_TENSOR_SKIP_WEIGHT, NB_TENSOR_X0_LAMBDAS};
     size_t values = 0, used = 0;
     int k, t;
     buf[0] = 0;
@@ -142,6 +145,8 @@ static void print_options(const config* c, const nb_stack_desc* d) {
     if (d->residual.attn_res)
         say(", Attention Residuals (%s, blocks of %d sublayers)", d->residual.attn_res_block == 1 ? "Full" : "Block",
             d->residual.attn_res_block);
+    if (d->residual.unet_skips) say(", U-Net skips (layers %d.. add the first half's outputs)", d->n_layers / 2);
+    if (d->residual.reinject_x0) say(", x_0 re-injected into every layer (lambda_0 x + lambda_1 x_0)");
     if (c->model.norm.gain < 0 || c->model.norm.bias < 0)
         say(", norms without %s", c->model.norm.gain < 0 && c->model.norm.bias < 0 ? "weight or bias"
                                   : c->model.norm.gain < 0 ? "weight" : "bias");
@@ -440,6 +445,7 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
     }
     h->seconds = now_s() - t_start;
     if (m.s.desc.residual.dwa) dwa_record(&m, h);
+    if (m.s.desc.residual.unet_skips || m.s.desc.residual.reinject_x0) unet_record(&m, h);
     if (g_rank == 0) {
         if (c->files.csv && write_steps_csv(c->files.csv, h)) goto done;
         if (c->files.summary && write_summary(c->files.summary, c, h, unigram)) goto done;

@@ -39,6 +39,7 @@ int write_summary(const char* path, const config* c, const history* h, double un
         cJSON_AddNumberToObject(o, "hc_bwd_gain_peak", h->hc_bwd_peak);
     }
     if (h->ar_logged) attnres_json(h, o); /* Attention Residuals' depth weights (attnres.c) */
+    if (h->unet) unet_json(h, o);         /* the U-Net's and re-injection's scalars (unet.c) */
     /* attention (heads.c): the largest logit of the last step's forward and of any step, the
        first-key mass (mean over layers and heads) at the last logged step, QK-Clip's head clips,
        the sinks' mass (NaN without sinks) */

@@ -128,6 +128,7 @@ typedef struct cfg_residual { /* nb_stack_desc.residual */
     int width_base;           /* CompleteP's d_base, m_d = d / d_base (0: d, m_d = 1) */
     int dwa, dwa_dilation;    /* DenseFormer's depth-weighted average (0 off), its k (0 = 1) */
     int attn_res, attn_res_block; /* Attention Residuals (0 off), its block in sublayers (0 = 1) */
+    int unet_skips, reinject_x0;  /* modded-nanogpt's U-Net skips, x_0 re-injection (0 off) */
 } cfg_residual;
 typedef struct cfg_hyper {    /* nb_stack_desc.hyper */
     int kind;                 /* 0 the preset's, else an nb_hyper */
@@ -512,6 +513,8 @@ typedef struct history {       /* what a run records for tables and plots */
     double dwa_self, dwa_x0, dwa_other;
     int ar_logged;             /* Attention Residuals: 2L+1 once its weights were taken */
     double* ar_w;              /* (2L+1)^2: the readers' weights, last logged step (attnres.c) */
+    int unet;                  /* U-Net skips, re-injection: where their scalars end (unet.c) */
+    double unet_mean[3];       /* mean skip weight, lambda_0, lambda_1 (NaN: absent) */
     double final_loss, final_val, accuracy;
     int diverged_at;           /* -1 = no */
     int spikes;                /* loss spikes: excursions above 2x the loss's running average */
@@ -553,6 +556,11 @@ int attnres_record(model* m, history* h);  /* this step's depth weights (every r
 void attnres_say(const history* h);         /* the summary line */
 void attnres_json(const history* h, struct cJSON* o); /* --summary's keys */
 int attnres_csv(const history* h, const char* dir);    /* --diag: attn_res_weights.csv */
+
+/* ---- unet.c ---- */
+void unet_record(const model* m, history* h);  /* the run's end: the scalars' means */
+void unet_say(const history* h);                /* the summary line */
+void unet_json(const history* h, struct cJSON* o); /* --summary's keys */
 
 /* ---- sweep.c ---- */
 /* --compare LIST x --lrs x --seeds: every run, a table of mean and spread over seeds per

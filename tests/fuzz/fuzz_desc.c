@@ -322,6 +322,9 @@ static void run_stack(rd* r, nb_ctx* c) {
             if (u8(r) >= 128) { /* Attention Residuals (2, and a block past 2 n_layers: refused) */
                 d.residual.attn_res = (int)(u8(r) % 3); d.residual.attn_res_block = pick_int(r, 9);
             }
+            if (u8(r) >= 128) { /* U-Net skips, re-injection (2: refused; odd L with skips) */
+                d.residual.unet_skips = (int)(u8(r) % 3); d.residual.reinject_x0 = (int)(u8(r) % 3);
+            }
         }
     }
     rc = nb_stack_init(c, &s, &d, mb, ms);

@@ -1463,10 +1463,15 @@ typedef enum nb_init_scheme {
     NB_INIT_GPT2,              /* N(0, 0.02^2), W_o and W_2 0.02/sqrt(2L) */
     NB_INIT_DEEPNORM,          /* xavier normal; gain beta = (8L)^(-1/4) on V, W_o, FFN (MIXLN
                                   compat preset: (8L)^(+1/4)); gain 1 on Q, K */
-    NB_INIT_NGPT               /* nGPT's code: N(0, s0^2), s0 = 1/sqrt(d), W_o and W_2
+    NB_INIT_NGPT,              /* nGPT's code: N(0, s0^2), s0 = 1/sqrt(d), W_o and W_2
                                   s0/sqrt(2L), not truncated; then every matrix normalized
                                   along d (nb_stack_normalize); its scales stored at 1/sqrt(d)
                                   (attn_alpha, mlp_alpha, sqk) and 1 (suv) */
+    NB_INIT_TORCHTITAN         /* torchtitan's Llama (depth_init, its default): N(0, s0^2),
+                                  s0 = 0.02 (its trunc_normal_'s bounds +-2 never reached); W_o,
+                                  W_2 and SwiGLU's value half (ff_proj's "up" rows, its w3) of
+                                  layer l (0-based) s0/sqrt(2(l+1)); embedding N(0, 1), head
+                                  1/sqrt(d) (nb_init_io_std) */
 } nb_init_scheme;
 
 /* The initialization of the code a preset was published with, and its base std in *std0 (0:
@@ -9654,7 +9659,8 @@ NBDEF nb_result nb_fill_normal(nb_real* x, size_t n, double std, double cutoff,
 static double nb__base_std(const nb_stack* s, nb_init_scheme scheme, double std0) {
     if (std0 > 0) return std0;
     switch (scheme) {
-    case NB_INIT_MIXLN: case NB_INIT_MIXLN_SCALED: case NB_INIT_GPT2: return 0.02;
+    case NB_INIT_MIXLN: case NB_INIT_MIXLN_SCALED: case NB_INIT_GPT2: case NB_INIT_TORCHTITAN:
+        return 0.02;
     case NB_INIT_NGPT: return 1 / sqrt((double)s->desc.d_model);
     default: return 1 / sqrt(2.5 * s->desc.d_model);
     }
@@ -9664,7 +9670,7 @@ NBDEF nb_result nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double 
                                double* embedding_std, double* head_std) {
     double s0, d, e, h;
     if (!s) return NB_ERR_NULL;
-    if ((int)scheme < NB_INIT_DEFAULT || scheme > NB_INIT_NGPT || !(std0 >= 0) ||
+    if ((int)scheme < NB_INIT_DEFAULT || scheme > NB_INIT_TORCHTITAN || !(std0 >= 0) ||
         !nb__fin(std0))
         return NB_ERR_VALUE;
     s0 = nb__base_std(s, scheme, std0); d = s->desc.d_model; e = s0; h = s0;
@@ -9673,6 +9679,7 @@ NBDEF nb_result nb_init_io_std(const nb_stack* s, nb_init_scheme scheme, double 
     case NB_INIT_MITCHELL: e = h = 1 / sqrt(d); break;
     case NB_INIT_MIXLN: case NB_INIT_MIXLN_SCALED: e = sqrt(0.4); break;
     case NB_INIT_DEEPNORM: e = h = 1 / sqrt(d); break;
+    case NB_INIT_TORCHTITAN: e = 1; h = 1 / sqrt(d); break;
     default: break;
     }
     if (embedding_std) *embedding_std = e;
@@ -9797,6 +9804,16 @@ static void nb__init_matrix(const nb_stack* s, const nb_tensor_info* ti, nb_real
         cut = 0;
         if (out_proj) std = s0 / sqrt(2.0 * L);
         break;
+    case NB_INIT_TORCHTITAN:
+        cut = 0;
+        if (out_proj) std = s0 / sqrt(2.0 * (l + 1));
+        if (ti->kind == NB_TENSOR_FF_IN && s->ffn.desc.ffn.type == NB_FFN_SWIGLU) {
+            const size_t half = ti->count / 2; /* [up | gate] rows: up (w3) scaled, gate s0 */
+            (void)nb_fill_normal(x, half, s0 / sqrt(2.0 * (l + 1)), 0, nb__mix(ts));
+            (void)nb_fill_normal(x + half, half, s0, 0, nb__mix(ts));
+            return;
+        }
+        break;
     case NB_INIT_DEEPNORM: {
         /* xavier normal per projection: std = gain sqrt(2 / (fan_in + fan_out)); gain beta on
            V, W_o and the FFN, 1 on Q and K */
@@ -9835,7 +9852,7 @@ NBDEF nb_result nb_stack_init_params(nb_ctx* ctx, const nb_stack* s, nb_real* pa
               "nb_stack_init_params: an initialized stack s and params are required (%s is NULL)",
               params ? "s" : "params");
     if (scheme == NB_INIT_DEFAULT) scheme = NB_INIT_NORMAL;
-    NB__CHECK((int)scheme < NB_INIT_NORMAL || scheme > NB_INIT_NGPT, NB_ERR_CONFIG,
+    NB__CHECK((int)scheme < NB_INIT_NORMAL || scheme > NB_INIT_TORCHTITAN, NB_ERR_CONFIG,
               "nb_stack_init_params: unknown scheme %d", (int)scheme);
     NB__CHECK(!(std0 >= 0) || !nb__fin(std0), NB_ERR_VALUE,
               "nb_stack_init_params: std0 (%g) must be finite and >= 0", std0);

@@ -1281,6 +1281,17 @@ assert h['transformer.blocks.0.lambdas']['shape'] == [2]
 else
   fail "--unet-skips --reinject-x0 in the trainer"; grep -E "^(model|final|train|U-Net)" un_full.log un_res.log; cat un_exp.log
 fi
+# torchtitan's init by name: the run says it, the checkpoint keeps it, a resume takes it back
+if roundtrip tt --init torchtitan && grep -q "^init: torchtitan (--init)" tt_full.log &&
+   python3 -c "
+import json, struct
+raw = open('tt_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+assert json.loads(raw[8:8 + n])['__metadata__']['init'] == 'torchtitan'
+"; then
+  pass "--init torchtitan: named on the init line and in the checkpoint; resume bit-identical, --load rebuilds"
+else
+  fail "--init torchtitan"; grep -E "^(init|final)" tt_full.log tt_res.log
+fi
 expect_error "--unet-skips with 3 layers" "n_layers (3) must be even" "${ANY_DEPTH[@]}" --layers 3 --unet-skips
 expect_error "--attn-res-block without --attn-res" "attn-res-block needs --attn-res" "${TINY[@]}" --attn-res-block 2
 expect_error "--attn-res with post norms" "attention residuals (residual.attn_res) replace the residual sums; a post norm" \

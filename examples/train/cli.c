@@ -296,8 +296,9 @@ static const opt k_opts[] = {
      "gets its W_q and W_k rows scaled so that logit becomes TAU. Not with Q/K norm sites or\n"
      "nGPT's s_qk (the logits do not follow W_q, W_k there) [0: off]"},
     {"init", "SCHEME", K_FN, F(model.init), 0, 0, NULL, fn_init, O_TRAIN,
-     "normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm [the init of the\n"
-     "preset's paper code; the model line says which]"},
+     "normal|depth_scaled|megatron|mitchell|mixln|mixln_scaled|gpt2|deepnorm|torchtitan (its\n"
+     "Llama's depth_init: 0.02, W_o, W_2 and SwiGLU's w3 0.02/sqrt(2(l+1)), embedding N(0, 1))\n"
+     "[the init of the preset's paper code; the model line says which]"},
     {"training", NULL, K_GROUP, 0, 0, 0, NULL, NULL, 0, NULL},
     {"steps", "N", K_INT, F(loop.steps), 0, 100000000, NULL, NULL, O_TRAIN, "[600]"},
     {"batch", "B", K_INT, F(loop.batch), 1, 1 << 16, NULL, NULL, 0, "sequences per step (all ranks) [16]"},
@@ -900,21 +901,28 @@ int config_model_key(const char* key) {
 }
 
 /* the scheme names of nb_init_scheme */
-static const char* const k_init_names[] = {"normal", "depth_scaled", "megatron", "mitchell",
-                                           "mixln", "mixln_scaled", "gpt2", "deepnorm"};
+static const struct { const char* name; nb_init_scheme scheme; } k_inits[] = {
+    {"normal", NB_INIT_NORMAL}, {"depth_scaled", NB_INIT_DEPTH_SCALED},
+    {"megatron", NB_INIT_MEGATRON}, {"mitchell", NB_INIT_MITCHELL}, {"mixln", NB_INIT_MIXLN},
+    {"mixln_scaled", NB_INIT_MIXLN_SCALED}, {"gpt2", NB_INIT_GPT2}, {"deepnorm", NB_INIT_DEEPNORM},
+    {"torchtitan", NB_INIT_TORCHTITAN}};
+enum { N_INITS = sizeof k_inits / sizeof k_inits[0] };
 
 int init_scheme(const char* name, nb_init_scheme* out) {
     int i;
-    for (i = 0; i < 8; i++)
-        if (!strcmp(name, k_init_names[i])) { *out = (nb_init_scheme)(NB_INIT_NORMAL + i); return 0; }
+    for (i = 0; i < N_INITS; i++)
+        if (!strcmp(name, k_inits[i].name)) { *out = k_inits[i].scheme; return 0; }
     return fail("--init: unknown scheme \"%s\" (normal, depth_scaled, megatron, mitchell, mixln, "
-                "mixln_scaled, gpt2, deepnorm)", name);
+                "mixln_scaled, gpt2, deepnorm, torchtitan)", name);
 }
 
 const char* init_scheme_name(nb_init_scheme s) {
+    int i;
     if (s == NB_INIT_DEFAULT) s = NB_INIT_NORMAL;
     if (s == NB_INIT_NGPT) return "ngpt"; /* the preset's own (no --init takes it) */
-    return s >= NB_INIT_NORMAL && s <= NB_INIT_DEEPNORM ? k_init_names[s - NB_INIT_NORMAL] : "?";
+    for (i = 0; i < N_INITS; i++)
+        if (k_inits[i].scheme == s) return k_inits[i].name;
+    return "?";
 }
 
 /* Each preset's initialization: the one in the code its paper published with, so a preset

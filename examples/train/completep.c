@@ -54,12 +54,13 @@ void optim_groups(model* m, const config* c) {
    blocks N(0, sigma^2 / m_d), sigma the base std of the run's scheme, with no depth factor (the
    code dropped the 1/sqrt(2L) of c_proj its muP branch had). The stack is drawn by the scheme's
    depth-free form at sigma / sqrt(m_d): normal for depth_scaled and megatron, mixln (untruncated
-   0.02) for mixln_scaled and gpt2, normal at Mitchell's 1/sqrt(d) for mitchell; gains, biases
+   0.02) for mixln_scaled, gpt2 and torchtitan, normal at Mitchell's 1/sqrt(d) for mitchell; gains, biases
    and scales as the scheme's; the blocks' hyper-connection projections times 1/sqrt(m_d).
    DeepNorm's xavier init has no base std: refused. Fills m->cp_sigma, m->cp_init. */
 int completep_init(model* m, const config* c) {
     const nb_init_scheme sc = m->init == NB_INIT_DEFAULT ? NB_INIT_NORMAL : m->init;
-    const int untruncated = sc == NB_INIT_MIXLN || sc == NB_INIT_MIXLN_SCALED || sc == NB_INIT_GPT2;
+    const int untruncated = sc == NB_INIT_MIXLN || sc == NB_INIT_MIXLN_SCALED || sc == NB_INIT_GPT2 ||
+                            sc == NB_INIT_TORCHTITAN;
     double m_d, m_L, e, h, k;
     size_t i;
     int t;

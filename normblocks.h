@@ -544,8 +544,8 @@ NBDEF nb_result nb_derf_backward(nb_ctx* ctx, nb_real* dx, int lddx, nb_real* dg
 
 /* L2 norm (nGPT's justnorm): y = x / ||x||_2 on each segment of seg values; no gain, and no
    eps as in nGPT's code, except that a zero segment maps to zero (nGPT's gives NaN: the squared
-   norm gets the smallest normal number added, invisible above 2^-101 in float). rstd: rows * (width/seg)
-   values, 1 / ||x|| per segment. Trusted: as nb_rmsnorm_forward. */
+   norm gets the smallest normal number added, invisible above 2^-101 in float). rstd:
+   rows * (width/seg) values, 1 / ||x|| per segment. Trusted: as nb_rmsnorm_forward. */
 NBDEF nb_result nb_l2norm_forward(nb_ctx* ctx, nb_real* y, int ldy, nb_real* rstd,
                                   const nb_real* x, int ldx, int rows, int width, int seg);
 /* dx = r (dy - y (y . dy)) per segment, r = rstd, y = x r; overwritten or accumulated as in

@@ -2420,6 +2420,28 @@ static void hyper_props(nbt_rng* rng) {
     }
 }
 
+/* A residual option that mixes layers' outputs into later inputs (field: its name, set in d):
+   the layer API refuses it naming the field, and a skipped layer is refused */
+static void cross_layer_refusals(const nb_stack_desc* d, const char* field, nbt_rng* rng) {
+    run r;
+    char what[96];
+    snprintf(what, sizeof what, "%s: refusals", field);
+    if (!nbt_check(setup(&r, d, 2, 5, rng, 1), what)) return;
+    snprintf(what, sizeof what, "%s: nb_layer_forward refused, naming it", field);
+    nbt_check(nb_layer_forward(&r.ctx, &r.s, 0, r.params, r.out, r.in, 2, 5, r.cache,
+                               r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, field), what);
+    snprintf(what, sizeof what, "%s: nb_layer_backward refused, naming it", field);
+    nbt_check(nb_layer_backward(&r.ctx, &r.s, 0, r.params, r.grads, r.din, r.dout, r.in, 2, 5,
+                                r.cache, r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, field),
+              what);
+    r.s.skip[1] = 1;
+    snprintf(what, sizeof what, "%s: a skipped layer refused", field);
+    nbt_check(nb_stack_forward(&r.ctx, &r.s, r.params, r.out, r.in, 2, 5, r.cache, r.scratch) ==
+                  NB_ERR_CONFIG && strstr(r.ctx.err, "skipped"), what);
+    r.s.skip[1] = 0;
+    teardown(&r);
+}
+
 /* DenseFormer (residual.dwa): its weights' names, shapes, decay and init; at init it is the
    plain stack (same outputs and gradients); with drawn weights its forward against the
    average composed here from a plain stack's layers (nb_layer_forward, h_0 = x_0); bad
@@ -2512,21 +2534,8 @@ static void dwa_props(nbt_rng* rng) {
     }
     {
         nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
-        run r;
         d.residual.dwa = 1;
-        if (!nbt_check(setup(&r, &d, 2, 5, rng, 1), "dwa: refusals")) return;
-        nbt_check(nb_layer_forward(&r.ctx, &r.s, 0, r.params, r.out, r.in, 2, 5, r.cache,
-                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "dwa"),
-                  "dwa: nb_layer_forward refused, naming residual.dwa");
-        nbt_check(nb_layer_backward(&r.ctx, &r.s, 0, r.params, r.grads, r.din, r.dout, r.in, 2,
-                                    5, r.cache, r.scratch) == NB_ERR_CONFIG &&
-                      strstr(r.ctx.err, "dwa"), "dwa: nb_layer_backward refused");
-        r.s.skip[1] = 1;
-        nbt_check(nb_stack_forward(&r.ctx, &r.s, r.params, r.out, r.in, 2, 5, r.cache,
-                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "skipped"),
-                  "dwa: a skipped layer refused");
-        r.s.skip[1] = 0;
-        teardown(&r);
+        cross_layer_refusals(&d, "dwa", rng);
     }
 }
 
@@ -2686,21 +2695,8 @@ static void attn_res_props(nbt_rng* rng) {
     }
     {
         nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
-        run r;
         d.residual.attn_res = 1;
-        if (!nbt_check(setup(&r, &d, 2, 5, rng, 1), "attn_res: refusals")) return;
-        nbt_check(nb_layer_forward(&r.ctx, &r.s, 0, r.params, r.out, r.in, 2, 5, r.cache,
-                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "attn_res"),
-                  "attn_res: nb_layer_forward refused, naming residual.attn_res");
-        nbt_check(nb_layer_backward(&r.ctx, &r.s, 0, r.params, r.grads, r.din, r.dout, r.in, 2,
-                                    5, r.cache, r.scratch) == NB_ERR_CONFIG &&
-                      strstr(r.ctx.err, "attn_res"), "attn_res: nb_layer_backward refused");
-        r.s.skip[1] = 1;
-        nbt_check(nb_stack_forward(&r.ctx, &r.s, r.params, r.out, r.in, 2, 5, r.cache,
-                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "skipped"),
-                  "attn_res: a skipped layer refused");
-        r.s.skip[1] = 0;
-        teardown(&r);
+        cross_layer_refusals(&d, "attn_res", rng);
     }
 }
 
@@ -2778,7 +2774,11 @@ static void unet_props(nbt_rng* rng) {
         teardown(&a); teardown(&b);
     }
     {
-        static const struct { const char* preset; int L, un, re, other; const char* says; } bad[] = {
+        static const struct {
+            const char* preset;
+            int L, un, re, other;
+            const char* says;
+        } bad[] = {
             {"pre", 3, 1, 0, 0, "must be even"}, {"pre", 4, 2, 0, 0, "unet_skips (2)"},
             {"pre", 4, 0, 3, 0, "reinject_x0 (3)"}, {"siamese", 4, 1, 0, 0, "SiameseNorm"},
             {"mhc", 4, 0, 1, 0, "hyper-connections"}, {"pre", 4, 1, 0, 1, "DenseFormer"},
@@ -2797,18 +2797,10 @@ static void unet_props(nbt_rng* rng) {
     }
     {
         nb_stack_desc d = base_desc(NB_PRESET_PRE, 2);
-        run r;
         d.residual.reinject_x0 = 1;
-        if (!nbt_check(setup(&r, &d, 2, 5, rng, 1), "unet: refusals")) return;
-        nbt_check(nb_layer_forward(&r.ctx, &r.s, 0, r.params, r.out, r.in, 2, 5, r.cache,
-                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "reinject_x0"),
-                  "reinject_x0: nb_layer_forward refused, naming it");
-        r.s.skip[1] = 1;
-        nbt_check(nb_stack_forward(&r.ctx, &r.s, r.params, r.out, r.in, 2, 5, r.cache,
-                                   r.scratch) == NB_ERR_CONFIG && strstr(r.ctx.err, "skipped"),
-                  "reinject_x0: a skipped layer refused");
-        r.s.skip[1] = 0;
-        teardown(&r);
+        cross_layer_refusals(&d, "reinject_x0", rng);
+        d.residual.reinject_x0 = 0; d.residual.unet_skips = 1;
+        cross_layer_refusals(&d, "unet_skips", rng);
     }
 }
 

@@ -22,13 +22,19 @@ void unet_record(const model* m, history* h) {
     for (k = 0; k < 3; k++) h->unet_mean[k] = n[k] ? sum[k] / n[k] : NAN;
 }
 
+/* the line names only what the run has (the skips, the re-injection or both) */
 void unet_say(const history* h) {
-    say("U-Net: mean skip weight %.4g, mean lambda_0 (the layer's input) %.4g, lambda_1 (x_0) "
-        "%.4g (at the end)\n", h->unet_mean[0], h->unet_mean[1], h->unet_mean[2]);
+    say("U-Net:");
+    if (!isnan(h->unet_mean[0])) say(" mean skip weight %.4g", h->unet_mean[0]);
+    if (!isnan(h->unet_mean[1]))
+        say("%s mean lambda_0 (the layer's input) %.4g, lambda_1 (x_0) %.4g",
+            isnan(h->unet_mean[0]) ? "" : ",", h->unet_mean[1], h->unet_mean[2]);
+    say(" (at the end)\n");
 }
 
 void unet_json(const history* h, struct cJSON* o) {
-    cJSON_AddNumberToObject(o, "unet_skip_weight", h->unet_mean[0]);
-    cJSON_AddNumberToObject(o, "unet_lambda0", h->unet_mean[1]);
-    cJSON_AddNumberToObject(o, "unet_lambda1", h->unet_mean[2]);
+    static const char* const keys[3] = {"unet_skip_weight", "unet_lambda0", "unet_lambda1"};
+    int k;
+    for (k = 0; k < 3; k++)
+        if (!isnan(h->unet_mean[k])) cJSON_AddNumberToObject(o, keys[k], h->unet_mean[k]);
 }

@@ -3838,13 +3838,15 @@ typedef struct nb__attn_mem {
     size_t n_cache, n_scratch;
 } nb__attn_mem;
 
-/* T rounded up to 32 (AMX's tile depth): the bf16 operands' padded length */
-static int nb__t32(int T) { return T + (-T & 31); }
+/* T rounded up to 32 (AMX's tile depth): the bf16 operands' padded length; as a size for the
+   plan's buffers (max_seq may be INT_MAX there; a run's T has its scratch, so it fits int) */
+static size_t nb__t32z(int T) { return (size_t)T + (size_t)(-(unsigned)T & 31u); }
+static int nb__t32(int T) { return (int)nb__t32z(T); }
 /* The packed path's per-thread bf16 tile (pt): three buffers of this many T32-wide rows (a
    tile's rows rounded up to 32), for P or dS, P's row pairs and dS's row pairs */
-static size_t nb__pt_rows(int T) { return (size_t)(nb__t32(T) < NB__TILE ? nb__t32(T) : NB__TILE); }
+static size_t nb__pt_rows(int T) { return nb__t32z(T) < NB__TILE ? nb__t32z(T) : NB__TILE; }
 static unsigned short* nb__pt(const nb__attn_mem* m, int T, int thread) {
-    return m->pt16 + (size_t)thread * 3 * nb__pt_rows(T) * nb__t32(T);
+    return m->pt16 + (size_t)thread * 3 * nb__pt_rows(T) * nb__t32z(T);
 }
 
 static int nb__site_heads(const nb_attn_plan* pl, int site) {
@@ -3984,7 +3986,7 @@ static void nb__attn_carve(const nb_attn_plan* pl, int B, int T, int nt, nb_real
     m->kv_parts = nb__take(scratch, &su, nb__mulz((size_t)(pl->desc.n_kv_heads < nt ? nt - 1 : 0),
                                                   nb__mulz((size_t)T, 2 * (size_t)pl->head_dim)));
     if (half) {
-        const size_t dk = (size_t)pl->head_dim, T32 = (size_t)nb__t32(T);
+        const size_t dk = (size_t)pl->head_dim, T32 = nb__t32z(T);
         const size_t kv = nb__mulz((size_t)B * pl->desc.n_kv_heads, T32);
         const size_t qh = nb__mulz(nb__mulz(BH, T32), dk);
         m->kt16 = nb__take16(scratch, &su, nb__mulz(kv, dk + dk % 2));

@@ -149,6 +149,10 @@ static void overflow(void) {
     ad.d_model = 8; ad.n_heads = 2; /* found by fuzz_desc: max_seq + 63 overflowed int */
     nbt_check(nb_attn_plan_make(&ctx, &ap, &ad, 1, 2147483647) == NB_OK && ap.max_seq == 2147483647,
               "attention max_seq = INT_MAX: row tiles counted without overflow");
+    ad.gemm.precision = NB_PRECISION_BF16; /* found by fuzz_desc: T rounded up to 32 overflowed */
+    nbt_check(nb_attn_plan_make(&ctx, &ap, &ad, 1, 2147483647) == NB_OK && ap.max_seq == 2147483647,
+              "attention bf16 max_seq = INT_MAX: the padded bf16 operands sized without overflow");
+    ad.gemm.precision = NB_PRECISION_DEFAULT;
     ad.d_model = 8; ad.n_heads = 8; ad.attn.memory = NB_ATTN_MEMORY_PROBS;
     expect13(nb_attn_plan_make(&ctx, &ap, &ad, 1, 1 << 30), NB_ERR_SHAPE,
              "nb_attn_plan_make|n_cache|overflows size_t", "attention probs cache overflowing size_t");

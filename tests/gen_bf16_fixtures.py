@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
-Writes <outdir>/blocks_bf16.bin: seventeen stacks of tests/gen_block_fixtures.py (its descriptions,
+Writes <outdir>/blocks_bf16.bin: eighteen stacks of tests/gen_block_fixtures.py (its descriptions,
 draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
 "bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
 backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
@@ -77,7 +77,9 @@ PREFIX = "bf16_"  # the file's case names: "bf16_" + gen_block_fixtures.py's nam
 # library's are float32 sums of scaled rows in every precision, the twin's a tensordot in the
 # module's dtype); Attention Residuals in blocks of 3 sublayers on Peri-LN with the learnable
 # value residual, L = 3 (the readers unrounded: the library's are float32 in every precision,
-# the twin's einsums in the module's dtype)
+# the twin's einsums in the module's dtype); modded-nanogpt's U-Net skips and x_0 re-injection
+# on Pre-Norm with GQA, L = 4 (the mixed inputs unrounded: the library's are float32 sums of
+# scaled rows in every precision, the twin's in the module's dtype)
 SMALL = dict(d=8, H=2)
 CASES = [
     ("pre_L3", make_cfg("PRE", 3, Hkv=1, **SMALL)),
@@ -102,6 +104,7 @@ CASES = [
     ("dwa_post_k2_L4", dict(make_cfg("POST", 4, Hkv=2, **SMALL), dwa=1, dwa_dilation=2)),
     ("attnres_s3_periln_L3", dict(make_cfg("PERILN", 3, Hkv=2, **SMALL), attn_res=1,
                                   attn_res_block=3, value_residual=2)),
+    ("unet_pre_L4", dict(make_cfg("PRE", 4, d=8, H=4, Hkv=2), unet_skips=1, reinject_x0=1)),
 ]
 
 
@@ -440,7 +443,7 @@ def main():
             w.add(cs + ".clip_qkv", cfg["clip_qkv"])
         if cfg.get("softcap"):
             w.add(cs + ".softcap", cfg["softcap"])
-        for field in ("dwa", "dwa_dilation", "attn_res", "attn_res_block"):
+        for field in ("dwa", "dwa_dilation", "attn_res", "attn_res_block") + gbf.UNET_FIELDS:
             if cfg.get(field):
                 w.add(cs + "." + field, cfg[field])
         w.add(cs + ".preset_key",

@@ -8,9 +8,10 @@ of it: the original codes' equations written out once more with plain float64 to
 fused projection and norms, NeoX RoPE through sin/cos tables, GQA by repeated KV heads,
 DeepSeek's mHC reference functions, mHC-lite's mixture of permutation matrices and HC's
 Algorithm 2, DenseFormer's depth-weighted average, Attention Residuals' readers token by token,
-NVIDIA/ngpt's Block; the gated Qwen3, Derf's nanoGPT, DyT's LLaMA and Gemma's decoder as their
-codes have them), and every generator asserts that the twin agrees with them before it writes
-anything. Nothing here knows how normblocks computes anything.
+modded-nanogpt's U-Net skips and x_0 re-injection by index, NVIDIA/ngpt's Block; the gated
+Qwen3, Derf's nanoGPT, DyT's LLaMA and Gemma's decoder as their codes have them), and every
+generator asserts that the twin agrees with them before it writes anything. Nothing here knows
+how normblocks computes anything.
 
 Imported by tests/gen_fixtures.py, tests/gen_sublayer_fixtures.py, tests/gen_block_fixtures.py,
 tests/gen_porting_fixtures.py and tests/test_twin_fixtures.py; run as scripts, they find it
@@ -140,8 +141,8 @@ HYPER_KINDS = {0: "", HYPER_NONE: "none", HYPER_MHC: "mhc", HYPER_HC: "hc",
 def twin_config(s, preset):
     """The twin's StackConfig of a stack case: s holds the fields a block fixture stores (L, d,
     H, Hkv, f, sites, mixln_alpha, norm, eps, ffn, rope, theta, siamese_*; the optional
-    attn_bias, value_residual, dwa, dwa_dilation, attn_res, attn_res_block, hyper,
-    hyper_streams, hyper_static,
+    attn_bias, value_residual, dwa, dwa_dilation, attn_res, attn_res_block, unet_skips,
+    reinject_x0, hyper, hyper_streams, hyper_static,
     hyper_sinkhorn, depth_alpha, depth_base, interp_init, qk_scale, softmax_scale,
     ffn_in_scale, and the porting options attn_gate, norm_gain, norm_bias, gain_offset,
     embed_scale_on (embed_scale: the parameter's name), branch_scale, ffn_bias; attn_sink,
@@ -169,7 +170,8 @@ def twin_config(s, preset):
             depth_alpha=float(s.get("depth_alpha", 0)), depth_base=int(s.get("depth_base", 0)),
             value_residual=int(s.get("value_residual", 0)), dwa=int(s.get("dwa", 0)),
             dwa_dilation=int(s.get("dwa_dilation", 0)), attn_res=int(s.get("attn_res", 0)),
-            attn_res_block=int(s.get("attn_res_block", 0))),
+            attn_res_block=int(s.get("attn_res_block", 0)),
+            unet_skips=int(s.get("unet_skips", 0)), reinject_x0=int(s.get("reinject_x0", 0))),
         hyper=twin.HyperConfig(
             kind=HYPER_KINDS[int(s.get("hyper", 0))], streams=int(s.get("hyper_streams", 0)),
             static_maps=int(s.get("hyper_static", 0)),
@@ -614,6 +616,36 @@ def attn_res_read_ref(sources, w, g, eps):
         hs.append(h)
         As.append(torch.stack(a))
     return torch.stack(hs), torch.stack(As)
+
+
+# ---- modded-nanogpt's U-Net skips and x_0 re-injection ----------------------------------------
+#
+# KellerJordan/modded-nanogpt's train_gpt.py (mid-2025), GPT.forward: x = x0 = norm(embed(idx));
+# with n = num_layers // 2 (num_layers even, asserted) block i >= n first takes
+# x = x + skip_weights[i - n] * skip_connections.pop(), the outputs of blocks 0 .. n-1 pushed in
+# order, so popped in reverse: block i reads block n - 1 - (i - n) = L - 1 - i's output; then
+# Block.forward: x = lambdas[0] * x + lambdas[1] * x0 before its sublayers. Written out here by
+# index, without the list.
+
+
+def unet_input_ref(states, l, L, skip_weight, lambdas):
+    """The input layer l runs on, from states = [x_0, h_0, .., h_{l-1}] (the stack's input
+    after its embedding norm, then every layer's output so far; h_j = states[j + 1]): x_l =
+    states[l], the encoder output it pairs with h_{L-1-l} (l + j = L - 1) times skip_weight (the
+    layer's w, 1 value; None: no skip), then lambdas = [lambda_0, lambda_1] (None: no
+    re-injection). Expanded term by term: lambda_0 x_l + lambda_0 w h_{L-1-l} + lambda_1 x_0."""
+    assert len(states) == l + 1, (len(states), l)
+    terms = [(1.0, states[l])]
+    if skip_weight is not None:
+        j = L - 1 - l
+        assert L % 2 == 0 and l >= L // 2 and 0 <= j < L // 2, (l, L)
+        terms.append((skip_weight[0], states[j + 1]))
+    if lambdas is not None:
+        terms = [(lambdas[0] * c, t) for c, t in terms] + [(lambdas[1], states[0])]
+    acc = None
+    for c, t in terms:
+        acc = c * t if acc is None else acc + c * t
+    return acc
 
 
 # ---- nGPT ----------------------------------------------------------------------------------

@@ -145,6 +145,10 @@ static const block_case cases[] = {
     {"attnres_s2_pre_L4", NULL},
     {"attnres_s3_periln_L3", "Peri-LN"},
     {"attnres_s4_layerscale_L2", "LayerScale"},
+    {"unet_pre_L4", "Pre-Norm"},
+    {"unet_post_L4", NULL},
+    {"reinject_periln_L3", "Peri-LN"},
+    {"unet_sandwich_L2", "Sandwich"},
 };
 
 /* Keep in sync with the names printed by tests/gen_porting_fixtures.py. By name only where the
@@ -315,7 +319,7 @@ static const block_case bf16_cases[] = {
     {"bf16_sink_learned_pre_gqa_L2", ""}, {"bf16_sink_obo_hybrid_L2", ""},
     {"bf16_clip_olmo2_gqa_L2", ""}, {"bf16_softcap_sandwich_gqa_L2", ""},
     {"bf16_mhclite_sandwich_n3_L2", ""}, {"bf16_dwa_post_k2_L4", ""},
-    {"bf16_attnres_s3_periln_L3", ""},
+    {"bf16_attnres_s3_periln_L3", ""}, {"bf16_unet_pre_L4", ""},
 };
 
 /* desc.bf16_weights, on the variants with zeroed gradients: the same stack reading the
@@ -435,6 +439,10 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
     else if (strcmp(field, "embed_scale") == 0) *kind = NB_TENSOR_EMBED_SCALE;
     else if (ends_with(field, ".value_residual.lambda")) *kind = NB_TENSOR_VALUE_RESIDUAL;
     else if (ends_with(field, ".dwa.weight")) *kind = NB_TENSOR_DWA; /* DenseFormer's a_l */
+    /* modded-nanogpt's U-Net skip weight and re-injection lambdas (the whole last component:
+       the value residual's is ".value_residual.lambda") */
+    else if (last && strcmp(last, ".skip_weight") == 0) *kind = NB_TENSOR_SKIP_WEIGHT;
+    else if (last && strcmp(last, ".lambdas") == 0) *kind = NB_TENSOR_X0_LAMBDAS;
     /* Attention Residuals' readers before attention, FFN and the final norm: the pseudo-query
        and its key norm's gain (not a block norm's: ".attn_res_norm.weight" is nGPT's) */
     else if (attn_res_tensor(field, "proj.weight"))
@@ -457,7 +465,7 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
         else *kind = NB_TENSOR_HC_BASE;
     } else *kind = NB_TENSOR_GAIN;
     /* decayed: the matrices, mHC's fns, DenseFormer's weights and Attention Residuals'
-       pseudo-queries (their codes' nn.Linear) */
+       pseudo-queries (their codes' nn.Linear); not the U-Net's skip weights and lambdas */
     *no_decay = *kind == NB_TENSOR_GAIN || *kind == NB_TENSOR_BIAS ||
                 (*kind >= NB_TENSOR_SIAMESE_GAMMA && *kind != NB_TENSOR_HC_FN &&
                  *kind != NB_TENSOR_DWA && *kind != NB_TENSOR_ATTN_RES_QUERY);
@@ -709,6 +717,9 @@ static void run_case(const block_case* bc, const variant* v) {
         /* Attention Residuals and its block size: absent = 0 (off; Full AttnRes) */
         const nbf_tensor* ar = nbf_field(cs, "attn_res", 0);
         const nbf_tensor* as_ = nbf_field(cs, "attn_res_block", 0);
+        /* modded-nanogpt's U-Net skips and x_0 re-injection: absent = 0 (off) */
+        const nbf_tensor* us = nbf_field(cs, "unet_skips", 0);
+        const nbf_tensor* rx = nbf_field(cs, "reinject_x0", 0);
         desc.siamese.no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
         desc.attn.bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
         desc.residual.value_residual = vr && vr->n == 1 ? (int)vr->data[0] : 0;
@@ -729,6 +740,8 @@ static void run_case(const block_case* bc, const variant* v) {
         desc.residual.dwa_dilation = dk && dk->n == 1 ? (int)dk->data[0] : 0;
         desc.residual.attn_res = ar && ar->n == 1 ? (int)ar->data[0] : 0;
         desc.residual.attn_res_block = as_ && as_->n == 1 ? (int)as_->data[0] : 0;
+        desc.residual.unet_skips = us && us->n == 1 ? (int)us->data[0] : 0;
+        desc.residual.reinject_x0 = rx && rx->n == 1 ? (int)rx->data[0] : 0;
         porting_options(cs, &desc);
         /* the stack's streams: 2 for SiameseNorm, n with hyper-connections, else 1 */
         streams = preset == NB_PRESET_SIAMESE || preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;

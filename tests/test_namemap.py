@@ -49,6 +49,9 @@ buffers); a Llama file with Q/K/V biases (Qwen2's). The C tool and the twin must
 8. DenseFormer's depth-weighted average and Attention Residuals: library-named files with the
    trainer's keys (dwa, dwa_dilation; attn_res, attn_res_block) run in nbimport to the twin's
    output; the export is refused by both, naming dwa and attn_res.
+9. modded-nanogpt's U-Net skips and x_0 re-injection: library-named files with the trainer's
+   keys (unet_skips and reinject_x0 "on"; reinject_x0 alone) run in nbimport to the twin's
+   output; the export is refused by both, naming unet_skips (reinject_x0 alone: reinject_x0).
 
 Tolerance: float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin| (measured
 ~1e-6); the float64 twin against the float64 transcription, 1e-10 + 1e-9 |ref|. Exits 77
@@ -648,6 +651,29 @@ def attn_res(nbimport, work):
     export_refused(nbimport, work, "attn_res", stack, meta, "attn_res")
 
 
+def unet(nbimport, work):
+    """modded-nanogpt's U-Net skips and x_0 re-injection on Pre-Norm with 4 layers (the
+    trainer's keys "unet_skips" and "reinject_x0" on), and the re-injection alone with 3, their
+    scalars drawn far from the init (make_stack's 1 + N(0, 0.2^2)): nbimport reads the stack in
+    the library's names (no Hugging Face layout names skip_weight or lambdas) to the twin's
+    output, not the plain stack's, and both refuse the export, naming unet_skips (the
+    re-injection alone: reinject_x0)."""
+    for L, keys in ((4, ("unet_skips", "reinject_x0")), (3, ("reinject_x0",))):
+        stack = make_stack("pre", L, True, residual={k: 1 for k in keys})
+        plain = make_stack("pre", L, True)
+        plain.load_state_dict({k: v for k, v in stack.state_dict().items()
+                               if not k.endswith((".skip_weight", ".lambdas"))})
+        E = torch.randn(B, T, D)
+        model = {n_: t.detach() for n_, t in stack.library_parameters()}
+        meta = dict(train_meta(stack, "pre"), **{k: "on" for k in keys})
+        r, out = run_file(nbimport, "normblocks", model, meta, E, work, keys[0])
+        ref = forward(stack, E)
+        report(close(out, ref) and not close(forward(plain, E), ref),
+               "%s (normblocks, pre, %d layers): %d tensors, %s on read"
+               % (keys[0], L, len(model), " and ".join(keys)), r.stderr.strip())
+        export_refused(nbimport, work, keys[0], stack, meta, keys[0])
+
+
 def main():
     nbimport = sys.argv[1]
     torch.manual_seed(7)
@@ -660,7 +686,8 @@ def main():
         clip_qkv(nbimport, work)  # after the others, for the same reason
         softcap(nbimport, work)  # after the others, for the same reason
         dwa(nbimport, work)  # after the others, for the same reason
-        attn_res(nbimport, work)  # last, for the same reason
+        attn_res(nbimport, work)  # after the others, for the same reason
+        unet(nbimport, work)  # last, for the same reason
     print("all passed" if not failed else "%d failed" % failed)
     return 1 if failed else 0
 

@@ -89,6 +89,13 @@ check dwa --preset pre --layers 3 --dwa --dwa-dilation 2
 # queries start at 0 and move), blocks of 3 sublayers (boundaries before attention and before
 # FFN sublayers) on Pre-Norm with 3 layers
 check attn_res --preset pre --layers 3 --attn-res --attn-res-block 3
+# modded-nanogpt's U-Net skips and x_0 re-injection by flag (the checkpoint's unet_skips "on",
+# reinject_x0 "on"): layers 2, 3 add blocks.<l>.skip_weight times the outputs of layers 1, 0 to
+# their inputs, every layer runs on lambda_0 x + lambda_1 x_0 (blocks.<l>.lambdas, last in the
+# layer; the scalars start at 1 and [1, 0] and move, undecayed), on Pre-Norm with 4 layers and,
+# as its code, the embedding normalized (x_0 = norm(embed(.)): an x_0 taken before that norm
+# differs)
+check unet --preset pre --layers 4 --unet-skips --reinject-x0 --embed-norm on
 check completep --preset pre --layers 3 --completep 1 --depth-base 2
 # nGPT: the preset's L2 stack, and the trainer's model around it (its logit scale sz, unit
 # embedding and head rows); its train.py's optimizer defaults (warmup as BASE's, given); MHA
@@ -153,15 +160,17 @@ dump_check() {
   # hyper-connected streams (hc_maps, hc_in, x1..x3, hc_head; mHC-lite's maps on 3 streams);
   # DenseFormer's averages (blocks.<l>.x after them, layer 0's grad_x_in x_0's whole gradient);
   # Attention Residuals' readers (attn_res_h, attn_res_p; x_out the branch, blocks.<l>.x p_2l+1,
-  # grad_x_in the whole gradient of the layer's input stream);
+  # grad_x_in the whole gradient of the layer's input stream); the U-Net's and re-injection's
+  # mixed inputs (x_mixed; grad_x_in through the layer alone, the skips' share in the encoder
+  # layers' ffn.grad_out, layer 0's x_0's whole gradient);
   # nGPT's L2 norms and scales
   # (qkv_scaled, proj_scaled, res_normed); the output gate (c_gated); Derf's norms; learned
   # attention sinks; clip_qkv without site norms (qkv as projected, qkv_normed clamped); the
   # softcap with learned sinks (the capped scores are not traced: context onward); one stream
   # (kept below)
   for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors mhc.safetensors \
-            mhc_lite.safetensors dwa.safetensors attn_res.safetensors hc.safetensors \
-            ngpt.safetensors gated.safetensors derf.safetensors sinks.safetensors \
+            mhc_lite.safetensors dwa.safetensors attn_res.safetensors unet.safetensors \
+            hc.safetensors ngpt.safetensors gated.safetensors derf.safetensors sinks.safetensors \
             clip_qkv_gated.safetensors attn_softcap_sinks.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then

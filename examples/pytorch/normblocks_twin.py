@@ -137,6 +137,18 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   sublayers add a plain residual (no post or residual norm, no residual from the
                   norm, no interp, residual_scale 1); not with SiameseNorm, hyper-connections or
                   DenseFormer.
+  U-Net skips and x_0 re-injection (residual.unet_skips, residual.reinject_x0; modded-nanogpt's
+                  train_gpt.py, its GPT.forward and Block.forward): one stream; x_0 the stack's
+                  input after c and the embedding norm (the code's norm(embed(.))), x_l layer
+                  l's input (layer l-1's output), h_j = x_{j+1} layer j's output. With
+                  unet_skips (L even, n = L/2) layer l >= n first adds an encoder layer's
+                  output, u = x_l + w_l h_{L-1-l} (the code's skip_connections.pop(), w_l its
+                  skip_weights[l - n]: "blocks.<l>.skip_weight", 1 value, init 1); else u = x_l.
+                  With reinject_x0 the layer runs on x~ = lambda_0 u + lambda_1 x_0 (its
+                  Block's lambdas: "blocks.<l>.lambdas", 2 values, init [1, 0], the plain
+                  stack); else on x~ = u. x_{l+1} = block_l(x~) (any placement), out =
+                  N_lnf(x_L). Neither decays. Either or both; not with SiameseNorm,
+                  hyper-connections, DenseFormer or Attention Residuals.
   Hyper-connections (hyper.kind "mhc", "hc", "identity", "mhc_lite"; presets mhc, hc, ihc): n
   streams X = (x_0 .. x_{n-1}) of width d per token, all starting at x_0; each sublayer
   (attention, then FFN) reads
@@ -412,8 +424,8 @@ class FfnConfig:
 
 @dataclass
 class ResidualConfig:
-    """Branch scales, CompleteP, the value residual, DenseFormer, Attention Residuals
-    (nb_residual_config)."""
+    """Branch scales, CompleteP, the value residual, DenseFormer, Attention Residuals,
+    modded-nanogpt's U-Net skips and x_0 re-injection (nb_residual_config)."""
     branch_scale: str = ""       # every placement's branch scale of a preset: "" the preset's,
                                  # else a Placement.branch_scale (not with a custom schedule or
                                  # SiameseNorm)
@@ -436,6 +448,12 @@ class ResidualConfig:
                                  # hyper-connections or DenseFormer)
     attn_res_block: int = 0      # its block size S in sublayers (attention and FFN count one
                                  # each): 0 = 1 (Full AttnRes), else 1..2 n_layers; needs attn_res
+    unet_skips: int = 0          # modded-nanogpt's U-Net skips: 1 on, 0 off; layer l >= L/2 adds
+                                 # w h_{L-1-l} (blocks.<l>.skip_weight) to its input; L even
+    reinject_x0: int = 0         # modded-nanogpt's re-injection: 1 on, 0 off; layer l runs on
+                                 # lambda_0 x + lambda_1 x_0 (blocks.<l>.lambdas). Both: one
+                                 # stream (not SiameseNorm, hyper-connections, DenseFormer or
+                                 # Attention Residuals)
 
 
 @dataclass
@@ -711,6 +729,21 @@ def resolve(cfg):
                             "SiameseNorm's two"))
     if res.attn_res:  # Full AttnRes (0 stays 0 without attn_res)
         res.attn_res_block = res.attn_res_block or 1
+    # U-Net skips and the re-injection of x_0 (nb__stack_residual's checks, after AttnRes')
+    if res.unet_skips not in (0, 1) or res.reinject_x0 not in (0, 1):
+        raise ValueError("residual.unet_skips (%r) and residual.reinject_x0 (%r) must be 0 or 1"
+                         % (res.unet_skips, res.reinject_x0))
+    if res.unet_skips and L % 2:
+        raise ValueError("residual.unet_skips pairs the first half's layers with the second's: "
+                         "n_layers (%d) must be even" % L)
+    if (res.unet_skips or res.reinject_x0) and (row.streams == 2 or hyper.kind != "none" or
+                                                res.dwa or res.attn_res):
+        raise ValueError("residual.%s mixes a layer's input in one residual stream; %s has %s"
+                         % ("unet_skips" if res.unet_skips else "reinject_x0", c.preset,
+                            "hyper-connections" if hyper.kind != "none" else
+                            "DenseFormer's averages (residual.dwa)" if res.dwa else
+                            "Attention Residuals (residual.attn_res)" if res.attn_res else
+                            "SiameseNorm's two"))
     c.gemm.precision = c.gemm.precision or "fp32"
     if c.gemm.precision not in ("fp32", "bf16"):
         raise ValueError("gemm.precision: fp32 or bf16")
@@ -1258,6 +1291,12 @@ class Block(nn.Module):
             if l > 0:
                 self.attn_res = _AttnRes(d, c.norm.eps)
             self.mlp_res = _AttnRes(d, c.norm.eps)
+        # modded-nanogpt's U-Net skip weight (layers l >= L/2: its skip_weights[l - L/2], init
+        # 1) then the re-injection's lambdas (its Block's, init [1, 0]): the table's last
+        if c.residual.unet_skips and l >= c.n_layers // 2:
+            self.skip_weight = nn.Parameter(torch.ones(1))
+        if c.residual.reinject_x0:
+            self.lambdas = nn.Parameter(torch.tensor([1.0, 0.0]))
         if self.siamese:  # c_l of layer l
             self.depth_c = [math.sqrt(2.0 * (l + 1)), math.sqrt(l + 1.0), 1.0][
                 c.siamese.paper_scale]
@@ -1525,9 +1564,17 @@ class Block(nn.Module):
             self._t(sub, "attn_res_p", partial_block)
         return blocks, partial_block, h_attn
 
-    def forward(self, x, y=None):
+    def forward(self, x, y=None, x0=None):
         """(x, y) -> (x', y'); y is None except for SiameseNorm. With hyper-connections x is
-        the streams (B, T, n, d)."""
+        the streams (B, T, n, d). With residual.reinject_x0 x0 is the stack's x_0 and the
+        layer runs on lambdas[0] x + lambdas[1] x0, as modded-nanogpt's Block.forward; the
+        layer's input traced as "blocks.<l>.x_mixed" when it was mixed (re-injected, or a
+        U-Net skip added by Stack.forward), as the library's."""
+        if self.c.residual.reinject_x0:
+            x = self.lambdas[0] * x + self.lambdas[1] * x0
+        if self.tracer is not None and (hasattr(self, "lambdas") or
+                                        hasattr(self, "skip_weight")):
+            self.tracer("blocks.%d.x_mixed" % self.l, x)
         if self.hyper:
             return self.hyper_sublayer("ff", self.hyper_sublayer("attn", x)), None
         if not self.siamese:
@@ -1596,7 +1643,8 @@ class Stack(nn.Module):
         ff_out (_BODY); after the norms c1, then the branch scales of attention and FFN (ls1,
         attn_resweight, resweight, attn_alpha, ls2, ff_resweight, mlp_alpha), the value
         residual's lambda, the hyper-connections of attention then FFN, DenseFormer's
-        dwa.weight, Attention Residuals' readers attn_res.* then mlp_res.*; the mHC head
+        dwa.weight, Attention Residuals' readers attn_res.* then mlp_res.*, the U-Net's
+        skip_weight then lambdas; the mHC head
         (hc_head_*) and the final reader (final_res.*) come after the last layer, before the
         final norms; embed_scale (a stack's own, listed first by PyTorch too) is the table's
         first."""
@@ -1604,7 +1652,7 @@ class Stack(nn.Module):
                 "ls2": 3, "mlp_alpha": 3, "ff_resweight": 3, "value_residual": 4,
                 "hc_attn_fn": 5, "hc_attn_base": 5.1, "hc_attn_scale": 5.2, "hc_attn": 5.3,
                 "hc_ffn_fn": 6, "hc_ffn_base": 6.1, "hc_ffn_scale": 6.2, "hc_ffn": 6.3,
-                "dwa": 7, "attn_res": 8, "mlp_res": 9}
+                "dwa": 7, "attn_res": 8, "mlp_res": 9, "skip_weight": 10, "lambdas": 11}
         head = {"hc_head_fn": 0, "hc_head_base": 1, "hc_head_scale": 2, "final_res": 3}
 
         def key(item):  # (position of the component, layer, rank in the layer's tail)
@@ -1652,7 +1700,13 @@ class Stack(nn.Module):
         matrix), and the trace per sublayer attn_res_h (its reader's h_j: not sublayer 0's),
         the sublayer's names with x_out its branch f_j, attn_res_p (p_j), per layer x (p_2l+1,
         the layer's output stream) and grad_x_in (the gradient of p_2l-1, all of it; layer 0's
-        x_0's whole gradient)."""
+        x_0's whole gradient).
+        With the U-Net skips or the re-injection (residual.unet_skips, reinject_x0) hidden and
+        the layer's x are x_l (its input before the skip and the lambdas, the previous layer's
+        output), the trace has blocks.<l>.x_mixed (Block.forward) and grad_x_in is the gradient
+        of x_l through layer l (not the skip's: the skip reads the layer's output before the
+        next layer's trace node, as the library adds it to that layer's output gradient);
+        layer 0's is x_0's whole gradient (through layer 0 and every re-injection)."""
         c = self.config
         if trace is not None:
             trace.grad("grad_in", E, -1, 0)
@@ -1676,6 +1730,11 @@ class Stack(nn.Module):
         # in group 0, taken after layer 0's trace node so that grad_x_in sees every use of it)
         k = c.residual.dwa_dilation
         acc = [[] for _ in range(k)] if c.residual.dwa else None
+        # modded-nanogpt's GPT.forward: n = L // 2, the encoder layers' outputs pushed on
+        # skip_connections and popped by the decoder layers; x0 taken after layer 0's trace node
+        # (grad_x_in x_0's whole gradient with the re-injection)
+        unet, n_half = c.residual.unet_skips, c.n_layers // 2
+        skip_connections, x0 = [], None
         for blk in self.blocks:
             blk.tracer, blk.probs, blk.vres = trace, probs, vres
             if hidden is not None:
@@ -1692,7 +1751,13 @@ class Stack(nn.Module):
                     y = trace.grad("blocks.%d.grad_y_in" % blk.l, y.view_as(y), blk.l, 3)
             if acc is not None and blk.l == 0:
                 acc[0].append(x)
-            x, y = blk(x, y)
+            if blk.l == 0:
+                x0 = x
+            if unet and blk.l >= n_half:  # x = x + skip_weights[i - n] * skip_connections.pop()
+                x = x + blk.skip_weight * skip_connections.pop()
+            x, y = blk(x, y, x0)
+            if unet and blk.l < n_half:
+                skip_connections.append(x)
             if acc is not None:  # x_{l+1} = sum_m a_l[m] h_{j0 + m k}: its tensordot
                 group = acc[(blk.l + 1) % k]
                 group.append(x)
@@ -1994,6 +2059,10 @@ def config_from_metadata(meta):
         raise ValueError("attn_res %r: on (or absent)" % meta["attn_res"])
     res.attn_res = 1 if "attn_res" in meta else 0
     res.attn_res_block = int(get("attn_res_block", "0"))  # resolve checks it
+    for key in ("unet_skips", "reinject_x0"):  # --unet-skips, --reinject-x0 (only when on)
+        if get(key, "on") != "on":
+            raise ValueError("%s %r: on (or absent)" % (key, meta[key]))
+        setattr(res, key, 1 if key in meta else 0)
     # the porting options (--attn-gate, --attn-sink, --clip-qkv, --attn-softcap, --norm-gain,
     # --norm-bias, --gain-offset, --branch-scale: the trainer's names, the checkpoint's keys);
     # qk_clip is how the trainer trains, not the model (clip_qkv is the model: a clamp in its
@@ -2207,6 +2276,12 @@ def _layout_refusal(c, layout):
     if c.residual.attn_res:
         return ("attn_res: no Hugging Face decoder replaces its residual sums by attention over "
                 "depth (Attention Residuals)")
+    if c.residual.unet_skips:
+        return ("unet_skips: no Hugging Face decoder adds its first half's outputs to its second "
+                "half's inputs (modded-nanogpt's U-Net skips)")
+    if c.residual.reinject_x0:
+        return ("reinject_x0: no Hugging Face decoder mixes the embedding into every layer's "
+                "input (modded-nanogpt's lambdas)")
     if any(p.branch_mult != 1 for ld in c.layers for p in (ld.attn, ld.ffn)):
         return ("depth_alpha / branch_mult: no Hugging Face decoder multiplies its branches "
                 "(CompleteP's residual multiplier)")

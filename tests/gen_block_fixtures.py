@@ -1601,6 +1601,23 @@ def mhc_lite_self_checks(E, fwd):
         assert (c.hyper.kind, c.hyper.streams) == (kind, 3), value
 
 
+def metadata_reads(n_layers, fields, reads, refusals):
+    """The twin reads the trainer's metadata keys of a residual option: each (extra keys,
+    the residual fields' values) of reads resolves so, each (extra keys, word) of refusals is
+    refused naming word."""
+    meta = dict(vocab_size="256", n_layers=str(n_layers), d_model="16", n_heads="4",
+                n_kv_heads="2", d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
+    for extra, want in reads:
+        r = twin.resolve(twin.config_from_metadata(dict(meta, **extra))).residual
+        assert tuple(getattr(r, f) for f in fields) == want, extra
+    for extra, word in refusals:
+        try:
+            twin.resolve(twin.config_from_metadata(dict(meta, **extra)))
+            raise AssertionError("the twin reads %s" % extra)
+        except ValueError as e:
+            assert word in str(e), (extra, e)
+
+
 def dwa_self_checks(E, fwd):
     """DenseFormer's average in the twin: its tensors as the library's table
     (blocks.<l>.dwa.weight of (1, count), count the outputs j <= l + 1 with j = l + 1 mod k,
@@ -1693,19 +1710,11 @@ def dwa_self_checks(E, fwd):
             assert all(w in str(e) for w in words), (bad, e)
     stack = twin.Stack(base.with_fields(residual=dict(dwa=1)))
     export_refused(stack, "dwa", "a stack with DenseFormer's average is exported")
-    meta = dict(vocab_size="256", n_layers="3", d_model="16", n_heads="4", n_kv_heads="2",
-                d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
-    for extra, want in (({}, (0, 0)), (dict(dwa="on"), (1, 1)),
-                        (dict(dwa="on", dwa_dilation="2"), (1, 2))):
-        r = twin.resolve(twin.config_from_metadata(dict(meta, **extra))).residual
-        assert (r.dwa, r.dwa_dilation) == want, extra
-    for extra, word in ((dict(dwa="off"), "dwa"), (dict(dwa_dilation="2"), "needs residual.dwa"),
-                        (dict(dwa="on", dwa_dilation="4"), "residual.dwa_dilation")):
-        try:
-            twin.resolve(twin.config_from_metadata(dict(meta, **extra)))
-            raise AssertionError("the twin reads %s" % extra)
-        except ValueError as e:
-            assert word in str(e), (extra, e)
+    metadata_reads(3, ("dwa", "dwa_dilation"),
+                   (({}, (0, 0)), (dict(dwa="on"), (1, 1)),
+                    (dict(dwa="on", dwa_dilation="2"), (1, 2))),
+                   ((dict(dwa="off"), "dwa"), (dict(dwa_dilation="2"), "needs residual.dwa"),
+                    (dict(dwa="on", dwa_dilation="4"), "residual.dwa_dilation")))
 
 
 def attn_res_self_checks(E, fwd):
@@ -1869,20 +1878,12 @@ def attn_res_self_checks(E, fwd):
             raise AssertionError("a stack with Attention Residuals is exported")
         except ValueError as e:
             assert "attn_res" in str(e), e
-    meta = dict(vocab_size="256", n_layers="3", d_model="16", n_heads="4", n_kv_heads="2",
-                d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
-    for extra, want in (({}, (0, 0)), (dict(attn_res="on"), (1, 1)),
-                        (dict(attn_res="on", attn_res_block="4"), (1, 4))):
-        r = twin.resolve(twin.config_from_metadata(dict(meta, **extra))).residual
-        assert (r.attn_res, r.attn_res_block) == want, extra
-    for extra, word in ((dict(attn_res="off"), "attn_res"),
-                        (dict(attn_res_block="2"), "needs residual.attn_res"),
-                        (dict(attn_res="on", attn_res_block="7"), "residual.attn_res_block")):
-        try:
-            twin.resolve(twin.config_from_metadata(dict(meta, **extra)))
-            raise AssertionError("the twin reads %s" % extra)
-        except ValueError as e:
-            assert word in str(e), (extra, e)
+    metadata_reads(3, ("attn_res", "attn_res_block"),
+                   (({}, (0, 0)), (dict(attn_res="on"), (1, 1)),
+                    (dict(attn_res="on", attn_res_block="4"), (1, 4))),
+                   ((dict(attn_res="off"), "attn_res"),
+                    (dict(attn_res_block="2"), "needs residual.attn_res"),
+                    (dict(attn_res="on", attn_res_block="7"), "residual.attn_res_block")))
 
 
 def unet_self_checks(E, fwd):
@@ -2062,21 +2063,11 @@ def unet_self_checks(E, fwd):
                 raise AssertionError("a stack with %s is exported" % fields)
             except ValueError as e:
                 assert word + ": no Hugging Face decoder" in str(e), (fields, e)
-    meta = dict(vocab_size="256", n_layers="4", d_model="16", n_heads="4", n_kv_heads="2",
-                d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms")
-    for extra, want in (({}, (0, 0)), (dict(unet_skips="on"), (1, 0)),
-                        (dict(reinject_x0="on"), (0, 1)),
-                        (dict(unet_skips="on", reinject_x0="on"), (1, 1))):
-        r = twin.resolve(twin.config_from_metadata(dict(meta, **extra))).residual
-        assert (r.unet_skips, r.reinject_x0) == want, extra
-    for extra, word in ((dict(unet_skips="off"), "unet_skips"),
-                        (dict(reinject_x0="1"), "reinject_x0"),
-                        (dict(unet_skips="on", n_layers="3"), "must be even")):
-        try:
-            twin.resolve(twin.config_from_metadata(dict(meta, **extra)))
-            raise AssertionError("the twin reads %s" % extra)
-        except ValueError as e:
-            assert word in str(e), (extra, e)
+    metadata_reads(4, ("unet_skips", "reinject_x0"),
+                   (({}, (0, 0)), (dict(unet_skips="on"), (1, 0)), (dict(reinject_x0="on"), (0, 1)),
+                    (dict(unet_skips="on", reinject_x0="on"), (1, 1))),
+                   ((dict(unet_skips="off"), "unet_skips"), (dict(reinject_x0="1"), "reinject_x0"),
+                    (dict(unet_skips="on", n_layers="3"), "must be even")))
 
 
 def main():

@@ -854,18 +854,24 @@ def lite_refusal(cfg, p, E):
     return None
 
 
-def dwa_refusal(cfg, p, E):
-    """Why a DenseFormer case's draw is refused (None when kept): its output within DWA_FAR of
-    its norm from the plain stack's (the same parameters without dwa.weight)."""
-    plain = {k: v for k, v in cfg.items() if k not in ("dwa", "dwa_dilation")}
+def moved_from(cfg, p, other_cfg, other_p, E):
+    """||out - out'|| / ||out'||: how far the twin's output of (cfg, p) is from that of
+    (other_cfg, other_p) on E."""
     outs = []
-    without = {k: v for k, v in p.items() if not k.endswith(".dwa.weight")}
-    for c, q in ((cfg, p), (plain, without)):
+    for c, q in ((cfg, p), (other_cfg, other_p)):
         stack = twin_stack(c)
         load(stack, q)
         with torch.no_grad():
             outs.append(stack(E.reshape(cfg["B"], cfg["T"], cfg["d"])))
-    moved = ((outs[0] - outs[1]).norm() / outs[1].norm()).item()
+    return ((outs[0] - outs[1]).norm() / outs[1].norm()).item()
+
+
+def dwa_refusal(cfg, p, E):
+    """Why a DenseFormer case's draw is refused (None when kept): its output within DWA_FAR of
+    its norm from the plain stack's (the same parameters without dwa.weight)."""
+    plain = {k: v for k, v in cfg.items() if k not in ("dwa", "dwa_dilation")}
+    without = {k: v for k, v in p.items() if not k.endswith(".dwa.weight")}
+    moved = moved_from(cfg, p, plain, without, E)
     if not moved > DWA_FAR:
         return "the averages move the output by %.2g of the plain stack's" % moved
     return None
@@ -879,13 +885,7 @@ def unet_refusal(cfg, p, E):
     without = {k: v for k, v in p.items() if not k.endswith((".skip_weight", ".lambdas"))}
     assert len(p) - len(without) == (cfg["L"] // 2 if cfg.get("unet_skips") else 0) + \
         (cfg["L"] if cfg.get("reinject_x0") else 0), sorted(p)
-    outs = []
-    for c, q in ((cfg, p), (plain, without)):
-        stack = twin_stack(c)
-        load(stack, q)
-        with torch.no_grad():
-            outs.append(stack(E.reshape(cfg["B"], cfg["T"], cfg["d"])))
-    moved = ((outs[0] - outs[1]).norm() / outs[1].norm()).item()
+    moved = moved_from(cfg, p, plain, without, E)
     if not moved > UNET_FAR:
         return "the skips and lambdas move the output by %.2g of the plain stack's" % moved
     return None
@@ -914,13 +914,7 @@ def attn_res_refusal(cfg, p, E):
     other parameters the draw's)."""
     uniform = {k: torch.zeros_like(v) if is_query(k) else v for k, v in p.items()}
     assert sum(not torch.equal(uniform[k], p[k]) for k in p) == 2 * cfg["L"], sorted(p)
-    outs = []
-    for q in (p, uniform):
-        stack = twin_stack(cfg)
-        load(stack, q)
-        with torch.no_grad():
-            outs.append(stack(E.reshape(cfg["B"], cfg["T"], cfg["d"])))
-    moved = ((outs[0] - outs[1]).norm() / outs[1].norm()).item()
+    moved = moved_from(cfg, p, cfg, uniform, E)
     if not moved > ATTN_RES_FAR:
         return "the drawn queries move the output by %.2g of the uniform weights'" % moved
     return None

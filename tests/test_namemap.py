@@ -578,6 +578,21 @@ def sinks(nbimport, work):
     export_refused(nbimport, work, "sinks", stack, meta, "attn_sink")
 
 
+def read_not_other(nbimport, work, layout, stack, other, meta, tag, field, what):
+    """nbimport reads a file of stack in layout's names (hf-llama, or the library's) with the
+    trainer's metadata meta to the twin's output, not to other's (the stack without the
+    option), and both refuse the export, naming field. what: the check's name, with %d for the
+    tensor count."""
+    E = torch.randn(B, T, D)
+    model = (hf_llama_named(stack) if layout == "hf-llama"
+             else {n_: t.detach() for n_, t in stack.library_parameters()})
+    r, out = run_file(nbimport, layout, model, meta, E, work, tag)
+    ref = forward(stack, E)
+    report(close(out, ref) and not close(forward(other, E), ref), what % len(model),
+           r.stderr.strip())
+    export_refused(nbimport, work, tag, stack, meta, field)
+
+
 def attn_option(nbimport, work, preset, field, value, key, tag):
     """An attention option that no exported class computes, with the trainer's model key
     (%.9g): nbimport reads an hf-llama file of the stack with the key to the twin's output (not
@@ -585,15 +600,9 @@ def attn_option(nbimport, work, preset, field, value, key, tag):
     stack = make_stack(preset, 2, True, attn={field: value})
     plain = make_stack(preset, 2, True)
     plain.load_state_dict(stack.state_dict())
-    E = torch.randn(B, T, D)
-    model = hf_llama_named(stack)
     meta = dict(train_meta(stack, preset), **{key: "%.9g" % value})
-    r, out = run_file(nbimport, "hf-llama", model, meta, E, work, tag)
-    ref = forward(stack, E)
-    report(close(out, ref) and not close(forward(plain, E), ref),
-           "%s (hf-llama, %s): %d tensors, %s %g read" % (field, preset, len(model), key, value),
-           r.stderr.strip())
-    export_refused(nbimport, work, tag, stack, meta, key)
+    read_not_other(nbimport, work, "hf-llama", stack, plain, meta, tag, key,
+                   "%s (hf-llama, %s): %%d tensors, %s %g read" % (field, preset, key, value))
 
 
 def clip_qkv(nbimport, work):
@@ -617,15 +626,9 @@ def dwa(nbimport, work):
     stack = make_stack("pre", 3, True, residual=dict(dwa=1, dwa_dilation=2))
     plain = make_stack("pre", 3, True)
     plain.load_state_dict({k: v for k, v in stack.state_dict().items() if ".dwa." not in k})
-    E = torch.randn(B, T, D)
-    model = {n_: t.detach() for n_, t in stack.library_parameters()}
     meta = dict(train_meta(stack, "pre"), dwa="on", dwa_dilation="2")
-    r, out = run_file(nbimport, "normblocks", model, meta, E, work, "dwa")
-    ref = forward(stack, E)
-    report(close(out, ref) and not close(forward(plain, E), ref),
-           "dwa (normblocks, pre): %d tensors, dwa on, dwa_dilation 2 read" % len(model),
-           r.stderr.strip())
-    export_refused(nbimport, work, "dwa", stack, meta, "dwa")
+    read_not_other(nbimport, work, "normblocks", stack, plain, meta, "dwa", "dwa",
+                   "dwa (normblocks, pre): %d tensors, dwa on, dwa_dilation 2 read")
 
 
 def attn_res(nbimport, work):
@@ -640,15 +643,9 @@ def attn_res(nbimport, work):
             if n_.endswith(".proj.weight"):  # blocks.<l>.attn_res/mlp_res.*, final_res.*
                 t.copy_(1.5 * torch.randn_like(t) / D ** 0.5)
                 u.zero_()
-    E = torch.randn(B, T, D)
-    model = {n_: t.detach() for n_, t in stack.library_parameters()}
     meta = dict(train_meta(stack, "pre"), attn_res="on", attn_res_block="2")
-    r, out = run_file(nbimport, "normblocks", model, meta, E, work, "attn_res")
-    ref = forward(stack, E)
-    report(close(out, ref) and not close(forward(uniform, E), ref),
-           "attn_res (normblocks, pre): %d tensors, attn_res on, attn_res_block 2 read"
-           % len(model), r.stderr.strip())
-    export_refused(nbimport, work, "attn_res", stack, meta, "attn_res")
+    read_not_other(nbimport, work, "normblocks", stack, uniform, meta, "attn_res", "attn_res",
+                   "attn_res (normblocks, pre): %d tensors, attn_res on, attn_res_block 2 read")
 
 
 def unet(nbimport, work):
@@ -663,15 +660,10 @@ def unet(nbimport, work):
         plain = make_stack("pre", L, True)
         plain.load_state_dict({k: v for k, v in stack.state_dict().items()
                                if not k.endswith((".skip_weight", ".lambdas"))})
-        E = torch.randn(B, T, D)
-        model = {n_: t.detach() for n_, t in stack.library_parameters()}
         meta = dict(train_meta(stack, "pre"), **{k: "on" for k in keys})
-        r, out = run_file(nbimport, "normblocks", model, meta, E, work, keys[0])
-        ref = forward(stack, E)
-        report(close(out, ref) and not close(forward(plain, E), ref),
-               "%s (normblocks, pre, %d layers): %d tensors, %s on read"
-               % (keys[0], L, len(model), " and ".join(keys)), r.stderr.strip())
-        export_refused(nbimport, work, keys[0], stack, meta, keys[0])
+        read_not_other(nbimport, work, "normblocks", stack, plain, meta, keys[0], keys[0],
+                       "%s (normblocks, pre, %d layers): %%d tensors, %s on read"
+                       % (keys[0], L, " and ".join(keys)))
 
 
 def main():

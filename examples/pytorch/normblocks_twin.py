@@ -2270,18 +2270,16 @@ def _layout_refusal(c, layout):
         return "value_residual: no Hugging Face decoder mixes the first layer's values in"
     if c.hyper.kind != "none":
         return "hyper: no Hugging Face decoder has hyper-connections' residual streams"
-    if c.residual.dwa:
-        return ("dwa: no Hugging Face decoder averages its layers' outputs (DenseFormer's "
-                "depth-weighted average)")
-    if c.residual.attn_res:
-        return ("attn_res: no Hugging Face decoder replaces its residual sums by attention over "
-                "depth (Attention Residuals)")
-    if c.residual.unet_skips:
-        return ("unet_skips: no Hugging Face decoder adds its first half's outputs to its second "
-                "half's inputs (modded-nanogpt's U-Net skips)")
-    if c.residual.reinject_x0:
-        return ("reinject_x0: no Hugging Face decoder mixes the embedding into every layer's "
-                "input (modded-nanogpt's lambdas)")
+    for field, what in (  # the options that carry layers' outputs into later inputs
+            ("dwa", "averages its layers' outputs (DenseFormer's depth-weighted average)"),
+            ("attn_res", "replaces its residual sums by attention over depth (Attention "
+                         "Residuals)"),
+            ("unet_skips", "adds its first half's outputs to its second half's inputs "
+                           "(modded-nanogpt's U-Net skips)"),
+            ("reinject_x0", "mixes the embedding into every layer's input (modded-nanogpt's "
+                            "lambdas)")):
+        if getattr(c.residual, field):
+            return "%s: no Hugging Face decoder %s" % (field, what)
     if any(p.branch_mult != 1 for ld in c.layers for p in (ld.attn, ld.ffn)):
         return ("depth_alpha / branch_mult: no Hugging Face decoder multiplies its branches "
                 "(CompleteP's residual multiplier)")

@@ -9034,11 +9034,10 @@ static nb_real* nb__ar_h(const nb__run* r, int j) { /* h_j, 1 <= j <= 2L */
 static nb_real* nb__ar_g(const nb__run* r, int e) { /* the gradient of p_e (scratch) */
     return r->sc.ar_g + (size_t)(e + 1) * nb__stack_V(r->s);
 }
-/* reader j's weights of a row (cache) */
-static nb_real* nb__ar_a(const nb__run* r, int j, int row) {
-    const nb_stack* s = r->s;
-    return r->sc.ar_a + (size_t)row * nb__ar_aoff(s, 2 * s->desc.n_layers + 1) +
-           nb__ar_aoff(s, j);
+/* reader j's weights of row 0 (cache); row i's are *stride values on */
+static nb_real* nb__ar_a(const nb__run* r, int j, size_t* stride) {
+    *stride = nb__ar_aoff(r->s, 2 * r->s->desc.n_layers + 1);
+    return r->sc.ar_a + nb__ar_aoff(r->s, j);
 }
 
 /* h = sum_m a_m v_m, a = softmax_m(z), z_m = r_m (q . v_m), q = w * g, r_m = 1/rms(v_m) (the
@@ -9049,6 +9048,8 @@ static void nb__ar_read_fwd(const nb__run* r, int j, const nb_real* w, const nb_
     const nb_stack* s = r->s;
     const int d = s->desc.d_model, n = nb__ar_count(s, j);
     const nb_real eps = s->desc.norm.eps;
+    size_t astride;
+    nb_real* const a0 = nb__ar_a(r, j, &astride);
     NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
     {
         int lo, hi, row, m, i, used;
@@ -9056,7 +9057,7 @@ static void nb__ar_read_fwd(const nb__run* r, int j, const nb_real* w, const nb_
         for (i = 0; i < d; i++) q[i] = w[i] * g[i];
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
-            nb_real *a = nb__ar_a(r, j, row), *hr = h + o, mx, sum = 0;
+            nb_real *a = a0 + (size_t)row * astride, *hr = h + o, mx, sum = 0;
             for (m = 0; m < n; m++) {
                 const nb_real* v = nb__ar_v(r, nb__ar_src(s, j, m)) + o;
                 a[m] = nb__dot(q, v, d) / NB__SQRT(nb__sumsq(v, d, 0, NULL) / d + eps);
@@ -9088,6 +9089,8 @@ static void nb__ar_read_bwd(const nb__run* r, int j, const nb_real* w, const nb_
     const int d = s->desc.d_model, n = nb__ar_count(s, j);
     const nb_real eps = s->desc.norm.eps;
     const size_t stride = NB__PAD(3 * (2 * (size_t)s->desc.n_layers + 1));
+    size_t astride;
+    const nb_real* const a0 = nb__ar_a(r, j, &astride);
     nb__norm gm;
     int used = 1;
     gm.g = dw; gm.b = dg; gm.a = NULL;
@@ -9101,7 +9104,7 @@ static void nb__ar_read_bwd(const nb__run* r, int j, const nb_real* w, const nb_
         for (i = 0; i < d; i++) q[i] = w[i] * g[i];
         for (row = lo; row < hi; row++) {
             const size_t o = (size_t)row * d;
-            const nb_real *a = nb__ar_a(r, j, row), *dhr = dh + o;
+            const nb_real *a = a0 + (size_t)row * astride, *dhr = dh + o;
             nb_real sa = 0;
             for (m = 0; m < n; m++) {
                 const nb_real* v = nb__ar_v(r, nb__ar_src(s, j, m)) + o;
@@ -10112,8 +10115,10 @@ NBDEF nb_result nb_stack_attn_res_weights(const nb_stack* s, const nb_real* cach
     out[0] = 1; /* sublayer 0 reads x_0 */
     for (j = 1; j < J; j++)
         for (m = 0; m < nb__ar_count(s, j); m++) {
+            size_t astride;
+            const nb_real* a = nb__ar_a(&r, j, &astride);
             double sum = 0;
-            for (row = 0; row < B * T; row++) sum += nb__ar_a(&r, j, row)[m];
+            for (row = 0; row < B * T; row++) sum += a[(size_t)row * astride + m];
             out[(size_t)j * J + nb__ar_src(s, j, m) + 1] = sum / ((double)B * T);
         }
     return NB_OK;

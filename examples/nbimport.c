@@ -132,7 +132,7 @@ static const char* const known_keys[] = {
     "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", "attn_gate",
     "attn_sink", "clip_qkv", "attn_softcap", "dwa", "dwa_dilation", "attn_res", "attn_res_block", "unet_skips", "reinject_x0", "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites",
     "site_width", "ffn_bias", "final_norm", "embed_norm", "siamese_scale", "siamese_fusion", "siamese_no_fusion_norm", "completep",
-    "depth_base", "width_base", NULL};
+    "depth_base", "width_base", "mup", "mup_base_head_dim", "mup_embed_mult", "mup_output_mult", NULL};
 
 static int is_dir(const char* path) {
     struct stat sb;
@@ -356,8 +356,9 @@ static int onoff_meta(const st_file* M, const char* key, int* out) {
 
 /* examples/train's stack keys written when set away from the preset's (its O_MODEL options):
    the attention sites and their width, the FFN's biases, the final and embedding norms,
-   SiameseNorm's forms, CompleteP's depth rule (width_base changes only the init, the learning
-   rates and the logits: not the stack) */
+   SiameseNorm's forms, CompleteP's depth rule, muP's attention scale (width_base changes only
+   the init, the learning rates and the logits, muP's embedding and output multipliers the model
+   around the stack: not the stack) */
 static int train_keys_of_meta(const st_file* M, nb_stack_desc* d) {
     static const char* const scales[3] = {"code", "paper", "one"};
     const char* v;
@@ -405,6 +406,12 @@ static int train_keys_of_meta(const st_file* M, nb_stack_desc* d) {
             return bad_meta("completep", v, "a number in (0, 2]");
     }
     if (st_meta(M, "depth_base") && meta_int(M, "depth_base", 1 << 16, &d->residual.depth_base)) return 1;
+    if ((v = st_meta(M, "mup")) != NULL) { /* the trainer's mup.c: sqrt(h_base) / d_h, or 1 / d_h */
+        int h_base = 0;
+        if (strcmp(v, "on")) return bad_meta("mup", v, "on");
+        if (st_meta(M, "mup_base_head_dim") && meta_int(M, "mup_base_head_dim", 1 << 16, &h_base)) return 1;
+        d->attn.softmax_scale = (nb_real)((h_base ? sqrt((double)h_base) : 1) / ((double)d->d_model / d->n_heads));
+    }
     return 0;
 }
 

@@ -52,6 +52,9 @@ buffers); a Llama file with Q/K/V biases (Qwen2's). The C tool and the twin must
 9. modded-nanogpt's U-Net skips and x_0 re-injection: library-named files with the trainer's
    keys (unet_skips and reinject_x0 "on"; reinject_x0 alone) run in nbimport to the twin's
    output; the export is refused by both, naming unet_skips (reinject_x0 alone: reinject_x0).
+10. Width muP: an hf-llama file with the trainer's keys (mup, mup_base_head_dim, and the
+   width_base and multipliers nbimport ignores) runs in nbimport to the twin's output at muP's
+   attention scale; the export is refused by both, naming softmax_scale.
 
 Tolerance: float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin| (measured
 ~1e-6); the float64 twin against the float64 transcription, 1e-10 + 1e-9 |ref|. Exits 77
@@ -666,6 +669,21 @@ def unet(nbimport, work):
                        % (keys[0], L, " and ".join(keys)))
 
 
+def mup(nbimport, work):
+    """Width muP's attention scale (the trainer's keys "mup" on and "mup_base_head_dim"; its
+    width_base and multipliers belong to the model around the stack, read and ignored): an
+    hf-llama file runs in nbimport to the twin's output at sqrt(h_base) / d_h, not at
+    1/sqrt(d_h), and both refuse the export, naming softmax_scale (Llama scales by 1/sqrt(d_h))."""
+    scale = float(torch.tensor(2 ** 0.5 / (D // H), dtype=torch.float32))  # h_base 2
+    stack = make_stack("pre", 2, True, attn=dict(softmax_scale=scale))
+    plain = make_stack("pre", 2, True)
+    plain.load_state_dict(stack.state_dict())
+    meta = dict(train_meta(stack, "pre"), mup="on", mup_base_head_dim="2", width_base="4",
+                mup_embed_mult="3", mup_output_mult="0.5")
+    read_not_other(nbimport, work, "hf-llama", stack, plain, meta, "mup", "softmax_scale",
+                   "mup (hf-llama, pre): %d tensors, the attention's scale sqrt(2) / d_h read")
+
+
 def main():
     nbimport = sys.argv[1]
     torch.manual_seed(7)
@@ -679,7 +697,8 @@ def main():
         softcap(nbimport, work)  # after the others, for the same reason
         dwa(nbimport, work)  # after the others, for the same reason
         attn_res(nbimport, work)  # after the others, for the same reason
-        unet(nbimport, work)  # last, for the same reason
+        unet(nbimport, work)  # after the others, for the same reason
+        mup(nbimport, work)  # last, for the same reason
     print("all passed" if not failed else "%d failed" % failed)
     return 1 if failed else 0
 

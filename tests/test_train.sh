@@ -913,6 +913,84 @@ expect_error "--completep on SiameseNorm" "depth_alpha scales the branches of pl
   "${TINY[@]}" --preset siamese --completep 1
 expect_error "--depth-base without --completep" "add --completep ALPHA" "${TINY[@]}" --depth-base 2
 expect_error "--completep with DeepNorm's init" "the deepnorm init (xavier" "${TINY[@]}" --preset deepnorm --completep 1
+# width muP (--mup, --width-base, --mup-base-head-dim): the rules line with the scale, the
+# logits' and the groups' multipliers computed here from d, d_base, d_h, h_base
+MU=("${ANY_DEPTH[@]}" --layers 3 --eval-problems 16 --steps 20 --mup --width-base 16 --mup-base-head-dim 4)
+"$TRAIN" "${MU[@]}" > mu.log 2>&1
+rc=$?
+want="$(awk -v d=32 -v db=16 -v H=2 -v hb=4 'BEGIN {
+  md = d / db; dh = d / H
+  printf "muP: m_d %g (d %d / d_base %d): attention scores x %g (sqrt(h_base) / d_h %g); logits x %g (1/m_d); ", md, d, db, sqrt(hb) / dh, dh, 1 / md
+  printf "embedding x 1; the blocks'"'"' matrices init normal std / sqrt(m_d) (its depth factor kept), lr x %g and AdamW eps %g (1/m_d); ", 1 / md, 1e-8 / md
+  printf "every other parameter lr and eps as given" }')"
+l_mu="$(final_field mu.log loss)"
+if [ $rc = 0 ] && grep -qxF "$want" mu.log && grep -q "^model: .*, muP widths (m_d 2)," mu.log &&
+   awk -v l="$l_mu" 'BEGIN { exit !(l + 0 == l && l > 0 && l < 10) }'; then
+  pass "--mup --width-base 16 --mup-base-head-dim 4: the rules line's multipliers, loss $l_mu"
+else
+  fail "--mup (rc $rc, loss '$l_mu'), want: $want"; grep -E "^(model|muP|final)" mu.log
+fi
+# the rules reach the parameters: one AdamW step moves the blocks' matrices by lr / m_d and
+# everything else by lr; the blocks' matrices start at megatron's std / sqrt(m_d), its
+# 1/sqrt(2L) on W_o, W_2 kept; the embedding and head at megatron's own std
+MQ=("${ANY_DEPTH[@]}" --layers 4 --eval-problems 16 --mup --width-base 16 --init megatron --wd 0 --warmup 0 --lr 1e-2)
+"$TRAIN" "${MQ[@]}" --steps 0 --save mq0.safetensors > mq0.log 2>&1
+rc1=$?
+"$TRAIN" "${MQ[@]}" --steps 1 --save mq1.safetensors > mq1.log 2>&1
+rc2=$?
+"$TRAIN" "${ANY_DEPTH[@]}" --layers 4 --eval-problems 16 --init megatron --steps 0 --save mqsp.safetensors > mqsp.log 2>&1
+rc3=$?
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] && python3 -c "$LOAD_CKPT
+import math
+p0, p1, sp = load('mq0.safetensors'), load('mq1.safetensors'), load('mqsp.safetensors')
+md, lr, L, d = 32 / 16, 1e-2, 4, 32
+rms = lambda a: math.sqrt(sum(x * x for x in a) / len(a))
+for k in p0:
+    moved = sorted(abs(x - y) for x, y in zip(p0[k], p1[k]) if x != y)
+    med = moved[len(moved) // 2] / lr
+    matrix = '.blocks.' in k and not k.endswith('_norm.weight')
+    want = 1 / md if matrix else 1
+    assert abs(med - want) < 1e-3 * want, (k, med, want)
+    if matrix:  # the same draws as the plain run's, times 1/sqrt(m_d); megatron's std by name
+        assert all(abs(x - y / math.sqrt(md)) <= 1e-7 * abs(y) for x, y in zip(p0[k], sp[k])), k
+        sd = rms(p0[k]) / 0.9866   # truncated at 3 std: 0.9866 std
+        want_sd = math.sqrt(2 / (5 * d)) / math.sqrt(md) / (math.sqrt(2 * L) if k.endswith(('attn_out.weight', 'ff_out.weight')) else 1)
+        assert abs(sd - want_sd) < 0.06 * want_sd, (k, sd, want_sd)
+    else:
+        assert p0[k] == sp[k], k
+"; then
+  pass "--mup: one AdamW step moves the blocks' matrices by lr/m_d, the rest by lr; init the blocks' matrices megatron's / sqrt(m_d), depth factor kept; embedding and head as the plain run's"
+else
+  fail "--mup: the groups' learning rates and the init (rc $rc1 $rc2 $rc3)"; grep -E "^(init|muP)" mq0.log
+fi
+# a muP checkpoint resumes bit-identically (its keys are model keys); --load rebuilds it (the
+# attention's scale, the logits' and the embedding's multipliers: the same validation loss)
+MR=("${TINY[@]}" --layers 3 --steps 20 --mup --width-base 16 --mup-base-head-dim 8 --mup-embed-mult 2 --mup-output-mult 0.25)
+"$TRAIN" "${MR[@]}" --save mfull.safetensors > mfull.log 2>&1
+rc1=$?
+"$TRAIN" "${MR[@]}" --stop-after 10 --save mhalf.safetensors > mhalf.log 2>&1
+rc2=$?
+"$TRAIN" "${MR[@]}" --resume mhalf.safetensors --save mres.safetensors > mres.log 2>&1
+rc3=$?
+"$TRAIN" --load mfull.safetensors --eval --threads 1 > meval.log 2>&1
+l_full="$(final_field mfull.log loss)"
+v_full="$(final_field mfull.log val_loss)"
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] && [ -n "$l_full" ] && [ "$l_full" = "$(final_field mres.log loss)" ] &&
+   cmp -s mfull.safetensors mres.safetensors && grep -q "val_loss $v_full" meval.log &&
+   head -c 65536 mfull.safetensors | grep -aq '"width_base":"16",.*"mup":"on","mup_base_head_dim":"8","mup_embed_mult":"2","mup_output_mult":"0.25"'; then
+  pass "a muP checkpoint resumes bit-identically (loss $l_full) and --load rebuilds it"
+else
+  fail "muP resume (rc $rc1 $rc2 $rc3, loss '$l_full')"; tail -3 mhalf.log mres.log meval.log
+fi
+expect_error "--resume of a muP checkpoint without --mup" 'different config: mup is "on" in the checkpoint' \
+  "${TINY[@]}" --layers 3 --steps 20 --width-base 16 --completep 1 --resume mhalf.safetensors
+expect_error "--mup with --completep" "both set the width rules" "${TINY[@]}" --mup --completep 1
+expect_error "--width-base without --mup or --completep" "add --completep ALPHA or --mup" "${TINY[@]}" --width-base 16
+expect_error "--mup-embed-mult without --mup" "are muP's: add --mup" "${TINY[@]}" --mup-embed-mult 2
+expect_error "--mup with Mitchell's init" "the mitchell init sets its std by the width already" "${TINY[@]}" --mup --init mitchell
+expect_error "--mup on nGPT" "with nGPT: its weights live on the unit sphere" "${TINY[@]}" --preset ngpt --mup
+expect_error "--mup-embed-mult with a learnable embedding scale" "that scale is the embedding's multiplier already" \
+  "${TINY[@]}" --mup --mup-embed-mult 2 --embed-scale learn
 # nGPT (--preset ngpt): its train.py's optimizer (weight decay 0, no warmup, cosine to 0) where
 # no flag is given, said on its line; the loss falls; its model around the stack: after training
 # the embedding's and head's rows, the rows of att_proj and ff_proj and the columns of attn_out

@@ -96,7 +96,12 @@ check attn_res --preset pre --layers 3 --attn-res --attn-res-block 3
 # as its code, the embedding normalized (x_0 = norm(embed(.)): an x_0 taken before that norm
 # differs)
 check unet --preset pre --layers 4 --unet-skips --reinject-x0 --embed-norm on
-check completep --preset pre --layers 3 --completep 1 --depth-base 2
+# CompleteP's branch multiplier and, with --width-base, its logits' 1/m_d (width_base)
+check completep --preset pre --layers 3 --completep 1 --depth-base 2 --width-base 16
+# width muP by flag (the checkpoint's mup "on", width_base, mup_base_head_dim, mup_embed_mult):
+# the attention's scale sqrt(4) / d_h, the logits times 1/m_d = 0.5, the embedding times
+# sqrt(d) 1.5 (Gemma's normalizer and muP's multiplier, rounded once)
+check mup --preset pre --layers 2 --mup --width-base 16 --mup-base-head-dim 4 --mup-embed-mult 1.5 --embed-scale sqrt-d
 # nGPT: the preset's L2 stack, and the trainer's model around it (its logit scale sz, unit
 # embedding and head rows); its train.py's optimizer defaults (warmup as BASE's, given); MHA
 check ngpt --preset ngpt --layers 2 --kv-heads 0

@@ -1859,21 +1859,32 @@ class _Transformer(Stack):
     """examples/train's "transformer": the byte embedding wte and the stack. embed_scale:
     False, True or "learn" (a learnable embed_scale, init sqrt(d): train --embed-scale learn,
     DyT's LLaMA code), or "sqrt-d" (train --embed-scale sqrt-d: the constant sqrt(d) rounded to
-    the activations' dtype, no parameter: Gemma's normalizer)."""
+    the activations' dtype, no parameter: Gemma's normalizer). embed_mult X > 0 (train
+    --mup-embed-mult X: Megatron's mup_embedding_mult) multiplies that constant (1 without
+    sqrt-d), rounded once to float32 as model.c; not with a learnable scale."""
 
-    def __init__(self, cfg, vocab, embed_scale=False):
+    def __init__(self, cfg, vocab, embed_scale=False, embed_mult=0.0):
         super().__init__(cfg)
         self.wte = nn.Embedding(vocab, cfg.d_model)
         if embed_scale not in (False, True, "learn", "sqrt-d"):
             raise ValueError("embed_scale %r: False, True (= \"learn\") or \"sqrt-d\"" % (embed_scale,))
-        self.embed_normalizer = embed_scale == "sqrt-d"
+        if not (math.isfinite(embed_mult) and embed_mult >= 0):
+            raise ValueError("embed_mult %r: finite and > 0, or 0 (none)" % (embed_mult,))
         if embed_scale in (True, "learn"):
+            if embed_mult:
+                raise ValueError("embed_mult with a learnable embed_scale: the trainer refuses it")
             self.embed_scale = nn.Parameter(torch.full((1,), math.sqrt(cfg.d_model)))
+        self.embed_const = None  # the constant multiplier as model.c's embed_const
+        if embed_scale == "sqrt-d":  # Gemma: torch.tensor(hidden_size ** 0.5, dtype=hidden.dtype)
+            self.embed_const = float(torch.tensor(math.sqrt(cfg.d_model), dtype=torch.float32))
+        if embed_mult:
+            self.embed_const = float(torch.tensor((self.embed_const or 1.0) * embed_mult,
+                                                  dtype=torch.float32))
 
     def embed(self, tok):
         e = self.wte(tok)
-        if self.embed_normalizer:  # Gemma: torch.tensor(hidden_size ** 0.5, dtype=hidden.dtype)
-            return e * torch.tensor(math.sqrt(self.config.d_model), dtype=e.dtype)
+        if self.embed_const is not None:
+            return e * torch.tensor(self.embed_const, dtype=e.dtype)
         return e * self.embed_scale if hasattr(self, "embed_scale") else e
 
 
@@ -1884,15 +1895,22 @@ class NormBlocksLM(nn.Module):
     logit_scale (train --preset ngpt: its checkpoints hold "sz", after lm_head.weight): nGPT's
     GPT.sz, the logits times sz sqrt(d) per byte, sz a learnable vector stored at 1/sqrt(d).
     logit_softcap C > 0 (train --logit-softcap C): Gemma 2's final-logit softcapping
-    C tanh(logits / C), after any scaling (sz). embed_scale: see _Transformer."""
+    C tanh(logits / C), after any scaling (sz). logit_mult (train --mup: Megatron's
+    mup_output_mult, 1/m_d by default; --completep with --width-base: 1/m_d): the head's output
+    times that constant, rounded to float32 (model.c: the head GEMM's alpha). embed_scale,
+    embed_mult: see _Transformer."""
 
-    def __init__(self, cfg, vocab=VOCAB, embed_scale=False, logit_scale=False, logit_softcap=0.0):
+    def __init__(self, cfg, vocab=VOCAB, embed_scale=False, logit_scale=False, logit_softcap=0.0,
+                 logit_mult=1.0, embed_mult=0.0):
         super().__init__()
         if not (math.isfinite(logit_softcap) and logit_softcap >= 0):
             raise ValueError("logit_softcap %r: finite and > 0, or 0 (off)" % (logit_softcap,))
-        self.transformer = _Transformer(cfg, vocab, embed_scale)
+        if not (math.isfinite(logit_mult) and logit_mult > 0):
+            raise ValueError("logit_mult %r: finite and > 0" % (logit_mult,))
+        self.transformer = _Transformer(cfg, vocab, embed_scale, embed_mult)
         self.lm_head = nn.Linear(cfg.d_model, vocab, bias=False)
         self.logit_softcap = float(logit_softcap)
+        self.logit_mult = float(torch.tensor(logit_mult, dtype=torch.float32))
         if logit_scale:
             self.sz = nn.Parameter(torch.full((vocab,), 1 / math.sqrt(cfg.d_model)))
 
@@ -1907,6 +1925,8 @@ class NormBlocksLM(nn.Module):
             z = bf16_linear(h, self.lm_head.weight, grad_scale=grad_scale)
         else:
             z = self.lm_head(h)
+        if self.logit_mult != 1:
+            z = z * torch.tensor(self.logit_mult, dtype=z.dtype)
         if hasattr(self, "sz"):  # model.c: the scale sz sqrt(d) in double, rounded to float
             z = z * (self.sz.double() * math.sqrt(self.transformer.config.d_model)).to(z.dtype)
         if self.logit_softcap > 0:  # model.c: last, tanh in double, rounded to the logits' dtype
@@ -2028,8 +2048,13 @@ def config_from_metadata(meta):
     # the trainer's other model keys (examples/train/cli.c, O_MODEL), written only when set
     onoff = {"on": 1, "off": -1}
     get = meta.get
-    if "width_base" in meta:  # the trainer's 1/m_d on the logits: not the stack's function
-        raise ValueError("width_base: CompleteP's logit multiplier is the trainer's, not modelled here")
+    if get("mup", "on") != "on":  # --mup (written only when on): its attention scale
+        raise ValueError("mup %r: on (or absent)" % meta["mup"])
+    if "mup" in meta:  # mup.c's mup_desc: sqrt(h_base) / d_h (1 / d_h), rounded to float32
+        h_base = int(get("mup_base_head_dim", "0"))
+        attn.softmax_scale = float(torch.tensor(
+            (math.sqrt(h_base) if h_base else 1.0) / (dims["d_model"] / dims["n_heads"]),
+            dtype=torch.float32))
     if "rope_theta" in meta: attn.rope_theta = float(meta["rope_theta"])
     if "eps" in meta: norm.eps = float(meta["eps"])
     if "mixln_alpha" in meta: cfg.mixln_alpha = float(meta["mixln_alpha"])
@@ -2081,6 +2106,15 @@ def config_from_metadata(meta):
     return cfg
 
 
+def _logit_mult(meta):
+    """model.c's out_mult: muP's --mup-output-mult (1/m_d without it), CompleteP's 1/m_d with
+    --width-base, else 1; m_d = d / width_base."""
+    m_d = int(meta["d_model"]) / int(meta.get("width_base", meta["d_model"]))
+    if "mup" in meta:
+        return float(meta.get("mup_output_mult", 1 / m_d))
+    return 1 / m_d if "completep" in meta else 1.0
+
+
 def load_checkpoint(path):
     """(model, metadata): a NormBlocksLM (float32, eval mode) with the parameters of a
     checkpoint written by examples/train (its Adam moments are ignored)."""
@@ -2091,7 +2125,9 @@ def load_checkpoint(path):
     model = NormBlocksLM(config_from_metadata(meta),
                          embed_scale={"0": False, "1": "learn", "2": "sqrt-d"}[es],
                          logit_scale="sz" in tensors,  # train --preset ngpt's
-                         logit_softcap=float(meta.get("logit_softcap", "0")))
+                         logit_softcap=float(meta.get("logit_softcap", "0")),
+                         logit_mult=_logit_mult(meta),
+                         embed_mult=float(meta.get("mup_embed_mult", "0")))
     state = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
     model.load_state_dict(state, strict=True)
     return model.eval(), meta

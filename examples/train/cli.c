@@ -262,7 +262,18 @@ static const opt k_opts[] = {
     {"depth-base", "N", K_INT, F(model.residual.depth_base), 1, 1 << 16, NULL, NULL, O_MODEL,
      "CompleteP's base depth L_base: m_L = L / N [1]"},
     {"width-base", "D", K_INT, F(model.residual.width_base), 1, 1 << 16, NULL, NULL, O_MODEL,
-     "CompleteP's base width d_base: m_d = d / D [d: m_d = 1]"},
+     "CompleteP's or muP's base width d_base: m_d = d / D [d: m_d = 1]"},
+    {"mup", NULL, K_FLAG, F(model.mup.on), 1, 0, NULL, NULL, O_MODEL,
+     "width muP as Megatron-LM's use_mup, m_d = d / --width-base: attention scores x 1/d_h\n"
+     "(--mup-base-head-dim), logits x 1/m_d (--mup-output-mult), embedding x --mup-embed-mult;\n"
+     "the blocks' matrices init the scheme's std / sqrt(m_d) (its depth factor kept) and train\n"
+     "at lr / m_d with AdamW eps / m_d; every other parameter at lr and eps as given"},
+    {"mup-base-head-dim", "N", K_INT, F(model.mup.base_head_dim), 1, 1 << 16, NULL, NULL, O_MODEL,
+     "muP's attention scale sqrt(N) / d_h, 1/sqrt(d_h) at d_h = N (its mup_base_head_dim) [1/d_h]"},
+    {"mup-embed-mult", "X", K_REAL, F(model.mup.embed_mult), 1e-6, 1e6, NULL, NULL, O_MODEL,
+     "muP's embedding multiplier (its mup_embedding_mult) [1]"},
+    {"mup-output-mult", "X", K_REAL, F(model.mup.output_mult), 1e-6, 1e6, NULL, NULL, O_MODEL,
+     "muP's logit multiplier (its mup_output_mult) [1/m_d]"},
     {"attn-memory", "probs|lse", K_CHOICE, F(model.attn.memory), 1, 0, "probs|lse", NULL, 0,
      "attention's cache: softmax probabilities, or one log-sum-exp per row (recomputed in the\n"
      "backward: O(T) memory) [probs up to 64 Mi values, else lse]"},
@@ -716,8 +727,14 @@ static int check_combinations(const config* c, const seen_flags* seen) {
     if (c->files.out && !sweep) return fail("--out is the directory of a sweep's tables and plots: add --compare (or --seeds, --lrs) or drop --out");
     if (c->loop.save_every && !c->files.save) return fail("--save-every needs --save FILE");
     if (c->files.allow_change && !c->files.resume) return fail("--allow-change applies to --resume; add --resume FILE or drop it");
-    if ((c->model.residual.depth_base || c->model.residual.width_base) && !(c->model.residual.completep > 0))
-        return fail("--depth-base and --width-base are CompleteP's base model: add --completep ALPHA");
+    if (c->model.residual.depth_base && !(c->model.residual.completep > 0))
+        return fail("--depth-base is CompleteP's base model: add --completep ALPHA");
+    if (c->model.residual.width_base && !(c->model.residual.completep > 0) && !c->model.mup.on)
+        return fail("--width-base is the base model of CompleteP's or muP's width rules: add --completep ALPHA or --mup");
+    if ((c->model.mup.base_head_dim || c->model.mup.embed_mult > 0 || c->model.mup.output_mult > 0) && !c->model.mup.on)
+        return fail("--mup-base-head-dim, --mup-embed-mult and --mup-output-mult are muP's: add --mup");
+    if (c->model.mup.on && c->model.residual.completep > 0)
+        return fail("--mup with --completep: both set the width rules (CompleteP's are muP's with its depth rules); give one");
     if (seen->layers && c->model.schedule[0]) return fail("--schedule sets the number of layers; drop --layers");
     if (c->machine.inj_kind && !c->machine.check_finite) return fail("--inject tests --check-finite: add it");
     if (c->machine.inj_kind && c->machine.inj_layer >= (c->model.schedule[0] ? MAX_LAYERS : c->model.n_layers))
@@ -1094,6 +1111,6 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     if (d->preset == NB_PRESET_NGPT && ngpt_refusals(c)) return 1;
     d->residual.depth_alpha = c->model.residual.completep; /* 0 off; the library checks the range and the preset */
     d->residual.depth_base = c->model.residual.depth_base;
-    return 0;
+    return c->model.mup.on ? mup_desc(c, d) : 0;
 }
 

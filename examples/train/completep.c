@@ -1,6 +1,6 @@
 /* completep.c: CompleteP (Cerebras, arXiv 2505.01618; its code, EleutherAI's nanoGPT-mup
    branch completep) in the trainer: the width and depth ratios, the per-group learning rates,
-   weight decay and AdamW eps (optim_groups), the init of the stack by width, and what the run
+   weight decay and AdamW eps (completep_rules), the init of the stack by width, and what the run
    says about them. The library's part is the branch multiplier (nb_stack_desc.residual.
    depth_alpha, set from --completep by make_desc). */
 #include "train.h"
@@ -18,36 +18,23 @@ void completep_ratios(const model* m, double* m_d, double* m_L) {
 
 /* CompleteP's per-group rules, from its code (EleutherAI/nanoGPT-mup, branch completep,
    model.py configure_optimizers; the code wins over the paper's Table 1), eta, lambda, eps the
-   run's --lr, --wd, --adam-eps:
-     1  the blocks' matrices (attention, FFN, hyper-connection projections): lr eta m_d^-1
-        m_L^(alpha-1), weight decay lambda m_d
+   run's --lr, --wd, --adam-eps, over optim_groups' groups:
+     1  the blocks' matrices: lr eta m_d^-1 m_L^(alpha-1), weight decay lambda m_d
      2  the blocks' other tensors (norm gains, biases, scales: the table's no_decay): lr eta
         m_L^(alpha-1), no weight decay (lambda with --wd-norms on)
-     0  the embedding (and its scale), the head and the stack-level tensors (final and
-        embedding norms, mHC's hc_head): lr eta, weight decay lambda where they decay
+     0  the embedding (and its scale), the head and the stack-level tensors: lr eta, weight
+        decay lambda where they decay
    and one AdamW eps for every parameter, eps m_d^-1 m_L^-alpha (the paper scales the blocks'
-   only). Without --completep every parameter is in group 0, every multiplier 1. */
-void optim_groups(model* m, const config* c) {
+   only). */
+void completep_rules(model* m, const config* c) {
     const double alpha = c->model.residual.completep;
     double m_d, m_L;
-    int k, t;
+    int k;
     completep_ratios(m, &m_d, &m_L);
-    for (k = 0; k < 3; k++) m->lr_mult[k] = m->wd_mult[k] = 1;
-    m->eps_mult = 1;
-    memset(m->group, 0, m->n);
-    if (!(alpha > 0)) return;
     m->lr_mult[1] = pow(m_L, alpha - 1) / m_d;
     m->wd_mult[1] = m_d;
     m->lr_mult[2] = pow(m_L, alpha - 1);
-    m->eps_mult = 1 / (m_d * pow(m_L, alpha));
-    for (t = 0; t < m->s.n_tensors; t++) {
-        const nb_tensor_info* ti = &m->s.tensors[t];
-        const int matrix = ti->kind == NB_TENSOR_QKV || ti->kind == NB_TENSOR_ATTN_OUT ||
-                           ti->kind == NB_TENSOR_FF_IN || ti->kind == NB_TENSOR_FF_OUT ||
-                           ti->kind == NB_TENSOR_HC_FN;
-        if (ti->layer < 0) continue;
-        memset(m->group + m->off_stack + ti->offset, matrix ? 1 : 2, ti->count);
-    }
+    for (k = 0; k < 3; k++) m->eps_mult[k] = 1 / (m_d * pow(m_L, alpha));
 }
 
 /* CompleteP's init of the stack (its code, nanoGPT-mup branch completep): every matrix of the
@@ -99,7 +86,7 @@ void completep_say_init(const model* m, const char* f) {
     say("; embedding and head as %s", init_scheme_name(m->init));
 }
 
-/* CompleteP's rules in force (cli.c's --completep, optim_groups above) */
+/* CompleteP's rules in force (cli.c's --completep, completep_rules above) */
 void completep_say(const config* c, const model* m) {
     double m_d, m_L;
     completep_ratios(m, &m_d, &m_L);
@@ -110,5 +97,5 @@ void completep_say(const config* c, const model* m) {
         "logits x %g (1/m_d); attention 1/sqrt(d_h), not muP's 1/d_h\n",
         c->model.residual.completep, m_L, m->s.desc.n_layers, c->model.residual.depth_base ? c->model.residual.depth_base : 1, m_d, m->d,
         c->model.residual.width_base ? c->model.residual.width_base : m->d, pow(m_L, -c->model.residual.completep), m->lr_mult[1],
-        m->lr_mult[2], m->wd_mult[1], c->optim.adam_eps * m->eps_mult, c->optim.adam_eps, m->out_mult);
+        m->lr_mult[2], m->wd_mult[1], c->optim.adam_eps * m->eps_mult[1], c->optim.adam_eps, m->out_mult);
 }

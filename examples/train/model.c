@@ -134,15 +134,26 @@ int model_init(model* m, const config* c) {
     }
     m->d = c->model.d_model; m->T = c->loop.seq;
     m->ngpt = m->s.desc.preset == NB_PRESET_NGPT;
-    /* CompleteP's output multiplier alpha_out / m_d (its code's mup_output_alpha = 1) */
-    m->out_mult = c->model.residual.completep > 0 && c->model.residual.width_base ? (double)c->model.residual.width_base / m->d : 1;
+    /* the logits' multiplier: CompleteP's alpha_out / m_d (its code's mup_output_alpha = 1),
+       muP's mup_output_mult (default 1 / m_d) */
+    m->out_mult = c->model.mup.on ? (c->model.mup.output_mult > 0 ? c->model.mup.output_mult : 1 / mup_width_mult(c))
+                  : c->model.residual.completep > 0 && c->model.residual.width_base ? (double)c->model.residual.width_base / m->d : 1;
     bt = (size_t)m->B * m->T;
     /* DyT's LLaMA code multiplies the embedding by a learnable scalar, initialized to sqrt(d);
        Gemma by the constant sqrt(d), rounded to the activations' dtype (here float32) */
     m->embed_mode = c->model.norm.embed_scale >= 0 ? c->model.norm.embed_scale
                     : d.preset == NB_PRESET_DYT ? EMBED_LEARN : EMBED_OFF;
     m->es = m->embed_mode == EMBED_LEARN;
-    m->embed_const = m->embed_mode == EMBED_SQRT_D ? (nb_real)sqrt((double)c->model.d_model) : 0;
+    /* the constant multiplier (no learnable scale): Gemma's sqrt(d) (or 1), times muP's
+       mup_embedding_mult in double, rounded once */
+    m->embed_const = m->embed_mode == EMBED_SQRT_D ? (nb_real)sqrt((double)c->model.d_model) : 1;
+    if (c->model.mup.embed_mult > 0) {
+        if (m->es)
+            return fail("--mup-embed-mult with a learnable embedding scale (--embed-scale learn, the dyt "
+                        "preset's): that scale is the embedding's multiplier already; pass --embed-scale off "
+                        "or drop --mup-embed-mult");
+        m->embed_const = (nb_real)(m->embed_const * c->model.mup.embed_mult);
+    }
     m->softcap = c->model.logit_softcap;
     m->off_stack = (size_t)VOCAB * m->d + (size_t)m->es;
     m->off_head = m->off_stack + m->s.n_params;
@@ -200,7 +211,7 @@ int model_init(model* m, const config* c) {
         const nb_tensor_info* ti = &m->s.tensors[t];
         memset(m->decay + m->off_stack + ti->offset, ti->no_decay && !c->optim.wd_norms ? 0 : 1, ti->count);
     }
-    optim_groups(m, c); /* CompleteP's per-group learning rates, weight decay and eps */
+    optim_groups(m, c); /* CompleteP's or muP's per-group learning rates, weight decay and eps */
     /* init: the stack per scheme (with --completep its matrices by width alone); embedding and
        head with the scheme's io std, derived seeds. Every rank computes the same values from
        the seed. */
@@ -209,6 +220,8 @@ int model_init(model* m, const config* c) {
     } else if (nb_stack_init_params(&m->ctx, &m->s, m->p + m->off_stack, m->init, m->init_std0,
                                     c->loop.seed) != NB_OK)
         return fail("init: %s", m->ctx.err);
+    else if (c->model.mup.on && mup_init(m, c))
+        return 1;
     nb_init_io_std(&m->s, m->init, m->init_std0, &estd, &hstd);
     /* nGPT: N(0, 1/d) untruncated (its code's base_scale), then ngpt_init_io */
     nb_fill_normal(m->p, (size_t)VOCAB * m->d, estd, m->ngpt ? 0 : 3, c->loop.seed ^ 0x57E0000000000001ULL);
@@ -268,10 +281,11 @@ static nb_result head_gemm(model* m, int ta, int tb, int M, int N, int K, nb_rea
                : nb_gemm(&m->ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0, C, ldc);
 }
 
-/* The multiplier of the embedding rows: the learnable scalar, the constant sqrt(d), or 1. */
+/* The multiplier of the embedding rows: the learnable scalar, or the constant (1, Gemma's
+   sqrt(d), times muP's multiplier). */
 static nb_real embed_multiplier(const model* m) {
     if (m->es) return m->p[(size_t)VOCAB * m->d];
-    return m->embed_mode == EMBED_SQRT_D ? m->embed_const : 1;
+    return m->embed_const;
 }
 
 /* Gemma 2's final-logit softcap on one row, in place: z = cap tanh(z / cap) (tanh in double,

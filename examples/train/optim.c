@@ -95,9 +95,32 @@ void weights16_refresh(model* m, size_t lo, size_t hi) {
     }
 }
 
+int block_matrix(nb_tensor_kind kind) {
+    return kind == NB_TENSOR_QKV || kind == NB_TENSOR_ATTN_OUT || kind == NB_TENSOR_FF_IN ||
+           kind == NB_TENSOR_FF_OUT || kind == NB_TENSOR_HC_FN;
+}
+
+/* The groups: 1 the blocks' matrices (block_matrix), 2 the blocks' other tensors (gains,
+   biases, scales, the small mixing weights of the depth-aggregation rows), 0 the embedding
+   (and its scale), the head, nGPT's sz and the stack-level tensors. One width rule at most
+   sets their multipliers (cli.c refuses two). */
+void optim_groups(model* m, const config* c) {
+    int k, t;
+    for (k = 0; k < 3; k++) m->lr_mult[k] = m->wd_mult[k] = m->eps_mult[k] = 1;
+    memset(m->group, 0, m->n);
+    if (c->model.residual.completep > 0) completep_rules(m, c);
+    else if (c->model.mup.on) mup_rules(m, c);
+    else return;
+    for (t = 0; t < m->s.n_tensors; t++) {
+        const nb_tensor_info* ti = &m->s.tensors[t];
+        if (ti->layer < 0) continue;
+        memset(m->group + m->off_stack + ti->offset, block_matrix(ti->kind) ? 1 : 2, ti->count);
+    }
+}
+
 /* AdamW with decoupled weight decay on the update range: p -= lr_g (m_hat / (sqrt(v_hat) +
-   eps) + wd_g p), lr_g and wd_g the parameter's group's (optim_groups: lr and wd times its
-   multipliers, as torch's per-group AdamW), gradients scaled by gscale (clipping).
+   eps_g) + wd_g p), lr_g, wd_g and eps_g the parameter's group's (optim_groups: lr, wd and
+   eps times its multipliers, as torch's per-group AdamW), gradients scaled by gscale (clipping).
    One pass, vectorized: the group's lr and wd are selected, not looked up (a table lookup per
    value kept gcc from vectorizing, and the scalar divisions and square root made this pass
    ~6x slower); every operation is the same IEEE one as before, so the result is bitwise the
@@ -109,8 +132,8 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
     const double b1 = c->optim.beta1, b2 = c->optim.beta2, t = (double)++m->adam_t;
     const double c1 = 1 - pow(b1, t), c2 = 1 - pow(b2, t);
     const float b1f = (float)b1, b2f = (float)b2, gs = (float)gscale, c1f = (float)c1;
-    const float c2f = (float)c2, eps = (float)(c->optim.adam_eps * m->eps_mult);
-    float lrf[3], wdf[3];
+    const float c2f = (float)c2;
+    float lrf[3], wdf[3], epsf[3];
     nb_real* TR_RESTRICT p = m->p + m->upd_lo;
     nb_real* TR_RESTRICT mo = m->m;
     nb_real* TR_RESTRICT vo = m->v;
@@ -123,10 +146,12 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
     for (k = 0; k < 3; k++) {
         lrf[k] = (float)(lr * m->lr_mult[k]);
         wdf[k] = (float)(lr * m->lr_mult[k] * (c->optim.wd * m->wd_mult[k]));
+        epsf[k] = (float)(c->optim.adam_eps * m->eps_mult[k]);
     }
     {
         const float lr0 = lrf[0], lr1 = lrf[1], lr2 = lrf[2];
         const float wd0 = wdf[0], wd1 = wdf[1], wd2 = wdf[2];
+        const float eps0 = epsf[0], eps1 = epsf[1], eps2 = epsf[2];
         TR_OMP(omp parallel for schedule(static) num_threads(nb_num_threads(&m->ctx)))
         for (ch = 0; ch < chunks; ch++) {
             const long long lo = ch * OPT_CHUNK, hi = n - lo < OPT_CHUNK ? n : lo + OPT_CHUNK;
@@ -138,11 +163,12 @@ void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscal
                 const int gi = group[i];
                 const float lr_i = gi == 0 ? lr0 : gi == 1 ? lr1 : lr2;
                 const float wd_i = gi == 0 ? wd0 : gi == 1 ? wd1 : wd2;
+                const float eps_i = gi == 0 ? eps0 : gi == 1 ? eps1 : eps2;
                 float pi = p[i];
                 pi = decay[i] ? pi - wd_i * pi : pi;
                 mo[i] = mi;
                 vo[i] = vi;
-                p[i] = pi - lr_i * (mi / c1f) / (sqrtf(vi / c2f) + eps);
+                p[i] = pi - lr_i * (mi / c1f) / (sqrtf(vi / c2f) + eps_i);
             }
             if (w16) nb_bf16_round(w16 + lo, p + lo, (size_t)(hi - lo));
         }

@@ -151,6 +151,7 @@ static void print_options(const config* c, const nb_stack_desc* d) {
         say(", norms without %s", c->model.norm.gain < 0 && c->model.norm.bias < 0 ? "weight or bias"
                                   : c->model.norm.gain < 0 ? "weight" : "bias");
     if (d->norm.gain_offset) say(", gains 1 + w (unit offset)");
+    if (c->model.mup.on) say(", muP widths (m_d %g)", mup_width_mult(c));
     if (c->model.residual.branch_scale > 0 && c->model.residual.branch_scale < 5) say(", branches x %s", branch[c->model.residual.branch_scale]);
 }
 
@@ -166,8 +167,9 @@ void print_model(const config* c, const model* m, int arch_only) {
     if (d->norm.type != NB_NORM_L2) say(" eps %g", (double)d->norm.eps); /* L2 has none */
     say("%s%s", d->attn.rope ? " RoPE" : "", m->es ? ", embedding x learnable scale" : "");
     print_options(c, d);
-    if (m->embed_mode == EMBED_SQRT_D)
-        say(", embedding x sqrt(d) = %.9g (constant)", (double)m->embed_const);
+    if (m->embed_mode == EMBED_SQRT_D || c->model.mup.embed_mult > 0)
+        say(", embedding x %s = %.9g (constant)", m->embed_mode != EMBED_SQRT_D ? "muP's multiplier"
+            : c->model.mup.embed_mult > 0 ? "sqrt(d) x muP's multiplier" : "sqrt(d)", (double)m->embed_const);
     if (m->ngpt) say(", logits x learnable sz");
     if (m->softcap > 0) say(", logit softcap %g (C tanh(z / C), last)", m->softcap);
     say(", %zu parameters (stack %zu)\n", m->n, m->s.n_params);
@@ -192,6 +194,7 @@ void print_model(const config* c, const model* m, int arch_only) {
     if (n_off) say("; none on %zu (%s; --wd-norms on decays them)", n_off, off);
     say("\n");
     if (c->model.residual.completep > 0) completep_say(c, m);
+    if (c->model.mup.on) mup_say(c, m);
     if (m->ngpt) ngpt_say(c, m);
 }
 

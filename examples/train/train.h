@@ -19,6 +19,8 @@
      dist.c        MPI: gradient buckets reduced during the backward, ZeRO-1, collectives;
                    a single-process stand-in when built without MPI
      util.c        messages, hashing, files in and out, small helpers
+     ngpt.c, completep.c, mup.c, hyper.c, dwa.c, attnres.c, unet.c
+                   one scheme's part each: the model around the stack, its rules, its report
 
    The model buffer is one flat array [wte | stack | head]; gradients share its layout, so data
    parallelism is one reduction over that array (in buckets, as the backward produces them). */
@@ -125,7 +127,7 @@ typedef struct cfg_residual { /* nb_stack_desc.residual */
     double completep;         /* depth_alpha (0 off): CompleteP's residual multiplier, and its
                                  per-group rules (completep.c) */
     int depth_base;           /* L_base (0 = 1) */
-    int width_base;           /* CompleteP's d_base, m_d = d / d_base (0: d, m_d = 1) */
+    int width_base;           /* CompleteP's or muP's d_base, m_d = d / d_base (0: d, m_d = 1) */
     int dwa, dwa_dilation;    /* DenseFormer's depth-weighted average (0 off), its k (0 = 1) */
     int attn_res, attn_res_block; /* Attention Residuals (0 off), its block in sublayers (0 = 1) */
     int unet_skips, reinject_x0;  /* modded-nanogpt's U-Net skips, x_0 re-injection (0 off) */
@@ -138,6 +140,12 @@ typedef struct cfg_hyper {    /* nb_stack_desc.hyper */
 typedef struct cfg_siamese {  /* nb_stack_desc.siamese (+1: 0 = the library's) */
     int scale, fusion, no_fusion_norm;
 } cfg_siamese;
+typedef struct cfg_mup {      /* width muP as Megatron-LM's use_mup (mup.c); not the stack's */
+    int on;
+    int base_head_dim;        /* softmax scale sqrt(base_head_dim) / d_k; 0: 1 / d_k */
+    double embed_mult;        /* the embedding's output times this; 0 = 1 */
+    double output_mult;       /* the logits times this; 0 = 1 / m_d */
+} cfg_mup;
 typedef struct cfg_model {
     char preset[64];          /* preset name, or "custom" with schedule */
     char schedule[512];       /* --schedule: comma-separated layer kinds */
@@ -151,6 +159,7 @@ typedef struct cfg_model {
     cfg_residual residual;
     cfg_hyper hyper;
     cfg_siamese siamese;
+    cfg_mup mup;
 } cfg_model;
 typedef struct cfg_optim {
     double lr, min_lr_frac, wd, beta1, beta2, adam_eps, clip;
@@ -347,9 +356,10 @@ typedef struct model {
     size_t n, off_stack, off_head;     /* params: [wte | embed_scale | stack | head | sz] */
     int es;                            /* a learnable embedding scale at VOCAB*d (DyT's code) */
     int embed_mode;                    /* EMBED_*: x = wte[tok] x (1, that scalar, or sqrt(d)) */
-    nb_real embed_const;               /* EMBED_SQRT_D: Gemma's normalizer, sqrt(d) rounded to
-                                          the activations' float32 (bf16 runs too: only GEMM
-                                          operands are bf16); no parameter */
+    nb_real embed_const;               /* without a learnable scale, the embedding's constant
+                                          multiplier: 1, or Gemma's normalizer sqrt(d) rounded
+                                          to the activations' float32 (bf16 runs too: only GEMM
+                                          operands are bf16), times muP's --mup-embed-mult */
     double softcap;                    /* the final-logit softcap C (0: off), applied last */
     int ngpt;                          /* nGPT's model (its model.py, train.py): the logit scale
                                           sz (VOCAB values at off_sz, logits x sz sqrt(d)), the
@@ -365,9 +375,10 @@ typedef struct model {
                                           model_step refreshes it before the forward */
     unsigned char* decay;              /* per parameter (n): 1 = weight decay applies */
     unsigned char* group;              /* per parameter (n): its optimizer group (optim_groups) */
-    double lr_mult[3], wd_mult[3];     /* per group: lr x, weight decay x (CompleteP; else 1) */
-    double eps_mult;                   /* AdamW eps x (CompleteP's m_d^-1 m_L^-alpha; else 1) */
-    double out_mult;                   /* logits x (CompleteP's 1/m_d with --width-base; else 1) */
+    double lr_mult[3], wd_mult[3];     /* per group: lr x, weight decay x, AdamW eps x (CompleteP's */
+    double eps_mult[3];                /* or muP's rules; else 1) */
+    double out_mult;                   /* logits x (CompleteP's 1/m_d with --width-base, muP's
+                                          output multiplier; else 1) */
     nb_init_scheme cp_init;            /* CompleteP: the depth-free scheme the stack was drawn by */
     double cp_sigma;                   /* and its base std sigma (the matrices: sigma / sqrt(m_d)) */
     nb_init_scheme init;               /* what model_init used */
@@ -417,17 +428,30 @@ void layer_grad_norms(model* m, const nb_real* gu, double* per_layer);
 void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscale);
 void weights16_refresh(model* m, size_t lo, size_t hi); /* w16[lo, hi) = bf16(p[lo, hi)) */
 
+/* the optimizer groups of every parameter (m->group: 1 the blocks' matrices, 2 the blocks'
+   other tensors, 0 the rest) and their multipliers: all 1 without a width rule; CompleteP's
+   (completep.c) or muP's (mup.c) with one */
+void optim_groups(model* m, const config* c);
+/* 1: a tensor of this kind is a d-by-d-sized matrix of the blocks (attention, FFN,
+   hyper-connection projections): what the width rules scale */
+int block_matrix(nb_tensor_kind kind);
+
 /* ---- completep.c ---- */
 /* CompleteP's width and depth ratios of the model: m_d = d / d_base, m_L = L / L_base (1, 1
    without --completep) */
 void completep_ratios(const model* m, double* m_d, double* m_L);
-/* the optimizer groups of every parameter (m->group) and their multipliers: one group, all 1,
-   without --completep; CompleteP's rules with it */
-void optim_groups(model* m, const config* c);
+void completep_rules(model* m, const config* c); /* its groups' multipliers (optim_groups) */
 /* the stack's init by width (its code; the scheme's base std / sqrt(m_d)); 1 after fail() */
 int completep_init(model* m, const config* c);
 void completep_say_init(const model* m, const char* depth_factor);
 void completep_say(const config* c, const model* m);
+
+/* ---- mup.c ---- */
+double mup_width_mult(const config* c);          /* m_d = d / d_base (1 without --width-base) */
+void mup_rules(model* m, const config* c);       /* its groups' multipliers (optim_groups) */
+int mup_desc(const config* c, nb_stack_desc* d); /* the attention's scale; 1 after fail() */
+int mup_init(model* m, const config* c);         /* the blocks' matrices / sqrt(m_d); 1 after fail() */
+void mup_say(const config* c, const model* m);
 
 /* ---- ngpt.c ---- */
 /* 1: c's preset is nGPT (its model around the stack: unit embedding and head rows, the logit

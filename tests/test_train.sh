@@ -852,21 +852,21 @@ want="$(awk -v a=1 -v L=3 -v Lb=2 -v d=32 -v db=16 'BEGIN {
   printf "AdamW eps %g (1e-08 x m_d^-1 m_L^-alpha, every parameter); logits x %g (1/m_d); attention 1/sqrt(d_h), not muP'"'"'s 1/d_h", 1e-8 / (md * mL ^ a), 1 / md }')"
 l_cp="$(final_field cp.log loss)"
 if [ $rc = 0 ] && grep -qxF "$want" cp.log && awk -v l="$l_cp" 'BEGIN { exit !(l + 0 == l && l > 0 && l < 10) }' &&
-   grep -q "^init: normal (the preset's paper code); CompleteP: the blocks' matrices normal std 0.0790569 = sigma 0.111803 / sqrt(m_d 2), no depth factor; embedding and head as normal$" cp.log; then
+   grep -q "^init: normal (the preset's paper code); CompleteP: the blocks' matrices normal std 0.111803 = sigma 0.158114 (at d_base) / sqrt(m_d 2), no depth factor; embedding and head as normal at d_base$" cp.log; then
   pass "--completep 1 --depth-base 2 --width-base 16: the rules line's multipliers, loss $l_cp"
 else
   fail "--completep 1 (rc $rc, loss '$l_cp'), want: $want"; grep -E "^(init|CompleteP|final)" cp.log
 fi
 # the rules reach the parameters: one AdamW step (no weight decay, no warmup) moves each value by
 # about its group's learning rate; the blocks' matrices start at sigma / sqrt(m_d) without
-# megatron's 1/sqrt(2L) on W_o, W_2
+# megatron's 1/sqrt(2L) on W_o, W_2, sigma megatron's 1/sqrt(2.5 d) at d_base = 16
 CQ=("${ANY_DEPTH[@]}" --layers 4 --eval-problems 16 --completep 0.5 --depth-base 2 --width-base 16
     --init megatron --wd 0 --warmup 0 --lr 1e-2)
 "$TRAIN" "${CQ[@]}" --steps 0 --save cq0.safetensors > cq0.log 2>&1
 rc1=$?
 "$TRAIN" "${CQ[@]}" --steps 1 --save cq1.safetensors > cq1.log 2>&1
 rc2=$?
-if [ $rc1 = 0 ] && [ $rc2 = 0 ] && grep -q "no depth factor (not 1/sqrt(2L) on W_o, W_2); embedding and head as megatron$" cq0.log &&
+if [ $rc1 = 0 ] && [ $rc2 = 0 ] && grep -q "no depth factor (not 1/sqrt(2L) on W_o, W_2); embedding and head as megatron at d_base$" cq0.log &&
    python3 -c "$LOAD_CKPT
 import math
 p0, p1 = load('cq0.safetensors'), load('cq1.safetensors')
@@ -880,7 +880,7 @@ for k in p0:
     assert abs(med - want) < 1e-3 * want, (k, med, want)
     if '.blocks.' in k and not k.endswith('_norm.weight'):   # truncated at 3 std: 0.9866 std
         sd = math.sqrt(sum(x * x for x in p0[k]) / len(p0[k])) / 0.9866
-        want_sd = 1 / math.sqrt(2.5 * 32) / math.sqrt(md)
+        want_sd = 1 / math.sqrt(2.5 * 16) / math.sqrt(md)
         assert abs(sd - want_sd) < 0.06 * want_sd, (k, sd, want_sd)
 "; then
   pass "--completep 0.5: one AdamW step moves the blocks' matrices, norms and the rest by lr x their group's multiplier; init std sigma/sqrt(m_d), no depth factor"
@@ -921,7 +921,8 @@ rc=$?
 want="$(awk -v d=32 -v db=16 -v H=2 -v hb=4 'BEGIN {
   md = d / db; dh = d / H
   printf "muP: m_d %g (d %d / d_base %d): attention scores x %g (sqrt(h_base) / d_h %g); logits x %g (1/m_d); ", md, d, db, sqrt(hb) / dh, dh, 1 / md
-  printf "embedding x 1; the blocks'"'"' matrices init normal std / sqrt(m_d) (its depth factor kept), lr x %g and AdamW eps %g (1/m_d); ", 1 / md, 1e-8 / md
+  printf "embedding x 1; init from normal at d_base: the blocks'"'"' matrices x 1 (its std there / sqrt(m_d), its depth factor kept), "
+  printf "embedding x %g, head x %g; the blocks'"'"' matrices lr x %g and AdamW eps %g (1/m_d); ", sqrt(md), sqrt(md), 1 / md, 1e-8 / md
   printf "every other parameter lr and eps as given" }')"
 l_mu="$(final_field mu.log loss)"
 if [ $rc = 0 ] && grep -qxF "$want" mu.log && grep -q "^model: .*, muP widths (m_d 2)," mu.log &&
@@ -931,37 +932,42 @@ else
   fail "--mup (rc $rc, loss '$l_mu'), want: $want"; grep -E "^(model|muP|final)" mu.log
 fi
 # the rules reach the parameters: one AdamW step moves the blocks' matrices by lr / m_d and
-# everything else by lr; the blocks' matrices start at megatron's std / sqrt(m_d), its
-# 1/sqrt(2L) on W_o, W_2 kept; the embedding and head at megatron's own std
-MQ=("${ANY_DEPTH[@]}" --layers 4 --eval-problems 16 --mup --width-base 16 --init megatron --wd 0 --warmup 0 --lr 1e-2)
-"$TRAIN" "${MQ[@]}" --steps 0 --save mq0.safetensors > mq0.log 2>&1
-rc1=$?
-"$TRAIN" "${MQ[@]}" --steps 1 --save mq1.safetensors > mq1.log 2>&1
-rc2=$?
-"$TRAIN" "${ANY_DEPTH[@]}" --layers 4 --eval-problems 16 --init megatron --steps 0 --save mqsp.safetensors > mqsp.log 2>&1
-rc3=$?
-if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] && python3 -c "$LOAD_CKPT
+# everything else by lr (AdamW's eps 1e-12: g / (|g| + eps) is 1 to 1e-3 for gpt2's small
+# gradients too). The init is the scheme's at d_base, scaled: gpt2's fixed 0.02 gives
+# the blocks' matrices 0.02 / sqrt(m_d) (its 1/sqrt(2L) on W_o, W_2 kept), the embedding and
+# head 0.02 as at any width; megatron's 1/sqrt(2.5 d) is its d_base value / sqrt(m_d) already
+# (the matrices as the plain run's), its embedding and head at their d_base values (x sqrt(m_d))
+MQ=("${ANY_DEPTH[@]}" --layers 4 --eval-problems 16 --mup --width-base 16 --wd 0 --warmup 0 --lr 1e-2 --adam-eps 1e-12)
+rc=0
+for init in gpt2 megatron; do
+  "$TRAIN" "${MQ[@]}" --init $init --steps 0 --save mq0_$init.safetensors > mq0_$init.log 2>&1 || rc=1
+  "$TRAIN" "${ANY_DEPTH[@]}" --layers 4 --eval-problems 16 --init $init --steps 0 --save mqsp_$init.safetensors > mqsp_$init.log 2>&1 || rc=1
+done
+"$TRAIN" "${MQ[@]}" --init gpt2 --steps 1 --save mq1.safetensors > mq1.log 2>&1 || rc=1
+if [ $rc = 0 ] && python3 -c "$LOAD_CKPT
 import math
-p0, p1, sp = load('mq0.safetensors'), load('mq1.safetensors'), load('mqsp.safetensors')
-md, lr, L, d = 32 / 16, 1e-2, 4, 32
-rms = lambda a: math.sqrt(sum(x * x for x in a) / len(a))
+md, lr, L = 32 / 16, 1e-2, 4
+p0, p1 = load('mq0_gpt2.safetensors'), load('mq1.safetensors')
 for k in p0:
     moved = sorted(abs(x - y) for x, y in zip(p0[k], p1[k]) if x != y)
     med = moved[len(moved) // 2] / lr
     matrix = '.blocks.' in k and not k.endswith('_norm.weight')
     want = 1 / md if matrix else 1
     assert abs(med - want) < 1e-3 * want, (k, med, want)
-    if matrix:  # the same draws as the plain run's, times 1/sqrt(m_d); megatron's std by name
-        assert all(abs(x - y / math.sqrt(md)) <= 1e-7 * abs(y) for x, y in zip(p0[k], sp[k])), k
-        sd = rms(p0[k]) / 0.9866   # truncated at 3 std: 0.9866 std
-        want_sd = math.sqrt(2 / (5 * d)) / math.sqrt(md) / (math.sqrt(2 * L) if k.endswith(('attn_out.weight', 'ff_out.weight')) else 1)
+    if matrix:  # gpt2: untruncated N(0, 0.02^2), W_o and W_2 / sqrt(2L)
+        sd = math.sqrt(sum(x * x for x in p0[k]) / len(p0[k]))
+        want_sd = 0.02 / math.sqrt(md) / (math.sqrt(2 * L) if k.endswith(('attn_out.weight', 'ff_out.weight')) else 1)
         assert abs(sd - want_sd) < 0.06 * want_sd, (k, sd, want_sd)
-    else:
-        assert p0[k] == sp[k], k
+for init, f_matrix, f_io in (('gpt2', 1 / math.sqrt(md), 1), ('megatron', 1, math.sqrt(md))):
+    mu, sp = load('mq0_%s.safetensors' % init), load('mqsp_%s.safetensors' % init)
+    for k in mu:  # the same draws as the plain run's, times the factors
+        matrix = '.blocks.' in k and not k.endswith('_norm.weight')
+        f = f_matrix if matrix else f_io if k in ('transformer.wte.weight', 'lm_head.weight') else 1
+        assert all(abs(x - y * f) <= 1e-6 * abs(y * f) for x, y in zip(mu[k], sp[k])), (init, k, f)
 "; then
-  pass "--mup: one AdamW step moves the blocks' matrices by lr/m_d, the rest by lr; init the blocks' matrices megatron's / sqrt(m_d), depth factor kept; embedding and head as the plain run's"
+  pass "--mup: one AdamW step moves the blocks' matrices by lr/m_d, the rest by lr; the init is the scheme's at d_base (gpt2: matrices / sqrt(m_d); megatron: embedding and head x sqrt(m_d))"
 else
-  fail "--mup: the groups' learning rates and the init (rc $rc1 $rc2 $rc3)"; grep -E "^(init|muP)" mq0.log
+  fail "--mup: the groups' learning rates and the init (rc $rc)"; grep -E "^(init|muP)" mq0_gpt2.log mq0_megatron.log
 fi
 # a muP checkpoint resumes bit-identically (its keys are model keys); --load rebuilds it (the
 # attention's scale, the logits' and the embedding's multipliers: the same validation loss)
@@ -987,7 +993,6 @@ expect_error "--resume of a muP checkpoint without --mup" 'different config: mup
 expect_error "--mup with --completep" "both set the width rules" "${TINY[@]}" --mup --completep 1
 expect_error "--width-base without --mup or --completep" "add --completep ALPHA or --mup" "${TINY[@]}" --width-base 16
 expect_error "--mup-embed-mult without --mup" "are muP's: add --mup" "${TINY[@]}" --mup-embed-mult 2
-expect_error "--mup with Mitchell's init" "the mitchell init sets its std by the width already" "${TINY[@]}" --mup --init mitchell
 expect_error "--mup on nGPT" "with nGPT: its weights live on the unit sphere" "${TINY[@]}" --preset ngpt --mup
 expect_error "--mup-embed-mult with a learnable embedding scale" "that scale is the embedding's multiplier already" \
   "${TINY[@]}" --mup --mup-embed-mult 2 --embed-scale learn

@@ -266,8 +266,9 @@ static const opt k_opts[] = {
     {"mup", NULL, K_FLAG, F(model.mup.on), 1, 0, NULL, NULL, O_MODEL,
      "width muP as Megatron-LM's use_mup, m_d = d / --width-base: attention scores x 1/d_h\n"
      "(--mup-base-head-dim), logits x 1/m_d (--mup-output-mult), embedding x --mup-embed-mult;\n"
-     "the blocks' matrices init the scheme's std / sqrt(m_d) (its depth factor kept) and train\n"
-     "at lr / m_d with AdamW eps / m_d; every other parameter at lr and eps as given"},
+     "the init the scheme's at d_base, its blocks' matrices / sqrt(m_d) (the depth factor kept);\n"
+     "the blocks' matrices train at lr / m_d with AdamW eps / m_d, every other parameter at lr\n"
+     "and eps as given"},
     {"mup-base-head-dim", "N", K_INT, F(model.mup.base_head_dim), 1, 1 << 16, NULL, NULL, O_MODEL,
      "muP's attention scale sqrt(N) / d_h, 1/sqrt(d_h) at d_h = N (its mup_base_head_dim) [1/d_h]"},
     {"mup-embed-mult", "X", K_REAL, F(model.mup.embed_mult), 1e-6, 1e6, NULL, NULL, O_MODEL,

@@ -12,7 +12,7 @@ void completep_ratios(const model* m, double* m_d, double* m_L) {
     const config* c = m->cfg;
     *m_d = *m_L = 1;
     if (!(c->model.residual.completep > 0)) return;
-    if (c->model.residual.width_base) *m_d = (double)m->d / c->model.residual.width_base;
+    *m_d = width_mult(c);
     *m_L = (double)m->s.desc.n_layers / (c->model.residual.depth_base ? c->model.residual.depth_base : 1);
 }
 
@@ -38,8 +38,9 @@ void completep_rules(model* m, const config* c) {
 }
 
 /* CompleteP's init of the stack (its code, nanoGPT-mup branch completep): every matrix of the
-   blocks N(0, sigma^2 / m_d), sigma the base std of the run's scheme, with no depth factor (the
-   code dropped the 1/sqrt(2L) of c_proj its muP branch had). The stack is drawn by the scheme's
+   blocks N(0, sigma^2 / m_d), sigma the base std of the run's scheme at the base width (its
+   code's fixed init_std; width.c), with no depth factor (the code dropped the 1/sqrt(2L) of
+   c_proj its muP branch had). The stack is drawn by the scheme's
    depth-free form at sigma / sqrt(m_d): normal for depth_scaled and megatron, mixln (untruncated
    0.02) for mixln_scaled, gpt2 and torchtitan, normal at Mitchell's 1/sqrt(d) for mitchell; gains, biases
    and scales as the scheme's; the blocks' hyper-connection projections times 1/sqrt(m_d).
@@ -61,6 +62,7 @@ int completep_init(model* m, const config* c) {
         nb_init_io_std(&m->s, m->cp_init, m->init_std0, &e, &h);
         m->cp_sigma = untruncated ? h : e;
     }
+    m->cp_sigma *= width_base_stds(sc, m->init_std0, m_d).hidden;
     if (nb_stack_init_params(&m->ctx, &m->s, m->p + m->off_stack, m->cp_init,
                              m->cp_sigma / sqrt(m_d), c->loop.seed) != NB_OK)
         return fail("init: %s", m->ctx.err);
@@ -79,11 +81,11 @@ int completep_init(model* m, const config* c) {
 void completep_say_init(const model* m, const char* f) {
     double m_d, m_L;
     completep_ratios(m, &m_d, &m_L);
-    say("; CompleteP: the blocks' matrices %s std %g = sigma %g / sqrt(m_d %g), no depth factor%s%s%s",
+    say("; CompleteP: the blocks' matrices %s std %g = sigma %g (at d_base) / sqrt(m_d %g), no depth factor%s%s%s",
         init_scheme_name(m->cp_init), m->cp_sigma / sqrt(m_d), m->cp_sigma, m_d,
         f ? " (not " : "", f ? f : "", f ? ")" : "");
     if (m->s.desc.hyper.kind > NB_HYPER_NONE) say(", hyper-connection projections the library's / sqrt(m_d)");
-    say("; embedding and head as %s", init_scheme_name(m->init));
+    say("; embedding and head as %s at d_base", init_scheme_name(m->init));
 }
 
 /* CompleteP's rules in force (cli.c's --completep, completep_rules above) */

@@ -136,7 +136,7 @@ int model_init(model* m, const config* c) {
     m->ngpt = m->s.desc.preset == NB_PRESET_NGPT;
     /* the logits' multiplier: CompleteP's alpha_out / m_d (its code's mup_output_alpha = 1),
        muP's mup_output_mult (default 1 / m_d) */
-    m->out_mult = c->model.mup.on ? (c->model.mup.output_mult > 0 ? c->model.mup.output_mult : 1 / mup_width_mult(c))
+    m->out_mult = c->model.mup.on ? (c->model.mup.output_mult > 0 ? c->model.mup.output_mult : 1 / width_mult(c))
                   : c->model.residual.completep > 0 && c->model.residual.width_base ? (double)c->model.residual.width_base / m->d : 1;
     bt = (size_t)m->B * m->T;
     /* DyT's LLaMA code multiplies the embedding by a learnable scalar, initialized to sqrt(d);
@@ -220,9 +220,14 @@ int model_init(model* m, const config* c) {
     } else if (nb_stack_init_params(&m->ctx, &m->s, m->p + m->off_stack, m->init, m->init_std0,
                                     c->loop.seed) != NB_OK)
         return fail("init: %s", m->ctx.err);
-    else if (c->model.mup.on && mup_init(m, c))
-        return 1;
+    else if (c->model.mup.on)
+        mup_init(m, c);
     nb_init_io_std(&m->s, m->init, m->init_std0, &estd, &hstd);
+    if (c->model.mup.on || c->model.residual.completep > 0) { /* the width rules: as at d_base */
+        const base_width b = width_base_stds(m->init, m->init_std0, width_mult(c));
+        estd *= b.embed;
+        hstd *= b.head;
+    }
     /* nGPT: N(0, 1/d) untruncated (its code's base_scale), then ngpt_init_io */
     nb_fill_normal(m->p, (size_t)VOCAB * m->d, estd, m->ngpt ? 0 : 3, c->loop.seed ^ 0x57E0000000000001ULL);
     if (m->es) m->p[(size_t)VOCAB * m->d] = (nb_real)sqrt((double)m->d);

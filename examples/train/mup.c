@@ -6,10 +6,11 @@
                 its mup_attn_scale_power 1), the library's attn.softmax_scale
      logits     times 1 / m_d (its mup_output_mult's default; --mup-output-mult X)
      embedding  its output times --mup-embed-mult X (its mup_embedding_mult, default 1)
-     init       the blocks' matrices at the scheme's std / sqrt(m_d), the scheme's depth factor
-                kept (megatron: W_o, W_2 at sigma / sqrt(2L m_d), its
-                mup_scaled_init_method_normal); embedding and head as the scheme's (its
-                embedding_init_method, unscaled, for both)
+     init       from the scheme's init at the base width (width.c): the blocks' matrices at
+                its std there / sqrt(m_d), its depth factor kept (megatron: W_o, W_2 at
+                sigma / sqrt(2L m_d), its mup_scaled_init_method_normal); the
+                embedding and the head at its stds there (its embedding_init_method, unscaled,
+                for both)
      AdamW      the blocks' matrices lr / m_d and eps / m_d; every other parameter (its
                 vector-like ones, the embedding and the head) lr and eps as given; weight decay
                 as given (AdamW's decay is lr x wd: it follows the lr)
@@ -21,13 +22,9 @@
 
 #include <math.h>
 
-double mup_width_mult(const config* c) {
-    return c->model.residual.width_base ? (double)c->model.d_model / c->model.residual.width_base : 1;
-}
-
 void mup_rules(model* m, const config* c) {
-    m->lr_mult[1] = 1 / mup_width_mult(c);
-    m->eps_mult[1] = 1 / mup_width_mult(c);
+    m->lr_mult[1] = 1 / width_mult(c);
+    m->eps_mult[1] = 1 / width_mult(c);
 }
 
 int mup_desc(const config* c, nb_stack_desc* d) {
@@ -40,14 +37,10 @@ int mup_desc(const config* c, nb_stack_desc* d) {
     return 0;
 }
 
-/* after the scheme drew the stack at its own std */
-int mup_init(model* m, const config* c) {
-    const double k = 1 / sqrt(mup_width_mult(c));
+/* after the scheme drew the stack at its own std: times its base width's over it, 1/sqrt(m_d) */
+void mup_init(model* m, const config* c) {
+    const double k = width_base_stds(m->init, m->init_std0, width_mult(c)).hidden / sqrt(width_mult(c));
     int t;
-    if (m->init == NB_INIT_MITCHELL || m->init == NB_INIT_DEEPNORM)
-        return fail("--mup: the %s init sets its std by the width already (%s); pass --init normal "
-                    "(or megatron, another scheme with a base std)", init_scheme_name(m->init),
-                    m->init == NB_INIT_MITCHELL ? "1/sqrt(d)" : "xavier");
     for (t = 0; t < m->s.n_tensors && k != 1; t++) {
         const nb_tensor_info* ti = &m->s.tensors[t];
         nb_real* x = m->p + m->off_stack + ti->offset;
@@ -55,18 +48,19 @@ int mup_init(model* m, const config* c) {
         if (ti->layer < 0 || !block_matrix(ti->kind)) continue;
         for (i = 0; i < ti->count; i++) x[i] = (nb_real)(x[i] * k);
     }
-    return 0;
 }
 
 void mup_say(const config* c, const model* m) {
-    const double m_d = mup_width_mult(c);
+    const double m_d = width_mult(c);
+    const base_width b = width_base_stds(m->init, m->init_std0, m_d);
     const int h_base = c->model.mup.base_head_dim;
     say("muP: m_d %g (d %d / d_base %d): attention scores x %g (%s / d_h %g); logits x %g (%s); "
-        "embedding x %g; the blocks' matrices init %s std / sqrt(m_d) (its depth factor kept), lr "
-        "x %g and AdamW eps %g (1/m_d); every other parameter lr and eps as given\n",
+        "embedding x %g; init from %s at d_base: the blocks' matrices x %g (its std there / sqrt(m_d), "
+        "its depth factor kept), embedding x %g, head x %g; the blocks' matrices lr x %g and AdamW eps "
+        "%g (1/m_d); every other parameter lr and eps as given\n",
         m_d, m->d, c->model.residual.width_base ? c->model.residual.width_base : m->d,
         (double)m->s.desc.attn.softmax_scale, h_base ? "sqrt(h_base)" : "1",
         (double)m->d / m->s.desc.n_heads, m->out_mult, c->model.mup.output_mult > 0 ? "given" : "1/m_d",
         c->model.mup.embed_mult > 0 ? c->model.mup.embed_mult : 1, init_scheme_name(m->init),
-        m->lr_mult[1], c->optim.adam_eps * m->eps_mult[1]);
+        b.hidden / sqrt(m_d), b.embed, b.head, m->lr_mult[1], c->optim.adam_eps * m->eps_mult[1]);
 }

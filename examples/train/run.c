@@ -151,7 +151,7 @@ static void print_options(const config* c, const nb_stack_desc* d) {
         say(", norms without %s", c->model.norm.gain < 0 && c->model.norm.bias < 0 ? "weight or bias"
                                   : c->model.norm.gain < 0 ? "weight" : "bias");
     if (d->norm.gain_offset) say(", gains 1 + w (unit offset)");
-    if (c->model.mup.on) say(", muP widths (m_d %g)", mup_width_mult(c));
+    if (c->model.mup.on) say(", muP widths (m_d %g)", width_mult(c));
     if (c->model.residual.branch_scale > 0 && c->model.residual.branch_scale < 5) say(", branches x %s", branch[c->model.residual.branch_scale]);
 }
 

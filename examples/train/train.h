@@ -19,7 +19,7 @@
      dist.c        MPI: gradient buckets reduced during the backward, ZeRO-1, collectives;
                    a single-process stand-in when built without MPI
      util.c        messages, hashing, files in and out, small helpers
-     ngpt.c, completep.c, mup.c, hyper.c, dwa.c, attnres.c, unet.c
+     ngpt.c, completep.c, mup.c, width.c, hyper.c, dwa.c, attnres.c, unet.c
                    one scheme's part each: the model around the stack, its rules, its report
 
    The model buffer is one flat array [wte | stack | head]; gradients share its layout, so data
@@ -446,11 +446,17 @@ int completep_init(model* m, const config* c);
 void completep_say_init(const model* m, const char* depth_factor);
 void completep_say(const config* c, const model* m);
 
+/* ---- width.c ---- */
+double width_mult(const config* c);              /* m_d = d / d_base (1 without --width-base) */
+/* a scheme's std at the base width over its std at d, for the blocks' matrices, the embedding
+   and the head: sqrt(m_d) where it falls as 1/sqrt(d), else 1 */
+typedef struct base_width { double hidden, embed, head; } base_width;
+base_width width_base_stds(nb_init_scheme scheme, double std0, double m_d);
+
 /* ---- mup.c ---- */
-double mup_width_mult(const config* c);          /* m_d = d / d_base (1 without --width-base) */
 void mup_rules(model* m, const config* c);       /* its groups' multipliers (optim_groups) */
 int mup_desc(const config* c, nb_stack_desc* d); /* the attention's scale; 1 after fail() */
-int mup_init(model* m, const config* c);         /* the blocks' matrices / sqrt(m_d); 1 after fail() */
+void mup_init(model* m, const config* c);        /* the blocks' matrices at the base width's / sqrt(m_d) */
 void mup_say(const config* c, const model* m);
 
 /* ---- ngpt.c ---- */

@@ -242,6 +242,12 @@
                      1: lambda_1 = lambda_2 = 0.5 (the paper's and its code's); 2: learnable,
                      "value_residual.lambda" = [lambda_1, lambda_2] per layer l >= 1, init 0.5
                      (the paper's Learnable-ResFormer)
+       residual.value_embeds  modded-nanogpt's value embeddings (its train_gpt.py of mid-2025):
+                     N tables of per-token values, E_t[token] (B*T x H_kv*d_k, the caller's
+                     rows: nb_stack_set_value_embeds), mixed into the values of layers
+                     0..N-1 (tables 0..N-1) and again of layers L-N..L-1 (tables 0..N-1):
+                     V' = lambda_0 V + lambda_1 E_t; every other layer V' = lambda_0 V;
+                     "value_embed.lambda" = [lambda_0, lambda_1] per layer, init 0.5
        hyper.kind    hyper-connections around every sublayer (nb_hyper) of any preset whose
                      sublayers add a plain residual
        residual.depth_alpha  CompleteP (arXiv 2505.01618; its code): every branch times
@@ -1137,6 +1143,15 @@ typedef struct nb_residual_config {
                                   with 2 that much cache again per layer l >= 1 (V_l, for
                                   lambda_1's gradient). Layer 0 cannot be skipped (nb_stack.skip).
                                   nb_layer_forward/backward: see there */
+    int value_embeds;          /* modded-nanogpt's value embeddings: N tables (0 off; 2N <= L)
+                                  whose rows the caller gathers per token and binds with
+                                  nb_stack_set_value_embeds. Layer l < N mixes table l, layer
+                                  l >= L-N table l-(L-N), as its code's [ve0, ve1, ve2] + [None]
+                                  * (L-6) + [ve0, ve1, ve2]: V' = lambda_0 V + lambda_1 E (after
+                                  the V norm site); the others V' = lambda_0 V (the code's
+                                  sa_lambdas: every layer has "value_embed.lambda", init 0.5,
+                                  0.5). Not with value_residual (both mix V). Costs B*T*H_kv*d_k
+                                  values of cache per layer (V, for lambda_0's gradient) */
     int dwa;                   /* DenseFormer's depth-weighted average (arXiv 2402.02622; its
                                   code epfml/DenseFormer, the DWAModules package): layer l's
                                   output h_{l+1} (its residuals included) is not the next input;
@@ -1267,7 +1282,9 @@ typedef enum nb_tensor_kind {
                                   "mlp_res...", "final_res...", 1 x d, init 0): decay on */
     NB_TENSOR_ATTN_RES_GAIN,   /* its key RMSNorm's gain ("attn_res.norm.weight", ..., d, init 1) */
     NB_TENSOR_SKIP_WEIGHT,     /* a U-Net skip's weight ("skip_weight", 1 value, init 1) */
-    NB_TENSOR_X0_LAMBDAS       /* the re-injection's [lambda_0, lambda_1] ("lambdas", init 1, 0) */
+    NB_TENSOR_X0_LAMBDAS,      /* the re-injection's [lambda_0, lambda_1] ("lambdas", init 1, 0) */
+    NB_TENSOR_VALUE_EMBED      /* the value embeddings' [lambda_0, lambda_1] of a layer
+                                  ("value_embed.lambda", 2 values, init 0.5) */
 } nb_tensor_kind;
 
 typedef struct nb_tensor_info {
@@ -1307,6 +1324,8 @@ typedef struct nb_stack {
     char kernels[256];         /* which GEMM kernels run: see nb_stack_kernels */
     size_t n_gains, gain_final0; /* internal: gain values, the final norms' first (gain_offset) */
     const unsigned short* weights16; /* desc.gemm.bf16_weights: see nb_stack_set_bf16_weights */
+    const nb_real* value_embeds;     /* desc.residual.value_embeds: see nb_stack_set_value_embeds */
+    nb_real* value_embeds_grad;
 } nb_stack;
 
 /* Resolve and validate the description, lay out parameters and buffers for batches up to
@@ -1354,6 +1373,16 @@ NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offs
    nb_stack_qk_clip, a load), best by the optimizer's own pass. The stack keeps the pointer;
    NULL unsets it (forward is then NB_ERR_NULL). NB_ERR_CONFIG without desc.gemm.bf16_weights. */
 NBDEF nb_result nb_stack_set_bf16_weights(nb_ctx* ctx, nb_stack* s, const unsigned short* w16);
+/* The value embeddings' rows of the next calls, for a stack with desc.residual.value_embeds = N:
+   ve holds N tables of B*T x H_kv*d_k values, table t at ve + t*B*T*H_kv*d_k, row r = b*T + i
+   the caller's table t at the token of position (b, i) (the B, T of the call); the backward
+   writes the gradients of those rows to grad in the same layout (overwritten: the two layers
+   that share a table are summed there, the caller scatter-adds them into its tables). The
+   stack keeps both pointers; forward and backward refuse (NB_ERR_NULL) while ve is NULL, the
+   backward while grad is. NB_ERR_CONFIG without desc.residual.value_embeds. Trusted: both hold
+   N*B*T*H_kv*d_k values of the calls that use them. */
+NBDEF nb_result nb_stack_set_value_embeds(nb_ctx* ctx, nb_stack* s, const nb_real* ve,
+                                          nb_real* grad);
 
 /* Name maps: where a tensor of the table lives in another codebase's checkpoint, so a loader
    (or exporter) can move weights between layouts. A library tensor is made of 1 to 3 parts,
@@ -1442,7 +1471,8 @@ NBDEF nb_result nb_stack_backward(nb_ctx* ctx, const nb_stack* s, const nb_real*
    forward left in the stack-level cache, and layer 0's backward adds the dV_0 shares that the
    backwards of layers L-1 .. 1 summed in the scratch (layer L-1's backward starts the sum):
    run layer 0's forward before the others' on one cache, and the backwards from L-1 down to 0
-   on one scratch. */
+   on one scratch. With desc.residual.value_embeds likewise: layer L-1's backward zeroes the
+   bound gradient rows (nb_stack_set_value_embeds), every layer's adds its share. */
 NBDEF nb_result nb_layer_forward(nb_ctx* ctx, const nb_stack* s, int l, const nb_real* params,
                                  nb_real* out, const nb_real* in, int B, int T, nb_real* cache,
                                  nb_real* scratch);
@@ -4818,14 +4848,20 @@ static void nb__sink_grad(const nb_attn_plan* pl, const nb__attn_mem* m, nb_real
    Followed: the official code (modeling_llama_resformer.py), where layer 0's value_states are
    kept without detach (V_0 gets gradients from every layer, as here) and later layers mix
    0.5 V_0 + 0.5 V right after v_proj, before attention. That code has no V norm; here the mix
-   takes the values attention reads (after the V site norm, which RoPE never touches). */
+   takes the values attention reads (after the V site norm, which RoPE never touches).
+   Value embeddings (modded-nanogpt) are the same mix with the caller's table rows as v0 (NULL
+   in the layers without a table: V' = l1 V), their gradients added to the bound rows. */
 typedef struct nb__vres {
-    int mix;              /* 0: layer 0 (writes v0, reads dv0); 1: a mixing layer */
+    int mix;              /* 0: layer 0 of the value residual (keeps its V, reads dv0); 1: a
+                             mixing layer */
     nb_real l1, l2;       /* the mixing layer's lambdas (fixed 0.5 or its parameters) */
-    nb_real* v0;          /* B*T x H_kv*d_k: layer 0's V (stack cache) */
+    const nb_real* v0;    /* B*T x H_kv*d_k: what is mixed in: layer 0's V (stack cache) or a
+                             value embedding's rows; NULL: none */
+    nb_real* v0_out;      /* layer 0 of the value residual: where its V is kept (v0) */
     nb_real* vl;          /* B*T x H_kv*d_k: this layer's V before the mix (learnable only, for
                              dl1), or NULL */
-    nb_real* dv0;         /* B*T x H_kv*d_k: the later layers' l2 dV' (stack scratch) */
+    nb_real* dv0;         /* B*T x H_kv*d_k: where l2 dV' is added (the value residual's dV_0 in
+                             the stack scratch, the bound gradient rows); NULL with v0 */
     nb_real* dlam;        /* backward: the 2 lambdas' gradients (learnable), or NULL */
 } nb__vres;
 
@@ -4840,14 +4876,19 @@ static void nb__vres_fwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb__vres* vr
             if((size_t)rows * W >= NB__PAR_MIN))
     for (r = 0; r < rows; r++) {
         nb_real* v = qkv + (size_t)r * P + off;
-        const nb_real* v0 = vr->v0 + (size_t)r * W;
+        const nb_real* v0 = vr->v0 ? vr->v0 + (size_t)r * W : NULL;
         const nb_real l1 = vr->l1, l2 = vr->l2;
         int j;
         if (!vr->mix) {
-            memcpy(vr->v0 + (size_t)r * W, v, (size_t)W * sizeof(nb_real));
+            memcpy(vr->v0_out + (size_t)r * W, v, (size_t)W * sizeof(nb_real));
             continue;
         }
         if (vr->vl) memcpy(vr->vl + (size_t)r * W, v, (size_t)W * sizeof(nb_real));
+        if (!v0) {
+            NB__OMP(simd)
+            for (j = 0; j < W; j++) v[j] = l1 * v[j];
+            continue;
+        }
         NB__OMP(simd)
         for (j = 0; j < W; j++) v[j] = l1 * v[j] + l2 * v0[j];
     }
@@ -4869,30 +4910,30 @@ static void nb__vres_bwd(nb_ctx* ctx, const nb_attn_plan* pl, const nb__vres* vr
         double s1 = 0, s2 = 0;
         for (r = lo; r < hi; r++) {
             nb_real* g = dqkv + (size_t)r * P + off;
-            nb_real* dv0 = vr->dv0 + (size_t)r * W;
+            nb_real* dv0 = vr->dv0 ? vr->dv0 + (size_t)r * W : NULL;
+            const nb_real l1 = vr->l1, l2 = vr->l2;
             if (!vr->mix) {
                 NB__OMP(simd)
                 for (j = 0; j < W; j++) g[j] += dv0[j];
                 continue;
             }
             if (vr->dlam) {
-                const nb_real *vl = vr->vl + (size_t)r * W, *v0 = vr->v0 + (size_t)r * W;
+                const nb_real *vl = vr->vl + (size_t)r * W, *v0 = vr->v0 ? vr->v0 + (size_t)r * W : NULL;
                 nb_real a1 = 0, a2 = 0;
-                NB__OMP(simd reduction(+:a1, a2))
-                for (j = 0; j < W; j++) {
-                    a1 += g[j] * vl[j];
-                    a2 += g[j] * v0[j];
+                NB__OMP(simd reduction(+:a1))
+                for (j = 0; j < W; j++) a1 += g[j] * vl[j];
+                if (v0) {
+                    NB__OMP(simd reduction(+:a2))
+                    for (j = 0; j < W; j++) a2 += g[j] * v0[j];
                 }
                 s1 += a1; s2 += a2;
             }
-            {
-                const nb_real l1 = vr->l1, l2 = vr->l2;
+            if (dv0) {
                 NB__OMP(simd)
-                for (j = 0; j < W; j++) {
-                    dv0[j] += l2 * g[j];
-                    g[j] *= l1;
-                }
+                for (j = 0; j < W; j++) dv0[j] += l2 * g[j];
             }
+            NB__OMP(simd)
+            for (j = 0; j < W; j++) g[j] *= l1;
         }
         part[th][0] = s1; part[th][1] = s2;
     }
@@ -5665,7 +5706,7 @@ typedef struct nb__layer_tensors { /* one layer's parameters (or gradients) */
     nb__norm n[NB__NORMS];
     nb_real* gamma;              /* SiameseNorm c1 */
     nb_real* bs[2];              /* branch scales of attention, FFN (ReZero's may be one) */
-    nb_real* vres;               /* value residual lambdas (learnable, l >= 1) */
+    nb_real* vres;               /* value residual lambdas (learnable, l >= 1), value embeddings' */
     nb__hc hc[2];                /* hyper-connections of attention, FFN */
     nb_real* dwa;                /* DenseFormer's weights a_l */
     nb_real *arq[2], *arg[2];    /* Attention Residuals: the readers before attention (l >= 1)
@@ -5985,6 +6026,8 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
     }
     if (s->desc.residual.value_residual == 2 && l > 0) /* layer 0's values are V_0 */
         lp->vres = nb__put(w, l, "value_residual.lambda", NB_TENSOR_VALUE_RESIDUAL, 2, 1);
+    if (s->desc.residual.value_embeds) /* every layer: the code's sa_lambdas */
+        lp->vres = nb__put(w, l, "value_embed.lambda", NB_TENSOR_VALUE_EMBED, 2, 1);
     if (nb__layout(s)->hc)
         for (k = 0; k < 2; k++) nb__put_hc(w, s, l, k ? "ffn" : "attn", &lp->hc[k]);
     if (s->desc.residual.dwa)
@@ -6124,7 +6167,8 @@ typedef struct nb__layer_mem {    /* one layer's cache */
     nb_real *acache, *fcache;
     nb_real *ua, *x1, *y1, *sf, *uf;         /* SiameseNorm hybrid-pre */
     nb_real *w[2], *v[2], *xm, *ym;          /* SiameseNorm post-pre, per sublayer */
-    nb_real* vl;                             /* value residual: V_l before the mix (2, l >= 1) */
+    nb_real* vl;                             /* value residual (2, l >= 1), value embeddings: V_l
+                                                before the mix */
     nb__hc_mem hc[2];                        /* hyper-connections of attention, FFN */
     nb_real* hmid;                           /* hyper-connections: the n streams between them */
     nb_real* dh;                             /* DenseFormer: the layer's output h_{l+1} */
@@ -6279,7 +6323,7 @@ static void nb__carve_layer(const nb_stack* s, int l, nb_real* cache, size_t* us
     c->acache = nb__take(cache, used, s->layers[l].attn.n_cache);
     c->fcache = nb__take(cache, used, s->ffn.n_cache);
     nb__layout(s)->carve_layer(s, l, cache, used, c);
-    if (s->desc.residual.value_residual == 2 && l > 0)
+    if ((s->desc.residual.value_residual == 2 && l > 0) || s->desc.residual.value_embeds)
         c->vl = nb__take(cache, used, nb__stack_VKV(s));
 }
 
@@ -6858,6 +6902,16 @@ NBDEF nb_result nb_stack_set_bf16_weights(nb_ctx* ctx, nb_stack* s, const unsign
     return NB_OK;
 }
 
+NBDEF nb_result nb_stack_set_value_embeds(nb_ctx* ctx, nb_stack* s, const nb_real* ve,
+                                          nb_real* grad) {
+    NB__CHECK(!s, NB_ERR_NULL, "nb_stack_set_value_embeds: s is NULL");
+    NB__CHECK(!s->desc.residual.value_embeds, NB_ERR_CONFIG, "nb_stack_set_value_embeds: the "
+              "stack was made without desc.residual.value_embeds");
+    s->value_embeds = ve;
+    s->value_embeds_grad = grad;
+    return NB_OK;
+}
+
 NBDEF void nb_stack_free(nb_stack* s) {
     if (!s) return;
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
@@ -7080,6 +7134,12 @@ static nb_result nb__stack_residual(nb_ctx* ctx, nb_stack_desc* d) {
               "nb_stack_init: residual.depth_alpha scales the branches of placements; "
               "SiameseNorm (%s) has fixed sublayers of its own scales", nb__desc_name(d));
     if (rs->depth_base == 0) rs->depth_base = 1;
+    NB__CHECK(rs->value_embeds < 0 || 2 * (long)rs->value_embeds > d->n_layers, NB_ERR_CONFIG,
+              "nb_stack_init: residual.value_embeds (%d) must be in [0, n_layers / 2] (%d layers: "
+              "the first N and the last N layers mix the N tables)", rs->value_embeds, d->n_layers);
+    NB__CHECK(rs->value_embeds && rs->value_residual, NB_ERR_CONFIG,
+              "nb_stack_init: residual.value_embeds and residual.value_residual both mix the "
+              "values (the tables' rows, layer 0's V): give one");
     NB__CHECK(rs->dwa < 0 || rs->dwa > 1 || rs->dwa_dilation < 0 ||
                   rs->dwa_dilation > d->n_layers, NB_ERR_CONFIG,
               "nb_stack_init: residual.dwa (%d) must be 0 or 1 and residual.dwa_dilation (%d) in "
@@ -7576,19 +7636,38 @@ static void nb__trace_layer(const nb__run* r, int l, int k, const char* name, co
     r->ctx->trace(r->ctx->trace_user, full, x, r->rows, r->s->desc.d_model);
 }
 
-/* The value residual of layer l's attention (NULL when off); g NULL in the forward. */
+/* The table of the value embeddings layer l mixes in: l for the first N layers, l - (L - N)
+   for the last N, -1 between (its code's [ve0, ve1, ve2] + [None] * (L - 6) + [ve0, ve1, ve2]) */
+static int nb__ve_table(const nb_stack* s, int l) {
+    const int n = s->desc.residual.value_embeds, L = s->desc.n_layers;
+    return l < n ? l : l >= L - n ? l - (L - n) : -1;
+}
+
+/* The value mix of layer l's attention: the value residual's or the value embeddings' (NULL
+   when neither); g NULL in the forward. */
 static const nb__vres* nb__vres_of(const nb__run* r, int l, const nb__layer_tensors* p,
                                    nb__layer_tensors* g, const nb__layer_mem* c, nb__vres* v) {
-    const int mode = r->s->desc.residual.value_residual;
-    if (!mode) return NULL;
+    const nb_stack* s = r->s;
+    const int mode = s->desc.residual.value_residual, t = nb__ve_table(s, l);
+    if (!mode && !s->desc.residual.value_embeds) return NULL;
     memset(v, 0, sizeof *v);
+    v->vl = c->vl;
+    v->dlam = g ? g->vres : NULL;
+    if (s->desc.residual.value_embeds) { /* every layer mixes; the table's rows where it has one */
+        const size_t tab = nb__mulz((size_t)r->rows, (size_t)s->layers[l].attn.desc.n_kv_heads *
+                                                     (size_t)s->layers[l].attn.head_dim);
+        v->mix = 1;
+        v->l1 = p->vres[0];
+        v->l2 = p->vres[1];
+        v->v0 = t >= 0 ? s->value_embeds + (size_t)t * tab : NULL;
+        v->dv0 = t >= 0 && g ? s->value_embeds_grad + (size_t)t * tab : NULL;
+        return v;
+    }
     v->mix = l > 0;
     v->l1 = mode == 2 && l > 0 ? p->vres[0] : (nb_real)0.5;
     v->l2 = mode == 2 && l > 0 ? p->vres[1] : (nb_real)0.5;
-    v->v0 = r->sc.v0;
-    v->vl = c->vl;
+    v->v0 = v->v0_out = r->sc.v0;
     v->dv0 = r->sc.dv0;
-    v->dlam = g ? g->vres : NULL;
     return v;
 }
 
@@ -8713,6 +8792,9 @@ static nb_result nb__check_run(nb_ctx* ctx, const char* fn, const nb_stack* s, i
     NB__CHECK(s->desc.gemm.bf16_weights && !s->weights16, NB_ERR_NULL, "%s: the stack reads the "
               "caller's bf16 weights (desc.gemm.bf16_weights) but none are set "
               "(nb_stack_set_bf16_weights)", fn);
+    NB__CHECK(s->desc.residual.value_embeds && !s->value_embeds, NB_ERR_NULL, "%s: "
+              "residual.value_embeds mixes the caller's table rows into the values but none are "
+              "bound (nb_stack_set_value_embeds)", fn);
     return nb__need(ctx, fn, names, 5, ptrs);
 }
 
@@ -9342,6 +9424,15 @@ static nb_result nb__layer_bwd(nb__run* r, int l, const nb_real* params, nb_real
     if (r->s->desc.residual.value_residual && l == r->s->desc.n_layers - 1) /* first backward */
         memset(r->sc.dv0, 0, (size_t)r->rows * r->s->layers[0].attn.desc.n_kv_heads *
                                  r->s->layers[0].attn.head_dim * sizeof(nb_real));
+    if (r->s->desc.residual.value_embeds && l == r->s->desc.n_layers - 1) { /* likewise */
+        if (!r->s->value_embeds_grad)
+            return nb__fail(r->ctx, NB_ERR_NULL, "nb_stack_backward/nb_layer_backward: "
+                            "residual.value_embeds: no gradient rows are bound "
+                            "(nb_stack_set_value_embeds)");
+        memset(r->s->value_embeds_grad, 0, (size_t)r->s->desc.residual.value_embeds * r->rows *
+                                               r->s->layers[0].attn.desc.n_kv_heads *
+                                               r->s->layers[0].attn.head_dim * sizeof(nb_real));
+    }
     if (r->s->skip[l]) {
         for (k = 0; k < r->s->streams; k++) nb__copy(r, din[k], dout[k]);
         return NB_OK;
@@ -9748,7 +9839,8 @@ static int nb__init_fixed(const nb_stack* s, const nb_tensor_info* ti, nb_real* 
     } else if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE) {
         const double v = ti->kind == NB_TENSOR_REZERO ? 0 : s->desc.residual.layerscale_init;
         for (i = 0; i < ti->count; i++) x[i] = (nb_real)v;
-    } else if (ti->kind == NB_TENSOR_VALUE_RESIDUAL) { /* ResFormer's fixed form as the start */
+    } else if (ti->kind == NB_TENSOR_VALUE_RESIDUAL || ti->kind == NB_TENSOR_VALUE_EMBED) {
+        /* ResFormer's fixed form as the start; modded-nanogpt's sa_lambdas [0.5, 0.5] */
         x[0] = x[1] = (nb_real)0.5;
     } else if (ti->kind == NB_TENSOR_DWA) { /* DenseFormer: the plain stack, x_{l+1} = h_{l+1} */
         for (i = 0; i < ti->count; i++) x[i] = (nb_real)(i + 1 == ti->count);

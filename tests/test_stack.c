@@ -12,6 +12,8 @@
 typedef struct run {
     nb_stack s;
     nb_real *params, *grads, *cache, *scratch, *in, *out, *dout, *din;
+    nb_real *ve, *dve;            /* value embeddings: the bound rows and their gradients */
+    size_t n_ve;
     int B, T;
     nb_ctx ctx;
 } run;
@@ -45,19 +47,27 @@ static int setup(run* r, const nb_stack_desc* d, int B, int T, nbt_rng* rng, int
            finite differences lose digits on large losses) */
         else if (ti->kind == NB_TENSOR_REZERO || ti->kind == NB_TENSOR_LAYERSCALE ||
                  ti->kind == NB_TENSOR_VALUE_RESIDUAL || ti->kind == NB_TENSOR_SKIP_WEIGHT ||
-                 ti->kind == NB_TENSOR_X0_LAMBDAS) /* lambdas apart: a swap would show */
+                 ti->kind == NB_TENSOR_X0_LAMBDAS || ti->kind == NB_TENSOR_VALUE_EMBED)
+            /* lambdas apart: a swap would show */
             nbt_fill(rng, r->params + ti->offset, ti->count, 0.5, 0.2);
         else nbt_fill(rng, r->params + ti->offset, ti->count, gain ? 1 : 0, gain ? 0.3 : 0.4);
     }
     nbt_fill(rng, r->in, n / 2, 0, 1);
     nbt_fill(rng, r->dout, n / 2, 0, 1);
+    if (d->residual.value_embeds) { /* the tables' rows of the call, as a trainer gathers them */
+        r->n_ve = (size_t)d->residual.value_embeds * B * T * r->s.layers[0].attn.desc.n_kv_heads *
+                  r->s.layers[0].attn.head_dim;
+        r->ve = nbt_alloc(r->n_ve); r->dve = nbt_alloc(r->n_ve);
+        nbt_fill(rng, r->ve, r->n_ve, 0, 1);
+        if (nb_stack_set_value_embeds(&r->ctx, &r->s, r->ve, r->dve) != NB_OK) return 0;
+    }
     return 1;
 }
 
 static void teardown(run* r) {
     nb_stack_free(&r->s);
     free(r->params); free(r->grads); free(r->cache); free(r->scratch); free(r->in); free(r->out);
-    free(r->dout); free(r->din);
+    free(r->dout); free(r->din); free(r->ve); free(r->dve);
 }
 
 static double loss(run* r) {
@@ -96,13 +106,14 @@ static void fd_case(const char* what, const nb_stack_desc* d, int B, int T, nbt_
         snprintf(name, sizeof name, "%s: the largest logit %.3g is beyond the cap", what, top);
         nbt_check(top > d->attn.softcap, name);
     }
-    ref = (double*)malloc((r.s.n_params + n) * sizeof(double));
-    for (i = 0; i < r.s.n_params + n; i++) {
+    ref = (double*)malloc((r.s.n_params + n + r.n_ve) * sizeof(double));
+    for (i = 0; i < r.s.n_params + n + r.n_ve; i++) {
         /* central differences at h and h/2, extrapolated (Richardson): the h^2 truncation term
            cancels, so a draw with large third derivatives cannot fail a correct gradient; what
            is left, C h^4 against the rounding eps |loss| / h, is smallest near h ~ 1e-3, so
            h = 1e-4 (at 1e-5 rounding put a correct ReZero gradient 2.8e-8 off) */
-        nb_real* v = i < r.s.n_params ? r.params + i : r.in + (i - r.s.n_params);
+        nb_real* v = i < r.s.n_params ? r.params + i : i < r.s.n_params + n ? r.in + (i - r.s.n_params)
+                     : r.ve + (i - r.s.n_params - n);
         const nb_real keep = *v;
         double dh[2];
         int k;
@@ -120,6 +131,10 @@ static void fd_case(const char* what, const nb_stack_desc* d, int B, int T, nbt_
     nbt_close(name, r.grads, ref, r.s.n_params, NBT_ATOL, NBT_RTOL);
     snprintf(name, sizeof name, "%s: input gradient vs finite differences", what);
     nbt_close(name, r.din, ref + r.s.n_params, n, NBT_ATOL, NBT_RTOL);
+    if (r.n_ve) {
+        snprintf(name, sizeof name, "%s: value embedding rows' gradient vs finite differences", what);
+        nbt_close(name, r.dve, ref + r.s.n_params + n, r.n_ve, NBT_ATOL, NBT_RTOL);
+    }
     free(ref);
     teardown(&r);
 }
@@ -424,6 +439,20 @@ static void fd_all(nbt_rng* rng) {
         d = base_desc(NB_PRESET_SANDWICH, 2);
         d.residual.unet_skips = 1; d.residual.reinject_x0 = 1;
         fd_case("sandwich, 2 layers, U-Net skip and re-injection", &d, 2, 3, rng);
+    }
+    {   /* modded-nanogpt's value embeddings: 2 tables on 5 layers (layers 0, 1 and 3, 4 mix
+           them, layer 2 only lambda_0 V; each table's rows get two layers' shares) with GQA and
+           LSE memory; 1 table on a 2-layer HybridNorm (V site norms before the mix), MHA; 2
+           tables on 4 layers of Post-LN with learned sinks */
+        nb_stack_desc d = base_desc(NB_PRESET_PRE, 5);
+        d.residual.value_embeds = 2; d.n_kv_heads = 2; d.attn.memory = NB_ATTN_MEMORY_LSE;
+        fd_case("pre, value embeddings (2 tables, 5 layers), GQA, LSE", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_HYBRID, 2);
+        d.residual.value_embeds = 1; d.n_kv_heads = 2;
+        fd_case("hybrid (V norms), value embeddings (1 table)", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_POST, 4);
+        d.residual.value_embeds = 2; d.attn.sink = NB_SINK_LEARNED;
+        fd_case("post, value embeddings (2 tables, 4 layers), learned sinks", &d, 2, 3, rng);
     }
     {   /* Gemma 2's softcap: on Gemma's sandwich with GQA, in LSE memory with learned sinks on
            HybridNorm's QKV sites, and under mHC */
@@ -2700,6 +2729,89 @@ static void attn_res_props(nbt_rng* rng) {
     }
 }
 
+/* modded-nanogpt's value embeddings (2 tables on 5 layers: table 0 in layers 0 and 3, table 1
+   in 1 and 4, none in 2): the table (a lambda pair in every layer, init 0.5), the cache growth
+   (V per layer), lambdas (1, 0) = the plain stack with zero table gradients, a layer without a
+   table leaves its lambda_1 without gradient, and the refusals (unbound rows, unbound gradient
+   rows, a stack without tables, too many tables, with the value residual). */
+static void set_ve_lambdas(run* r, nb_real l0, nb_real l1) {
+    int t;
+    for (t = 0; t < r->s.n_tensors; t++)
+        if (r->s.tensors[t].kind == NB_TENSOR_VALUE_EMBED) {
+            r->params[r->s.tensors[t].offset] = l0;
+            r->params[r->s.tensors[t].offset + 1] = l1;
+        }
+}
+static void value_embeds_props(nbt_rng* rng) {
+    nb_stack_desc d = base_desc(NB_PRESET_PRE, 5);
+    run off, ve;
+    nb_ctx ctx;
+    nb_stack s;
+    char what[96];
+    size_t j;
+    int t, found = 0, zero = 1;
+    d.n_kv_heads = 2;
+    if (!nbt_check(setup(&off, &d, 2, 5, rng, 2), "value embeddings: the plain stack")) return;
+    d.residual.value_embeds = 2;
+    if (!nbt_check(setup(&ve, &d, 2, 5, rng, 2), "value embeddings: 2 tables")) { teardown(&off); return; }
+    for (t = 0; t < ve.s.n_tensors; t++) {
+        const nb_tensor_info* ti = &ve.s.tensors[t];
+        if (ti->kind != NB_TENSOR_VALUE_EMBED) continue;
+        snprintf(what, sizeof what, "blocks.%d.value_embed.lambda", found);
+        nbt_check(!strcmp(ti->name, what) && ti->count == 2 && ti->no_decay && ti->ndim == 1 &&
+                      ti->layer == found, "value embeddings: the lambdas' table row");
+        found++;
+    }
+    nbt_check(found == 5 && ve.s.n_tensors == off.s.n_tensors + 5,
+              "value embeddings: a pair of lambdas in every layer (the code's sa_lambdas)");
+    nbt_check(ve.s.n_cache == off.s.n_cache + 5 * nb__pad((size_t)2 * 5 * 2 * 4) &&
+                  ve.s.n_scratch == off.s.n_scratch,
+              "value embeddings: cache +V per layer (lambda_0's gradient), scratch unchanged");
+    nbt_check(nb_stack_init_params(NULL, &ve.s, ve.params, NB_INIT_NORMAL, 0, 7) == NB_OK,
+              "value embeddings: init_params");
+    for (t = 0; t < ve.s.n_tensors; t++)
+        if (ve.s.tensors[t].kind == NB_TENSOR_VALUE_EMBED)
+            nbt_check(ve.params[ve.s.tensors[t].offset] == 0.5 && ve.params[ve.s.tensors[t].offset + 1] == 0.5,
+                      "value embeddings: the lambdas start at 0.5");
+    copy_by_name(&ve, &off);
+    set_ve_lambdas(&ve, 1, 0);
+    nbt_check(grads(&off) && grads(&ve), "value embeddings: backward NB_OK");
+    nbt_close_r("value embeddings: lambdas (1, 0) = off", ve.out, off.out, (size_t)2 * 5 * 8, 0, 0);
+    same_grads("value embeddings: lambdas (1, 0) = off", &off, &ve);
+    for (j = 0; j < ve.n_ve; j++) zero &= ve.dve[j] == 0;
+    nbt_check(zero, "value embeddings: lambdas (1, 0): the rows' gradients are 0");
+    set_ve_lambdas(&ve, 0.5, 0.5);
+    grads(&ve);
+    {
+        const nb_real* g2 = tensor(&ve, "blocks.2.value_embed.lambda");
+        const nb_real* g3 = tensor(&ve, "blocks.3.value_embed.lambda");
+        g2 = g2 ? ve.grads + (g2 - ve.params) : NULL; /* the gradients share the layout */
+        g3 = g3 ? ve.grads + (g3 - ve.params) : NULL;
+        nbt_check(g2 && g3 && g2[1] == 0 && g2[0] != 0 && g3[1] != 0,
+                  "value embeddings: layer 2 (no table) scales its V alone: lambda_1 gets no gradient");
+    }
+    memset(&ctx, 0, sizeof ctx);
+    nbt_check(nb_stack_set_value_embeds(&ctx, &ve.s, ve.ve, NULL) == NB_OK &&
+                  grads(&ve) == 0 && strstr(ve.ctx.err, "nb_stack_set_value_embeds") != NULL,
+              "value embeddings: a backward without gradient rows is refused, naming the binding");
+    nb_stack_set_value_embeds(&ctx, &ve.s, NULL, NULL);
+    nbt_check(nb_stack_forward(&ve.ctx, &ve.s, ve.params, ve.out, ve.in, 2, 5, ve.cache, ve.scratch) ==
+                      NB_ERR_NULL && strstr(ve.ctx.err, "nb_stack_set_value_embeds") != NULL,
+              "value embeddings: a forward without rows is refused, naming the binding");
+    nbt_check(nb_stack_set_value_embeds(&ctx, &off.s, ve.ve, ve.dve) == NB_ERR_CONFIG &&
+                  strstr(ctx.err, "value_embeds") != NULL,
+              "value embeddings: binding rows to a stack without tables is refused");
+    teardown(&off); teardown(&ve);
+    d.residual.value_embeds = 3;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 2, 5) == NB_ERR_CONFIG && strstr(ctx.err, "value_embeds (3)") != NULL,
+              "value embeddings: 3 tables on 5 layers are refused");
+    d.residual.value_embeds = -1;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 2, 5) == NB_ERR_CONFIG, "value embeddings: -1 is refused");
+    d.residual.value_embeds = 1; d.residual.value_residual = 2;
+    nbt_check(nb_stack_init(&ctx, &s, &d, 2, 5) == NB_ERR_CONFIG && strstr(ctx.err, "value_residual") != NULL,
+              "value embeddings with the value residual are refused, naming both");
+}
+
 /* modded-nanogpt's U-Net skips and re-injection (residual.unet_skips, reinject_x0): the
    tensors' names, shapes, decay and init; the re-injection at its init is the plain stack;
    with drawn weights the forward against the stack composed here from a plain stack's layers
@@ -3093,6 +3205,7 @@ int main(void) {
     lns_depth_index();
     rezero_init_and_sharing(&rng);
     value_residual_props(&rng);
+    value_embeds_props(&rng);
     hyper_props(&rng);
     completep_props(&rng);
     ngpt_props(&rng);

@@ -132,7 +132,8 @@ static const char* const known_keys[] = {
     "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", "attn_gate",
     "attn_sink", "clip_qkv", "attn_softcap", "dwa", "dwa_dilation", "attn_res", "attn_res_block", "unet_skips", "reinject_x0", "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites",
     "site_width", "ffn_bias", "final_norm", "embed_norm", "siamese_scale", "siamese_fusion", "siamese_no_fusion_norm", "completep",
-    "depth_base", "width_base", "mup", "mup_base_head_dim", "mup_embed_mult", "mup_output_mult", NULL};
+    "depth_base", "width_base", "mup", "mup_base_head_dim", "mup_embed_mult", "mup_output_mult", "value_embeds",
+    NULL};
 
 static int is_dir(const char* path) {
     struct stat sb;
@@ -363,6 +364,11 @@ static int train_keys_of_meta(const st_file* M, nb_stack_desc* d) {
     static const char* const scales[3] = {"code", "paper", "one"};
     const char* v;
     int k;
+    if (st_meta(M, "value_embeds")) /* examples/train's --value-embeds */
+        return fail("MODEL's metadata has \"value_embeds\" %s: its layers mix the trainer's tables "
+                    "(transformer.value_embeds.<t>.weight) at each token into their values; a stack "
+                    "alone, run on embeddings, cannot (nb_stack_set_value_embeds takes the rows)",
+                    st_meta(M, "value_embeds"));
     if ((v = st_meta(M, "sites")) != NULL) {
         const char* p = v;
         unsigned sites = 0;

@@ -1364,6 +1364,34 @@ assert h['transformer.blocks.0.lambdas']['shape'] == [2]
 else
   fail "--unet-skips --reinject-x0 in the trainer"; grep -E "^(model|final|train|U-Net)" un_full.log un_res.log; cat un_exp.log
 fi
+# modded-nanogpt's value embeddings: a model key, said on the model line and the weight decay
+# line; the table right after the embedding (256 x H_kv d_k, N(0, 1) at init, trained), a lambda
+# pair in every layer; resume bit-identical, --load rebuilds; nbimport refuses the file by name
+"$TRAIN" "${TINY[@]}" --steps 0 --kv-heads 1 --value-embeds 1 --save ve0.st > ve0.log 2>&1
+if roundtrip ve --kv-heads 1 --value-embeds 1 && python3 -c "$LOAD_CKPT
+import json, math, struct
+raw = open('ve_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+h = json.loads(raw[8:8 + n]); assert h['__metadata__']['value_embeds'] == '1'
+names = [k for k in h if k != '__metadata__' and not k.startswith('optimizer.')]
+assert names[:2] == ['transformer.wte.weight', 'transformer.value_embeds.0.weight'], names[:3]
+assert h['transformer.value_embeds.0.weight']['shape'] == [256, 16]  # H_kv 1 x d_k 16
+assert all(h['transformer.blocks.%d.value_embed.lambda' % l]['shape'] == [2] for l in (0, 1))
+t0, t1 = load('ve0.st')['transformer.value_embeds.0.weight'], load('ve_full.st')['transformer.value_embeds.0.weight']
+sd = math.sqrt(sum(x * x for x in t0) / len(t0))
+assert abs(sd - 1) < 0.05 and t0 != t1, sd
+" && grep -q "^model: pre, .*, value embeddings (1 table of 16 per byte, layers 0..0 and 1..1)," ve_full.log &&
+   grep -q "embedding, value embeddings, head); none on .*value embedding lambdas" ve_full.log &&
+   { [ ! -x "$(dirname "$TRAIN")/nbimport" ] ||
+     { ! "$(dirname "$TRAIN")/nbimport" --export hf-llama ve_full.st ve_out/ > ve_exp.log 2>&1 &&
+       grep -q '"value_embeds" 1: its layers mix the trainer' ve_exp.log; }; }; then
+  pass "--value-embeds 1: model key, the table after the embedding (N(0, 1), trained), lambdas per layer, model and decay lines; resume bit-identical, --load rebuilds; nbimport refuses it by name"
+else
+  fail "--value-embeds in the trainer"; grep -E "^(model|weight|final)" ve_full.log ve_res.log; cat ve_exp.log
+fi
+expect_error "--value-embeds 2 with 3 layers" "residual.value_embeds (2) must be in \[0, n_layers / 2\]" \
+  "${ANY_DEPTH[@]}" --layers 3 --value-embeds 2
+expect_error "--value-embeds with --value-residual" "value_embeds and residual.value_residual both mix" \
+  "${TINY[@]}" --value-embeds 1 --value-residual learn
 # torchtitan's init by name: the run says it, the checkpoint keeps it, a resume takes it back
 if roundtrip tt --init torchtitan && grep -q "^init: torchtitan (--init)" tt_full.log &&
    python3 -c "

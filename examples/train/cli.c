@@ -242,6 +242,11 @@ static const opt k_opts[] = {
     {"unet-skips", NULL, K_FLAG, F(model.residual.unet_skips), 1, 0, NULL, NULL, O_MODEL,
      "modded-nanogpt's U-Net skips: layer l of the second half adds the output of layer L-1-l\n"
      "times a learned weight (init 1) to its input; an even number of layers"},
+    {"value-embeds", "N", K_INT, F(model.residual.value_embeds), 1, MAX_LAYERS / 2, NULL, NULL, O_MODEL,
+     "modded-nanogpt's value embeddings: N tables of H_kv d_k values per byte (N(0, 1), as its\n"
+     "nn.Embedding), layers 0..N-1 and L-N..L-1 mix table l (mod the layer's half) into their\n"
+     "values, V' = lambda_0 V + lambda_1 E[byte], the other layers lambda_0 V (lambdas per layer,\n"
+     "init 0.5); 2N <= L, not with --value-residual [0: off]"},
     {"reinject-x0", NULL, K_FLAG, F(model.residual.reinject_x0), 1, 0, NULL, NULL, O_MODEL,
      "modded-nanogpt's re-injection: every layer's input becomes lambda_0 x + lambda_1 x_0, x_0\n"
      "the embedding (after its norm), learned lambdas per layer (init 1, 0: the plain stack)"},
@@ -1079,6 +1084,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     if (c->model.siamese.fusion) d->siamese.paper_fusion = c->model.siamese.fusion - 1;
     if (c->model.siamese.no_fusion_norm) d->siamese.no_fusion_norm = 1;
     d->residual.value_residual = c->model.residual.value_residual; /* 0 off, 1 fixed, 2 learnable: the library's values */
+    d->residual.value_embeds = c->model.residual.value_embeds;
     d->residual.dwa = c->model.residual.dwa;
     d->residual.dwa_dilation = c->model.residual.dwa_dilation;
     if (!d->residual.dwa && d->residual.dwa_dilation) return fail("--dwa-dilation needs --dwa");

@@ -16,7 +16,7 @@ void model_free(model* m) {
     nb_stack_free(&m->s);
     dist_destroy(m->dist);
     free(m->p); free(m->g); free(m->m); free(m->v); free(m->w16); free(m->decay); free(m->group); free(m->sz_terms);
-    free(m->x); free(m->h); free(m->dh); free(m->dx); free(m->logits);
+    free(m->x); free(m->h); free(m->dh); free(m->dx); free(m->logits); free(m->ve_rows); free(m->ve_grad);
     free(m->cache); free(m->scratch); free(m->row_loss); free(m->tok); free(m->mask);
     free(m->head_max); free(m->head_mass); free(m->head_gate); free(m->head_sink);
     memset(m, 0, sizeof *m);
@@ -155,7 +155,10 @@ int model_init(model* m, const config* c) {
         m->embed_const = (nb_real)(m->embed_const * c->model.mup.embed_mult);
     }
     m->softcap = c->model.logit_softcap;
-    m->off_stack = (size_t)VOCAB * m->d + (size_t)m->es;
+    m->n_ve = m->s.desc.residual.value_embeds; /* value embeddings: tables between es and the stack */
+    m->ve_w = m->s.layers[0].attn.desc.n_kv_heads * m->s.layers[0].attn.head_dim;
+    m->off_ve = (size_t)VOCAB * m->d + (size_t)m->es;
+    m->off_stack = m->off_ve + (size_t)m->n_ve * VOCAB * m->ve_w;
     m->off_head = m->off_stack + m->s.n_params;
     m->off_sz = m->off_head + (size_t)VOCAB * m->d;
     m->n = m->off_sz + (m->ngpt ? VOCAB : 0);
@@ -192,6 +195,7 @@ int model_init(model* m, const config* c) {
     m->tok = (int*)xcalloc((size_t)m->B * (m->T + 1), sizeof(int));
     m->mask = (unsigned char*)xcalloc(bt, 1);
     if (m->ngpt) m->sz_terms = (nb_real*)xcalloc(bt * VOCAB, sizeof(nb_real));
+    if (m->n_ve && vembed_setup(m)) return 1;
     m->head_max = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
     m->head_mass = (double*)xcalloc((size_t)m->s.desc.n_layers * m->s.desc.n_heads, sizeof(double));
     if (m->s.desc.attn.gate)
@@ -205,6 +209,7 @@ int model_init(model* m, const config* c) {
        SiameseNorm code does with gamma is in a patch it did not release. */
     for (i = 0; i < (size_t)VOCAB * m->d; i++) m->decay[i] = 1;
     if (m->es) m->decay[(size_t)VOCAB * m->d] = (unsigned char)c->optim.wd_norms; /* a scale, as gains */
+    memset(m->decay + m->off_ve, 1, m->off_stack - m->off_ve); /* value embeddings: as the embedding */
     for (i = m->off_head; i < m->off_sz; i++) m->decay[i] = 1;
     for (i = m->off_sz; i < m->n; i++) m->decay[i] = (unsigned char)c->optim.wd_norms; /* sz: a scale */
     for (t = 0; t < m->s.n_tensors; t++) {
@@ -231,6 +236,7 @@ int model_init(model* m, const config* c) {
     /* nGPT: N(0, 1/d) untruncated (its code's base_scale), then ngpt_init_io */
     nb_fill_normal(m->p, (size_t)VOCAB * m->d, estd, m->ngpt ? 0 : 3, c->loop.seed ^ 0x57E0000000000001ULL);
     if (m->es) m->p[(size_t)VOCAB * m->d] = (nb_real)sqrt((double)m->d);
+    vembed_init(m, c->loop.seed);
     nb_fill_normal(m->p + m->off_head, (size_t)VOCAB * m->d, hstd, m->ngpt ? 0 : 3,
                    c->loop.seed ^ 0x4EAD000000000002ULL);
     if (m->ngpt && ngpt_init_io(m)) return 1;
@@ -252,6 +258,7 @@ int model_tensors(const model* m, ck_tensor* table) {
         }
         n++;
     }
+    n = vembed_tensors(m, table, n);
     for (t = 0; t < m->s.n_tensors; t++, n++) {
         const nb_tensor_info* ti = &m->s.tensors[t];
         if (!table) continue;
@@ -329,6 +336,7 @@ int model_step(model* m, int train, double* count, double* out) {
         int k;
         for (k = 0; k < d; k++) m->x[r * d + k] = es * e[k];
     }
+    vembed_gather(m);
     if (nb_stack_forward(&m->ctx, &m->s, m->p + m->off_stack, m->h, m->x, B, T, m->cache,
                          m->scratch) != NB_OK)
         return train ? fail("forward, step %d: %s", m->step + 1, m->ctx.err) : fail("forward: %s", m->ctx.err);
@@ -416,6 +424,7 @@ int model_step(model* m, int train, double* count, double* out) {
             m->g[(size_t)VOCAB * d] += (nb_real)s;
         }
     }
+    vembed_scatter(m);
     dist_grads_ready(m->dist, 0, m->off_stack);
     return 0;
 }

@@ -71,6 +71,7 @@ static const char* kind_group(nb_tensor_kind k, int derf) {
     case NB_TENSOR_ATTN_RES_GAIN: return "AttnRes key norms";
     case NB_TENSOR_SKIP_WEIGHT: return "U-Net skip weights";
     case NB_TENSOR_X0_LAMBDAS: return "x_0 lambdas";
+    case NB_TENSOR_VALUE_EMBED: return "value embedding lambdas";
     default: return "attention and FFN matrices";
     }
 }
@@ -86,7 +87,8 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
                                             NB_TENSOR_INTERP, NB_TENSOR_QK_SCALE,
                                             NB_TENSOR_FF_SCALE, NB_TENSOR_SINKS, NB_TENSOR_DWA,
                                             NB_TENSOR_ATTN_RES_QUERY, NB_TENSOR_ATTN_RES_GAIN,
-                                            NB_TENSOR_SKIP_WEIGHT, NB_TENSOR_X0_LAMBDAS};
+                                            NB_TENSOR_SKIP_WEIGHT, NB_TENSOR_X0_LAMBDAS,
+                                            NB_TENSOR_VALUE_EMBED};
     size_t values = 0, used = 0;
     int k, t;
     buf[0] = 0;
@@ -105,10 +107,10 @@ static size_t decay_groups(const model* m, int decay, char* buf, size_t n) {
         used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s", used ? ", " : "",
                                  kind_group(kinds[k], m->s.desc.norm.type == NB_NORM_DERF));
     }
-    if (decay) { /* embedding and head are always decayed */
-        values += (size_t)VOCAB * m->d + (m->off_sz - m->off_head);
-        used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%sembedding, head",
-                                 used ? ", " : "");
+    if (decay) { /* embedding (and value embeddings) and head are always decayed */
+        values += (size_t)VOCAB * m->d + (m->off_stack - m->off_ve) + (m->off_sz - m->off_head);
+        used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%sembedding, %shead",
+                                 used ? ", " : "", m->n_ve ? "value embeddings, " : "");
     }
     if (m->es && m->decay[(size_t)VOCAB * m->d] == decay) { /* the embedding scale */
         values += 1;
@@ -147,6 +149,10 @@ static void print_options(const config* c, const nb_stack_desc* d) {
             d->residual.attn_res_block);
     if (d->residual.unet_skips) say(", U-Net skips (layers %d.. add the first half's outputs)", d->n_layers / 2);
     if (d->residual.reinject_x0) say(", x_0 re-injected into every layer (lambda_0 x + lambda_1 x_0)");
+    if (d->residual.value_embeds)
+        say(", value embeddings (%d table%s of %d per byte, layers 0..%d and %d..%d)", d->residual.value_embeds,
+            d->residual.value_embeds > 1 ? "s" : "", d->n_kv_heads * (d->d_model / d->n_heads),
+            d->residual.value_embeds - 1, d->n_layers - d->residual.value_embeds, d->n_layers - 1);
     if (c->model.norm.gain < 0 || c->model.norm.bias < 0)
         say(", norms without %s", c->model.norm.gain < 0 && c->model.norm.bias < 0 ? "weight or bias"
                                   : c->model.norm.gain < 0 ? "weight" : "bias");

@@ -19,7 +19,7 @@
      dist.c        MPI: gradient buckets reduced during the backward, ZeRO-1, collectives;
                    a single-process stand-in when built without MPI
      util.c        messages, hashing, files in and out, small helpers
-     ngpt.c, completep.c, mup.c, width.c, hyper.c, dwa.c, attnres.c, unet.c
+     ngpt.c, completep.c, mup.c, width.c, hyper.c, dwa.c, attnres.c, unet.c, vembed.c
                    one scheme's part each: the model around the stack, its rules, its report
 
    The model buffer is one flat array [wte | stack | head]; gradients share its layout, so data
@@ -131,6 +131,7 @@ typedef struct cfg_residual { /* nb_stack_desc.residual */
     int dwa, dwa_dilation;    /* DenseFormer's depth-weighted average (0 off), its k (0 = 1) */
     int attn_res, attn_res_block; /* Attention Residuals (0 off), its block in sublayers (0 = 1) */
     int unet_skips, reinject_x0;  /* modded-nanogpt's U-Net skips, x_0 re-injection (0 off) */
+    int value_embeds;             /* modded-nanogpt's value embeddings: tables (0 off) */
 } cfg_residual;
 typedef struct cfg_hyper {    /* nb_stack_desc.hyper */
     int kind;                 /* 0 the preset's, else an nb_hyper */
@@ -353,7 +354,8 @@ typedef struct model {
     nb_layer_desc layers[MAX_LAYERS];
     int d, B, T;                       /* B: this rank's rows of the global batch */
     int B_global, b0;                  /* global batch, first row of this rank */
-    size_t n, off_stack, off_head;     /* params: [wte | embed_scale | stack | head | sz] */
+    size_t n, off_stack, off_head;     /* params: [wte | embed_scale | value embeddings | stack |
+                                          head | sz] */
     int es;                            /* a learnable embedding scale at VOCAB*d (DyT's code) */
     int embed_mode;                    /* EMBED_*: x = wte[tok] x (1, that scalar, or sqrt(d)) */
     nb_real embed_const;               /* without a learnable scale, the embedding's constant
@@ -366,6 +368,10 @@ typedef struct model {
                                           embedding's and head's rows unit, the stack's matrices
                                           normalized after every step (ngpt_normalize) */
     size_t off_sz;
+    int n_ve, ve_w;                    /* value embeddings: tables, each VOCAB x ve_w (H_kv d_k) */
+    size_t off_ve;                     /* their first value (after the embedding scale) */
+    nb_real *ve_rows, *ve_grad;        /* their rows at the batch's tokens, and the rows' gradients
+                                          (n_ve x B*T x ve_w, bound to the stack) */
     size_t upd_lo, n_upd;              /* the part of the buffer this rank updates */
     nb_real *p, *g;                    /* parameters and gradients (n) */
     nb_real *m, *v;                    /* Adam moments of the update range (n_upd) */
@@ -458,6 +464,13 @@ void mup_rules(model* m, const config* c);       /* its groups' multipliers (opt
 int mup_desc(const config* c, nb_stack_desc* d); /* the attention's scale; 1 after fail() */
 void mup_init(model* m, const config* c);        /* the blocks' matrices at the base width's / sqrt(m_d) */
 void mup_say(const config* c, const model* m);
+
+/* ---- vembed.c ---- */
+int vembed_setup(model* m);                      /* rows and gradient rows, bound; 1 after fail() */
+void vembed_init(model* m, unsigned long long seed);
+void vembed_gather(model* m);                    /* the batch's rows, before the forward */
+void vembed_scatter(model* m);                   /* the tables' gradients, after the backward */
+int vembed_tensors(const model* m, ck_tensor* table, int n); /* checkpoint rows from n; new n */
 
 /* ---- ngpt.c ---- */
 /* 1: c's preset is nGPT (its model around the stack: unit embedding and head rows, the logit

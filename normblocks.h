@@ -151,6 +151,8 @@
      nb_stack_set_layout                          bind a trainer's own parameter layout
      nb_gemm_bf16, nb_bf16_kernels, .precision    bf16 GEMM operands (mixed precision)
      nb_stack_set_bf16_weights, nb_bf16_round     the weights' bf16 copy kept by the caller
+     nb_stack_set_value_embeds                    the value embeddings' rows of a call (the
+                                                  caller's tables, modded-nanogpt's)
      .backend, nb_stack_kernels                   who runs a stack's GEMMs (BLAS, oneDNN;
                                                   BF16's engine timed, not named by the ISA)
      nb_ctx.profile, nb_prof_part_name            where the time goes: GEMMs, attention core,

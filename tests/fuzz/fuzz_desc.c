@@ -325,6 +325,8 @@ static void run_stack(rd* r, nb_ctx* c) {
             if (u8(r) >= 128) { /* U-Net skips, re-injection (2: refused; odd L with skips) */
                 d.residual.unet_skips = (int)(u8(r) % 3); d.residual.reinject_x0 = (int)(u8(r) % 3);
             }
+            if (u8(r) >= 128) /* value embeddings (past n_layers / 2, and the edges: refused) */
+                d.residual.value_embeds = pick_int(r, 3);
         }
     }
     rc = nb_stack_init(c, &s, &d, mb, ms);
@@ -369,7 +371,8 @@ static void run_stack(rd* r, nb_ctx* c) {
         nb_real *cache = buf(s.n_cache, 0), *scr = buf(s.n_scratch, 0);
         nb_real *x = buf(n, (nb_real)0.2), *out = buf(n, 9), *dx = buf(n, 9);
         double diag[64];
-        int ok_bt, skipped = 0;
+        int ok_bt, skipped = 0, ve_bound = 2; /* value embeddings: 2 rows and gradients bound */
+        nb_real *ve = NULL, *dve = NULL;
         pick_bt(r, mb, ms, &B, &T);
         ok_bt = B > 0 && T > 0 && B <= mb && T <= ms;
         CHECK(nb_stack_init_params(c, &s, w, (nb_init_scheme)(u8(r) % 11), 0, u8(r)) == NB_OK,
@@ -378,17 +381,30 @@ static void run_stack(rd* r, nb_ctx* c) {
             s.skip[u8(r) % (unsigned)s.desc.n_layers] = 1;
             skipped = 1;
         }
+        if (s.desc.residual.value_embeds) { /* the tables' rows: both, rows alone, or none */
+            const size_t nv = (size_t)s.desc.residual.value_embeds * mb * ms *
+                              s.layers[0].attn.desc.n_kv_heads * s.layers[0].attn.head_dim;
+            ve = buf(nv, (nb_real)0.3); dve = buf(nv, 9);
+            ve_bound = (int)(u8(r) % 3);
+            CHECK(nb_stack_set_value_embeds(c, &s, ve_bound ? ve : NULL, ve_bound == 2 ? dve : NULL) ==
+                      NB_OK, "set_value_embeds: %s", c->err);
+        }
         rc = nb_stack_forward(c, &s, w, out, x, B, T, cache, scr);
         check_rc(c, rc);
         /* a skipped layer is refused, naming it, where layers' outputs cross to later layers
-           (DenseFormer, Attention Residuals, U-Net, re-injection; the value residual's V_0) */
+           (DenseFormer, Attention Residuals, U-Net, re-injection; the value residual's V_0);
+           value embeddings without their rows, naming the binding */
         CHECK(!ok_bt || rc == NB_OK ||
-                  (skipped && rc == NB_ERR_CONFIG && strstr(c->err, "skipped") != NULL),
+                  (skipped && rc == NB_ERR_CONFIG && strstr(c->err, "skipped") != NULL) ||
+                  (!ve_bound && rc == NB_ERR_NULL && strstr(c->err, "nb_stack_set_value_embeds") != NULL),
               "stack forward B=%d T=%d: %s", B, T, c->err);
         if (!rc) {
             n_ran++;
             rc = nb_stack_backward(c, &s, w, gw, dx, out, B, T, cache, scr);
-            CHECK(rc == NB_OK, "stack backward: %s", c->err);
+            CHECK(rc == NB_OK || (ve_bound == 1 && rc == NB_ERR_NULL &&
+                                  strstr(c->err, "nb_stack_set_value_embeds") != NULL),
+                  "stack backward: %s", c->err);
+            if (rc) goto done; /* the refused backward: nothing more to look at */
             if (s.desc.n_layers + 1 <= 8) {
                 const int st = (int)(u8(r) % 3);
                 CHECK((nb_stack_hidden_norms(&s, cache, B, T, st, diag) == NB_OK) ==
@@ -420,7 +436,8 @@ static void run_stack(rd* r, nb_ctx* c) {
         } else {
             CHECK(same(out, n, 9), "refused stack forward wrote out");
         }
-        free(w); free(gw); free(cache); free(scr); free(x); free(out); free(dx);
+    done:
+        free(w); free(gw); free(cache); free(scr); free(x); free(out); free(dx); free(ve); free(dve);
     }
     nb_stack_free(&s);
 }

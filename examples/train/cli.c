@@ -244,9 +244,9 @@ static const opt k_opts[] = {
      "times a learned weight (init 1) to its input; an even number of layers"},
     {"value-embeds", "N", K_INT, F(model.residual.value_embeds), 1, MAX_LAYERS / 2, NULL, NULL, O_MODEL,
      "modded-nanogpt's value embeddings: N tables of H_kv d_k values per byte (N(0, 1), as its\n"
-     "nn.Embedding), layers 0..N-1 and L-N..L-1 mix table l (mod the layer's half) into their\n"
-     "values, V' = lambda_0 V + lambda_1 E[byte], the other layers lambda_0 V (lambdas per layer,\n"
-     "init 0.5); 2N <= L, not with --value-residual [0: off]"},
+     "nn.Embedding); layers 0..N-1 mix tables 0..N-1 into their values, and layers L-N..L-1 the\n"
+     "same tables again: V' = lambda_0 V + lambda_1 E[byte]; the other layers V' = lambda_0 V\n"
+     "(lambdas per layer, init 0.5); 2N <= L, not with --value-residual [0: off]"},
     {"reinject-x0", NULL, K_FLAG, F(model.residual.reinject_x0), 1, 0, NULL, NULL, O_MODEL,
      "modded-nanogpt's re-injection: every layer's input becomes lambda_0 x + lambda_1 x_0, x_0\n"
      "the embedding (after its norm), learned lambdas per layer (init 1, 0: the plain stack)"},

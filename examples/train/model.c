@@ -136,8 +136,8 @@ int model_init(model* m, const config* c) {
     m->ngpt = m->s.desc.preset == NB_PRESET_NGPT;
     /* the logits' multiplier: CompleteP's alpha_out / m_d (its code's mup_output_alpha = 1),
        muP's mup_output_mult (default 1 / m_d) */
-    m->out_mult = c->model.mup.on ? (c->model.mup.output_mult > 0 ? c->model.mup.output_mult : 1 / width_mult(c))
-                  : c->model.residual.completep > 0 && c->model.residual.width_base ? (double)c->model.residual.width_base / m->d : 1;
+    m->out_mult = c->model.mup.output_mult > 0 ? c->model.mup.output_mult
+                  : c->model.mup.on || c->model.residual.completep > 0 ? 1 / width_mult(c) : 1;
     bt = (size_t)m->B * m->T;
     /* DyT's LLaMA code multiplies the embedding by a learnable scalar, initialized to sqrt(d);
        Gemma by the constant sqrt(d), rounded to the activations' dtype (here float32) */

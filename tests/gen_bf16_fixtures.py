@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
-Writes <outdir>/blocks_bf16.bin: eighteen stacks of tests/gen_block_fixtures.py (its descriptions,
+Writes <outdir>/blocks_bf16.bin: nineteen stacks of tests/gen_block_fixtures.py (its descriptions,
 draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
 "bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
 backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
@@ -13,7 +13,8 @@ float32's size (bf16_tight_limit, derived there) instead of bf16's (bf16_loose_l
 
 File format: that of blocks.bin (NBFX0001, tests/nbfixture.py; the fields of
 tests/gen_block_fixtures.py), the cases named "bf16_<its case>": the scalars, preset_key, E,
-dout, every parameter, and out, din and every parameter gradient of the bf16 computation.
+dout, every parameter (and the value embeddings' rows ve), and out, din and every parameter
+gradient (and the rows' gradient dve) of the bf16 computation.
 
 Before writing, the twin's bf16 mode is checked:
   - bf16_round rounds to nearest even (ties, a carry into the exponent, through float32);
@@ -79,7 +80,9 @@ PREFIX = "bf16_"  # the file's case names: "bf16_" + gen_block_fixtures.py's nam
 # value residual, L = 3 (the readers unrounded: the library's are float32 in every precision,
 # the twin's einsums in the module's dtype); modded-nanogpt's U-Net skips and x_0 re-injection
 # on Pre-Norm with GQA, L = 4 (the mixed inputs unrounded: the library's are float32 sums of
-# scaled rows in every precision, the twin's in the module's dtype)
+# scaled rows in every precision, the twin's in the module's dtype); modded-nanogpt's value
+# embeddings, 2 tables on Pre-Norm with GQA, L = 5 (the mix lambda_0 V + lambda_1 E unrounded,
+# as the value residual's: V' is rounded as the context's operand, as V is without the option)
 SMALL = dict(d=8, H=2)
 CASES = [
     ("pre_L3", make_cfg("PRE", 3, Hkv=1, **SMALL)),
@@ -105,6 +108,7 @@ CASES = [
     ("attnres_s3_periln_L3", dict(make_cfg("PERILN", 3, Hkv=2, **SMALL), attn_res=1,
                                   attn_res_block=3, value_residual=2)),
     ("unet_pre_L4", dict(make_cfg("PRE", 4, d=8, H=4, Hkv=2), unet_skips=1, reinject_x0=1)),
+    ("ve_pre_L5", dict(make_cfg("PRE", 5, d=8, H=4, Hkv=2), value_embeds=2)),
 ]
 
 
@@ -133,16 +137,20 @@ def bf16_tight_limit(nref, n, cfg, backward, floor_rms):
 # ---- the twin in bf16 ------------------------------------------------------------------------
 
 
-def run(cfg, p, E, dout, dtype=torch.float64, precision="bf16"):
-    """out, din and the parameter gradients (name -> tensor) of loss = sum(out * dout)."""
+def run(cfg, p, E, dout, dtype=torch.float64, precision="bf16", ve=None):
+    """out, din and the parameter gradients (name -> tensor) of loss = sum(out * dout); with
+    the value embeddings' rows ve their gradient too ("dve")."""
     B, T, d = cfg["B"], cfg["T"], cfg["d"]
     stack = gbf.twin_stack(cfg, dtype, gemm=dict(precision=precision))
     gbf.load(stack, {k: v.to(dtype) for k, v in p.items()})
     Ed = E.detach().to(dtype).reshape(B, T, d).requires_grad_(True)
-    out = stack(Ed)
+    ved = None if ve is None else ve.detach().to(dtype).clone().requires_grad_(True)
+    out = stack(Ed, value_embeds=ved)
     (out * dout.to(dtype).reshape(B, T, d)).sum().backward()
     res = {"out": out.detach().reshape(B * T, d).double(),
            "din": Ed.grad.reshape(B * T, d).double()}
+    if ve is not None:
+        res["dve"] = ved.grad.double()
     for k, v in stack.named_parameters():
         assert v.grad is not None, k
         res["grad." + k] = v.grad.double()
@@ -208,10 +216,10 @@ def check_bf16_ops():
     assert torch.equal(a.grad, (R(g * 3.0) @ R(b).t()) * (1.0 / 3.0))
 
 
-def check_structure(name, cfg, p, E, dout):
+def check_structure(name, cfg, p, E, dout, ve=None):
     """The bf16 path is the float64 model when rounding is the identity; the projections never
     run as nn.Linear in bf16; the rounding runs 18 L times; permuted_run computes the same."""
-    ref = run(cfg, p, E, dout, precision="fp32")
+    ref = run(cfg, p, E, dout, precision="fp32", ve=ve)
     real = twin.bf16_round
     calls = [0]
 
@@ -220,7 +228,7 @@ def check_structure(name, cfg, p, E, dout):
         return x
     twin.bf16_round = identity
     try:
-        same = run(cfg, p, E, dout)
+        same = run(cfg, p, E, dout, ve=ve)
     finally:
         twin.bf16_round = real
     for k in ref:
@@ -232,11 +240,11 @@ def check_structure(name, cfg, p, E, dout):
         if isinstance(mod, torch.nn.Linear):
             mod.register_forward_pre_hook(lambda m, i, mname=mname: fired.append(mname))
     gbf.load(stack, p)
-    stack(E.reshape(cfg["B"], cfg["T"], cfg["d"]))
+    stack(E.reshape(cfg["B"], cfg["T"], cfg["d"]), value_embeds=ve)
     assert not fired, (name, fired)
     # the conditioning's permuted stacks compute the same function
-    bf = run(cfg, p, E, dout)
-    perm = permuted_run(cfg, p, E, dout, torch.float64, torch.Generator().manual_seed(1))
+    bf = run(cfg, p, E, dout, ve=ve)
+    perm = permuted_run(cfg, p, E, dout, torch.float64, torch.Generator().manual_seed(1), ve)
     for k in bf:
         assert torch.allclose(perm[k], bf[k], rtol=0, atol=1e-12 * bf[k].abs().max()), (name, k)
 
@@ -275,9 +283,10 @@ def perm_tensor(name, t, pd, pf, swiglu):
     return t
 
 
-def permuted_run(cfg, p, E, dout, dtype, gen):
+def permuted_run(cfg, p, E, dout, dtype, gen, ve=None):
     """run() on a copy with permuted residual channels, FFN units and batch rows (drawn from
-    gen), the results mapped back."""
+    gen), the results mapped back (the value embeddings' rows ve, (N, B*T, H_kv d_k), by their
+    batch rows: their width is V's, which the residual channels do not touch)."""
     d, B, T, f = cfg["d"], cfg["B"], cfg["T"], cfg["f"]
     swiglu = cfg["ffn"] == SWIGLU
     pd, pf, pb = (torch.randperm(n, generator=gen) for n in (d, f, B))
@@ -285,9 +294,14 @@ def permuted_run(cfg, p, E, dout, dtype, gen):
 
     def acts(x, cols, rows):
         return x.reshape(B, T, d)[rows][:, :, cols].reshape(B * T, d)
+    def rows(x, order):
+        return x.reshape(len(x), B, T, -1)[:, order].reshape(x.shape)
     res = run(cfg, {k: perm_tensor(k, v, pd, pf, swiglu) for k, v in p.items()},
-              acts(E, pd, pb), acts(dout, pd, pb), dtype)
+              acts(E, pd, pb), acts(dout, pd, pb), dtype,
+              ve=None if ve is None else rows(ve, pb))
     back = {"out": acts(res["out"], ipd, ipb), "din": acts(res["din"], ipd, ipb)}
+    if ve is not None:
+        back["dve"] = rows(res["dve"], ipb)
     for k, v in res.items():
         if k.startswith("grad."):
             back[k] = perm_tensor(k[5:], v, ipd, ipf, swiglu)
@@ -314,7 +328,7 @@ def is_dscores(x):
     return x.dim() == 4 and x.shape[-1] == x.shape[-2] and bool((x < 0).any())
 
 
-def pushed_run(cfg, p, E, dout):
+def pushed_run(cfg, p, E, dout, ve=None):
     """The float64 bf16 run with every rounded value that is not a parameter pushed toward its
     nearest rounding boundary by PUSH_REL 2^-24 |x| + PUSH_ABS 2^-24 rms(x) (rms over the
     operand) before it is rounded: every rounding decision a float32 computation deviating by
@@ -345,23 +359,26 @@ def pushed_run(cfg, p, E, dout):
     twin.bf16_round = pushed
     try:
         Ed = E.detach().reshape(B, T, d).requires_grad_(True)
-        out = stack(Ed)
+        ved = None if ve is None else ve.detach().clone().requires_grad_(True)
+        out = stack(Ed, value_embeds=ved)
         (out * dout.reshape(B, T, d)).sum().backward()
     finally:
         twin.bf16_round = real
     res = {"out": out.detach().reshape(B * T, d), "din": Ed.grad.reshape(B * T, d)}
+    if ve is not None:
+        res["dve"] = ved.grad
     res.update(("grad." + k, v.grad) for k, v in stack.named_parameters())
     return res
 
 
-def conditioning(cfg, p, E, dout, bf, seed):
+def conditioning(cfg, p, E, dout, bf, seed, ve=None):
     """(ratio, what): the largest error / tight tolerance over the float32 runs (torch's order
     and N_ORDERS - 1 permuted ones) and the pushed run, against the bf16 reference bf."""
     gen = torch.Generator().manual_seed(seed)
-    runs = [("float32", run(cfg, p, E, dout, torch.float32))]
-    runs += [("float32 order %d" % i, permuted_run(cfg, p, E, dout, torch.float32, gen))
+    runs = [("float32", run(cfg, p, E, dout, torch.float32, ve=ve))]
+    runs += [("float32 order %d" % i, permuted_run(cfg, p, E, dout, torch.float32, gen, ve))
              for i in range(1, N_ORDERS)]
-    runs.append(("pushed", pushed_run(cfg, p, E, dout)))
+    runs.append(("pushed", pushed_run(cfg, p, E, dout, ve)))
     worst = (0.0, "")
     for label, res in runs:
         r, k = max(ratios(cfg, res, bf, bf16_tight_limit))
@@ -377,23 +394,26 @@ def draw(name, cfg, seed):
     if not res:
         return None, why, False
     p, E, dout, out, din, grads = res[:6]
+    ve, dve = res[8] if res[8] is not None else (None, None)  # the value embeddings' rows
     # clip_qkv: no Q|K|V value of the bf16 run within float32 reach of the bound either
     why = cfg.get("clip_qkv") and gbf.clip_refusal(cfg, p, E, gemm=dict(precision="bf16"))
     if why:
         # main() counts rejections by the words after " of "
         return None, "the bf16 run of clip_qkv's checks (%s)" % why, True
     f64 = dict(out=out, din=din, **{"grad." + k: v for k, v in grads.items()})
-    bf = run(cfg, p, E, dout)
+    if ve is not None:
+        f64["dve"] = dve
+    bf = run(cfg, p, E, dout, ve=ve)
     r, k = max(ratios(cfg, bf, f64, bf16_loose_limit))
     if r >= MARGIN_LOOSE:  # bf16 rounding amplified: an ill-conditioned draw
         return None, "bf16 at %.2f of the loose tolerance (%s)" % (r, k), True
-    for k in [k for k in f64 if k in ("out", "din") or k.endswith(GEMM_WEIGHTS)]:
+    for k in [k for k in f64 if k in ("out", "din", "dve") or k.endswith(GEMM_WEIGHTS)]:
         rel = ((bf[k] - f64[k]).norm() / f64[k].norm()).item()
         assert rel > 1e-5, "%s: %s: bf16 only %.2g from float64" % (name, k, rel)
-    m, worst = conditioning(cfg, p, E, dout, bf, seed)
+    m, worst = conditioning(cfg, p, E, dout, bf, seed, ve)
     if m >= MARGIN:
         return None, "%.2f of the tight tolerance (%s)" % (m, worst), True
-    return (p, E, dout, bf, m, worst), None, True
+    return (p, E, dout, bf, m, worst, ve), None, True
 
 
 def main():
@@ -418,11 +438,13 @@ def main():
             kind = why.split(" of ")[1].split(" (")[0] if kept else "gen_block_fixtures.py"
             rejected[kind] = rejected.get(kind, 0) + 1
         assert res, "%s: no well-conditioned draw in %d" % (name, MAX_DRAWS)
-        p, E, dout, bf, m, worst = res
-        check_structure(name, cfg, p, E, dout)
+        p, E, dout, bf, m, worst, ve = res
+        check_structure(name, cfg, p, E, dout, ve)
         if prior is not None and first == attempt:  # blocks.bin's draw: the same values
             assert torch.equal(prior[name + ".E"].reshape(E.shape), E), name
             assert torch.equal(prior[name + ".dout"].reshape(dout.shape), dout), name
+            if ve is not None:
+                assert torch.equal(prior[name + ".ve"].reshape(ve.shape), ve), name
             for k, v in p.items():
                 assert torch.equal(prior[name + "." + k].reshape(v.shape), v), (name, k)
         cs = PREFIX + name
@@ -443,7 +465,8 @@ def main():
             w.add(cs + ".clip_qkv", cfg["clip_qkv"])
         if cfg.get("softcap"):
             w.add(cs + ".softcap", cfg["softcap"])
-        for field in ("dwa", "dwa_dilation", "attn_res", "attn_res_block") + gbf.UNET_FIELDS:
+        for field in ("dwa", "dwa_dilation", "attn_res", "attn_res_block") + gbf.UNET_FIELDS + \
+                ("value_embeds",):
             if cfg.get(field):
                 w.add(cs + "." + field, cfg[field])
         w.add(cs + ".preset_key",
@@ -452,6 +475,9 @@ def main():
         w.add(cs + ".dout", dout)
         w.add(cs + ".out", bf["out"])
         w.add(cs + ".din", bf["din"])
+        if ve is not None:  # the tables' rows (an input) and their bf16 gradient
+            w.add(cs + ".ve", ve)
+            w.add(cs + ".dve", bf["dve"])
         for k in p:
             w.add(cs + "." + k, p[k])
             w.add(cs + ".grad." + k, bf["grad." + k])

@@ -23,7 +23,9 @@ mixture of permutation matrices as its code builds it, and HC's Algorithm 2, in 
 DenseFormer's depth-weighted average as its paper's sum over the kept outputs
 (nbfixture.dwa_average_ref), Attention Residuals' readers token by token over the paper's block
 sums (direct_attn_res: nbfixture.attn_res_sources_ref, attn_res_read_ref), modded-nanogpt's
-U-Net skips and x_0 re-injection by index, term by term (nbfixture.unet_input_ref), CompleteP's
+U-Net skips and x_0 re-injection by index, term by term (nbfixture.unet_input_ref), its value
+embeddings as its list of tables read by index and its mix term by term
+(nbfixture.value_embed_layers_ref, value_embed_mix_ref), CompleteP's
 residual multiplier as its code computes it (completep_s), nGPT's Block as NVIDIA/ngpt's model.py
 computes it (nbfixture.ngpt_block_ref, with the standard RoPE for the code's, its issue #10) and
 its s_qk, softmax scale and s_uv in that code's form where other presets take them; every case's
@@ -55,11 +57,16 @@ Per case (names "<case>.<field>"):
              only when not 0; attn_res (Attention Residuals: 1 on) and attn_res_block (its
              block size S in sublayers; 0 = 1, Full AttnRes) only when not 0; unet_skips
              (modded-nanogpt's U-Net skips: 1 on) and reinject_x0 (its re-injection of x_0: 1
-             on) only when not 0
+             on) only when not 0; value_embeds (modded-nanogpt's value embeddings: N tables)
+             only when not 0
     preset_key  the preset's key (nb_preset_name) as character codes, one per value
     tensors  E (B*T, d), dout, out, din (B*T, d); with attn_res attn_res_weights ((2L+1) x
              (2L+1): nb_stack_attn_res_weights' matrix, every reader's weights averaged over the
-             B*T tokens, row j the reader before sublayer j, column e + 1 the source p_e)
+             B*T tokens, row j the reader before sublayer j, column e + 1 the source p_e); with
+             value_embeds ve (N, B*T, H_kv d_k: the tables' rows of the call, an input, as
+             nb_stack_set_value_embeds binds them: row b*T + i of table t the token at (b, i))
+             and dve (the same shape: their gradient, an output, the two layers sharing a table
+             summed)
     params   every parameter under its library name, e.g. "<case>.blocks.0.att_proj.weight"
              (matrices (out, in), vectors 1-D), and its gradient "<case>.grad.blocks.0...."
 Every preset's eps is the library default for that preset (1e-6 for olmo2, mixln and
@@ -95,19 +102,21 @@ from nbfixture import (DYT, FULL, GATE_ELEMENTWISE, GELU_TANH, HYPER_HC, HYPER_I
                        hc_depth_connection, hc_width_connection, justnorm, mhc_head_ref,
                        mhc_lite_perms_ref, mhc_lite_res_ref, mhc_sublayer, ngpt_block_ref,
                        ngpt_rope_official, norm_fn, output_dir,
-                       rand_gain, rms_norm, rope_sin_cos, twin, twin_config, unet_input_ref)
+                       rand_gain, rms_norm, rope_sin_cos, twin, twin_config, unet_input_ref,
+                       value_embed_layers_ref, value_embed_mix_ref, value_embed_rows_ref)
 from nbfixture import attention as mha
 
 SEED = 20240611
-# 3.14 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
+# 3.25 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
 # 768 values at n = 4, d = 8, and every parameter is stored with its gradient), mHC-lite's three
 # (mhclite_*) 130 kB (its fn (2n + n!) x n d: 1024 values at n = 4), CompleteP's
 # cases (cp_*) 156 kB, nGPT's five 109 kB (ngpt_L2 40 kB of them: the code's SwiGLU of 4d, 2f x d
 # + d x f + 2f values per layer at d = 8, f = 32), the attention sinks' three (sink_*) 70 kB,
 # clip_qkv's three (clip_*) 70 kB, the softcap's three (softcap_*) 70 kB, DenseFormer's three
 # (dwa_*, L = 3 and 4) 113 kB, Attention Residuals' four (attnres_*) 141 kB, the U-Net's
-# and re-injection's four (unet_*, reinject_*) 136 kB; the other cases keep the 1.8 MB they had
-MAX_BYTES = 3_200_000
+# and re-injection's four (unet_*, reinject_*) 136 kB, the value embeddings' three (ve_*, with
+# their rows and the rows' gradients) 114 kB; the other cases keep the 1.8 MB they had
+MAX_BYTES = 3_300_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -158,6 +167,10 @@ AR_READERS = ("attn_res", "mlp_res", "final_res")  # their tensors' module names
 # the layers alone, make it
 UNET_FAR = 0.2
 UNET_FIELDS = ("unet_skips", "reinject_x0")
+# value embedding cases: the output moves by at least VE_FAR of its norm from the plain stack's
+# with the same other weights (ve_refusal): the tables' rows and the lambdas, not the layers
+# alone, make it
+VE_FAR = 0.2
 
 
 def check_header_keys(presets):
@@ -208,7 +221,7 @@ DRAW_ORDER = ("att_proj", "attn_out", "q_norm", "k_norm", "v_norm", "c_norm", "c
               "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", "hc_ffn",
               "sqk", "suv", "attn_alpha", "mlp_alpha", "attn_res_norm", "ff_res_norm",
               "attn_resweight", "ff_resweight", "sinks", "dwa", "attn_res", "mlp_res",
-              "skip_weight", "lambdas")
+              "skip_weight", "lambdas", "value_embed")
 
 
 def draw_params(cfg, stack=None):
@@ -233,7 +246,9 @@ def draw_params(cfg, stack=None):
     pseudo-queries (init 0) N(0, ATTN_RES_QUERY^2 / d) (weights far from uniform), their key
     norms' gains rand_gain (never offset). The U-Net's skip weights (init 1) in [0.55, 0.85],
     the re-injection's lambdas (init [1, 0]) lambda_0 in [0.65, 0.95], lambda_1 in [0.3, 0.5]:
-    far from their init, the skip and x_0 a visible share of every mixed input."""
+    far from their init, the skip and x_0 a visible share of every mixed input. The value
+    embeddings' lambdas (init [0.5, 0.5]) lambda_0 in [0.65, 0.95], lambda_1 in [0.2, 0.4]:
+    away from the init, apart from each other (a swap would show)."""
     stack = stack or twin_stack(cfg)
     d, f = cfg["d"], cfg["f"]
 
@@ -276,6 +291,8 @@ def draw_params(cfg, stack=None):
             p[name] = 0.55 + 0.3 * torch.rand(t.shape)
         elif last == "lambdas":  # re-injection: [lambda_0 (x), lambda_1 (x_0)]
             p[name] = torch.tensor([0.65, 0.3]) + torch.tensor([0.3, 0.2]) * torch.rand(2)
+        elif name.endswith(".value_embed.lambda"):  # [lambda_0 (V), lambda_1 (the table's E)]
+            p[name] = torch.tensor([0.65, 0.2]) + torch.tensor([0.3, 0.2]) * torch.rand(2)
         elif name.endswith(".dwa.weight"):  # (1, count), the layer's own output last
             sign = torch.where(torch.rand(t.shape) < 1 / 3, -1.0, 1.0)
             a = sign * (0.3 + 0.5 * torch.rand(t.shape))
@@ -307,21 +324,24 @@ def draw_params(cfg, stack=None):
     return p
 
 
-def run(cfg, p, E, dout, dtype=torch.float64, **fields):
+def run(cfg, p, E, dout, dtype=torch.float64, ve=None, **fields):
     """The twin's output, input gradient and parameter gradients of loss = sum(out * dout),
-    with the attention probabilities and the states after every layer (both streams)."""
+    with the attention probabilities, the states after every layer (both streams) and the
+    value embeddings' rows' gradient (None without ve: the rows, (N, B*T, H_kv d_k))."""
     B, T, d = cfg["B"], cfg["T"], cfg["d"]
     stack = twin_stack(cfg, dtype, **fields)
     load(stack, p)
     Ed = E.detach().to(dtype).reshape(B, T, d).requires_grad_(True)
+    ved = None if ve is None else ve.detach().to(dtype).clone().requires_grad_(True)
     probs, hidden = [], []
-    out = stack(Ed, hidden=hidden, probs=probs)
+    out = stack(Ed, hidden=hidden, probs=probs, value_embeds=ved)
     (out * dout.to(dtype).reshape(B, T, d)).sum().backward()
     grads = {k: v.grad for k, v in stack.named_parameters()}
     for k, g in grads.items():
         assert g is not None, "parameter %s does not influence the output" % k
     states = [t.detach() for h in hidden[1:] for t in (h if isinstance(h, tuple) else (h,))]
-    return out.detach().reshape(B * T, d), Ed.grad.reshape(B * T, d), grads, probs, states
+    return (out.detach().reshape(B * T, d), Ed.grad.reshape(B * T, d), grads, probs, states,
+            None if ve is None else ved.grad)
 
 
 # ---- direct transcriptions of the papers' equations (the independent check of the twin) -------
@@ -333,6 +353,9 @@ _V0 = {}
 # "list", while softcap_refusal runs the direct forward: where attention appends each layer's
 # scaled scores before the softcap
 _LOGITS = {}
+# "tables", while direct() runs a stack with value embeddings: the tables' rows of the call as
+# the code's per-token values (nbfixture.value_embed_rows_ref), (B, T, H_kv, d_k) each
+_VE = {}
 
 
 def attention(cfg, p, pre, x, sites, width, probs):
@@ -352,6 +375,12 @@ def attention(cfg, p, pre, x, sites, width, probs):
                 return v
             lam = p[pre + "value_residual.lambda"] if cfg["value_residual"] == 2 else (0.5, 0.5)
             return lam[0] * v + lam[1] * _V0["v"]
+    if cfg.get("value_embeds"):  # modded-nanogpt: the code's list of tables, by index
+        l = int(pre.split(".")[1])
+
+        def vmix(v):
+            ve = value_embed_layers_ref(_VE["tables"], cfg["L"])[l]
+            return value_embed_mix_ref(v, p[pre + "value_embed.lambda"], ve)
 
     def snorm(site, t):
         # site norms: gain only, also for LayerNorm (nb_norm_type: "gain only at attention sites");
@@ -790,13 +819,22 @@ def clip_refusal(cfg, p, E, **fields):
     return None
 
 
-def direct(cfg, p, E):
-    """The direct transcription of a case's stack (draw's independent forward)."""
-    if cfg["preset"] in ("SIAMESE", "SIAMESE_POST_PRE"):
-        return direct_siamese(cfg, p, E)
-    if cfg.get("attn_res"):
-        return direct_attn_res(cfg, p, E)
-    return direct_hyper(cfg, p, E) if hyper_of(cfg)[0] else direct_forward(cfg, p, E)
+def direct(cfg, p, E, ve=None):
+    """The direct transcription of a case's stack (draw's independent forward); ve: the value
+    embeddings' rows of a case with value_embeds ((N, B*T, H_kv d_k), the library's layout)."""
+    assert (ve is None) == (not cfg.get("value_embeds")), cfg
+    if ve is not None:
+        B, T, Hkv, dk = cfg["B"], cfg["T"], cfg["Hkv"], cfg["d"] // cfg["H"]
+        assert len(ve) == cfg["value_embeds"]
+        _VE["tables"] = [value_embed_rows_ref(rows, B, T, Hkv, dk) for rows in ve]
+    try:
+        if cfg["preset"] in ("SIAMESE", "SIAMESE_POST_PRE"):
+            return direct_siamese(cfg, p, E)
+        if cfg.get("attn_res"):
+            return direct_attn_res(cfg, p, E)
+        return direct_hyper(cfg, p, E) if hyper_of(cfg)[0] else direct_forward(cfg, p, E)
+    finally:
+        _VE.clear()
 
 
 def scaled_logits(cfg, p, E):
@@ -854,15 +892,15 @@ def lite_refusal(cfg, p, E):
     return None
 
 
-def moved_from(cfg, p, other_cfg, other_p, E):
-    """||out - out'|| / ||out'||: how far the twin's output of (cfg, p) is from that of
-    (other_cfg, other_p) on E."""
+def moved_from(cfg, p, other_cfg, other_p, E, ve=None):
+    """||out - out'|| / ||out'||: how far the twin's output of (cfg, p) (with the value
+    embeddings' rows ve, if given) is from that of (other_cfg, other_p) on E."""
     outs = []
-    for c, q in ((cfg, p), (other_cfg, other_p)):
+    for c, q, rows in ((cfg, p, ve), (other_cfg, other_p, None)):
         stack = twin_stack(c)
         load(stack, q)
         with torch.no_grad():
-            outs.append(stack(E.reshape(cfg["B"], cfg["T"], cfg["d"])))
+            outs.append(stack(E.reshape(cfg["B"], cfg["T"], cfg["d"]), value_embeds=rows))
     return ((outs[0] - outs[1]).norm() / outs[1].norm()).item()
 
 
@@ -888,6 +926,19 @@ def unet_refusal(cfg, p, E):
     moved = moved_from(cfg, p, plain, without, E)
     if not moved > UNET_FAR:
         return "the skips and lambdas move the output by %.2g of the plain stack's" % moved
+    return None
+
+
+def ve_refusal(cfg, p, E, ve):
+    """Why a value embedding case's draw is refused (None when kept): its output within VE_FAR
+    of its norm from the plain stack's (the same parameters without value_embed.lambda, no
+    rows)."""
+    plain = {k: v for k, v in cfg.items() if k != "value_embeds"}
+    without = {k: v for k, v in p.items() if not k.endswith(".value_embed.lambda")}
+    assert len(p) - len(without) == cfg["L"], sorted(p)
+    moved = moved_from(cfg, p, plain, without, E, ve)
+    if not moved > VE_FAR:
+        return "the rows and lambdas move the output by %.2g of the plain stack's" % moved
     return None
 
 
@@ -938,19 +989,29 @@ def draw(name, cfg, seed, reference=None):
     # dout of std 0.5: weight gradients are sums over all B*T tokens and would otherwise reach
     # O(50), where float32 rounding alone approaches the test's absolute tolerance
     dout = 0.5 * torch.randn(BT, d)
-    out, din, grads, probs, hidden = run(cfg, p, E, dout)
+    # the value embeddings' rows of the call (N tables of B*T x H_kv d_k, as the trainer gathers
+    # them from its N(0, 1) tables), drawn last: the other cases' draws stay as they were
+    ve = None
+    if cfg.get("value_embeds"):
+        ve = torch.randn(cfg["value_embeds"], BT, cfg["Hkv"] * (d // cfg["H"]))
+    out, din, grads, probs, hidden, dve = run(cfg, p, E, dout, ve=ve)
 
     # the twin agrees with the direct transcription, forward and backward (a bug in one of them
     # if not; a detached path would leave the forward equal)
     pd = {k: v.detach().clone().requires_grad_(True) for k, v in p.items()}
     Ed = E.detach().clone().requires_grad_(True)
+    ved = None if ve is None else ve.detach().clone().requires_grad_(True)
     if reference is not None:
+        assert ve is None, name
         dref = reference(cfg, pd, Ed)
     else:
-        dref = direct(cfg, pd, Ed)
+        dref = direct(cfg, pd, Ed, ved)
     (dref * dout).sum().backward()
     assert torch.allclose(dref, out, rtol=0, atol=1e-12), name
-    for k, got, want in [("din", din, Ed.grad)] + [(k, grads[k], pd[k].grad) for k in grads]:
+    pairs = [("din", din, Ed.grad)] + [(k, grads[k], pd[k].grad) for k in grads]
+    if ve is not None:
+        pairs.append(("dve", dve, ved.grad))
+    for k, got, want in pairs:
         assert torch.allclose(got, want, rtol=1e-10, atol=1e-10), (name, k)
 
     # attention is not (nearly) uniform beyond the first token, in every layer
@@ -979,8 +1040,11 @@ def draw(name, cfg, seed, reference=None):
     why = any(cfg.get(k) for k in UNET_FIELDS) and unet_refusal(cfg, p, E)
     if why:
         return None, why
+    why = cfg.get("value_embeds") and ve_refusal(cfg, p, E, ve)
+    if why:
+        return None, why
     # activations stay O(1), gradients moderate
-    for t in hidden + [out, din]:
+    for t in hidden + [out, din] + ([dve] if ve is not None else []):
         r = t.pow(2).mean().sqrt().item()
         if not 0.05 < r < 30:
             return None, "activation rms %g" % r
@@ -989,9 +1053,11 @@ def draw(name, cfg, seed, reference=None):
         return None, "gradient %g" % gmax
 
     # float32 autograd stays within the C test's float tolerances, with margin
-    out32, din32, grads32, _, _ = run(cfg, p, E, dout, torch.float32)
+    out32, din32, grads32, _, _, dve32 = run(cfg, p, E, dout, torch.float32, ve=ve)
     margins = [(f32_margin(out, out32), "out"), (f32_margin(din, din32), "din")] + \
         [(f32_margin(grads[k], grads32[k]), "grad." + k) for k in grads]
+    if ve is not None:  # the rows' gradient: test_block_fixtures holds it as din
+        margins.append((f32_margin(dve, dve32), "dve"))
     if cfg.get("attn_res"):  # the depth weights (test_block_fixtures checks them too), which
         # the twin's forward gives as the direct transcription's
         W = attn_res_weights(cfg, p, E)
@@ -1007,16 +1073,18 @@ def draw(name, cfg, seed, reference=None):
         return None, "float32 reaches %.2f of the tolerance at %s" % (m, worst)
 
     # and the twin in bf16 within BF16_MARGIN of test_block_fixtures_bf16's bound
-    out16, din16, grads16, _, _ = run(cfg, p, E, dout, gemm=dict(precision="bf16"))
+    out16, din16, grads16, _, _, dve16 = run(cfg, p, E, dout, ve=ve,
+                                             gemm=dict(precision="bf16"))
     floor_rms = torch.cat([g.reshape(-1) for g in grads.values()]).pow(2).mean().sqrt().item()
     for what, ref, got, G in ([("out", out, out16, 6), ("din", din, din16, 12)] +
+                              ([("dve", dve, dve16, 12)] if ve is not None else []) +
                               [("grad." + k, grads[k], grads16[k], 12) for k in grads]):
         e = math.sqrt(2.0 / 3.0) / 256 * math.sqrt(G * cfg["L"])
         floor = math.sqrt(ref.numel()) * floor_rms if what.startswith("grad.") else 0.0
         r = ((got - ref).norm() / (6 * e * (ref.norm() + floor))).item()
         if r >= BF16_MARGIN:
             return None, "bf16 reaches %.2f of the bf16 test's bound at %s" % (r, what)
-    return (p, E, dout, out, din, grads, m, worst), None
+    return (p, E, dout, out, din, grads, m, worst, None if ve is None else (ve, dve)), None
 
 
 # the optional scalars of the porting options (absent = 0: nb_stack_desc's defaults)
@@ -1037,7 +1105,7 @@ def add_case(w, name, cfg, report, reference=None):
             break
         print("  %s: draw %d rejected: %s" % (name, attempt, why))
     assert res, "%s: no well-conditioned draw" % name
-    p, E, dout, out, din, grads, m, worst = res
+    p, E, dout, out, din, grads, m, worst, ves = res
     d = cfg["d"]
 
     size0 = w.size()
@@ -1077,11 +1145,16 @@ def add_case(w, name, cfg, report, reference=None):
     for field in UNET_FIELDS:
         if cfg.get(field):  # optional: absent = 0 (off)
             w.add(name + "." + field, cfg[field])
+    if cfg.get("value_embeds"):  # optional: absent = 0 (off)
+        w.add(name + ".value_embeds", cfg["value_embeds"])
     w.add(name + ".preset_key", torch.tensor([float(ord(c)) for c in preset_key(cfg["preset"])]))
     w.add(name + ".E", E)
     w.add(name + ".dout", dout)
     w.add(name + ".out", out)
     w.add(name + ".din", din)
+    if ves is not None:  # the tables' rows (an input) and their gradient (an output)
+        w.add(name + ".ve", ves[0])
+        w.add(name + ".dve", ves[1])
     if cfg.get("attn_res"):
         w.add(name + ".attn_res_weights", attn_res_weights(cfg, p, E))
     for k in p:
@@ -1306,6 +1379,7 @@ def self_checks():
     dwa_self_checks(E, fwd)
     attn_res_self_checks(E, fwd)
     unet_self_checks(E, fwd)
+    value_embeds_self_checks(E)
     print("self-checks passed")
 
 
@@ -2064,6 +2138,260 @@ def unet_self_checks(E, fwd):
                     (dict(unet_skips="on", n_layers="3"), "must be even")))
 
 
+def value_embeds_self_checks(E):
+    """modded-nanogpt's value embeddings in the twin: its tensors as the library's table
+    (blocks.<l>.value_embed.lambda, 2 values, in every layer, where the learnable value
+    residual's lambda sits: after the branch scales, before the hyper-connections, DenseFormer's
+    weights, Attention Residuals' readers and the U-Net's scalars) and init ([0.5, 0.5]); with
+    lambdas (1, 0) the stack is the plain one exactly (output, hidden states, gradients; the
+    rows' gradient 0), with (c_l, 0) the plain one with layer l's V rows of att_proj times c_l;
+    with drawn lambdas and rows the twin agrees with the code's list of tables read by index and
+    its mix term by term (direct: nbfixture.value_embed_layers_ref, value_embed_mix_ref, the
+    rows placed token by token) on twelve presets and depths (L = 2N, the code's L - 2N layers
+    without a table, V site norms per head, OLMo-2's full-width sites, sinks, SiameseNorm, mHC,
+    Attention Residuals, the U-Net, the embedding norm, DyT), output, input, parameter and rows'
+    gradients; the trace has the plain stack's names with blocks.<l>.attn.qkv_vres (every layer)
+    after qkv_normed or qkv, its V columns lambda_0 V + lambda_1 E_t; the twin refuses what
+    nb_stack_init refuses (N < 0, 2N > n_layers, with the value residual), a forward without the
+    rows or with rows the stack has no tables for, and a Hugging Face export, naming
+    value_embeds; the trainer's metadata (value_embeds "N") reads back, absent as 0; the trainer's
+    model gathers its tables transformer.value_embeds.<t>.weight at each token, its checkpoint
+    order (after the embedding, before the stack) loads and compare.py's check_order holds it."""
+    B, T, d = 2, 5, 16
+    x = E.reshape(B, T, d)
+
+    def rows(cfg):
+        return torch.randn(cfg["value_embeds"], B * T, cfg["Hkv"] * (d // cfg["H"]))
+
+    def layer_names(table, l):
+        return [n for n in table if n.startswith("blocks.%d." % l)]
+
+    # the table and the init
+    after = (".hc_", ".dwa.", ".attn_res.", ".mlp_res.", ".skip_weight", ".lambdas")
+    for pr, L, n, extra in (("PRE", 5, 2, {}), ("LAYERSCALE", 4, 2, dict(dwa=1)),
+                            ("MHC", 2, 1, {}), ("SANDWICH", 4, 2, dict(unet_skips=1,
+                                                                      reinject_x0=1)),
+                            ("PRE", 3, 1, dict(attn_res=1)), ("SIAMESE", 2, 1, {}),
+                            ("REZERO", 2, 1, {})):
+        plain = dict(make_cfg(pr, L, d, 4, 2), **extra)
+        cfg = dict(plain, value_embeds=n)
+        stack = twin_stack(cfg)
+        table = [k for k, _ in stack.library_parameters()]
+        ves = ["blocks.%d.value_embed.lambda" % l for l in range(L)]
+        assert [k for k in table if k.endswith(".value_embed.lambda")] == ves, (pr, table)
+        assert [k for k in table if k not in ves] == \
+            [k for k, _ in twin_stack(plain).library_parameters()], pr
+        vres = [k.replace(".value_residual.", ".value_embed.") for k, _ in
+                twin_stack(dict(plain, value_residual=2)).library_parameters()]
+        for l in range(L):
+            mine = layer_names(table, l)
+            if l > 0:  # the learnable value residual's place (layer 0 has none there)
+                assert mine == layer_names(vres, l), (pr, l, mine)
+            i = mine.index(ves[l])
+            assert all(any(a in k for a in after) for k in mine[i + 1:]), (pr, mine)
+            assert not any(any(a in k for a in after) for k in mine[:i]), (pr, mine)
+        init = dict(stack.named_parameters())
+        for k in ves:
+            assert torch.equal(init[k].detach(), torch.tensor([0.5, 0.5])), (pr, k)
+    # lambdas (1, 0): the plain stack exactly, the rows' gradient 0; (c_l, 0): V scaled
+    dout = torch.randn(B, T, d)
+    for pr, L, n, Hkv, extra in (("PRE", 5, 2, 2, {}), ("HYBRID", 2, 1, 4, {}),
+                                 ("POST", 4, 2, 1, dict(attn_sink=SINK_LEARNED))):
+        plain = dict(make_cfg(pr, L, d, 4, Hkv), **extra)
+        cfg = dict(plain, value_embeds=n)
+        p = draw_params(plain)
+        q = dict(p, **{"blocks.%d.value_embed.lambda" % l: torch.tensor([1.0, 0.0])
+                       for l in range(L)})
+        ve = rows(cfg)
+        res = []
+        for c, pp, v in ((plain, p, None), (cfg, q, ve)):
+            stack = twin_stack(c)
+            load(stack, pp)
+            xx = x.clone().requires_grad_(True)
+            vv = None if v is None else v.clone().requires_grad_(True)
+            hd = []
+            out = stack(xx, hidden=hd, value_embeds=vv)
+            (out * dout).sum().backward()
+            res.append((out, hd, xx.grad, dict(stack.named_parameters()), vv))
+        (o0, h0, g0, p0, _), (o1, h1, g1, p1, vv) = res
+        assert torch.equal(o0, o1) and torch.equal(g0, g1), pr
+        assert all(torch.equal(a, b) for a, b in zip(h0, h1)) and len(h0) == len(h1) == L + 1
+        assert all(torch.equal(p0[k].grad, p1[k].grad) for k in p0), pr
+        assert torch.equal(vv.grad, torch.zeros_like(vv)), pr
+        if pr == "PRE":  # no V norm: lambda_0 V = x (lambda_0 W_v)^T, V's rows of att_proj
+            c_l = [0.6 + 0.1 * l for l in range(L)]
+            q = dict(p, **{"blocks.%d.value_embed.lambda" % l: torch.tensor([c_l[l], 0.0])
+                           for l in range(L)})
+            scaled = dict(p)
+            for l in range(L):
+                W = p["blocks.%d.att_proj.weight" % l].clone()
+                W[d + Hkv * 4:] *= c_l[l]  # [Q | K | V] rows, V last
+                scaled["blocks.%d.att_proj.weight" % l] = W
+            s1, s2 = twin_stack(cfg), twin_stack(plain)
+            load(s1, q)
+            load(s2, scaled)
+            with torch.no_grad():
+                assert torch.allclose(s1(x, value_embeds=ve), s2(x), rtol=0, atol=1e-12)
+    # the code written out (its list by index, the mix term by term) against the twin
+    for pr, L, n, Hkv, extra in (
+            ("PRE", 5, 2, 2, {}), ("PRE", 4, 2, 1, {}), ("PRE", 8, 3, 2, {}),
+            ("HYBRID", 2, 1, 4, {}), ("POST", 4, 2, 1, dict(attn_sink=SINK_LEARNED)),
+            ("OLMO2", 3, 1, 2, {}), ("SIAMESE", 2, 1, 2, {}), ("MHC", 2, 1, 2, {}),
+            ("PRE", 3, 1, 2, dict(attn_res=1, attn_res_block=2)),
+            ("SANDWICH", 4, 2, 2, dict(unet_skips=1, reinject_x0=1)),
+            ("PERILN", 3, 1, 1, {}), ("DYT", 2, 1, 2, dict(norm=DYT))):
+        cfg = dict(make_cfg(pr, L, d, 4, Hkv, **{k: v for k, v in extra.items()
+                                                 if k == "norm"}),
+                   value_embeds=n, **{k: v for k, v in extra.items() if k != "norm"})
+        q = draw_params(cfg)
+        ve = rows(cfg)
+        got = run(cfg, q, E, dout.reshape(B * T, d), ve=ve)
+        pd = {k: v.detach().clone().requires_grad_(True) for k, v in q.items()}
+        Ed = E.clone().requires_grad_(True)
+        ved = ve.clone().requires_grad_(True)
+        want = direct(cfg, pd, Ed, ved)
+        (want * dout.reshape(B * T, d)).sum().backward()
+        assert torch.allclose(got[0], want, rtol=0, atol=1e-12), (pr, L, n)
+        for k, a, b in [("din", got[1], Ed.grad), ("dve", got[5], ved.grad)] + \
+                [(k, got[2][k], pd[k].grad) for k in q]:
+            assert torch.allclose(a, b, rtol=1e-10, atol=1e-10), (pr, L, n, k)
+        assert got[5].abs().amax(dim=(1, 2)).min() > 1e-3, (pr, L, n)  # every table's rows
+        # a layer without a table: its lambda_1 gets no gradient
+        for l in range(L):
+            g = got[2]["blocks.%d.value_embed.lambda" % l]
+            assert (g[1] == 0) == (n <= l < L - n), (pr, L, n, l, g)
+    # the trace: the library's names and values
+    for pr, Hkv, after_name in (("HYBRID", 2, "qkv_normed"), ("PRE", 1, "qkv")):
+        L, n = 3, 1
+        plain = make_cfg(pr, L, d, 4, Hkv)
+        cfg = dict(plain, value_embeds=n)
+        q = draw_params(cfg)
+        ve = rows(cfg)
+        items = []
+        for c, qq, v in ((cfg, q, ve), (plain, {k: t for k, t in q.items()
+                                                if not k.endswith(".value_embed.lambda")},
+                                        None)):
+            stack = twin_stack(c)
+            load(stack, qq)
+            tr = twin.Trace()
+            stack(x, trace=tr, value_embeds=v).sum().backward()
+            items.append(tr.items())
+        names, t = [k for k, _ in items[0]], dict(items[0])
+        want = []
+        for k, _ in items[1]:
+            want.append(k)
+            if k.endswith(".attn." + after_name):
+                want.append(k[:-len(after_name)] + "qkv_vres")
+        assert names == want, names
+        W = Hkv * 4
+        for l in range(L):
+            pre = t["blocks.%d.attn.%s" % (l, after_name)].double()
+            mix = t["blocks.%d.attn.qkv_vres" % l].double()
+            lam = q["blocks.%d.value_embed.lambda" % l]
+            tab = value_embed_layers_ref(list(range(n)), L)[l]
+            v = lam[0] * pre[:, d + W:d + 2 * W]
+            if tab is not None:
+                v = v + lam[1] * ve[tab]
+            assert torch.allclose(mix[:, :d + W], pre[:, :d + W], rtol=0, atol=0), (pr, l)
+            assert torch.allclose(mix[:, d + W:], v, rtol=1e-6, atol=1e-6), (pr, l)
+    # refusals as nb_stack_init's, naming the field; the forward's and the export's
+    base = twin_config(make_cfg("PRE", 4, d, 4, 2), "pre")
+    for preset, extra in (("post", {}), ("sandwich", {}), ("hybrid", {}), ("mixln", {}),
+                          ("siamese", {}), ("siamese_post_pre", {}), ("mhc", {}), ("hc", {}),
+                          ("ngpt", dict(n_kv_heads=4)), ("rezero", {}), ("olmo2", {}),
+                          ("pre", dict(residual=dict(dwa=1))),
+                          ("pre", dict(residual=dict(attn_res=1))),
+                          ("pre", dict(residual=dict(unet_skips=1, reinject_x0=1)))):
+        for n in (0, 1, 2):
+            fields = dict(extra, residual=dict(extra.get("residual", {}), value_embeds=n))
+            r = twin.resolve(base.with_fields(preset=preset, **fields)).residual
+            assert r.value_embeds == n, (preset, n)
+    bads = [(dict(residual=dict(value_embeds=3)), ("residual.value_embeds (3)", "[0, n_layers / 2]",
+                                                   "4 layers")),
+            (dict(n_layers=1, residual=dict(value_embeds=1)), ("residual.value_embeds (1)",)),
+            (dict(residual=dict(value_embeds=-1)), ("residual.value_embeds (-1)",)),
+            (dict(residual=dict(value_embeds=1, value_residual=1)),
+             ("residual.value_embeds", "residual.value_residual")),
+            (dict(residual=dict(value_embeds=2, value_residual=2)),
+             ("residual.value_embeds", "residual.value_residual"))]
+    for bad, words in bads:
+        try:
+            twin.resolve(base.with_fields(**bad))
+            raise AssertionError("the twin accepts %s" % bad)
+        except ValueError as e:
+            assert all(w in str(e) for w in words), (bad, e)
+    stack = twin.Stack(base.with_fields(residual=dict(value_embeds=2)))
+    plain_stack = twin.Stack(base)
+    for f, word in ((lambda: stack(x), "nb_stack_set_value_embeds"),
+                    (lambda: stack(x, value_embeds=torch.zeros(1, B, T, 8)), "1 tables' rows"),
+                    (lambda: plain_stack(x, value_embeds=torch.zeros(2, B, T, 8)),
+                     "without residual.value_embeds")):
+        try:
+            f()
+            raise AssertionError("the forward accepts it (%s)" % word)
+        except ValueError as e:
+            assert word in str(e), e
+    stack(x, value_embeds=torch.zeros(2, B * T, 8))  # (N, B*T, W) and lists are rows too
+    stack(x, value_embeds=[torch.zeros(B, T, 8), torch.zeros(B * T, 8)])
+    for f in (lambda: twin.hf_family(stack.config), lambda: twin.to_hf(stack, "hf-llama")):
+        try:
+            f()
+            raise AssertionError("a stack with value embeddings is exported")
+        except ValueError as e:
+            assert "value_embeds: no Hugging Face decoder" in str(e), e
+    metadata_reads(5, ("value_embeds",), (({}, (0,)), (dict(value_embeds="1"), (1,)),
+                                          (dict(value_embeds="2"), (2,))),
+                   ((dict(value_embeds="3"), "residual.value_embeds (3)"),
+                    (dict(value_embeds="on"), "value_embeds"),
+                    (dict(value_embeds="1", value_residual="learn"), "residual.value_residual")))
+    # the trainer's model: its tables gathered at each token, its checkpoint's order
+    meta = dict(vocab_size="256", n_layers="4", d_model="16", n_heads="4", n_kv_heads="2",
+                d_ff="24", rope="1", preset="pre", ffn="swiglu", norm="rms", value_embeds="2",
+                embed_scale="1")
+    with torch.random.fork_rng(devices=[]):
+        model = twin.NormBlocksLM(twin.config_from_metadata(meta), embed_scale="learn").double()
+        with torch.no_grad():
+            for k, v in model.named_parameters():
+                if k.endswith("value_embed.lambda"):
+                    v.copy_(torch.tensor([0.7, 0.3]) + 0.2 * torch.rand(2))
+        tok = torch.randint(0, 256, (2, 6))
+    tables = [model.transformer.value_embeds[t].weight for t in range(2)]
+    assert [tuple(w.shape) for w in tables] == [(256, 8)] * 2
+    loss, count = model.loss(tok)
+    inp = tok[:, :-1]
+    by_hand = [torch.stack([tables[t][int(inp.reshape(-1)[r])] for r in range(inp.numel())])
+               for t in range(2)]  # row r = b T + i: table t at the token of (b, i)
+    h = model.transformer(model.transformer.embed(inp), value_embeds=by_hand)
+    z = (h @ model.lm_head.weight.t()).reshape(-1, 256)
+    want = F.cross_entropy(z, tok[:, 1:].reshape(-1))
+    assert count == 10 and torch.allclose(loss, want, rtol=0, atol=1e-12), (loss, want)
+    loss.backward()
+    assert all(w.grad is not None and w.grad[inp.reshape(-1)].abs().max() > 0 for w in tables)
+    used = torch.zeros(256, dtype=torch.bool)
+    used[inp.reshape(-1)] = True
+    assert all(torch.equal(w.grad[~used], torch.zeros_like(w.grad[~used])) for w in tables)
+    import compare  # examples/pytorch, on the path through nbfixture
+    import contextlib
+    import io
+    import tempfile
+    stack_names = [k for k, _ in model.transformer.library_parameters()
+                   if not k.startswith(("wte.", "embed_scale", "value_embeds."))]
+    params = dict(model.named_parameters())
+    order = (["transformer.wte.weight", "transformer.embed_scale",
+              "transformer.value_embeds.0.weight", "transformer.value_embeds.1.weight"] +
+             ["transformer." + k for k in stack_names] + ["lm_head.weight"])
+    assert sorted(order) == sorted(params), sorted(set(order) ^ set(params))
+    with tempfile.TemporaryDirectory() as tmp:
+        for items, ok in ((order, True), (order[:2] + order[4:-1] + order[2:4] + order[-1:],
+                                          False)):
+            path = os.path.join(tmp, "ve.safetensors")
+            twin.write_safetensors(path, [(k, params[k]) for k in items], meta)
+            back, _ = twin.load_checkpoint(path)
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert compare.check_order(path, back) == ok, items
+            assert abs(back.double().loss(tok)[0].item() - loss.item()) < 1e-5
+
+
 def main():
     outdir = output_dir("gen_block_fixtures.py")
     torch.set_default_dtype(torch.float64)
@@ -2275,6 +2603,18 @@ def main():
                                              reinject_x0=1, value_residual=2)))
     cases.append(("unet_sandwich_L2", dict(make_cfg("SANDWICH", 2, Hkv=1, **small), unet_skips=1,
                                            reinject_x0=1)))
+    # modded-nanogpt's value embeddings (value_embeds N; checked against its GPT.forward's list
+    # of tables read by index and CausalSelfAttention's mix term by term,
+    # nbfixture.value_embed_layers_ref and value_embed_mix_ref; the rows drawn N(0, 1) as the
+    # trainer's tables, the lambdas away from their init 0.5, every draw's output far from the
+    # plain stack's, ve_refusal): 2 tables on Pre-Norm at L = 5 with GQA (H = 4, Hkv = 2;
+    # layers 0, 1 and 3, 4 mix tables 0, 1, layer 2 only lambda_0 V); 1 table on HybridNorm at
+    # L = 2 (the V site norm before the mix; layer 0 and 1 share the table); 2 tables on
+    # Post-Norm at L = 4 (every layer mixes) with learned sinks and MQA
+    cases.append(("ve_pre_L5", dict(make_cfg("PRE", 5, d=8, H=4, Hkv=2), value_embeds=2)))
+    cases.append(("ve_hybrid_L2", dict(make_cfg("HYBRID", 2, Hkv=2, **small), value_embeds=1)))
+    cases.append(("ve_post_L4", dict(make_cfg("POST", 4, Hkv=1, **small), value_embeds=2,
+                                     attn_sink=SINK_LEARNED)))
 
     check_header_keys(cfg["preset"] for _, cfg in cases)
     for name, cfg in cases:

@@ -8,7 +8,8 @@ of it: the original codes' equations written out once more with plain float64 to
 fused projection and norms, NeoX RoPE through sin/cos tables, GQA by repeated KV heads,
 DeepSeek's mHC reference functions, mHC-lite's mixture of permutation matrices and HC's
 Algorithm 2, DenseFormer's depth-weighted average, Attention Residuals' readers token by token,
-modded-nanogpt's U-Net skips and x_0 re-injection by index, NVIDIA/ngpt's Block; the gated
+modded-nanogpt's U-Net skips and x_0 re-injection by index and its value embeddings' mix term
+by term, NVIDIA/ngpt's Block; the gated
 Qwen3, Derf's nanoGPT, DyT's LLaMA and Gemma's decoder as their codes have them), and every
 generator asserts that the twin agrees with them before it writes anything. Nothing here knows
 how normblocks computes anything.
@@ -142,7 +143,7 @@ def twin_config(s, preset):
     """The twin's StackConfig of a stack case: s holds the fields a block fixture stores (L, d,
     H, Hkv, f, sites, mixln_alpha, norm, eps, ffn, rope, theta, siamese_*; the optional
     attn_bias, value_residual, dwa, dwa_dilation, attn_res, attn_res_block, unet_skips,
-    reinject_x0, hyper, hyper_streams, hyper_static,
+    reinject_x0, value_embeds, hyper, hyper_streams, hyper_static,
     hyper_sinkhorn, depth_alpha, depth_base, interp_init, qk_scale, softmax_scale,
     ffn_in_scale, and the porting options attn_gate, norm_gain, norm_bias, gain_offset,
     embed_scale_on (embed_scale: the parameter's name), branch_scale, ffn_bias; attn_sink,
@@ -171,7 +172,8 @@ def twin_config(s, preset):
             value_residual=int(s.get("value_residual", 0)), dwa=int(s.get("dwa", 0)),
             dwa_dilation=int(s.get("dwa_dilation", 0)), attn_res=int(s.get("attn_res", 0)),
             attn_res_block=int(s.get("attn_res_block", 0)),
-            unet_skips=int(s.get("unet_skips", 0)), reinject_x0=int(s.get("reinject_x0", 0))),
+            unet_skips=int(s.get("unet_skips", 0)), reinject_x0=int(s.get("reinject_x0", 0)),
+            value_embeds=int(s.get("value_embeds", 0))),
         hyper=twin.HyperConfig(
             kind=HYPER_KINDS[int(s.get("hyper", 0))], streams=int(s.get("hyper_streams", 0)),
             static_maps=int(s.get("hyper_static", 0)),
@@ -642,6 +644,47 @@ def unet_input_ref(states, l, L, skip_weight, lambdas):
         terms.append((skip_weight[0], states[j + 1]))
     if lambdas is not None:
         terms = [(lambdas[0] * c, t) for c, t in terms] + [(lambdas[1], states[0])]
+    acc = None
+    for c, t in terms:
+        acc = c * t if acc is None else acc + c * t
+    return acc
+
+
+# ---- modded-nanogpt's value embeddings --------------------------------------------------------
+#
+# KellerJordan/modded-nanogpt's train_gpt.py (mid-2025, commit 345b2fb9), GPT.forward:
+# ve = [value_embed(input_seq) for value_embed in self.value_embeds]; then
+# ve = [ve[0], ve[1], ve[2]] + [None] * (len(self.blocks) - 6) + [ve[0], ve[1], ve[2]], block i
+# getting ve[i]; CausalSelfAttention.forward: if ve is not None: v = lambdas[0] * v +
+# lambdas[1] * ve.view_as(v), else v = lambdas[0] * v (lambdas its sa_lambdas, [0.5, 0.5] at
+# init), before attention. Its 3 tables are N here (2N <= L). Its V has no norm; the library's
+# V site norm comes first (the values attention reads, where ResFormer's mix is). Written out
+# here by index, the rows placed token by token, the mix term by term.
+
+
+def value_embed_layers_ref(tables, L):
+    """Layer l's table (or None) as the code's list: tables + [None] * (L - 2N) + tables, read
+    at index l (tables: N per-token value tensors)."""
+    n = len(tables)
+    assert 0 < n and 2 * n <= L, (n, L)
+    ve = list(tables) + [None] * (L - 2 * n) + list(tables)
+    assert len(ve) == L
+    return ve
+
+
+def value_embed_rows_ref(rows, B, T, Hkv, dk):
+    """The caller's rows of one table (B*T, H_kv d_k; row r = b T + i the token at position
+    (b, i), nb_stack_set_value_embeds' layout) as the code's ve.view_as(v) (B, T, H_kv, d_k),
+    placed token by token."""
+    assert rows.shape == (B * T, Hkv * dk), rows.shape
+    return torch.stack([torch.stack([rows[b * T + i].reshape(Hkv, dk) for i in range(T)])
+                        for b in range(B)])
+
+
+def value_embed_mix_ref(v, lambdas, ve):
+    """CausalSelfAttention's mix, term by term: lambdas[0] v + lambdas[1] ve, or lambdas[0] v
+    alone where the layer has no table (ve None)."""
+    terms = [(lambdas[0], v)] + ([(lambdas[1], ve)] if ve is not None else [])
     acc = None
     for c, t in terms:
         acc = c * t if acc is None else acc + c * t

@@ -22,7 +22,8 @@
    flags, no overlaps, the whole parameter buffer covered), copy the fixture parameters in by
    name, run nb_stack_forward and nb_stack_backward, and compare out, din and every parameter
    gradient (and Attention Residuals' depth weights, nb_stack_attn_res_weights, where the case
-   has them). Each case runs in four variants:
+   has them; with value embeddings the case's rows "ve" are bound by nb_stack_set_value_embeds
+   and their gradient, written over NaN rows, is held to "dve" as din is to its reference). Each case runs in four variants:
      probs   NB_ATTN_MEMORY_PROBS, init for exactly (B, T), gradients zeroed, default threads
      lse     NB_ATTN_MEMORY_LSE, init for exactly (B, T), gradients zeroed, 3 threads
      accum   memory default, init for (B + 1, T + 3), gradients pre-filled with known values
@@ -149,6 +150,9 @@ static const block_case cases[] = {
     {"unet_post_L4", NULL},
     {"reinject_periln_L3", "Peri-LN"},
     {"unet_sandwich_L2", "Sandwich"},
+    {"ve_pre_L5", "Pre-Norm"},
+    {"ve_hybrid_L2", "HybridNorm"},
+    {"ve_post_L4", NULL},
 };
 
 /* Keep in sync with the names printed by tests/gen_porting_fixtures.py. By name only where the
@@ -319,20 +323,23 @@ static const block_case bf16_cases[] = {
     {"bf16_sink_learned_pre_gqa_L2", ""}, {"bf16_sink_obo_hybrid_L2", ""},
     {"bf16_clip_olmo2_gqa_L2", ""}, {"bf16_softcap_sandwich_gqa_L2", ""},
     {"bf16_mhclite_sandwich_n3_L2", ""}, {"bf16_dwa_post_k2_L4", ""},
-    {"bf16_attnres_s3_periln_L3", ""}, {"bf16_unet_pre_L4", ""},
+    {"bf16_attnres_s3_periln_L3", ""}, {"bf16_unet_pre_L4", ""}, {"bf16_ve_pre_L5", ""},
 };
 
 /* desc.bf16_weights, on the variants with zeroed gradients: the same stack reading the
    caller's bf16 copy of the weights (nb_bf16_round of the parameters) must give bitwise the
    out, din and gradients of r (the stack rounding them itself), with a cache smaller by the
    copies; a copy of other weights (the parameters halved) must change out, so the GEMMs read
-   the copy; and without a copy the forward is NB_ERR_NULL. */
+   the copy; and without a copy the forward is NB_ERR_NULL. With value embeddings (n_ve > 0) the
+   stack reads the same rows ve and writes their gradient, bitwise dve's. */
 static void check_bf16_weights(nb_ctx* ctx, nb_stack_desc desc, const nb_stack* s0,
-                               const nbf_run* r, int B, int T, const char* cs, const char* tag) {
+                               const nbf_run* r, int B, int T, const char* cs, const char* tag,
+                               const nb_real* ve, const nb_real* dve, size_t n_ve) {
     nb_stack s;
     nbf_run q;
     unsigned short* w16;
     float* half;
+    nb_real* dve2 = n_ve ? nbf_buffer(n_ve, NULL) : NULL;
     nb_result rc;
     size_t k;
     char name[1280];
@@ -340,7 +347,16 @@ static void check_bf16_weights(nb_ctx* ctx, nb_stack_desc desc, const nb_stack* 
     desc.gemm.bf16_weights = 1;
     memset(&s, 0, sizeof s);
     rc = nb_stack_init(ctx, &s, &desc, s0->max_batch, s0->max_seq);
-    if (!nbf_check_rc(ctx, rc, cs, tag, "nb_stack_init (bf16_weights)")) return;
+    if (!nbf_check_rc(ctx, rc, cs, tag, "nb_stack_init (bf16_weights)")) {
+        free(dve2);
+        return;
+    }
+    if (n_ve && !nbf_check_rc(ctx, nb_stack_set_value_embeds(ctx, &s, ve, dve2), cs, tag,
+                              "nb_stack_set_value_embeds (bf16_weights)")) {
+        free(dve2);
+        nb_stack_free(&s);
+        return;
+    }
     for (k = 0; k < (size_t)s.desc.n_layers; k++) /* the variant's attention products */
         s.layers[k].attn.bf16_attn = s0->layers[k].attn.bf16_attn;
     snprintf(name, sizeof name, "%s/%s: bf16_weights: the cache (%lu) is smaller (than %lu)", cs,
@@ -367,7 +383,8 @@ static void check_bf16_weights(nb_ctx* ctx, nb_stack_desc desc, const nb_stack* 
                      "nb_stack_backward (bf16_weights)")) {
         same = !memcmp(q.out, r->out, r->n_act * sizeof(nb_real)) &&
                !memcmp(q.dx, r->dx, r->n_act * sizeof(nb_real)) &&
-               !memcmp(q.grads, r->grads, s.n_params * sizeof(nb_real));
+               !memcmp(q.grads, r->grads, s.n_params * sizeof(nb_real)) &&
+               (!n_ve || !memcmp(dve2, dve, n_ve * sizeof(nb_real)));
         snprintf(name, sizeof name, "%s/%s: bf16_weights: out, din and gradients bitwise equal",
                  cs, tag);
         nbt_check(same, name);
@@ -382,6 +399,7 @@ static void check_bf16_weights(nb_ctx* ctx, nb_stack_desc desc, const nb_stack* 
     }
     free(w16);
     free(half);
+    free(dve2);
     nbf_run_finish(&q, cs, tag);
     nb_stack_free(&s);
 }
@@ -438,6 +456,7 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
         *kind = NB_TENSOR_REZERO; /* ReZero's per layer, SkipInit's per sublayer */
     else if (strcmp(field, "embed_scale") == 0) *kind = NB_TENSOR_EMBED_SCALE;
     else if (ends_with(field, ".value_residual.lambda")) *kind = NB_TENSOR_VALUE_RESIDUAL;
+    else if (ends_with(field, ".value_embed.lambda")) *kind = NB_TENSOR_VALUE_EMBED;
     else if (ends_with(field, ".dwa.weight")) *kind = NB_TENSOR_DWA; /* DenseFormer's a_l */
     /* modded-nanogpt's U-Net skip weight and re-injection lambdas (the whole last component:
        the value residual's is ".value_residual.lambda") */
@@ -465,7 +484,8 @@ static void expected_info(const char* field, int* layer, nb_tensor_kind* kind, i
         else *kind = NB_TENSOR_HC_BASE;
     } else *kind = NB_TENSOR_GAIN;
     /* decayed: the matrices, mHC's fns, DenseFormer's weights and Attention Residuals'
-       pseudo-queries (their codes' nn.Linear); not the U-Net's skip weights and lambdas */
+       pseudo-queries (their codes' nn.Linear); not the U-Net's skip weights and lambdas, nor the
+       value embeddings' lambdas (modded-nanogpt's scalars) */
     *no_decay = *kind == NB_TENSOR_GAIN || *kind == NB_TENSOR_BIAS ||
                 (*kind >= NB_TENSOR_SIAMESE_GAMMA && *kind != NB_TENSOR_HC_FN &&
                  *kind != NB_TENSOR_DWA && *kind != NB_TENSOR_ATTN_RES_QUERY);
@@ -636,7 +656,9 @@ static void run_case(const block_case* bc, const variant* v) {
     nb_ctx ctx;
     nb_result rc;
     nbf_run r;
-    size_t n_act, k;
+    size_t n_act, n_ve = 0, k;
+    const nbf_tensor *ve = NULL, *dve = NULL;
+    nb_real *ve_rows = NULL, *ve_grad = NULL;
     char name[1280];
 
     if (!nbf_int(cs, "L", &L) || !nbf_int(cs, "B", &B) || !nbf_int(cs, "T", &T) ||
@@ -720,6 +742,8 @@ static void run_case(const block_case* bc, const variant* v) {
         /* modded-nanogpt's U-Net skips and x_0 re-injection: absent = 0 (off) */
         const nbf_tensor* us = nbf_field(cs, "unet_skips", 0);
         const nbf_tensor* rx = nbf_field(cs, "reinject_x0", 0);
+        /* modded-nanogpt's value embeddings: absent = 0 (off) */
+        const nbf_tensor* vn = nbf_field(cs, "value_embeds", 0);
         desc.siamese.no_fusion_norm = nf && nf->n == 1 ? (int)nf->data[0] : 0;
         desc.attn.bias = ab && ab->n == 1 ? (unsigned)ab->data[0] : 0;
         desc.residual.value_residual = vr && vr->n == 1 ? (int)vr->data[0] : 0;
@@ -742,6 +766,7 @@ static void run_case(const block_case* bc, const variant* v) {
         desc.residual.attn_res_block = as_ && as_->n == 1 ? (int)as_->data[0] : 0;
         desc.residual.unet_skips = us && us->n == 1 ? (int)us->data[0] : 0;
         desc.residual.reinject_x0 = rx && rx->n == 1 ? (int)rx->data[0] : 0;
+        desc.residual.value_embeds = vn && vn->n == 1 ? (int)vn->data[0] : 0;
         porting_options(cs, &desc);
         /* the stack's streams: 2 for SiameseNorm, n with hyper-connections, else 1 */
         streams = preset == NB_PRESET_SIAMESE || preset == NB_PRESET_SIAMESE_POST_PRE ? 2 : 1;
@@ -797,6 +822,25 @@ static void run_case(const block_case* bc, const variant* v) {
         for (k = 0; k < ti->count; k++) r.params[ti->offset + k] = (nb_real)t->data[k];
     }
     nbf_run_acts(&r, n_act, E->data, dout->data, 0, s.n_cache, s.n_scratch);
+    if (desc.residual.value_embeds) {
+        /* the tables' rows of the call (N x B*T x H_kv d_k, an input of the case) bound with
+           their gradient rows, NaN: the backward overwrites them (the two layers that share a
+           table summed); the test holds those to dve as it holds din */
+        n_ve = (size_t)desc.residual.value_embeds * B * T * Hkv * (d / H);
+        ve = nbf_field(cs, "ve", 1);
+        dve = nbf_field(cs, "dve", 1);
+        snprintf(name, sizeof name, "%s/%s: the value embeddings' rows and gradient have %lu "
+                 "values", cs, v->tag, (unsigned long)n_ve);
+        if (!nbt_check(ve && dve && ve->n == n_ve && dve->n == n_ve, name)) {
+            nbf_run_finish(&r, cs, v->tag);
+            nb_stack_free(&s);
+            return;
+        }
+        ve_rows = nbf_buffer(n_ve, ve->data);
+        ve_grad = nbf_buffer(n_ve, NULL);
+        nbf_check_rc(&ctx, nb_stack_set_value_embeds(&ctx, &s, ve_rows, ve_grad), cs, v->tag,
+                     "nb_stack_set_value_embeds");
+    }
 
     rc = nb_stack_forward(&ctx, &s, r.params, r.out, r.x, B, T, r.cache, r.scratch);
     if (nbf_check_rc(&ctx, rc, cs, v->tag, "nb_stack_forward")) {
@@ -828,6 +872,18 @@ static void run_case(const block_case* bc, const variant* v) {
 #else
             nbt_close(name, r.dx, din->data, n_act, FX_ATOL, FX_RTOL);
 #endif
+            if (n_ve) { /* the rows' gradient, with din's tolerance; the rows left as they were */
+                snprintf(name, sizeof name, "%s/%s: value embedding rows' gradient", cs, v->tag);
+#ifdef NBT_BF16
+                bf16_close(name, ve_grad, dve->data, n_ve, L, 1, 0);
+#else
+                nbt_close(name, ve_grad, dve->data, n_ve, FX_ATOL, FX_RTOL);
+#endif
+                for (k = 0; k < n_ve && ve_rows[k] == (nb_real)ve->data[k]; k++) {}
+                snprintf(name, sizeof name, "%s/%s: value embedding rows unchanged", cs, v->tag);
+                nbt_check(k == n_ve, name);
+                nbf_check_canary(cs, v->tag, "value embedding rows' gradient", ve_grad, n_ve);
+            }
             for (i = 0; i < s.n_tensors; i++) {
                 const nb_tensor_info* ti = &s.tensors[i];
                 char gfield[160];
@@ -844,10 +900,14 @@ static void run_case(const block_case* bc, const variant* v) {
             nbf_run_check_backward(&r, cs, v->tag, "din");
 #ifdef NBT_BF16
             if (!v->accumulate && v->memory == NB_ATTN_MEMORY_PROBS)
-                check_bf16_weights(&ctx, desc, &s, &r, B, T, cs, v->tag);
+                check_bf16_weights(&ctx, desc, &s, &r, B, T, cs, v->tag, ve_rows, ve_grad,
+                                   n_ve);
 #endif
         }
     }
+    if (n_ve) nbf_check_canary(cs, v->tag, "value embedding rows", ve_rows, n_ve);
+    free(ve_rows);
+    free(ve_grad);
     nbf_run_finish(&r, cs, v->tag);
     nb_stack_free(&s);
 }

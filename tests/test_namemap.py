@@ -55,6 +55,10 @@ buffers); a Llama file with Q/K/V biases (Qwen2's). The C tool and the twin must
 10. Width muP: an hf-llama file with the trainer's keys (mup, mup_base_head_dim, and the
    width_base and multipliers nbimport ignores) runs in nbimport to the twin's output at muP's
    attention scale; the export is refused by both, naming softmax_scale.
+11. modded-nanogpt's value embeddings: a library-named file with the trainer's key value_embeds
+   (its layers mix the trainer's tables at each token, which a stack run on embeddings cannot
+   have) is refused by nbimport, reading and exporting, naming value_embeds; the twin's to_hf
+   and hf_family refuse the stack, naming value_embeds.
 
 Tolerance: float32 rounding of a 2-4 layer stack, |C - twin| <= 1e-5 + 1e-4 |twin| (measured
 ~1e-6); the float64 twin against the float64 transcription, 1e-10 + 1e-9 |ref|. Exits 77
@@ -684,6 +688,26 @@ def mup(nbimport, work):
                    "mup (hf-llama, pre): %d tensors, the attention's scale sqrt(2) / d_h read")
 
 
+def value_embeds(nbimport, work):
+    """modded-nanogpt's value embeddings (the trainer's key "value_embeds" N) on Pre-Norm with 4
+    layers and 2 tables: the stack's layers mix the trainer's tables
+    (transformer.value_embeds.<t>.weight) gathered at each token, rows nb_stack_set_value_embeds
+    takes and nbimport, which runs a stack on embeddings, has not; so it refuses the
+    library-named file (exit 1, naming value_embeds, no output) and its export, and the twin
+    refuses the Hugging Face export (to_hf, hf_family), naming value_embeds."""
+    stack = make_stack("pre", 4, True, residual=dict(value_embeds=2))
+    model = {n_: t.detach() for n_, t in stack.library_parameters()}
+    meta = dict(train_meta(stack, "pre"), value_embeds="2")
+    r, out = run_file(nbimport, "normblocks", model, meta, torch.randn(B, T, D), work,
+                      "value_embeds")
+    report(r.returncode == 1 and out is None and "value_embeds" in r.stderr,
+           "value_embeds (normblocks, pre, 4 layers): %d tensors, nbimport refuses the file, "
+           "naming value_embeds" % len(model), r.stderr.strip())
+    export_refused(nbimport, work, "value_embeds", stack, meta, "value_embeds")
+    report(raises(lambda: twin.hf_family(stack.config), "value_embeds: no Hugging Face decoder"),
+           "value_embeds: hf_family refuses it, naming value_embeds")
+
+
 def main():
     nbimport = sys.argv[1]
     torch.manual_seed(7)
@@ -698,7 +722,8 @@ def main():
         dwa(nbimport, work)  # after the others, for the same reason
         attn_res(nbimport, work)  # after the others, for the same reason
         unet(nbimport, work)  # after the others, for the same reason
-        mup(nbimport, work)  # last, for the same reason
+        mup(nbimport, work)  # after the others, for the same reason
+        value_embeds(nbimport, work)  # last, for the same reason
     print("all passed" if not failed else "%d failed" % failed)
     return 1 if failed else 0
 

@@ -96,6 +96,12 @@ check attn_res --preset pre --layers 3 --attn-res --attn-res-block 3
 # as its code, the embedding normalized (x_0 = norm(embed(.)): an x_0 taken before that norm
 # differs)
 check unet --preset pre --layers 4 --unet-skips --reinject-x0 --embed-norm on
+# modded-nanogpt's value embeddings by flag (the checkpoint's value_embeds "2"): the trainer's
+# tables transformer.value_embeds.0/1.weight (256 x H_kv d_k, after the embedding, before the
+# stack; their gradients scatter-added from the rows') gathered at each byte, layers 0, 1 and
+# 2, 3 attending over lambda_0 V + lambda_1 E_t (blocks.<l>.value_embed.lambda where the value
+# residual's lambda sits, start at 0.5 and move, undecayed), on Pre-Norm with 4 layers and GQA
+check value_embeds --preset pre --layers 4 --value-embeds 2
 # CompleteP's branch multiplier and, with --width-base, its logits' 1/m_d (width_base)
 check completep --preset pre --layers 3 --completep 1 --depth-base 2 --width-base 16
 # width muP by flag (the checkpoint's mup "on", width_base, mup_base_head_dim, mup_embed_mult):
@@ -167,7 +173,8 @@ dump_check() {
   # Attention Residuals' readers (attn_res_h, attn_res_p; x_out the branch, blocks.<l>.x p_2l+1,
   # grad_x_in the whole gradient of the layer's input stream); the U-Net's and re-injection's
   # mixed inputs (x_mixed; grad_x_in through the layer alone, the skips' share in the encoder
-  # layers' ffn.grad_out, layer 0's x_0's whole gradient);
+  # layers' ffn.grad_out, layer 0's x_0's whole gradient); the value embeddings' mix
+  # (qkv_vres in every layer);
   # nGPT's L2 norms and scales
   # (qkv_scaled, proj_scaled, res_normed); the output gate (c_gated); Derf's norms; learned
   # attention sinks; clip_qkv without site norms (qkv as projected, qkv_normed clamped); the
@@ -175,7 +182,7 @@ dump_check() {
   # (kept below)
   for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors mhc.safetensors \
             mhc_lite.safetensors dwa.safetensors attn_res.safetensors unet.safetensors \
-            hc.safetensors ngpt.safetensors gated.safetensors derf.safetensors sinks.safetensors \
+            value_embeds.safetensors hc.safetensors ngpt.safetensors gated.safetensors derf.safetensors sinks.safetensors \
             clip_qkv_gated.safetensors attn_softcap_sinks.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then

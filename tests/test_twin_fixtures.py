@@ -7,8 +7,8 @@ tests/fixtures/blocks.bin holds the float64 references test_block_fixtures check
 against: one case per preset and option (Mix-LN alphas, the HybridNorm site ablations with
 explicit site masks, SiameseNorm's paper scale, paper fusion and no-fusion-norm ablation,
 hyper-connections, CompleteP's depth_alpha, nGPT and its parts as options, DenseFormer's
-depth-weighted average, Attention Residuals, modded-nanogpt's U-Net skips and x_0
-re-injection, ...),
+depth-weighted average, Attention Residuals, modded-nanogpt's U-Net skips, x_0 re-injection
+and value embeddings, ...),
 many of which the trainer cannot build. gen_block_fixtures.py computed them with the twin, after
 checking it against its direct transcriptions of the papers' equations. This test holds the
 twin of today to those committed values: for each case the twin is built from the case's
@@ -16,7 +16,8 @@ description, takes the case's parameters by name (strict: the same names and sha
 library's tensor table) and through the library's flat-buffer order (load_flat), and in float64
 must give the case's output, input gradient and parameter gradients (loss = sum(out * dout)),
 and with Attention Residuals its depth weights (attn_res_weights, nb_stack_attn_res_weights'
-matrix), within 1e-9 + 1e-9 |ref|: a change of the twin's math or of its parameter table fails here
+matrix), with value embeddings on the case's rows (ve) their gradient (dve), within
+1e-9 + 1e-9 |ref|: a change of the twin's math or of its parameter table fails here
 before a regenerated fixture could carry it into the library's tests.
 blocks_bf16.bin next to it (gen_bf16_fixtures.py: cases "bf16_<case>", the references of
 test_block_fixtures_bf16) is checked the same way with the twin in gemm.precision "bf16", and
@@ -48,7 +49,7 @@ SCALARS = ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", 
            "qk_scale", "softmax_scale", "ffn_in_scale", "attn_gate", "norm_gain", "norm_bias",
            "gain_offset", "embed_scale_on", "branch_scale", "ffn_bias", "attn_sink", "clip_qkv",
            "softcap", "dwa", "dwa_dilation", "attn_res", "attn_res_block", "unet_skips",
-           "reinject_x0")
+           "reinject_x0", "value_embeds")
 
 
 def cases(recs):
@@ -78,12 +79,15 @@ def check_case(name, c):
             raise AssertionError("load_flat put %s elsewhere" % k)
     B, T, d = int(s["B"]), int(s["T"]), int(s["d"])
     E = c["E"].reshape(B, T, d).clone().requires_grad_(True)
+    ve = c["ve"].clone().requires_grad_(True) if "ve" in c else None  # (N, B*T, H_kv d_k)
     depth = []
-    out = stack(E, depth_weights=depth)
+    out = stack(E, depth_weights=depth, value_embeds=ve)
     (out * c["dout"].reshape(B, T, d)).sum().backward()
     worst, what = 0.0, ""
     pairs = [("out", out.detach().reshape(B * T, d), c["out"]),
              ("din", E.grad.reshape(B * T, d), c["din"])]
+    if ve is not None:  # the value embeddings' rows' gradient
+        pairs.append(("dve", ve.grad, c["dve"]))
     # Attention Residuals: blocks.bin's cases hold the weights (blocks_bf16.bin's do not)
     if "attn_res_weights" in c or (depth and not name.startswith("bf16_")):
         pairs.append(("attn_res_weights", twin.attn_res_weights(stack.config, depth),

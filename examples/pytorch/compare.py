@@ -67,14 +67,15 @@ MODEL_KEYS = ("rope_theta", "eps", "mixln_alpha", "sites", "site_width", "ffn_bi
               "completep", "depth_base", "width_base", "logit_softcap", "attn_gate", "attn_sink",
               "clip_qkv", "attn_softcap", "norm_gain", "norm_bias", "gain_offset", "branch_scale",
               "dwa", "dwa_dilation", "attn_res", "attn_res_block", "unet_skips", "reinject_x0",
-              "mup", "mup_base_head_dim", "mup_embed_mult", "mup_output_mult")
+              "mup", "mup_base_head_dim", "mup_embed_mult", "mup_output_mult", "value_embeds")
 FLAG_KEYS = ("siamese_no_fusion_norm", "gain_offset", "dwa", "attn_res", "unet_skips",
              "reinject_x0", "mup")
 
 
 def check_order(path, model):
     """The stack's library_parameters() order is the order of the checkpoint's data (the
-    trainer's flat buffer: wte, the stack's tensor table, lm_head)."""
+    trainer's flat buffer: wte, embed_scale, the value embeddings' tables, the stack's tensor
+    table, lm_head)."""
     with open(path, "rb") as f:
         (hlen,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(hlen))
@@ -82,8 +83,11 @@ def check_order(path, model):
     stored = [k for k in sorted(header, key=lambda k: header[k]["data_offsets"][0])
               if not k.startswith("optimizer.")]
     io = ("wte.weight", "embed_scale")
-    stack = [n for n, _ in model.transformer.library_parameters() if n not in io]
+    ve = ["value_embeds.%d.weight" % t for t in range(len(getattr(model.transformer,
+                                                                  "value_embeds", [])))]
+    stack = [n for n, _ in model.transformer.library_parameters() if n not in io + tuple(ve)]
     mine = ["transformer." + n for n in io if hasattr(model.transformer, n.split(".")[0])]
+    mine += ["transformer." + n for n in ve]  # vembed.c: after the embedding, before the stack
     mine += ["transformer." + n for n in stack] + ["lm_head.weight"]
     mine += ["sz"] if hasattr(model, "sz") else []  # nGPT's logit scale (train --preset ngpt)
     print("tensor order: %s" % ("the checkpoint's" if mine == stored else "DIFFERS"))

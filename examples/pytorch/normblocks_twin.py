@@ -72,6 +72,16 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   residual.value_residual (ResFormer): in layers l >= 1, V (after its site norm) is
                   lambda_1 V + lambda_2 V_0 before attention, V_0 layer 0's; lambdas 0.5, or
                   learnable "blocks.<l>.value_residual.lambda".
+                  residual.value_embeds N (modded-nanogpt's value embeddings, its train_gpt.py
+                  of mid-2025; 2N <= n_layers, not with value_residual): N tables of per-token
+                  values, E_t the caller's rows (B x T x H_kv d_k each: Stack.forward's
+                  value_embeds; NormBlocksLM gathers them from its transformer.value_embeds.<t>
+                  at each token). Layer l < N mixes table l, layer l >= L-N table l-(L-N) (the
+                  code's [ve0, ve1, ve2] + [None] * (L-6) + [ve0, ve1, ve2]): V (after its site
+                  norm, where the value residual mixes) becomes lambda_0 V + lambda_1 E_t;
+                  every other layer's lambda_0 V (CausalSelfAttention.forward's ve None).
+                  "blocks.<l>.value_embed.lambda" = [lambda_0, lambda_1] in every layer (the
+                  code's sa_lambdas), init 0.5, 0.5, not decayed.
   FFN             SwiGLU: [u|z] = x W_in^T (+b_in), out = (silu(z) * u) W_out^T (+b_out)
                   GELU:   out = gelu(x W_in^T + b_in) W_out^T + b_out (tanh or erf form)
                   with ffn.in_scale (nGPT's s_uv) the projection (with its bias) is multiplied
@@ -425,7 +435,8 @@ class FfnConfig:
 @dataclass
 class ResidualConfig:
     """Branch scales, CompleteP, the value residual, DenseFormer, Attention Residuals,
-    modded-nanogpt's U-Net skips and x_0 re-injection (nb_residual_config)."""
+    modded-nanogpt's U-Net skips, x_0 re-injection and value embeddings
+    (nb_residual_config)."""
     branch_scale: str = ""       # every placement's branch scale of a preset: "" the preset's,
                                  # else a Placement.branch_scale (not with a custom schedule or
                                  # SiameseNorm)
@@ -438,6 +449,10 @@ class ResidualConfig:
     depth_base: int = 0          # CompleteP's base depth L_base; 0 = 1 (m = L^-alpha)
     value_residual: int = 0      # ResFormer: layers l >= 1 attend over l1 V_l + l2 V_0; 0 off,
                                  # 1 fixed 0.5/0.5, 2 learnable value_residual.lambda [l1, l2]
+    value_embeds: int = 0        # modded-nanogpt's value embeddings: N tables (0 off, 2N <=
+                                 # n_layers); layers 0..N-1 and L-N..L-1 attend over lambda_0 V
+                                 # + lambda_1 E_t (the caller's rows), the others lambda_0 V
+                                 # (blocks.<l>.value_embed.lambda); not with value_residual
     dwa: int = 0                 # DenseFormer's depth-weighted average: 1 on, 0 off; each
                                  # layer's input the average of x_0 and the earlier outputs (one
                                  # stream: not with SiameseNorm or hyper-connections)
@@ -659,6 +674,14 @@ def resolve(cfg):
         raise ValueError("residual.depth_alpha scales the branches of placements; SiameseNorm (%s) "
                          "has fixed sublayers of its own scales" % c.preset)
     res.depth_base = res.depth_base or 1
+    # modded-nanogpt's value embeddings (nb__stack_residual's checks, after CompleteP's)
+    if not (isinstance(res.value_embeds, int) and 0 <= 2 * res.value_embeds <= L):
+        raise ValueError("residual.value_embeds (%r) must be in [0, n_layers / 2] (%d layers: "
+                         "the first N and the last N layers mix the N tables)"
+                         % (res.value_embeds, L))
+    if res.value_embeds and res.value_residual:
+        raise ValueError("residual.value_embeds and residual.value_residual both mix the values "
+                         "(the tables' rows, layer 0's V): give one")
     # nGPT's options, by the preset where 0 (nb__stack_ngpt)
     ngpt = c.preset == "ngpt"
     if not (math.isfinite(res.interp_init) and 0 <= res.interp_init <= 1):
@@ -888,11 +911,21 @@ def _resolve_norm_options(c):
 # ---- modules ---------------------------------------------------------------------------------
 class _ValueResidual(nn.Module):
     """ResFormer's learnable mix of a layer l >= 1: "lambda" = [lambda_1, lambda_2] (init 0.5,
-    the fixed form), V' = lambda_1 V_l + lambda_2 V_0."""
+    the fixed form), V' = lambda_1 V_l + lambda_2 V_0. Also the value embeddings' pair of every
+    layer ("value_embed.lambda" = [lambda_0, lambda_1], modded-nanogpt's sa_lambdas, init 0.5):
+    V' = lambda_0 V + lambda_1 E_t, or lambda_0 V in a layer without a table."""
 
     def __init__(self):
         super().__init__()
         self.register_parameter("lambda", nn.Parameter(torch.full((2,), 0.5)))
+
+
+def value_embed_table(l, n_layers, n_tables):
+    """The table of the value embeddings that layer l mixes in (nb__ve_table): l for the first
+    n_tables layers, l - (n_layers - n_tables) for the last n_tables, None between."""
+    if l < n_tables:
+        return l
+    return l - (n_layers - n_tables) if l >= n_layers - n_tables else None
 
 
 class _DWA(nn.Module):
@@ -1267,7 +1300,10 @@ class Block(nn.Module):
                 setattr(self, name, nn.Parameter(torch.full((d,), 1.0 / math.sqrt(d))))
         if c.residual.value_residual == 2 and l > 0:  # last in the layer, as the library's table
             self.value_residual = _ValueResidual()
-        self.vres = None  # set by Stack.forward: a dict that carries V_0 from layer 0
+        if c.residual.value_embeds:  # every layer's [lambda_0, lambda_1], in the same place
+            self.value_embed = _ValueResidual()
+        self.vres = None  # set by Stack.forward: a dict that carries V_0 from layer 0 (and the
+                          # value embeddings' rows: "ve", one (B, T, H_kv, d_k) per table)
         self.hyper = "" if c.hyper.kind == "none" else c.hyper.kind  # last in the layer's table too
         if self.hyper:
             n = c.hyper.streams
@@ -1374,6 +1410,11 @@ class Block(nn.Module):
                 lam = getattr(self.value_residual, "lambda") if vres == 2 else (0.5, 0.5)
                 v = lam[0] * v + lam[1] * self.vres["v0"]
                 self._t_qkv("qkv_vres", q, k, v, False, g)
+        if self.c.residual.value_embeds:  # modded-nanogpt: v = lambdas[0] * v + lambdas[1] * ve
+            lam = getattr(self.value_embed, "lambda")
+            t = value_embed_table(self.l, self.c.n_layers, self.c.residual.value_embeds)
+            v = lam[0] * v + lam[1] * self.vres["ve"][t] if t is not None else lam[0] * v
+            self._t_qkv("qkv_vres", q, k, v, False, g)  # the library's name, in every layer
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, heads, T, d_k)
         if self.c.attn.rope:
             q, k = rope(q, self.c.attn.rope_theta), rope(k, self.c.attn.rope_theta)
@@ -1642,14 +1683,14 @@ class Stack(nn.Module):
         children's) and the library elsewhere: sqk then sinks after the site norms, suv after
         ff_out (_BODY); after the norms c1, then the branch scales of attention and FFN (ls1,
         attn_resweight, resweight, attn_alpha, ls2, ff_resweight, mlp_alpha), the value
-        residual's lambda, the hyper-connections of attention then FFN, DenseFormer's
-        dwa.weight, Attention Residuals' readers attn_res.* then mlp_res.*, the U-Net's
-        skip_weight then lambdas; the mHC head
-        (hc_head_*) and the final reader (final_res.*) come after the last layer, before the
-        final norms; embed_scale (a stack's own, listed first by PyTorch too) is the table's
-        first."""
+        residual's lambda or the value embeddings' (value_embed), the hyper-connections of
+        attention then FFN, DenseFormer's dwa.weight, Attention Residuals' readers attn_res.*
+        then mlp_res.*, the U-Net's skip_weight then lambdas; the mHC head (hc_head_*) and
+        the final reader (final_res.*) come after the last layer, before the final norms;
+        embed_scale (a stack's own, listed first by PyTorch too) is the table's first."""
         tail = {"c1": 1, "ls1": 2, "attn_alpha": 2, "attn_resweight": 2, "resweight": 2.5,
                 "ls2": 3, "mlp_alpha": 3, "ff_resweight": 3, "value_residual": 4,
+                "value_embed": 4,
                 "hc_attn_fn": 5, "hc_attn_base": 5.1, "hc_attn_scale": 5.2, "hc_attn": 5.3,
                 "hc_ffn_fn": 6, "hc_ffn_base": 6.1, "hc_ffn_scale": 6.2, "hc_ffn": 6.3,
                 "dwa": 7, "attn_res": 8, "mlp_res": 9, "skip_weight": 10, "lambdas": 11}
@@ -1680,7 +1721,8 @@ class Stack(nn.Module):
         if off != flat.numel():
             raise ValueError("the buffer has %d values, the stack %d" % (flat.numel(), off))
 
-    def forward(self, E, hidden=None, trace=None, probs=None, depth_weights=None):
+    def forward(self, E, hidden=None, trace=None, probs=None, depth_weights=None,
+                value_embeds=None):
         """E: (B, T, d). hidden: an optional list that receives x_0 .. x_L (and, for
         SiameseNorm, (x_l, y_l) pairs), the states nb_stack_hidden reads. trace: an optional
         Trace that records the library's TRACE NAMES (nb_ctx.trace) of this forward and, once
@@ -1706,8 +1748,15 @@ class Stack(nn.Module):
         output), the trace has blocks.<l>.x_mixed (Block.forward) and grad_x_in is the gradient
         of x_l through layer l (not the skip's: the skip reads the layer's output before the
         next layer's trace node, as the library adds it to that layer's output gradient);
-        layer 0's is x_0's whole gradient (through layer 0 and every re-injection)."""
+        layer 0's is x_0's whole gradient (through layer 0 and every re-injection).
+        value_embeds: with residual.value_embeds N, the tables' rows of this call (what
+        nb_stack_set_value_embeds binds): a tensor (N, B, T, H_kv d_k) or (N, B*T, H_kv d_k),
+        or a list of N tensors (B, T, H_kv d_k) or (B*T, H_kv d_k) (row b*T + i: table t at
+        the token of position (b, i)); autograd gives their gradients (the two layers sharing
+        a table summed, as the library writes them). Every layer's attention is traced as
+        qkv_vres after its mix (lambda_0 V + lambda_1 E_t, or lambda_0 V)."""
         c = self.config
+        rows = self._value_embed_rows(E, value_embeds)
         if trace is not None:
             trace.grad("grad_in", E, -1, 0)
         if c.norm.embed_scale:  # before the embedding norm
@@ -1717,7 +1766,7 @@ class Stack(nn.Module):
         if trace is not None:
             trace("x0", x)
         if c.residual.attn_res:
-            out = self._attn_res(x, hidden, trace, probs, depth_weights)
+            out = self._attn_res(x, hidden, trace, probs, depth_weights, rows)
             if trace is not None:
                 trace("out", out)
             return out
@@ -1725,7 +1774,7 @@ class Stack(nn.Module):
         if hyper:  # every stream starts at x_0
             n, d = c.hyper.streams, c.d_model
             x = x.unsqueeze(-2).expand(*x.shape[:-1], n, d)
-        vres = {}  # V_0 of this forward (residual.value_residual)
+        vres = {"ve": rows}  # V_0 of this forward (residual.value_residual); the rows
         # DenseFormer: the outputs h_j by j mod k as its DWAModules accumulate them (h_0 = x_0
         # in group 0, taken after layer 0's trace node so that grad_x_in sees every use of it)
         k = c.residual.dwa_dilation
@@ -1786,11 +1835,32 @@ class Stack(nn.Module):
         return out
 
 
-    def _attn_res(self, x0, hidden, trace, probs, depth_weights):
+    def _value_embed_rows(self, E, value_embeds):
+        """forward's value_embeds as N tensors (B, T, H_kv, d_k) (None without the option);
+        ValueError where nb_stack_forward would refuse (rows missing: NB_ERR_NULL) or the
+        stack has no tables."""
+        c, n = self.config, self.config.residual.value_embeds
+        if not n:
+            if value_embeds is not None:
+                raise ValueError("value_embeds: the stack was made without "
+                                 "residual.value_embeds (nb_stack_set_value_embeds refuses it)")
+            return None
+        if value_embeds is None:
+            raise ValueError("residual.value_embeds mixes the caller's table rows into the "
+                             "values but none are given (value_embeds; "
+                             "nb_stack_set_value_embeds)")
+        if len(value_embeds) != n:
+            raise ValueError("value_embeds: %d tables' rows, residual.value_embeds is %d"
+                             % (len(value_embeds), n))
+        B, T = E.shape[0], E.shape[1]
+        dk = c.d_model // c.n_heads
+        return [t.reshape(B, T, c.n_kv_heads, dk) for t in value_embeds]
+
+    def _attn_res(self, x0, hidden, trace, probs, depth_weights, rows=None):
         """Attention Residuals' stack from x_0 (forward's arguments): the layers as the official
         pseudocode runs them (blocks starts as [x_0], the partial sum empty), then the final
         reader h_2L = block_attn_res(blocks, p_2L-1) and the final norm."""
-        blocks, partial_block, vres = [x0], None, {}
+        blocks, partial_block, vres = [x0], None, {"ve": rows}
         for blk in self.blocks:
             blk.tracer, blk.probs, blk.vres = trace, probs, vres
             if trace is not None:  # the layer's input stream: x_0, then p_2l-1 (own nodes)
@@ -1861,11 +1931,20 @@ class _Transformer(Stack):
     DyT's LLaMA code), or "sqrt-d" (train --embed-scale sqrt-d: the constant sqrt(d) rounded to
     the activations' dtype, no parameter: Gemma's normalizer). embed_mult X > 0 (train
     --mup-embed-mult X: Megatron's mup_embedding_mult) multiplies that constant (1 without
-    sqrt-d), rounded once to float32 as model.c; not with a learnable scale."""
+    sqrt-d), rounded once to float32 as model.c; not with a learnable scale.
+    With residual.value_embeds N (train --value-embeds N: modded-nanogpt's GPT.value_embeds)
+    the N tables value_embeds.<t> (nn.Embedding(vocab, H_kv d_k), N(0, 1) as nn.Embedding's
+    default; examples/train/vembed.c), whose rows at each token value_rows() gathers for the
+    stack; the checkpoint holds them after wte.weight (and embed_scale), before the stack's."""
 
     def __init__(self, cfg, vocab, embed_scale=False, embed_mult=0.0):
         super().__init__(cfg)
         self.wte = nn.Embedding(vocab, cfg.d_model)
+        c = self.config
+        if c.residual.value_embeds:
+            self.value_embeds = nn.ModuleList(
+                nn.Embedding(vocab, c.n_kv_heads * (c.d_model // c.n_heads))
+                for _ in range(c.residual.value_embeds))
         if embed_scale not in (False, True, "learn", "sqrt-d"):
             raise ValueError("embed_scale %r: False, True (= \"learn\") or \"sqrt-d\"" % (embed_scale,))
         if not (math.isfinite(embed_mult) and embed_mult >= 0):
@@ -1881,6 +1960,13 @@ class _Transformer(Stack):
             self.embed_const = float(torch.tensor((self.embed_const or 1.0) * embed_mult,
                                                   dtype=torch.float32))
 
+    def value_rows(self, tok):
+        """The value embeddings' rows of tokens tok (B, T): a list of N tensors (B, T, H_kv
+        d_k), table t at each token (vembed.c's gather), or None without the option."""
+        if not hasattr(self, "value_embeds"):
+            return None
+        return [table(tok) for table in self.value_embeds]
+
     def embed(self, tok):
         e = self.wte(tok)
         if self.embed_const is not None:
@@ -1891,7 +1977,9 @@ class _Transformer(Stack):
 class NormBlocksLM(nn.Module):
     """examples/train's model (model.c): tokens -> transformer.wte -> stack -> lm_head (untied,
     no bias) -> logits; loss = mean cross-entropy over the masked targets. Parameter names are
-    the checkpoint's: transformer.wte.weight, transformer.<stack names>, lm_head.weight.
+    the checkpoint's: transformer.wte.weight, transformer.<stack names>, lm_head.weight (and
+    with residual.value_embeds the tables transformer.value_embeds.<t>.weight, gathered at the
+    input tokens for the stack's value embeddings).
     logit_scale (train --preset ngpt: its checkpoints hold "sz", after lm_head.weight): nGPT's
     GPT.sz, the logits times sz sqrt(d) per byte, sz a learnable vector stored at 1/sqrt(d).
     logit_softcap C > 0 (train --logit-softcap C): Gemma 2's final-logit softcapping
@@ -1920,7 +2008,8 @@ class NormBlocksLM(nn.Module):
         return self._logits(tok, trace, 1.0)
 
     def _logits(self, tok, trace, grad_scale):
-        h = self.transformer(self.transformer.embed(tok), trace=trace)
+        h = self.transformer(self.transformer.embed(tok), trace=trace,
+                             value_embeds=self.transformer.value_rows(tok))
         if self.transformer.config.gemm.precision == "bf16":
             z = bf16_linear(h, self.lm_head.weight, grad_scale=grad_scale)
         else:
@@ -2088,6 +2177,10 @@ def config_from_metadata(meta):
         if get(key, "on") != "on":
             raise ValueError("%s %r: on (or absent)" % (key, meta[key]))
         setattr(res, key, 1 if key in meta else 0)
+    ve = get("value_embeds", "0")  # --value-embeds N (written only when N > 0)
+    if not ve.isdigit():
+        raise ValueError("value_embeds %r: a number of tables" % ve)
+    res.value_embeds = int(ve)  # resolve checks it
     # the porting options (--attn-gate, --attn-sink, --clip-qkv, --attn-softcap, --norm-gain,
     # --norm-bias, --gain-offset, --branch-scale: the trainer's names, the checkpoint's keys);
     # qk_clip is how the trainer trains, not the model (clip_qkv is the model: a clamp in its
@@ -2304,6 +2397,9 @@ def _layout_refusal(c, layout):
         return "non_causal: the Hugging Face decoders are causal"
     if c.residual.value_residual:
         return "value_residual: no Hugging Face decoder mixes the first layer's values in"
+    if c.residual.value_embeds:
+        return ("value_embeds: no Hugging Face decoder mixes per-token value embeddings into its "
+                "values (modded-nanogpt's value embeddings)")
     if c.hyper.kind != "none":
         return "hyper: no Hugging Face decoder has hyper-connections' residual streams"
     for field, what in (  # the options that carry layers' outputs into later inputs

@@ -255,7 +255,8 @@
        residual.depth_alpha  CompleteP (arXiv 2505.01618; its code): every branch times
                      (L / depth_base)^-depth_alpha
        residual.dwa  DenseFormer (arXiv 2402.02622; its code): each layer's input the learned
-                     average of x_0 and the earlier layers' outputs (dwa_dilation: every k-th)
+                     average of x_0 and the earlier layers' outputs (dwa_dilation: every k-th;
+                     dwa_period: only every p-th layer averages)
        residual.unet_skips, residual.reinject_x0  modded-nanogpt's U-Net skips (the encoder
                      half's outputs added to the decoder half's inputs, learned weights) and its
                      re-injection of x_0 into every layer's input (lambda_0 x + lambda_1 x_0)
@@ -1168,6 +1169,10 @@ typedef struct nb_residual_config {
                                   through nb_layer_forward/backward. Costs B*T*d of cache per
                                   layer (h) and (L+1) B*T*d of scratch (their gradients) */
     int dwa_dilation;          /* DenseFormer's dilation k: 0 = 1 (every earlier output) */
+    int dwa_period;            /* DenseFormer's DWA period p (the package's period): 0 = 1; only
+                                  layers l with (l+1) mod p = 0 average (and have dwa.weight),
+                                  the others pass x_{l+1} = h_{l+1} on, their outputs still in
+                                  the later averages */
     int attn_res;              /* Attention Residuals (Moonshot, arXiv 2603.15031; its official
                                   pseudocode, MoonshotAI/Attention-Residuals): no residual sums.
                                   The sublayers j = 0 .. 2L-1 (attention 2l, FFN 2l+1) are
@@ -5745,6 +5750,10 @@ static int nb__dwa_first(const nb_stack* s, int l) {
 static int nb__dwa_count(const nb_stack* s, int l) {
     return (l + 1) / s->desc.residual.dwa_dilation + 1;
 }
+/* 1: layer l averages (its period's turn); else it passes its output on */
+static int nb__dwa_here(const nb_stack* s, int l) {
+    return (l + 1) % s->desc.residual.dwa_period == 0;
+}
 /* Attention Residuals: the reader before sublayer j = 1 .. 2L (2L: the output) has
    2 + (j-1)/S sources: x_0, the (j-1)/S blocks completed before sublayer j-1, and the partial
    sum through j-1 (a completed block itself where j starts one) */
@@ -6032,7 +6041,7 @@ static void nb__walk_layer(const nb_stack* s, int l, nb__walk* w, nb__layer_tens
         lp->vres = nb__put(w, l, "value_embed.lambda", NB_TENSOR_VALUE_EMBED, 2, 1);
     if (nb__layout(s)->hc)
         for (k = 0; k < 2; k++) nb__put_hc(w, s, l, k ? "ffn" : "attn", &lp->hc[k]);
-    if (s->desc.residual.dwa)
+    if (s->desc.residual.dwa && nb__dwa_here(s, l))
         lp->dwa = nb__put(w, l, "dwa.weight", NB_TENSOR_DWA, 1, nb__dwa_count(s, l));
     for (k = l ? 0 : 1; k < 2 && s->desc.residual.attn_res; k++) {
         lp->arq[k] = nb__put(w, l, k ? "mlp_res.proj.weight" : "attn_res.proj.weight",
@@ -7153,6 +7162,10 @@ static nb_result nb__stack_residual(nb_ctx* ctx, nb_stack_desc* d) {
               "stream; %s has %s", nb__desc_name(d),
               d->hyper.kind > NB_HYPER_NONE ? "hyper-connections" : "SiameseNorm's two");
     if (rs->dwa && rs->dwa_dilation == 0) rs->dwa_dilation = 1; /* 0 stays 0 without dwa */
+    NB__CHECK(rs->dwa_period < 0 || rs->dwa_period > d->n_layers || (!rs->dwa && rs->dwa_period),
+              NB_ERR_CONFIG, "nb_stack_init: residual.dwa_period (%d) must be in [0, n_layers] (0 = "
+              "1) and needs residual.dwa", rs->dwa_period);
+    if (rs->dwa && rs->dwa_period == 0) rs->dwa_period = 1;
     NB__CHECK(rs->attn_res < 0 || rs->attn_res > 1 || rs->attn_res_block < 0 ||
                   rs->attn_res_block > 2 * d->n_layers, NB_ERR_CONFIG,
               "nb_stack_init: residual.attn_res (%d) must be 0 or 1 and residual.attn_res_block "
@@ -9038,7 +9051,8 @@ static const nb_real* nb__dwa_h(const nb__run* r, int j) {
 /* the gradient of h_j (scratch) */
 static nb_real* nb__dwa_g(const nb__run* r, int j) { return r->sc.dwa_g + (size_t)j * r->n; }
 
-/* h_{l+1} = the layer (one stream) on x_l; x_{l+1} = sum_m a_l[m] h_{j0 + m k} */
+/* h_{l+1} = the layer (one stream) on x_l; x_{l+1} = sum_m a_l[m] h_{j0 + m k}, or h_{l+1}
+   off the period */
 static nb_result nb__dwa_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
                                    const nb__layer_mem* c, nb_real* const out[],
                                    const nb_real* const in[]) {
@@ -9047,6 +9061,10 @@ static nb_result nb__dwa_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p
     const nb_result rc = nb__one_layer_fwd(r, l, p, c, h, in);
     int m;
     if (rc) return rc;
+    if (!nb__dwa_here(r->s, l)) {
+        nb__copy(r, out[0], c->dh);
+        return NB_OK;
+    }
     nb__lin(r, out[0], p->dwa[0], nb__dwa_h(r, j0), 0, NULL);
     for (m = 1; m < nb__dwa_count(r->s, l); m++)
         nb__lin(r, out[0], 1, out[0], p->dwa[m], nb__dwa_h(r, j0 + m * k));
@@ -9075,7 +9093,8 @@ static double nb__dot_rows(const nb__run* r, const nb_real* x, const nb_real* y,
 /* From dx_{l+1} (dout, complete: only layer l+1 reads x_{l+1}): da_l[m] += <dx_{l+1}, h_j>,
    dh_j += a_l[m] dx_{l+1}; then dh_{l+1} is complete (only the averages of layers >= l read
    h_{l+1}) and goes back through the layer to dx_l; layer 0 adds dh_0 (x_0 is h_0). The dh_j
-   are zeroed by the first backward, layer L-1's. */
+   are zeroed by the first backward, layer L-1's. Off the period x_{l+1} = h_{l+1}: dh_{l+1} +=
+   dx_{l+1}. */
 static nb_result nb__dwa_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
                                    nb__layer_tensors* g, const nb__layer_mem* c,
                                    nb_real* const din[], const nb_real* const dout[],
@@ -9087,7 +9106,9 @@ static nb_result nb__dwa_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p
     nb_result rc;
     if (l == s->desc.n_layers - 1)
         nb__zero(r->ctx, r->sc.dwa_g, ((size_t)s->desc.n_layers + 1) * r->n);
-    for (m = 0; m < nb__dwa_count(s, l); m++) {
+    if (!nb__dwa_here(s, l))
+        nb__lin(r, nb__dwa_g(r, l + 1), 1, nb__dwa_g(r, l + 1), 1, dout[0]);
+    for (m = 0; nb__dwa_here(s, l) && m < nb__dwa_count(s, l); m++) {
         const int j = j0 + m * k;
         nb_real* gj = nb__dwa_g(r, j);
         g->dwa[m] += (nb_real)nb__dot_rows(r, dout[0], nb__dwa_h(r, j), (double*)r->sc.tmp[0]);

@@ -49,7 +49,7 @@ static const char* const help =
     "         (strings): preset (any name nb_preset_from_name takes), n_layers, d_model, n_heads,\n"
     "         n_kv_heads, d_ff, rope (0/1), optionally norm (rms|layer|dyt|l2), ffn (swiglu|gelu_tanh|\n"
     "         gelu), mixln_alpha (a finite number), eps, rope_theta, attn_bias (0-3: 1 the Q|K|V projection's bias,\n"
-    "         2 the output's), clip_qkv, attn_softcap, dwa (on), dwa_dilation, attn_res (on), attn_res_block, unet_skips (on), reinject_x0 (on), value_residual (off|fixed|learn), hyper (none|mhc|hc|ihc|mhc-lite),\n"
+    "         2 the output's), clip_qkv, attn_softcap, dwa (on), dwa_dilation, dwa_period, attn_res (on), attn_res_block, unet_skips (on), reinject_x0 (on), value_residual (off|fixed|learn), hyper (none|mhc|hc|ihc|mhc-lite),\n"
     "         hyper_streams (1-8), hyper_form (dynamic|static), hyper_sinkhorn (1-100); also\n"
     "         \"format\", \"producer\" and the training settings examples/train writes; any other\n"
     "         key, or a value not listed, is refused.\n"
@@ -130,7 +130,7 @@ static const char* const known_keys[] = {
     "hyper_sinkhorn", "format", "producer", "schedule", "step", "adam_step", "vocab_size", "embed_scale", "steps",
     "lr", "warmup", "min_lr", "wd", "wd_norms", "beta1", "beta2", "adam_eps", "clip", "seed", "batch", "seq",
     "init", "data", "data_bytes", "data_hash", "eval_batches", "eval_problems", "logit_softcap", "attn_gate",
-    "attn_sink", "clip_qkv", "attn_softcap", "dwa", "dwa_dilation", "attn_res", "attn_res_block", "unet_skips", "reinject_x0", "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites",
+    "attn_sink", "clip_qkv", "attn_softcap", "dwa", "dwa_dilation", "dwa_period", "attn_res", "attn_res_block", "unet_skips", "reinject_x0", "norm_gain", "norm_bias", "gain_offset", "branch_scale", "qk_clip", "precision", "sites",
     "site_width", "ffn_bias", "final_norm", "embed_norm", "siamese_scale", "siamese_fusion", "siamese_no_fusion_norm", "completep",
     "depth_base", "width_base", "mup", "mup_base_head_dim", "mup_embed_mult", "mup_output_mult", "value_embeds",
     NULL};
@@ -316,6 +316,8 @@ static int porting_of_meta(const st_file* M, nb_stack_desc* d) {
         if (strcmp(v, "on")) return bad_meta("dwa", v, "on");
         d->residual.dwa = 1;
     }
+    if (st_meta(M, "dwa_period") && meta_int(M, "dwa_period", 1 << 20, &d->residual.dwa_period))
+        return 1;
     if (st_meta(M, "dwa_dilation") && meta_int(M, "dwa_dilation", 1 << 20, &d->residual.dwa_dilation))
         return 1;
     if ((v = st_meta(M, "attn_res")) != NULL) { /* examples/train's --attn-res */

@@ -402,6 +402,14 @@ static void fd_all(nbt_rng* rng) {
         d = base_desc(NB_PRESET_HYBRID, 1);
         d.residual.dwa = 1;
         fd_case("hybrid, one layer, DWA", &d, 2, 3, rng);
+        /* the package's period: layers 1 and 3 average (dilation 2), 0 and 2 pass theirs on;
+           period 3 on 4 layers: only layer 2 averages, the last passes its output on */
+        d = base_desc(NB_PRESET_PRE, 4);
+        d.residual.dwa = 1; d.residual.dwa_dilation = 2; d.residual.dwa_period = 2;
+        fd_case("pre, DWA dilation 2, period 2", &d, 2, 3, rng);
+        d = base_desc(NB_PRESET_POST, 4);
+        d.residual.dwa = 1; d.residual.dwa_period = 3; d.n_kv_heads = 2;
+        fd_case("post, DWA period 3 (4 layers), GQA", &d, 2, 3, rng);
     }
     {   /* Attention Residuals: Full (S = 1), blocks of one layer (2), of three sublayers (a
            block ends between attention and FFN), one block (2L); with GQA and LSE memory,
@@ -2504,19 +2512,19 @@ static void dwa_props(nbt_rng* rng) {
         same_grads("dwa at its init = the plain stack", &b, &a);
         teardown(&a); teardown(&b);
     }
-    {   /* drawn weights (setup's): x_{l+1} = sum over j = l+1 mod k of a_l h_j, h_{j+1} = the
-           plain stack's layer j on x_j */
-        static const int dil[2] = {1, 2};
+    {   /* drawn weights (setup's): x_{l+1} = sum over j = l+1 mod k of a_l h_j where (l+1) mod p
+           = 0, else h_{l+1} (no weights there), h_{j+1} = the plain stack's layer j on x_j */
+        static const int dil[4] = {1, 2, 2, 1}, per[4] = {1, 1, 2, 3};
         int t;
-        for (t = 0; t < 2; t++) {
+        for (t = 0; t < 4; t++) {
             nb_stack_desc d = base_desc(NB_PRESET_PRE, 3);
             run a, b;
             nb_real *h[4], *x = nbt_alloc(n1), *ref = nbt_alloc(n1);
-            char what[64];
+            char what[128];
             int l, j;
             d.norm.final = -1; /* the stack's output is x_L itself */
             if (!nbt_check(setup(&b, &d, 2, 5, rng, 1), "dwa: plain")) return;
-            d.residual.dwa = 1; d.residual.dwa_dilation = dil[t];
+            d.residual.dwa = 1; d.residual.dwa_dilation = dil[t]; d.residual.dwa_period = per[t];
             if (!nbt_check(setup(&a, &d, 2, 5, rng, 1), "dwa: drawn")) return;
             copy_by_name(&b, &a);
             loss(&a);
@@ -2531,6 +2539,13 @@ static void dwa_props(nbt_rng* rng) {
                 nb_layer_forward(&b.ctx, &b.s, l, b.params, h[l + 1], x, 2, 5, b.cache, b.scratch);
                 snprintf(name, sizeof name, "blocks.%d.dwa.weight", l);
                 w = tensor(&a, name);
+                snprintf(what, sizeof what, "dwa period %d: %s only where layer %d averages", per[t],
+                         name, l);
+                nbt_check((w != NULL) == ((l + 1) % per[t] == 0), what);
+                if (!w) { /* off the period: x_{l+1} = h_{l+1} */
+                    memcpy(x, h[l + 1], n1 * sizeof(nb_real));
+                    continue;
+                }
                 for (i = 0; i < n1; i++) {
                     double acc = 0;
                     int m = 0;
@@ -2539,7 +2554,8 @@ static void dwa_props(nbt_rng* rng) {
                 }
             }
             memcpy(ref, x, n1 * sizeof(nb_real));
-            snprintf(what, sizeof what, "dwa dilation %d: forward = the average composed here", dil[t]);
+            snprintf(what, sizeof what, "dwa dilation %d, period %d: forward = the average composed here",
+                     dil[t], per[t]);
             nbt_close_r(what, a.out, ref, n1, NBT_ATOL, NBT_RTOL);
             for (j = 0; j <= 3; j++) free(h[j]);
             free(x); free(ref);
@@ -2547,16 +2563,18 @@ static void dwa_props(nbt_rng* rng) {
         }
     }
     {
-        static const struct { const char* preset; int dwa, dil; const char* says; } bad[] = {
-            {"pre", 2, 0, "residual.dwa (2)"}, {"pre", 1, 5, "residual.dwa_dilation (5)"},
-            {"pre", 0, 2, "needs residual.dwa"}, {"siamese", 1, 0, "SiameseNorm"},
-            {"mhc", 1, 0, "hyper-connections"}};
+        static const struct { const char* preset; int dwa, dil, per; const char* says; } bad[] = {
+            {"pre", 2, 0, 0, "residual.dwa (2)"}, {"pre", 1, 5, 0, "residual.dwa_dilation (5)"},
+            {"pre", 0, 2, 0, "needs residual.dwa"}, {"siamese", 1, 0, 0, "SiameseNorm"},
+            {"mhc", 1, 0, 0, "hyper-connections"}, {"pre", 1, 0, 5, "residual.dwa_period (5)"},
+            {"pre", 1, 0, -1, "residual.dwa_period (-1)"}, {"pre", 0, 0, 2, "dwa_period (2) must"}};
         size_t i;
         for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             nb_stack_desc d = base_desc(NB_PRESET_DEFAULT, 4);
             char what[96];
             nb_preset_from_name(NULL, &d, bad[i].preset);
             d.residual.dwa = bad[i].dwa; d.residual.dwa_dilation = bad[i].dil;
+            d.residual.dwa_period = bad[i].per;
             snprintf(what, sizeof what, "dwa: refused (%s), naming \"%s\"", bad[i].preset, bad[i].says);
             refused_naming(&d, bad[i].says, what);
         }

@@ -1324,7 +1324,7 @@ expect_error "--resume with another --attn-softcap" 'attn_softcap is "0.05" in t
   "${TINY[@]}" --steps 20 --attn-softcap 0.5 --resume sc_half.st
 # DenseFormer's depth-weighted average: the flag a model key ("on"), its dilation too, said on
 # the model line; the run ends with where the weights stand, --diag writes them all
-if keyed_roundtrip dw dwa on "^model: pre, .* DenseFormer's depth-weighted average (dilation 2), " \
+if keyed_roundtrip dw dwa on "^model: pre, .* DenseFormer's depth-weighted average (dilation 2, period 1), " \
      --dwa --dwa-dilation 2 &&
    grep -q "^DenseFormer: mean weight of a layer's average on its own output [0-9.]*, on x_0 [0-9.e-]*, " dw_full.log &&
    "$TRAIN" "${TINY[@]}" --steps 2 --dwa --diag dw_diag > dw_diag.log 2>&1 &&
@@ -1334,7 +1334,22 @@ if keyed_roundtrip dw dwa on "^model: pre, .* DenseFormer's depth-weighted avera
 else
   fail "--dwa in the trainer"; grep -E "^(model|final|train|DenseFormer)" dw_full.log dw_res.log; cat dw_exp.log dw_diag.log
 fi
-expect_error "--dwa-dilation without --dwa" "dwa-dilation needs --dwa" "${TINY[@]}" --dwa-dilation 2
+expect_error "--dwa-dilation without --dwa" "dwa-dilation and --dwa-period need --dwa" "${TINY[@]}" --dwa-dilation 2
+# its period: a model key; only layer 1 of 2 averages (dwa.weight there alone, a row of weights
+# in the diag's CSV), layer 0 passes its output on (an empty row)
+if roundtrip dp --dwa --dwa-period 2 && python3 -c "
+import json, struct
+raw = open('dp_full.st', 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]
+h = json.loads(raw[8:8 + n]); assert h['__metadata__']['dwa_period'] == '2'
+assert 'transformer.blocks.1.dwa.weight' in h and 'transformer.blocks.0.dwa.weight' not in h
+" && grep -q "DenseFormer's depth-weighted average (dilation 1, period 2), " dp_full.log &&
+   "$TRAIN" "${TINY[@]}" --steps 2 --dwa --dwa-period 2 --diag dp_diag > dp_diag.log 2>&1 &&
+   sed -n 2p dp_diag/dwa_weights.csv | grep -qx "0,,," &&
+   sed -n 3p dp_diag/dwa_weights.csv | grep -q "^1,[0-9.e-]*,[0-9.e-]*,[0-9.e-]*$"; then
+  pass "--dwa --dwa-period 2: model key, weights on layer 1 only, model line, --diag rows; resume bit-identical, --load rebuilds"
+else
+  fail "--dwa-period in the trainer"; grep -E "^(model|final|DenseFormer)" dp_full.log dp_res.log; cat dp_diag.log
+fi
 # Attention Residuals: the flag a model key ("on"), its block too, said on the model line; the
 # run ends with where the depth weights stand, --diag writes every reader's; a preset with post
 # norms is refused naming them

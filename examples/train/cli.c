@@ -231,6 +231,9 @@ static const opt k_opts[] = {
      "one residual stream only. The run ends with where the weights stand; --diag writes them"},
     {"dwa-dilation", "K", K_INT, F(model.residual.dwa_dilation), 1, MAX_LAYERS, NULL, NULL, O_MODEL,
      "DenseFormer's dilation: layer l averages the outputs h_j with j = l+1 mod K only [1]"},
+    {"dwa-period", "P", K_INT, F(model.residual.dwa_period), 1, MAX_LAYERS, NULL, NULL, O_MODEL,
+     "DenseFormer's DWA period (its package's period): only layers l with (l+1) mod P = 0\n"
+     "average, the others pass their output on [1]"},
     {"attn-res", NULL, K_FLAG, F(model.residual.attn_res), 1, 0, NULL, NULL, O_MODEL,
      "Attention Residuals (arXiv 2603.15031): no residual sums; each sublayer's input is a\n"
      "softmax over depth (a learned pseudo-query per sublayer, init uniform) of the stack's input\n"
@@ -1087,7 +1090,9 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->residual.value_embeds = c->model.residual.value_embeds;
     d->residual.dwa = c->model.residual.dwa;
     d->residual.dwa_dilation = c->model.residual.dwa_dilation;
-    if (!d->residual.dwa && d->residual.dwa_dilation) return fail("--dwa-dilation needs --dwa");
+    d->residual.dwa_period = c->model.residual.dwa_period;
+    if (!d->residual.dwa && (d->residual.dwa_dilation || d->residual.dwa_period))
+        return fail("--dwa-dilation and --dwa-period need --dwa");
     d->residual.attn_res = c->model.residual.attn_res;
     d->residual.attn_res_block = c->model.residual.attn_res_block;
     if (!d->residual.attn_res && d->residual.attn_res_block) return fail("--attn-res-block needs --attn-res");

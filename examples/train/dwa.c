@@ -19,22 +19,24 @@ static const nb_real* dwa_weights(const model* m, int l, int* count) {
     return NULL;
 }
 
-/* the means over the layers of a_l's weight on the layer's own output h_{l+1}, on x_0 (the
-   layers whose average reaches it) and on the other outputs */
+/* the means over the averaging layers of a_l's weight on the layer's own output h_{l+1}, on
+   x_0 (the layers whose average reaches it) and on the other outputs */
 void dwa_record(const model* m, history* h) {
     const int L = m->s.desc.n_layers, k = m->s.desc.residual.dwa_dilation;
     double self = 0, x0 = 0, other = 0;
-    int l, n, n_x0 = 0, n_other = 0, i;
+    int l, n, n_self = 0, n_x0 = 0, n_other = 0, i;
     for (l = 0; l < L; l++) {
         const nb_real* a = dwa_weights(m, l, &n);
+        if (!a) continue; /* off the period: the layer passes its output on */
         self += a[n - 1];
+        n_self++;
         for (i = 0; i < n - 1; i++) {
             if ((l + 1) % k == 0 && i == 0) { x0 += a[0]; n_x0++; }
             else { other += a[i]; n_other++; }
         }
     }
     h->dwa = 1;
-    h->dwa_self = self / L;
+    h->dwa_self = self / n_self;
     h->dwa_x0 = n_x0 ? x0 / n_x0 : 0;
     h->dwa_other = n_other ? other / n_other : 0;
 }
@@ -45,7 +47,8 @@ void dwa_say(const history* h) {
         h->dwa_other);
 }
 
-/* rows: layer l, its weight on h_0 .. h_L (empty where its average does not reach h_j) */
+/* rows: layer l, its weight on h_0 .. h_L (empty where its average does not reach h_j, all
+   empty off the period) */
 int dwa_csv(const model* m, const char* dir) {
     const int L = m->s.desc.n_layers, k = m->s.desc.residual.dwa_dilation;
     char path[1024];
@@ -59,7 +62,7 @@ int dwa_csv(const model* m, const char* dir) {
         const nb_real* a = dwa_weights(m, l, &n);
         fprintf(f, "%d", l);
         for (j = 0; j <= L; j++) {
-            if (j <= l + 1 && j % k == (l + 1) % k) fprintf(f, ",%.6g", (double)a[j / k]);
+            if (a && j <= l + 1 && j % k == (l + 1) % k) fprintf(f, ",%.6g", (double)a[j / k]);
             else fprintf(f, ",");
         }
         fprintf(f, "\n");

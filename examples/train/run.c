@@ -143,7 +143,9 @@ static void print_options(const config* c, const nb_stack_desc* d) {
     if (d->attn.sink) say(", attention sinks (%s)", d->attn.sink == NB_SINK_LEARNED ? "learned" : "off-by-one");
     if (d->attn.clip_qkv > 0) say(", Q|K|V clamped to +-%g (clip_qkv)", (double)d->attn.clip_qkv);
     if (d->attn.softcap > 0) say(", attention logits capped at %g (C tanh(s / C))", (double)d->attn.softcap);
-    if (d->residual.dwa) say(", DenseFormer's depth-weighted average (dilation %d)", d->residual.dwa_dilation);
+    if (d->residual.dwa)
+        say(", DenseFormer's depth-weighted average (dilation %d, period %d)", d->residual.dwa_dilation,
+            d->residual.dwa_period);
     if (d->residual.attn_res)
         say(", Attention Residuals (%s, blocks of %d sublayers)", d->residual.attn_res_block == 1 ? "Full" : "Block",
             d->residual.attn_res_block);

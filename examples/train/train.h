@@ -129,6 +129,7 @@ typedef struct cfg_residual { /* nb_stack_desc.residual */
     int depth_base;           /* L_base (0 = 1) */
     int width_base;           /* CompleteP's or muP's d_base, m_d = d / d_base (0: d, m_d = 1) */
     int dwa, dwa_dilation;    /* DenseFormer's depth-weighted average (0 off), its k (0 = 1) */
+    int dwa_period;           /* its period p (0 = 1): only every p-th layer averages */
     int attn_res, attn_res_block; /* Attention Residuals (0 off), its block in sublayers (0 = 1) */
     int unet_skips, reinject_x0;  /* modded-nanogpt's U-Net skips, x_0 re-injection (0 off) */
     int value_embeds;             /* modded-nanogpt's value embeddings: tables (0 off) */

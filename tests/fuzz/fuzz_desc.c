@@ -327,6 +327,8 @@ static void run_stack(rd* r, nb_ctx* c) {
             }
             if (u8(r) >= 128) /* value embeddings (past n_layers / 2, and the edges: refused) */
                 d.residual.value_embeds = pick_int(r, 3);
+            if (u8(r) >= 128) /* DenseFormer's period (past n_layers, without dwa: refused) */
+                d.residual.dwa_period = pick_int(r, 5);
         }
     }
     rc = nb_stack_init(c, &s, &d, mb, ms);

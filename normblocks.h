@@ -305,8 +305,9 @@
      forward:  x0 (the stack's input, times norm.embed_scale, or its embedding norm); per layer l,
        for its attention sublayer "blocks.<l>.attn.": h (the input norm's output, times
        input_scale), qkv (the projection [Q|K|V] (and G), with its bias), qkv_normed (after the
-       Q/K/V site norms and clip_qkv's clamp, when either), qkv_vres (layers l >= 1 with residual.value_residual: [Q|K|V'],
-       V' = lambda_1 V + lambda_2 V_0), qkv_rope (after RoPE), qkv_scaled (Q, K times sqrt(d)
+       Q/K/V site norms and clip_qkv's clamp, when either), qkv_vres ([Q|K|V']: layers l >= 1
+       with residual.value_residual, V' = lambda_1 V + lambda_2 V_0; every layer with
+       residual.value_embeds, V' = lambda_0 V (+ lambda_1 E)), qkv_rope (after RoPE), qkv_scaled (Q, K times sqrt(d)
        s_qk: qk_scale), context (the heads' outputs concatenated, before the C norm), c_normed
        (site C), c_gated (times sigmoid(G): attn.gate), out (W_o's output, with its bias),
        out_normed (the output norm's result, when one), res_normed (N_res(x), residual_norm),

@@ -183,6 +183,16 @@ else
 fi
 
 # 7. bad input: a clear message and exit status 1 (never a crash)
+roundtrip() { # roundtrip NAME FLAGS...: full run, half + resume (same bytes), --load --eval
+  local n="$1"
+  shift
+  "$TRAIN" "${TINY[@]}" --steps 20 "$@" --save "${n}_full.st" > "${n}_full.log" 2>&1 &&
+  "$TRAIN" "${TINY[@]}" --steps 20 "$@" --stop-after 10 --save "${n}_half.st" > "${n}_half.log" 2>&1 &&
+  "$TRAIN" "${TINY[@]}" --steps 20 "$@" --resume "${n}_half.st" --save "${n}_res.st" > "${n}_res.log" 2>&1 &&
+  "$TRAIN" --load "${n}_full.st" --eval --threads 1 > "${n}_eval.log" 2>&1 &&
+  cmp -s "${n}_full.st" "${n}_res.st" && [ -n "$(final_field "${n}_full.log" val_loss)" ] &&
+  grep -q "val_loss $(final_field "${n}_full.log" val_loss)" "${n}_eval.log"
+}
 expect_error() { # expect_error NAME PATTERN ARGS...
   local name="$1" pat="$2"
   shift 2
@@ -889,25 +899,14 @@ else
 fi
 # a CompleteP checkpoint resumes bit-identically (its keys are model keys); --load rebuilds it
 # (the logits' 1/m_d included: the same validation loss)
-CR=("${TINY[@]}" --layers 3 --steps 20 --completep 0.5 --depth-base 2 --width-base 16)
-"$TRAIN" "${CR[@]}" --save cfull.safetensors > cfull.log 2>&1
-rc1=$?
-"$TRAIN" "${CR[@]}" --stop-after 10 --save chalf.safetensors > chalf.log 2>&1
-rc2=$?
-"$TRAIN" "${CR[@]}" --resume chalf.safetensors --save cres.safetensors > cres.log 2>&1
-rc3=$?
-"$TRAIN" --load cfull.safetensors --eval --threads 1 > ceval.log 2>&1
-l_full="$(final_field cfull.log loss)"
-v_full="$(final_field cfull.log val_loss)"
-if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] && [ -n "$l_full" ] && [ "$l_full" = "$(final_field cres.log loss)" ] &&
-   cmp -s cfull.safetensors cres.safetensors && grep -q "val_loss $v_full" ceval.log &&
-   head -c 65536 cfull.safetensors | grep -aq '"completep":"0.5","depth_base":"2","width_base":"16"'; then
-  pass "a CompleteP checkpoint resumes bit-identically (loss $l_full) and --load rebuilds it"
+if roundtrip cr --layers 3 --completep 0.5 --depth-base 2 --width-base 16 &&
+   head -c 65536 cr_full.st | grep -aq '"completep":"0.5","depth_base":"2","width_base":"16"'; then
+  pass "a CompleteP checkpoint resumes bit-identically and --load rebuilds it"
 else
-  fail "CompleteP resume (rc $rc1 $rc2 $rc3, loss '$l_full')"; tail -3 chalf.log cres.log ceval.log
+  fail "CompleteP resume"; tail -3 cr_half.log cr_res.log cr_eval.log
 fi
 expect_error "--resume of a CompleteP checkpoint without --width-base" 'different config: width_base is "16" in the checkpoint' \
-  "${TINY[@]}" --layers 3 --steps 20 --completep 0.5 --depth-base 2 --resume chalf.safetensors
+  "${TINY[@]}" --layers 3 --steps 20 --completep 0.5 --depth-base 2 --resume cr_half.st
 expect_error "--completep 3" 'completep: "3" is not a number in \[0, 2\]' "${TINY[@]}" --completep 3
 expect_error "--completep on SiameseNorm" "depth_alpha scales the branches of placements; SiameseNorm" \
   "${TINY[@]}" --preset siamese --completep 1
@@ -971,25 +970,14 @@ else
 fi
 # a muP checkpoint resumes bit-identically (its keys are model keys); --load rebuilds it (the
 # attention's scale, the logits' and the embedding's multipliers: the same validation loss)
-MR=("${TINY[@]}" --layers 3 --steps 20 --mup --width-base 16 --mup-base-head-dim 8 --mup-embed-mult 2 --mup-output-mult 0.25)
-"$TRAIN" "${MR[@]}" --save mfull.safetensors > mfull.log 2>&1
-rc1=$?
-"$TRAIN" "${MR[@]}" --stop-after 10 --save mhalf.safetensors > mhalf.log 2>&1
-rc2=$?
-"$TRAIN" "${MR[@]}" --resume mhalf.safetensors --save mres.safetensors > mres.log 2>&1
-rc3=$?
-"$TRAIN" --load mfull.safetensors --eval --threads 1 > meval.log 2>&1
-l_full="$(final_field mfull.log loss)"
-v_full="$(final_field mfull.log val_loss)"
-if [ $rc1 = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] && [ -n "$l_full" ] && [ "$l_full" = "$(final_field mres.log loss)" ] &&
-   cmp -s mfull.safetensors mres.safetensors && grep -q "val_loss $v_full" meval.log &&
-   head -c 65536 mfull.safetensors | grep -aq '"width_base":"16",.*"mup":"on","mup_base_head_dim":"8","mup_embed_mult":"2","mup_output_mult":"0.25"'; then
-  pass "a muP checkpoint resumes bit-identically (loss $l_full) and --load rebuilds it"
+if roundtrip mr --layers 3 --mup --width-base 16 --mup-base-head-dim 8 --mup-embed-mult 2 --mup-output-mult 0.25 &&
+   head -c 65536 mr_full.st | grep -aq '"width_base":"16",.*"mup":"on","mup_base_head_dim":"8","mup_embed_mult":"2","mup_output_mult":"0.25"'; then
+  pass "a muP checkpoint resumes bit-identically and --load rebuilds it"
 else
-  fail "muP resume (rc $rc1 $rc2 $rc3, loss '$l_full')"; tail -3 mhalf.log mres.log meval.log
+  fail "muP resume"; tail -3 mr_half.log mr_res.log mr_eval.log
 fi
 expect_error "--resume of a muP checkpoint without --mup" 'different config: mup is "on" in the checkpoint' \
-  "${TINY[@]}" --layers 3 --steps 20 --width-base 16 --completep 1 --resume mhalf.safetensors
+  "${TINY[@]}" --layers 3 --steps 20 --width-base 16 --completep 1 --resume mr_half.st
 expect_error "--mup with --completep" "both set the width rules" "${TINY[@]}" --mup --completep 1
 expect_error "--width-base without --mup or --completep" "add --completep ALPHA or --mup" "${TINY[@]}" --width-base 16
 expect_error "--mup-embed-mult without --mup" "are muP's: add --mup" "${TINY[@]}" --mup-embed-mult 2
@@ -1222,16 +1210,6 @@ expect_error "--embed-scale learn with ngpt" "embed-scale learn with ngpt: .*so 
 # gains, a preset's branch scale (SkipInit's scalar per sublayer). Each is a model key of the
 # checkpoint when given, said on the model line; a checkpoint resumes bit-identically and --load
 # rebuilds it (the same validation loss); what contradicts the model is refused by name.
-roundtrip() { # roundtrip NAME FLAGS...: full run, half + resume (same bytes), --load --eval
-  local n="$1"
-  shift
-  "$TRAIN" "${TINY[@]}" --steps 20 "$@" --save "${n}_full.st" > "${n}_full.log" 2>&1 &&
-  "$TRAIN" "${TINY[@]}" --steps 20 "$@" --stop-after 10 --save "${n}_half.st" > "${n}_half.log" 2>&1 &&
-  "$TRAIN" "${TINY[@]}" --steps 20 "$@" --resume "${n}_half.st" --save "${n}_res.st" > "${n}_res.log" 2>&1 &&
-  "$TRAIN" --load "${n}_full.st" --eval --threads 1 > "${n}_eval.log" 2>&1 &&
-  cmp -s "${n}_full.st" "${n}_res.st" && [ -n "$(final_field "${n}_full.log" val_loss)" ] &&
-  grep -q "val_loss $(final_field "${n}_full.log" val_loss)" "${n}_eval.log"
-}
 PORT=(--attn-gate headwise --norm layer --norm-bias off --gain-offset --branch-scale sublayer)
 "$TRAIN" "${TINY[@]}" --steps 0 "${PORT[@]}" --save port0.st > port0.log 2>&1
 if roundtrip port "${PORT[@]}" && python3 -c "$LOAD_CKPT

@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
-Writes <outdir>/blocks_bf16.bin: nineteen stacks of tests/gen_block_fixtures.py (its descriptions,
+Writes <outdir>/blocks_bf16.bin: twenty stacks of tests/gen_block_fixtures.py (its descriptions,
 draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
 "bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
 backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
@@ -82,7 +82,9 @@ PREFIX = "bf16_"  # the file's case names: "bf16_" + gen_block_fixtures.py's nam
 # on Pre-Norm with GQA, L = 4 (the mixed inputs unrounded: the library's are float32 sums of
 # scaled rows in every precision, the twin's in the module's dtype); modded-nanogpt's value
 # embeddings, 2 tables on Pre-Norm with GQA, L = 5 (the mix lambda_0 V + lambda_1 E unrounded,
-# as the value residual's: V' is rounded as the context's operand, as V is without the option)
+# as the value residual's: V' is rounded as the context's operand, as V is without the option);
+# DenseFormer's period 3 on Post-Norm, L = 4 (layer 2's average unrounded, as above, over outputs
+# two layers passed on; the last layer passes its output on)
 SMALL = dict(d=8, H=2)
 CASES = [
     ("pre_L3", make_cfg("PRE", 3, Hkv=1, **SMALL)),
@@ -109,6 +111,7 @@ CASES = [
                                   attn_res_block=3, value_residual=2)),
     ("unet_pre_L4", dict(make_cfg("PRE", 4, d=8, H=4, Hkv=2), unet_skips=1, reinject_x0=1)),
     ("ve_pre_L5", dict(make_cfg("PRE", 5, d=8, H=4, Hkv=2), value_embeds=2)),
+    ("dwa_p3_post_L4", dict(make_cfg("POST", 4, Hkv=2, **SMALL), dwa=1, dwa_period=3)),
 ]
 
 
@@ -465,7 +468,7 @@ def main():
             w.add(cs + ".clip_qkv", cfg["clip_qkv"])
         if cfg.get("softcap"):
             w.add(cs + ".softcap", cfg["softcap"])
-        for field in ("dwa", "dwa_dilation", "attn_res", "attn_res_block") + gbf.UNET_FIELDS + \
+        for field in gbf.DWA_FIELDS + ("attn_res", "attn_res_block") + gbf.UNET_FIELDS + \
                 ("value_embeds",):
             if cfg.get(field):
                 w.add(cs + "." + field, cfg[field])

@@ -20,9 +20,9 @@ preset table, a copy of the library's). direct_forward below writes each preset 
 paper's equations instead (the comments name the paper or code), direct_siamese SiameseNorm's
 two streams, direct_hyper the hyper-connections (DeepSeek's mHC reference functions, mHC-lite's
 mixture of permutation matrices as its code builds it, and HC's Algorithm 2, in nbfixture.py),
-DenseFormer's depth-weighted average as its paper's sum over the kept outputs
-(nbfixture.dwa_average_ref), Attention Residuals' readers token by token over the paper's block
-sums (direct_attn_res: nbfixture.attn_res_sources_ref, attn_res_read_ref), modded-nanogpt's
+DenseFormer's depth-weighted average as its paper's sum over the kept outputs, on its package's
+period (nbfixture.dwa_average_ref), Attention Residuals' readers token by token over the paper's
+block sums (direct_attn_res: nbfixture.attn_res_sources_ref, attn_res_read_ref), modded-nanogpt's
 U-Net skips and x_0 re-injection by index, term by term (nbfixture.unet_input_ref), its value
 embeddings as its list of tables read by index and its mix term by term
 (nbfixture.value_embed_layers_ref, value_embed_mix_ref), CompleteP's
@@ -53,8 +53,9 @@ Per case (names "<case>.<field>"):
              attn_sink (nb_attn_sink: 1 learned, 2 off-by-one) only when not 0; clip_qkv
              (OLMo's c: Q|K|V clamped to [-c, c] after b_qkv) only when not 0; softcap
              (Gemma 2's c: the scaled scores s become c tanh(s / c)) only when not 0; dwa
-             (DenseFormer's depth-weighted average: 1 on) and dwa_dilation (its k; 0 = 1)
-             only when not 0; attn_res (Attention Residuals: 1 on) and attn_res_block (its
+             (DenseFormer's depth-weighted average: 1 on), dwa_dilation (its k; 0 = 1) and
+             dwa_period (its p; 0 = 1: only layers l with (l+1) mod p = 0 average) only when
+             not 0; attn_res (Attention Residuals: 1 on) and attn_res_block (its
              block size S in sublayers; 0 = 1, Full AttnRes) only when not 0; unet_skips
              (modded-nanogpt's U-Net skips: 1 on) and reinject_x0 (its re-injection of x_0: 1
              on) only when not 0; value_embeds (modded-nanogpt's value embeddings: N tables)
@@ -107,7 +108,7 @@ from nbfixture import (DYT, FULL, GATE_ELEMENTWISE, GELU_TANH, HYPER_HC, HYPER_I
 from nbfixture import attention as mha
 
 SEED = 20240611
-# 3.25 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
+# 3.35 MB: the hyper-connection cases need 270 kB (mHC's fn is (2n + n^2) x n d per sublayer,
 # 768 values at n = 4, d = 8, and every parameter is stored with its gradient), mHC-lite's three
 # (mhclite_*) 130 kB (its fn (2n + n!) x n d: 1024 values at n = 4), CompleteP's
 # cases (cp_*) 156 kB, nGPT's five 109 kB (ngpt_L2 40 kB of them: the code's SwiGLU of 4d, 2f x d
@@ -115,8 +116,9 @@ SEED = 20240611
 # clip_qkv's three (clip_*) 70 kB, the softcap's three (softcap_*) 70 kB, DenseFormer's three
 # (dwa_*, L = 3 and 4) 113 kB, Attention Residuals' four (attnres_*) 141 kB, the U-Net's
 # and re-injection's four (unet_*, reinject_*) 136 kB, the value embeddings' three (ve_*, with
-# their rows and the rows' gradients) 114 kB; the other cases keep the 1.8 MB they had
-MAX_BYTES = 3_300_000
+# their rows and the rows' gradients) 114 kB, DenseFormer's period's two (dwa_p*) 81 kB; the
+# other cases keep the 1.8 MB they had
+MAX_BYTES = 3_350_000
 
 QKV = SITE_Q | SITE_K | SITE_V
 QKVC = QKV | SITE_C
@@ -156,6 +158,7 @@ LITE_FAR, LITE_ASYM = 0.3, 0.05
 # DenseFormer cases: the output moves by at least DWA_FAR of its norm from the plain stack's
 # with the same other weights (dwa_refusal): the averages, not the layers alone, make it
 DWA_FAR = 0.2
+DWA_FIELDS = ("dwa", "dwa_dilation", "dwa_period")
 # Attention Residuals cases: the output moves by at least ATTN_RES_FAR of its norm from the
 # output of uniform weights (the same parameters with every pseudo-query 0: the init's weights,
 # attn_res_refusal), so the drawn queries, not the sources alone, make it; the queries of std
@@ -765,8 +768,9 @@ def direct_forward(cfg, p, E):
         else:
             raise ValueError(pr)
         if outputs is not None:  # DenseFormer (arXiv 2402.02622): the average after block l
-            outputs.append(X)
-            X = dwa_average_ref(outputs, p[b(l, "dwa.weight")], l, cfg.get("dwa_dilation") or 1)
+            outputs.append(X)  # (on the period's blocks; the others' own output, no weights)
+            X = dwa_average_ref(outputs, p.get(b(l, "dwa.weight")), l,
+                                cfg.get("dwa_dilation") or 1, cfg.get("dwa_period") or 1)
         if states is not None:
             states.append(X)
     return N("ln_f", X) if has_final_norm(cfg) else X
@@ -907,7 +911,7 @@ def moved_from(cfg, p, other_cfg, other_p, E, ve=None):
 def dwa_refusal(cfg, p, E):
     """Why a DenseFormer case's draw is refused (None when kept): its output within DWA_FAR of
     its norm from the plain stack's (the same parameters without dwa.weight)."""
-    plain = {k: v for k, v in cfg.items() if k not in ("dwa", "dwa_dilation")}
+    plain = {k: v for k, v in cfg.items() if k not in DWA_FIELDS}
     without = {k: v for k, v in p.items() if not k.endswith(".dwa.weight")}
     moved = moved_from(cfg, p, plain, without, E)
     if not moved > DWA_FAR:
@@ -1136,8 +1140,8 @@ def add_case(w, name, cfg, report, reference=None):
         w.add(name + ".clip_qkv", cfg["clip_qkv"])
     if cfg.get("softcap"):  # optional: absent = 0 (off)
         w.add(name + ".softcap", cfg["softcap"])
-    for field in ("dwa", "dwa_dilation"):
-        if cfg.get(field):  # optional: absent = 0 (off; the dilation 1)
+    for field in DWA_FIELDS:
+        if cfg.get(field):  # optional: absent = 0 (off; the dilation 1; the period 1)
             w.add(name + "." + field, cfg[field])
     for field in ("attn_res", "attn_res_block"):
         if cfg.get(field):  # optional: absent = 0 (off; the block size 1)
@@ -1377,6 +1381,7 @@ def self_checks():
     softcap_self_checks(E, fwd)
     mhc_lite_self_checks(E, fwd)
     dwa_self_checks(E, fwd)
+    dwa_period_self_checks(E, fwd)
     attn_res_self_checks(E, fwd)
     unet_self_checks(E, fwd)
     value_embeds_self_checks(E)
@@ -1783,6 +1788,132 @@ def dwa_self_checks(E, fwd):
                     (dict(dwa="on", dwa_dilation="2"), (1, 2))),
                    ((dict(dwa="off"), "dwa"), (dict(dwa_dilation="2"), "needs residual.dwa"),
                     (dict(dwa="on", dwa_dilation="4"), "residual.dwa_dilation")))
+
+
+def dwa_period_self_checks(E, fwd):
+    """DenseFormer's period (the DWAModules package's period) in the twin: dwa.weight only on
+    the layers l with (l+1) mod p = 0, of (1, (l+1)//k + 1), last in the layer, at its init, the
+    other layers without any, as the library's table (p = 0 the table of p = 1, p = L the last
+    layer's alone); at init every period is the plain stack exactly (output and hidden states;
+    the embedding norm and the learnable value residual on); with drawn weights the layers
+    before the first averaging one are the plain stack's (its hidden states equal), a layer off
+    the period passes its output on (hidden x_{l+1} = block_l(x_l), a one-layer stack on x_l),
+    and an average reads the outputs of the layers off the period (layer 3's weight one-hot on
+    h_1 at p = 2: the output is ln_f(x_1)); the twin agrees with the package's forward written
+    as the paper's sum (dwa_average_ref with the period) at six (L, k, p); the trace has the
+    plain stack's names, layer 0's grad_x_in x_0's whole gradient; the twin refuses a period
+    outside [0, L] or without dwa, and the export, naming them; the trainer's metadata
+    (dwa_period) reads back, absent as 0 (1 with dwa), without dwa or beyond n_layers refused."""
+    plain = dict(make_cfg("PERILN", 4, 16, 4, 2), value_residual=2)
+    p = draw_params(plain)
+    hp = []
+    ref = fwd(plain, p, hidden=hp)
+    for k in (1, 2):
+        for period in (0, 1, 2, 3, 4):
+            dwa = dict(plain, dwa=1, dwa_dilation=k, dwa_period=period)
+            stack = twin_stack(dwa)
+            assert stack.config.residual.dwa_period == (period or 1), period
+            table = [n for n, _ in stack.library_parameters()]
+            init = dict(stack.named_parameters())
+            here = [l for l in range(4) if (l + 1) % (period or 1) == 0]
+            assert [n for n in table if ".dwa." in n] == \
+                ["blocks.%d.dwa.weight" % l for l in here], (k, period, table)
+            pd = dict(p)
+            for l in here:
+                name = "blocks.%d.dwa.weight" % l
+                want = torch.zeros(1, (l + 1) // k + 1)
+                want[0, -1] = 1.0
+                assert torch.equal(init[name], want), (k, period, name)
+                nxt = "ln_f.weight" if l == 3 else "blocks.%d.att_proj.weight" % (l + 1)
+                assert table[table.index(name) + 1] == nxt, (k, period, table)
+                pd[name] = init[name].detach()
+            assert sorted(pd) == sorted(init), (k, period)
+            hd = []
+            assert torch.equal(fwd(dwa, pd, hidden=hd), ref), (k, period)
+            assert len(hd) == 5 and all(torch.equal(a, b) for a, b in zip(hd, hp)), (k, period)
+            if period in (0, 1):  # the period 1: the stack without the field
+                q = draw_params(dict(plain, dwa=1, dwa_dilation=k))
+                assert torch.equal(fwd(dwa, q), fwd(dict(plain, dwa=1, dwa_dilation=k), q)), k
+    # drawn weights: the layers before the first average are the plain stack's; on Pre-Norm
+    # (no value residual: each layer alone is a one-layer stack) each layer off the period
+    # passes x_{l+1} = block_l(x_l) on, also after an average
+    for period in (2, 3, 4):
+        dwa = dict(plain, dwa=1, dwa_period=period)
+        q = dict(p, **{k_: v for k_, v in draw_params(dwa).items() if ".dwa." in k_})
+        hd = []
+        fwd(dwa, q, hidden=hd)
+        assert all(torch.equal(hd[j], hp[j]) for j in range(period)), period
+        assert not torch.allclose(hd[period], hp[period]), period
+        pre = dict(make_cfg("PRE", 4, 16, 4, 2), dwa=1, dwa_period=period)
+        q = draw_params(pre)
+        hd = []
+        fwd(pre, q, hidden=hd)
+        one = make_cfg("PRE", 1, 16, 4, 2)
+        for l in [l for l in range(4) if (l + 1) % period]:
+            blk = {k_.replace("blocks.%d." % l, "blocks.0."): v for k_, v in q.items()
+                   if k_.startswith("blocks.%d." % l)}
+            got = fwd(one, blk, x=hd[l].reshape(10, 16), final=False)
+            assert torch.allclose(got, hd[l + 1].reshape(10, 16), rtol=0, atol=1e-12), \
+                (period, l)
+    # an average reads the passing layers' outputs: p = 2, layer 3's weight one-hot on h_1
+    dwa = dict(plain, dwa=1, dwa_period=2)
+    q = dict(p)
+    q["blocks.1.dwa.weight"] = torch.tensor([[0.3, -0.6, 0.9]])
+    q["blocks.3.dwa.weight"] = torch.tensor([[0.0, 1.0, 0.0, 0.0, 0.0]])
+    hd = []
+    out = fwd(dwa, q, hidden=hd)
+    assert torch.allclose(out, bnorm(plain, p, "ln_f", hd[1].reshape(10, 16)), rtol=0,
+                          atol=1e-12)
+    assert torch.equal(hd[1], hp[1]) and not torch.allclose(hd[2], hp[2])
+    # the package's forward (dwa_average_ref with the period) against the twin, drawn weights
+    for L, k, period, pr in ((4, 1, 2, "PRE"), (4, 2, 2, "PRE"), (4, 1, 3, "POST"),
+                             (5, 2, 3, "PERILN"), (4, 3, 4, "SANDWICH"), (3, 1, 3, "PRE")):
+        dwa = dict(make_cfg(pr, L, 16, 4, 2), dwa=1, dwa_dilation=k, dwa_period=period)
+        q = draw_params(dwa)
+        assert sum(".dwa." in n for n in q) == L // period, (L, period, sorted(q))
+        assert torch.allclose(fwd(dwa, q), direct_forward(dwa, q, E), rtol=0, atol=1e-12), \
+            (L, k, period)
+    # the trace: the plain stack's names in the plain stack's order; layer 0's grad_x_in is
+    # x_0's whole gradient (without an embedding norm the input's)
+    names = []
+    for c in (plain, dict(plain, dwa=1, dwa_period=3)):
+        stack = twin_stack(c)
+        load(stack, dict(p, **{k_: v for k_, v in draw_params(c).items() if ".dwa." in k_}))
+        tr = twin.Trace()
+        x = E.reshape(2, 5, 16).clone().requires_grad_(True)
+        stack(x, trace=tr).sum().backward()
+        names.append([n for n, _ in tr.items()])
+    assert names[0] == names[1] and "blocks.0.grad_x_in" in names[0], names
+    dwa = dict(make_cfg("PRE", 4, 16, 4, 2), dwa=1, dwa_period=2)
+    stack = twin_stack(dwa)
+    load(stack, draw_params(dwa))
+    tr = twin.Trace()
+    x = E.reshape(2, 5, 16).clone().requires_grad_(True)
+    stack(x, trace=tr).sum().backward()
+    g0 = dict(tr.items())["blocks.0.grad_x_in"].double()
+    assert torch.allclose(g0, x.grad.reshape(10, 16).float().double(), rtol=1e-6, atol=1e-6)
+    # refusals as nb_stack_init's, naming the field
+    base = twin_config(make_cfg("PRE", 3, 16, 4, 2), "pre")
+    assert twin.resolve(base.with_fields(residual=dict(dwa=1, dwa_period=3))).residual \
+        .dwa_period == 3
+    assert twin.resolve(base).residual.dwa_period == 0  # 0 stays 0 without dwa
+    for bad in (dict(dwa=1, dwa_period=4), dict(dwa=1, dwa_period=-1), dict(dwa_period=2),
+                dict(dwa_period=-1)):
+        try:
+            twin.resolve(base.with_fields(residual=bad))
+            raise AssertionError("the twin accepts %s" % bad)
+        except ValueError as e:
+            assert all(w in str(e) for w in ("residual.dwa_period", "n_layers",
+                                             "needs residual.dwa")), (bad, e)
+    stack = twin.Stack(base.with_fields(residual=dict(dwa=1, dwa_period=3)))
+    export_refused(stack, "dwa", "a stack with DenseFormer's period is exported")
+    metadata_reads(3, DWA_FIELDS,
+                   (({}, (0, 0, 0)), (dict(dwa="on"), (1, 1, 1)),
+                    (dict(dwa="on", dwa_period="3"), (1, 1, 3)),
+                    (dict(dwa="on", dwa_dilation="2", dwa_period="2"), (1, 2, 2))),
+                   ((dict(dwa_period="2"), "needs residual.dwa"),
+                    (dict(dwa="on", dwa_period="4"), "residual.dwa_period"),
+                    (dict(dwa="on", dwa_period="-1"), "residual.dwa_period")))
 
 
 def attn_res_self_checks(E, fwd):
@@ -2615,6 +2746,17 @@ def main():
     cases.append(("ve_hybrid_L2", dict(make_cfg("HYBRID", 2, Hkv=2, **small), value_embeds=1)))
     cases.append(("ve_post_L4", dict(make_cfg("POST", 4, Hkv=1, **small), value_embeds=2,
                                      attn_sink=SINK_LEARNED)))
+    # DenseFormer's period (dwa_period p, the DWAModules package's period; checked against its
+    # forward written as the paper's sum on the period's layers, the other layers' outputs
+    # passed on, nbfixture.dwa_average_ref; every draw's output far from the plain stack's,
+    # dwa_refusal): k = p = 2 on Pre-Norm with GQA (H = 4, Hkv = 2; layers 1 and 3 average
+    # x_0, h_2 and x_0, h_2, h_4, layers 0 and 2 pass their outputs on); p = 3 on
+    # Post-Norm at L = 4 (layer 2 averages x_0 and h_1 .. h_3, two of them passed on, and the
+    # last layer passes its output to the final norm)
+    cases.append(("dwa_p2_pre_L4", dict(make_cfg("PRE", 4, d=8, H=4, Hkv=2), dwa=1,
+                                        dwa_dilation=2, dwa_period=2)))
+    cases.append(("dwa_p3_post_L4", dict(make_cfg("POST", 4, Hkv=2, **small), dwa=1,
+                                         dwa_period=3)))
 
     check_header_keys(cfg["preset"] for _, cfg in cases)
     for name, cfg in cases:

@@ -142,8 +142,8 @@ HYPER_KINDS = {0: "", HYPER_NONE: "none", HYPER_MHC: "mhc", HYPER_HC: "hc",
 def twin_config(s, preset):
     """The twin's StackConfig of a stack case: s holds the fields a block fixture stores (L, d,
     H, Hkv, f, sites, mixln_alpha, norm, eps, ffn, rope, theta, siamese_*; the optional
-    attn_bias, value_residual, dwa, dwa_dilation, attn_res, attn_res_block, unet_skips,
-    reinject_x0, value_embeds, hyper, hyper_streams, hyper_static,
+    attn_bias, value_residual, dwa, dwa_dilation, dwa_period, attn_res, attn_res_block,
+    unet_skips, reinject_x0, value_embeds, hyper, hyper_streams, hyper_static,
     hyper_sinkhorn, depth_alpha, depth_base, interp_init, qk_scale, softmax_scale,
     ffn_in_scale, and the porting options attn_gate, norm_gain, norm_bias, gain_offset,
     embed_scale_on (embed_scale: the parameter's name), branch_scale, ffn_bias; attn_sink,
@@ -170,7 +170,8 @@ def twin_config(s, preset):
             interp_init=float(s.get("interp_init", 0)),
             depth_alpha=float(s.get("depth_alpha", 0)), depth_base=int(s.get("depth_base", 0)),
             value_residual=int(s.get("value_residual", 0)), dwa=int(s.get("dwa", 0)),
-            dwa_dilation=int(s.get("dwa_dilation", 0)), attn_res=int(s.get("attn_res", 0)),
+            dwa_dilation=int(s.get("dwa_dilation", 0)), dwa_period=int(s.get("dwa_period", 0)),
+            attn_res=int(s.get("attn_res", 0)),
             attn_res_block=int(s.get("attn_res_block", 0)),
             unet_skips=int(s.get("unet_skips", 0)), reinject_x0=int(s.get("reinject_x0", 0)),
             value_embeds=int(s.get("value_embeds", 0))),
@@ -541,15 +542,23 @@ def hc_depth_connection(mix_h, h_o, beta):
 # The depth-weighted average (arXiv 2402.02622, Eq. 1 with the dilation of its Sec. 3.3; its code
 # epfml/DenseFormer, denseformer/denseformer.py, DWAModules): after block i (0-based) the next
 # input is sum_m alphas[i].weight[0, m] X_{(i+1) % k + m k} over the block outputs X_1 .. X_{i+1}
-# and the embedding X_0, those with the index's residue (i + 1) mod k, oldest first.
+# and the embedding X_0, those with the index's residue (i + 1) mod k, oldest first. With the
+# package's period p only the blocks i with (i + 1) % p == 0 have alphas[i] (the others' entry is
+# None) and average; after the others the next input is the block's output X_{i+1} itself (still
+# kept among the outputs the later averages read).
 
 
-def dwa_average_ref(outputs, weight, i, dilation):
-    """Block i's depth-weighted average: outputs = [X_0, X_1, .., X_{i+1}] (the stack's input,
-    then every block's output so far), weight the block's (1, count) alphas, dilation k. Written
-    as the paper's sum, term by term over the indices j <= i + 1 with j = i + 1 (mod k) in
-    increasing order; weight's columns one per such j, in that order."""
+def dwa_average_ref(outputs, weight, i, dilation, period=1):
+    """Block i's next input: outputs = [X_0, X_1, .., X_{i+1}] (the stack's input, then every
+    block's output so far), weight the block's (1, count) alphas (None where the period leaves
+    the block without them), dilation k, period p. Off the period ((i + 1) % p != 0) the block's
+    output X_{i+1}, with weight None; else the depth-weighted average written as the paper's
+    sum, term by term over the indices j <= i + 1 with j = i + 1 (mod k) in increasing order;
+    weight's columns one per such j, in that order."""
     assert len(outputs) == i + 2
+    if (i + 1) % period:
+        assert weight is None, (i, period)
+        return outputs[i + 1]
     picked = [j for j in range(i + 2) if (i + 1 - j) % dilation == 0]
     assert weight.shape == (1, len(picked)), (weight.shape, picked)
     acc = None

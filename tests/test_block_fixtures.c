@@ -153,6 +153,8 @@ static const block_case cases[] = {
     {"ve_pre_L5", "Pre-Norm"},
     {"ve_hybrid_L2", "HybridNorm"},
     {"ve_post_L4", NULL},
+    {"dwa_p2_pre_L4", "Pre-Norm"},
+    {"dwa_p3_post_L4", NULL},
 };
 
 /* Keep in sync with the names printed by tests/gen_porting_fixtures.py. By name only where the
@@ -324,6 +326,7 @@ static const block_case bf16_cases[] = {
     {"bf16_clip_olmo2_gqa_L2", ""}, {"bf16_softcap_sandwich_gqa_L2", ""},
     {"bf16_mhclite_sandwich_n3_L2", ""}, {"bf16_dwa_post_k2_L4", ""},
     {"bf16_attnres_s3_periln_L3", ""}, {"bf16_unet_pre_L4", ""}, {"bf16_ve_pre_L5", ""},
+    {"bf16_dwa_p3_post_L4", ""},
 };
 
 /* desc.bf16_weights, on the variants with zeroed gradients: the same stack reading the
@@ -733,9 +736,11 @@ static void run_case(const block_case* bc, const variant* v) {
         const nbf_tensor* cq = nbf_field(cs, "clip_qkv", 0);
         /* Gemma 2's attention-logit softcap: absent = 0 (off) */
         const nbf_tensor* sc = nbf_field(cs, "softcap", 0);
-        /* DenseFormer's depth-weighted average and its dilation: absent = 0 (off; k = 1) */
+        /* DenseFormer's depth-weighted average, its dilation and its period: absent = 0 (off;
+           k = 1; p = 1) */
         const nbf_tensor* dw = nbf_field(cs, "dwa", 0);
         const nbf_tensor* dk = nbf_field(cs, "dwa_dilation", 0);
+        const nbf_tensor* dp = nbf_field(cs, "dwa_period", 0);
         /* Attention Residuals and its block size: absent = 0 (off; Full AttnRes) */
         const nbf_tensor* ar = nbf_field(cs, "attn_res", 0);
         const nbf_tensor* as_ = nbf_field(cs, "attn_res_block", 0);
@@ -762,6 +767,7 @@ static void run_case(const block_case* bc, const variant* v) {
         desc.attn.softcap = sc && sc->n == 1 ? (nb_real)sc->data[0] : 0;
         desc.residual.dwa = dw && dw->n == 1 ? (int)dw->data[0] : 0;
         desc.residual.dwa_dilation = dk && dk->n == 1 ? (int)dk->data[0] : 0;
+        desc.residual.dwa_period = dp && dp->n == 1 ? (int)dp->data[0] : 0;
         desc.residual.attn_res = ar && ar->n == 1 ? (int)ar->data[0] : 0;
         desc.residual.attn_res_block = as_ && as_->n == 1 ? (int)as_->data[0] : 0;
         desc.residual.unet_skips = us && us->n == 1 ? (int)us->data[0] : 0;

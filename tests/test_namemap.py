@@ -47,8 +47,8 @@ buffers); a Llama file with Q/K/V biases (Qwen2's). The C tool and the twin must
    runs in nbimport to the twin's capped output; the export is refused by both, naming
    attn_softcap (no Llama-family, OLMo-2 or GPT-2 class caps its scores).
 8. DenseFormer's depth-weighted average and Attention Residuals: library-named files with the
-   trainer's keys (dwa, dwa_dilation; attn_res, attn_res_block) run in nbimport to the twin's
-   output; the export is refused by both, naming dwa and attn_res.
+   trainer's keys (dwa, dwa_dilation, dwa_period; attn_res, attn_res_block) run in nbimport to
+   the twin's output; the export is refused by both, naming dwa and attn_res.
 9. modded-nanogpt's U-Net skips and x_0 re-injection: library-named files with the trainer's
    keys (unet_skips and reinject_x0 "on"; reinject_x0 alone) run in nbimport to the twin's
    output; the export is refused by both, naming unet_skips (reinject_x0 alone: reinject_x0).
@@ -638,6 +638,22 @@ def dwa(nbimport, work):
                    "dwa (normblocks, pre): %d tensors, dwa on, dwa_dilation 2 read")
 
 
+def dwa_period(nbimport, work):
+    """DenseFormer's period on Pre-Norm with 4 layers (the trainer's keys "dwa" on,
+    "dwa_period" 2): only layers 1 and 3 have dwa.weight and average, layers 0 and 2 pass their
+    outputs on; nbimport reads the stack in the library's names to the twin's output, not the
+    plain stack's, and both refuse the export, naming dwa."""
+    stack = make_stack("pre", 4, True, residual=dict(dwa=1, dwa_period=2))
+    assert [n_ for n_, _ in stack.library_parameters() if ".dwa." in n_] == \
+        ["blocks.1.dwa.weight", "blocks.3.dwa.weight"]
+    plain = make_stack("pre", 4, True)
+    plain.load_state_dict({k: v for k, v in stack.state_dict().items() if ".dwa." not in k})
+    meta = dict(train_meta(stack, "pre"), dwa="on", dwa_period="2")
+    read_not_other(nbimport, work, "normblocks", stack, plain, meta, "dwa_period", "dwa",
+                   "dwa_period (normblocks, pre, 4 layers): %d tensors, dwa on, dwa_period 2 "
+                   "read")
+
+
 def attn_res(nbimport, work):
     """Attention Residuals on Pre-Norm in blocks of 2 sublayers (the trainer's keys "attn_res"
     on, "attn_res_block"), the pseudo-queries drawn far from 0: nbimport reads the stack in the
@@ -723,7 +739,8 @@ def main():
         attn_res(nbimport, work)  # after the others, for the same reason
         unet(nbimport, work)  # after the others, for the same reason
         mup(nbimport, work)  # after the others, for the same reason
-        value_embeds(nbimport, work)  # last, for the same reason
+        value_embeds(nbimport, work)  # after the others, for the same reason
+        dwa_period(nbimport, work)  # last, for the same reason
     print("all passed" if not failed else "%d failed" % failed)
     return 1 if failed else 0
 

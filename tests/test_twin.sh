@@ -83,6 +83,11 @@ check mhc_lite --preset pre --layers 2 --hyper mhc-lite --hyper-streams 3
 # l's input the average of x_0 and the outputs h_j with j = l+1 mod 2 (blocks.<l>.dwa.weight of
 # 1 x ((l+1)/2 + 1), decayed), on Pre-Norm with 3 layers
 check dwa --preset pre --layers 3 --dwa --dwa-dilation 2
+# DenseFormer's period by flag (the checkpoint's dwa_period 2, the DWAModules package's
+# period): only layers 1 and 3 average (blocks.1.dwa.weight of 1 x 2 over x_0, h_2 and
+# blocks.3.dwa.weight of 1 x 3 over x_0, h_2, h_4), layers 0 and 2 pass their outputs on, on
+# Pre-Norm with 4 layers and the dilation 2
+check dwa_period --preset pre --layers 4 --dwa --dwa-dilation 2 --dwa-period 2
 # Attention Residuals by flag (the checkpoint's attn_res "on", attn_res_block 3): no residual
 # sums, each sublayer's input a softmax over depth of x_0 and the sublayers' block sums (the
 # readers blocks.<l>.attn_res.*, mlp_res.* last in the layer, final_res.* before ln_f; the
@@ -169,7 +174,8 @@ dump_check() {
   local ck
   # two streams; output norms (out_normed) at full-width QK sites; the value residual;
   # hyper-connected streams (hc_maps, hc_in, x1..x3, hc_head; mHC-lite's maps on 3 streams);
-  # DenseFormer's averages (blocks.<l>.x after them, layer 0's grad_x_in x_0's whole gradient);
+  # DenseFormer's averages (blocks.<l>.x after them, layer 0's grad_x_in x_0's whole gradient;
+  # with the period 2 every other layer's x its own output);
   # Attention Residuals' readers (attn_res_h, attn_res_p; x_out the branch, blocks.<l>.x p_2l+1,
   # grad_x_in the whole gradient of the layer's input stream); the U-Net's and re-injection's
   # mixed inputs (x_mixed; grad_x_in through the layer alone, the skips' share in the encoder
@@ -181,8 +187,9 @@ dump_check() {
   # softcap with learned sinks (the capped scores are not traced: context onward); one stream
   # (kept below)
   for ck in siamese.safetensors olmo2_mha.safetensors vres_learn.safetensors mhc.safetensors \
-            mhc_lite.safetensors dwa.safetensors attn_res.safetensors unet.safetensors \
-            value_embeds.safetensors hc.safetensors ngpt.safetensors gated.safetensors derf.safetensors sinks.safetensors \
+            mhc_lite.safetensors dwa.safetensors dwa_period.safetensors attn_res.safetensors \
+            unet.safetensors value_embeds.safetensors hc.safetensors ngpt.safetensors \
+            gated.safetensors derf.safetensors sinks.safetensors \
             clip_qkv_gated.safetensors attn_softcap_sinks.safetensors hybrid.safetensors; do
     if ! "$TRAIN" --load "$ck" --data "$DATA" --dump c.dump > dump.log 2>&1 ||
        ! "$PY" "$COMPARE" "$ck" --data "$DATA" --dump t.dump >> dump.log 2>&1; then

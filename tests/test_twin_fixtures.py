@@ -7,8 +7,8 @@ tests/fixtures/blocks.bin holds the float64 references test_block_fixtures check
 against: one case per preset and option (Mix-LN alphas, the HybridNorm site ablations with
 explicit site masks, SiameseNorm's paper scale, paper fusion and no-fusion-norm ablation,
 hyper-connections, CompleteP's depth_alpha, nGPT and its parts as options, DenseFormer's
-depth-weighted average, Attention Residuals, modded-nanogpt's U-Net skips, x_0 re-injection
-and value embeddings, ...),
+depth-weighted average and its period, Attention Residuals, modded-nanogpt's U-Net skips,
+x_0 re-injection and value embeddings, ...),
 many of which the trainer cannot build. gen_block_fixtures.py computed them with the twin, after
 checking it against its direct transcriptions of the papers' equations. This test holds the
 twin of today to those committed values: for each case the twin is built from the case's
@@ -48,8 +48,8 @@ SCALARS = ("L", "B", "T", "d", "H", "Hkv", "f", "rope", "theta", "eps", "norm", 
            "hyper_static", "hyper_sinkhorn", "depth_alpha", "depth_base", "interp_init",
            "qk_scale", "softmax_scale", "ffn_in_scale", "attn_gate", "norm_gain", "norm_bias",
            "gain_offset", "embed_scale_on", "branch_scale", "ffn_bias", "attn_sink", "clip_qkv",
-           "softcap", "dwa", "dwa_dilation", "attn_res", "attn_res_block", "unet_skips",
-           "reinject_x0", "value_embeds")
+           "softcap", "dwa", "dwa_dilation", "dwa_period", "attn_res", "attn_res_block",
+           "unet_skips", "reinject_x0", "value_embeds")
 
 
 def cases(recs):

@@ -66,8 +66,9 @@ MODEL_KEYS = ("rope_theta", "eps", "mixln_alpha", "sites", "site_width", "ffn_bi
               "value_residual", "hyper", "hyper_streams", "hyper_form", "hyper_sinkhorn",
               "completep", "depth_base", "width_base", "logit_softcap", "attn_gate", "attn_sink",
               "clip_qkv", "attn_softcap", "norm_gain", "norm_bias", "gain_offset", "branch_scale",
-              "dwa", "dwa_dilation", "attn_res", "attn_res_block", "unet_skips", "reinject_x0",
-              "mup", "mup_base_head_dim", "mup_embed_mult", "mup_output_mult", "value_embeds")
+              "dwa", "dwa_dilation", "dwa_period", "attn_res", "attn_res_block", "unet_skips",
+              "reinject_x0", "mup", "mup_base_head_dim", "mup_embed_mult", "mup_output_mult",
+              "value_embeds")
 FLAG_KEYS = ("siamese_no_fusion_norm", "gain_offset", "dwa", "attn_res", "unet_skips",
              "reinject_x0", "mup")
 

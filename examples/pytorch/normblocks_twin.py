@@ -126,7 +126,10 @@ Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias
                   x_{l+1} = sum_m a_l[m] h_{j0 + m k},  j0 = (l + 1) mod k, m = 0 .. (l+1)//k,
                   a_l the layer's "blocks.<l>.dwa.weight" (1, (l+1)//k + 1) (nn.Linear's layout:
                   the code's alphas[l].weight), init 0 with a_l[-1] = 1 (the plain stack),
-                  weight-decayed as the code's nn.Linear; x_L goes to the final norm. Not with
+                  weight-decayed as the code's nn.Linear; x_L goes to the final norm. With the
+                  period p = residual.dwa_period (0 = 1; the package's period) only the layers
+                  with (l + 1) mod p = 0 average and have dwa.weight; the others pass
+                  x_{l+1} = h_{l+1} on, their h_{l+1} still in the later averages. Not with
                   SiameseNorm or hyper-connections.
   Attention Residuals (residual.attn_res; arXiv 2603.15031, the official pseudocode of
                   MoonshotAI/Attention-Residuals): one stream and no residual sums. Sublayer
@@ -457,6 +460,9 @@ class ResidualConfig:
                                  # layer's input the average of x_0 and the earlier outputs (one
                                  # stream: not with SiameseNorm or hyper-connections)
     dwa_dilation: int = 0        # DenseFormer's dilation k: 0 = 1, else 1..n_layers; needs dwa
+    dwa_period: int = 0          # DenseFormer's period p (DWAModules' period): 0 = 1, else
+                                 # 1..n_layers; only layers l with (l+1) mod p = 0 average (and
+                                 # have dwa.weight), the others pass their output on; needs dwa
     attn_res: int = 0            # Attention Residuals: 1 on, 0 off; no residual sums, each
                                  # sublayer's input a softmax over depth of x_0 and the earlier
                                  # sublayers' outputs (one stream: not with SiameseNorm,
@@ -735,8 +741,13 @@ def resolve(cfg):
         raise ValueError("residual.dwa averages the outputs of one residual stream; %s has %s"
                          % (c.preset, "hyper-connections" if hyper.kind != "none"
                             else "SiameseNorm's two"))
-    if res.dwa:  # (the library resolves 0 to 1 with dwa off too; 0 here keeps resolve's
-        res.dwa_dilation = res.dwa_dilation or 1  # result a description resolve accepts)
+    if res.dwa:  # (0 stays 0 without dwa, as in the library: resolve's result a description
+        res.dwa_dilation = res.dwa_dilation or 1  # resolve accepts)
+    if not 0 <= res.dwa_period <= L or (not res.dwa and res.dwa_period):
+        raise ValueError("residual.dwa_period (%r) must be in [0, n_layers] (0 = 1) and needs "
+                         "residual.dwa" % res.dwa_period)
+    if res.dwa:  # the period: every layer averages (0 stays 0 without dwa)
+        res.dwa_period = res.dwa_period or 1
     # Attention Residuals (nb__stack_residual's checks, after DenseFormer's)
     if res.attn_res not in (0, 1) or not 0 <= res.attn_res_block <= 2 * L:
         raise ValueError("residual.attn_res (%r) must be 0 or 1 and residual.attn_res_block (%r) "
@@ -945,6 +956,12 @@ def _dwa_count(l, k):
     """How many outputs layer l's average reads with the dilation k: h_j for j = (l + 1) mod k,
     + k, .., l + 1 (the code's (i + 1 + dilation) // dilation)."""
     return (l + 1) // k + 1
+
+
+def _dwa_here(l, p):
+    """Whether layer l averages with the period p (the package's (i + 1) % period == 0: its
+    alphas[i] is a Linear, else None and the block's output is the next input)."""
+    return (l + 1) % p == 0
 
 
 class _PseudoQuery(nn.Module):
@@ -1321,7 +1338,8 @@ class Block(nn.Module):
                 if not c.hyper.static_maps:
                     setattr(self, "hc_%s_scale" % s, nn.Parameter(
                         torch.full((2 if self.hyper == "identity" else 3,), 0.01)))
-        if c.residual.dwa:  # DenseFormer's a_l, the layer table's last (one stream: no hc_*)
+        # DenseFormer's a_l, the layer table's last (one stream: no hc_*), on the period's layers
+        if c.residual.dwa and _dwa_here(l, c.residual.dwa_period):
             self.dwa = _DWA(_dwa_count(l, c.residual.dwa_dilation))
         if c.residual.attn_res:  # the readers before attention (l >= 1) and FFN: the table's last
             if l > 0:
@@ -1684,10 +1702,11 @@ class Stack(nn.Module):
         ff_out (_BODY); after the norms c1, then the branch scales of attention and FFN (ls1,
         attn_resweight, resweight, attn_alpha, ls2, ff_resweight, mlp_alpha), the value
         residual's lambda or the value embeddings' (value_embed), the hyper-connections of
-        attention then FFN, DenseFormer's dwa.weight, Attention Residuals' readers attn_res.*
-        then mlp_res.*, the U-Net's skip_weight then lambdas; the mHC head (hc_head_*) and
-        the final reader (final_res.*) come after the last layer, before the final norms;
-        embed_scale (a stack's own, listed first by PyTorch too) is the table's first."""
+        attention then FFN, DenseFormer's dwa.weight (on the period's layers), Attention
+        Residuals' readers attn_res.* then mlp_res.*, the U-Net's skip_weight then lambdas; the
+        mHC head (hc_head_*) and the final reader (final_res.*) come after the last layer,
+        before the final norms; embed_scale (a stack's own, listed first by PyTorch too) is the
+        table's first."""
         tail = {"c1": 1, "ls1": 2, "attn_alpha": 2, "attn_resweight": 2, "resweight": 2.5,
                 "ls2": 3, "mlp_alpha": 3, "ff_resweight": 3, "value_residual": 4,
                 "value_embed": 4,
@@ -1733,8 +1752,9 @@ class Stack(nn.Module):
         output), per layer x (stream 0), x1 .. x<n-1>, grad_x_in (stream 0's), at the end
         hc_head_weights (mHC, identity, mHC-lite) and hc_head (the state before the final norm).
         With DenseFormer's average (residual.dwa) hidden and the layer's x are the averages x_l
-        (the layers' inputs: the library's hidden states), its outputs h_l are not traced, and
-        layer 0's grad_x_in is x_0's whole gradient (through layer 0 and every average).
+        (the layers' inputs: the library's hidden states; off the period x_l = h_l), its outputs
+        h_l are not traced, and layer 0's grad_x_in is x_0's whole gradient (through layer 0 and
+        every average).
         With Attention Residuals (residual.attn_res) hidden receives x_0, the attention readers'
         h_2l (l >= 1) and the final reader's h_2L (nb_stack_hidden's), depth_weights (an
         optional list) every reader's weights (B, T, count) in the order j = 1 .. 2L, the
@@ -1776,8 +1796,9 @@ class Stack(nn.Module):
             x = x.unsqueeze(-2).expand(*x.shape[:-1], n, d)
         vres = {"ve": rows}  # V_0 of this forward (residual.value_residual); the rows
         # DenseFormer: the outputs h_j by j mod k as its DWAModules accumulate them (h_0 = x_0
-        # in group 0, taken after layer 0's trace node so that grad_x_in sees every use of it)
-        k = c.residual.dwa_dilation
+        # in group 0, taken after layer 0's trace node so that grad_x_in sees every use of it);
+        # only the period's layers average
+        k, period = c.residual.dwa_dilation, c.residual.dwa_period
         acc = [[] for _ in range(k)] if c.residual.dwa else None
         # modded-nanogpt's GPT.forward: n = L // 2, the encoder layers' outputs pushed on
         # skip_connections and popped by the decoder layers; x0 taken after layer 0's trace node
@@ -1807,10 +1828,11 @@ class Stack(nn.Module):
             x, y = blk(x, y, x0)
             if unet and blk.l < n_half:
                 skip_connections.append(x)
-            if acc is not None:  # x_{l+1} = sum_m a_l[m] h_{j0 + m k}: its tensordot
-                group = acc[(blk.l + 1) % k]
+            if acc is not None:  # x_{l+1} = sum_m a_l[m] h_{j0 + m k}: its tensordot, on the
+                group = acc[(blk.l + 1) % k]  # period's layers (else x_{l+1} = h_{l+1})
                 group.append(x)
-                x = torch.tensordot(blk.dwa.weight.view(-1), torch.stack(group), dims=1)
+                if _dwa_here(blk.l, period):
+                    x = torch.tensordot(blk.dwa.weight.view(-1), torch.stack(group), dims=1)
             blk.tracer = blk.probs = blk.vres = None
             if trace is not None:
                 trace("blocks.%d.x" % blk.l, x[..., 0, :] if hyper else x)
@@ -2169,6 +2191,7 @@ def config_from_metadata(meta):
         raise ValueError("dwa %r: on (or absent)" % meta["dwa"])
     res.dwa = 1 if "dwa" in meta else 0
     res.dwa_dilation = int(get("dwa_dilation", "0"))  # resolve checks it
+    res.dwa_period = int(get("dwa_period", "0"))  # --dwa-period P; resolve checks it
     if get("attn_res", "on") != "on":  # --attn-res (written only when on); --attn-res-block S
         raise ValueError("attn_res %r: on (or absent)" % meta["attn_res"])
     res.attn_res = 1 if "attn_res" in meta else 0

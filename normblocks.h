@@ -1195,7 +1195,8 @@ typedef struct nb_residual_config {
                                   SiameseNorm, hyper-connections or DenseFormer); no layer
                                   skipped; not through nb_layer_forward/backward. Costs 3L
                                   B*T*d of cache, (2L+1) B*T*d of scratch (the sources'
-                                  gradients) and the weights a (nb_stack_attn_res_weights) */
+                                  gradients), the weights a (nb_stack_attn_res_weights) and each
+                                  source's RMS per token in the cache */
     int attn_res_block;        /* its block size S in sublayers (the code's block_size, which
                                   counts attention and FFN): a block's sum is S consecutive
                                   f_j, the blocks start at sublayer 0; 0 = 1, Full AttnRes
@@ -6203,6 +6204,8 @@ typedef struct nb__stack_mem {    /* stack-level cache and the scratch */
                                      its attention (p_2l+1 is the layer's output stream) */
     nb_real* ar_h;                /* Attention Residuals: the readers' outputs h_1 .. h_2L */
     nb_real* ar_a;                /* Attention Residuals: per row every reader's weights */
+    nb_real* ar_rms;              /* Attention Residuals: per source p_e (e = -1 .. 2L-1), its
+                                     rows' RMS sqrt(mean(v^2) + eps), for every reader's keys */
     nb_real* ar_g;                /* scratch (Attention Residuals): the gradients of x_0 and of
                                      p_0 .. p_2L-1 */
     nb_real* ar_row;              /* scratch (Attention Residuals): per thread a row's 3 values
@@ -6379,6 +6382,7 @@ static void nb__carve_stack(const nb_stack* s, nb_real* cache, nb_real* scratch,
         c->ar_p = nb__take(cache, &cu, nb__mulz(L, V));
         c->ar_h = nb__take(cache, &cu, nb__mulz(2 * L, V));
         c->ar_a = nb__take(cache, &cu, nb__mulz(rows, nb__ar_aoff(s, 2 * (int)L + 1)));
+        c->ar_rms = nb__take(cache, &cu, nb__mulz(2 * L + 1, rows));
         c->ar_g = nb__take(scratch, &su, nb__mulz(2 * L + 1, V));
         c->ar_row = nb__take(scratch, &su, nb__mulz((size_t)s->max_threads,
                                                     NB__PAD(3 * (2 * L + 1))));
@@ -9140,6 +9144,20 @@ static nb_real* nb__ar_h(const nb__run* r, int j) { /* h_j, 1 <= j <= 2L */
 static nb_real* nb__ar_g(const nb__run* r, int e) { /* the gradient of p_e (scratch) */
     return r->sc.ar_g + (size_t)(e + 1) * nb__stack_V(r->s);
 }
+/* the RMS of source p_e's rows (cache), written once when p_e is (nb__ar_keep) */
+static nb_real* nb__ar_rms(const nb__run* r, int e) {
+    return r->sc.ar_rms + (size_t)(e + 1) * r->s->max_batch * r->s->max_seq;
+}
+/* p_e is complete: its rows' RMS for the readers, each of which would otherwise recompute it */
+static void nb__ar_keep(const nb__run* r, int e) {
+    const int d = r->s->desc.d_model;
+    const nb_real eps = r->s->desc.norm.eps, *v = nb__ar_v(r, e);
+    nb_real* rms = nb__ar_rms(r, e);
+    int row;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
+    for (row = 0; row < r->rows; row++)
+        rms[row] = NB__SQRT(nb__sumsq(v + (size_t)row * d, d, 0, NULL) / d + eps);
+}
 /* reader j's weights of row 0 (cache); row i's are *stride values on */
 static nb_real* nb__ar_a(const nb__run* r, int j, size_t* stride) {
     *stride = nb__ar_aoff(r->s, 2 * r->s->desc.n_layers + 1);
@@ -9153,7 +9171,6 @@ static void nb__ar_read_fwd(const nb__run* r, int j, const nb_real* w, const nb_
                             nb_real* h) {
     const nb_stack* s = r->s;
     const int d = s->desc.d_model, n = nb__ar_count(s, j);
-    const nb_real eps = s->desc.norm.eps;
     size_t astride;
     nb_real* const a0 = nb__ar_a(r, j, &astride);
     NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
@@ -9165,8 +9182,8 @@ static void nb__ar_read_fwd(const nb__run* r, int j, const nb_real* w, const nb_
             const size_t o = (size_t)row * d;
             nb_real *a = a0 + (size_t)row * astride, *hr = h + o, mx, sum = 0;
             for (m = 0; m < n; m++) {
-                const nb_real* v = nb__ar_v(r, nb__ar_src(s, j, m)) + o;
-                a[m] = nb__dot(q, v, d) / NB__SQRT(nb__sumsq(v, d, 0, NULL) / d + eps);
+                const int e = nb__ar_src(s, j, m);
+                a[m] = nb__dot(q, nb__ar_v(r, e) + o, d) / nb__ar_rms(r, e)[row];
             }
             for (m = 1, mx = a[0]; m < n; m++) mx = a[m] > mx ? a[m] : mx;
             for (m = 0; m < n; m++) sum += a[m] = NB__EXP(a[m] - mx);
@@ -9193,7 +9210,6 @@ static void nb__ar_read_bwd(const nb__run* r, int j, const nb_real* w, const nb_
                             nb_real* dw, nb_real* dg, const nb_real* dh) {
     const nb_stack* s = r->s;
     const int d = s->desc.d_model, n = nb__ar_count(s, j);
-    const nb_real eps = s->desc.norm.eps;
     const size_t stride = NB__PAD(3 * (2 * (size_t)s->desc.n_layers + 1));
     size_t astride;
     const nb_real* const a0 = nb__ar_a(r, j, &astride);
@@ -9213,10 +9229,11 @@ static void nb__ar_read_bwd(const nb__run* r, int j, const nb_real* w, const nb_
             const nb_real *a = a0 + (size_t)row * astride, *dhr = dh + o;
             nb_real sa = 0;
             for (m = 0; m < n; m++) {
-                const nb_real* v = nb__ar_v(r, nb__ar_src(s, j, m)) + o;
+                const int e = nb__ar_src(s, j, m);
+                const nb_real* v = nb__ar_v(r, e) + o;
                 da[m] = nb__dot(dhr, v, d);
                 u[m] = nb__dot(q, v, d);
-                rs[m] = 1 / NB__SQRT(nb__sumsq(v, d, 0, NULL) / d + eps);
+                rs[m] = 1 / nb__ar_rms(r, e)[row];
                 sa += a[m] * da[m];
             }
             for (m = 0; m < n; m++) {
@@ -9245,6 +9262,7 @@ static nb_result nb__ar_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
     nb_real* pa = r->sc.ar_p + (size_t)l * nb__stack_V(r->s);
     const nb_real* h = in[0];
     nb_result rc;
+    if (l == 0) nb__ar_keep(r, -1); /* x_0 */
     if (l > 0) {
         nb__ar_read_fwd(r, j, p->arq[0], p->arg[0], nb__ar_h(r, j));
         h = nb__ar_h(r, j);
@@ -9252,11 +9270,13 @@ static nb_result nb__ar_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p,
     }
     if ((rc = nb__sub_forward(r, l, 0, p, c, pa, h))) return rc;
     if (j % S) nb__lin(r, pa, 1, pa, 1, in[0]);
+    nb__ar_keep(r, j);
     nb__trace_layer(r, l, 0, "attn_res_p", pa);
     nb__ar_read_fwd(r, j + 1, p->arq[1], p->arg[1], nb__ar_h(r, j + 1));
     nb__trace_layer(r, l, 1, "attn_res_h", nb__ar_h(r, j + 1));
     if ((rc = nb__sub_forward(r, l, 1, p, c, out[0], nb__ar_h(r, j + 1)))) return rc;
     if ((j + 1) % S) nb__lin(r, out[0], 1, out[0], 1, pa);
+    nb__ar_keep(r, j + 1);
     nb__trace_layer(r, l, 1, "attn_res_p", out[0]);
     return NB_OK;
 }

@@ -1541,6 +1541,27 @@ def clip_self_checks(E, fwd):
                       (("0.5", 0.5), ("%.9g" % 0.1, 0.1)))
 
 
+def traced_backward(cfg, params, E):
+    """The twin's stack of cfg with params on E (2 x 5 x 16), its output's sum backpropagated:
+    the trace's (name, value) pairs, the hidden states and the input's gradient. twin_stack
+    leaves the random stream where it was, so the draws around a call keep their order."""
+    stack = twin_stack(cfg)
+    load(stack, params)
+    tr = twin.Trace()
+    x = E.reshape(2, 5, 16).clone().requires_grad_(True)
+    hd = []
+    stack(x, trace=tr, hidden=hd).sum().backward()
+    return tr.items(), hd, x.grad
+
+
+def grad_x_in_is_x0(cfg, E):
+    """Layer 0's grad_x_in is x_0's whole gradient (the library adds h_0's): without an
+    embedding norm that of the stack's input."""
+    items, _, xgrad = traced_backward(cfg, draw_params(cfg), E)
+    g0 = dict(items)["blocks.0.grad_x_in"].double()
+    assert torch.allclose(g0, xgrad.reshape(10, 16).float().double(), rtol=1e-6, atol=1e-6)
+
+
 def export_refused(stack, word, message):
     """Both Hugging Face exports of the twin (hf_family, to_hf) refuse the stack, naming word
     (message: what the assertion says when one does not)."""
@@ -1740,25 +1761,10 @@ def dwa_self_checks(E, fwd):
         q = draw_params(dwa)
         assert torch.allclose(fwd(dwa, q), direct_forward(dwa, q, E), rtol=0, atol=1e-12), L
     # the trace: the plain stack's names in the plain stack's order
-    names = []
-    for c, q in ((plain, p), (dict(plain, dwa=1, dwa_dilation=2), pd)):
-        stack = twin_stack(c)
-        load(stack, q)
-        tr = twin.Trace()
-        x = E.reshape(2, 5, 16).clone().requires_grad_(True)
-        stack(x, trace=tr).sum().backward()
-        names.append([n for n, _ in tr.items()])
+    names = [[n for n, _ in traced_backward(c, q, E)[0]]
+             for c, q in ((plain, p), (dict(plain, dwa=1, dwa_dilation=2), pd))]
     assert names[0] == names[1] and "blocks.0.grad_x_in" in names[0], names
-    # and layer 0's grad_x_in is x_0's whole gradient (the library adds h_0's): without an
-    # embedding norm that of the stack's input
-    dwa = dict(make_cfg("PRE", 3, 16, 4, 2), dwa=1)
-    stack = twin_stack(dwa)
-    load(stack, draw_params(dwa))
-    tr = twin.Trace()
-    x = E.reshape(2, 5, 16).clone().requires_grad_(True)
-    stack(x, trace=tr).sum().backward()
-    g0 = dict(tr.items())["blocks.0.grad_x_in"].double()
-    assert torch.allclose(g0, x.grad.reshape(10, 16).float().double(), rtol=1e-6, atol=1e-6)
+    grad_x_in_is_x0(dict(make_cfg("PRE", 3, 16, 4, 2), dwa=1), E)
     # refusals as nb_stack_init's, naming the fields
     base = twin_config(make_cfg("PRE", 3, 16, 4, 2), "pre")
     assert twin.resolve(base.with_fields(residual=dict(dwa=1, dwa_dilation=3))).residual \
@@ -1875,23 +1881,11 @@ def dwa_period_self_checks(E, fwd):
             (L, k, period)
     # the trace: the plain stack's names in the plain stack's order; layer 0's grad_x_in is
     # x_0's whole gradient (without an embedding norm the input's)
-    names = []
-    for c in (plain, dict(plain, dwa=1, dwa_period=3)):
-        stack = twin_stack(c)
-        load(stack, dict(p, **{k_: v for k_, v in draw_params(c).items() if ".dwa." in k_}))
-        tr = twin.Trace()
-        x = E.reshape(2, 5, 16).clone().requires_grad_(True)
-        stack(x, trace=tr).sum().backward()
-        names.append([n for n, _ in tr.items()])
+    names = [[n for n, _ in traced_backward(
+        c, dict(p, **{k_: v for k_, v in draw_params(c).items() if ".dwa." in k_}), E)[0]]
+        for c in (plain, dict(plain, dwa=1, dwa_period=3))]
     assert names[0] == names[1] and "blocks.0.grad_x_in" in names[0], names
-    dwa = dict(make_cfg("PRE", 4, 16, 4, 2), dwa=1, dwa_period=2)
-    stack = twin_stack(dwa)
-    load(stack, draw_params(dwa))
-    tr = twin.Trace()
-    x = E.reshape(2, 5, 16).clone().requires_grad_(True)
-    stack(x, trace=tr).sum().backward()
-    g0 = dict(tr.items())["blocks.0.grad_x_in"].double()
-    assert torch.allclose(g0, x.grad.reshape(10, 16).float().double(), rtol=1e-6, atol=1e-6)
+    grad_x_in_is_x0(dict(make_cfg("PRE", 4, 16, 4, 2), dwa=1, dwa_period=2), E)
     # refusals as nb_stack_init's, naming the field
     base = twin_config(make_cfg("PRE", 3, 16, 4, 2), "pre")
     assert twin.resolve(base.with_fields(residual=dict(dwa=1, dwa_period=3))).residual \
@@ -1979,14 +1973,7 @@ def attn_res_self_checks(E, fwd):
     # the trace: the library's names and values
     S = 2
     ar = dict(make_cfg("PRE", L, 16, 4, 2), attn_res=1, attn_res_block=S)
-    q = draw_params(ar)
-    stack = twin_stack(ar)
-    load(stack, q)
-    tr = twin.Trace()
-    x = E.reshape(2, 5, 16).clone().requires_grad_(True)
-    hd = []
-    stack(x, trace=tr, hidden=hd).sum().backward()
-    items = tr.items()
+    items, hd, xgrad = traced_backward(ar, draw_params(ar), E)
     names = [n for n, _ in items]
     t = dict(items)
     fwd_names = [n for n in names if "attn_res" in n or n.endswith((".x", ".x_out"))]
@@ -2017,7 +2004,7 @@ def attn_res_self_checks(E, fwd):
             assert torch.equal(t["blocks.%d.x" % (j // 2)], t[pre + "attn_res_p"]), j
     assert names[-1] == "grad_in" and "blocks.0.grad_x_in" in names
     assert torch.allclose(t["blocks.0.grad_x_in"].double(),
-                          x.grad.reshape(10, 16).float().double(), **close)
+                          xgrad.reshape(10, 16).float().double(), **close)
     for l in range(1, L):  # p_2l-1 = (p_2l-2 +) f_2l-1: f's gradient is p's, all of it
         assert torch.allclose(t["blocks.%d.grad_x_in" % l], t["blocks.%d.ffn.grad_out" % (l - 1)],
                               rtol=1e-6, atol=1e-6), l
@@ -2181,17 +2168,10 @@ def unet_self_checks(E, fwd):
     for skips, re_ in ((1, 1), (1, 0), (0, 1)):
         cfg = dict(plain, unet_skips=skips, reinject_x0=re_)
         q = draw_params(cfg)
-        items = []
-        for c, qq in ((cfg, q), (plain, {k: v for k, v in q.items()
-                                         if not k.endswith((".skip_weight", ".lambdas"))})):
-            stack = twin_stack(c)
-            load(stack, qq)
-            tr = twin.Trace()
-            x = E.reshape(2, 5, 16).clone().requires_grad_(True)
-            hd = []
-            stack(x, trace=tr, hidden=hd).sum().backward()
-            items.append((tr.items(), hd, x.grad))
-        (mixed_items, hd, xgrad), (plain_items, _, _) = items
+        (mixed_items, hd, xgrad), (plain_items, _, _) = [
+            traced_backward(c, qq, E) for c, qq in
+            ((cfg, q), (plain, {k: v for k, v in q.items()
+                                if not k.endswith((".skip_weight", ".lambdas"))}))]
         names = [n for n, _ in mixed_items]
         mixed = [l for l in range(L) if re_ or l >= L // 2]
         assert [n for n in names if not n.endswith(".x_mixed")] == \

@@ -1973,10 +1973,11 @@ static void same_grads(const char* what, run* a, run* b) { /* every tensor of a 
     snprintf(name, sizeof name, "%s: input gradient", what);
     nbt_close_r(name, a->din, b->din, (size_t)a->B * a->T * a->s.desc.d_model, NBT_ATOL, NBT_RTOL);
 }
-static void set_lambdas(run* r, nb_real l1, nb_real l2) {
+/* every lambda pair of a kind (the value residual's, the value embeddings') */
+static void set_lambdas(run* r, nb_tensor_kind kind, nb_real l1, nb_real l2) {
     int t;
     for (t = 0; t < r->s.n_tensors; t++)
-        if (r->s.tensors[t].kind == NB_TENSOR_VALUE_RESIDUAL) {
+        if (r->s.tensors[t].kind == kind) {
             r->params[r->s.tensors[t].offset] = l1;
             r->params[r->s.tensors[t].offset + 1] = l2;
         }
@@ -2031,12 +2032,12 @@ static void value_residual_props(nbt_rng* rng) {
         copy_by_name(&learn, &off);
         grads(&off);
         grads(&fixed);
-        set_lambdas(&learn, 1, 0);
+        set_lambdas(&learn, NB_TENSOR_VALUE_RESIDUAL, 1, 0);
         grads(&learn);
         snprintf(what, sizeof what, "value residual %s: lambdas (1, 0) = off", presets[i]);
         nbt_close_r(what, learn.out, off.out, n, NBT_ATOL, NBT_RTOL);
         same_grads(what, &off, &learn);
-        set_lambdas(&learn, 0.5, 0.5);
+        set_lambdas(&learn, NB_TENSOR_VALUE_RESIDUAL, 0.5, 0.5);
         grads(&learn);
         snprintf(what, sizeof what, "value residual %s: lambdas (0.5, 0.5) = fixed", presets[i]);
         nbt_close_r(what, learn.out, fixed.out, n, NBT_ATOL, NBT_RTOL);
@@ -2046,7 +2047,7 @@ static void value_residual_props(nbt_rng* rng) {
                  presets[i], diff);
         nbt_check(diff > 1e-3, what);
         /* layer 1 reads V_0 only: its own V rows (after Q and K) get no gradient */
-        set_lambdas(&learn, 0, 1);
+        set_lambdas(&learn, NB_TENSOR_VALUE_RESIDUAL, 0, 1);
         grads(&learn);
         for (t = 0; t < learn.s.n_tensors; t++)
             if (!strcmp(learn.s.tensors[t].name, "blocks.1.att_proj.weight")) {
@@ -2752,14 +2753,6 @@ static void attn_res_props(nbt_rng* rng) {
    (V per layer), lambdas (1, 0) = the plain stack with zero table gradients, a layer without a
    table leaves its lambda_1 without gradient, and the refusals (unbound rows, unbound gradient
    rows, a stack without tables, too many tables, with the value residual). */
-static void set_ve_lambdas(run* r, nb_real l0, nb_real l1) {
-    int t;
-    for (t = 0; t < r->s.n_tensors; t++)
-        if (r->s.tensors[t].kind == NB_TENSOR_VALUE_EMBED) {
-            r->params[r->s.tensors[t].offset] = l0;
-            r->params[r->s.tensors[t].offset + 1] = l1;
-        }
-}
 static void value_embeds_props(nbt_rng* rng) {
     nb_stack_desc d = base_desc(NB_PRESET_PRE, 5);
     run off, ve;
@@ -2792,13 +2785,13 @@ static void value_embeds_props(nbt_rng* rng) {
             nbt_check(ve.params[ve.s.tensors[t].offset] == 0.5 && ve.params[ve.s.tensors[t].offset + 1] == 0.5,
                       "value embeddings: the lambdas start at 0.5");
     copy_by_name(&ve, &off);
-    set_ve_lambdas(&ve, 1, 0);
+    set_lambdas(&ve, NB_TENSOR_VALUE_EMBED, 1, 0);
     nbt_check(grads(&off) && grads(&ve), "value embeddings: backward NB_OK");
     nbt_close_r("value embeddings: lambdas (1, 0) = off", ve.out, off.out, (size_t)2 * 5 * 8, 0, 0);
     same_grads("value embeddings: lambdas (1, 0) = off", &off, &ve);
     for (j = 0; j < ve.n_ve; j++) zero &= ve.dve[j] == 0;
     nbt_check(zero, "value embeddings: lambdas (1, 0): the rows' gradients are 0");
-    set_ve_lambdas(&ve, 0.5, 0.5);
+    set_lambdas(&ve, NB_TENSOR_VALUE_EMBED, 0.5, 0.5);
     grads(&ve);
     {
         const nb_real* g2 = tensor(&ve, "blocks.2.value_embed.lambda");

@@ -83,9 +83,9 @@ else
 fi
 # --load evaluates in the precision the checkpoint records (the run's val_loss again), and says
 # so; --precision chooses another, said too
-"$TRAIN" --load bf16.safetensors --eval > ev_bf16.log 2>&1
+"$TRAIN" --load bf16.safetensors --eval --threads 1 > ev_bf16.log 2>&1
 rc=$?
-"$TRAIN" --load bf16.safetensors --eval --precision fp32 > ev_bf16_fp32.log 2>&1
+"$TRAIN" --load bf16.safetensors --eval --precision fp32 --threads 1 > ev_bf16_fp32.log 2>&1
 rc2=$?
 if [ $rc = 0 ] && [ $rc2 = 0 ] &&
    grep -q "^eval: bf16.safetensors (step 60, bf16 GEMMs as trained): val_loss $vb on " ev_bf16.log &&
@@ -510,7 +510,7 @@ if grep -q "^final: step 100 " spk.log && grep -q "^loss spikes: [1-9]" spk.log 
    grep -q "^diverged at step [0-9]" spk_stop.log; then
   pass "spikes are counted, not stopped ($(grep '^loss spikes' spk.log | cut -c1-40)...); --spike-stop 1.5 stops the run"
 else
-  fail "spike counting / --spike-stop"; tail -3 spk.log spk_stop.log
+  fail "spike counting / --spike-stop"; tail -n 3 spk.log spk_stop.log
 fi
 
 # Ctrl-C, and mpirun's or a scheduler's SIGTERM, end a sweep's runs (they are their own process
@@ -704,7 +704,7 @@ expect_error "--ffn-bias maybe" "off or on" "${TINY[@]}" --ffn-bias maybe
 MODEL_FLAGS=(--preset hybrid --sites q,k --site-width full --eps 1e-6 --rope-theta 500000 --attn-bias 1
              --ffn-bias on --final-norm off)
 "$TRAIN" "${TINY[@]}" "${MODEL_FLAGS[@]}" --steps 10 --save mf.safetensors > mf.log 2>&1
-"$TRAIN" --load mf.safetensors --eval > mf_eval.log 2>&1
+"$TRAIN" --load mf.safetensors --eval --threads 1 > mf_eval.log 2>&1  # the run's thread count: its rounding
 want="$(final_field mf.log val_loss)"
 # load(p): a checkpoint's tensors (not the optimizer's) as float arrays, for the checks below
 LOAD_CKPT="
@@ -732,7 +732,7 @@ assert 'mixln_alpha' not in m and 'embed_norm' not in m  # at the preset's: not 
 " && [ -n "$want" ] && grep -q "val_loss $want" mf_eval.log; then
   pass "the stack flags reach the model and the checkpoint's metadata; --load rebuilds the same model (val_loss $want)"
 else
-  fail "stack flags in the checkpoint"; tail -3 mf.log mf_eval.log
+  fail "stack flags in the checkpoint"; tail -n 3 mf.log mf_eval.log
 fi
 expect_error "--resume with another --rope-theta" 'rope_theta is "500000" in the checkpoint, "10000" here' \
   "${TINY[@]}" --preset hybrid --sites q,k --site-width full --eps 1e-6 --rope-theta 10000 --attn-bias 1 \

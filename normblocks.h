@@ -664,7 +664,9 @@ typedef enum nb_norm_type {
    itself (.gemm.bf16_weights: written once per optimizer step instead of once per forward, and
    not in the cache), and caches in bf16 what only GEMMs read (the
    sublayer inputs, the attention's C, the FFN's activation; O and the activation are then no
-   longer cached in float32): the cache sizes of the plans and the stack include them. The
+   longer cached in float32; in a stack an input norm whose output only its sublayer reads
+   writes that bf16 copy itself, and its float output is not kept): the cache sizes of the
+   plans and the stack include them. The
    backward rounds dout, dQKV and the FFN's dh into scratch. On a CPU with AMX the attention's
    products multiply bf16 copies of Q, K, V, P, dO and dS packed in scratch (the plan's
    n_scratch includes them on any CPU). A float32-build feature (refused with NB_DOUBLE).
@@ -3417,9 +3419,11 @@ static void nb__transpose16(int isa, unsigned short* D, const unsigned short* X,
 
 #define NB__BF16(plan) ((plan)->desc.gemm.precision == NB_PRECISION_BF16)
 
-/* A sublayer backward's options: dx added to (the public accumulate_dx), and the weight
-   matrices' gradients written instead of added to (a stack that would have zeroed them) */
-enum { NB__BWD_ACC_DX = 1, NB__BWD_WRITE_DW = 2 };
+/* A sublayer call's options. Backward: dx added to (the public accumulate_dx), and the weight
+   matrices' gradients written instead of added to (a stack that would have zeroed them). BF16,
+   forward and backward: x's bf16 copy is already in the cache, written by the stack's input norm
+   (nb__h16), and x itself is NULL: no float copy of it was kept. */
+enum { NB__BWD_ACC_DX = 1, NB__BWD_WRITE_DW = 2, NB__X16_GIVEN = 4 };
 
 /* One GEMM on the calling thread: float32, or bf16 numerics when bf16 (or an operand is
    half). */
@@ -4305,7 +4309,7 @@ typedef struct nb__sub_call {
     int B, T;
     nb_real* cache;            /* written by the forward; the backward only reads it */
     nb_real* scratch;
-    int opts;                  /* backward: NB__BWD_ACC_DX, NB__BWD_WRITE_DW */
+    int opts;                  /* NB__BWD_ACC_DX, NB__BWD_WRITE_DW, NB__X16_GIVEN */
     const struct nb__vres* vr; /* attention: the value residual (NULL: none) */
 } nb__sub_call;
 
@@ -4317,6 +4321,11 @@ static nb__sub_call nb__sub_call_of(nb_ctx* ctx, int B, int T, const nb_real* ca
     k.cache = (nb_real*)(size_t)cache; /* a backward's: only read */
     k.scratch = scratch;
     return k;
+}
+
+/* x for the NULL check of a call: with NB__X16_GIVEN its bf16 copy in the cache stands in */
+static const void* nb__x_or_given(const nb__sub_call* k, const void* x) {
+    return k->opts & NB__X16_GIVEN ? (const void*)k->cache : x;
 }
 
 /* names: of a, b, cache, scratch (space-separated) */
@@ -4332,8 +4341,8 @@ static nb_result nb__attn_check_call(const nb__sub_call* k, const char* fn,
     NB__CHECK(nb_num_threads(ctx) > pl->max_threads, NB_ERR_CONFIG,
               "%s: %d threads requested but the plan sized its scratch for %d", fn,
               nb_num_threads(ctx), pl->max_threads);
-    ptrs[0] = a; ptrs[1] = b; ptrs[2] = k->cache; ptrs[3] = k->scratch; ptrs[4] = p->w_qkv;
-    ptrs[5] = p->w_o;
+    ptrs[0] = a; ptrs[1] = nb__x_or_given(k, b); ptrs[2] = k->cache; ptrs[3] = k->scratch;
+    ptrs[4] = p->w_qkv; ptrs[5] = p->w_o;
     if ((rc = nb__need(ctx, fn, names, 4, ptrs))) return rc;
     if ((rc = nb__need(ctx, fn, "params.w_qkv params.w_o", 2, ptrs + 4))) return rc;
     ptrs[0] = p->w_qkv16; ptrs[1] = p->w_o16;
@@ -5107,6 +5116,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
     int d, P, BT, bf;
     if (rc) return rc;
     bf = NB__BF16(pl);
+    NB_ASSERT(bf || !(k->opts & NB__X16_GIVEN));
     const nb__gemm_at at = nb__at(ctx, fn, pl->mm, bf);
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
     nb__attn_carve(pl, B, T, pl->max_threads, k->cache, k->scratch, &m);
@@ -5118,7 +5128,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
             nb__to_bf16(ctx, m.wqkv16, p->w_qkv, P, d, d);
             nb__to_bf16(ctx, m.wo16, p->w_o, d, d, d);
         }
-        nb__to_bf16(ctx, m.x16, x, BT, d, d);
+        if (!(k->opts & NB__X16_GIVEN)) nb__to_bf16(ctx, m.x16, x, BT, d, d);
     }
     /* [Q|K|V] = x W_qkv^T; with site norms the raw projection is kept for their backward */
     rc = nb__gemm(&at, BT, P, d, 1, nb__op(x, m.x16, d, 0),
@@ -5198,7 +5208,7 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
     if (rc) return rc;
     bf = NB__BF16(pl);
     const nb__gemm_at at = nb__at(ctx, fn, pl->mm, bf);
-    NB__CHECK(!g || !g->w_qkv || !g->w_o || !x, NB_ERR_NULL,
+    NB__CHECK(!g || !g->w_qkv || !g->w_o || !nb__x_or_given(k, x), NB_ERR_NULL,
               "nb_attn_backward: %s is required (NULL)",
               !g ? "g" : !g->w_qkv ? "g.w_qkv" : !g->w_o ? "g.w_o" : "x");
     NB__CHECK(nb__site_missing(pl, g), NB_ERR_NULL,
@@ -5456,8 +5466,8 @@ static nb_result nb__ffn_check_call(const nb__sub_call* k, const char* fn, const
     NB__CHECK(!pl || !p, NB_ERR_NULL, "%s: plan and params are required (%s is NULL)", fn,
               pl ? "params" : "plan");
     if ((rc = nb__check_bt(ctx, fn, k->B, k->T, pl->max_batch, pl->max_seq))) return rc;
-    ptrs[0] = a; ptrs[1] = b; ptrs[2] = k->cache; ptrs[3] = k->scratch; ptrs[4] = p->w_in;
-    ptrs[5] = p->w_out;
+    ptrs[0] = a; ptrs[1] = nb__x_or_given(k, b); ptrs[2] = k->cache; ptrs[3] = k->scratch;
+    ptrs[4] = p->w_in; ptrs[5] = p->w_out;
     if ((rc = nb__need(ctx, fn, names, 4, ptrs))) return rc;
     if ((rc = nb__need(ctx, fn, "params.w_in params.w_out", 2, ptrs + 4))) return rc;
     NB__CHECK(pl->desc.ffn.bias > 0 && (!p->b_in || !p->b_out), NB_ERR_NULL,
@@ -5508,6 +5518,7 @@ static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     nb_real *h, *a, c;
     if (rc) return rc;
     bf = NB__BF16(plan);
+    NB_ASSERT(bf || !(k->opts & NB__X16_GIVEN));
     const nb__gemm_at at = nb__at(ctx, fn, plan->mm, bf);
     d = plan->desc.d_model; f = plan->desc.ffn.d_ff; W = plan->in_width; BT = B * T;
     c = (nb_real)sqrt((double)d);
@@ -5519,7 +5530,7 @@ static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
             nb__to_bf16(ctx, m.w_in16, p->w_in, W, d, d);
             nb__to_bf16(ctx, m.w_out16, p->w_out, d, f, f);
         }
-        nb__to_bf16(ctx, m.x16, x, BT, d, d);
+        if (!(k->opts & NB__X16_GIVEN)) nb__to_bf16(ctx, m.x16, x, BT, d, d);
     }
     if ((rc = nb__gemm(&at, BT, W, d, 1, nb__op(x, m.x16, d, 0),
                        nb__op(p->w_in, m.w_in16, d, 1), 0, h, W)))
@@ -5641,11 +5652,11 @@ static nb_result nb__ffn_bwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     if (rc) return rc;
     bf = NB__BF16(plan);
     const nb__gemm_at at = nb__at(ctx, fn, plan->mm, bf);
-    NB__CHECK(!g || !g->w_in || !g->w_out || !x ||
+    NB__CHECK(!g || !g->w_in || !g->w_out || !nb__x_or_given(k, x) ||
                   (plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out)) ||
                   (plan->desc.ffn.in_scale && !g->in_scale),
               NB_ERR_NULL, "nb_ffn_backward: %s is required (NULL)",
-              !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !x ? "x"
+              !g ? "g" : !g->w_in ? "g.w_in" : !g->w_out ? "g.w_out" : !nb__x_or_given(k, x) ? "x"
               : plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out) ? "g.b_in/g.b_out"
                                                                     : "g.in_scale");
     if ((rc = nb__ffn_cache_ok(ctx, "nb_ffn_backward", plan, k->cache, B, T))) return rc;
@@ -6252,6 +6263,16 @@ static void nb__carve_hc(const nb_stack* s, nb_real* cache, size_t* used, nb__hc
     if (sublayer) h->y = nb__take(cache, used, nb__stack_V(s));
 }
 
+/* BF16: a sublayer's normed input h = N(x) is read only by its branch's GEMMs (the forward's
+   and dW's), which read its bf16 copy. The input norm then writes that copy itself, a row at a
+   time into the sublayer's cache (nb__block_norm_fwd16), and no float h is kept: one pass over
+   B*T x d less, and B*T x d floats less cache per sublayer. Not where the residual starts from h
+   (read in float) or h is scaled. */
+static int nb__h16(const nb_stack* s, const nb_placement* place) {
+    return s->desc.gemm.precision == NB_PRECISION_BF16 && place->input_norm &&
+           !place->residual_from_norm && place->input_scale == 1;
+}
+
 /* a layer's placements' caches (one stream, hyper-connections) */
 static void nb__carve_placements(const nb_stack* s, int l, nb_real* cache, size_t* used,
                                  nb__layer_mem* c) {
@@ -6261,7 +6282,7 @@ static void nb__carve_placements(const nb_stack* s, int l, nb_real* cache, size_
     int k;
     pl[0] = &ld->attn; pl[1] = &ld->ffn;
     for (k = 0; k < 2; k++) {
-        if (pl[k]->input_norm) c->h[k] = nb__take(cache, used, V);
+        if (pl[k]->input_norm && !nb__h16(s, pl[k])) c->h[k] = nb__take(cache, used, V);
         if (pl[k]->output_norm) c->f[k] = nb__take(cache, used, V);
         if (pl[k]->post_norm) c->s[k] = nb__take(cache, used, V);
         if (pl[k]->branch_scale) c->u[k] = nb__take(cache, used, V);
@@ -7577,6 +7598,26 @@ static void nb__block_norm_bwd_row(const nb__run* r, const nb__norm* m, nb_real*
 }
 
 /* Partial-sum slot k (max_threads blocks of nb__part_stride(d)) and a thread's row buffers. */
+static nb_real* nb__rowbuf(const nb__run* r, int t);
+
+/* y16 = bf16(N(x)) with the statistics into st, a row at a time: the float row only in the
+   thread's row buffer (nb__h16). The same row kernel as nb__block_norm_fwd: the same bits. */
+static void nb__block_norm_fwd16(nb__run* r, const nb__norm* m, unsigned short* y16,
+                                 const nb_real* x, nb_real* st) {
+    const int d = r->s->desc.d_model;
+    const double t0 = nb__prof_begin(r->ctx);
+    int row;
+    NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(r->ctx))
+            if(r->n >= NB__PAR_MIN))
+    for (row = 0; row < r->rows; row++) {
+        const size_t o = (size_t)row * d;
+        nb_real* t = nb__rowbuf(r, omp_get_thread_num());
+        if (row + 1 < r->rows) nb__prefetch_row(x + o + d, d);
+        nb__block_norm_fwd_row(r, m, t, x + o, st, row);
+        nb__row_bf16(y16 + o, t, d);
+    }
+    nb__prof_end(r->ctx, NB_PROF_NORM, t0);
+}
 static nb_real* nb__slot(const nb__run* r, int k) {
     return r->sc.partials + (size_t)k * r->s->max_threads * nb__part_stride(r->s->desc.d_model);
 }
@@ -7691,12 +7732,29 @@ static const nb__vres* nb__vres_of(const nb__run* r, int l, const nb__layer_tens
     return v;
 }
 
-/* Sublayer k (0 attention, 1 FFN) of layer l: F(h) into out (B*T x d). */
+/* Where sublayer k of layer l keeps its input's bf16 copy: in its cache, as its forward carves
+   it (nb__h16). */
+static unsigned short* nb__sub_x16(const nb__run* r, int l, int k, const nb__layer_mem* c) {
+    if (k == 0) {
+        const nb_attn_plan* pl = &r->s->layers[l].attn;
+        nb__attn_mem m;
+        nb__attn_carve(pl, r->B, r->T, pl->max_threads, c->acache, r->sc.sub, &m);
+        return m.x16;
+    } else {
+        nb__ffn_mem m;
+        nb__ffn_carve(&r->s->ffn, r->B, r->T, c->fcache, r->sc.sub, &m);
+        return m.x16;
+    }
+}
+
+/* Sublayer k (0 attention, 1 FFN) of layer l: F(h) into out (B*T x d); h NULL: its bf16 copy is
+   in the sublayer's cache (nb__h16). */
 static nb_result nb__branch_fwd(nb__run* r, int l, int k, const nb__layer_tensors* p,
                                 const nb__layer_mem* c, nb_real* out, const nb_real* h) {
     nb_result rc;
     nb__vres vbuf;
     nb__sub_call call = nb__sub_call_of(r->ctx, r->B, r->T, k ? c->fcache : c->acache, r->sc.sub);
+    if (!h) call.opts = NB__X16_GIVEN; /* nb__h16: the input norm wrote the bf16 copy */
     nb__scope(r, l, k);
     if (k == 0) {
         call.vr = nb__vres_of(r, l, p, NULL, c, &vbuf);
@@ -7714,7 +7772,8 @@ static nb_result nb__branch_bwd(nb__run* r, int l, int k, const nb__layer_tensor
                                 const nb_real* df, const nb_real* h, int accumulate) {
     nb__vres vbuf;
     nb__sub_call call = nb__sub_call_of(r->ctx, r->B, r->T, k ? c->fcache : c->acache, r->sc.sub);
-    call.opts = (accumulate ? NB__BWD_ACC_DX : 0) | (r->write_dw ? NB__BWD_WRITE_DW : 0);
+    call.opts = (accumulate ? NB__BWD_ACC_DX : 0) | (r->write_dw ? NB__BWD_WRITE_DW : 0) |
+                (h ? 0 : NB__X16_GIVEN);
     nb__trace_layer(r, l, k, "grad_out", df);
     if (k == 0) {
         call.vr = nb__vres_of(r, l, p, g, c, &vbuf);
@@ -7791,7 +7850,18 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
     nb_real* f;
     nb_result rc;
     int row;
-    if (place->input_norm) {
+    if (nb__h16(r->s, place)) {
+        unsigned short* const h16 = nb__sub_x16(r, l, k, c);
+        if (r->ctx->trace) { /* the float h for the trace, then its bf16 copy: the same bits */
+            rc = nb__block_norm_fwd(r, &p->n[n_in], r->sc.tmp[1], x, c->st[n_in]);
+            if (rc != NB_OK) return rc;
+            nb__trace_layer(r, l, k, "h", r->sc.tmp[1]);
+            nb__to_bf16(r->ctx, h16, r->sc.tmp[1], r->rows, d, d);
+        } else {
+            nb__block_norm_fwd16(r, &p->n[n_in], h16, x, c->st[n_in]);
+        }
+        h = NULL;
+    } else if (place->input_norm) {
         if ((rc = nb__block_norm_fwd(r, &p->n[n_in], c->h[k], x, c->st[n_in])) != NB_OK) return rc;
         if (place->input_scale != 1) nb__lin(r, c->h[k], place->input_scale, c->h[k], 0, NULL);
         h = c->h[k];

@@ -1637,6 +1637,53 @@ static void trace_names(nbt_rng* rng) {
     }
 }
 
+#ifndef NB_DOUBLE
+/* BF16: an input norm whose output only its sublayer's GEMMs read writes the sublayer's bf16
+   copy itself, and no float copy is cached (the stack's cache is the float32 stack's less the
+   plans' own savings and less B*T*d per such sublayer). Traced, the stack takes the float path
+   (the whole norm, then the conversion, as before): the same bits either way. The placements:
+   Pre-Norm, sandwich (output norms too), mHC (the hyper-connections' layer), a Post-Norm layer
+   under a Pre-Norm one (no input norm: nothing changes there). */
+static void bf16_normed_inputs(void) {
+    static const nb_preset presets[] = {NB_PRESET_PRE, NB_PRESET_SANDWICH, NB_PRESET_MHC,
+                                        NB_PRESET_MIXLN};
+    size_t i;
+    for (i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        nbt_rng rng = {0xB16 + i};
+        nb_stack_desc d = base_desc(presets[i], 2);
+        nb_ctx ctx;
+        nb_stack f32;
+        run a, b;
+        trace_log log;
+        char name[128];
+        size_t want;
+        int l, k, h16 = 0;
+        d.mixln_alpha = 0.5; /* Mix-LN: one Post-Norm layer of two */
+        memset(&ctx, 0, sizeof ctx);
+        if (!nbt_check(nb_stack_init(&ctx, &f32, &d, 2, 3) == NB_OK, "bf16 inputs: float32 init"))
+            return;
+        d.gemm.precision = NB_PRECISION_BF16;
+        snprintf(name, sizeof name, "bf16 (%s)", nb_preset_name(presets[i]));
+        traced_pair(name, &d, &rng, &a, &b, &log);
+        want = f32.n_cache;
+        for (l = 0; l < 2; l++) {
+            want -= f32.layers[l].attn.n_cache - a.s.layers[l].attn.n_cache;
+            for (k = 0; k < 2; k++) {
+                const nb_placement* pl = k ? &a.s.layers[l].desc.ffn : &a.s.layers[l].desc.attn;
+                if (pl->input_norm && !pl->residual_from_norm) want -= 2 * 3 * 8, h16++;
+            }
+        }
+        want -= 2 * (f32.ffn.n_cache - a.s.ffn.n_cache);
+        snprintf(name, sizeof name, "bf16 inputs: no float copy of %d normed inputs cached (%s)",
+                 h16, nb_preset_name(presets[i]));
+        nbt_check(h16 > 0 && a.s.n_cache == want, name);
+        nb_stack_free(&f32);
+        teardown(&a);
+        teardown(&b);
+    }
+}
+#endif
+
 /* Name maps: every mapped tensor's parts tile its rows, no two tensors share an outside name,
    and the names are the codebases' own (the Mix-LN code's Llama for pre, Post-LN and sandwich
    layers; HF GPT-2 with its Conv1D transposed). */
@@ -3234,5 +3281,8 @@ int main(void) {
     gate_stats(&rng);
     qk_clip(&rng);
     team_zeroing(&rng); /* last: the draws of the tests above stay as they were */
+#ifndef NB_DOUBLE
+    bf16_normed_inputs(); /* draws of its own */
+#endif
     return nbt_finish();
 }

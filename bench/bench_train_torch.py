@@ -43,6 +43,13 @@ with --compile the model under torch.compile (the run says so, and falls back wi
 where it fails). --fp32-bf16-matmul: float32 storage with bf16 matmuls, PyTorch's
 fp32_precision = "bf16" (torch.set_float32_matmul_precision("medium") before 2.9), the peer of
 a float32 run whose GEMMs run on the bf16 matrix units.
+
+--memory (no training): what one forward keeps for the backward, counted by
+torch.autograd.graph.saved_tensors_hooks (distinct storages, parameters left out), at batch B and
+2B: the difference per token, per layer inside the blocks and for the whole model; the rest
+(autocast's bf16 weight copies, the tables) does not grow with the batch. The peer of the C
+trainer's "memory:" line. Last line: torch_memory[_bf16] d=.. L=.. H=.. T=.. B=..
+layer_kib_per_token=.. model_kib_per_token=.. fixed_mib=.. torch=VERSION style=..
 """
 import argparse
 import ctypes
@@ -184,6 +191,63 @@ def forward(model, tok, tgt, bf16):
     return model(tok, tgt)
 
 
+def saved_bytes(model, B, T, bf16):
+    """Bytes autograd keeps from one forward for the backward (distinct storages, parameters not
+    counted): (inside the blocks, in all), plus the dtypes seen inside the blocks."""
+    params = {p.data_ptr() for p in model.parameters()}
+    seen, where, dtypes = {}, ["outside"], set()
+
+    def pack(t):
+        try:
+            st = t.untyped_storage()  # 2.x
+            n = st.nbytes()
+        except AttributeError:        # 1.13
+            st = t.storage()
+            n = st.size() * t.element_size()
+        if st.data_ptr() not in params and st.data_ptr() not in seen:
+            seen[st.data_ptr()] = (n, where[0])
+            if where[0] == "blocks":
+                dtypes.add(str(t.dtype).replace("torch.", ""))
+        return t
+
+    hooks = [model.blocks[0].register_forward_pre_hook(lambda m, i: where.__setitem__(0, "blocks")),
+             model.blocks[-1].register_forward_hook(lambda m, i, o: where.__setitem__(0, "head"))]
+    torch.manual_seed(0)
+    data = torch.randint(0, VOCAB, (B, T + 1))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = forward(model, data[:, :-1], data[:, 1:], bf16)
+    for h in hooks:
+        h.remove()
+    del loss
+    return (sum(n for n, w in seen.values() if w == "blocks"), sum(n for n, _ in seen.values()),
+            dtypes)
+
+
+def memory(a):
+    """--memory: what one forward keeps for the backward, per token, at two batch sizes (B and
+    2B): the difference is the activations (per token per layer inside the blocks, and per token
+    for the whole model: embedding, final norm, head and loss too), the rest is what does not
+    grow with the batch (autocast's bf16 copies of the weights, RoPE tables, the mask)."""
+    torch.manual_seed(1337)
+    model = Model(a.d, a.layers, a.heads, a.seq, style=a.style)
+    B, T, L = a.batch, a.seq, a.layers
+    b1, w1, dt = saved_bytes(model, B, T, a.bf16)
+    b2, w2, _ = saved_bytes(model, 2 * B, T, a.bf16)
+    per_tok_layer = (b2 - b1) / (B * T) / L
+    per_tok = (w2 - w1) / (B * T)
+    print("# torch %s, style %s%s: saved for the backward, per token: %.1f KiB per layer inside "
+          "the blocks (%s), %.1f KiB for the whole model; not growing with the batch: %.2f MiB "
+          "(autocast's weight copies, tables)"
+          % (torch.__version__, a.style, ", autocast bf16" if a.bf16 else ", float32",
+             per_tok_layer / 1024, "/".join(sorted(dt)), per_tok / 1024,
+             (w1 - per_tok * B * T) / 2**20))
+    print("torch_memory%s d=%d L=%d H=%d T=%d B=%d layer_kib_per_token=%.2f model_kib_per_token=%.2f "
+          "fixed_mib=%.2f torch=%s style=%s"
+          % ("_bf16" if a.bf16 else "", a.d, L, a.heads, T, B, per_tok_layer / 1024, per_tok / 1024,
+             (w1 - per_tok * B * T) / 2**20, torch.__version__.split("+")[0], a.style))
+    return 0
+
+
 def check():
     """Parameter counts equal the C trainer's; the initial loss is near ln(256)."""
     for (d, L, H), want in C_PARAMS.items():
@@ -208,6 +272,8 @@ def main():
                  ("threads", 1), ("steps", 20), ("warmup", 3)):
         ap.add_argument("--" + k, type=int, default=v)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--memory", action="store_true",
+                    help="print what a forward keeps for the backward, per token (no training)")
     ap.add_argument("--bf16", action="store_true",
                     help='forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)')
     ap.add_argument("--style", choices=("auto", "1.13", "2.x"), default="auto",
@@ -229,6 +295,8 @@ def main():
     torch.set_num_threads(a.threads)
     if a.check:
         return check()
+    if a.memory:
+        return memory(a)
     torch.manual_seed(1337)
     B, T = a.batch, a.seq
     model = Model(a.d, a.layers, a.heads, T, style=a.style)

@@ -75,6 +75,16 @@ if "$TRAIN" "${TINY[@]}" --steps 4 --profile > prof.log 2>&1 &&
 else
   fail "--profile"; cat prof.log
 fi
+# the memory line: what a step keeps for the backward, per token; bf16 keeps less per layer
+mem_layer() { sed -n 's/^memory: .* (the stack.s cache \([0-9.]*\) per layer.*/\1/p' "$1"; }
+"$TRAIN" "${TINY[@]}" --steps 0 > mem32.log 2>&1
+"$TRAIN" "${TINY[@]}" --steps 0 --precision bf16 > mem16.log 2>&1
+m32="$(mem_layer mem32.log)"; m16="$(mem_layer mem16.log)"
+if [ -n "$m32" ] && [ -n "$m16" ] && awk -v a="$m32" -v b="$m16" 'BEGIN { exit !(b > 0 && b < a) }'; then
+  pass "the memory line: the stack's cache $m32 KiB per token per layer in float32, $m16 in bf16"
+else
+  fail "the memory line ('$m32', '$m16')"; cat mem32.log mem16.log
+fi
 if "$TRAIN" "${TINY[@]}" --steps 62 --allow-change steps --resume bf16.safetensors > resume_fp32.log 2>&1 &&
    head -c 65536 bf16.safetensors | grep -q '"transformer.wte.weight":{"dtype":"F32"'; then
   pass "bf16: the checkpoint is float32 and resumes in float32"

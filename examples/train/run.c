@@ -163,6 +163,18 @@ static void print_options(const config* c, const nb_stack_desc* d) {
     if (c->model.residual.branch_scale > 0 && c->model.residual.branch_scale < 5) say(", branches x %s", branch[c->model.residual.branch_scale]);
 }
 
+/* What a step keeps from forward to backward, per token (the stack's cache and the head's
+   logits; bench/README.md compares it with PyTorch's), and what does not grow with the batch. */
+static void print_memory(const model* m) {
+    const double tok = (double)m->B * m->T, kib = 1024, mib = 1024 * 1024;
+    const double stack = (double)m->s.n_cache * sizeof(nb_real), head = tok * VOCAB * sizeof(nb_real);
+    const double state = (double)(m->n * 2 + m->n_upd * 2) * sizeof(nb_real) + (m->w16 ? m->n * 2.0 : 0);
+    say("memory: %.1f KiB per token kept for the backward (the stack's cache %.1f per layer, the logits %.1f); "
+        "parameters, gradients, AdamW%s %.1f MiB\n", (stack + head) / tok / kib,
+        stack / tok / kib / m->s.desc.n_layers, head / tok / kib, m->w16 ? " and the bf16 copy" : "",
+        state / mib);
+}
+
 void print_model(const config* c, const model* m, int arch_only) {
     const nb_stack_desc* d = &m->s.desc;
     char on[160], off[160];
@@ -191,6 +203,7 @@ void print_model(const config* c, const model* m, int arch_only) {
     if (d->hyper.kind > NB_HYPER_NONE) hyper_say(m);
     say("kernels: %s%s\n", nb_stack_kernels(&m->s),
         d->gemm.precision == NB_PRECISION_BF16 ? "; LM head portable bf16" : "");
+    print_memory(m);
     if (arch_only) return;
     if (m->init_std0 > 0) say("init: %s std %g (%s)", init_scheme_name(m->init), m->init_std0, m->init_why);
     else say("init: %s (%s)", init_scheme_name(m->init), m->init_why);

@@ -3801,8 +3801,19 @@ NBDEF const char* nb_bf16_kernels(void) {
 
 /* ---- RoPE ----------------------------------------------------------------------------------- */
 
+/* nb_rope, and with x16 the bf16 bits of the first w16 columns of every rotated row into x16 (ld
+   w16) while the position's B rows are still in cache: a BF16 attention's GEMM operand written by
+   the pass that finishes it, instead of a conversion pass over B*T rows from memory. */
+static nb_result nb__rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int heads, int head_dim,
+                          nb_real theta, int inverse, unsigned short* x16, int w16);
+
 NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int heads, int head_dim,
                         nb_real theta, int inverse) {
+    return nb__rope(ctx, x, ldx, B, T, heads, head_dim, theta, inverse, NULL, 0);
+}
+
+static nb_result nb__rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int heads, int head_dim,
+                          nb_real theta, int inverse, unsigned short* x16, int w16) {
     NB__CHECK(B <= 0 || T <= 0 || heads <= 0 || head_dim <= 0, NB_ERR_SHAPE,
               "nb_rope: B, T, heads, head_dim (%d, %d, %d, %d) must be > 0", B, T, heads,
               head_dim);
@@ -3839,6 +3850,10 @@ NBDEF nb_result nb_rope(nb_ctx* ctx, nb_real* x, int ldx, int B, int T, int head
                         }
                     }
             }
+            if (x16)
+                for (b = 0; b < B; b++)
+                    nb__row_bf16(x16 + ((size_t)b * T + t) * w16, x + ((size_t)b * T + t) * ldx,
+                                 w16);
         }
     }
     return NB_OK;
@@ -5113,7 +5128,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
     nb__attn_mem m;
     double t0;
     nb_result rc = nb__attn_check_call(k, fn, pl, p, "out x cache scratch", out, x);
-    int d, P, BT, bf;
+    int d, P, BT, bf, rope16;
     if (rc) return rc;
     bf = NB__BF16(pl);
     NB_ASSERT(bf || !(k->opts & NB__X16_GIVEN));
@@ -5143,17 +5158,19 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
         nb__vres_fwd(ctx, pl, vr, m.qkv, BT);
         if (vr->mix) nb__trace(ctx, "qkv_vres", m.qkv, BT, P);
     }
-    /* RoPE after the norms; Q and K heads are adjacent in a row, so one call rotates both */
+    /* RoPE after the norms; Q and K heads are adjacent in a row, so one call rotates both. BF16:
+       the core's only copy of Q|K|V is bf16, written by RoPE when it is the last pass. */
+    rope16 = bf && pl->desc.attn.rope && !pl->desc.attn.qk_scale;
     if (pl->desc.attn.rope &&
-        (rc = nb_rope(ctx, m.qkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
-                      pl->desc.attn.rope_theta, 0)))
+        (rc = nb__rope(ctx, m.qkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
+                       pl->desc.attn.rope_theta, 0, rope16 ? m.qkv16 : NULL, P)))
         return rc;
     if (pl->desc.attn.rope) nb__trace(ctx, "qkv_rope", m.qkv, BT, P);
     if (pl->desc.attn.qk_scale) {
         nb__qk_scale_fwd(ctx, pl, &m, p->qk_scale, BT);
         nb__trace(ctx, "qkv_scaled", m.qkv, BT, P);
     }
-    if (bf) nb__to_bf16(ctx, m.qkv16, m.qkv, BT, P, P); /* the core's only copy */
+    if (bf && !rope16) nb__to_bf16(ctx, m.qkv16, m.qkv, BT, P, P);
     t0 = nb__prof_begin(ctx);
     nb__attn_core_forward(ctx, pl, B, T, &m);
     nb__prof_end(ctx, NB_PROF_ATTN, t0);
@@ -5204,7 +5221,7 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
     nb__attn_mem m;
     double t0;
     nb_result rc = nb__attn_check_call(k, fn, pl, p, "dx dout cache scratch", dx, dout);
-    int site, d, P, BT, bf;
+    int site, d, P, BT, bf, rope16;
     if (rc) return rc;
     bf = NB__BF16(pl);
     const nb__gemm_at at = nb__at(ctx, fn, pl->mm, bf);
@@ -5247,9 +5264,12 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
     if (pl->desc.attn.qk_scale &&
         (rc = nb__qk_scale_bwd(ctx, pl, &m, p->qk_scale, g->qk_scale, BT)))
         return rc;
+    /* BF16: dQKV's bf16 copy written by the inverse rotation when nothing follows it */
+    rope16 = bf && pl->desc.attn.rope && !vr && !nb__site_on(pl, 0) && !nb__site_on(pl, 1) &&
+             !nb__site_on(pl, 2) && !(pl->desc.attn.clip_qkv > 0);
     if (pl->desc.attn.rope && /* the transpose of a rotation is the inverse rotation */
-        (rc = nb_rope(ctx, m.dqkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
-                      pl->desc.attn.rope_theta, 1)))
+        (rc = nb__rope(ctx, m.dqkv, P, B, T, pl->desc.n_heads + pl->desc.n_kv_heads, pl->head_dim,
+                       pl->desc.attn.rope_theta, 1, rope16 ? m.dqkv16 : NULL, P)))
         return rc;
     if (vr) nb__vres_bwd(ctx, pl, vr, m.dqkv, BT); /* dV' -> dV, before the V norm's backward */
     for (site = 0; site < 3; site++)
@@ -5258,7 +5278,7 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
         }
     if (pl->desc.attn.clip_qkv > 0) nb__clip_qkv(ctx, pl, m.raw, m.dqkv, BT);
     /* dW_qkv */
-    if (bf) nb__to_bf16(ctx, m.dqkv16, m.dqkv, BT, P, P);
+    if (bf && !rope16) nb__to_bf16(ctx, m.dqkv16, m.dqkv, BT, P, P);
     if ((rc = nb__gemm(&at, P, d, BT, 1, nb__op(m.dqkv, m.dqkv16, P, 1),
                        nb__op(x, m.x16, d, 0), dw_beta, g->w_qkv, d)))
         return rc;

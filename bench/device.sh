@@ -16,7 +16,8 @@
 # step (d=512 L=4 and d=1024 L=2; float32, bf16, auto, with --profile) at 1 and THREADS threads
 # and at batch 8 and 32 (strong scaling), and PyTorch's step as its version is written
 # (bench_train_torch.py: the 2.x style on PyTorch >= 2.1; float32, autocast bf16, float32 with
-# bf16 matmuls, torch.compile). Every row is from the same host in the same run.
+# bf16 matmuls, torch.compile; what a forward keeps for the backward per token, --memory).
+# Every row is from the same host in the same run.
 set -u
 B=${1:?usage: bash bench/device.sh BUNDLE(.tar.xz) [THREADS]}
 if [ -f "$B" ]; then # a packed bundle: unpack it next to the build's scratch
@@ -79,7 +80,7 @@ part train && echo "$MODELS" | tr ',' '\n' | while read -r m; do
         echo "--- d=$1 L=$2 H=$3 B=$b threads=$t --precision $p"
         nbrun train --d "$1" --layers "$2" --heads "$3" --seq 128 --batch "$b" --steps $steps \
           --warmup 3 --log-every 100000 --eval-batches 1 --eval-problems 1 --threads "$t" --precision "$p" \
-          --profile 2>&1 | grep -E '^(kernels|precision auto|throughput|profile)|^  [A-Za-z(]'
+          --profile 2>&1 | grep -E '^(kernels|precision auto|memory|throughput|profile)|^  [A-Za-z(]'
       done
     done
   done
@@ -95,5 +96,9 @@ part torch && echo "$MODELS" | tr ',' '\n' | while read -r m; do
         --batch 8 --threads "$t" --steps "$STEPS" --warmup 3 $extra 2>&1 | grep -E '^(# torch|torch_train)' |
         tail -2
     done
+  done
+  for extra in "" "--bf16"; do # what a forward keeps for the backward (the trainer's memory line)
+    "$PY" "$ROOT/bench/bench_train_torch.py" --memory --d "$1" --layers "$2" --heads "$3" \
+      --seq 128 --batch 8 $extra 2>&1 | tail -1
   done
 done

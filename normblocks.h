@@ -666,7 +666,8 @@ typedef enum nb_norm_type {
    sublayer inputs, the attention's C, the FFN's activation; O and the activation are then no
    longer cached in float32; in a stack an input norm whose output only its sublayer reads
    writes that bf16 copy itself, and its float output is not kept): the cache sizes of the
-   plans and the stack include them. The
+   plans and the stack include them. The pass that finishes an operand writes its bf16 copy
+   where it can (RoPE, the attention core, the activation), not a conversion pass after it. The
    backward rounds dout, dQKV and the FFN's dh into scratch. On a CPU with AMX the attention's
    products multiply bf16 copies of Q, K, V, P, dO and dS packed in scratch (the plan's
    n_scratch includes them on any CPU). A float32-build feature (refused with NB_DOUBLE).
@@ -3887,6 +3888,9 @@ typedef struct nb__attn_mem {
     /* BF16 only: the GEMM operands as bf16 (cache: W_qkv, W_o, x, Q|K|V after RoPE, C;
        scratch: dout, dQKV); qkv (float) is then the forward's, in dqkv's scratch */
     unsigned short *wqkv16, *wo16, *x16, *qkv16, *c16, *dout16, *dqkv16;
+    /* BF16 without a C norm or a gate: c16 again, written by the core task by task while O's
+       tile is in cache (NULL: a conversion pass after the core) */
+    unsigned short* o16;
     /* BF16 scratch: the core's operands for nb__bdot, per (batch, KV head) K and V as B
        operands (kt, vt: of K^T and V^T; kp, vp: of K and V), per (batch, head) Q^T and dO^T
        (qt, dot: d_k x T32), per thread the tile's P or dS rows and P's and dS's row pairs
@@ -4686,6 +4690,10 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
             nb__gemm1(NB__BF16(pl), rows, dk, ncols, 1, nb__m(p, T, 0),
                       nb__qkv_at(pl, m, b * T, d + (pl->desc.n_kv_heads + j) * dk, 0), 0, o, d);
         }
+        if (m->o16)
+            for (r = 0; r < rows; r++)
+                nb__row_bf16(m->o16 + ((size_t)b * T + i0 + r) * d + (size_t)h * dk,
+                             o + (size_t)r * d, dk);
     }
 }
 
@@ -5171,6 +5179,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
         nb__trace(ctx, "qkv_scaled", m.qkv, BT, P);
     }
     if (bf && !rope16) nb__to_bf16(ctx, m.qkv16, m.qkv, BT, P, P);
+    if (bf && m.cg == m.o) m.o16 = m.c16; /* C' = O: the core writes its bf16 copy */
     t0 = nb__prof_begin(ctx);
     nb__attn_core_forward(ctx, pl, B, T, &m);
     nb__prof_end(ctx, NB_PROF_ATTN, t0);
@@ -5184,7 +5193,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
         nb__gate_fwd(ctx, pl, m.cg, m.c, m.sig, BT);
         nb__trace(ctx, "c_gated", m.cg, BT, d);
     }
-    if (bf) nb__to_bf16(ctx, m.c16, m.cg, BT, d, d);
+    if (bf && !m.o16) nb__to_bf16(ctx, m.c16, m.cg, BT, d, d);
     rc = nb__gemm(&at, BT, d, d, 1, nb__op(m.cg, m.c16, d, 0),
                   nb__op(p->w_o, m.wo16, d, 1), 0, out, d);
     if (rc) return rc;
@@ -7618,7 +7627,12 @@ static void nb__block_norm_bwd_row(const nb__run* r, const nb__norm* m, nb_real*
 }
 
 /* Partial-sum slot k (max_threads blocks of nb__part_stride(d)) and a thread's row buffers. */
-static nb_real* nb__rowbuf(const nb__run* r, int t);
+static nb_real* nb__slot(const nb__run* r, int k) {
+    return r->sc.partials + (size_t)k * r->s->max_threads * nb__part_stride(r->s->desc.d_model);
+}
+static nb_real* nb__rowbuf(const nb__run* r, int t) {
+    return r->sc.rowbuf + (size_t)t * 2 * NB__PAD(r->s->desc.d_model);
+}
 
 /* y16 = bf16(N(x)) with the statistics into st, a row at a time: the float row only in the
    thread's row buffer (nb__h16). The same row kernel as nb__block_norm_fwd: the same bits. */
@@ -7638,12 +7652,7 @@ static void nb__block_norm_fwd16(nb__run* r, const nb__norm* m, unsigned short* 
     }
     nb__prof_end(r->ctx, NB_PROF_NORM, t0);
 }
-static nb_real* nb__slot(const nb__run* r, int k) {
-    return r->sc.partials + (size_t)k * r->s->max_threads * nb__part_stride(r->s->desc.d_model);
-}
-static nb_real* nb__rowbuf(const nb__run* r, int t) {
-    return r->sc.rowbuf + (size_t)t * 2 * NB__PAD(r->s->desc.d_model);
-}
+
 /* This thread's zeroed partials of slot k for the gradients of norm gm. */
 static nb__part nb__slot_part(const nb__run* r, int k, int t, const nb__norm* gm) {
     return nb__partials(nb__slot(r, k), t, r->s->desc.d_model, gm->g != NULL, gm->b != NULL,

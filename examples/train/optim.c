@@ -125,9 +125,9 @@ void optim_groups(model* m, const config* c) {
    value kept gcc from vectorizing, and the scalar divisions and square root made this pass
    ~6x slower), and the decay's update computed on every lane then selected (TR_SELECTS; without
    it gcc kept the loop scalar on AVX2 CPUs); every operation is the same IEEE one as before, so
-   the result is bitwise the same. In BF16 the pass also writes the weights' bf16 copy that the next forward reads, a
-   chunk at a time while the chunk is in cache (ZeRO: the other ranks' shards after the
-   gather). */
+   the result is bitwise the same. In BF16 the pass also writes the weights' bf16 copy that the
+   next forward reads, a chunk at a time while the chunk is in cache (ZeRO: the other ranks'
+   shards after the gather). */
 TR_SELECTS void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscale) {
     const long long n = (long long)m->n_upd;
     const double b1 = c->optim.beta1, b2 = c->optim.beta2, t = (double)++m->adam_t;

@@ -2413,7 +2413,9 @@ static nb__norm_call nb__ncall(nb_norm_type kind, const nb_real* x, int ldx, int
 }
 /* What a norm backward writes: dx = add_alpha add + J^T dy (ld lddx; add may be NULL, or dx
    itself to accumulate), and the parameters' gradients added to dgain, dbias, dalpha (each
-   may be NULL) through per-thread partial sums in scratch, which holds `teams` threads'. */
+   may be NULL) through per-thread partial sums in scratch, which holds `teams` threads'.
+   dx16 (BF16 stacks; NULL: none): dx's bf16 copy, rows `width` wide, written while each row
+   is in cache, for the GEMMs that read dx next (nb__one_layer_bwd). */
 typedef struct nb__norm_grad {
     nb_real* dx;
     int lddx;
@@ -2424,7 +2426,9 @@ typedef struct nb__norm_grad {
     nb_real add_alpha;
     nb_real* scratch;
     int teams;
+    unsigned short* dx16;
 } nb__norm_grad;
+static void nb__row_bf16(unsigned short* dst, const nb_real* x, int n);
 static nb__norm_grad nb__ngrad(nb_real* dx, int lddx, const nb_real* dy, int lddy,
                                nb_real* scratch, int teams) {
     nb__norm_grad g;
@@ -2611,6 +2615,8 @@ static nb_result nb__norm_backward(nb_ctx* ctx, const nb__norm_call* c, const nb
                                 kind == NB_NORM_LAYER ? mean + k : NULL, dyt_alpha ? 0 : rstd[k],
                                 add ? add + (size_t)r * lddx + o : NULL, alpha, &pp);
                 }
+                if (gr->dx16)
+                    nb__row_bf16(gr->dx16 + (size_t)r * width, dx + (size_t)r * lddx, width);
             }
             if (pp.b) nb__bias_flush(&items, seg, pp.b);
         }
@@ -3441,8 +3447,10 @@ static void nb__transpose16(int isa, unsigned short* D, const unsigned short* X,
 /* A sublayer call's options. Backward: dx added to (the public accumulate_dx), and the weight
    matrices' gradients written instead of added to (a stack that would have zeroed them). BF16,
    forward and backward: x's bf16 copy is already in the cache, written by the stack's input norm
-   (nb__h16), and x itself is NULL: no float copy of it was kept. */
-enum { NB__BWD_ACC_DX = 1, NB__BWD_WRITE_DW = 2, NB__X16_GIVEN = 4 };
+   (nb__h16), and x itself is NULL: no float copy of it was kept. BF16 backward: dout's bf16
+   copy is already in the scratch, written by the norm backward that finished dout
+   (nb__one_layer_bwd). */
+enum { NB__BWD_ACC_DX = 1, NB__BWD_WRITE_DW = 2, NB__X16_GIVEN = 4, NB__DOUT16_GIVEN = 8 };
 
 /* One GEMM on the calling thread: float32, or bf16 numerics when bf16 (or an operand is
    half). */
@@ -5266,7 +5274,8 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
     m.sinks = p->sinks;
     nb__attn_weights16(pl, p, &m);
-    if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
+    NB_ASSERT(bf || !(k->opts & NB__DOUT16_GIVEN));
+    if (bf && !(k->opts & NB__DOUT16_GIVEN)) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
     /* dC = dout W_o */
     if ((rc = nb__gemm(&at, BT, d, d, 1, nb__op(dout, m.dout16, d, 0),
                        nb__op(p->w_o, m.wo16, d, 0), 0, m.dc, d)))
@@ -5710,7 +5719,8 @@ static nb_result nb__ffn_bwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     d = plan->desc.d_model; f = plan->desc.ffn.d_ff; W = plan->in_width; BT = B * T;
     nb__ffn_carve(plan, B, T, k->cache, k->scratch, &m);
     nb__ffn_weights16(plan, p, &m);
-    if (bf) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
+    NB_ASSERT(bf || !(opts & NB__DOUT16_GIVEN));
+    if (bf && !(opts & NB__DOUT16_GIVEN)) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
     /* da = dout W_out */
     if ((rc = nb__gemm(&at, BT, f, d, 1, nb__op(dout, m.dout16, d, 0),
                        nb__op(p->w_out, m.w_out16, f, 0), 0, m.da, f)))
@@ -7593,6 +7603,14 @@ typedef struct nb__run {         /* what every layer function needs for one call
                                     matrices' gradients are written by their dW GEMMs (beta 0),
                                     not zeroed first and added to */
     const nb_real* cache;        /* the call's cache (DenseFormer reads earlier layers') */
+    /* BF16 hand-off of a gradient's bf16 copy between two sublayer backwards: dx16, where the
+       next nb__sub_backward writes its dx's copy (set by its caller, who knows which sublayer
+       reads dx next and where that one keeps it); given16, the float gradient whose copy that
+       backward did write (NULL: none), which the reader takes instead of converting it. */
+    unsigned short* dx16;
+    const nb_real* given16;
+    int chained;                 /* nb_stack_backward: layer l - 1's backward follows layer l's
+                                    in this run (not so in nb_layer_backward) */
 } nb__run;
 
 /* Block norm (width d) forward; stats: rstd[rows] then mean[rows] for LayerNorm. */
@@ -7604,15 +7622,18 @@ static nb_result nb__block_norm_fwd(nb__run* r, const nb__norm* m, nb_real* y, c
     return nb__kind_forward(r->ctx, c, y, d, st, (size_t)r->rows);
 }
 
-/* Block norm backward: dx = alpha add + J^T dy (add may be NULL, or dx); grads in gm. */
+/* Block norm backward: dx = alpha add + J^T dy (add may be NULL, or dx); grads in gm; dx16
+   (NULL: none) dx's bf16 copy (nb__norm_grad). */
 static nb_result nb__block_norm_bwd_add(nb__run* r, const nb__norm* m, const nb__norm* gm,
                                         nb_real* dx, const nb_real* dy, const nb_real* x,
-                                        const nb_real* st, const nb_real* add, nb_real alpha) {
+                                        const nb_real* st, const nb_real* add, nb_real alpha,
+                                        unsigned short* dx16) {
     const int d = r->s->desc.d_model;
     nb__norm_call c = nb__ncall(r->s->desc.norm.type, x, d, r->rows, d, d);
     nb__norm_grad g = nb__ngrad(dx, d, dy, d, r->sc.partials, r->s->max_threads);
     c.gain = m->g; c.alpha = m->a;
     g.dgain = gm->g; g.dbias = gm->b; g.dalpha = gm->a; g.add = add; g.add_alpha = alpha;
+    g.dx16 = dx16;
     return nb__kind_backward(r->ctx, c, st, (size_t)r->rows, &g);
 }
 
@@ -7620,7 +7641,7 @@ static nb_result nb__block_norm_bwd_add(nb__run* r, const nb__norm* m, const nb_
 static nb_result nb__block_norm_bwd(nb__run* r, const nb__norm* m, const nb__norm* gm, nb_real* dx,
                                     const nb_real* dy, const nb_real* x, const nb_real* st,
                                     int accumulate) {
-    return nb__block_norm_bwd_add(r, m, gm, dx, dy, x, st, accumulate ? dx : NULL, 1);
+    return nb__block_norm_bwd_add(r, m, gm, dx, dy, x, st, accumulate ? dx : NULL, 1, NULL);
 }
 
 /* The same norms on one row (row-fused loops): y = N(x) for row `row` of the stats. */
@@ -7779,18 +7800,20 @@ static const nb__vres* nb__vres_of(const nb__run* r, int l, const nb__layer_tens
     return v;
 }
 
-/* Where sublayer k of layer l keeps its input's bf16 copy: in its cache, as its forward carves
-   it (nb__h16). */
-static unsigned short* nb__sub_x16(const nb__run* r, int l, int k, const nb__layer_mem* c) {
+/* Where sublayer k of layer l keeps its input's bf16 copy (in its cache, nb__h16) and its
+   incoming gradient's (dout, in the scratch: nb__one_layer_bwd), as it carves them; NULL
+   outside BF16. */
+static unsigned short* nb__sub_bf16(const nb__run* r, int l, int k, const nb__layer_mem* c,
+                                    int grad) {
     if (k == 0) {
         const nb_attn_plan* pl = &r->s->layers[l].attn;
         nb__attn_mem m;
         nb__attn_carve(pl, r->B, r->T, pl->max_threads, c->acache, r->sc.sub, &m);
-        return m.x16;
+        return grad ? m.dout16 : m.x16;
     } else {
         nb__ffn_mem m;
         nb__ffn_carve(&r->s->ffn, r->B, r->T, c->fcache, r->sc.sub, &m);
-        return m.x16;
+        return grad ? m.dout16 : m.x16;
     }
 }
 
@@ -7813,14 +7836,22 @@ static nb_result nb__branch_fwd(nb__run* r, int l, int k, const nb__layer_tensor
     return rc;
 }
 
-/* dh = J_F^T df (overwritten, or added when accumulate) */
+/* Whether a sublayer's branch reads the sublayer's incoming gradient itself (no post or output
+   norm, no scale on the branch: df = dout in nb__sub_backward) */
+static int nb__branch_reads_dout(const nb_placement* place) {
+    return !place->post_norm && !place->output_norm &&
+           place->branch_scale == NB_BRANCH_SCALE_NONE && place->branch_mult == 1;
+}
+
+/* dh = J_F^T df (overwritten, or added when accumulate); df16: df's bf16 copy is in place
+   (nb__sub_bf16) */
 static nb_result nb__branch_bwd(nb__run* r, int l, int k, const nb__layer_tensors* p,
                                 nb__layer_tensors* g, const nb__layer_mem* c, nb_real* dh,
-                                const nb_real* df, const nb_real* h, int accumulate) {
+                                const nb_real* df, const nb_real* h, int accumulate, int df16) {
     nb__vres vbuf;
     nb__sub_call call = nb__sub_call_of(r->ctx, r->B, r->T, k ? c->fcache : c->acache, r->sc.sub);
     call.opts = (accumulate ? NB__BWD_ACC_DX : 0) | (r->write_dw ? NB__BWD_WRITE_DW : 0) |
-                (h ? 0 : NB__X16_GIVEN);
+                (h ? 0 : NB__X16_GIVEN) | (df16 ? NB__DOUT16_GIVEN : 0);
     nb__trace_layer(r, l, k, "grad_out", df);
     if (k == 0) {
         call.vr = nb__vres_of(r, l, p, g, c, &vbuf);
@@ -7898,7 +7929,7 @@ static nb_result nb__sub_forward(nb__run* r, int l, int k, const nb__layer_tenso
     nb_result rc;
     int row;
     if (nb__h16(r->s, place)) {
-        unsigned short* const h16 = nb__sub_x16(r, l, k, c);
+        unsigned short* const h16 = nb__sub_bf16(r, l, k, c, 0);
         if (r->ctx->trace) { /* the float h for the trace, then its bf16 copy: the same bits */
             rc = nb__block_norm_fwd(r, &p->n[n_in], r->sc.tmp[1], x, c->st[n_in]);
             if (rc != NB_OK) return rc;
@@ -8070,11 +8101,16 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
     const nb__update_bwd_fn update_bwd = interp ? nb__update_interp_bwd : nb__update_add_bwd;
     nb_real *dh = r->sc.tmp[2], *dres = place->residual_from_norm ? dh : dx;
     /* the branch's gradient is dout itself: no post or output norm, no scale */
-    const int plain = !place->post_norm && !place->output_norm && !bs && m == 1 &&
-                      !place->residual_norm;
+    const int plain = nb__branch_reads_dout(place) && !place->residual_norm;
     /* Pre-Norm form: the input norm's backward adds alpha dout itself (no copy of dout) */
     const int direct = plain && place->input_norm && !place->residual_from_norm;
+    /* the bf16 hand-off (nb__run): taken here, so that no nested call sees it */
+    unsigned short* const dx16 = r->dx16;
+    const nb_real* const given16 = r->given16;
+    int df16;
     nb_result rc;
+    r->dx16 = NULL;
+    r->given16 = NULL;
     if (plain) {
         if (!direct) nb__lin(r, dres, alpha, dout, 0, NULL);
     } else { /* the post norm's, scale's and output norm's backward, dres = alpha ds: one pass */
@@ -8121,18 +8157,24 @@ static nb_result nb__sub_backward(nb__run* r, int l, int k, const nb__layer_tens
         if (place->residual_norm) nb__slot_reduce(r, 3, used, &g->n[n_res]);
         if (bs) nb__scale_reduce(r, used, g->bs[k], per_channel || interp);
     }
-    /* h = c N(x): the norm's backward takes c dh */
+    df16 = given16 && df == given16; /* the branch reads dout itself, whose copy is in place */
+    /* h = c N(x): the norm's backward takes c dh; it finishes dx, and writes dx's bf16 copy
+       where the caller asked for one (dx16) */
     if (place->residual_from_norm) {
-        if ((rc = nb__branch_bwd(r, l, k, p, g, c, dh, df, h, 1)) != NB_OK) return rc;
+        if ((rc = nb__branch_bwd(r, l, k, p, g, c, dh, df, h, 1, df16)) != NB_OK) return rc;
         if (place->input_scale != 1) nb__lin(r, dh, place->input_scale, dh, 0, NULL);
-        return nb__block_norm_bwd(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in], 0);
+        rc = nb__block_norm_bwd_add(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in], NULL, 1,
+                                    dx16);
+    } else if (!place->input_norm) {
+        return nb__branch_bwd(r, l, k, p, g, c, dx, df, x, 1, df16);
+    } else {
+        if ((rc = nb__branch_bwd(r, l, k, p, g, c, dh, df, h, 0, df16)) != NB_OK) return rc;
+        if (place->input_scale != 1) nb__lin(r, dh, place->input_scale, dh, 0, NULL);
+        rc = nb__block_norm_bwd_add(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in],
+                                    direct ? dout : dx, direct ? alpha : 1, dx16);
     }
-    if (!place->input_norm) return nb__branch_bwd(r, l, k, p, g, c, dx, df, x, 1);
-    if ((rc = nb__branch_bwd(r, l, k, p, g, c, dh, df, h, 0)) != NB_OK) return rc;
-    if (place->input_scale != 1) nb__lin(r, dh, place->input_scale, dh, 0, NULL);
-    if (direct) return nb__block_norm_bwd_add(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in],
-                                              dout, alpha);
-    return nb__block_norm_bwd(r, &p->n[n_in], &g->n[n_in], dx, dh, x, c->st[n_in], 1);
+    if (!rc && dx16) r->given16 = dx;
+    return rc;
 }
 
 /* ---- SiameseNorm: its two-stream sublayers ---- */
@@ -8225,7 +8267,7 @@ static nb_result nb__siamese_hp_layer_bwd(nb__run* r, int l, const nb__layer_ten
     nb_result rc;
     int used = 1;
     nb__lin(r, t[0], ic, dxo, 1, dyo);                                              /* dF */
-    if ((rc = nb__branch_bwd(r, l, 1, p, g, c, t[1], t[0], fuse_norm ? c->uf : c->sf, 0)))
+    if ((rc = nb__branch_bwd(r, l, 1, p, g, c, t[1], t[0], fuse_norm ? c->uf : c->sf, 0, 0)))
         return rc;                                                                  /* du_f */
     NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
     {
@@ -8258,7 +8300,7 @@ static nb_result nb__siamese_hp_layer_bwd(nb__run* r, int l, const nb__layer_ten
     nb__slot_reduce(r, 0, used, &g->n[NB__FF_INPUT]);
     nb__slot_reduce(r, 1, used, &g->n[NB__FF_Y]);
     nb__slot_reduce(r, 2, used, &g->n[NB__FF_IN]);
-    if ((rc = nb__branch_bwd(r, l, 0, p, g, c, t[1], t[0], c->ua, 0))) return rc; /* du_a */
+    if ((rc = nb__branch_bwd(r, l, 0, p, g, c, t[1], t[0], c->ua, 0, 0))) return rc; /* du_a */
     NB__OMP(parallel num_threads(nb_num_threads(r->ctx)) if(r->n >= NB__PAR_MIN))
     {
         int lo, hi, row, j;
@@ -8323,13 +8365,13 @@ static nb_result nb__siamese_pp_backward(nb__run* r, int l, int k, const nb__lay
     nb_real** t = r->sc.tmp;
     nb_result rc;
     nb__lin(r, t[0], ic, dxo, 1, dyo);
-    if ((rc = nb__branch_bwd(r, l, k, p, g, c, t[1], t[0], c->v[k], 0))) return rc;
+    if ((rc = nb__branch_bwd(r, l, k, p, g, c, t[1], t[0], c->v[k], 0, 0))) return rc;
     if ((rc = nb__block_norm_bwd(r, &p->n[n_input], &g->n[n_input], t[2], t[1], c->w[k],
                                  c->st[n_input], 0))) return rc;
     nb__lin(r, t[3], 1, dxo, 1, t[2]);
     if ((rc = nb__block_norm_bwd(r, &p->n[nx], &g->n[nx], dx, t[3], x, c->st[nx], 0))) return rc;
     /* dy may be dyo */
-    return nb__block_norm_bwd_add(r, &p->n[ny], &g->n[ny], dy, t[2], y, c->st[ny], dyo, 1);
+    return nb__block_norm_bwd_add(r, &p->n[ny], &g->n[ny], dy, t[2], y, c->st[ny], dyo, 1, NULL);
 }
 
 /* ---- hyper-connections (nb_hyper) ---- */
@@ -8838,7 +8880,7 @@ static nb_result nb__hch_bwd(nb__run* r, const nb__hc* p, nb__hc* g, nb_real* co
             (rc = nb_gemm(r->ctx, 0, 1, r->rows, d, n + 1, 1, dP, dw, p->fn, n + 1, 0, hb, d)) ||
             (rc = nb_gemm(r->ctx, 0, 1, r->rows, d, 1, 1, dP + n + 1, dw, p->fn2, 1, 1, hb, d)) ||
             (rc = nb__block_norm_bwd_add(r, &p->n, &g->n, dX[i], hb, X[i],
-                                         r->sc.hst + i * st, dX[i], 1)))
+                                         r->sc.hst + i * st, dX[i], 1, NULL)))
             return rc;
     }
     return NB_OK;
@@ -8951,7 +8993,7 @@ static void nb__run_init(nb__run* r, nb_ctx* ctx, const nb_stack* s, int B, int 
                          const nb_real* cache, nb_real* scratch) {
     size_t cu, su;
     r->ctx = ctx; r->s = s; r->B = B; r->T = T; r->rows = B * T; r->write_dw = 0;
-    r->cache = cache;
+    r->cache = cache; r->dx16 = NULL; r->given16 = NULL; r->chained = 0;
     r->n = (size_t)B * T * s->desc.d_model;
     nb__carve_stack(s, (nb_real*)(size_t)cache, scratch, &r->sc, &cu, &su);
     NB_ASSERT(cu <= s->n_cache && su <= s->n_scratch);
@@ -8980,13 +9022,31 @@ static nb_result nb__one_layer_fwd(nb__run* r, int l, const nb__layer_tensors* p
     const nb_result rc = nb__sub_forward(r, l, 0, p, c, c->mid, in[0]);
     return rc ? rc : nb__sub_forward(r, l, 1, p, c, out[0], c->mid);
 }
+/* din16: where the attention's input norm writes din's bf16 copy (NULL: nowhere) */
 static nb_result nb__one_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
                                    nb__layer_tensors* g, const nb__layer_mem* c,
                                    nb_real* const din[], const nb_real* const dout[],
-                                   const nb_real* const in[]) {
+                                   const nb_real* const in[], unsigned short* din16) {
     nb_real* dmid = r->sc.tmp[3];
-    const nb_result rc = nb__sub_backward(r, l, 1, p, g, c, dmid, dout[0], c->mid);
-    return rc ? rc : nb__sub_backward(r, l, 0, p, g, c, din[0], dmid, in[0]);
+    nb_result rc;
+    /* BF16: the FFN's input norm, the last pass over dmid, also writes the bf16 copy that the
+       attention's output projection reads (instead of a conversion pass over dmid) */
+    if (nb__branch_reads_dout(&r->s->layers[l].desc.attn)) r->dx16 = nb__sub_bf16(r, l, 0, c, 1);
+    if ((rc = nb__sub_backward(r, l, 1, p, g, c, dmid, dout[0], c->mid))) return rc;
+    r->dx16 = din16;
+    return nb__sub_backward(r, l, 0, p, g, c, din[0], dmid, in[0]);
+}
+/* The one-stream row: din of layer l is dout of layer l - 1 as it is (nb__stack_bwd), so the
+   attention's input norm writes the bf16 copy that layer l - 1's FFN reads. The FFN's plan
+   and its scratch are every layer's: c (layer l's) serves to find it. */
+static nb_result nb__plain_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
+                                     nb__layer_tensors* g, const nb__layer_mem* c,
+                                     nb_real* const din[], const nb_real* const dout[],
+                                     const nb_real* const in[]) {
+    const int next = r->chained && l > 0 && !r->s->skip[l - 1] &&
+                     nb__branch_reads_dout(&r->s->layers[l - 1].desc.ffn);
+    return nb__one_layer_bwd(r, l, p, g, c, din, dout, in, next ? nb__sub_bf16(r, l, 1, c, 1)
+                                                                 : NULL);
 }
 static nb_result nb__one_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out) {
     return nb__final_fwd(r, tp, out, nb__hidden(r->s, r->sc.hidden, r->s->desc.n_layers, 0));
@@ -9236,7 +9296,7 @@ static nb_result nb__dwa_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p
         g->dwa[m] += (nb_real)nb__dot_rows(r, dout[0], nb__dwa_h(r, j), (double*)r->sc.tmp[0]);
         nb__lin(r, gj, 1, gj, p->dwa[m], dout[0]);
     }
-    if ((rc = nb__one_layer_bwd(r, l, p, g, c, din, dh, in))) return rc;
+    if ((rc = nb__one_layer_bwd(r, l, p, g, c, din, dh, in, NULL))) return rc;
     if (l == 0) nb__lin(r, din[0], 1, din[0], 1, nb__dwa_g(r, 0));
     return NB_OK;
 }
@@ -9493,7 +9553,7 @@ static nb_result nb__unet_layer_bwd(nb__run* r, int l, const nb__layer_tensors* 
         nb__lin(r, r->sc.tmp[5], 1, dout[0], 1, nb__unet_g(r, l));
         d[0] = r->sc.tmp[5];
     }
-    if ((rc = nb__one_layer_bwd(r, l, p, g, c, din, d, x))) return rc;
+    if ((rc = nb__one_layer_bwd(r, l, p, g, c, din, d, x, NULL))) return rc;
     if (p->x0l) {
         double du = nb__dot_rows(r, din[0], in[0], rowdots);
         if (p->skw) du += p->skw[0] * nb__dot_rows(r, din[0], nb__unet_skip(r, l), rowdots);
@@ -9529,7 +9589,7 @@ typedef struct nb__topology {
 } nb__topology;
 
 static const nb__topology nb__topologies[] = {
-    {nb__one_layer_fwd, nb__one_layer_bwd, nb__one_out_fwd, nb__one_out_bwd, 1, 1, NULL, NULL},
+    {nb__one_layer_fwd, nb__plain_layer_bwd, nb__one_out_fwd, nb__one_out_bwd, 1, 1, NULL, NULL},
     {nb__siamese_hp_layer_fwd, nb__siamese_hp_layer_bwd, nb__siamese_out_fwd,
      nb__siamese_out_bwd, 1, 0, "y", "grad_y_in"},
     {nb__siamese_pp_layer_fwd, nb__siamese_pp_layer_bwd, nb__siamese_out_fwd,
@@ -9846,6 +9906,7 @@ static nb_result nb__stack_bwd(nb_ctx* ctx, const nb_stack* s, const nb_real* pa
     top_is_dout = nb__topo(s)->direct_io && !nb__top_on(s, NB__LNF);
     into_din = nb__topo(s)->direct_io && !nb__top_on(s, NB__EMBED) && !din_acc && !tp.es;
     nb__grads_start(&r, grads, top0, n_top);
+    r.chained = 1;
     if ((rc = nb__topo(s)->out_bwd(&r, &tp, &tg, cur, dout))) return rc;
     nb__grads_ready(ctx, s, -1, top0, n_top);
     for (l = L - 1; l >= 0; l--) {

@@ -1682,6 +1682,47 @@ static void bf16_normed_inputs(void) {
         teardown(&b);
     }
 }
+
+/* BF16 backward: the norm backward that finishes a sublayer's incoming gradient writes the bf16
+   copy its GEMMs read (the FFN's input norm for the attention, the next layer's attention
+   input norm for the FFN below it), so the only conversion passes left are those of gradients
+   no norm finishes: counted from the placements, against the profile's conversion calls. The
+   packed attention products round dO (the output projection's dX) themselves, once a layer.
+   The gradients are those of the conversions (same bits: tested by the fixtures). */
+static void bf16_grad_copies(void) {
+    static const nb_preset presets[] = {NB_PRESET_PRE, NB_PRESET_MIXLN, NB_PRESET_POST};
+    size_t i;
+    for (i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        nbt_rng rng = {0xC0B16 + i};
+        nb_stack_desc d = base_desc(presets[i], 3);
+        nb_profile prof;
+        run a;
+        char name[128];
+        long long want = 0;
+        int l;
+        d.mixln_alpha = 0.34; /* Mix-LN: one Post-Norm layer of three */
+        d.norm.final = 1; /* the top FFN's gradient: the final norm's (converted) */
+        d.gemm.precision = NB_PRECISION_BF16;
+        if (!nbt_check(setup(&a, &d, 2, 3, &rng, 2), "bf16 gradient copies: setup")) return;
+        for (l = 0; l < 3; l++) {
+            const nb_layer_desc* ld = &a.s.layers[l].desc;
+            const nb_placement* above = l < 2 ? &a.s.layers[l + 1].desc.attn : NULL;
+            want += !(nb__branch_reads_dout(&ld->ffn) && above && above->input_norm);
+            want += !(nb__branch_reads_dout(&ld->attn) && ld->ffn.input_norm);
+            want += a.s.layers[l].attn.bf16_attn != NB__ATTN_EMULATED;
+        }
+        memset(&prof, 0, sizeof prof);
+        loss(&a);
+        a.ctx.profile = &prof;
+        nb_stack_backward(&a.ctx, &a.s, a.params, a.grads, a.din, a.dout, 2, 3, a.cache,
+                          a.scratch);
+        snprintf(name, sizeof name, "bf16 gradient copies: %lld conversion passes in the "
+                 "backward, %lld expected (%s)", prof.calls[NB_PROF_CONVERT], want,
+                 nb_preset_name(presets[i]));
+        nbt_check(prof.calls[NB_PROF_CONVERT] == want && want < 3 * 3, name);
+        teardown(&a);
+    }
+}
 #endif
 
 /* Name maps: every mapped tensor's parts tile its rows, no two tensors share an outside name,
@@ -3283,6 +3324,7 @@ int main(void) {
     team_zeroing(&rng); /* last: the draws of the tests above stay as they were */
 #ifndef NB_DOUBLE
     bf16_normed_inputs(); /* draws of its own */
+    bf16_grad_copies();
 #endif
     return nbt_finish();
 }

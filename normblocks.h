@@ -7802,7 +7802,7 @@ static const nb__vres* nb__vres_of(const nb__run* r, int l, const nb__layer_tens
 
 /* Where sublayer k of layer l keeps its input's bf16 copy (in its cache, nb__h16) and its
    incoming gradient's (dout, in the scratch: nb__one_layer_bwd), as it carves them; NULL
-   outside BF16. */
+   outside BF16. The FFN's scratch is every layer's: c may be NULL for its dout's. */
 static unsigned short* nb__sub_bf16(const nb__run* r, int l, int k, const nb__layer_mem* c,
                                     int grad) {
     if (k == 0) {
@@ -7812,7 +7812,7 @@ static unsigned short* nb__sub_bf16(const nb__run* r, int l, int k, const nb__la
         return grad ? m.dout16 : m.x16;
     } else {
         nb__ffn_mem m;
-        nb__ffn_carve(&r->s->ffn, r->B, r->T, c->fcache, r->sc.sub, &m);
+        nb__ffn_carve(&r->s->ffn, r->B, r->T, c ? c->fcache : NULL, r->sc.sub, &m);
         return grad ? m.dout16 : m.x16;
     }
 }
@@ -9036,17 +9036,22 @@ static nb_result nb__one_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p
     r->dx16 = din16;
     return nb__sub_backward(r, l, 0, p, g, c, din[0], dmid, in[0]);
 }
-/* The one-stream row: din of layer l is dout of layer l - 1 as it is (nb__stack_bwd), so the
-   attention's input norm writes the bf16 copy that layer l - 1's FFN reads. The FFN's plan
-   and its scratch are every layer's: c (layer l's) serves to find it. */
+/* The one-stream row's layers pass the gradient down as it is (nb__stack_bwd: din of layer l
+   is dout of layer l - 1, and the final norm's dx dout of layer L - 1), so the norm backward
+   that finishes it writes the bf16 copy layer l's FFN reads: here, NULL where the FFN has none
+   or reads another gradient (a post or output norm, a branch scale), or where the layers do
+   not run back to back (nb_layer_backward). */
+static unsigned short* nb__ffn_handoff16(const nb__run* r, int l) {
+    return r->chained && l >= 0 && !r->s->skip[l] &&
+                   nb__branch_reads_dout(&r->s->layers[l].desc.ffn)
+               ? nb__sub_bf16(r, l, 1, NULL, 1)
+               : NULL;
+}
 static nb_result nb__plain_layer_bwd(nb__run* r, int l, const nb__layer_tensors* p,
                                      nb__layer_tensors* g, const nb__layer_mem* c,
                                      nb_real* const din[], const nb_real* const dout[],
                                      const nb_real* const in[]) {
-    const int next = r->chained && l > 0 && !r->s->skip[l - 1] &&
-                     nb__branch_reads_dout(&r->s->layers[l - 1].desc.ffn);
-    return nb__one_layer_bwd(r, l, p, g, c, din, dout, in, next ? nb__sub_bf16(r, l, 1, c, 1)
-                                                                 : NULL);
+    return nb__one_layer_bwd(r, l, p, g, c, din, dout, in, nb__ffn_handoff16(r, l - 1));
 }
 static nb_result nb__one_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real* out) {
     return nb__final_fwd(r, tp, out, nb__hidden(r->s, r->sc.hidden, r->s->desc.n_layers, 0));
@@ -9055,10 +9060,16 @@ static nb_result nb__one_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real*
    (direct_io) and nothing is written */
 static nb_result nb__one_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
                                  nb_real* const dX[], const nb_real* dout) {
+    const int L = r->s->desc.n_layers;
+    unsigned short* const dx16 =
+        r->s->topology == NB__TOPO_ONE ? nb__ffn_handoff16(r, L - 1) : NULL;
+    nb_result rc;
     if (!nb__top_on(r->s, NB__LNF)) return NB_OK;
-    return nb__block_norm_bwd(r, &tp->n[NB__LNF], &tg->n[NB__LNF], dX[0], dout,
-                              nb__hidden(r->s, r->sc.hidden, r->s->desc.n_layers, 0),
-                              r->sc.st[NB__LNF], 0);
+    rc = nb__block_norm_bwd_add(r, &tp->n[NB__LNF], &tg->n[NB__LNF], dX[0], dout,
+                                nb__hidden(r->s, r->sc.hidden, L, 0), r->sc.st[NB__LNF], NULL, 1,
+                                dx16);
+    if (!rc && dx16) r->given16 = dX[0];
+    return rc;
 }
 
 /* -- SiameseNorm: streams x and y; its HybridNorm-Pre form (one pass per layer) and its

@@ -1685,7 +1685,7 @@ static void bf16_normed_inputs(void) {
 
 /* BF16 backward: the norm backward that finishes a sublayer's incoming gradient writes the bf16
    copy its GEMMs read (the FFN's input norm for the attention, the next layer's attention
-   input norm for the FFN below it), so the only conversion passes left are those of gradients
+   input norm or the final norm for the FFN below it), so the only conversion passes left are those of gradients
    no norm finishes: counted from the placements, against the profile's conversion calls. The
    packed attention products round dO (the output projection's dX) themselves, once a layer.
    The gradients are those of the conversions (same bits: tested by the fixtures). */
@@ -1701,13 +1701,14 @@ static void bf16_grad_copies(void) {
         long long want = 0;
         int l;
         d.mixln_alpha = 0.34; /* Mix-LN: one Post-Norm layer of three */
-        d.norm.final = 1; /* the top FFN's gradient: the final norm's (converted) */
+        d.norm.final = 1; /* the final norm's dx: the top FFN's gradient */
         d.gemm.precision = NB_PRECISION_BF16;
         if (!nbt_check(setup(&a, &d, 2, 3, &rng, 2), "bf16 gradient copies: setup")) return;
         for (l = 0; l < 3; l++) {
             const nb_layer_desc* ld = &a.s.layers[l].desc;
-            const nb_placement* above = l < 2 ? &a.s.layers[l + 1].desc.attn : NULL;
-            want += !(nb__branch_reads_dout(&ld->ffn) && above && above->input_norm);
+            /* the norm backward above: the next layer's attention input norm, or the final */
+            const int above = l < 2 ? a.s.layers[l + 1].desc.attn.input_norm : 1;
+            want += !(nb__branch_reads_dout(&ld->ffn) && above);
             want += !(nb__branch_reads_dout(&ld->attn) && ld->ffn.input_norm);
             want += a.s.layers[l].attn.bf16_attn != NB__ATTN_EMULATED;
         }

@@ -427,8 +427,9 @@ typedef enum nb_result {
 
 /* Where a stack's time goes (nb_ctx.profile): seconds and calls per part, added by every call
    made with the context while profile points here (zero it to start; nothing is allocated).
-   The parts are disjoint: a part's time is never also counted in another. Timed on the calling
-   thread, between parallel regions (one thread per context, as for err). */
+   The parts are disjoint: a part's time is never also counted in another. The time of the
+   caller's grads_ready hook is in none. Timed on the calling thread, between parallel regions
+   (one thread per context, as for err). */
 typedef enum nb_prof_part {
     NB_PROF_GEMM = 0, /* linear GEMMs: the stack's projections, nb_gemm and nb_gemm_bf16 */
     NB_PROF_ATTN,     /* the attention core: scores, softmax, context and their backward */
@@ -443,6 +444,8 @@ typedef struct nb_profile {
     double seconds[NB_PROF_PARTS];
     long long calls[NB_PROF_PARTS];
     int depth; /* internal: a timed part is running (parts inside it are not timed again) */
+    double hooks; /* internal: seconds in ctx->grads_ready within stack calls (the caller's
+                     work: in no part) */
 } nb_profile;
 NBDEF const char* nb_prof_part_name(int part); /* "GEMMs", "attention core", ... */
 
@@ -1818,19 +1821,21 @@ static double nb__prof_parts(const nb_profile* p) {
     for (k = 0; k < NB_PROF_PARTS; k++) t += p->seconds[k];
     return t;
 }
-typedef struct nb__prof_env { double t0, parts0; } nb__prof_env;
+typedef struct nb__prof_env { double t0, parts0, hooks0; } nb__prof_env;
 static nb__prof_env nb__prof_enter(nb_ctx* ctx) {
-    nb__prof_env e = {-1, 0};
+    nb__prof_env e = {-1, 0, 0};
     if (ctx && ctx->profile && !nb__in_parallel() && !ctx->profile->depth) {
         e.t0 = nb__seconds();
         e.parts0 = nb__prof_parts(ctx->profile);
+        e.hooks0 = ctx->profile->hooks;
     }
     return e;
 }
 static void nb__prof_leave(nb_ctx* ctx, nb__prof_env e) {
     if (e.t0 < 0) return;
-    ctx->profile->seconds[NB_PROF_OTHER] +=
-        (nb__seconds() - e.t0) - (nb__prof_parts(ctx->profile) - e.parts0);
+    ctx->profile->seconds[NB_PROF_OTHER] += (nb__seconds() - e.t0) -
+                                            (nb__prof_parts(ctx->profile) - e.parts0) -
+                                            (ctx->profile->hooks - e.hooks0);
     ctx->profile->calls[NB_PROF_OTHER]++;
 }
 
@@ -9865,7 +9870,11 @@ static void nb__grads_ready(nb_ctx* ctx, const nb_stack* s, int layer, int t0, i
         size_t count = s->tensors[t].count;
         for (t++; t < t0 + n && s->tensors[t].offset == off + count; t++)
             count += s->tensors[t].count;
-        if (count) ctx->grads_ready(ctx->grads_ready_user, layer, off, count);
+        if (count) {
+            const double h0 = ctx->profile ? nb__seconds() : 0;
+            ctx->grads_ready(ctx->grads_ready_user, layer, off, count);
+            if (ctx->profile) ctx->profile->hooks += nb__seconds() - h0;
+        }
     }
 }
 

@@ -18,7 +18,7 @@ void model_free(model* m) {
     free(m->p); free(m->g); free(m->m); free(m->v); free(m->w16); free(m->decay); free(m->group); free(m->sz_terms);
     free(m->x); free(m->h); free(m->dh); free(m->dx); free(m->logits); free(m->ve_rows); free(m->ve_grad);
     free(m->cache); free(m->scratch); free(m->row_loss); free(m->tok); free(m->mask);
-    free(m->head_max); free(m->head_mass); free(m->head_gate); free(m->head_sink);
+    free(m->head_max); free(m->head_mass); free(m->head_gate); free(m->head_sink); free(m->gn_part);
     memset(m, 0, sizeof *m);
 }
 
@@ -57,6 +57,12 @@ static void check_grads(model* m, int layer, size_t offset, size_t count) {
     }
 }
 
+/* g[off, off + count) is final: to the reduction, and (one process) to the gradient norm */
+static void grads_ready(model* m, size_t off, size_t count) {
+    gnorm_ready(m, off, count);
+    dist_grads_ready(m->dist, off, count);
+}
+
 /* the stack reports finished gradient ranges; in the flat buffer they sit after wte */
 static void on_grads_ready(void* user, int layer, size_t offset, size_t count) {
     model* m = (model*)user;
@@ -66,7 +72,7 @@ static void on_grads_ready(void* user, int layer, size_t offset, size_t count) {
         if (t) m->g[m->off_stack + t->offset] = fault_value(c);
     }
     if (c->machine.check_finite) check_grads(m, layer, offset, count);
-    dist_grads_ready(m->dist, m->off_stack + offset, count);
+    grads_ready(m, m->off_stack + offset, count);
 }
 
 /* What the flags ask of the resolved stack that it does not have. The library refuses
@@ -102,6 +108,7 @@ int model_init(model* m, const config* c) {
     int t;
     memset(m, 0, sizeof *m);
     m->cfg = c;
+    m->gn_next = -1; /* no gradient summed yet (gnorm_begin) */
     m->ctx.num_threads = c->machine.threads;
     if (make_desc(c, &d, m->layers)) return 1;
     if (resolve_init(c, &d, &m->init, &m->init_std0, &m->init_why)) return 1;
@@ -399,11 +406,12 @@ int model_step(model* m, int train, double* count, double* out) {
     if (m->ngpt) ngpt_sz_grad(m, bt, inv); /* reduced with the head's range below */
     inv *= m->out_mult; /* logits = out_mult h head^T */
     dist_grads_begin(m->dist, m->g);
+    gnorm_begin(m);
     if (head_gemm(m, 1, 0, VOCAB, d, (int)bt, (nb_real)inv, m->logits, VOCAB, m->h, d,
                   m->g + m->off_head, d) ||
         head_gemm(m, 0, 0, (int)bt, d, VOCAB, (nb_real)inv, m->logits, VOCAB, head, d, m->dh, d))
         return fail("head backward: %s", m->ctx.err);
-    dist_grads_ready(m->dist, m->off_head, m->n - m->off_head); /* the head and nGPT's sz */
+    grads_ready(m, m->off_head, m->n - m->off_head); /* the head and nGPT's sz */
     m->bad_grad[0] = 0; /* the stack overwrites its gradients (param_grads): no zeroing pass */
     if (nb_stack_backward(&m->ctx, &m->s, m->p + m->off_stack, m->g + m->off_stack, m->dx, m->dh,
                           B, T, m->cache, m->scratch) != NB_OK)
@@ -425,7 +433,7 @@ int model_step(model* m, int train, double* count, double* out) {
         }
     }
     vembed_scatter(m);
-    dist_grads_ready(m->dist, 0, m->off_stack);
+    grads_ready(m, 0, m->off_stack);
     return 0;
 }
 

@@ -48,14 +48,56 @@ static double sumsq(const model* m, const nb_real* x, size_t n) {
     return s;
 }
 
+/* One process: nothing changes the gradients after the backward, so each chunk of sumsq is
+   summed as soon as the backward's finished ranges cover it (they arrive in descending offsets,
+   one contiguous front: nb_ctx.grads_ready), while the layer's gradients are still in cache,
+   rather than in a pass of its own over the whole buffer from memory. The chunks and their
+   sums are sumsq's, so grad_norm's result has the same bits. Off with several ranks (the
+   reduction comes after) and, safely, if a range ever arrived out of order. */
+void gnorm_begin(model* m) {
+    m->gn_next = -1;
+    if (g_ranks > 1 || m->n_upd != m->n) return;
+    if (!m->gn_part)
+        m->gn_part = (double*)xcalloc((m->n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, sizeof(double));
+    m->gn_next = (long long)((m->n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK);
+    m->gn_front = m->n;
+}
+void gnorm_ready(model* m, size_t off, size_t count) {
+    const double t0 = now_s();
+    long long c0, c;
+    if (m->gn_next < 0 || count == 0) return;
+    if (off + count != m->gn_front) { /* not the front: the pass in grad_norm instead */
+        m->gn_next = -1;
+        return;
+    }
+    m->gn_front = off;
+    c0 = (long long)((off + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK); /* the chunks starting at >= off */
+    TR_OMP(omp parallel for schedule(static) num_threads(nb_num_threads(&m->ctx)))
+    for (c = c0; c < m->gn_next; c++) {
+        const size_t lo = (size_t)c * SUMSQ_CHUNK;
+        m->gn_part[c] = sumsq_chunk(m->g + lo, m->n - lo < SUMSQ_CHUNK ? m->n - lo : SUMSQ_CHUNK);
+    }
+    if (c0 < m->gn_next) m->gn_next = c0;
+    m->t_gnorm += now_s() - t0;
+}
+
 /* sqrt(sum g^2) as a sum of per-shard partials in rank order, whether this rank holds every
    shard (plain data parallelism: it sums them itself) or one (ZeRO: the partials are shared).
    Same order both ways, so ZeRO-1 and plain data parallelism agree bitwise. gu: the reduced
    gradients of this rank's update range. */
 double grad_norm(model* m, const nb_real* gu) {
-    double* part = (double*)xcalloc((size_t)g_ranks, sizeof(double));
+    double* part;
     double total = 0;
     int r;
+    if (m->gn_next == 0 && gu == m->g) { /* summed during the backward: sumsq's order */
+        const long long chunks = (long long)((m->n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK);
+        double s = 0;
+        long long c;
+        for (c = 0; c < chunks; c++) s += m->gn_part[c];
+        m->gn_next = -1;
+        return sqrt(total + s);
+    }
+    part = (double*)xcalloc((size_t)g_ranks, sizeof(double));
     for (r = 0; r < g_ranks; r++) {
         size_t lo, hi;
         dist_shard(m->dist, r, &lo, &hi);

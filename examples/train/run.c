@@ -346,8 +346,11 @@ int train_run(const config* c, const dataset* ds, double unigram, history* h, in
         m.step = step;
         m.ctx.profile = c->machine.profile ? &h->prof : NULL;
         t_part = now_s();
+        m.t_gnorm = 0;
         rc_step = model_step(&m, 1, &cnt, &loss);
-        h->model_seconds += now_s() - t_part;
+        /* the gradient norm's sums ran inside the backward: the optimizer's share */
+        h->model_seconds += now_s() - t_part - m.t_gnorm;
+        h->opt_seconds += m.t_gnorm;
         m.ctx.profile = NULL;
         if (rc_step) {
             say("%sstopped at step %d without saving: the last checkpoint written is kept\n", ind, step + 1);

@@ -409,6 +409,11 @@ typedef struct model {
     long long adam_t;                  /* optimizer steps taken */
     dist* dist;
     double t_comm;                     /* seconds blocked in the loss allreduce */
+    double* gn_part;                   /* one process: the gradient's chunk sums of squares,
+                                          summed as the backward finishes them (optim.c) */
+    long long gn_next;                 /* chunks >= gn_next are summed (-1: not this step) */
+    size_t gn_front;                   /* the finished ranges reach down to here */
+    double t_gnorm;                    /* seconds of the step's backward spent summing them */
     int stop;                          /* a stop request, agreed by every rank at the last step */
     double *head_max, *head_mass;      /* L*H: the last measured step's max logit and first-key
                                           mass per layer and head, over every rank (heads.c) */
@@ -440,6 +445,8 @@ double answer_accuracy_show(model* m, const dataset* ds, int n, shown_problem* s
 /* ---- optim.c ---- */
 double lr_at(const config* c, int step);
 double grad_norm(model* m, const nb_real* gu);          /* global, identical on every rank */
+void gnorm_begin(model* m);                             /* a backward starts */
+void gnorm_ready(model* m, size_t off, size_t count);   /* g[off, off + count) is final */
 void layer_grad_norms(model* m, const nb_real* gu, double* per_layer);
 void adamw(model* m, const config* c, const nb_real* gu, double lr, double gscale);
 void weights16_refresh(model* m, size_t lo, size_t hi); /* w16[lo, hi) = bf16(p[lo, hi)) */

@@ -671,9 +671,11 @@ typedef enum nb_norm_type {
    writes that bf16 copy itself, and its float output is not kept): the cache sizes of the
    plans and the stack include them. The pass that finishes an operand writes its bf16 copy
    where it can (RoPE, the attention core, the activation), not a conversion pass after it. The
-   backward rounds dout, dQKV and the FFN's dh into scratch. On a CPU with AMX the attention's
-   products multiply bf16 copies of Q, K, V, P, dO and dS packed in scratch (the plan's
-   n_scratch includes them on any CPU). A float32-build feature (refused with NB_DOUBLE).
+   backward rounds dout, dQKV and the FFN's dh into scratch, the same way: in a stack the norm
+   backward that finishes a sublayer's dout (the next input norm's, the final norm's) writes its
+   bf16 copy, RoPE's inverse dQKV's, the activation's backward dh's. On a CPU with AMX the
+   attention's products multiply bf16 copies of Q, K, V, P, dO and dS packed in scratch (the
+   plan's n_scratch includes them on any CPU). A float32-build feature (refused with NB_DOUBLE).
    Which kernels run: nb_stack_kernels (a stack), nb_bf16_kernels (plans). */
 typedef enum nb_precision {
     NB_PRECISION_DEFAULT = 0,  /* FP32 */
@@ -3729,6 +3731,31 @@ static nb_result nb__mm_gemm(const nb__gemm_at* at, int nt, int M, int N, int K,
 struct nb__mm { int native_bf16; }; /* no oneDNN in this build: never created */
 #endif
 
+/* The threads' grid for C (M x N, K deep): pr blocks of rows by pc of columns, pr pc = nt.
+   Each thread's single-threaded BLAS call packs its block's rows of op(A) and columns of op(B),
+   so the team packs A pc times and B pr times: pc M K + pr K N values. Blocks of rows alone
+   (of columns when N > M) pack the other operand in every thread: at 16 threads and
+   M = N = 1024, a thread's 64 rows of the FFN's dX (K = 2816) pack all 11.5 MB of its weights,
+   a share one core runs at 81 GFLOP/s against 92 for the same flops as a 256 x 256 block
+   (bench/README). So that split is kept while its blocks are at least NB__GEMM_THIN rows (or
+   columns) deep, and otherwise the grid that packs least is taken (ties: more rows; with 2
+   threads that is the split itself). */
+enum { NB__GEMM_THIN = 128 };
+static void nb__gemm_grid(int M, int N, int K, int nt, int* pr, int* pc) {
+    double best = -1;
+    int a;
+    *pr = M >= N ? nt : 1;
+    *pc = M >= N ? 1 : nt;
+    if ((M >= N ? M : N) / nt >= NB__GEMM_THIN) return;
+    for (a = nt; a >= 1; a--) { /* a blocks of rows, nt / a of columns */
+        const double packed = (double)(nt / a) * M * K + (double)a * K * N;
+        if (nt % a || (best >= 0 && packed >= best)) continue;
+        best = packed;
+        *pr = a;
+        *pc = nt / a;
+    }
+}
+
 /* nb_gemm and nb_gemm_bf16, and the sublayers' GEMMs: float32, or bf16 numerics when bf16 (or
    an operand is half). On oneDNN when the plan has it (mm) and both operands are of the plan's
    precision, else BLAS (the portable path for bf16). */
@@ -3746,27 +3773,31 @@ static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_rea
         (beta == 0 || beta == 1))
         return nb__mm_gemm(at, nt, M, N, K, A, B, beta, C, ldc);
 #endif
-    /* A threaded BLAS parallelizes the call itself; otherwise we split C into nt blocks of rows
-       (or of columns when M is small) and call the single-threaded BLAS once per thread. Each
-       element of C is computed by one call, in the same order whatever nt is. */
+    /* A threaded BLAS parallelizes the call itself; otherwise we split C into a grid of nt
+       blocks (nb__gemm_grid) and call the single-threaded BLAS once per thread. Each element
+       of C is computed by one call: deterministic for a given nt. */
     if (nt == 1 || nb_blas_threads() > 1 || (double)M * N * K < 65536.0) {
         nb__gemm1(bf16, M, N, K, alpha, A, B, beta, C, ldc);
         return NB_OK;
     }
     {
-        const int by_rows = M >= N;
+        int pr, pc;
+        nb__gemm_grid(M, N, K, nt, &pr, &pc);
         NB__OMP(parallel num_threads(nt))
         {
-            int lo, hi;
-            nb__split(by_rows ? M : N, omp_get_num_threads(), omp_get_thread_num(), &lo, &hi);
-            if (hi > lo) {
-                if (by_rows)
-                    nb__gemm1(bf16, hi - lo, N, K, alpha, nb__mat_at(A, lo, 0), B, beta,
-                              C + (size_t)lo * ldc, ldc);
-                else
-                    nb__gemm1(bf16, M, hi - lo, K, alpha, A, nb__mat_at(B, 0, lo), beta,
-                              C + lo, ldc);
+            const int t = omp_get_thread_num();
+            int r0, r1, c0, c1;
+            if (omp_get_num_threads() == pr * pc) {
+                nb__split(M, pr, t / pc, &r0, &r1);
+                nb__split(N, pc, t % pc, &c0, &c1);
+            } else { /* a smaller team than asked: rows, or columns when N > M */
+                const int nth = omp_get_num_threads();
+                if (M >= N) { nb__split(M, nth, t, &r0, &r1); c0 = 0; c1 = N; }
+                else { nb__split(N, nth, t, &c0, &c1); r0 = 0; r1 = M; }
             }
+            if (r1 > r0 && c1 > c0)
+                nb__gemm1(bf16, r1 - r0, c1 - c0, K, alpha, nb__mat_at(A, r0, 0),
+                          nb__mat_at(B, 0, c0), beta, C + (size_t)r0 * ldc + c0, ldc);
         }
     }
     return NB_OK;

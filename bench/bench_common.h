@@ -199,4 +199,22 @@ static NBB_UNUSED nbb_fb_times nbb_time_fb(nbb_fn fn, void* arg, const double* t
     return r;
 }
 
+/* The 12 linear GEMMs of a Pre-Norm SwiGLU block at (B, T, d): forward, dX and dW of W_qkv, W_o,
+   W_in and W_out, as nb_attn/ffn_forward/backward call them (bench_dnnl, bench_grid). C
+   (M x N) = op(A) op(B), row-major, op(A) M x K, op(B) K x N. */
+typedef struct gemm_shape {
+    const char* what;
+    int ta, tb, M, N, K;
+} gemm_shape;
+static NBB_UNUSED void nbb_block_gemms(int B, int T, int d, gemm_shape* sh) {
+    const int BT = B * T, P = 3 * d, f = (8 * d / 3 + 63) / 64 * 64;
+    const gemm_shape s[12] = {
+        {"qkv fwd", 0, 1, BT, P, d}, {"qkv dX", 0, 0, BT, d, P}, {"qkv dW", 1, 0, P, d, BT},
+        {"o fwd", 0, 1, BT, d, d}, {"o dX", 0, 0, BT, d, d}, {"o dW", 1, 0, d, d, BT},
+        {"in fwd", 0, 1, BT, 2 * f, d}, {"in dX", 0, 0, BT, d, 2 * f},
+        {"in dW", 1, 0, 2 * f, d, BT}, {"out fwd", 0, 1, BT, d, f},
+        {"out dX", 0, 0, BT, f, d}, {"out dW", 1, 0, d, f, BT}};
+    memcpy(sh, s, sizeof s);
+}
+
 #endif

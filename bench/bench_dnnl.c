@@ -21,11 +21,6 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <stdint.h>
 
-typedef struct gemm_shape {
-    const char* what;
-    int ta, tb, M, N, K; /* C (M x N) = op(A) op(B), row-major, op(A) M x K, op(B) K x N */
-} gemm_shape;
-
 typedef struct mm_gemm {
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
@@ -189,7 +184,7 @@ static void variants(const gemm_shape* sh, dnnl_engine_t eng, dnnl_stream_t st, 
 }
 
 int main(int argc, char** argv) {
-    int B, T, d, nt, reps, BT, f, P, i, r, k;
+    int B, T, d, nt, reps, f, i, r, k;
     gemm_shape sh[12];
     double tot[4] = {0, 0, 0, 0}, flops = 0;
     dnnl_engine_t eng;
@@ -202,16 +197,8 @@ int main(int argc, char** argv) {
     }
     B = atoi(argv[1]); T = atoi(argv[2]); d = atoi(argv[3]); nt = atoi(argv[4]);
     reps = atoi(argv[5]);
-    BT = B * T; P = 3 * d; f = (8 * d / 3 + 63) / 64 * 64;
-    {   /* forward, dX, dW of each linear layer, as nb_attn/ffn_forward/backward call them */
-        const gemm_shape s[12] = {
-            {"qkv fwd", 0, 1, BT, P, d}, {"qkv dX", 0, 0, BT, d, P}, {"qkv dW", 1, 0, P, d, BT},
-            {"o fwd", 0, 1, BT, d, d}, {"o dX", 0, 0, BT, d, d}, {"o dW", 1, 0, d, d, BT},
-            {"in fwd", 0, 1, BT, 2 * f, d}, {"in dX", 0, 0, BT, d, 2 * f},
-            {"in dW", 1, 0, 2 * f, d, BT}, {"out fwd", 0, 1, BT, d, f},
-            {"out dX", 0, 0, BT, f, d}, {"out dW", 1, 0, d, f, BT}};
-        memcpy(sh, s, sizeof s);
-    }
+    f = (8 * d / 3 + 63) / 64 * 64;
+    nbb_block_gemms(B, T, d, sh);
     nbb_print_env("bench_dnnl");
     memset(&ctx, 0, sizeof ctx);
     ctx.num_threads = nt;

@@ -2,8 +2,9 @@
 # Issue 34's figures in one run on a host without build tools (the device machine: a 16-core
 # Xeon with AMX and a PyTorch 2.x), from programs bundled here:
 #   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-#   cmake --build build -j2 --target train bench_block bench_dnnl
-#   bash ../shared/tools/bundle.sh build-device/nb build/train build/bench_block build/bench_dnnl
+#   cmake --build build -j2 --target train bench_block bench_dnnl bench_grid
+#   bash ../shared/tools/bundle.sh build-device/nb build/train build/bench_block build/bench_dnnl \
+#     build/bench_grid
 #   tar -C build-device -cJf build-device/nb.tar.xz nb     # ~85 MB as files, far less packed
 #   # then on the device (carry build-device/nb.tar.xz; one call, ~6-9 minutes at 16 cores):
 #   bash bench/device.sh build-device/nb.tar.xz [THREADS]     # or the unpacked folder
@@ -11,7 +12,8 @@
 #   (bundle the bf16 tests too to run the part "tests": build/tests/test_backend,
 #    test_block_fixtures_bf16, test_primitives, test_stack; they read tests/fixtures)
 #   STEPS=6 MODELS="512 4 8" COMPILE=0 BATCHES="8 32" ...     # a shorter run
-# Prints the CPU's matrix flags, the GEMM engines (bench_dnnl), the Pre-Norm block in float32
+# Prints the CPU's matrix flags, the GEMM engines (bench_dnnl), the float32 GEMMs' thread grid
+# before and now at THREADS (bench_grid, the team's time), the Pre-Norm block in float32
 # and bf16 (the timed default and the portable path) with the profile of each, the training
 # step (d=512 L=4 and d=1024 L=2; float32, bf16, auto, with --profile) at 1 and THREADS threads
 # and at batch 8 and 32 (strong scaling), and PyTorch's step as its version is written
@@ -33,7 +35,7 @@ nbrun() {
   local p=$1; shift
   env ${WAIT:+OMP_WAIT_POLICY=$WAIT} "$B/lib/$(ls "$B/lib" | grep -m1 '^ld-linux')" --library-path "$B/lib" "$B/bin/$p" "$@"
 }
-PARTS=" ${PARTS:-tests gemm block train torch} "
+PARTS=" ${PARTS:-tests gemm grid block train torch} "
 STEPS=${STEPS:-12}
 MODELS=${MODELS:-512 4 8,1024 2 16}
 BATCHES=${BATCHES:-8 32}
@@ -60,6 +62,11 @@ done
 
 part gemm && echo "=== GEMM engines: the block's 12 linear GEMMs (bench_dnnl B T d THREADS REPS)"
 part gemm && for t in 1 "$NT"; do OMP_NUM_THREADS=$t nbrun bench_dnnl 8 256 512 "$t" 3 | grep -E '^(gemm|all|RESULT)'; done
+
+part grid && echo "=== float32 GEMMs on THREADS threads: the split before, the grid now (bench_grid, ms)"
+part grid && for m in "8 128 512" "8 128 1024" "32 128 512"; do
+  OMP_NUM_THREADS=$NT nbrun bench_grid $m "$NT" 5 team | grep -v '^# bench_grid'
+done
 
 part block && echo "=== Pre-Norm block (8,256,512,8): float32, bf16 timed default, bf16 portable"
 part block && for t in 1 "$NT"; do

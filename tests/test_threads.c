@@ -1,5 +1,6 @@
 /* Threads: 1 and 2 threads agree to rounding (the per-thread partial sums of dgain/dbias are
-   added in a different grouping), and the same thread count run twice is bitwise identical. */
+   added in a different grouping), and the same thread count run twice is bitwise identical;
+   the GEMM's thread grid likewise. */
 #define NORMBLOCKS_IMPLEMENTATION
 #include "normblocks.h"
 #include "nbtest.h"
@@ -41,6 +42,53 @@ static size_t run_all(int threads, const nb_real* x, const nb_real* dy, const nb
     return o;
 }
 
+/* The GEMM's thread grid (nb__gemm_grid): the rule's choices, and a grid of blocks in both
+   directions computing what one thread does (to rounding; bitwise twice), every transpose,
+   float32 and bf16. */
+static void gemm_grid(nbt_rng* rng) {
+    enum { M = 90, N = 200, K = 70, NT = 6 };
+    static const struct { int M, N, K, nt, pr, pc; } rule[] = {
+        {1024, 1024, 2816, 16, 4, 4}, /* the FFN's dX at d = 1024: 64 rows a thread is thin */
+        {1024, 5632, 1024, 16, 1, 16}, /* its input projection: 352 columns a thread, kept */
+        {1024, 512, 1408, 16, 8, 2},  {1024, 1536, 512, 16, 4, 4}, {M, N, K, NT, 2, 3},
+        {1000, 700, 300, 2, 2, 1},    {700, 1000, 300, 2, 1, 2}, /* 2 threads: as before */
+        {64, 64, 64, 2, 2, 1},        {6, 40, 8, 2, 1, 2},       {7, 7, 7, 7, 7, 1}};
+    nb_real *a = nbt_alloc(M * K), *b = nbt_alloc(K * N), *c[3];
+    size_t i;
+    int k, bf, ta, tb;
+    char name[96];
+    for (i = 0; i < sizeof rule / sizeof rule[0]; i++) {
+        int pr, pc;
+        nb__gemm_grid(rule[i].M, rule[i].N, rule[i].K, rule[i].nt, &pr, &pc);
+        snprintf(name, sizeof name, "gemm grid %dx%dx%d on %d threads: %d x %d (want %d x %d)",
+                 rule[i].M, rule[i].N, rule[i].K, rule[i].nt, pr, pc, rule[i].pr, rule[i].pc);
+        nbt_check(pr == rule[i].pr && pc == rule[i].pc, name);
+    }
+    for (k = 0; k < 3; k++) c[k] = nbt_alloc(M * N);
+    nbt_fill(rng, a, M * K, 0, 1);
+    nbt_fill(rng, b, K * N, 0, 1);
+    for (bf = 0; bf < 2; bf++)
+        for (ta = 0; ta < 2; ta++)
+            for (tb = 0; tb < 2; tb++) {
+                for (k = 0; k < 3; k++) {
+                    nb_ctx ctx;
+                    memset(&ctx, 0, sizeof ctx);
+                    ctx.num_threads = k ? NT : 1;
+                    nbt_check((bf ? nb_gemm_bf16 : nb_gemm)(&ctx, ta, tb, M, N, K, 1, a,
+                                                            ta ? M : K, b, tb ? K : N, 0, c[k],
+                                                            N) == NB_OK, "gemm grid: the call");
+                }
+                snprintf(name, sizeof name, "gemm on a %d-thread grid = 1 thread (%s, %c%c)", NT,
+                         bf ? "bf16" : "float32", ta ? 'T' : 'N', tb ? 'T' : 'N');
+                nbt_close_r(name, c[1], c[0], M * N, NBT_ATOL, NBT_RTOL);
+                snprintf(name, sizeof name, "gemm on a %d-thread grid twice: bitwise (%s, %c%c)",
+                         NT, bf ? "bf16" : "float32", ta ? 'T' : 'N', tb ? 'T' : 'N');
+                nbt_same_bits(name, c[2], c[1], M * N);
+            }
+    free(a); free(b);
+    for (k = 0; k < 3; k++) free(c[k]);
+}
+
 int main(void) {
     const size_t cap = (size_t)NOUT * R * R;
     nb_real *x = nbt_alloc(R * W), *dy = nbt_alloc(R * W), *gain = nbt_alloc(SEG),
@@ -58,6 +106,7 @@ int main(void) {
     nbt_check(n1 == n2 && n2 == n2b, "same amount of output");
     nbt_close_r("1 thread vs 2 threads", o2, o1, n1, NBT_ATOL, NBT_RTOL);
     nbt_same_bits("2 threads twice: bitwise identical", o2, o2b, n2);
+    gemm_grid(&rng);
     free(x); free(dy); free(gain); free(bias); free(o1); free(o2); free(o2b);
     return nbt_finish();
 }

@@ -1685,10 +1685,10 @@ static void bf16_normed_inputs(void) {
 
 /* BF16 backward: the norm backward that finishes a sublayer's incoming gradient writes the bf16
    copy its GEMMs read (the FFN's input norm for the attention, the next layer's attention
-   input norm or the final norm for the FFN below it), so the only conversion passes left are those of gradients
-   no norm finishes: counted from the placements, against the profile's conversion calls. The
-   packed attention products round dO (the output projection's dX) themselves, once a layer.
-   The gradients are those of the conversions (same bits: tested by the fixtures). */
+   input norm or the final norm for the FFN below it), so the only conversion passes left are
+   those of gradients no norm finishes: counted from the placements, against the profile's
+   conversion calls. The packed attention products round dO (the output projection's dX)
+   themselves, once a layer. The values are the conversions' (the fixtures test them). */
 static void bf16_grad_copies(void) {
     static const nb_preset presets[] = {NB_PRESET_PRE, NB_PRESET_MIXLN, NB_PRESET_POST};
     size_t i;

@@ -18,7 +18,8 @@ void model_free(model* m) {
     free(m->p); free(m->g); free(m->m); free(m->v); free(m->w16); free(m->decay); free(m->group); free(m->sz_terms);
     free(m->x); free(m->h); free(m->dh); free(m->dx); free(m->logits); free(m->ve_rows); free(m->ve_grad);
     free(m->cache); free(m->scratch); free(m->row_loss); free(m->tok); free(m->mask);
-    free(m->head_max); free(m->head_mass); free(m->head_gate); free(m->head_sink); free(m->gn_part);
+    free(m->head_max); free(m->head_mass); free(m->head_gate); free(m->head_sink);
+    free(m->gn_part);
     memset(m, 0, sizeof *m);
 }
 

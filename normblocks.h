@@ -9097,10 +9097,10 @@ static nb_result nb__one_out_fwd(nb__run* r, const nb__top_tensors* tp, nb_real*
 static nb_result nb__one_out_bwd(nb__run* r, const nb__top_tensors* tp, nb__top_tensors* tg,
                                  nb_real* const dX[], const nb_real* dout) {
     const int L = r->s->desc.n_layers;
-    unsigned short* const dx16 =
-        r->s->topology == NB__TOPO_ONE ? nb__ffn_handoff16(r, L - 1) : NULL;
+    unsigned short* dx16;
     nb_result rc;
     if (!nb__top_on(r->s, NB__LNF)) return NB_OK;
+    dx16 = r->s->topology == NB__TOPO_ONE ? nb__ffn_handoff16(r, L - 1) : NULL;
     rc = nb__block_norm_bwd_add(r, &tp->n[NB__LNF], &tg->n[NB__LNF], dX[0], dout,
                                 nb__hidden(r->s, r->sc.hidden, L, 0), r->sc.st[NB__LNF], NULL, 1,
                                 dx16);

@@ -50,10 +50,10 @@ static double sumsq(const model* m, const nb_real* x, size_t n) {
 
 /* One process: nothing changes the gradients after the backward, so each chunk of sumsq is
    summed as soon as the backward's finished ranges cover it (they arrive in descending offsets,
-   one contiguous front: nb_ctx.grads_ready), while the layer's gradients are still in cache,
-   rather than in a pass of its own over the whole buffer from memory. The chunks and their
-   sums are sumsq's, so grad_norm's result has the same bits. Off with several ranks (the
-   reduction comes after) and, safely, if a range ever arrived out of order. */
+   one contiguous front: nb_ctx.grads_ready), where a large enough cache still holds the layer's
+   gradients, rather than in a pass of its own over the whole buffer from memory. The chunks
+   and their sums are sumsq's, so grad_norm's result has the same bits. Off with several ranks
+   (the reduction comes after) and, safely, if a range ever arrived out of order. */
 void gnorm_begin(model* m) {
     m->gn_next = -1;
     if (g_ranks > 1 || m->n_upd != m->n) return;
@@ -63,11 +63,13 @@ void gnorm_begin(model* m) {
     m->gn_front = m->n;
 }
 void gnorm_ready(model* m, size_t off, size_t count) {
-    const double t0 = now_s();
+    double t0;
     long long c0, c;
     if (m->gn_next < 0 || count == 0) return;
+    t0 = now_s();
     if (off + count != m->gn_front) { /* not the front: the pass in grad_norm instead */
         m->gn_next = -1;
+        m->t_gnorm += now_s() - t0;
         return;
     }
     m->gn_front = off;
@@ -91,11 +93,10 @@ double grad_norm(model* m, const nb_real* gu) {
     int r;
     if (m->gn_next == 0 && gu == m->g) { /* summed during the backward: sumsq's order */
         const long long chunks = (long long)((m->n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK);
-        double s = 0;
         long long c;
-        for (c = 0; c < chunks; c++) s += m->gn_part[c];
+        for (c = 0; c < chunks; c++) total += m->gn_part[c];
         m->gn_next = -1;
-        return sqrt(total + s);
+        return sqrt(total);
     }
     part = (double*)xcalloc((size_t)g_ranks, sizeof(double));
     for (r = 0; r < g_ranks; r++) {

@@ -3780,25 +3780,16 @@ static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_rea
         nb__gemm1(bf16, M, N, K, alpha, A, B, beta, C, ldc);
         return NB_OK;
     }
+    NB__OMP(parallel num_threads(nt))
     {
-        int pr, pc;
-        nb__gemm_grid(M, N, K, nt, &pr, &pc);
-        NB__OMP(parallel num_threads(nt))
-        {
-            const int t = omp_get_thread_num();
-            int r0, r1, c0, c1;
-            if (omp_get_num_threads() == pr * pc) {
-                nb__split(M, pr, t / pc, &r0, &r1);
-                nb__split(N, pc, t % pc, &c0, &c1);
-            } else { /* a smaller team than asked: rows, or columns when N > M */
-                const int nth = omp_get_num_threads();
-                if (M >= N) { nb__split(M, nth, t, &r0, &r1); c0 = 0; c1 = N; }
-                else { nb__split(N, nth, t, &c0, &c1); r0 = 0; r1 = M; }
-            }
-            if (r1 > r0 && c1 > c0)
-                nb__gemm1(bf16, r1 - r0, c1 - c0, K, alpha, nb__mat_at(A, r0, 0),
-                          nb__mat_at(B, 0, c0), beta, C + (size_t)r0 * ldc + c0, ldc);
-        }
+        const int t = omp_get_thread_num();
+        int pr, pc, r0, r1, c0, c1;
+        nb__gemm_grid(M, N, K, omp_get_num_threads(), &pr, &pc); /* the team it got */
+        nb__split(M, pr, t / pc, &r0, &r1);
+        nb__split(N, pc, t % pc, &c0, &c1);
+        if (r1 > r0 && c1 > c0)
+            nb__gemm1(bf16, r1 - r0, c1 - c0, K, alpha, nb__mat_at(A, r0, 0),
+                      nb__mat_at(B, 0, c0), beta, C + (size_t)r0 * ldc + c0, ldc);
     }
     return NB_OK;
 }

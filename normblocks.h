@@ -151,6 +151,7 @@
      nb_stack_set_layout                          bind a trainer's own parameter layout
      nb_gemm_bf16, nb_bf16_kernels, .precision    bf16 GEMM operands (mixed precision)
      nb_stack_set_bf16_weights, nb_bf16_round     the weights' bf16 copy kept by the caller
+     .gemm.bf16_outputs                           autocast's bf16 FFN hidden layer
      nb_stack_set_value_embeds                    the value embeddings' rows of a call (the
                                                   caller's tables, modded-nanogpt's)
      .backend, nb_stack_kernels                   who runs a stack's GEMMs (BLAS, oneDNN;
@@ -675,7 +676,8 @@ typedef enum nb_norm_type {
    backward that finishes a sublayer's dout (the next input norm's, the final norm's) writes its
    bf16 copy, RoPE's inverse dQKV's, the activation's backward dh's. On a CPU with AMX the
    attention's products multiply bf16 copies of Q, K, V, P, dO and dS packed in scratch (the
-   plan's n_scratch includes them on any CPU). A float32-build feature (refused with NB_DOUBLE).
+   plan's n_scratch includes them on any CPU). gemm.bf16_outputs rounds the FFN's hidden layer
+   as PyTorch's autocast does (nb_gemm_config). A float32-build feature (refused with NB_DOUBLE).
    Which kernels run: nb_stack_kernels (a stack), nb_bf16_kernels (plans). */
 typedef enum nb_precision {
     NB_PRECISION_DEFAULT = 0,  /* FP32 */
@@ -756,6 +758,15 @@ typedef struct nb_gemm_config {
     nb_backend backend;     /* a stack's: who runs its projections' GEMMs; 0 = by precision (see
                                nb_backend). A plan of nb_attn_plan_make / nb_ffn_plan_make runs
                                BLAS or the portable bf16 path and refuses DNNL */
+    int bf16_outputs;       /* BF16 only: 1 = the FFN's hidden layer in bf16, as PyTorch's
+                               autocast keeps it: its projection h = x W_in^T (+ b_in, times
+                               in_scale) is rounded to bf16 before the activation reads it, and
+                               cached so (half the bytes), and the activation's incoming
+                               gradient da = dY W_out is rounded before its backward. On oneDNN
+                               with a bf16 matrix unit the GEMMs write those bf16 outputs
+                               themselves (where nothing is added to h). 0 = float32 (the
+                               numerics of PyTorch's fp32_precision = "bf16"). The attention's
+                               outputs stay float32 either way. */
 } nb_gemm_config;
 
 /* The attention's settings, shared by nb_attn_desc.attn and nb_stack_desc.attn (where 0 at
@@ -1338,7 +1349,7 @@ typedef struct nb_stack {
     void* alloc_user;
     struct nb__mm* mm;         /* internal: oneDNN's engine and matmuls (backend DNNL) */
     int topology;              /* internal: the residual topology's row (nb__topologies) */
-    char kernels[256];         /* which GEMM kernels run: see nb_stack_kernels */
+    char kernels[384];         /* which GEMM kernels run: see nb_stack_kernels */
     size_t n_gains, gain_final0; /* internal: gain values, the final norms' first (gain_offset) */
     const unsigned short* weights16; /* desc.gemm.bf16_weights: see nb_stack_set_bf16_weights */
     const nb_real* value_embeds;     /* desc.residual.value_embeds: see nb_stack_set_value_embeds */
@@ -3099,6 +3110,27 @@ static void nb__row_bf16(unsigned short* dst, const float* x, int n) {
     NB__OMP(simd)
     for (c = 0; c < n; c++) dst[c] = nb__bf16_bits(x[c]);
 }
+/* x rounded to bf16 in place, and its bits into dst unless NULL: a float row that its
+   readers, and later ones from dst, take as bf16 (gemm.bf16_outputs) */
+static void nb__row_round(unsigned short* dst, float* x, int n) {
+    int c;
+    if (!dst) {
+        NB__OMP(simd)
+        for (c = 0; c < n; c++) x[c] = nb__bf16(x[c]);
+        return;
+    }
+    NB__OMP(simd)
+    for (c = 0; c < n; c++) {
+        dst[c] = nb__bf16_bits(x[c]);
+        x[c] = nb__bf16_float(dst[c]);
+    }
+}
+/* dst = the n bf16 values of src, widened (exact) */
+static void nb__row_widen(float* dst, const unsigned short* src, int n) {
+    int c;
+    NB__OMP(simd)
+    for (c = 0; c < n; c++) dst[c] = nb__bf16_float(src[c]);
+}
 /* dst (row-major, cols wide) = the bf16 bits of the rows x cols matrix x (ld ldx); threaded */
 static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const float* x, int rows, int cols,
                         int ldx) {
@@ -3117,6 +3149,14 @@ static unsigned short nb__bf16_bits(nb_real x) {
 }
 static void nb__row_bf16(unsigned short* dst, const nb_real* x, int n) {
     (void)dst; (void)x; (void)n;
+    NB_ASSERT(0);
+}
+static void nb__row_round(unsigned short* dst, nb_real* x, int n) {
+    (void)dst; (void)x; (void)n;
+    NB_ASSERT(0);
+}
+static void nb__row_widen(nb_real* dst, const unsigned short* src, int n) {
+    (void)dst; (void)src; (void)n;
     NB_ASSERT(0);
 }
 static void nb__to_bf16(nb_ctx* ctx, unsigned short* dst, const nb_real* x, int rows, int cols,
@@ -3508,7 +3548,7 @@ static nb__gemm_at nb__at(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16) {
 }
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
 #include <oneapi/dnnl/dnnl.h>
-enum { NB__MM_CAP = 48, NB__MM_KEY = 11 };
+enum { NB__MM_CAP = 48, NB__MM_KEY = 12 };
 typedef struct nb__mm_prim {
     int key[NB__MM_KEY];
     dnnl_primitive_t prim;
@@ -3536,7 +3576,8 @@ static nb_result nb__dnnl_fail(nb_ctx* ctx, dnnl_status_t st, const char* what, 
                     K);
 }
 
-/* The memory descriptors of C (M x N, f32) = op(A) op(B) for key k; transposes are strides. */
+/* The memory descriptors of C (M x N, f32 or bf16) = op(A) op(B) for key k; transposes are
+   strides. */
 static dnnl_status_t nb__mm_descs(const int* k, dnnl_memory_desc_t* md) {
     const dnnl_data_type_t dt = k[9] ? dnnl_bf16 : dnnl_f32;
     dnnl_dims_t ad, bd, cd, as, bs, cs;
@@ -3546,10 +3587,11 @@ static dnnl_status_t nb__mm_descs(const int* k, dnnl_memory_desc_t* md) {
     cd[0] = k[2]; cd[1] = k[3]; cs[0] = k[7]; cs[1] = 1;
     if ((st = dnnl_memory_desc_init_by_strides(&md[0], 2, ad, dt, as))) return st;
     if ((st = dnnl_memory_desc_init_by_strides(&md[1], 2, bd, dt, bs))) return st;
-    return dnnl_memory_desc_init_by_strides(&md[2], 2, cd, dnnl_f32, cs);
+    return dnnl_memory_desc_init_by_strides(&md[2], 2, cd, k[11] ? dnnl_bf16 : dnnl_f32, cs);
 }
 
-/* key: transa, transb, M, N, K, lda, ldb, ldc, beta != 0 (a sum post-op), bf16, threads */
+/* key: transa, transb, M, N, K, lda, ldb, ldc, beta != 0 (a sum post-op), bf16, threads,
+   bf16 output */
 static dnnl_status_t nb__mm_make(const nb__mm* mm, const int* k, dnnl_primitive_t* prim,
                                  const char** impl, size_t* bytes) {
     dnnl_memory_desc_t md[3];
@@ -3685,9 +3727,10 @@ static nb__mm_prim* nb__mm_find(nb__mm* mm, const int* key, dnnl_status_t* st) {
     return &mm->prims[lru];
 }
 
-/* C = op(A) op(B) + beta C (beta 0 or 1) on oneDNN with nt threads; A, B both bf16 or float. */
+/* C = op(A) op(B) + beta C (beta 0 or 1) on oneDNN with nt threads; A, B both bf16 or float;
+   C float, or bf16 bits when c16. */
 static nb_result nb__mm_gemm(const nb__gemm_at* at, int nt, int M, int N, int K, nb__mat A,
-                             nb__mat B, nb_real beta, nb_real* C, int ldc) {
+                             nb__mat B, nb_real beta, void* C, int c16, int ldc) {
     nb_ctx* ctx = at->ctx;
     nb__mm* mm = at->mm;
     int key[NB__MM_KEY], i;
@@ -3695,6 +3738,7 @@ static nb_result nb__mm_gemm(const nb__gemm_at* at, int nt, int M, int N, int K,
     const char* what = "creating the primitive";
     key[0] = A.trans; key[1] = B.trans; key[2] = M; key[3] = N; key[4] = K; key[5] = A.ld;
     key[6] = B.ld; key[7] = ldc; key[8] = beta != 0; key[9] = A.half; key[10] = nt;
+    key[11] = c16;
     {
 #ifdef _OPENMP
         const int saved = omp_get_max_threads();
@@ -3771,7 +3815,7 @@ static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_rea
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
     if (at->mm && A.half == B.half && A.half == (bf16 != 0) && alpha == 1 &&
         (beta == 0 || beta == 1))
-        return nb__mm_gemm(at, nt, M, N, K, A, B, beta, C, ldc);
+        return nb__mm_gemm(at, nt, M, N, K, A, B, beta, C, 0, ldc);
 #endif
     /* A threaded BLAS parallelizes the call itself; otherwise we split C into a grid of nt
        blocks (nb__gemm_grid) and call the single-threaded BLAS once per thread. Each element
@@ -3802,9 +3846,40 @@ static nb_result nb__gemm(const nb__gemm_at* at, int M, int N, int K, nb_real al
     return rc;
 }
 
+/* Whether GEMMs at `at` write bf16 outputs themselves (gemm.bf16_outputs): oneDNN's bf16
+   matmul does (half the bytes written and read back); elsewhere the caller rounds the float
+   output where it next reads it. */
+static int nb__gemm_writes16(const nb__gemm_at* at) {
+#if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
+    return at->mm != NULL && at->bf16;
+#else
+    (void)at;
+    return 0;
+#endif
+}
+
+/* C (bf16 bits, ld ldc) = bf16(op(A) op(B)), A and B bf16: only where nb__gemm_writes16(at) */
+static nb_result nb__gemm16(const nb__gemm_at* at, int M, int N, int K, nb__mat A, nb__mat B,
+                            unsigned short* C, int ldc) {
+    const double t0 = nb__prof_begin(at->ctx);
+    nb_result rc = nb__check_gemm(at->ctx, at->fn, M, N, K, A, B, C, ldc);
+    int nt = nb_num_threads(at->ctx);
+#ifdef _OPENMP
+    if (omp_in_parallel()) nt = 1;
+#endif
+    NB_ASSERT(nb__gemm_writes16(at) && A.half && B.half);
+#if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
+    if (!rc) rc = nb__mm_gemm(at, nt, M, N, K, A, B, 0, C, 1, ldc);
+#else
+    (void)nt;
+#endif
+    nb__prof_end(at->ctx, NB_PROF_GEMM, t0);
+    return rc;
+}
+
 /* Checks and resolves a description's gemm group: a known precision (BF16 only in a float32
-   build), bf16_weights 0 or 1 and 1 only with BF16, a known backend. A plan (stack = 0) runs
-   the BLAS or the portable bf16 path: only a stack puts its GEMMs on oneDNN. */
+   build), bf16_weights and bf16_outputs 0 or 1 and 1 only with BF16, a known backend. A plan
+   (stack = 0) runs the BLAS or the portable bf16 path: only a stack puts its GEMMs on oneDNN. */
 static nb_result nb__check_gemm_config(nb_ctx* ctx, const char* fn, nb_gemm_config* g,
                                        int stack) {
     if (g->precision == NB_PRECISION_DEFAULT) g->precision = NB_PRECISION_FP32;
@@ -3815,6 +3890,11 @@ static nb_result nb__check_gemm_config(nb_ctx* ctx, const char* fn, nb_gemm_conf
     NB__CHECK(g->bf16_weights && g->precision != NB_PRECISION_BF16, NB_ERR_CONFIG,
               "%s: gemm.bf16_weights needs precision BF16 (a float32 GEMM reads the float32 "
               "weights)", fn);
+    NB__CHECK(g->bf16_outputs < 0 || g->bf16_outputs > 1, NB_ERR_CONFIG,
+              "%s: gemm.bf16_outputs (%d) must be 0 or 1", fn, g->bf16_outputs);
+    NB__CHECK(g->bf16_outputs && g->precision != NB_PRECISION_BF16, NB_ERR_CONFIG,
+              "%s: gemm.bf16_outputs needs precision BF16 (a float32 stack keeps float32 "
+              "outputs)", fn);
     NB__CHECK((unsigned)g->backend > NB_BACKEND_DNNL, NB_ERR_CONFIG, "%s: unknown gemm.backend %d",
               fn, (int)g->backend);
     NB__CHECK(!stack && g->backend == NB_BACKEND_DNNL, NB_ERR_CONFIG, "%s: a plan runs the BLAS "
@@ -3838,7 +3918,7 @@ NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K
 NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                              nb_real alpha, const nb_real* A, int lda, const nb_real* B,
                              int ldb, nb_real beta, nb_real* C, int ldc) {
-    nb_gemm_config bf16 = {NB_PRECISION_BF16, 0, NB_BACKEND_DEFAULT}; /* refused: NB_DOUBLE */
+    nb_gemm_config bf16 = {NB_PRECISION_BF16, 0, NB_BACKEND_DEFAULT, 0}; /* refused: NB_DOUBLE */
     nb_result rc = nb__check_gemm_config(ctx, "nb_gemm_bf16", &bf16, 0);
     if (rc) return rc;
     const nb__gemm_at at = nb__at(ctx, "nb_gemm_bf16", NULL, 1);
@@ -5408,13 +5488,17 @@ NBDEF nb_result nb_attn_sink_mass(const nb_attn_plan* plan, const nb_real* cache
 /* ---- feed-forward sublayer ------------------------------------------------------------------ */
 
 /* Where an FFN's buffers live (as nb__attn_carve). In BF16 the activation a is made in
-   scratch and cached as bf16, the only form its GEMMs read. */
+   scratch and cached as bf16, the only form its GEMMs read. With gemm.bf16_outputs the
+   projection is cached as bf16 (h16) and h is its float form in scratch (dh's: the forward
+   rounds it there, the backward widens it there and computes dh over it, row by row); da16
+   is da as a GEMM that writes bf16 leaves it (nb__gemm_writes16). */
 typedef struct nb__ffn_mem {
-    nb_real *hdr, *h, *a;               /* cache (a: scratch in BF16) */
+    nb_real *hdr, *h, *a;               /* cache (a: scratch in BF16; h: with h16) */
     nb_real* h0;                        /* cache: the projection before in_scale */
     nb_real *dh, *da, *ones;            /* scratch */
     nb_real* e;                         /* scratch: in_scale's gradient terms */
     unsigned short *w_in16, *w_out16, *x16, *a16, *dout16, *dh16; /* BF16 only */
+    unsigned short *h16, *da16;         /* gemm.bf16_outputs only */
     size_t n_cache, n_scratch;
 } nb__ffn_mem;
 
@@ -5423,11 +5507,17 @@ static void nb__ffn_carve(const nb_ffn_plan* pl, int B, int T, nb_real* cache, n
     const size_t BT = nb__mulz((size_t)B, (size_t)T), W = (size_t)pl->in_width;
     const size_t d = (size_t)pl->desc.d_model, f = (size_t)pl->desc.ffn.d_ff;
     const int half = NB__BF16(pl);
+    const int out16 = half && pl->desc.gemm.bf16_outputs;
     size_t cu = 0, su = 0;
     memset(m, 0, sizeof *m);
     m->hdr = nb__take(cache, &cu, NB__HDR);
-    m->h = nb__take(cache, &cu, nb__mulz(BT, W));
+    if (out16) m->h16 = nb__take16(cache, &cu, nb__mulz(BT, W));
+    else m->h = nb__take(cache, &cu, nb__mulz(BT, W));
     m->dh = nb__take(scratch, &su, nb__mulz(BT, W));
+    if (out16) { /* (the layout never depends on which buffers are given: cache may be NULL) */
+        m->h = m->dh;
+        m->da16 = nb__take16(scratch, &su, nb__mulz(BT, f));
+    }
     m->da = nb__take(scratch, &su, nb__mulz(BT, f));
     m->ones = nb__take(scratch, &su, BT);
     if (pl->desc.ffn.in_scale) {
@@ -5518,6 +5608,7 @@ static unsigned long long nb__ffn_id(const nb_ffn_plan* pl) {
     h = nb__hash(h, (unsigned)pl->desc.gemm.precision);
     h = nb__hash(h, (unsigned)pl->desc.ffn.in_scale);
     h = nb__hash(h, (unsigned)pl->desc.gemm.bf16_weights);
+    h = nb__hash(h, (unsigned)pl->desc.gemm.bf16_outputs);
     h = nb__hash(h, (unsigned)pl->max_batch); h = nb__hash(h, (unsigned)pl->max_seq);
     return nb__hash(h, pl->n_cache);
 }
@@ -5596,7 +5687,7 @@ static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     const int B = k->B, T = k->T;
     nb_real* cache = k->cache;
     nb_result rc = nb__ffn_check_call(k, fn, plan, p, "out x cache scratch", out, x);
-    int d, f, W, BT, r, bf;
+    int d, f, W, BT, r, bf, direct;
     nb__ffn_mem m;
     nb_real *h, *a, c;
     if (rc) return rc;
@@ -5615,9 +5706,14 @@ static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
         }
         if (!(k->opts & NB__X16_GIVEN)) nb__to_bf16(ctx, m.x16, x, BT, d, d);
     }
-    if ((rc = nb__gemm(&at, BT, W, d, 1, nb__op(x, m.x16, d, 0),
-                       nb__op(p->w_in, m.w_in16, d, 1), 0, h, W)))
-        return rc;
+    /* gemm.bf16_outputs: the GEMM writes h's bf16 copy itself where it can and nothing is
+       added to h (else each row is rounded below, after the bias and the scale) */
+    direct = m.h16 && !p->b_in && !m.h0 && nb__gemm_writes16(&at);
+    rc = direct ? nb__gemm16(&at, BT, W, d, nb__op(x, m.x16, d, 0),
+                             nb__op(p->w_in, m.w_in16, d, 1), m.h16, W)
+                : nb__gemm(&at, BT, W, d, 1, nb__op(x, m.x16, d, 0),
+                           nb__op(p->w_in, m.w_in16, d, 1), 0, h, W);
+    if (rc) return rc;
     NB__OMP(parallel for schedule(static) num_threads(nb_num_threads(ctx))
             if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
@@ -5625,6 +5721,7 @@ static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
         nb_real* ar = a + (size_t)r * f;
         int i;
         nb_real dg;
+        if (direct) nb__row_widen(hr, m.h16 + (size_t)r * W, W);
         if (p->b_in) { /* the bias joins the row while it is in cache for the activation */
             NB__OMP(simd)
             for (i = 0; i < W; i++) hr[i] += p->b_in[i];
@@ -5635,6 +5732,7 @@ static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
             NB__OMP(simd)
             for (i = 0; i < W; i++) hr[i] *= c * p->in_scale[i];
         }
+        if (m.h16 && !direct) nb__row_round(m.h16 + (size_t)r * W, hr, W);
         if (plan->desc.ffn.type == NB_FFN_SWIGLU) {
             NB__SIMD_EXP(simd)
             for (i = 0; i < f; i++) ar[i] = hr[f + i] * nb__sigmoid(hr[f + i]) * hr[i];
@@ -5673,9 +5771,12 @@ static nb_result nb__ffn_cache_ok(nb_ctx* ctx, const char* fn, const nb_ffn_plan
 }
 
 /* The activation's backward, row by row: dh = da a'(h) (SwiGLU: both halves), times nGPT's
-   s_uv with its terms in m->e, and dh's bf16 copy for the GEMMs that read it. */
+   s_uv with its terms in m->e, and dh's bf16 copy for the GEMMs that read it. With
+   gemm.bf16_outputs h is widened from its bf16 cache into dh's row first (dh is computed over
+   it: each element is read before it is written) and da is rounded (widened from da16 when the
+   GEMM wrote that, da16 != 0). */
 static void nb__ffn_act_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_ffn_params* p,
-                                 const nb__ffn_mem* m, int BT) {
+                                 const nb__ffn_mem* m, int BT, int da16) {
     const int f = plan->desc.ffn.d_ff, W = plan->in_width;
     const nb_real c = (nb_real)sqrt((double)plan->desc.d_model);
     int r;
@@ -5684,9 +5785,14 @@ static void nb__ffn_act_backward(nb_ctx* ctx, const nb_ffn_plan* plan, const nb_
             if((size_t)BT * f >= NB__PAR_MIN))
     for (r = 0; r < BT; r++) {
         const nb_real* hr = m->h + (size_t)r * W;
-        const nb_real* dar = m->da + (size_t)r * f;
+        nb_real* dar = m->da + (size_t)r * f;
         nb_real* dhr = m->dh + (size_t)r * W;
         int i;
+        if (m->h16) { /* hr is dhr */
+            nb__row_widen(dhr, m->h16 + (size_t)r * W, W);
+            if (da16) nb__row_widen(dar, m->da16 + (size_t)r * f, f);
+            else nb__row_round(NULL, dar, f);
+        }
         if (plan->desc.ffn.type == NB_FFN_SWIGLU) {
             /* a = silu(z) u: du = da silu(z), dz = da u sig(z)(1 + z(1 - sig(z))) */
             NB__SIMD_EXP(simd)
@@ -5730,7 +5836,7 @@ static nb_result nb__ffn_bwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     const int B = k->B, T = k->T, opts = k->opts;
     const nb_real dw_beta = opts & NB__BWD_WRITE_DW ? 0 : 1;
     nb_result rc = nb__ffn_check_call(k, fn, plan, p, "dx dout cache scratch", dx, dout);
-    int d, f, W, BT, bf;
+    int d, f, W, BT, bf, da16;
     nb__ffn_mem m;
     if (rc) return rc;
     bf = NB__BF16(plan);
@@ -5748,16 +5854,19 @@ static nb_result nb__ffn_bwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     nb__ffn_weights16(plan, p, &m);
     NB_ASSERT(bf || !(opts & NB__DOUT16_GIVEN));
     if (bf && !(opts & NB__DOUT16_GIVEN)) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
-    /* da = dout W_out */
-    if ((rc = nb__gemm(&at, BT, f, d, 1, nb__op(dout, m.dout16, d, 0),
-                       nb__op(p->w_out, m.w_out16, f, 0), 0, m.da, f)))
-        return rc;
+    /* da = dout W_out (gemm.bf16_outputs: in bf16 where the GEMM writes it) */
+    da16 = m.h16 && nb__gemm_writes16(&at);
+    rc = da16 ? nb__gemm16(&at, BT, f, d, nb__op(dout, m.dout16, d, 0),
+                           nb__op(p->w_out, m.w_out16, f, 0), m.da16, f)
+              : nb__gemm(&at, BT, f, d, 1, nb__op(dout, m.dout16, d, 0),
+                         nb__op(p->w_out, m.w_out16, f, 0), 0, m.da, f);
+    if (rc) return rc;
     /* dW_out += dout^T a (= with NB__BWD_WRITE_DW, as dW_in) */
     if ((rc = nb__gemm(&at, d, f, BT, 1, nb__op(dout, m.dout16, d, 1),
                        nb__op(m.a, m.a16, f, 0), dw_beta, g->w_out, f)))
         return rc;
     if (g->b_out && (rc = nb__bias_grad(ctx, g->b_out, dout, BT, d, m.ones))) return rc;
-    nb__ffn_act_backward(ctx, plan, p, &m, BT);
+    nb__ffn_act_backward(ctx, plan, p, &m, BT, da16);
     if (m.e && (rc = nb__bias_grad(ctx, g->in_scale, m.e, BT, W, m.ones))) return rc;
     /* dW_in += dh^T x */
     if ((rc = nb__gemm(&at, W, d, BT, 1, nb__op(m.dh, m.dh16, W, 1),
@@ -7171,6 +7280,11 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
     if (d->gemm.bf16_weights) {
         const size_t n = strlen(s->kernels);
         snprintf(s->kernels + n, sizeof s->kernels - n, "; weights: the caller's bf16 copy");
+    }
+    if (d->gemm.bf16_outputs) {
+        const size_t n = strlen(s->kernels);
+        snprintf(s->kernels + n, sizeof s->kernels - n, "; the FFN's hidden layer in bf16%s",
+                 s->mm ? ", written by oneDNN" : "");
     }
     return NB_OK;
 }

@@ -10,7 +10,9 @@
    share from the profile, the share of the block outside its bf16 linear GEMMs; NBB_BACKEND=blas|dnnl
    picks the stack's GEMM backend (default: the library's choice); NBB_BF16_WEIGHTS=1 with
    NBB_BF16 reads the weights from a bf16 copy made once, as a trainer's optimizer writes it,
-   instead of rounding them in every forward (desc.bf16_weights); NBB_ATTN=0|1|2|3 with NBB_BF16
+   instead of rounding them in every forward (desc.bf16_weights); NBB_BF16_OUT=1 with NBB_BF16
+   keeps the FFN's hidden layer in bf16, autocast's numerics (desc.gemm.bf16_outputs: bf16 GEMM
+   outputs on oneDNN); NBB_ATTN=0|1|2|3 with NBB_BF16
    runs the attention products emulated, or packed on the portable, AVX512-BF16 or AMX kernel
    (at most what the CPU has), instead of the library's choice. Each row names the kernels
    that ran (nb_stack_kernels); bench_dnnl times the linear GEMMs alone in bf16 on oneDNN)
@@ -282,6 +284,7 @@ int main(int argc, char** argv) {
     if (nb_preset_from_name(&r.ctx, &desc, preset)) die("nb_preset_from_name", &r.ctx);
     if (bf16) desc.gemm.precision = NB_PRECISION_BF16;
     desc.gemm.bf16_weights = bf16 && getenv("NBB_BF16_WEIGHTS") != NULL;
+    desc.gemm.bf16_outputs = bf16 && getenv("NBB_BF16_OUT") != NULL;
     if (getenv("NBB_BACKEND"))
         desc.gemm.backend = !strcmp(getenv("NBB_BACKEND"), "dnnl") ? NB_BACKEND_DNNL : NB_BACKEND_BLAS;
     desc.norm.final = -1;

@@ -68,9 +68,10 @@ part grid && for m in "8 128 512" "8 128 1024" "32 128 512"; do
   OMP_NUM_THREADS=$NT nbrun bench_grid $m "$NT" 5 team | grep -v '^# bench_grid'
 done
 
-part block && echo "=== Pre-Norm block (8,256,512,8): float32, bf16 timed default, bf16 portable"
+part block && echo "=== Pre-Norm block (8,256,512,8): float32, bf16 timed default (float32 outputs, then the FFN's hidden layer in bf16), bf16 portable"
 part block && for t in 1 "$NT"; do
-  for cfg in "NBB_X=0" "NBB_BF16=1 NBB_BF16_WEIGHTS=1" "NBB_BF16=1 NBB_BF16_WEIGHTS=1 NBB_BACKEND=blas"; do
+  for cfg in "NBB_X=0" "NBB_BF16=1 NBB_BF16_WEIGHTS=1" "NBB_BF16=1 NBB_BF16_WEIGHTS=1 NBB_BF16_OUT=1" \
+             "NBB_BF16=1 NBB_BF16_WEIGHTS=1 NBB_BACKEND=blas"; do
     (export $cfg; nbrun bench_block pre 8 256 512 8 "$t" 5 2>&1 |
       grep -E 'kernels|normblocks|GEMMs alone|non-GEMM|where the time' | sed 's/: d_ff=.*//')
   done
@@ -81,12 +82,12 @@ part train && echo "$MODELS" | tr ',' '\n' | while read -r m; do
   set -- $m
   for b in $BATCHES; do
     for t in 1 "$NT"; do
-      for p in fp32 bf16 auto; do
-        [ "$b" = 32 ] && [ "$p" = auto ] && continue
+      for p in fp32 bf16 "bf16 --bf16-outputs bf16" auto; do
+        [ "$b" = 32 ] && [ "$p" != fp32 ] && [ "$p" != bf16 ] && continue
         steps=$STEPS; [ "$b" = 32 ] && steps=$(( (STEPS + 1) / 2 ))
         echo "--- d=$1 L=$2 H=$3 B=$b threads=$t --precision $p"
         nbrun train --d "$1" --layers "$2" --heads "$3" --seq 128 --batch "$b" --steps $steps \
-          --warmup 3 --log-every 100000 --eval-batches 1 --eval-problems 1 --threads "$t" --precision "$p" \
+          --warmup 3 --log-every 100000 --eval-batches 1 --eval-problems 1 --threads "$t" --precision $p \
           --profile 2>&1 | grep -E '^(kernels|precision auto|memory|throughput|profile)|^  [A-Za-z(]'
       done
     done

@@ -4,12 +4,14 @@
     /usr/bin/python3 tests/gen_bf16_fixtures.py tests/fixtures
 
 Writes <outdir>/blocks_bf16.bin: twenty stacks of tests/gen_block_fixtures.py (its descriptions,
-draws and checks, from its seeds), computed by the PyTorch twin in float64 with gemm.precision
-"bf16" (examples/pytorch/normblocks_twin.py, "Precision"): every GEMM of the forward and the
-backward on bf16-rounded operands (a backward product's incoming gradient rounded too), exact
-sums, everything else unrounded. That is what a BF16 stack of the library computes up to its
-float32 arithmetic, so test_block_fixtures_bf16 holds the library to it with a tolerance of
-float32's size (bf16_tight_limit, derived there) instead of bf16's (bf16_loose_limit).
+draws and checks, from its seeds), and four with gemm.bf16_outputs ("out16_*"), computed by the
+PyTorch twin in float64 with gemm.precision "bf16" (examples/pytorch/normblocks_twin.py,
+"Precision"): every GEMM of the forward and the backward on bf16-rounded operands (a backward
+product's incoming gradient rounded too), exact sums, everything else unrounded (with
+gemm.bf16_outputs also the FFN's projection h and its incoming gradient da, autocast's). That
+is what a BF16 stack of the library computes up to its float32 arithmetic, so
+test_block_fixtures_bf16 holds the library to it with a tolerance of float32's size
+(bf16_tight_limit, derived there) instead of bf16's (bf16_loose_limit).
 
 File format: that of blocks.bin (NBFX0001, tests/nbfixture.py; the fields of
 tests/gen_block_fixtures.py), the cases named "bf16_<its case>": the scalars, preset_key, E,
@@ -23,7 +25,8 @@ Before writing, the twin's bf16 mode is checked:
   - every case: with rounding replaced by the identity the bf16 stack is the float64 stack (to
     1e-12), so the bf16 path computes the same model; no nn.Linear module runs in bf16 (every
     projection goes through bf16_linear); rounding runs 18 L times (6 GEMMs a layer, two
-    operands in the forward, the incoming gradient in the backward);
+    operands in the forward, the incoming gradient in the backward; 20 L with
+    gemm.bf16_outputs: h and da);
   - every draw: out, din and the GEMM weights' gradients differ from the float64 references by
     more than 1e-5 of their norm (rounding took place).
 
@@ -112,7 +115,23 @@ CASES = [
     ("unet_pre_L4", dict(make_cfg("PRE", 4, d=8, H=4, Hkv=2), unet_skips=1, reinject_x0=1)),
     ("ve_pre_L5", dict(make_cfg("PRE", 5, d=8, H=4, Hkv=2), value_embeds=2)),
     ("dwa_p3_post_L4", dict(make_cfg("POST", 4, Hkv=2, **SMALL), dwa=1, dwa_period=3)),
+    # gemm.bf16_outputs (the FFN's hidden layer in bf16, autocast's): SwiGLU on Pre-Norm and on
+    # Post-Norm (whose FFN converts its incoming gradient itself); GPT-2's
+    # GELU MLP with its bias (h rounded after it); nGPT's s_uv on that MLP (h rounded after
+    # the scale, whose gradient reads the unrounded projection)
+    ("out16_pre_L3", dict(make_cfg("PRE", 3, Hkv=1, **SMALL), bf16_outputs=1)),
+    ("out16_post_L3", dict(make_cfg("POST", 3, Hkv=2, **SMALL), bf16_outputs=1)),
+    ("out16_gpt2_L3", dict(make_cfg("PRE", 3, Hkv=1, norm=LAYER, ffn_type=GELU_TANH, rope=0,
+                                    attn_bias=3, **SMALL), bf16_outputs=1)),
+    ("out16_suv_L2", dict(make_cfg("PRE", 2, f=16, ffn_type=GELU_TANH, d=8, H=2, Hkv=2),
+                          ffn_in_scale=1, bf16_outputs=1)),
 ]
+
+
+def gemm(cfg, precision="bf16"):
+    """The twin's gemm group of a case's run in `precision`."""
+    return dict(precision=precision,
+                bf16_outputs=cfg.get("bf16_outputs", 0) if precision == "bf16" else 0)
 
 
 # ---- tolerances (the same formulas as tests/test_block_fixtures.c) ----------------------------
@@ -144,7 +163,7 @@ def run(cfg, p, E, dout, dtype=torch.float64, precision="bf16", ve=None):
     """out, din and the parameter gradients (name -> tensor) of loss = sum(out * dout); with
     the value embeddings' rows ve their gradient too ("dve")."""
     B, T, d = cfg["B"], cfg["T"], cfg["d"]
-    stack = gbf.twin_stack(cfg, dtype, gemm=dict(precision=precision))
+    stack = gbf.twin_stack(cfg, dtype, gemm=gemm(cfg, precision))
     gbf.load(stack, {k: v.to(dtype) for k, v in p.items()})
     Ed = E.detach().to(dtype).reshape(B, T, d).requires_grad_(True)
     ved = None if ve is None else ve.detach().to(dtype).clone().requires_grad_(True)
@@ -236,8 +255,9 @@ def check_structure(name, cfg, p, E, dout, ve=None):
         twin.bf16_round = real
     for k in ref:
         assert torch.allclose(same[k], ref[k], rtol=0, atol=1e-12), (name, k)
-    assert calls[0] == 18 * cfg["L"], (name, calls[0])
-    stack = gbf.twin_stack(cfg, gemm=dict(precision="bf16"))
+    # and with gemm.bf16_outputs twice more a layer: h in the forward, da in the backward
+    assert calls[0] == (20 if cfg.get("bf16_outputs") else 18) * cfg["L"], (name, calls[0])
+    stack = gbf.twin_stack(cfg, gemm=gemm(cfg))
     fired = []
     for mname, mod in stack.named_modules():
         if isinstance(mod, torch.nn.Linear):
@@ -277,6 +297,8 @@ def perm_tensor(name, t, pd, pf, swiglu):
         return t[pd]
     if mod == "ff_proj":
         return t[pw][:, pd] if leaf == "weight" else t[pw]
+    if leaf == "suv":  # nGPT's s_uv: a scale per column of ff_proj
+        return t[pw]
     if mod == "ff_out":
         return t[pd][:, pf] if leaf == "weight" else t[pd]
     if mod in RESIDUAL_NORMS and leaf in ("weight", "bias"):
@@ -356,7 +378,7 @@ def pushed_run(cfg, p, E, dout, ve=None):
         up, dn = real(x + a), real(x - a)
         return torch.where(is_tie(x), r, torch.where(up != r, up, torch.where(dn != r, dn, r)))
     B, T, d = cfg["B"], cfg["T"], cfg["d"]
-    stack = gbf.twin_stack(cfg, gemm=dict(precision="bf16"))
+    stack = gbf.twin_stack(cfg, gemm=gemm(cfg))
     gbf.load(stack, p)
     stack_ptrs.update(v.data_ptr() for v in stack.parameters())
     twin.bf16_round = pushed
@@ -399,7 +421,7 @@ def draw(name, cfg, seed):
     p, E, dout, out, din, grads = res[:6]
     ve, dve = res[8] if res[8] is not None else (None, None)  # the value embeddings' rows
     # clip_qkv: no Q|K|V value of the bf16 run within float32 reach of the bound either
-    why = cfg.get("clip_qkv") and gbf.clip_refusal(cfg, p, E, gemm=dict(precision="bf16"))
+    why = cfg.get("clip_qkv") and gbf.clip_refusal(cfg, p, E, gemm=gemm(cfg))
     if why:
         # main() counts rejections by the words after " of "
         return None, "the bf16 run of clip_qkv's checks (%s)" % why, True
@@ -443,7 +465,8 @@ def main():
         assert res, "%s: no well-conditioned draw in %d" % (name, MAX_DRAWS)
         p, E, dout, bf, m, worst, ve = res
         check_structure(name, cfg, p, E, dout, ve)
-        if prior is not None and first == attempt:  # blocks.bin's draw: the same values
+        if prior is not None and first == attempt and name + ".E" in prior:  # blocks.bin's draw
+            # holds the same values
             assert torch.equal(prior[name + ".E"].reshape(E.shape), E), name
             assert torch.equal(prior[name + ".dout"].reshape(dout.shape), dout), name
             if ve is not None:
@@ -469,7 +492,7 @@ def main():
         if cfg.get("softcap"):
             w.add(cs + ".softcap", cfg["softcap"])
         for field in gbf.DWA_FIELDS + ("attn_res", "attn_res_block") + gbf.UNET_FIELDS + \
-                ("value_embeds",):
+                ("value_embeds", "ffn_in_scale", "bf16_outputs"):
             if cfg.get(field):
                 w.add(cs + "." + field, cfg[field])
         w.add(cs + ".preset_key",

@@ -140,7 +140,7 @@ static void run(nb_precision prec, nb_backend be, int b, int t, nb_real* out, nb
     capture cap;
     nb_real *params, *x, *dout, *dx, *cache, *scratch;
     nbt_rng rng = {42};
-    char name[400];
+    char name[512];
     int i;
     memset(&ctx, 0, sizeof ctx);
     memset(&desc, 0, sizeof desc);

@@ -930,7 +930,17 @@ static void preset_names(void) {
                       strstr(c.err, "bf16_weights needs precision BF16") &&
                       nb_ffn_plan_make(&c, &fp, &fd, 1, 2) == NB_ERR_CONFIG,
                   "bf16_weights without BF16 is refused (stack and plans)");
-        d.gemm.bf16_weights = 0;
+        d.gemm.bf16_weights = 0; fd.gemm.bf16_weights = 0;
+        d.gemm.bf16_outputs = 1; fd.gemm.bf16_outputs = 1;
+        nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG &&
+                      strstr(c.err, "bf16_outputs needs precision BF16") &&
+                      nb_ffn_plan_make(&c, &fp, &fd, 1, 2) == NB_ERR_CONFIG,
+                  "bf16_outputs without BF16 is refused (stack and plans)");
+        d.gemm.bf16_outputs = -1; d.gemm.precision = NB_PRECISION_BF16;
+        nbt_check(nb_stack_init(&c, &s, &d, 1, 2) == NB_ERR_CONFIG &&
+                      strstr(c.err, "bf16_outputs (-1) must be 0 or 1"),
+                  "bf16_outputs other than 0 or 1 is refused");
+        d.gemm.bf16_outputs = 0; fd.gemm.bf16_outputs = 0;
     }
 }
 

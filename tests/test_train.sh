@@ -347,6 +347,24 @@ for be in $W16_BACKENDS; do
     fi
   done
 done
+# --bf16-outputs bf16 (gemm.bf16_outputs): the run says so on its kernels line, keeps less per
+# token (the FFN's projection in bf16: d_ff = 128 SwiGLU, 256 values, 0.5 KiB a token a layer),
+# trains to another loss than float32 outputs (the option acts) that is finite, and without
+# --precision bf16 it is refused
+"$TRAIN" "${EV[@]}" --steps 12 --precision bf16 --backend blas > o32.log 2>&1
+rc=$?
+"$TRAIN" "${EV[@]}" --steps 12 --precision bf16 --backend blas --bf16-outputs bf16 > o16.log 2>&1
+rc2=$?
+mem() { sed -n 's/^memory: .*the stack.s cache \([0-9.]*\) per layer.*/\1/p' "$1"; }
+m32="$(mem o32.log)" m16="$(mem o16.log)" l32="$(final_field o32.log loss)" l16="$(final_field o16.log loss)"
+if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q "^kernels: .*the FFN's hidden layer in bf16" o16.log &&
+   awk -v a="$m32" -v b="$m16" 'BEGIN { exit !(a - b > 0.45 && a - b < 0.55) }' &&
+   [ -n "$l16" ] && [ "$l16" != "$l32" ] && awk -v l="$l16" 'BEGIN { exit !(l == l + 0 && l < 1e3) }'; then
+  pass "--bf16-outputs bf16: the FFN's hidden layer in bf16 (cache $m16 KiB/token/layer against $m32), loss $l16 against $l32"
+else
+  fail "--bf16-outputs bf16 (rc $rc $rc2, cache '$m16' vs '$m32', loss '$l16' vs '$l32')"; cat o16.log
+fi
+expect_error "--bf16-outputs without bf16" "add --precision bf16" "${EV[@]}" --steps 1 --bf16-outputs bf16
 sample_text() { # sample_text LOG -> the sampled text (the lines after "sample ...:", no check)
   sed -n '/^sample (/,$p' "$1" | tail -n +2 | grep -v "^check: "
 }

@@ -64,8 +64,10 @@ def check_case(name, c):
     s = {k: float(c[k].item()) for k in SCALARS if k in c}
     key = "".join(chr(int(v)) for v in c["preset_key"].tolist())
     cfg = twin_config(s, key)
-    if name.startswith("bf16_"):  # blocks_bf16.bin: the twin's bf16 mode
-        cfg = cfg.with_fields(gemm=dict(precision="bf16"))
+    if name.startswith("bf16_"):  # blocks_bf16.bin: the twin's bf16 mode (and its out16_ cases
+        # gemm.bf16_outputs)
+        out16 = int(c["bf16_outputs"].item()) if "bf16_outputs" in c else 0
+        cfg = cfg.with_fields(gemm=dict(precision="bf16", bf16_outputs=out16))
     stack = twin.Stack(cfg).double()
     params = {k: v for k, v in c.items()
               if (k.startswith(("blocks.", "embed_norm.", "ln_", "hc_head_", "final_res.")) or

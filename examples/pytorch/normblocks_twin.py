@@ -31,7 +31,11 @@ autograd Function; the softmax backward itself uses the unrounded P). In float32
 library's arithmetic up to the order of the float32 sums; in float64 it is "bf16 operands,
 exact sums", the reference tests/fixtures/blocks_bf16.bin holds. NormBlocksLM's LM head is
 then a bf16 GEMM too, as the trainer's (examples/train --precision bf16). The default
-(gemm.precision "" = "fp32") rounds nothing.
+(gemm.precision "" = "fp32") rounds nothing. gemm.bf16_outputs = 1 (nb_gemm_config.bf16_outputs)
+adds autocast's rounding of the FFN's hidden layer: its projection h (after the bias and
+ffn.in_scale) is rounded before the activation reads it (bf16_rounded: the gradient passes
+unrounded) and the activation's incoming gradient da = bf16(dY) bf16(W_out) is rounded before
+the activation's backward (bf16_rounded_grad).
 
 Equations (x: a B x T x d residual stream, N: a norm with its own gain, and bias for LayerNorm)
 
@@ -216,7 +220,8 @@ __all__ = ["SITE_Q", "SITE_K", "SITE_V", "SITE_C", "SITES_QKV", "SITES_QKVC", "S
            "resolve", "sinkhorn", "permutations", "birkhoff", "block_attn_res",
            "attn_res_sources", "attn_res_weights",
            "norm", "Norm", "Block", "Stack", "NormBlocksLM", "bf16_round", "bf16_matmul",
-           "bf16_linear", "read_safetensors", "write_safetensors", "config_from_metadata",
+           "bf16_linear", "bf16_rounded", "bf16_rounded_grad", "read_safetensors",
+           "write_safetensors", "config_from_metadata",
            "load_checkpoint", "text_val_batches", "text_eval_loss", "text_train_batch", "VOCAB",
            "HF_LAYOUTS", "HF_FAMILIES", "hf_parts", "to_hf", "from_hf", "hf_family", "hf_config",
            "config_from_hf", "read_hf_dir", "load_hf_dir", "save_hf_dir"]
@@ -500,6 +505,8 @@ class GemmConfig:
     """The GEMMs (nb_gemm_config)."""
     precision: str = ""          # "" = "fp32"; "bf16": every GEMM on bf16-rounded operands
                                  # (NB_PRECISION_BF16; see "Precision" at the top)
+    bf16_outputs: int = 0        # bf16 only: 1 = the FFN's hidden layer in bf16, as autocast
+                                 # keeps it (gemm.bf16_outputs; "Precision" at the top)
 
 
 _GROUPS = {"norm": NormConfig, "attn": AttnConfig, "ffn": FfnConfig, "residual": ResidualConfig,
@@ -781,6 +788,8 @@ def resolve(cfg):
     c.gemm.precision = c.gemm.precision or "fp32"
     if c.gemm.precision not in ("fp32", "bf16"):
         raise ValueError("gemm.precision: fp32 or bf16")
+    if c.gemm.bf16_outputs not in (0, 1) or (c.gemm.bf16_outputs and c.gemm.precision != "bf16"):
+        raise ValueError("gemm.bf16_outputs: 0, or 1 with gemm.precision bf16")
     if ffn.type not in ("swiglu", "gelu_tanh", "gelu_erf"):
         raise ValueError("ffn.type: swiglu, gelu_tanh or gelu_erf")
     if ffn.d_ff == 0:
@@ -1213,6 +1222,31 @@ def bf16_matmul(a, b, grad_scale=1.0):
     return _BF16MatMul.apply(a, b, grad_scale)
 
 
+class _BF16Rounded(torch.autograd.Function):
+    """x rounded to bf16 in the forward (grad=False) or its gradient in the backward (True)."""
+
+    @staticmethod
+    def forward(ctx, x, grad):
+        ctx.grad = grad
+        return x.clone() if grad else bf16_round(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (bf16_round(g) if ctx.grad else g), None
+
+
+def bf16_rounded(x):
+    """bf16(x), the gradient passed through unrounded: a GEMM's output kept in bf16
+    (gemm.bf16_outputs' h)."""
+    return _BF16Rounded.apply(x, False)
+
+
+def bf16_rounded_grad(x):
+    """x, its gradient rounded to bf16: the output of a backward GEMM kept in bf16
+    (gemm.bf16_outputs' da)."""
+    return _BF16Rounded.apply(x, True)
+
+
 def bf16_linear(x, weight, bias=None, grad_scale=1.0):
     """F.linear(x, weight, bias) as a BF16 stack's projection: bf16(x) bf16(weight)^T over the
     rows of x (one GEMM, as the library's: its weight gradient sums over all of them), the bias
@@ -1487,12 +1521,16 @@ class Block(nn.Module):
         if self.c.ffn.in_scale > 0:  # nGPT's s_uv, per column (with the bias)
             h = h * (math.sqrt(self.c.d_model) * self.suv)
             self._t("ffn", "proj_scaled", h)
+        if self.c.gemm.bf16_outputs:
+            h = bf16_rounded(h)
         if self.c.ffn.type == "swiglu":
             u, z = h.chunk(2, dim=-1)
             a = F.silu(z) * u
         else:
             a = F.gelu(h, approximate="tanh" if self.c.ffn.type == "gelu_tanh" else "none")
         self._t("ffn", "act", a)
+        if self.c.gemm.bf16_outputs:
+            a = bf16_rounded_grad(a)
         out = self._linear(self.ff_out, a)
         self._t("ffn", "out", out)
         return out

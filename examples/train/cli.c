@@ -293,6 +293,10 @@ static const opt k_opts[] = {
     {"bf16-weights", "copy|forward", K_CHOICE, F(machine.bf16_per_forward), 0, 0, "copy|forward", NULL, 0,
      "bf16: the weights' bf16 copy, written by AdamW once per step (copy), or rounded by every\n"
      "forward (forward: the library's default; the same numbers, for comparisons) [copy]"},
+    {"bf16-outputs", "fp32|bf16", K_CHOICE, F(machine.bf16_outputs), 0, 0, "fp32|bf16", NULL, 0,
+     "bf16: the FFN's hidden layer (its projection, as cached, and its incoming gradient) in bf16\n"
+     "as PyTorch's autocast keeps it: half its memory; on oneDNN with a bf16 matrix unit the\n"
+     "GEMMs write it in bf16 (gemm.bf16_outputs) [fp32: float32 outputs]"},
     {"backend", "auto|blas|dnnl", K_CHOICE, F(machine.backend), 0, 0, "auto|blas|dnnl", NULL, 0,
      "the stack's GEMMs: OpenBLAS (bf16: portable, slow) or oneDNN (NB_USE_DNNL builds) [auto]"},
     {"dyt-alpha", "A", K_REAL, F(model.norm.dyt_alpha), 1e-6, 100, NULL, NULL, O_TRAIN,
@@ -745,6 +749,8 @@ static int check_combinations(const config* c, const seen_flags* seen) {
     if (c->model.mup.on && c->model.residual.completep > 0)
         return fail("--mup with --completep: both set the width rules (CompleteP's are muP's with its depth rules); give one");
     if (seen->layers && c->model.schedule[0]) return fail("--schedule sets the number of layers; drop --layers");
+    if (c->machine.bf16_outputs && !c->machine.bf16)
+        return fail("--bf16-outputs bf16 rounds the outputs of bf16 GEMMs: add --precision bf16 (or auto)");
     if (c->machine.inj_kind && !c->machine.check_finite) return fail("--inject tests --check-finite: add it");
     if (c->machine.inj_kind && c->machine.inj_layer >= (c->model.schedule[0] ? MAX_LAYERS : c->model.n_layers))
         return fail("--inject: layer %d does not exist", c->machine.inj_layer);
@@ -1055,6 +1061,7 @@ int make_desc(const config* c, nb_stack_desc* d, nb_layer_desc* layers) {
     d->run.check_finite = c->machine.check_finite;
     d->gemm.precision = c->machine.bf16 ? NB_PRECISION_BF16 : NB_PRECISION_FP32; /* auto: see model_init */
     d->gemm.bf16_weights = c->machine.bf16 && !c->machine.bf16_per_forward; /* the copy AdamW writes (model.w16) */
+    d->gemm.bf16_outputs = c->machine.bf16 && c->machine.bf16_outputs;
     d->gemm.backend = (nb_backend)c->machine.backend;
     d->run.param_grads = NB_GRAD_OVERWRITE; /* one backward per step: no zero-grad pass */
     if (!strcmp(c->model.ffn.kind, "gelu")) d->ffn.type = NB_FFN_GELU_TANH;

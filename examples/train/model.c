@@ -132,6 +132,7 @@ int model_init(model* m, const config* c) {
         nb_stack_free(&m->s);
         d.gemm.precision = NB_PRECISION_FP32;
         d.gemm.bf16_weights = 0;
+        d.gemm.bf16_outputs = 0;
         if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->loop.seq) != NB_OK)
             return fail("invalid model: %s", m->ctx.err);
     } else if (c->machine.bf16 == 2 && m->ctx.gemm_probe_ms[1] > 0) {

@@ -195,6 +195,7 @@ typedef struct cfg_machine {
                                  on bf16 operands; a run option, not a property of the model or
                                  checkpoint */
     int bf16_per_forward;     /* --bf16-weights forward: no copy written by AdamW */
+    int bf16_outputs;         /* --bf16-outputs bf16: gemm.bf16_outputs (autocast's FFN hidden layer) */
     int backend;              /* --backend: an nb_backend */
     int zero;                 /* --zero: ZeRO-1 optimizer-state sharding over the ranks */
     int bucket_kb;            /* gradient bucket size for the reduction during backward */

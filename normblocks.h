@@ -4024,6 +4024,8 @@ typedef struct nb__attn_mem {
     /* BF16 without a C norm or a gate: c16 again, written by the core task by task while O's
        tile is in cache (NULL: a conversion pass after the core) */
     unsigned short* o16;
+    /* The packed path's backward: dO's bf16 copy already made (by the GEMM that wrote dC) */
+    int do16_made;
     /* BF16 scratch: the core's operands for nb__bdot, per (batch, KV head) K and V as B
        operands (kt, vt: of K^T and V^T; kp, vp: of K and V), per (batch, head) Q^T and dO^T
        (qt, dot: d_k x T32), per thread the tile's P or dS rows and P's and dS's row pairs
@@ -4936,7 +4938,7 @@ static void nb__attn_core_backward(nb_ctx* ctx, const nb_attn_plan* pl, int B, i
     const size_t part_size = (size_t)T * 2 * dk;
     int task, row;
     if (pk) { /* dO in bf16 (dout16 is free once dC and dW_o are made), then the packs */
-        nb__to_bf16(ctx, m->dout16, m->dc, B * T, d, d);
+        if (!m->do16_made) nb__to_bf16(ctx, m->dout16, m->dc, B * T, d, d);
         nb__attn_pack(ctx, pl, B, T, m, 1);
     }
     NB__OMP(parallel for schedule(dynamic, 1) num_threads(nb_num_threads(ctx)) if(par))
@@ -5383,14 +5385,20 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
     nb__attn_weights16(pl, p, &m);
     NB_ASSERT(bf || !(k->opts & NB__DOUT16_GIVEN));
     if (bf && !(k->opts & NB__DOUT16_GIVEN)) nb__to_bf16(ctx, m.dout16, dout, BT, d, d);
-    /* dC = dout W_o */
-    if ((rc = nb__gemm(&at, BT, d, d, 1, nb__op(dout, m.dout16, d, 0),
-                       nb__op(p->w_o, m.wo16, d, 0), 0, m.dc, d)))
-        return rc;
+    /* dC = dout W_o. The packed path reads dO only as bf16: where nothing comes between (no C
+       norm, no gate) and the GEMM writes bf16 (oneDNN), it writes that copy itself, into dC's
+       buffer (dout16 is still dW_o's operand), the same rounding of the same product */
+    m.do16_made = NB__PACKED(pl) && !m.sig && !nb__site_on(pl, 3) && nb__gemm_writes16(&at);
+    rc = m.do16_made ? nb__gemm16(&at, BT, d, d, nb__op(dout, m.dout16, d, 0),
+                                  nb__op(p->w_o, m.wo16, d, 0), (unsigned short*)m.dc, d)
+                     : nb__gemm(&at, BT, d, d, 1, nb__op(dout, m.dout16, d, 0),
+                                nb__op(p->w_o, m.wo16, d, 0), 0, m.dc, d);
+    if (rc) return rc;
     /* dW_o += dout^T C' (or = with NB__BWD_WRITE_DW, as for dW_qkv) */
     if ((rc = nb__gemm(&at, d, d, BT, 1, nb__op(dout, m.dout16, d, 1),
                        nb__op(m.cg, m.c16, d, 0), dw_beta, g->w_o, d)))
         return rc;
+    if (m.do16_made) m.dout16 = (unsigned short*)m.dc;
     if ((pl->desc.attn.bias & NB_ATTN_BIAS_OUT) && /* db_o += dout^T 1 */
         (rc = nb__bias_grad(ctx, g->b_o, dout, BT, d, m.ones)))
         return rc;

@@ -314,7 +314,8 @@
        out_normed (the output norm's result, when one), res_normed (N_res(x), residual_norm),
        sum (before the post norm, when one), x_out (the sublayer's output); for its FFN
        "blocks.<l>.ffn.": h, proj (x W_in^T + b_in), proj_scaled (times sqrt(d) s_uv:
-       ffn.in_scale), act (the activation), out, out_normed, res_normed, sum, x_out; then
+       ffn.in_scale; the last of the two rounded to bf16 with gemm.bf16_outputs, as the
+       activation reads it), act (the activation), out, out_normed, res_normed, sum, x_out; then
        blocks.<l>.x (and blocks.<l>.y, SiameseNorm's second stream), the layer's output; out
        (the stack's output, after the final norms).
        Hyper-connections: per sublayer first hc_maps (B*T x (2n + n^2): pre, post, comb) and

@@ -1517,12 +1517,13 @@ class Block(nn.Module):
         """SwiGLU (first half value u, second half gate z) or GELU MLP; with ffn.in_scale the
         projection times sqrt(d) suv first."""
         h = self._linear(self.ff_proj, x)
-        self._t("ffn", "proj", h)
-        if self.c.ffn.in_scale > 0:  # nGPT's s_uv, per column (with the bias)
+        scaled = self.c.ffn.in_scale > 0  # nGPT's s_uv, per column (with the bias)
+        if scaled:
+            self._t("ffn", "proj", h)
             h = h * (math.sqrt(self.c.d_model) * self.suv)
-            self._t("ffn", "proj_scaled", h)
-        if self.c.gemm.bf16_outputs:
+        if self.c.gemm.bf16_outputs:  # traced as the activation reads it, as the library's
             h = bf16_rounded(h)
+        self._t("ffn", "proj_scaled" if scaled else "proj", h)
         if self.c.ffn.type == "swiglu":
             u, z = h.chunk(2, dim=-1)
             a = F.silu(z) * u

@@ -3847,10 +3847,15 @@ static nb_result nb__gemm(const nb__gemm_at* at, int M, int N, int K, nb_real al
     return rc;
 }
 
-/* Whether GEMMs at `at` write bf16 outputs themselves (gemm.bf16_outputs): oneDNN's bf16
-   matmul does (half the bytes written and read back); elsewhere the caller rounds the float
-   output where it next reads it. */
+/* Whether GEMMs at `at` write bf16 outputs themselves (gemm.bf16_outputs, the packed
+   attention's dO): oneDNN's bf16 matmul does (half the bytes written and read back); elsewhere
+   the caller rounds the float output where it next reads it. NB__TEST_GEMM16 (tests only)
+   makes every bf16 GEMM write them (nb__gemm16 then rounds the portable path's float result),
+   so that the callers' paths for it run on CPUs without a bf16 matmul. */
 static int nb__gemm_writes16(const nb__gemm_at* at) {
+#ifdef NB__TEST_GEMM16
+    if (at->bf16) return 1;
+#endif
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
     return at->mm != NULL && at->bf16;
 #else
@@ -3870,10 +3875,19 @@ static nb_result nb__gemm16(const nb__gemm_at* at, int M, int N, int K, nb__mat 
 #endif
     NB_ASSERT(nb__gemm_writes16(at) && A.half && B.half);
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
-    if (!rc) rc = nb__mm_gemm(at, nt, M, N, K, A, B, 0, C, 1, ldc);
-#else
-    (void)nt;
+    if (!rc && at->mm) rc = nb__mm_gemm(at, nt, M, N, K, A, B, 0, C, 1, ldc);
 #endif
+#ifdef NB__TEST_GEMM16
+    if (!rc && !at->mm) {
+        void* user = at->ctx ? at->ctx->alloc_user : NULL;
+        float* f = (float*)NB_MALLOC(sizeof(float) * (size_t)M * N, user);
+        int r;
+        rc = f ? nb__gemm_run(at, M, N, K, 1, A, B, 0, f, N) : NB_ERR_NOMEM;
+        for (r = 0; r < M && !rc; r++) nb__row_bf16(C + (size_t)r * ldc, f + (size_t)r * N, N);
+        if (f) NB_FREE(f, user);
+    }
+#endif
+    (void)nt;
     nb__prof_end(at->ctx, NB_PROF_GEMM, t0);
     return rc;
 }

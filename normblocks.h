@@ -151,6 +151,8 @@
      nb_stack_set_layout                          bind a trainer's own parameter layout
      nb_gemm_bf16, nb_bf16_kernels, .precision    bf16 GEMM operands (mixed precision)
      nb_stack_set_bf16_weights, nb_bf16_round     the weights' bf16 copy kept by the caller
+     nb_stack_gemm_bf16                           the caller's GEMMs (LM head) on the stack's
+                                                  engine, bf16 operands
      .gemm.bf16_outputs                           autocast's bf16 FFN hidden layer
      nb_stack_set_value_embeds                    the value embeddings' rows of a call (the
                                                   caller's tables, modded-nanogpt's)
@@ -1402,6 +1404,18 @@ NBDEF nb_result nb_stack_set_layout(nb_ctx* ctx, nb_stack* s, const size_t* offs
    nb_stack_qk_clip, a load), best by the optimizer's own pass. The stack keeps the pointer;
    NULL unsets it (forward is then NB_ERR_NULL). NB_ERR_CONFIG without desc.gemm.bf16_weights. */
 NBDEF nb_result nb_stack_set_bf16_weights(nb_ctx* ctx, nb_stack* s, const unsigned short* w16);
+/* A GEMM of the caller's next to a BF16 stack, on the engine of the stack's projections (oneDNN's
+   bf16 matmul where they run there, else the portable path: nb_stack_kernels): C = alpha op(A)
+   op(B) + beta C with A and B given as bf16 bits (nb_bf16_round; the weights' copy of
+   nb_stack_set_bf16_weights), products accumulated in float32, as nb_gemm_bf16, which takes
+   float operands and runs the portable path. For a trainer's LM head. On the portable path the
+   results are bitwise nb_gemm_bf16's on the same values; oneDNN sums in its own order (and
+   takes beta other than 0 or 1 to the portable path). NB_ERR_CONFIG for a stack that is not
+   BF16 (NB_ERR_NULL without s); otherwise as nb_gemm. Trusted: as nb_gemm. */
+NBDEF nb_result nb_stack_gemm_bf16(nb_ctx* ctx, const nb_stack* s, int transa, int transb, int M,
+                                   int N, int K, nb_real alpha, const unsigned short* A, int lda,
+                                   const unsigned short* B, int ldb, nb_real beta, nb_real* C,
+                                   int ldc);
 /* The value embeddings' rows of the next calls, for a stack with desc.residual.value_embeds = N:
    ve holds N tables of B*T x H_kv*d_k values, table t at ve + t*B*T*H_kv*d_k, row r = b*T + i
    the caller's table t at the token of position (b, i) (the B, T of the call); the backward
@@ -3549,7 +3563,7 @@ static nb__gemm_at nb__at(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16) {
 }
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
 #include <oneapi/dnnl/dnnl.h>
-enum { NB__MM_CAP = 48, NB__MM_KEY = 12 };
+enum { NB__MM_CAP = 48, NB__MM_KEY = 13 };
 typedef struct nb__mm_prim {
     int key[NB__MM_KEY];
     dnnl_primitive_t prim;
@@ -3592,7 +3606,7 @@ static dnnl_status_t nb__mm_descs(const int* k, dnnl_memory_desc_t* md) {
 }
 
 /* key: transa, transb, M, N, K, lda, ldb, ldc, beta != 0 (a sum post-op), bf16, threads,
-   bf16 output */
+   bf16 output, alpha != 1 (an output scale given at execution) */
 static dnnl_status_t nb__mm_make(const nb__mm* mm, const int* k, dnnl_primitive_t* prim,
                                  const char** impl, size_t* bytes) {
     dnnl_memory_desc_t md[3];
@@ -3608,6 +3622,10 @@ static dnnl_status_t nb__mm_make(const nb__mm* mm, const int* k, dnnl_primitive_
         return st;
     if (k[8] && !(st = dnnl_post_ops_create(&po)) && !(st = dnnl_post_ops_append_sum(po, 1.0f)))
         st = dnnl_primitive_attr_set_post_ops(attr, po);
+    if (!st && k[12]) { /* C = alpha op(A) op(B) (+ C): the scale before the sum */
+        const float runtime = DNNL_RUNTIME_F32_VAL;
+        st = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &runtime);
+    }
     if (!st) st = dnnl_primitive_desc_create(&pd, &desc, attr, mm->eng, NULL);
     if (!st && impl) st = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, impl);
     if (!st && bytes) {
@@ -3728,10 +3746,10 @@ static nb__mm_prim* nb__mm_find(nb__mm* mm, const int* key, dnnl_status_t* st) {
     return &mm->prims[lru];
 }
 
-/* C = op(A) op(B) + beta C (beta 0 or 1) on oneDNN with nt threads; A, B both bf16 or float;
-   C float, or bf16 bits when c16. */
-static nb_result nb__mm_gemm(const nb__gemm_at* at, int nt, int M, int N, int K, nb__mat A,
-                             nb__mat B, nb_real beta, void* C, int c16, int ldc) {
+/* C = alpha op(A) op(B) + beta C (beta 0 or 1) on oneDNN with nt threads; A, B both bf16 or
+   float; C float, or bf16 bits when c16. */
+static nb_result nb__mm_gemm(const nb__gemm_at* at, int nt, int M, int N, int K, float alpha,
+                             nb__mat A, nb__mat B, nb_real beta, void* C, int c16, int ldc) {
     nb_ctx* ctx = at->ctx;
     nb__mm* mm = at->mm;
     int key[NB__MM_KEY], i;
@@ -3739,7 +3757,7 @@ static nb_result nb__mm_gemm(const nb__gemm_at* at, int nt, int M, int N, int K,
     const char* what = "creating the primitive";
     key[0] = A.trans; key[1] = B.trans; key[2] = M; key[3] = N; key[4] = K; key[5] = A.ld;
     key[6] = B.ld; key[7] = ldc; key[8] = beta != 0; key[9] = A.half; key[10] = nt;
-    key[11] = c16;
+    key[11] = c16; key[12] = alpha != 1;
     {
 #ifdef _OPENMP
         const int saved = omp_get_max_threads();
@@ -3748,21 +3766,25 @@ static nb_result nb__mm_gemm(const nb__gemm_at* at, int nt, int M, int N, int K,
 #endif
         nb__mm_prim* e = nb__mm_find(mm, key, &st);
         if (e) {
-            dnnl_memory_desc_t md[3];
-            dnnl_memory_t mem[3] = {NULL, NULL, NULL};
-            void* ptr[3];
-            dnnl_exec_arg_t args[3];
-            ptr[0] = (void*)(size_t)A.p; ptr[1] = (void*)(size_t)B.p; ptr[2] = C;
+            dnnl_memory_desc_t md[4];
+            dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
+            void* ptr[4];
+            dnnl_exec_arg_t args[4];
+            const int nargs = key[12] ? 4 : 3;
+            const dnnl_dims_t one = {1};
+            ptr[0] = (void*)(size_t)A.p; ptr[1] = (void*)(size_t)B.p; ptr[2] = C; ptr[3] = &alpha;
             args[0].arg = DNNL_ARG_SRC; args[1].arg = DNNL_ARG_WEIGHTS; args[2].arg = DNNL_ARG_DST;
+            args[3].arg = DNNL_ARG_ATTR_OUTPUT_SCALES;
             e->used = ++mm->tick;
             what = "executing";
             st = nb__mm_descs(key, md);
-            for (i = 0; i < 3 && !st; i++)
+            if (!st) st = dnnl_memory_desc_init_by_tag(&md[3], 1, one, dnnl_f32, dnnl_a);
+            for (i = 0; i < nargs && !st; i++)
                 st = dnnl_memory_create(&mem[i], &md[i], mm->eng, ptr[i]);
-            for (i = 0; i < 3; i++) args[i].memory = mem[i];
-            if (!st) st = dnnl_primitive_execute(e->prim, mm->stream, 3, args);
+            for (i = 0; i < nargs; i++) args[i].memory = mem[i];
+            if (!st) st = dnnl_primitive_execute(e->prim, mm->stream, nargs, args);
             if (!st) st = dnnl_stream_wait(mm->stream);
-            for (i = 0; i < 3; i++)
+            for (i = 0; i < nargs; i++)
                 if (mem[i]) dnnl_memory_destroy(mem[i]);
         }
 #ifdef _OPENMP
@@ -3814,9 +3836,8 @@ static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_rea
     if (omp_in_parallel()) nt = 1;
 #endif
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
-    if (at->mm && A.half == B.half && A.half == (bf16 != 0) && alpha == 1 &&
-        (beta == 0 || beta == 1))
-        return nb__mm_gemm(at, nt, M, N, K, A, B, beta, C, 0, ldc);
+    if (at->mm && A.half == B.half && A.half == (bf16 != 0) && (beta == 0 || beta == 1))
+        return nb__mm_gemm(at, nt, M, N, K, (float)alpha, A, B, beta, C, 0, ldc);
 #endif
     /* A threaded BLAS parallelizes the call itself; otherwise we split C into a grid of nt
        blocks (nb__gemm_grid) and call the single-threaded BLAS once per thread. Each element
@@ -3875,7 +3896,7 @@ static nb_result nb__gemm16(const nb__gemm_at* at, int M, int N, int K, nb__mat 
 #endif
     NB_ASSERT(nb__gemm_writes16(at) && A.half && B.half);
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
-    if (!rc && at->mm) rc = nb__mm_gemm(at, nt, M, N, K, A, B, 0, C, 1, ldc);
+    if (!rc && at->mm) rc = nb__mm_gemm(at, nt, M, N, K, 1, A, B, 0, C, 1, ldc);
 #endif
 #ifdef NB__TEST_GEMM16
     if (!rc && !at->mm) {
@@ -7153,6 +7174,20 @@ NBDEF nb_result nb_stack_set_bf16_weights(nb_ctx* ctx, nb_stack* s, const unsign
               "itself)");
     s->weights16 = w16;
     return NB_OK;
+}
+
+NBDEF nb_result nb_stack_gemm_bf16(nb_ctx* ctx, const nb_stack* s, int transa, int transb, int M,
+                                   int N, int K, nb_real alpha, const unsigned short* A, int lda,
+                                   const unsigned short* B, int ldb, nb_real beta, nb_real* C,
+                                   int ldc) {
+    NB__CHECK(!s, NB_ERR_NULL, "nb_stack_gemm_bf16: s is NULL");
+    NB__CHECK(s->desc.gemm.precision != NB_PRECISION_BF16, NB_ERR_CONFIG, "nb_stack_gemm_bf16: "
+              "the stack is not BF16 (its GEMMs are float32: use nb_gemm)");
+    {
+        const nb__gemm_at at = nb__at(ctx, "nb_stack_gemm_bf16", s->mm, 1);
+        return nb__gemm(&at, M, N, K, alpha, nb__mh(A, lda, transa), nb__mh(B, ldb, transb),
+                        beta, C, ldc);
+    }
 }
 
 NBDEF nb_result nb_stack_set_value_embeds(nb_ctx* ctx, nb_stack* s, const nb_real* ve,

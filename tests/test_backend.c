@@ -392,6 +392,91 @@ static void profile(nb_precision prec) {
     nb_stack_free(&s);
 }
 
+/* The caller's GEMMs on a stack's engine: nb_stack_gemm_bf16 (BF16 stacks: every transpose,
+   strides wider than the rows, alpha 1 and not, beta 0 and 1) against a double product of the
+   same bf16 values, within gamma_(K+2) of the terms' sizes; on the portable path bitwise
+   nb_gemm_bf16's on the floats those bits round. An FP32 stack on oneDNN runs the same GEMMs
+   through the engine's float32 matmul (its output scale for alpha: the path of the bf16 one,
+   on every CPU oneDNN runs on). */
+static void caller_gemm(nb_precision prec, nb_backend be) {
+    enum { M = 37, N = 29, K = 45, LD = 50 };
+    const double u = 1.0 / 16777216.0, gamma = (K + 2) * u / (1 - (K + 2) * u);
+    const int bf = prec == NB_PRECISION_BF16;
+    nb_ctx ctx;
+    nb_stack s;
+    nb_stack_desc desc;
+    nbt_rng rng = {0xCA11E4};
+    nb_real a[LD * LD], b[LD * LD], c0[M * LD], c[M * LD], c2[M * LD];
+    unsigned short a16[LD * LD], b16[LD * LD];
+    int ta, tb, rep, i, j, k, ok = 1;
+    char name[600];
+    memset(&ctx, 0, sizeof ctx);
+    memset(&desc, 0, sizeof desc);
+    ctx.num_threads = 2;
+    desc.n_layers = 1; desc.d_model = D; desc.n_heads = H;
+    desc.gemm.precision = prec;
+    desc.gemm.backend = be;
+    if (nb_stack_init(&ctx, &s, &desc, 1, 4)) {
+        if (strstr(ctx.err, "no bf16 matmul")) printf("SKIP (caller's GEMM, oneDNN, bf16): %s\n", ctx.err);
+        else nbt_check(0, ctx.err);
+        return;
+    }
+    nbt_fill(&rng, a, LD * LD, 0, 1);
+    nbt_fill(&rng, b, LD * LD, 0, 1);
+    nbt_fill(&rng, c0, M * LD, 0, 1);
+    nb_bf16_round(a16, a, LD * LD);
+    nb_bf16_round(b16, b, LD * LD);
+    for (ta = 0; ta < 2; ta++)
+        for (tb = 0; tb < 2; tb++)
+            for (rep = 0; rep < 4; rep++) {
+                const nb_real alpha = rep & 1 ? (nb_real)0.37 : 1, beta = rep & 2 ? 1 : 0;
+                nb_result rc;
+                memcpy(c, c0, sizeof c);
+                if (bf) {
+                    rc = nb_stack_gemm_bf16(&ctx, &s, ta, tb, M, N, K, alpha, a16, LD, b16, LD,
+                                            beta, c, LD);
+                } else { /* the engine's float32 matmul, as the stack's projections run it */
+                    const nb__gemm_at at = nb__at(&ctx, "caller_gemm", s.mm, 0);
+                    rc = nb__gemm(&at, M, N, K, alpha, nb__m(a, LD, ta), nb__m(b, LD, tb), beta,
+                                  c, LD);
+                }
+                if (!nbt_check(rc == NB_OK, ctx.err)) continue;
+                for (i = 0; i < M; i++)
+                    for (j = 0; j < N; j++) {
+                        double sum = 0, sa = 0;
+                        for (k = 0; k < K; k++) {
+                            double x = ta ? a[k * LD + i] : a[i * LD + k];
+                            double y = tb ? b[j * LD + k] : b[k * LD + j];
+                            if (bf) { x = rne_bf16(x); y = rne_bf16(y); }
+                            sum += x * y;
+                            sa += fabs(x * y);
+                        }
+                        sum = alpha * sum + beta * c0[i * LD + j];
+                        sa = fabs(alpha) * sa + fabs(beta * c0[i * LD + j]);
+                        if (!(fabs(c[i * LD + j] - sum) <= gamma * sa)) ok = 0;
+                    }
+                for (i = 0; i < M; i++) /* the columns past N untouched */
+                    for (j = N; j < LD; j++) ok &= c[i * LD + j] == c0[i * LD + j];
+                if (bf && s.desc.gemm.backend == NB_BACKEND_BLAS) {
+                    memcpy(c2, c0, sizeof c2);
+                    nb_gemm_bf16(&ctx, ta, tb, M, N, K, alpha, a, LD, b, LD, beta, c2, LD);
+                    ok &= !memcmp(c, c2, sizeof c);
+                }
+            }
+    snprintf(name, sizeof name, "the caller's GEMMs on the stack's engine (%s): every transpose, "
+             "alpha, beta, against double%s", nb_stack_kernels(&s),
+             bf && s.desc.gemm.backend == NB_BACKEND_BLAS ? ", bitwise nb_gemm_bf16's" : "");
+    nbt_check(ok, name);
+    if (!bf) {
+        nbt_check(nb_stack_gemm_bf16(&ctx, &s, 0, 0, M, N, K, 1, a16, LD, b16, LD, 0, c, LD) ==
+                      NB_ERR_CONFIG && strstr(ctx.err, "not BF16"),
+                  "nb_stack_gemm_bf16 refuses a float32 stack");
+        nbt_check(nb_stack_gemm_bf16(&ctx, NULL, 0, 0, M, N, K, 1, a16, LD, b16, LD, 0, c, LD) ==
+                      NB_ERR_NULL, "nb_stack_gemm_bf16 refuses a NULL stack");
+    }
+    nb_stack_free(&s);
+}
+
 static void refusals(void) {
     nb_ctx ctx;
     nb_stack s;
@@ -433,6 +518,12 @@ int main(void) {
 #endif
 #ifdef _OPENMP
     nbt_check(omp_get_max_threads() == before, "the caller's OpenMP nthreads is unchanged");
+#endif
+    caller_gemm(NB_PRECISION_FP32, NB_BACKEND_BLAS);
+    caller_gemm(NB_PRECISION_BF16, NB_BACKEND_BLAS);
+#ifdef NB_USE_DNNL
+    caller_gemm(NB_PRECISION_FP32, NB_BACKEND_DNNL);
+    caller_gemm(NB_PRECISION_BF16, NB_BACKEND_DNNL);
 #endif
     refusals();
     bf16_rounding();

@@ -17,6 +17,7 @@ void model_free(model* m) {
     dist_destroy(m->dist);
     free(m->p); free(m->g); free(m->m); free(m->v); free(m->w16); free(m->decay); free(m->group); free(m->sz_terms);
     free(m->x); free(m->h); free(m->dh); free(m->dx); free(m->logits); free(m->ve_rows); free(m->ve_grad);
+    free(m->h16); free(m->dl16);
     free(m->cache); free(m->scratch); free(m->row_loss); free(m->tok); free(m->mask);
     free(m->head_max); free(m->head_mass); free(m->head_gate); free(m->head_sink);
     free(m->gn_part);
@@ -198,6 +199,10 @@ int model_init(model* m, const config* c) {
     m->dh = (nb_real*)xcalloc(bt * m->d, sizeof(nb_real));
     m->dx = (nb_real*)xcalloc(bt * m->d, sizeof(nb_real));
     m->logits = (nb_real*)xcalloc(bt * VOCAB, sizeof(nb_real));
+    if (m->w16) { /* the head on the stack's engine: its operands in bf16 (head_gemm) */
+        m->h16 = (unsigned short*)xcalloc(bt * m->d, sizeof(unsigned short));
+        m->dl16 = (unsigned short*)xcalloc(bt * VOCAB, sizeof(unsigned short));
+    }
     m->cache = (nb_real*)xcalloc(m->s.n_cache, sizeof(nb_real));
     m->scratch = (nb_real*)xcalloc(m->s.n_scratch, sizeof(nb_real));
     m->row_loss = (double*)xcalloc(bt, sizeof(double));
@@ -293,13 +298,26 @@ int model_tensors(const model* m, ck_tensor* table) {
 
 size_t tensor_count(const ck_tensor* t) { return (size_t)t->rows * (size_t)(t->cols ? t->cols : 1); }
 
-/* The LM head's GEMMs (C overwritten) in the stack's precision. */
+/* The LM head's GEMMs (C overwritten) in the stack's precision. In BF16 with the weights' bf16
+   copy (w16) on the stack's engine, from the bf16 copies of the operands A16 and B16 (the same
+   values nb_gemm_bf16 rounds A and B to: on the portable path the same bits). */
 static nb_result head_gemm(model* m, int ta, int tb, int M, int N, int K, nb_real alpha,
-                           const nb_real* A, int lda, const nb_real* B, int ldb, nb_real* C,
-                           int ldc) {
+                           const nb_real* A, const unsigned short* A16, int lda, const nb_real* B,
+                           const unsigned short* B16, int ldb, nb_real* C, int ldc) {
+    if (m->h16)
+        return nb_stack_gemm_bf16(&m->ctx, &m->s, ta, tb, M, N, K, alpha, A16, lda, B16, ldb, 0,
+                                  C, ldc);
     return m->s.desc.gemm.precision == NB_PRECISION_BF16
                ? nb_gemm_bf16(&m->ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0, C, ldc)
                : nb_gemm(&m->ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0, C, ldc);
+}
+
+/* dst = the bits of bf16(src), n values, threaded (the head's operands) */
+static void round_bf16(const model* m, unsigned short* dst, const nb_real* src, long long n) {
+    const long long chunk = 1 << 16;
+    long long c;
+    TR_OMP(omp parallel for schedule(static) num_threads(nb_num_threads(&m->ctx)))
+    for (c = 0; c < n; c += chunk) nb_bf16_round(dst + c, src + c, (size_t)(n - c < chunk ? n - c : chunk));
 }
 
 /* The multiplier of the embedding rows: the learnable scalar, or the constant (1, Gemma's
@@ -349,7 +367,9 @@ int model_step(model* m, int train, double* count, double* out) {
     if (nb_stack_forward(&m->ctx, &m->s, m->p + m->off_stack, m->h, m->x, B, T, m->cache,
                          m->scratch) != NB_OK)
         return train ? fail("forward, step %d: %s", m->step + 1, m->ctx.err) : fail("forward: %s", m->ctx.err);
-    if (head_gemm(m, 0, 1, (int)bt, VOCAB, d, (nb_real)m->out_mult, m->h, d, head, d, m->logits, VOCAB))
+    if (m->h16) round_bf16(m, m->h16, m->h, bt * d);
+    if (head_gemm(m, 0, 1, (int)bt, VOCAB, d, (nb_real)m->out_mult, m->h, m->h16, d, head,
+                  m->h16 ? m->w16 + m->off_head : NULL, d, m->logits, VOCAB))
         return fail("head: %s", m->ctx.err);
     /* per row: loss = lse(z) - z[target]; with train, z becomes softmax(z) - onehot (the
        1/count of the mean is applied by the head GEMMs, once the global count is known).
@@ -409,9 +429,11 @@ int model_step(model* m, int train, double* count, double* out) {
     inv *= m->out_mult; /* logits = out_mult h head^T */
     dist_grads_begin(m->dist, m->g);
     gnorm_begin(m);
-    if (head_gemm(m, 1, 0, VOCAB, d, (int)bt, (nb_real)inv, m->logits, VOCAB, m->h, d,
-                  m->g + m->off_head, d) ||
-        head_gemm(m, 0, 0, (int)bt, d, VOCAB, (nb_real)inv, m->logits, VOCAB, head, d, m->dh, d))
+    if (m->h16) round_bf16(m, m->dl16, m->logits, bt * VOCAB);
+    if (head_gemm(m, 1, 0, VOCAB, d, (int)bt, (nb_real)inv, m->logits, m->dl16, VOCAB, m->h,
+                  m->h16, d, m->g + m->off_head, d) ||
+        head_gemm(m, 0, 0, (int)bt, d, VOCAB, (nb_real)inv, m->logits, m->dl16, VOCAB, head,
+                  m->h16 ? m->w16 + m->off_head : NULL, d, m->dh, d))
         return fail("head backward: %s", m->ctx.err);
     grads_ready(m, m->off_head, m->n - m->off_head); /* the head and nGPT's sz */
     m->bad_grad[0] = 0; /* the stack overwrites its gradients (param_grads): no zeroing pass */

@@ -167,9 +167,10 @@ static void print_options(const config* c, const nb_stack_desc* d) {
    logits; bench/README.md compares it with PyTorch's), and what does not grow with the batch. */
 static void print_memory(const model* m) {
     const double tok = (double)m->B * m->T, kib = 1024, mib = 1024 * 1024;
-    const double stack = (double)m->s.n_cache * sizeof(nb_real), head = tok * VOCAB * sizeof(nb_real);
+    const double stack = (double)m->s.n_cache * sizeof(nb_real);
+    const double head = tok * (VOCAB * sizeof(nb_real) + (m->h16 ? (m->d + VOCAB) * 2.0 : 0)); /* and its bf16 operands */
     const double state = (double)(m->n * 2 + m->n_upd * 2) * sizeof(nb_real) + (m->w16 ? m->n * 2.0 : 0);
-    say("memory: %.1f KiB per token kept for the backward (the stack's cache %.1f per layer, the logits %.1f); "
+    say("memory: %.1f KiB per token kept for the backward (the stack's cache %.1f per layer, the head %.1f); "
         "parameters, gradients, AdamW%s %.1f MiB\n", (stack + head) / tok / kib,
         stack / tok / kib / m->s.desc.n_layers, head / tok / kib, m->w16 ? " and the bf16 copy" : "",
         state / mib);
@@ -202,7 +203,8 @@ void print_model(const config* c, const model* m, int arch_only) {
             : " (DyT's generic default: its LLM rule by width comes from 7B-70B models; --dyt-alpha)");
     if (d->hyper.kind > NB_HYPER_NONE) hyper_say(m);
     say("kernels: %s%s\n", nb_stack_kernels(&m->s),
-        d->gemm.precision == NB_PRECISION_BF16 ? "; LM head portable bf16" : "");
+        m->h16 ? "; LM head on the projections' engine (bf16 operands)"
+        : d->gemm.precision == NB_PRECISION_BF16 ? "; LM head portable bf16" : "");
     print_memory(m);
     if (arch_only) return;
     if (m->init_std0 > 0) say("init: %s std %g (%s)", init_scheme_name(m->init), m->init_std0, m->init_why);

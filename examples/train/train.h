@@ -402,6 +402,8 @@ typedef struct model {
     double init_std0;
     const char* init_why;              /* its source (preset default or --init) */
     nb_real *x, *h, *dh, *dx, *logits, *cache, *scratch;
+    unsigned short *h16, *dl16;        /* BF16 with w16: the head's operands h and dlogits in bf16,
+                                          for its GEMMs on the stack's engine (nb_stack_gemm_bf16) */
     nb_real* sz_terms;                 /* nGPT, training: per row and byte, the terms of sz's
                                           gradient (softmax - onehot) x (logit before sz) */
     double* row_loss;

@@ -819,6 +819,10 @@ static void run_case(const block_case* bc, const variant* v) {
     desc.run.check_finite = v->check_finite;
     desc.gemm.backend = v->backend;
 #ifdef NBT_BF16
+#ifdef NB__TEST_GEMM16 /* only the variants whose paths a GEMM writing bf16 changes: the packed
+                          attention's dO, and gemm.bf16_outputs */
+    if (v->attn != 1 + NB__ATTN_PORTABLE && !v->bf16_outputs) return;
+#endif
     desc.gemm.precision = NB_PRECISION_BF16;
     /* the twin's bf16 references hold one setting. gemm.bf16_outputs is held to those only: it
        is another model than blocks.bin's float64 one, farther from it than the loose bound's

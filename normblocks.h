@@ -604,11 +604,11 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
                              nb_real alpha, const nb_real* A, int lda, const nb_real* B,
                              int ldb, nb_real beta, nb_real* C, int ldc);
 /* The kernels of nb_gemm_bf16 and of BF16 plans made by nb_attn/ffn_plan_make: the portable
-   path, "emulated: bf16-rounded operands in blocks, float32 GEMM". It computes bf16 numerics
-   exactly (up to summation order) on any CPU, is slower than float32 (about 1.2x a float32
-   GEMM's time) and takes 384 KiB of the calling thread's stack per GEMM. On a CPU with AMX the
-   line adds that the attention's products run on the library's AMX tile kernel. A stack runs
-   its projections on oneDNN where that timed faster (nb_stack_desc.backend;
+   path. On a CPU with AMX, normblocks' own bf16 GEMM on the AMX tiles (TDPBF16PS; the
+   attention's products too). Elsewhere "emulated: bf16-rounded operands in blocks, float32
+   GEMM", slower than float32 (about 1.2x a float32 GEMM's time). Both compute bf16 numerics
+   exactly up to summation order and take 384 KiB of the calling thread's stack per GEMM. A
+   stack runs its projections on oneDNN where that timed faster (nb_stack_desc.backend;
    nb_stack_kernels). */
 NBDEF const char* nb_bf16_kernels(void);
 /* dst[i] = the bits of bf16(src[i]) for n values (round to nearest even, as nb_gemm_bf16):
@@ -690,7 +690,7 @@ typedef enum nb_precision {
 
 /* Who runs a stack's linear GEMMs (nb_stack_desc.backend; the per-head attention products run
    on the BLAS in float32, and in BF16 on the library's AMX tile kernel where the CPU has AMX,
-   else on the portable bf16 path, whatever the backend). oneDNN is compiled in by defining
+   else on the emulation, whatever the backend). oneDNN is compiled in by defining
    NB_USE_DNNL (link -ldnnl; Debian: libdnnl-dev) in a float32 build. */
 typedef enum nb_backend {
     NB_BACKEND_DEFAULT = 0,  /* FP32: BLAS. BF16: whichever of oneDNN (when compiled in) and
@@ -702,8 +702,10 @@ typedef enum nb_backend {
                                 stays on the portable path. nb_stack_kernels shows both times.
                                 Name BLAS or DNNL to pin the kernels (bitwise-reproducible runs
                                 across processes). */
-    NB_BACKEND_BLAS,         /* the BLAS; BF16 on the portable path (bf16 operands, float32
-                                sgemm in blocks: exact bf16 numerics, slower than float32) */
+    NB_BACKEND_BLAS,         /* the BLAS; BF16 on the portable path: normblocks' own GEMM
+                                on AMX tiles where the CPU has AMX, else the emulation (bf16
+                                operands, float32 sgemm in blocks: exact bf16 numerics,
+                                slower than float32); see nb_bf16_kernels */
     NB_BACKEND_DNNL          /* oneDNN's matmul primitive, in either precision (NB_ERR_CONFIG
                                 in a build without it, or for BF16 when oneDNN has no bf16
                                 matmul on this CPU) */
@@ -848,6 +850,8 @@ typedef struct nb_attn_plan {
                                (NULL for a plan of nb_attn_plan_make: BLAS, portable bf16) */
     int bf16_attn;          /* internal: BF16's attention products (NB__ATTN_*): AMX where
                                the CPU has it, else the emulation (nb_bf16_kernels says) */
+    int bf16_gemm;          /* internal: BF16's linear GEMMs where oneDNN does not run them,
+                               as bf16_attn (AMX: normblocks' own GEMM on the tiles) */
 } nb_attn_plan;
 
 NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn_desc* desc,
@@ -930,6 +934,7 @@ typedef struct nb_ffn_plan {
     int in_width;         /* rows of w_in: 2f (SwiGLU) or f */
     size_t n_params, n_cache, n_scratch;
     struct nb__mm* mm;    /* internal, as nb_attn_plan.mm */
+    int bf16_gemm;        /* internal, as nb_attn_plan.bf16_gemm */
 } nb_ffn_plan;
 
 NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_desc* desc,
@@ -1667,6 +1672,7 @@ NBDEF nb_result nb_stack_hyper_gains(const nb_stack* s, const nb_real* cache, in
      GEMM                       reference, BLAS and portable bf16 GEMMs
      bf16 dot-product kernels   nb__bdot (AMX tiles, AVX512-BF16, portable) for the attention's
                                 products in BF16, the CPU check, the packs of their operands
+     the linear GEMMs on nb__bdot   the portable bf16 path on AMX (the "tiles")
      GEMM backends              oneDNN's matmul (NB_USE_DNNL), the timed engine choice, nb_gemm
      RoPE
      attention sublayer         plan, cache header, forward, backward, per-head statistics
@@ -1972,6 +1978,13 @@ static void nb__split(int n, int nt, int t, int* lo, int* hi) {
     int base = n / nt, rem = n % nt;
     *lo = t * base + (t < rem ? t : rem);
     *hi = *lo + base + (t < rem ? 1 : 0);
+}
+
+/* nb__split in whole units of `unit` items (the last unit may be short) */
+static void nb__split_in(int n, int nt, int t, int unit, int* lo, int* hi) {
+    nb__split((n + unit - 1) / unit, nt, t, lo, hi);
+    *lo = *lo * unit < n ? *lo * unit : n;
+    *hi = *hi * unit < n ? *hi * unit : n;
 }
 
 /* x[0, n) = 0 on ctx's team in 4096-value chunks (a memset runs on one thread: at 16 threads
@@ -3204,6 +3217,10 @@ enum { NB__ATTN_EMULATED = 0, NB__ATTN_PORTABLE, NB__ATTN_AVX512BF16, NB__ATTN_A
 static const char* const nb__attn_kernels[] = {
     "bf16 emulated (float32 GEMM on rounded blocks)", "bf16 packed, portable kernel",
     "bf16 packed, AVX512-BF16", "bf16 AMX tiles (edges AVX512-BF16)"};
+/* the linear GEMMs' (nb_attn_plan.bf16_gemm), for nb_stack_kernels */
+static const char* const nb__gemm_kernels[] = {
+    "portable bf16", "normblocks' bf16 GEMM, portable kernel",
+    "normblocks' bf16 GEMM, AVX512-BF16", "normblocks' bf16 GEMM on AMX tiles"};
 
 #if !defined(NB_DOUBLE) && !defined(NB_NO_X86_KERNELS) && defined(__x86_64__) && \
     ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11) ||                  \
@@ -3380,6 +3397,11 @@ static void nb__bdot_amx(int M, int N, int K, const unsigned short* A, int lda,
 #else
 static int nb__bf16_isa(void) { return NB__ISA_PORTABLE; }
 #endif
+/* A BF16 plan's kernel for its products (nb_attn_plan.bf16_attn, .bf16_gemm): AMX's tiles
+   where the CPU has them, else the emulation */
+static int nb__bf16_gemm_kernel(void) {
+    return nb__bf16_isa() == NB__ISA_AMX ? NB__ATTN_AMX : NB__ATTN_EMULATED;
+}
 
 #ifndef NB_DOUBLE
 static void nb__bdot_portable(int M, int N, int K, const unsigned short* A, int lda,
@@ -3514,17 +3536,103 @@ static void nb__transpose16(int isa, unsigned short* D, const unsigned short* X,
    (nb__one_layer_bwd). */
 enum { NB__BWD_ACC_DX = 1, NB__BWD_WRITE_DW = 2, NB__X16_GIVEN = 4, NB__DOUT16_GIVEN = 8 };
 
-/* One GEMM on the calling thread: float32, or bf16 numerics when bf16 (or an operand is
-   half). */
-static void nb__gemm1(int bf16, int M, int N, int K, nb_real alpha, nb__mat A, nb__mat B,
-                      nb_real beta, nb_real* C, int ldc) {
 #ifndef NB_DOUBLE
+/* ---- the linear GEMMs on nb__bdot's kernels ("tiles") ----
+   C = op(A) op(B) (+ C when acc) in bf16 numerics on kernel isa, for the calling thread: op(B)
+   made bf16 pairs of rows (nb__bdot's B) NB__BT_K x NB__BT_N at a time, op(A) bf16 rows
+   NB__BT_M x NB__BT_K (read in place when A is bf16 and not transposed: the forward's and
+   dX's activations), both in this thread's stack (128 + 256 KiB, what the emulation's float
+   blocks take). The B block stays in L2 while every row block of A passes over it; a row block's
+   32-row strips stay in L1 while nb__bdot runs them against the B block's 32-column slices.
+   K is cut at multiples of NB__BT_K from 0 (C holds the partial sums in float32, exactly), so
+   every element is summed in the same order whatever block of C a thread owns: with blocks at
+   multiples of 32 (nb__gemm_run) the AMX kernel's bits do not depend on the thread count.
+   What AMX runs it on: the plans' choice on a CPU with AMX (nb_attn_plan.bf16_gemm); the
+   portable and AVX512-BF16 kernels run it in the tests on any CPU. */
+enum { NB__BT_M = 256, NB__BT_N = 512, NB__BT_K = 256 };
+
+/* op(X)[r][c] rounded to bf16 (X float or bf16, either orientation): the general packs' read */
+static unsigned short nb__bits_at(nb__mat X, int r, int c) {
+    const size_t off = X.trans ? (size_t)c * X.ld + r : (size_t)r * X.ld + c;
+    return X.half ? ((const unsigned short*)X.p)[off] : nb__bf16_bits(((const float*)X.p)[off]);
+}
+
+/* bp = op(B)[k0 .. k0+kb) x [j0 .. j0+nb) in pairs of rows (ld nb), an odd kb's pair half zero */
+static void nb__tiles_b(int isa, unsigned short* bp, nb__mat B, int k0, int j0, int kb, int nb) {
+    const nb__mat X = nb__mat_at(B, k0, j0);
+    int p, n, h;
+    if (B.half && B.trans) { /* W^T of a weight W stored by rows: a transpose of 32-bit words */
+        nb__pack_cols(isa, bp, (const unsigned short*)X.p, nb, kb, X.ld, nb);
+    } else if (B.half) {
+        nb__pack_rows(bp, (const unsigned short*)X.p, kb, nb, X.ld, (kb + 1) & ~1);
+    } else {
+        for (p = 0; p < (kb + 1) / 2; p++)
+            for (n = 0; n < nb; n++)
+                for (h = 0; h < 2; h++)
+                    bp[(size_t)p * 2 * nb + 2 * n + h] =
+                        2 * p + h < kb ? nb__bits_at(X, 2 * p + h, n) : 0;
+    }
+}
+
+/* op(A)[i0 .. i0+mb) x [k0 .. k0+kb) as bf16 rows: A itself where it is bf16 by rows, else
+   made in a (ld kb) */
+static const unsigned short* nb__tiles_a(int isa, unsigned short* a, nb__mat A, int i0, int k0,
+                                         int mb, int kb, int* lda) {
+    const nb__mat X = nb__mat_at(A, i0, k0);
+    int r, c;
+    if (A.half && !A.trans) {
+        *lda = X.ld;
+        return (const unsigned short*)X.p;
+    }
+    *lda = kb;
+    if (A.half) { /* stored as K x M: kb rows of mb */
+        nb__transpose16(isa, a, (const unsigned short*)X.p, kb, mb, X.ld, kb);
+    } else {
+        for (r = 0; r < mb; r++)
+            for (c = 0; c < kb; c++) a[(size_t)r * kb + c] = nb__bits_at(X, r, c);
+    }
+    return a;
+}
+
+static void nb__gemm1_tiles(int isa, int M, int N, int K, nb__mat A, nb__mat B, int acc,
+                            float* C, int ldc) {
+    unsigned short a[NB__BT_M * NB__BT_K], b[NB__BT_K * NB__BT_N];
+    int i0, j0, k0, r;
+    if (K == 0 && !acc) /* an empty sum */
+        for (r = 0; r < M; r++) memset(C + (size_t)r * ldc, 0, (size_t)N * sizeof *C);
+    for (j0 = 0; j0 < N; j0 += NB__BT_N) {
+        const int nb = N - j0 < NB__BT_N ? N - j0 : NB__BT_N;
+        for (k0 = 0; k0 < K; k0 += NB__BT_K) {
+            const int kb = K - k0 < NB__BT_K ? K - k0 : NB__BT_K;
+            nb__tiles_b(isa, b, B, k0, j0, kb, nb);
+            for (i0 = 0; i0 < M; i0 += NB__BT_M) {
+                const int mb = M - i0 < NB__BT_M ? M - i0 : NB__BT_M;
+                int lda;
+                const unsigned short* ap = nb__tiles_a(isa, a, A, i0, k0, mb, kb, &lda);
+                nb__bdot(isa, mb, nb, kb, ap, lda, b, nb, C + (size_t)i0 * ldc + j0, ldc,
+                         acc || k0 > 0);
+            }
+        }
+    }
+}
+#endif
+
+/* One GEMM on the calling thread: float32, or bf16 numerics when bf16 (or an operand is
+   half): on nb__bdot's kernel tiles - 1 when tiles (nb_attn_plan.bf16_gemm) and the call is a
+   product or a sum into C (alpha 1, beta 0 or 1), else the emulation. */
+static void nb__gemm1(int bf16, int tiles, int M, int N, int K, nb_real alpha, nb__mat A,
+                      nb__mat B, nb_real beta, nb_real* C, int ldc) {
+#ifndef NB_DOUBLE
+    if (tiles && alpha == 1 && (beta == 0 || beta == 1)) {
+        nb__gemm1_tiles(tiles - 1, M, N, K, A, B, beta != 0, C, ldc);
+        return;
+    }
     if (bf16 || A.half || B.half) {
         nb__gemm1_bf16(M, N, K, alpha, A, B, beta, C, ldc);
         return;
     }
 #endif
-    (void)bf16;
+    (void)bf16; (void)tiles;
     nb__sgemm1(A.trans, B.trans, M, N, K, alpha, (const nb_real*)A.p, A.ld, (const nb_real*)B.p,
                B.ld, beta, C, ldc);
 }
@@ -3548,17 +3656,18 @@ NBDEF int nb_blas_threads(void) {
    set to ctx's thread count around each call and restored. */
 typedef struct nb__mm nb__mm;
 /* Where a GEMM runs: the context, the public function's name for messages, oneDNN's matmuls
-   (NULL: the BLAS, or the portable bf16 path), and bf16 numerics (an operand that is half
-   implies them). */
+   (NULL: the BLAS, or the portable bf16 path), bf16 numerics (an operand that is half implies
+   them), and the portable bf16 path's kernel (nb_attn_plan.bf16_gemm: 0 the emulation, else
+   nb__bdot's kernel + 1; ignored in float32). */
 typedef struct nb__gemm_at {
     nb_ctx* ctx;
     const char* fn;
     nb__mm* mm;
-    int bf16;
+    int bf16, tiles;
 } nb__gemm_at;
-static nb__gemm_at nb__at(nb_ctx* ctx, const char* fn, nb__mm* mm, int bf16) {
+static nb__gemm_at nb__at(nb_ctx* ctx, const char* fn, nb__mm* mm, int tiles, int bf16) {
     nb__gemm_at at;
-    at.ctx = ctx; at.fn = fn; at.mm = mm; at.bf16 = bf16;
+    at.ctx = ctx; at.fn = fn; at.mm = mm; at.bf16 = bf16; at.tiles = bf16 ? tiles : 0;
     return at;
 }
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
@@ -3683,12 +3792,13 @@ static nb_result nb__mm_create(nb_ctx* ctx, nb__mm** out, void* alloc_user) {
 }
 
 /* The BF16 engine for backend DEFAULT, timed once per ctx (see nb_backend): the best of three
-   512x512x512 GEMMs (after one warm-up) in bf16 on the portable path and on oneDNN, and in
-   float32 on the BLAS, with ctx's threads. Returns 2 for oneDNN, 1 for portable (also when
-   the probe cannot run: out of memory). */
+   512x512x512 GEMMs (after one warm-up) in bf16 on the portable path (its kernel tiles, as
+   nb__gemm_at's: AMX's tiles where the CPU has them) and on oneDNN, and in float32 on the
+   BLAS, with ctx's threads. Returns 2 for oneDNN, 1 for portable (also when the probe cannot
+   run: out of memory). */
 static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_real alpha,
                               nb__mat A, nb__mat B, nb_real beta, nb_real* C, int ldc);
-static int nb__bf16_engine(nb_ctx* ctx, nb__mm* mm, void* alloc_user) {
+static int nb__bf16_engine(nb_ctx* ctx, nb__mm* mm, int tiles, void* alloc_user) {
     enum { n = 512 };
     float* f;
     unsigned short* h;
@@ -3705,7 +3815,8 @@ static int nb__bf16_engine(nb_ctx* ctx, nb__mm* mm, void* alloc_user) {
         for (rep = 0; rep < 4; rep++) {
             for (e = 0; e < 3; e++) {
                 const double t0 = nb__seconds();
-                const nb__gemm_at at = nb__at(ctx, "nb_stack_init", e == 1 ? mm : NULL, e < 2);
+                const nb__gemm_at at =
+                    nb__at(ctx, "nb_stack_init", e == 1 ? mm : NULL, tiles, e < 2);
                 const nb_result rc =
                     e == 2 ? nb__gemm_run(&at, n, n, n, 1, nb__m(f, n, 0), nb__m(f + n * n, n, 1),
                                           0, f + 2 * n * n, n)
@@ -3840,21 +3951,22 @@ static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_rea
         return nb__mm_gemm(at, nt, M, N, K, (float)alpha, A, B, beta, C, 0, ldc);
 #endif
     /* A threaded BLAS parallelizes the call itself; otherwise we split C into a grid of nt
-       blocks (nb__gemm_grid) and call the single-threaded BLAS once per thread. Each element
-       of C is computed by one call: deterministic for a given nt. */
-    if (nt == 1 || nb_blas_threads() > 1 || (double)M * N * K < 65536.0) {
-        nb__gemm1(bf16, M, N, K, alpha, A, B, beta, C, ldc);
+       blocks (nb__gemm_grid) and call the single-threaded BLAS (or the tiles) once per thread.
+       Each element of C is computed by one call: deterministic for a given nt; the tiles'
+       blocks start at multiples of 32, so their bits do not depend on nt (nb__gemm1_tiles). */
+    if (nt == 1 || (!at->tiles && nb_blas_threads() > 1) || (double)M * N * K < 65536.0) {
+        nb__gemm1(bf16, at->tiles, M, N, K, alpha, A, B, beta, C, ldc);
         return NB_OK;
     }
     NB__OMP(parallel num_threads(nt))
     {
-        const int t = omp_get_thread_num();
+        const int t = omp_get_thread_num(), unit = at->tiles ? 32 : 1;
         int pr, pc, r0, r1, c0, c1;
         nb__gemm_grid(M, N, K, omp_get_num_threads(), &pr, &pc); /* the team it got */
-        nb__split(M, pr, t / pc, &r0, &r1);
-        nb__split(N, pc, t % pc, &c0, &c1);
+        nb__split_in(M, pr, t / pc, unit, &r0, &r1);
+        nb__split_in(N, pc, t % pc, unit, &c0, &c1);
         if (r1 > r0 && c1 > c0)
-            nb__gemm1(bf16, r1 - r0, c1 - c0, K, alpha, nb__mat_at(A, r0, 0),
+            nb__gemm1(bf16, at->tiles, r1 - r0, c1 - c0, K, alpha, nb__mat_at(A, r0, 0),
                       nb__mat_at(B, 0, c0), beta, C + (size_t)r0 * ldc + c0, ldc);
     }
     return NB_OK;
@@ -3946,7 +4058,7 @@ static nb_result nb__check_gemm_config(nb_ctx* ctx, const char* fn, nb_gemm_conf
 NBDEF nb_result nb_gemm(nb_ctx* ctx, int transa, int transb, int M, int N, int K,
                         nb_real alpha, const nb_real* A, int lda, const nb_real* B, int ldb,
                         nb_real beta, nb_real* C, int ldc) {
-    const nb__gemm_at at = nb__at(ctx, "nb_gemm", NULL, 0);
+    const nb__gemm_at at = nb__at(ctx, "nb_gemm", NULL, 0, 0);
     return nb__gemm(&at, M, N, K, alpha, nb__m(A, lda, transa),
                     nb__m(B, ldb, transb), beta, C, ldc);
 }
@@ -3957,15 +4069,15 @@ NBDEF nb_result nb_gemm_bf16(nb_ctx* ctx, int transa, int transb, int M, int N, 
     nb_gemm_config bf16 = {NB_PRECISION_BF16, 0, NB_BACKEND_DEFAULT, 0}; /* refused: NB_DOUBLE */
     nb_result rc = nb__check_gemm_config(ctx, "nb_gemm_bf16", &bf16, 0);
     if (rc) return rc;
-    const nb__gemm_at at = nb__at(ctx, "nb_gemm_bf16", NULL, 1);
+    const nb__gemm_at at = nb__at(ctx, "nb_gemm_bf16", NULL, nb__bf16_gemm_kernel(), 1);
     return nb__gemm(&at, M, N, K, alpha, nb__m(A, lda, transa),
                     nb__m(B, ldb, transb), beta, C, ldc);
 }
 
 NBDEF const char* nb_bf16_kernels(void) {
-    return nb__bf16_isa() == NB__ISA_AMX
-               ? "linear GEMMs emulated (bf16-rounded operands in blocks, float32 GEMM), "
-                 "attention products bf16 AMX tiles"
+    return nb__bf16_gemm_kernel() == NB__ATTN_AMX
+               ? "normblocks' bf16 GEMM on AMX tiles (edges AVX512-BF16), attention products "
+                 "bf16 AMX tiles"
                : "emulated: bf16-rounded operands in blocks, float32 GEMM";
 }
 
@@ -4398,8 +4510,7 @@ NBDEF nb_result nb_attn_plan_make(nb_ctx* ctx, nb_attn_plan* plan, const nb_attn
     pl.qkv_width = (int)qkv_width;
     pl.group = d.n_heads / d.n_kv_heads;
     pl.gate_width = gate_width;
-    pl.bf16_attn = NB__BF16(&pl) && nb__bf16_isa() == NB__ISA_AMX ? NB__ATTN_AMX
-                                                                  : NB__ATTN_EMULATED;
+    pl.bf16_attn = pl.bf16_gemm = NB__BF16(&pl) ? nb__bf16_gemm_kernel() : NB__ATTN_EMULATED;
     if ((rc = nb__attn_n_params(ctx, &pl))) return rc;
     nb__attn_carve(&pl, max_batch, max_seq, pl.max_threads, NULL, NULL, &m);
     NB__CHECK(nb__too_big(m.n_cache), NB_ERR_SHAPE,
@@ -4716,7 +4827,7 @@ static void nb__attn_scores(const nb_attn_plan* pl, const nb__attn_mem* m, int T
                  m->qkv16 + (size_t)(b * T + it->i0) * P + it->h * dk, P,
                  nb__kv16(pl, m->kt16, T, b, j, dk + dk % 2), nb__t32(T), s, T, 0);
     else
-        nb__gemm1(NB__BF16(pl), it->rows, it->ncols, dk, 1,
+        nb__gemm1(NB__BF16(pl), 0, it->rows, it->ncols, dk, 1,
                   nb__qkv_at(pl, m, b * T + it->i0, it->h * dk, 0),
                   nb__qkv_at(pl, m, b * T, pl->desc.d_model + j * dk, 1), 0, s, T);
 }
@@ -4858,7 +4969,7 @@ static void nb__attn_core_forward(nb_ctx* ctx, const nb_attn_plan* pl, int B, in
             nb__bdot(NB__KERNEL(pl), rows, dk, n32, pb, T32, nb__kv16(pl, m->vp16, T, b, j, dk),
                      dk, o, d, 0);
         } else {
-            nb__gemm1(NB__BF16(pl), rows, dk, ncols, 1, nb__m(p, T, 0),
+            nb__gemm1(NB__BF16(pl), 0, rows, dk, ncols, 1, nb__m(p, T, 0),
                       nb__qkv_at(pl, m, b * T, d + (pl->desc.n_kv_heads + j) * dk, 0), 0, o, d);
         }
         if (m->o16)
@@ -4885,10 +4996,10 @@ static void nb__attn_item_bwd(const nb_attn_plan* pl, int T, const nb__attn_mem*
         nb__bdot(isa, rows, ncols, dk, m->dout16 + ((size_t)b * T + i0) * d + (size_t)h * dk, d,
                  nb__kv16(pl, m->vt16, T, b, j, dk + dk % 2), T32, dp, T, 0);
     else
-        nb__gemm1(bf, rows, ncols, dk, 1, nb__m(dout, d, 0),
+        nb__gemm1(bf, 0, rows, ncols, dk, 1, nb__m(dout, d, 0),
                   nb__qkv_at(pl, m, b * T, d + (Hkv + j) * dk, 1), 0, dp, T);
     if (!pk) /* dV += P^T dO */
-        nb__gemm1(bf, ncols, dk, rows, 1, nb__m(p, T, 1), nb__m(dout, d, 0), 1, it->dv_j, it->ld);
+        nb__gemm1(bf, 0, ncols, dk, rows, 1, nb__m(p, T, 1), nb__m(dout, d, 0), 1, it->dv_j, it->ld);
     for (r = 0; r < rows; r++) {
         const nb_real* pr = p + (size_t)r * T;
         nb_real* dpr = dp + (size_t)r * T;
@@ -4921,9 +5032,9 @@ static void nb__attn_item_bwd(const nb_attn_plan* pl, int T, const nb__attn_mem*
                  T, 1); /* dK^T += Q^T dS */
         return;
     }
-    nb__gemm1(bf, rows, dk, ncols, 1, nb__m(dp, T, 0), nb__qkv_at(pl, m, b * T, d + j * dk, 0),
+    nb__gemm1(bf, 0, rows, dk, ncols, 1, nb__m(dp, T, 0), nb__qkv_at(pl, m, b * T, d + j * dk, 0),
               1, dq, P); /* dQ += dS K */
-    nb__gemm1(bf, ncols, dk, rows, 1, nb__m(dp, T, 1), nb__qkv_at(pl, m, b * T + i0, h * dk, 0),
+    nb__gemm1(bf, 0, ncols, dk, rows, 1, nb__m(dp, T, 1), nb__qkv_at(pl, m, b * T + i0, h * dk, 0),
               1, it->dk_j, it->ld); /* dK += dS^T Q */
 }
 
@@ -5311,7 +5422,7 @@ static nb_result nb__attn_fwd(const nb__sub_call* k, const nb_attn_plan* pl,
     if (rc) return rc;
     bf = NB__BF16(pl);
     NB_ASSERT(bf || !(k->opts & NB__X16_GIVEN));
-    const nb__gemm_at at = nb__at(ctx, fn, pl->mm, bf);
+    const nb__gemm_at at = nb__at(ctx, fn, pl->mm, pl->bf16_gemm, bf);
     d = pl->desc.d_model; P = pl->qkv_width; BT = B * T;
     nb__attn_carve(pl, B, T, pl->max_threads, k->cache, k->scratch, &m);
     NB_ASSERT(m.n_cache <= pl->n_cache && m.n_scratch <= pl->n_scratch);
@@ -5404,7 +5515,7 @@ static nb_result nb__attn_bwd(const nb__sub_call* k, const nb_attn_plan* pl,
     int site, d, P, BT, bf, rope16;
     if (rc) return rc;
     bf = NB__BF16(pl);
-    const nb__gemm_at at = nb__at(ctx, fn, pl->mm, bf);
+    const nb__gemm_at at = nb__at(ctx, fn, pl->mm, pl->bf16_gemm, bf);
     NB__CHECK(!g || !g->w_qkv || !g->w_o || !nb__x_or_given(k, x), NB_ERR_NULL,
               "nb_attn_backward: %s is required (NULL)",
               !g ? "g" : !g->w_qkv ? "g.w_qkv" : !g->w_o ? "g.w_o" : "x");
@@ -5626,6 +5737,7 @@ NBDEF nb_result nb_ffn_plan_make(nb_ctx* ctx, nb_ffn_plan* plan, const nb_ffn_de
     pl.max_batch = max_batch;
     pl.max_seq = max_seq;
     pl.in_width = (int)w;
+    pl.bf16_gemm = NB__BF16(&pl) ? nb__bf16_gemm_kernel() : NB__ATTN_EMULATED;
     pl.n_params = nb__addz(nb__addz(nb__mulz((size_t)w, (size_t)d.d_model),
                                     nb__mulz((size_t)d.d_model, (size_t)f)),
                            (d.ffn.bias > 0 ? (size_t)w + (size_t)d.d_model : 0) +
@@ -5737,7 +5849,7 @@ static nb_result nb__ffn_fwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     if (rc) return rc;
     bf = NB__BF16(plan);
     NB_ASSERT(bf || !(k->opts & NB__X16_GIVEN));
-    const nb__gemm_at at = nb__at(ctx, fn, plan->mm, bf);
+    const nb__gemm_at at = nb__at(ctx, fn, plan->mm, plan->bf16_gemm, bf);
     d = plan->desc.d_model; f = plan->desc.ffn.d_ff; W = plan->in_width; BT = B * T;
     c = (nb_real)sqrt((double)d);
     nb__ffn_carve(plan, B, T, cache, k->scratch, &m);
@@ -5884,7 +5996,7 @@ static nb_result nb__ffn_bwd(const nb__sub_call* k, const nb_ffn_plan* plan,
     nb__ffn_mem m;
     if (rc) return rc;
     bf = NB__BF16(plan);
-    const nb__gemm_at at = nb__at(ctx, fn, plan->mm, bf);
+    const nb__gemm_at at = nb__at(ctx, fn, plan->mm, plan->bf16_gemm, bf);
     NB__CHECK(!g || !g->w_in || !g->w_out || !nb__x_or_given(k, x) ||
                   (plan->desc.ffn.bias > 0 && (!g->b_in || !g->b_out)) ||
                   (plan->desc.ffn.in_scale && !g->in_scale),
@@ -7184,7 +7296,7 @@ NBDEF nb_result nb_stack_gemm_bf16(nb_ctx* ctx, const nb_stack* s, int transa, i
     NB__CHECK(s->desc.gemm.precision != NB_PRECISION_BF16, NB_ERR_CONFIG, "nb_stack_gemm_bf16: "
               "the stack is not BF16 (its GEMMs are float32: use nb_gemm)");
     {
-        const nb__gemm_at at = nb__at(ctx, "nb_stack_gemm_bf16", s->mm, 1);
+        const nb__gemm_at at = nb__at(ctx, "nb_stack_gemm_bf16", s->mm, s->ffn.bf16_gemm, 1);
         return nb__gemm(&at, M, N, K, alpha, nb__mh(A, lda, transa), nb__mh(B, ldb, transb),
                         beta, C, ldc);
     }
@@ -7279,7 +7391,7 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
     nb_stack_desc* d = &s->desc;
     const int bf = d->gemm.precision == NB_PRECISION_BF16;
     const char* prec = bf ? "bf16" : "float32";
-    const char* core = bf ? "portable bf16" :
+    const char* core = bf ? nb__gemm_kernels[s->ffn.bf16_gemm] :
 #ifdef NB_NO_BLAS
         "the reference GEMM";
 #else
@@ -7303,7 +7415,7 @@ static nb_result nb__stack_backend(nb_ctx* ctx, nb_stack* s) {
                      mm->bf16_impl);
             nb__mm_free(mm, s->alloc_user);
         } else if (d->gemm.backend == NB_BACKEND_DEFAULT &&
-                   nb__bf16_engine(ctx, mm, s->alloc_user) == 1) {
+                   nb__bf16_engine(ctx, mm, s->ffn.bf16_gemm, s->alloc_user) == 1) {
             snprintf(why, sizeof why, " (oneDNN %s timed no 1.25x faster here: %.2f ms against "
                      "%.2f ms)", mm->bf16_impl, ctx->gemm_probe_ms[1], ctx->gemm_probe_ms[0]);
             nb__mm_free(mm, s->alloc_user);

@@ -5,7 +5,10 @@
      dnnl_f32  oneDNN's matmul primitive in float32
      dnnl_bf16 oneDNN's matmul on bf16 operands, float32 output (operands converted beforehand,
                as cached bf16 activations and weights would be)
-     emulated  nb_gemm_bf16 (the library's portable bf16 path)
+     emulated  the library's portable bf16 path off AMX (float32 sgemm on rounded blocks)
+     tiles     normblocks' own bf16 GEMM on nb__bdot's kernels (the portable path on AMX: the
+               tiles), from the same bf16 operands as dnnl_bf16; on a CPU without AMX only
+               with NBD_TILES=1 (its AVX512-BF16 or portable kernel: slow), else "-"
    Each row names the oneDNN implementation that ran (its ISA: brg:avx512_core_amx_bf16 on an
    AMX CPU, avx512_core_bf16 without, ...). Primitives are created once per shape, outside the
    timing (creating one costs milliseconds). Every engine runs on THREADS (oneDNN on OpenMP's
@@ -186,7 +189,8 @@ static void variants(const gemm_shape* sh, dnnl_engine_t eng, dnnl_stream_t st, 
 int main(int argc, char** argv) {
     int B, T, d, nt, reps, f, i, r, k;
     gemm_shape sh[12];
-    double tot[4] = {0, 0, 0, 0}, flops = 0;
+    double tot[5] = {0, 0, 0, 0, 0}, flops = 0;
+    const int isa = nb__bf16_isa(), tiles = isa == NB__ISA_AMX || getenv("NBD_TILES");
     dnnl_engine_t eng;
     dnnl_stream_t st;
     nb_ctx ctx;
@@ -208,14 +212,16 @@ int main(int argc, char** argv) {
     printf("# the 12 linear GEMMs of a Pre-Norm SwiGLU block, (B,T,d) = (%d,%d,%d), d_ff %d, "
            "%d threads, median of %d%s; GFLOP/s\n", B, T, d, f, nt, reps,
            getenv("NBD_COLD") && !strcmp(getenv("NBD_COLD"), "1") ? ", operands cold" : "");
-    printf("%-8s %6s %6s %6s %9s %9s %9s %9s  oneDNN f32 / bf16 implementation\n", "gemm", "M",
-           "N", "K", "openblas", "dnnl_f32", "dnnl_bf16", "emulated");
+    printf("# tiles: normblocks' bf16 GEMM on %s\n", !tiles ? "- (no AMX here; NBD_TILES=1)"
+           : isa == NB__ISA_AMX ? "AMX tiles" : isa ? "AVX512-BF16" : "the portable kernel");
+    printf("%-8s %6s %6s %6s %9s %9s %9s %9s %9s  oneDNN f32 / bf16 implementation\n", "gemm",
+           "M", "N", "K", "openblas", "dnnl_f32", "dnnl_bf16", "emulated", "tiles");
     for (i = 0; i < 12; i++) {
         const gemm_shape* s = &sh[i];
         const size_t na = (size_t)s->M * s->K, nb = (size_t)s->K * s->N, nc = (size_t)s->M * s->N;
         float *A = nbb_alloc(na), *Bm = nbb_alloc(nb), *C = nbb_alloc(nc);
         uint16_t *A16 = (uint16_t*)malloc(na * 2), *B16 = (uint16_t*)malloc(nb * 2);
-        double* t = (double*)malloc(sizeof(double) * (size_t)reps), med[4];
+        double* t = (double*)malloc(sizeof(double) * (size_t)reps), med[5] = {0, 0, 0, 0, 0};
         const double fl = 2.0 * s->M * s->N * s->K;
         mm_gemm g32, g16;
         nb_fill_normal(A, na, 1, 3, (unsigned long long)i + 1);
@@ -224,7 +230,7 @@ int main(int argc, char** argv) {
         for (k = 0; k < (int)nb; k++) B16[k] = to_bf16(Bm[k]);
         mm_make(&g32, eng, st, s, dnnl_f32, A, Bm, C);
         mm_make(&g16, eng, st, s, dnnl_bf16, A16, B16, C);
-        for (k = 0; k < 4; k++) {
+        for (k = 0; k < 5 && (k < 4 || tiles); k++) {
             for (r = -1; r < reps; r++) { /* r = -1: warm-up */
                 const int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
                 double t0;
@@ -234,26 +240,31 @@ int main(int argc, char** argv) {
                     nb_gemm(&ctx, s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, Bm, ldb, 0, C, s->N);
                 else if (k == 1) mm_run(&g32, st);
                 else if (k == 2) mm_run(&g16, st);
-                else nb_gemm_bf16(&ctx, s->ta, s->tb, s->M, s->N, s->K, 1, A, lda, Bm, ldb, 0, C,
-                                  s->N);
+                else { /* the portable path's two kernels (k = 3 the emulation, 4 the tiles) */
+                    const nb__gemm_at at = nb__at(&ctx, "bench", NULL, k == 4 ? isa + 1 : 0, 1);
+                    nb__gemm(&at, s->M, s->N, s->K, 1, nb__mh(A16, lda, s->ta),
+                             nb__mh(B16, ldb, s->tb), 0, C, s->N);
+                }
                 if (r >= 0) t[r] = nbb_now() - t0;
             }
             med[k] = nbb_median(t, reps);
             tot[k] += med[k];
         }
         flops += fl;
-        printf("%-8s %6d %6d %6d %9.1f %9.1f %9.1f %9.1f  %s / %s\n", s->what, s->M, s->N, s->K,
-               fl / med[0] * 1e-9, fl / med[1] * 1e-9, fl / med[2] * 1e-9, fl / med[3] * 1e-9,
-               g32.impl, g16.impl);
+        printf("%-8s %6d %6d %6d %9.1f %9.1f %9.1f %9.1f %9.1f  %s / %s\n", s->what, s->M, s->N,
+               s->K, fl / med[0] * 1e-9, fl / med[1] * 1e-9, fl / med[2] * 1e-9,
+               fl / med[3] * 1e-9, tiles ? fl / med[4] * 1e-9 : 0, g32.impl, g16.impl);
         mm_free(&g32); mm_free(&g16);
         free(A); free(Bm); free(C); free(A16); free(B16); free(t);
     }
-    printf("%-8s %20s %9.1f %9.1f %9.1f %9.1f  (ms: %.1f %.1f %.1f %.1f)\n", "all 12", "",
-           flops / tot[0] * 1e-9, flops / tot[1] * 1e-9, flops / tot[2] * 1e-9,
-           flops / tot[3] * 1e-9, 1e3 * tot[0], 1e3 * tot[1], 1e3 * tot[2], 1e3 * tot[3]);
+    printf("%-8s %20s %9.1f %9.1f %9.1f %9.1f %9.1f  (ms: %.1f %.1f %.1f %.1f %.1f)\n", "all 12",
+           "", flops / tot[0] * 1e-9, flops / tot[1] * 1e-9, flops / tot[2] * 1e-9,
+           flops / tot[3] * 1e-9, tiles ? flops / tot[4] * 1e-9 : 0, 1e3 * tot[0], 1e3 * tot[1],
+           1e3 * tot[2], 1e3 * tot[3], 1e3 * tot[4]);
     printf("RESULT kind=dnnl B=%d T=%d d=%d threads=%d reps=%d openblas_ms=%.3f dnnl_f32_ms=%.3f "
-           "dnnl_bf16_ms=%.3f emulated_ms=%.3f core=%s\n", B, T, d, nt, reps, 1e3 * tot[0],
-           1e3 * tot[1], 1e3 * tot[2], 1e3 * tot[3], nbb_corename());
+           "dnnl_bf16_ms=%.3f emulated_ms=%.3f tiles_ms=%.3f tiles_kernel=%d core=%s\n", B, T, d,
+           nt, reps, 1e3 * tot[0], 1e3 * tot[1], 1e3 * tot[2], 1e3 * tot[3], 1e3 * tot[4],
+           tiles ? isa : -1, nbb_corename());
     if (getenv("NBD_VARIANTS")) variants(sh, eng, st, reps);
     dnnl_stream_destroy(st);
     dnnl_engine_destroy(eng);

@@ -436,7 +436,7 @@ static void caller_gemm(nb_precision prec, nb_backend be) {
                     rc = nb_stack_gemm_bf16(&ctx, &s, ta, tb, M, N, K, alpha, a16, LD, b16, LD,
                                             beta, c, LD);
                 } else { /* the engine's float32 matmul, as the stack's projections run it */
-                    const nb__gemm_at at = nb__at(&ctx, "caller_gemm", s.mm, 0);
+                    const nb__gemm_at at = nb__at(&ctx, "caller_gemm", s.mm, 0, 0);
                     rc = nb__gemm(&at, M, N, K, alpha, nb__m(a, LD, ta), nb__m(b, LD, tb), beta,
                                   c, LD);
                 }

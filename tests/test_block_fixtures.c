@@ -175,6 +175,15 @@ static const block_case porting_cases[] = {
     {"olmo1_nonparam_L2", ""},
 };
 
+/* BF16's products on kernel k (NB__ATTN_*): the attention's, and the linear GEMMs' where
+   oneDNN does not run them (the tiles on nb__bdot's kernel, or the emulation) */
+static void set_kernel(nb_stack* s, int k) {
+    int l;
+    for (l = 0; l < s->desc.n_layers; l++)
+        s->layers[l].attn.bf16_attn = s->layers[l].attn.bf16_gemm = k;
+    s->ffn.bf16_gemm = k;
+}
+
 typedef struct variant {
     const char* tag;
     nb_attn_memory memory;
@@ -184,8 +193,9 @@ typedef struct variant {
     int check_finite;
     int by_name;           /* description from nb_preset_from_name */
     nb_backend backend;
-    int attn;              /* BF16's attention products: 0 the plan's choice, else 1 + an
-                              NB__ATTN_* (skipped, and said, on a CPU without its kernel) */
+    int attn;              /* BF16's products (the attention's and the linear GEMMs' off
+                              oneDNN): 0 the plans' choice, else 1 + an NB__ATTN_* (skipped,
+                              and said, on a CPU without its kernel) */
     int bf16_outputs;      /* gemm.bf16_outputs (NBT_BF16); a case of blocks_bf16.bin runs in the
                               variants of its own setting (its field, absent = 0) */
 } variant;
@@ -210,8 +220,9 @@ static const variant variants[] = {
 static const variant variants[] = {
     {"bf16", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_BLAS, 0, 0},
     {"bf16_lse", NB_ATTN_MEMORY_LSE, 3, 0, 0, 0, 0, 0, NB_BACKEND_BLAS, 0, 0},
-    /* the attention products' other paths: the packed one on the portable and AVX512-BF16
-       kernels (AMX's is the plan's choice on a CPU with AMX), and the emulation there */
+    /* the products' other paths: the attention's packed one and the linear GEMMs' tiles on
+       the portable and AVX512-BF16 kernels (AMX's is the plans' choice on a CPU with AMX),
+       and the emulation there */
     {"bf16_portable", NB_ATTN_MEMORY_LSE, 2, 0, 0, 0, 0, 0, NB_BACKEND_BLAS,
      1 + NB__ATTN_PORTABLE, 0},
     {"bf16_avx512bf16", NB_ATTN_MEMORY_PROBS, 1, 0, 0, 0, 0, 0, NB_BACKEND_BLAS,
@@ -369,8 +380,7 @@ static void check_bf16_weights(nb_ctx* ctx, nb_stack_desc desc, const nb_stack* 
         nb_stack_free(&s);
         return;
     }
-    for (k = 0; k < (size_t)s.desc.n_layers; k++) /* the variant's attention products */
-        s.layers[k].attn.bf16_attn = s0->layers[k].attn.bf16_attn;
+    set_kernel(&s, s0->layers[0].attn.bf16_attn); /* the variant's products */
     snprintf(name, sizeof name, "%s/%s: bf16_weights: the cache (%lu) is smaller (than %lu)", cs,
              tag, (unsigned long)s.n_cache, (unsigned long)s0->n_cache);
     nbt_check(s.n_cache < s0->n_cache && s.n_params == s0->n_params, name);
@@ -856,7 +866,7 @@ static void run_case(const block_case* bc, const variant* v) {
             nb_stack_free(&s);
             return;
         }
-        for (i = 0; i < L; i++) s.layers[i].attn.bf16_attn = v->attn - 1;
+        set_kernel(&s, v->attn - 1);
     }
     snprintf(name, sizeof name, "%s/%s: stack has %d layers and %d stream(s)", cs, v->tag, L,
              streams);

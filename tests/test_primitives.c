@@ -463,6 +463,73 @@ static void run_transpose16_case(int isa, int rows, int cols) {
     free(X); free(D);
 }
 
+/* nb__gemm1_tiles, the linear GEMMs' engine on nb__bdot's kernel isa (AMX: the plans' choice
+   there), through nb__gemm_run as the sublayers call it: C = alpha op(A) op(B) + beta C with A
+   and B each given as bf16 or float (rounded by the engine), either orientation (every pack:
+   read in place, transposed, rounded; B's pairs of rows and its word transpose). Against a
+   double loop over the independently rounded operands within the float32 summation bound
+   (as nb__bdot's); C's padding columns untouched; the same bits on 1, 2 and 3 threads (the
+   blocks start at multiples of 32 and K is cut at fixed places). M, N, K cross the engine's
+   blocks (256, 512, 256) and K's last block is not a multiple of 32 (AMX's edge kernel). */
+static void run_tiles_case(int isa, int ta, int tb, int a16, int b16, int M, int N, int K,
+                           double alpha, double beta, nbt_rng* rng) {
+    const int lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 3, ldc = N + 2;
+    const size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb,
+                 nc = (size_t)M * ldc;
+    nb_real *A = nbt_alloc(na), *B = nbt_alloc(nb), *C0 = nbt_alloc(nc), *C = nbt_alloc(3 * nc);
+    unsigned short *A16 = (unsigned short*)malloc(na * 2), *B16 = (unsigned short*)malloc(nb * 2);
+    double *ra = (double*)malloc(na * sizeof(double)), *rb = (double*)malloc(nb * sizeof(double));
+    double err = 0;
+    nb_ctx ctx;
+    char name[512];
+    size_t i;
+    int r, j, k, t, within = 1, same = 1;
+    memset(&ctx, 0, sizeof ctx);
+    nbt_fill(rng, A, na, 0, 1);
+    nbt_fill(rng, B, nb, 0, 1);
+    nbt_fill(rng, C0, nc, 0, 1);
+    nb_bf16_round(A16, A, na);
+    nb_bf16_round(B16, B, nb);
+    for (i = 0; i < na; i++) ra[i] = bf16_ref(A[i]);
+    for (i = 0; i < nb; i++) rb[i] = bf16_ref(B[i]);
+    for (t = 0; t < 3; t++) {
+        const nb__gemm_at at = nb__at(&ctx, "tiles", NULL, isa + 1, 1);
+        nb_real* c = C + t * nc;
+        ctx.num_threads = t + 1;
+        memcpy(c, C0, nc * sizeof *c);
+        nbt_check(nb__gemm(&at, M, N, K, (nb_real)alpha,
+                           a16 ? nb__mh(A16, lda, ta) : nb__m(A, lda, ta),
+                           b16 ? nb__mh(B16, ldb, tb) : nb__m(B, ldb, tb), (nb_real)beta, c,
+                           ldc) == NB_OK, ctx.err);
+        if (t) same &= !memcmp(c, C, nc * sizeof *c);
+    }
+    for (r = 0; r < M; r++)
+        for (j = 0; j < ldc; j++) {
+            const double c0 = (double)C0[(size_t)r * ldc + j], got = (double)C[(size_t)r * ldc + j];
+            double sum = 0, mag = 0;
+            if (j >= N) { within &= got == c0; continue; }
+            for (k = 0; k < K; k++) {
+                const double ab = (ta ? ra[(size_t)k * lda + r] : ra[(size_t)r * lda + k]) *
+                                  (tb ? rb[(size_t)j * ldb + k] : rb[(size_t)k * ldb + j]);
+                sum += ab;
+                mag += fabs(ab);
+            }
+            sum = alpha * sum + beta * c0;
+            mag = fabs(alpha) * mag + fabs(beta * c0);
+            if (fabs(got - sum) > err) err = fabs(got - sum);
+            within &= fabs(got - sum) <= 2.0 * (K + 2) * 0x1p-24 * mag;
+        }
+    snprintf(name, sizeof name, "bf16 GEMM on nb__bdot kernel %d, A %s%s, B %s%s, %dx%dx%d "
+             "alpha %g beta %g: bf16 products, float32 sums (largest error %.3g)", isa,
+             a16 ? "bf16" : "float", ta ? " transposed" : "", b16 ? "bf16" : "float",
+             tb ? " transposed" : "", M, N, K, alpha, beta, err);
+    nbt_check(within, name);
+    snprintf(name, sizeof name, "bf16 GEMM on nb__bdot kernel %d %dx%dx%d: the same bits on 1, 2 "
+             "and 3 threads", isa, M, N, K);
+    if (alpha == 1) nbt_check(same, name); /* the emulation's bits follow the BLAS's blocks */
+    free(A); free(B); free(C0); free(C); free(A16); free(B16); free(ra); free(rb);
+}
+
 static void bdot_kernels(nbt_rng* rng) {
     static const char* const names[] = {"portable", "AVX512-BF16 (avx512_bf16)",
                                         "AMX (amx_bf16, amx_tile)"};
@@ -483,6 +550,16 @@ static void bdot_kernels(nbt_rng* rng) {
         run_transpose16_case(isa, 64, 64);
         run_transpose16_case(isa, 37, 9);
         run_transpose16_case(isa, 5, 48);
+        /* the sublayers' three GEMMs (forward, dX, dW: A bf16 by rows, by rows, transposed;
+           B W^T, W, x), then the general packs, a tiny and an odd K, and alpha != 1 (the
+           emulation runs it) */
+        run_tiles_case(isa, 0, 1, 1, 1, 260, 520, 264, 1, 0, rng);
+        run_tiles_case(isa, 0, 0, 1, 1, 290, 100, 300, 1, 1, rng);
+        run_tiles_case(isa, 1, 0, 1, 1, 70, 530, 270, 1, 1, rng);
+        run_tiles_case(isa, 0, 1, 0, 0, 40, 33, 257, 1, 0, rng);
+        run_tiles_case(isa, 1, 0, 0, 0, 33, 47, 64, 1, 1, rng);
+        run_tiles_case(isa, 1, 1, 1, 0, 7, 5, 9, 1, 0, rng);
+        run_tiles_case(isa, 0, 1, 1, 1, 64, 64, 31, 0.5, 1, rng);
     }
 }
 

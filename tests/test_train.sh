@@ -54,12 +54,12 @@ if [ $rc = 0 ] && [ -n "$vb" ] && grep -q '^kernels: bf16: ' learn_bf16.log &&
 else
   fail "bf16: 60 steps (rc $rc, '$v0' -> '$vb', float32 '$v1')"; cat learn_bf16.log
 fi
-# --precision auto: bf16 where its GEMMs timed on oneDNN beat float32 by 1.25x, else fp32, and
-# says which and why
+# --precision auto: bf16 where its GEMMs timed on the stack's bf16 engine (oneDNN, or the portable
+# path: normblocks' own GEMM on AMX tiles) beat float32 by 1.25x, else fp32, and says which and why
 if "$TRAIN" "${TINY[@]}" --steps 2 --precision auto > auto.log 2>&1 &&
    { { grep -q '^precision auto: bf16, timed faster here than float32' auto.log &&
-       grep -q '^kernels: bf16: projections oneDNN' auto.log; } ||
-     { grep -E -q '^precision auto: fp32, (as bf16 would run bf16: projections portable|timed faster here than bf16 on oneDNN)' auto.log &&
+       grep -E -q '^kernels: bf16: projections (oneDNN|normblocks. bf16 GEMM on AMX tiles)' auto.log; } ||
+     { grep -E -q '^precision auto: fp32, (as bf16 would run bf16: projections portable|timed faster here than bf16 on (oneDNN|the portable path))' auto.log &&
        grep -q '^kernels: float32: ' auto.log; }; }; then
   pass "--precision auto: $(grep -m1 -E '^(kernels|precision auto):' auto.log)"
 else

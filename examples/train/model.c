@@ -120,27 +120,34 @@ int model_init(model* m, const config* c) {
     m->B = (int)((long long)c->loop.batch * (g_rank + 1) / g_ranks) - m->b0;
     if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->loop.seq) != NB_OK)
         return fail("invalid model: %s", m->ctx.err);
-    /* auto: bf16 only where its GEMMs run on oneDNN and nb_stack_init's probe timed them at
-       least 1.25x faster than float32 (AVX512-BF16 without AMX can be slower than float32) */
-    if (c->machine.bf16 == 2 && (m->s.desc.gemm.backend != NB_BACKEND_DNNL ||
-                         !(m->ctx.gemm_probe_ms[1] * 1.25f <= m->ctx.gemm_probe_ms[2]))) {
-        if (m->s.desc.gemm.backend == NB_BACKEND_DNNL)
-            say("precision auto: fp32, timed faster here than bf16 on oneDNN (a 512^3 GEMM: "
-                "%.2f ms in float32, %.2f ms in bf16)\n", m->ctx.gemm_probe_ms[2],
-                m->ctx.gemm_probe_ms[1]);
-        else
-            say("precision auto: fp32, as bf16 would run %s\n", nb_stack_kernels(&m->s));
-        nb_stack_free(&m->s);
-        d.gemm.precision = NB_PRECISION_FP32;
-        d.gemm.bf16_weights = 0;
-        d.gemm.bf16_outputs = 0;
-        if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->loop.seq) != NB_OK)
-            return fail("invalid model: %s", m->ctx.err);
-    } else if (c->machine.bf16 == 2 && m->ctx.gemm_probe_ms[1] > 0) {
-        say("precision auto: bf16, timed faster here than float32 (a 512^3 GEMM: %.2f ms in bf16 "
-            "on oneDNN, %.2f ms in float32)\n", m->ctx.gemm_probe_ms[1], m->ctx.gemm_probe_ms[2]);
-    } else if (c->machine.bf16 == 2) {
-        say("precision auto: bf16 on oneDNN, as --backend dnnl asks (not timed)\n");
+    /* auto: bf16 only where nb_stack_init's probe timed the engine it chose for bf16 (oneDNN,
+       or the portable path: normblocks' own GEMM on AMX tiles there) at least 1.25x faster
+       than float32 (AVX512-BF16 without AMX can be slower than float32); no probe (no bf16
+       matrix unit that oneDNN knows, or no oneDNN in this build): float32 */
+    if (c->machine.bf16 == 2) {
+        const int timed = m->ctx.bf16_engine != 0;
+        const int dnnl = m->s.desc.gemm.backend == NB_BACKEND_DNNL;
+        const float bf16_ms = m->ctx.gemm_probe_ms[dnnl ? 1 : 0];
+        const float fp32_ms = m->ctx.gemm_probe_ms[2];
+        const char* engine = dnnl ? "on oneDNN" : "on the portable path";
+        if (timed && bf16_ms * 1.25f <= fp32_ms) {
+            say("precision auto: bf16, timed faster here than float32 (a 512^3 GEMM: %.2f ms in bf16 "
+                "%s, %.2f ms in float32)\n", bf16_ms, engine, fp32_ms);
+        } else if (!timed && dnnl) {
+            say("precision auto: bf16 on oneDNN, as --backend dnnl asks (not timed)\n");
+        } else {
+            if (timed)
+                say("precision auto: fp32, timed faster here than bf16 %s (a 512^3 GEMM: %.2f ms in "
+                    "float32, %.2f ms in bf16)\n", engine, fp32_ms, bf16_ms);
+            else
+                say("precision auto: fp32, as bf16 would run %s\n", nb_stack_kernels(&m->s));
+            nb_stack_free(&m->s);
+            d.gemm.precision = NB_PRECISION_FP32;
+            d.gemm.bf16_weights = 0;
+            d.gemm.bf16_outputs = 0;
+            if (nb_stack_init(&m->ctx, &m->s, &d, m->B, c->loop.seq) != NB_OK)
+                return fail("invalid model: %s", m->ctx.err);
+        }
     }
     m->d = c->model.d_model; m->T = c->loop.seq;
     m->ngpt = m->s.desc.preset == NB_PRESET_NGPT;

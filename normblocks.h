@@ -3934,18 +3934,22 @@ static void nb__gemm_grid(int M, int N, int K, int nt, int* pr, int* pc) {
     }
 }
 
+/* The team a GEMM at `at` runs on: ctx's threads, one inside a parallel region */
+static int nb__gemm_threads(const nb__gemm_at* at) {
+#ifdef _OPENMP
+    if (omp_in_parallel()) return 1;
+#endif
+    return nb_num_threads(at->ctx);
+}
+
 /* nb_gemm and nb_gemm_bf16, and the sublayers' GEMMs: float32, or bf16 numerics when bf16 (or
    an operand is half). On oneDNN when the plan has it (mm) and both operands are of the plan's
    precision, else BLAS (the portable path for bf16). */
 static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_real alpha,
                               nb__mat A, nb__mat B, nb_real beta, nb_real* C, int ldc) {
-    const int bf16 = at->bf16;
+    const int bf16 = at->bf16, nt = nb__gemm_threads(at);
     nb_result rc = nb__check_gemm(at->ctx, at->fn, M, N, K, A, B, C, ldc);
-    int nt = nb_num_threads(at->ctx);
     if (rc) return rc;
-#ifdef _OPENMP
-    if (omp_in_parallel()) nt = 1;
-#endif
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
     if (at->mm && A.half == B.half && A.half == (bf16 != 0) && (beta == 0 || beta == 1))
         return nb__mm_gemm(at, nt, M, N, K, (float)alpha, A, B, beta, C, 0, ldc);
@@ -4002,13 +4006,9 @@ static nb_result nb__gemm16(const nb__gemm_at* at, int M, int N, int K, nb__mat 
                             unsigned short* C, int ldc) {
     const double t0 = nb__prof_begin(at->ctx);
     nb_result rc = nb__check_gemm(at->ctx, at->fn, M, N, K, A, B, C, ldc);
-    int nt = nb_num_threads(at->ctx);
-#ifdef _OPENMP
-    if (omp_in_parallel()) nt = 1;
-#endif
     NB_ASSERT(nb__gemm_writes16(at) && A.half && B.half);
 #if defined(NB_USE_DNNL) && !defined(NB_DOUBLE)
-    if (!rc && at->mm) rc = nb__mm_gemm(at, nt, M, N, K, 1, A, B, 0, C, 1, ldc);
+    if (!rc && at->mm) rc = nb__mm_gemm(at, nb__gemm_threads(at), M, N, K, 1, A, B, 0, C, 1, ldc);
 #endif
 #ifdef NB__TEST_GEMM16
     if (!rc && !at->mm) {
@@ -4020,7 +4020,6 @@ static nb_result nb__gemm16(const nb__gemm_at* at, int M, int N, int K, nb__mat 
         if (f) NB_FREE(f, user);
     }
 #endif
-    (void)nt;
     nb__prof_end(at->ctx, NB_PROF_GEMM, t0);
     return rc;
 }

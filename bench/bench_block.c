@@ -14,8 +14,11 @@
    keeps the FFN's hidden layer in bf16, autocast's numerics (desc.gemm.bf16_outputs: bf16 GEMM
    outputs on oneDNN); NBB_ATTN=0|1|2|3 with NBB_BF16
    runs the attention products emulated, or packed on the portable, AVX512-BF16 or AMX kernel
-   (at most what the CPU has), instead of the library's choice. Each row names the kernels
-   that ran (nb_stack_kernels); bench_dnnl times the linear GEMMs alone in bf16 on oneDNN)
+   (at most what the CPU has), instead of the library's choice; NBB_GEMM=0|1|2|3 the same for
+   the linear GEMMs where oneDNN does not run them (0 the emulation, else normblocks' GEMM on
+   that kernel: the portable path's choice on AMX). Each row names the kernels that ran
+   (nb_stack_kernels; NBB_ATTN and NBB_GEMM print their own line); bench_dnnl times the linear
+   GEMMs alone in bf16 on oneDNN and on the tiles)
      PRESET: any nb_preset_from_name name (pre, hybrid, siamese, gpt2, ...)
 
    Flops counted (the same count is used for normblocks, the skeleton and PyTorch):
@@ -296,6 +299,13 @@ int main(int argc, char** argv) {
         const int a = want < 0 ? 0 : want > host ? host : want;
         for (i = 0; i < r.s.desc.n_layers; i++) r.s.layers[i].attn.bf16_attn = a;
         printf("# NBB_ATTN=%d: the attention products run %s\n", want, nb__attn_kernels[a]);
+    }
+    if (bf16 && getenv("NBB_GEMM")) { /* the same values for the linear GEMMs off oneDNN */
+        const int want = atoi(getenv("NBB_GEMM")), host = nb__bf16_isa() + 1;
+        const int a = want < 0 ? 0 : want > host ? host : want;
+        for (i = 0; i < r.s.desc.n_layers; i++) r.s.layers[i].attn.bf16_gemm = a;
+        r.s.ffn.bf16_gemm = a;
+        printf("# NBB_GEMM=%d: the linear GEMMs off oneDNN run %s\n", want, nb__gemm_kernels[a]);
     }
     n = (size_t)B * T * d;
     r.params = nbb_alloc(r.s.n_params); r.grads = nbb_alloc(r.s.n_params);

@@ -298,7 +298,8 @@ static const opt k_opts[] = {
      "as PyTorch's autocast keeps it: half its memory; on oneDNN with a bf16 matrix unit the\n"
      "GEMMs write it in bf16 (gemm.bf16_outputs) [fp32: float32 outputs]"},
     {"backend", "auto|blas|dnnl", K_CHOICE, F(machine.backend), 0, 0, "auto|blas|dnnl", NULL, 0,
-     "the stack's GEMMs: OpenBLAS (bf16: portable, slow) or oneDNN (NB_USE_DNNL builds) [auto]"},
+     "the stack's GEMMs: blas (bf16: the portable path: normblocks' GEMM on AMX tiles, else\n"
+     "slow) or dnnl (oneDNN, NB_USE_DNNL builds) [auto: bf16 on the faster, timed]"},
     {"dyt-alpha", "A", K_REAL, F(model.norm.dyt_alpha), 1e-6, 100, NULL, NULL, O_TRAIN,
      "DyT's initial alpha of the norms not feeding attention [below d = 1024 DyT's generic 0.5\n"
      "(its LLM rule, from 7B-70B models, collapsed at d = 64); from 1024 its LLM rule by width]"},

@@ -3617,6 +3617,54 @@ static void nb__gemm1_tiles(int isa, int M, int N, int K, nb__mat A, nb__mat B, 
 }
 #endif
 
+#if defined(_OPENMP) && !defined(NB_DOUBLE)
+/* nb__gemm1_tiles on a team, called by each thread of a parallel region: B is packed once,
+   each thread packing its slice of columns (blocks of 32) into its own stack buffer, and after
+   a barrier each thread runs its rows of C (blocks of 32) against every thread's slice, A read
+   (or made) once. A grid of per-thread GEMMs instead packs B once per block row of threads and
+   reads A once per block column. K is taken kc at a time (what a slice buffer holds, a
+   multiple of NB__BT_K; two barriers each), and within it NB__BT_K at a time as on one thread:
+   the same bits. slices: nt addresses shared by the team. Only where nb__tiles_team_kc > 0. */
+enum { NB__TILES_TEAM = 64 };
+static int nb__tiles_team_kc(int N, int nt) {
+    const int w = ((N + 31) / 32 + nt - 1) / nt * 32; /* the widest slice */
+    return nt > NB__TILES_TEAM || w > NB__BT_N ? 0 : NB__BT_K * NB__BT_N / w / NB__BT_K * NB__BT_K;
+}
+static void nb__gemm_tiles_team(int isa, size_t* slices, int M, int N, int K,
+                                nb__mat A, nb__mat B, int acc, float* C, int ldc) {
+    unsigned short a[NB__BT_M * NB__BT_K], b[NB__BT_K * NB__BT_N];
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int kc = nb__tiles_team_kc(N, nt);
+    int r0, r1, c0, c1, k0, i0, kk, j, s;
+    nb__split_in(M, nt, t, 32, &r0, &r1);
+    nb__split_in(N, nt, t, 32, &c0, &c1);
+    slices[t] = (size_t)b; /* an address, alive until the last barrier */
+    for (k0 = 0; k0 < K; k0 += kc) {
+        const int kb = K - k0 < kc ? K - k0 : kc;
+        if (c1 > c0) nb__tiles_b(isa, b, B, k0, c0, kb, c1 - c0);
+        NB__OMP(barrier)
+        for (i0 = r0; i0 < r1; i0 += NB__BT_M) {
+            const int mb = r1 - i0 < NB__BT_M ? r1 - i0 : NB__BT_M;
+            for (kk = k0; kk < k0 + kb; kk += NB__BT_K) {
+                const int kb2 = k0 + kb - kk < NB__BT_K ? k0 + kb - kk : NB__BT_K;
+                int lda;
+                const unsigned short* ap = nb__tiles_a(isa, a, A, i0, kk, mb, kb2, &lda);
+                for (s = 0; s < nt; s++) {
+                    nb__split_in(N, nt, s, 32, &j, &c1);
+                    if (c1 > j)
+                        nb__bdot(isa, mb, c1 - j, kb2, ap, lda,
+                                 (const unsigned short*)slices[s] + (size_t)(kk - k0) * (c1 - j),
+                                 c1 - j,
+                                 C + (size_t)i0 * ldc + j, ldc, acc || kk > 0);
+                }
+            }
+        }
+        NB__OMP(barrier) /* the slices are repacked (or, at the end, their stacks left) */
+        nb__split_in(N, nt, t, 32, &c0, &c1);
+    }
+}
+#endif
+
 /* One GEMM on the calling thread: float32, or bf16 numerics when bf16 (or an operand is
    half): on nb__bdot's kernel tiles - 1 when tiles (nb_attn_plan.bf16_gemm) and the call is a
    product or a sum into C (alpha 1, beta 0 or 1), else the emulation. */
@@ -3962,6 +4010,14 @@ static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_rea
         nb__gemm1(bf16, at->tiles, M, N, K, alpha, A, B, beta, C, ldc);
         return NB_OK;
     }
+#if defined(_OPENMP) && !defined(NB_DOUBLE)
+    if (at->tiles && alpha == 1 && (beta == 0 || beta == 1) && nb__tiles_team_kc(N, nt)) {
+        size_t slices[NB__TILES_TEAM];
+        NB__OMP(parallel num_threads(nt))
+        nb__gemm_tiles_team(at->tiles - 1, slices, M, N, K, A, B, beta != 0, C, ldc);
+        return NB_OK;
+    }
+#endif
     NB__OMP(parallel num_threads(nt))
     {
         const int t = omp_get_thread_num(), unit = at->tiles ? 32 : 1;

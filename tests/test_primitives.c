@@ -466,10 +466,11 @@ static void run_transpose16_case(int isa, int rows, int cols) {
 /* nb__gemm1_tiles, the linear GEMMs' engine on nb__bdot's kernel isa (AMX: the plans' choice
    there), through nb__gemm_run as the sublayers call it: C = alpha op(A) op(B) + beta C with A
    and B each given as bf16 or float (rounded by the engine), either orientation (every pack:
-   read in place, transposed, rounded; B's pairs of rows and its word transpose). Against a
-   double loop over the independently rounded operands within the float32 summation bound
-   (as nb__bdot's); C's padding columns untouched; the same bits on 1, 2 and 3 threads (the
-   blocks start at multiples of 32 and K is cut at fixed places). M, N, K cross the engine's
+   read in place, transposed, rounded; B's pairs of rows and its word transpose). On 1, 2 and 3
+   threads (a team shares B's pack, nb__gemm_tiles_team), each against a double loop over the
+   independently rounded operands within the float32 summation bound (as nb__bdot's); C's
+   padding columns untouched; the same bits on every thread count (the blocks start at
+   multiples of 32 and K is cut at fixed places). M, N, K cross the engine's
    blocks (256, 512, 256) and K's last block is not a multiple of 32 (AMX's edge kernel). */
 static void run_tiles_case(int isa, int ta, int tb, int a16, int b16, int M, int N, int K,
                            double alpha, double beta, nbt_rng* rng) {
@@ -505,9 +506,12 @@ static void run_tiles_case(int isa, int ta, int tb, int a16, int b16, int M, int
     }
     for (r = 0; r < M; r++)
         for (j = 0; j < ldc; j++) {
-            const double c0 = (double)C0[(size_t)r * ldc + j], got = (double)C[(size_t)r * ldc + j];
+            const double c0 = (double)C0[(size_t)r * ldc + j];
             double sum = 0, mag = 0;
-            if (j >= N) { within &= got == c0; continue; }
+            if (j >= N) {
+                for (t = 0; t < 3; t++) within &= (double)C[t * nc + (size_t)r * ldc + j] == c0;
+                continue;
+            }
             for (k = 0; k < K; k++) {
                 const double ab = (ta ? ra[(size_t)k * lda + r] : ra[(size_t)r * lda + k]) *
                                   (tb ? rb[(size_t)j * ldb + k] : rb[(size_t)k * ldb + j]);
@@ -516,8 +520,11 @@ static void run_tiles_case(int isa, int ta, int tb, int a16, int b16, int M, int
             }
             sum = alpha * sum + beta * c0;
             mag = fabs(alpha) * mag + fabs(beta * c0);
-            if (fabs(got - sum) > err) err = fabs(got - sum);
-            within &= fabs(got - sum) <= 2.0 * (K + 2) * 0x1p-24 * mag;
+            for (t = 0; t < 3; t++) { /* every thread count's result */
+                const double e = fabs((double)C[t * nc + (size_t)r * ldc + j] - sum);
+                if (e > err) err = e;
+                within &= e <= 2.0 * (K + 2) * 0x1p-24 * mag;
+            }
         }
     snprintf(name, sizeof name, "bf16 GEMM on nb__bdot kernel %d, A %s%s, B %s%s, %dx%dx%d "
              "alpha %g beta %g: bf16 products, float32 sums (largest error %.3g)", isa,

@@ -3628,15 +3628,22 @@ static void nb__gemm1_tiles(int isa, int M, int N, int K, nb__mat A, nb__mat B, 
 enum { NB__TILES_TEAM = 64 };
 static int nb__tiles_team_kc(int N, int nt) {
     const int w = ((N + 31) / 32 + nt - 1) / nt * 32; /* the widest slice */
-    return nt > NB__TILES_TEAM || w > NB__BT_N ? 0 : NB__BT_K * NB__BT_N / w / NB__BT_K * NB__BT_K;
+    if (nt > NB__TILES_TEAM || w > NB__BT_N) return 0;
+    return NB__BT_K * NB__BT_N / w / NB__BT_K * NB__BT_K;
 }
 static void nb__gemm_tiles_team(int isa, size_t* slices, int M, int N, int K,
                                 nb__mat A, nb__mat B, int acc, float* C, int ldc) {
     unsigned short a[NB__BT_M * NB__BT_K], b[NB__BT_K * NB__BT_N];
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int kc = nb__tiles_team_kc(N, nt);
-    int r0, r1, c0, c1, k0, i0, kk, j, s;
+    int r0, r1, c0, c1, s0, s1, k0, i0, kk, s;
     nb__split_in(M, nt, t, 32, &r0, &r1);
+    if (!kc) { /* a smaller team than asked for, its slices too wide: each thread its rows */
+        if (r1 > r0)
+            nb__gemm1_tiles(isa, r1 - r0, N, K, nb__mat_at(A, r0, 0), B, acc,
+                            C + (size_t)r0 * ldc, ldc);
+        return;
+    }
     nb__split_in(N, nt, t, 32, &c0, &c1);
     slices[t] = (size_t)b; /* an address, alive until the last barrier */
     for (k0 = 0; k0 < K; k0 += kc) {
@@ -3649,18 +3656,16 @@ static void nb__gemm_tiles_team(int isa, size_t* slices, int M, int N, int K,
                 const int kb2 = k0 + kb - kk < NB__BT_K ? k0 + kb - kk : NB__BT_K;
                 int lda;
                 const unsigned short* ap = nb__tiles_a(isa, a, A, i0, kk, mb, kb2, &lda);
-                for (s = 0; s < nt; s++) {
-                    nb__split_in(N, nt, s, 32, &j, &c1);
-                    if (c1 > j)
-                        nb__bdot(isa, mb, c1 - j, kb2, ap, lda,
-                                 (const unsigned short*)slices[s] + (size_t)(kk - k0) * (c1 - j),
-                                 c1 - j,
-                                 C + (size_t)i0 * ldc + j, ldc, acc || kk > 0);
+                for (s = 0; s < nt; s++) { /* slice s: columns [s0, s1), ld s1 - s0 */
+                    nb__split_in(N, nt, s, 32, &s0, &s1);
+                    if (s1 > s0)
+                        nb__bdot(isa, mb, s1 - s0, kb2, ap, lda,
+                                 (const unsigned short*)slices[s] + (size_t)(kk - k0) * (s1 - s0),
+                                 s1 - s0, C + (size_t)i0 * ldc + s0, ldc, acc || kk > 0);
                 }
             }
         }
         NB__OMP(barrier) /* the slices are repacked (or, at the end, their stacks left) */
-        nb__split_in(N, nt, t, 32, &c0, &c1);
     }
 }
 #endif

@@ -3551,6 +3551,21 @@ enum { NB__BWD_ACC_DX = 1, NB__BWD_WRITE_DW = 2, NB__X16_GIVEN = 4, NB__DOUT16_G
    portable and AVX512-BF16 kernels run it in the tests on any CPU. */
 enum { NB__BT_M = 256, NB__BT_N = 512, NB__BT_K = 256 };
 
+/* The calls the tiles take: C = alpha op(A) op(B) (alpha applied to the float32 sums, as a BLAS
+   does: nb__tiles_scale) and C += op(A) op(B); the emulation runs the others */
+static int nb__tiles_take(nb_real alpha, nb_real beta) {
+    return beta == 0 || (beta == 1 && alpha == 1);
+}
+static void nb__tiles_scale(float* C, int ldc, int r0, int r1, int N, float alpha) {
+    int r, j;
+    if (alpha == 1) return;
+    for (r = r0; r < r1; r++) {
+        float* c = C + (size_t)r * ldc;
+        NB__OMP(simd)
+        for (j = 0; j < N; j++) c[j] *= alpha;
+    }
+}
+
 /* op(X)[r][c] rounded to bf16 (X float or bf16, either orientation): the general packs' read */
 static unsigned short nb__bits_at(nb__mat X, int r, int c) {
     const size_t off = X.trans ? (size_t)c * X.ld + r : (size_t)r * X.ld + c;
@@ -3631,7 +3646,7 @@ static int nb__tiles_team_kc(int N, int nt) {
     if (nt > NB__TILES_TEAM || w > NB__BT_N) return 0;
     return NB__BT_K * NB__BT_N / w / NB__BT_K * NB__BT_K;
 }
-static void nb__gemm_tiles_team(int isa, size_t* slices, int M, int N, int K,
+static void nb__gemm_tiles_team(int isa, size_t* slices, int M, int N, int K, float alpha,
                                 nb__mat A, nb__mat B, int acc, float* C, int ldc) {
     unsigned short a[NB__BT_M * NB__BT_K], b[NB__BT_K * NB__BT_N];
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -3642,6 +3657,7 @@ static void nb__gemm_tiles_team(int isa, size_t* slices, int M, int N, int K,
         if (r1 > r0)
             nb__gemm1_tiles(isa, r1 - r0, N, K, nb__mat_at(A, r0, 0), B, acc,
                             C + (size_t)r0 * ldc, ldc);
+        nb__tiles_scale(C, ldc, r0, r1, N, alpha);
         return;
     }
     nb__split_in(N, nt, t, 32, &c0, &c1);
@@ -3667,17 +3683,19 @@ static void nb__gemm_tiles_team(int isa, size_t* slices, int M, int N, int K,
         }
         NB__OMP(barrier) /* the slices are repacked (or, at the end, their stacks left) */
     }
+    nb__tiles_scale(C, ldc, r0, r1, N, alpha); /* this thread's rows are complete */
 }
 #endif
 
 /* One GEMM on the calling thread: float32, or bf16 numerics when bf16 (or an operand is
-   half): on nb__bdot's kernel tiles - 1 when tiles (nb_attn_plan.bf16_gemm) and the call is a
-   product or a sum into C (alpha 1, beta 0 or 1), else the emulation. */
+   half): on nb__bdot's kernel tiles - 1 when tiles (nb_attn_plan.bf16_gemm) and the call is one
+   they take (nb__tiles_take), else the emulation. */
 static void nb__gemm1(int bf16, int tiles, int M, int N, int K, nb_real alpha, nb__mat A,
                       nb__mat B, nb_real beta, nb_real* C, int ldc) {
 #ifndef NB_DOUBLE
-    if (tiles && alpha == 1 && (beta == 0 || beta == 1)) {
+    if (tiles && nb__tiles_take(alpha, beta)) {
         nb__gemm1_tiles(tiles - 1, M, N, K, A, B, beta != 0, C, ldc);
+        nb__tiles_scale(C, ldc, 0, M, N, alpha);
         return;
     }
     if (bf16 || A.half || B.half) {
@@ -4016,10 +4034,10 @@ static nb_result nb__gemm_run(const nb__gemm_at* at, int M, int N, int K, nb_rea
         return NB_OK;
     }
 #if defined(_OPENMP) && !defined(NB_DOUBLE)
-    if (at->tiles && alpha == 1 && (beta == 0 || beta == 1) && nb__tiles_team_kc(N, nt)) {
+    if (at->tiles && nb__tiles_take(alpha, beta) && nb__tiles_team_kc(N, nt)) {
         size_t slices[NB__TILES_TEAM];
         NB__OMP(parallel num_threads(nt))
-        nb__gemm_tiles_team(at->tiles - 1, slices, M, N, K, A, B, beta != 0, C, ldc);
+        nb__gemm_tiles_team(at->tiles - 1, slices, M, N, K, alpha, A, B, beta != 0, C, ldc);
         return NB_OK;
     }
 #endif

@@ -533,7 +533,8 @@ static void run_tiles_case(int isa, int ta, int tb, int a16, int b16, int M, int
     nbt_check(within, name);
     snprintf(name, sizeof name, "bf16 GEMM on nb__bdot kernel %d %dx%dx%d: the same bits on 1, 2 "
              "and 3 threads", isa, M, N, K);
-    if (alpha == 1) nbt_check(same, name); /* the emulation's bits follow the BLAS's blocks */
+    if (alpha == 1 || beta == 0) /* the tiles; the emulation's bits follow the BLAS's blocks */
+        nbt_check(same, name);
     free(A); free(B); free(C0); free(C); free(A16); free(B16); free(ra); free(rb);
 }
 
@@ -558,8 +559,8 @@ static void bdot_kernels(nbt_rng* rng) {
         run_transpose16_case(isa, 37, 9);
         run_transpose16_case(isa, 5, 48);
         /* the sublayers' three GEMMs (forward, dX, dW: A bf16 by rows, by rows, transposed;
-           B W^T, W, x), then the general packs, a tiny and an odd K, and alpha != 1 (the
-           emulation runs it) */
+           B W^T, W, x), then the general packs, a tiny and an odd K, alpha != 1 (a scale of
+           the sums; with beta 1 the emulation runs it) */
         run_tiles_case(isa, 0, 1, 1, 1, 260, 520, 264, 1, 0, rng);
         run_tiles_case(isa, 0, 0, 1, 1, 290, 100, 300, 1, 1, rng);
         run_tiles_case(isa, 1, 0, 1, 1, 70, 530, 270, 1, 1, rng);
@@ -567,6 +568,7 @@ static void bdot_kernels(nbt_rng* rng) {
         run_tiles_case(isa, 1, 0, 0, 0, 33, 47, 64, 1, 1, rng);
         run_tiles_case(isa, 1, 1, 1, 0, 7, 5, 9, 1, 0, rng);
         run_tiles_case(isa, 0, 1, 1, 1, 64, 64, 31, 0.5, 1, rng);
+        run_tiles_case(isa, 1, 1, 1, 1, 100, 70, 40, -0.25, 0, rng);
     }
 }
 

@@ -3568,8 +3568,8 @@ static void nb__tiles_scale(float* C, int ldc, int r0, int r1, int N, float alph
 
 /* op(X)[r][c] rounded to bf16 (X float or bf16, either orientation): the general packs' read */
 static unsigned short nb__bits_at(nb__mat X, int r, int c) {
-    const size_t off = X.trans ? (size_t)c * X.ld + r : (size_t)r * X.ld + c;
-    return X.half ? ((const unsigned short*)X.p)[off] : nb__bf16_bits(((const float*)X.p)[off]);
+    X = nb__mat_at(X, r, c);
+    return X.half ? *(const unsigned short*)X.p : nb__bf16_bits(*(const float*)X.p);
 }
 
 /* bp = op(B)[k0 .. k0+kb) x [j0 .. j0+nb) in pairs of rows (ld nb), an odd kb's pair half zero */

@@ -3226,13 +3226,23 @@ static const char* const nb__gemm_kernels[] = {
     ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11) ||                  \
      (defined(__clang__) && __clang_major__ >= 12))
 #define NB__X86_BF16 1
+#ifdef NB__TEST_X86_EMU /* the tests: these instructions emulated in C, so the kernels run on
+                           any x86-64 (tests/x86_emu.h; the CPU reported as having AMX) */
+#include "x86_emu.h"
+#define NB__TARGET(isa)
+#else
 #include <cpuid.h>
 #include <immintrin.h>
+#define NB__TARGET(isa) __attribute__((target(isa)))
+#endif
 
 /* The best kernel this CPU and OS run: cpuid's feature bits, the OS's saved state (XCR0), and
    for AMX Linux's permission for the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, per process;
    granted once, asking again is harmless). */
 static int nb__bf16_isa(void) {
+#ifdef NB__TEST_X86_EMU
+    return NB__ISA_AMX;
+#else
     unsigned a = 0, b = 0, c = 0, d = 0, xlo = 0, xhi = 0;
     int avx512bf16, amx;
     if (__get_cpuid_max(0, NULL) < 7) return NB__ISA_PORTABLE;
@@ -3258,6 +3268,7 @@ static int nb__bf16_isa(void) {
     (void)amx;
 #endif
     return NB__ISA_AVX512BF16;
+#endif
 }
 
 /* the 32-bit word of A's pair (k, k+1) of row a; (A[k], 0) when k + 1 == K */
@@ -3266,7 +3277,7 @@ static inline int nb__pair(const unsigned short* a, int k, int K) {
     return (int)(lo | hi << 16);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512bf16")))
+NB__TARGET("avx512f,avx512bw,avx512bf16")
 static void nb__bdot_avx512(int M, int N, int K, const unsigned short* A, int lda,
                             const unsigned short* Bp, int ldb, float* C, int ldc, int acc) {
     enum { MR = 8 };
@@ -3306,7 +3317,7 @@ static void nb__bdot_avx512(int M, int N, int K, const unsigned short* A, int ld
 
 /* The 32-bit words (X[r][2q], X[r][2q+1]) of 16 rows r0.. of X (bf16, ld ldx) at once: one
    gather per word column, the loads of the packs below */
-__attribute__((target("avx512f,avx512bw")))
+NB__TARGET("avx512f,avx512bw")
 static inline __m512i nb__gather16(const unsigned short* X, int ldx, int r0, int q) {
     const __m512i rows = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     /* the masked forms with a zero source: the plain ones start from an undefined register,
@@ -3316,7 +3327,7 @@ static inline __m512i nb__gather16(const unsigned short* X, int ldx, int r0, int
                                        (const void*)(X + (size_t)r0 * ldx + 2 * (size_t)q), 2);
 }
 /* nb__pack_cols' and nb__transpose16's bulk: rows [0, rows & ~15), word columns [0, cols / 2) */
-__attribute__((target("avx512f,avx512bw")))
+NB__TARGET("avx512f,avx512bw")
 static void nb__pack_cols_avx512(unsigned short* Bp, const unsigned short* X, int rows, int cols,
                                  int ldx, int ldb) {
     int r0, q;
@@ -3325,7 +3336,7 @@ static void nb__pack_cols_avx512(unsigned short* Bp, const unsigned short* X, in
             _mm512_storeu_si512((void*)(Bp + (size_t)q * 2 * ldb + 2 * (size_t)r0),
                                 nb__gather16(X, ldx, r0, q));
 }
-__attribute__((target("avx512f,avx512bw")))
+NB__TARGET("avx512f,avx512bw")
 static void nb__transpose16_avx512(unsigned short* D, const unsigned short* X, int rows,
                                    int cols, int ldx, int ldd) {
     int r0, q;
@@ -3351,7 +3362,7 @@ typedef struct nb__tilecfg {
 
 /* C's 32 x 32 blocks [0, M) x [0, N) (M, N, K multiples of 32): tiles 0-3 hold the block of C,
    4-5 two 16 x 32 slices of A, 6-7 two 16-pair x 16 slices of B */
-__attribute__((target("amx-tile,amx-bf16")))
+NB__TARGET("amx-tile,amx-bf16")
 static void nb__bdot_amx(int M, int N, int K, const unsigned short* A, int lda,
                          const unsigned short* Bp, int ldb, float* C, int ldc, int acc) {
     nb__tilecfg cfg;

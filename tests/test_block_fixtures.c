@@ -155,6 +155,7 @@ static const block_case cases[] = {
     {"ve_post_L4", NULL},
     {"dwa_p2_pre_L4", "Pre-Norm"},
     {"dwa_p3_post_L4", NULL},
+    {"tiles_pre_L2", "Pre-Norm"},
 };
 
 /* Keep in sync with the names printed by tests/gen_porting_fixtures.py. By name only where the
@@ -216,24 +217,32 @@ static const variant variants[] = {
    memory modes, against the same float64 references, normwise (see bf16_close), and the cases
    of blocks_bf16.bin against the twin's bf16 references with a float32-sized tolerance (see
    bf16_tight_limit): on the portable path (BLAS), and on oneDNN's bf16 matmul when the build
-   has it (skipped, and said, on a CPU where oneDNN has no bf16 matmul). */
+   has it (skipped, and said, on a CPU where oneDNN has no bf16 matmul). Built with the x86
+   instructions emulated (NB__TEST_X86_EMU, tests/x86_emu.h: AMX the plans' choice), only the
+   variants on the emulated kernels run (the others are test_block_fixtures_bf16's), on
+   blocks_bf16.bin and blocks.bin's case of the tiles' shapes (emu_case): the other cases
+   repeat the stacks' logic on the same kernel code, at the emulation's cost. */
 static const variant variants[] = {
     {"bf16", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_BLAS, 0, 0},
     {"bf16_lse", NB_ATTN_MEMORY_LSE, 3, 0, 0, 0, 0, 0, NB_BACKEND_BLAS, 0, 0},
     /* the products' other paths: the attention's packed one and the linear GEMMs' tiles on
        the portable and AVX512-BF16 kernels (AMX's is the plans' choice on a CPU with AMX),
        and the emulation there */
+#ifndef NB__TEST_X86_EMU
     {"bf16_portable", NB_ATTN_MEMORY_LSE, 2, 0, 0, 0, 0, 0, NB_BACKEND_BLAS,
      1 + NB__ATTN_PORTABLE, 0},
+#endif
     {"bf16_avx512bf16", NB_ATTN_MEMORY_PROBS, 1, 0, 0, 0, 0, 0, NB_BACKEND_BLAS,
      1 + NB__ATTN_AVX512BF16, 0},
+#ifndef NB__TEST_X86_EMU
     {"bf16_emulated", NB_ATTN_MEMORY_LSE, 1, 0, 0, 0, 0, 0, NB_BACKEND_BLAS,
      1 + NB__ATTN_EMULATED, 0},
+#endif
     /* gemm.bf16_outputs (the FFN's hidden layer in bf16), on the cases of blocks_bf16.bin made
        with it; on oneDNN its GEMMs write bf16 */
     {"bf16_out", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_BLAS, 0, 1},
     {"bf16_out_lse", NB_ATTN_MEMORY_LSE, 2, 0, 0, 0, 0, 0, NB_BACKEND_BLAS, 0, 1},
-#ifdef NB_USE_DNNL
+#if defined(NB_USE_DNNL) && !defined(NB__TEST_X86_EMU)
     {"bf16_out_dnnl", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_DNNL, 0, 1},
     {"bf16_dnnl", NB_ATTN_MEMORY_PROBS, 0, 0, 0, 0, 0, 0, NB_BACKEND_DNNL, 0, 0},
     {"bf16_dnnl_lse", NB_ATTN_MEMORY_LSE, 1, 1, 3, 0, 0, 0, NB_BACKEND_DNNL, 0, 0},
@@ -996,13 +1005,23 @@ static void check_grads_paired(const char* cs) {
     nbt_check(bad == 0, name);
 }
 
+/* whether the build runs blocks.bin's case cs (see the variants above) */
+static int emu_case(const char* cs) {
+#ifdef NB__TEST_X86_EMU
+    return !strncmp(cs, "tiles_", 6);
+#else
+    (void)cs;
+    return 1;
+#endif
+}
+
 int main(int argc, char** argv) {
     size_t c, k;
     if (!nbf_args_ok(argc, argv)) return nbt_finish();
     if (!nbf_load_checked("test_block_fixtures", argv[1], "blocks.bin")) return nbt_finish();
     nbf_check_known("blocks.bin", cases, NBF_NCASES(cases), sizeof cases[0]);
     for (c = 0; c < NBF_NCASES(cases); c++) {
-        if (!nbf_has_case("blocks.bin", cases[c].name, "L")) continue;
+        if (!emu_case(cases[c].name) || !nbf_has_case("blocks.bin", cases[c].name, "L")) continue;
         check_grads_paired(cases[c].name);
         for (k = 0; k < NBF_NCASES(variants); k++) run_case(&cases[c], &variants[k]);
     }
@@ -1013,7 +1032,9 @@ int main(int argc, char** argv) {
     nbf_check_known("blocks_porting.bin", porting_cases, NBF_NCASES(porting_cases),
                     sizeof porting_cases[0]);
     for (c = 0; c < NBF_NCASES(porting_cases); c++) {
-        if (!nbf_has_case("blocks_porting.bin", porting_cases[c].name, "L")) continue;
+        if (!emu_case(porting_cases[c].name) ||
+            !nbf_has_case("blocks_porting.bin", porting_cases[c].name, "L"))
+            continue;
         check_grads_paired(porting_cases[c].name);
         for (k = 0; k < NBF_NCASES(variants); k++) run_case(&porting_cases[c], &variants[k]);
     }

@@ -67,25 +67,23 @@ static __m512i _mm512_setr_epi32(int e0, int e1, int e2, int e3, int e4, int e5,
     __m512i v = {e0, e1, e2, e3, e4, e5, e6, e7, e8, e9, e10, e11, e12, e13, e14, e15};
     return v;
 }
-static __m512 _mm512_maskz_loadu_ps(__mmask16 k, const void* p) {
-    __m512 v = {0};
+/* the 32-bit lanes of k from src to dst (each an array of 16) */
+static void nbx_lanes(void* dst, const void* src, __mmask16 k) {
     int i;
     for (i = 0; i < 16; i++)
-        if (k >> i & 1) memcpy((float*)&v + i, (const char*)p + 4 * i, 4);
+        if (k >> i & 1) memcpy((char*)dst + 4 * i, (const char*)src + 4 * i, 4);
+}
+static __m512 _mm512_maskz_loadu_ps(__mmask16 k, const void* p) {
+    __m512 v = {0};
+    nbx_lanes(&v, p, k);
     return v;
 }
 static __m512i _mm512_maskz_loadu_epi32(__mmask16 k, const void* p) {
     __m512i v = {0};
-    int i;
-    for (i = 0; i < 16; i++)
-        if (k >> i & 1) memcpy((int*)&v + i, (const char*)p + 4 * i, 4);
+    nbx_lanes(&v, p, k);
     return v;
 }
-static void _mm512_mask_storeu_ps(void* p, __mmask16 k, __m512 v) {
-    int i;
-    for (i = 0; i < 16; i++)
-        if (k >> i & 1) memcpy((char*)p + 4 * i, (const float*)&v + i, 4);
-}
+static void _mm512_mask_storeu_ps(void* p, __mmask16 k, __m512 v) { nbx_lanes(p, &v, k); }
 static void _mm512_storeu_si512(void* p, __m512i v) { memcpy(p, &v, 64); }
 static void _mm256_storeu_si256(__m256i* p, __m256i v) { memcpy(p, &v, 32); }
 static __m512i _mm512_mullo_epi32(__m512i a, __m512i b) {

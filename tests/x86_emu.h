@@ -4,7 +4,7 @@
 
    normblocks.h includes this file instead of <immintrin.h> and <cpuid.h> when the test build
    defines NB__TEST_X86_EMU; its kernels then lose their target attributes, and nb__bf16_isa
-   reports AMX (every kernel). Tests only: the emulation is ~1000x slower than the hardware.
+   reports AMX (every kernel). Tests only: the emulation is far slower than the hardware.
 
    Semantics, from the Intel SDM's pseudo-code (Vol. 2, VDPBF16PS and TDPBF16PS):
    - each bf16 x bf16 product is exact in float32; each of the two per pair is added to the

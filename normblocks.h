@@ -3549,7 +3549,8 @@ enum { NB__BWD_ACC_DX = 1, NB__BWD_WRITE_DW = 2, NB__X16_GIVEN = 4, NB__DOUT16_G
 
 #ifndef NB_DOUBLE
 /* ---- the linear GEMMs on nb__bdot's kernels ("tiles") ----
-   C = op(A) op(B) (+ C when acc) in bf16 numerics on kernel isa, for the calling thread: op(B)
+   C = alpha op(A) op(B), or C += op(A) op(B) when acc (alpha 1: nb__tiles_take), in bf16
+   numerics on kernel isa, for the calling thread (alpha scales the float32 sums): op(B)
    made bf16 pairs of rows (nb__bdot's B) NB__BT_K x NB__BT_N at a time, op(A) bf16 rows
    NB__BT_M x NB__BT_K (read in place when A is bf16 and not transposed: the forward's and
    dX's activations), both in this thread's stack (128 + 256 KiB, what the emulation's float
@@ -3559,7 +3560,7 @@ enum { NB__BWD_ACC_DX = 1, NB__BWD_WRITE_DW = 2, NB__X16_GIVEN = 4, NB__DOUT16_G
    every element is summed in the same order whatever block of C a thread owns: with blocks at
    multiples of 32 (nb__gemm_run) the AMX kernel's bits do not depend on the thread count.
    What AMX runs it on: the plans' choice on a CPU with AMX (nb_attn_plan.bf16_gemm); the
-   portable and AVX512-BF16 kernels run it in the tests on any CPU. */
+   tests run it on every kernel on any x86-64 (tests/x86_emu.h emulates the instructions). */
 enum { NB__BT_M = 256, NB__BT_N = 512, NB__BT_K = 256 };
 
 /* The calls the tiles take: C = alpha op(A) op(B) (alpha applied to the float32 sums, as a BLAS
@@ -3620,8 +3621,8 @@ static const unsigned short* nb__tiles_a(int isa, unsigned short* a, nb__mat A, 
     return a;
 }
 
-static void nb__gemm1_tiles(int isa, int M, int N, int K, nb__mat A, nb__mat B, int acc,
-                            float* C, int ldc) {
+static void nb__gemm1_tiles(int isa, int M, int N, int K, float alpha, nb__mat A, nb__mat B,
+                            int acc, float* C, int ldc) {
     unsigned short a[NB__BT_M * NB__BT_K], b[NB__BT_K * NB__BT_N];
     int i0, j0, k0, r;
     if (K == 0 && !acc) /* an empty sum */
@@ -3640,6 +3641,7 @@ static void nb__gemm1_tiles(int isa, int M, int N, int K, nb__mat A, nb__mat B, 
             }
         }
     }
+    nb__tiles_scale(C, ldc, 0, M, N, alpha);
 }
 #endif
 
@@ -3666,9 +3668,8 @@ static void nb__gemm_tiles_team(int isa, size_t* slices, int M, int N, int K, fl
     nb__split_in(M, nt, t, 32, &r0, &r1);
     if (!kc) { /* a smaller team than asked for, its slices too wide: each thread its rows */
         if (r1 > r0)
-            nb__gemm1_tiles(isa, r1 - r0, N, K, nb__mat_at(A, r0, 0), B, acc,
+            nb__gemm1_tiles(isa, r1 - r0, N, K, alpha, nb__mat_at(A, r0, 0), B, acc,
                             C + (size_t)r0 * ldc, ldc);
-        nb__tiles_scale(C, ldc, r0, r1, N, alpha);
         return;
     }
     nb__split_in(N, nt, t, 32, &c0, &c1);
@@ -3705,8 +3706,7 @@ static void nb__gemm1(int bf16, int tiles, int M, int N, int K, nb_real alpha, n
                       nb__mat B, nb_real beta, nb_real* C, int ldc) {
 #ifndef NB_DOUBLE
     if (tiles && nb__tiles_take(alpha, beta)) {
-        nb__gemm1_tiles(tiles - 1, M, N, K, A, B, beta != 0, C, ldc);
-        nb__tiles_scale(C, ldc, 0, M, N, alpha);
+        nb__gemm1_tiles(tiles - 1, M, N, K, alpha, A, B, beta != 0, C, ldc);
         return;
     }
     if (bf16 || A.half || B.half) {

@@ -42,7 +42,9 @@ F.rms_norm where it exists (2.4+), AdamW(fused=True) where the CPU has it (else 
 with --compile the model under torch.compile (the run says so, and falls back with a message
 where it fails). --fp32-bf16-matmul: float32 storage with bf16 matmuls, PyTorch's
 fp32_precision = "bf16" (torch.set_float32_matmul_precision("medium") before 2.9), the peer of
-a float32 run whose GEMMs run on the bf16 matrix units.
+a float32 run whose GEMMs run on the bf16 matrix units; refused (exit 2, a "# torch" line saying
+why) where a float32 Linear still multiplies in float32 after it: PyTorch 1.13, whose "medium"
+is CUDA-only, and CPUs without bf16 instructions.
 
 --memory (no training): what one forward keeps for the backward, counted by
 torch.autograd.graph.saved_tensors_hooks (distinct storages, parameters left out), at batch B and
@@ -266,6 +268,16 @@ def check():
     print("check ok")
 
 
+def bf16_matmul_in_effect():
+    """Whether float32 Linear layers now multiply in bf16: x = 1 + 2^-10 is exact in float32
+    and rounds to 1 in bf16 (8 significant bits), so x times the identity tells them apart.
+    PyTorch 1.13's "medium" is CUDA-only, and later versions need a CPU with bf16 instructions."""
+    x = torch.full((128, 128), 1 + 2.0 ** -10)
+    with torch.no_grad():
+        y = torch.nn.functional.linear(x, torch.eye(128))
+    return bool(y[0, 0].item() != 1 + 2.0 ** -10)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     for k, v in (("d", 64), ("layers", 16), ("heads", 4), ("seq", 64), ("batch", 8),
@@ -307,6 +319,11 @@ def main():
             torch.backends.mkldnn.matmul.fp32_precision = "bf16"  # 2.9+
         except AttributeError:
             torch.set_float32_matmul_precision("medium")
+        if not bf16_matmul_in_effect():
+            print("# torch %s: --fp32-bf16-matmul has no effect here (a float32 Linear still "
+                  "multiplies in float32: this PyTorch or this CPU has no bf16 path for it); no row"
+                  % torch.__version__)
+            return 2
     step_model, compiled = model, 0
     if a.compile:
         try:

@@ -238,11 +238,11 @@ int main(int argc, char** argv) {
         double* t = (double*)malloc(sizeof(double) * (size_t)reps), med[5] = {0, 0, 0, 0, 0};
         const double fl = 2.0 * s->M * s->N * s->K;
         mm_gemm g32, g16;
+        int run[5] = {1, 0, 0, 1, 0}; /* openblas, dnnl_f32, dnnl_bf16, emulated, tiles */
         nb_fill_normal(A, na, 1, 3, (unsigned long long)i + 1);
         nb_fill_normal(Bm, nb, 1, 3, (unsigned long long)i + 100);
         for (k = 0; k < (int)na; k++) A16[k] = to_bf16(A[k]);
         for (k = 0; k < (int)nb; k++) B16[k] = to_bf16(Bm[k]);
-        int run[5] = {1, 0, 0, 1, 0};
         run[1] = mm_make(&g32, eng, st, s, dnnl_f32, A, Bm, C);
         run[2] = mm_make(&g16, eng, st, s, dnnl_bf16, A16, B16, C);
         run[4] = tiles;

@@ -15,8 +15,8 @@
 # Prints the CPU's matrix flags, the GEMM engines (bench_dnnl), the float32 GEMMs' thread grid
 # before and now at THREADS (bench_grid, the team's time), the Pre-Norm block in float32
 # and bf16 (the timed default, oneDNN, and the portable path: normblocks' GEMM on the AMX tiles)
-# with the profile of each, the training step (d=512 L=4 and d=1024 L=2; float32, bf16 timed,
-# on oneDNN and on the tiles, auto, with --profile) at 1 and THREADS threads
+# with the profile of each, the training step (d=512 L=4 and d=1024 L=2; float32 on OpenBLAS and
+# on oneDNN, bf16 timed, on oneDNN and on the tiles, auto, with --profile) at 1 and THREADS threads
 # and at batch 8 and 32 (strong scaling), and PyTorch's step as its version is written
 # (bench_train_torch.py: the 2.x style on PyTorch >= 2.1; float32, autocast bf16, float32 with
 # bf16 matmuls, torch.compile; what a forward keeps for the backward per token, --memory).
@@ -75,7 +75,7 @@ part block && for t in 1 "$NT"; do
              "NBB_BF16=1 NBB_BF16_WEIGHTS=1 NBB_BACKEND=dnnl" "NBB_BF16=1 NBB_BF16_WEIGHTS=1 NBB_BACKEND=blas" \
              "NBB_BF16=1 NBB_BF16_WEIGHTS=1 NBB_BACKEND=blas NBB_GEMM=0"; do
     (export $cfg; nbrun bench_block pre 8 256 512 8 "$t" 5 2>&1 |
-      grep -E 'NBB_GEMM|kernels|normblocks|GEMMs alone|non-GEMM|where the time' | sed 's/: d_ff=.*//')
+      grep -E 'NBB_GEMM|kernels|normblocks|GEMMs alone|non-GEMM|where the time|failed' | sed 's/: d_ff=.*//')
   done
 done
 
@@ -84,13 +84,14 @@ part train && echo "$MODELS" | tr ',' '\n' | while read -r m; do
   set -- $m
   for b in $BATCHES; do
     for t in 1 "$NT"; do
-      for p in fp32 bf16 "bf16 --backend dnnl" "bf16 --backend blas" "bf16 --bf16-outputs bf16" auto; do
+      for p in fp32 "fp32 --backend dnnl" bf16 "bf16 --backend dnnl" "bf16 --backend blas" \
+               "bf16 --bf16-outputs bf16" auto; do
         [ "$b" = 32 ] && [ "$p" != fp32 ] && [ "$p" != bf16 ] && continue
         steps=$STEPS; [ "$b" = 32 ] && steps=$(( (STEPS + 1) / 2 ))
         echo "--- d=$1 L=$2 H=$3 B=$b threads=$t --precision $p"
         nbrun train --d "$1" --layers "$2" --heads "$3" --seq 128 --batch "$b" --steps $steps \
           --warmup 3 --log-every 100000 --eval-batches 1 --eval-problems 1 --threads "$t" --precision $p \
-          --profile 2>&1 | grep -E '^(kernels|precision auto|memory|throughput|profile)|^  [A-Za-z(]'
+          --profile 2>&1 | grep -E '^(kernels|precision auto|memory|throughput|profile|train: error)|^  [A-Za-z(]'
       done
     done
   done
